@@ -1,0 +1,49 @@
+/* IEEE fp16 and bfloat16 <-> f32, round to nearest even, NaN/Inf preserved. */
+#include "ert_internal.h"
+
+#include <string.h>
+
+static uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+float ert_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ffu;
+    if (exp == 0) {
+        if (man == 0) return u2f(sign);
+        /* subnormal: value = man * 2^-24 */
+        float v = (float)man * (1.0f / 16777216.0f);
+        return sign ? -v : v;
+    }
+    if (exp == 31) return u2f(sign | 0x7f800000u | (man << 13));
+    return u2f(sign | ((exp + 112) << 23) | (man << 13));
+}
+
+uint16_t ert_f32_to_f16(float f) {
+    uint32_t u = f2u(f);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    uint32_t abs = u & 0x7fffffffu;
+    if (abs >= 0x7f800000u) /* inf or nan */
+        return sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u | ((abs >> 13) & 0x3ffu) : 0);
+    if (abs >= 0x477ff000u) return sign | 0x7c00u; /* rounds to >= 65520: inf */
+    if (abs < 0x38800000u) {                        /* below 2^-14: subnormal or zero */
+        if (abs < 0x33000000u) return sign;         /* < 2^-25 rounds to 0 */
+        uint32_t e = abs >> 23, m = (abs & 0x7fffffu) | 0x800000u;
+        int shift = 126 - (int)e; /* f16 subnormal = m * 2^(e-126): right shift of the 24-bit mantissa */
+        uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (r & 1))) r++;
+        return sign | (uint16_t)r;
+    }
+    uint32_t r = ((abs >> 13) - (112u << 10)), rem = abs & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (r & 1))) r++;
+    return sign | (uint16_t)r;
+}
+
+float ert_bf16_to_f32(uint16_t h) { return u2f((uint32_t)h << 16); }
+
+uint16_t ert_f32_to_bf16(float f) {
+    uint32_t u = f2u(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet nan */
+    u += 0x7fffu + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}

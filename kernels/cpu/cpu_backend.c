@@ -1,0 +1,66 @@
+/* CPU backend table: op -> kernel. */
+#include "cpu_kernels.h"
+
+static const ert_kernel_fn KERNELS[ERT_OP_COUNT] = {
+    [ERT_OP_CONV] = ert_cpu_conv,
+    [ERT_OP_CONV_TRANSPOSE] = ert_cpu_conv_transpose,
+    [ERT_OP_BATCHNORM] = ert_cpu_batchnorm,
+    [ERT_OP_MATMUL] = ert_cpu_matmul,
+    [ERT_OP_GEMM] = ert_cpu_gemm,
+    [ERT_OP_MAXPOOL] = ert_cpu_pool,
+    [ERT_OP_AVGPOOL] = ert_cpu_pool,
+    [ERT_OP_GLOBAL_AVGPOOL] = ert_cpu_global_pool,
+    [ERT_OP_GLOBAL_MAXPOOL] = ert_cpu_global_pool,
+    [ERT_OP_LAYERNORM] = ert_cpu_layernorm,
+    [ERT_OP_SOFTMAX] = ert_cpu_softmax,
+    [ERT_OP_LOGSOFTMAX] = ert_cpu_softmax,
+    [ERT_OP_RELU] = ert_cpu_unary, [ERT_OP_LEAKY_RELU] = ert_cpu_unary, [ERT_OP_CLIP] = ert_cpu_unary,
+    [ERT_OP_SIGMOID] = ert_cpu_unary, [ERT_OP_TANH] = ert_cpu_unary, [ERT_OP_HARD_SIGMOID] = ert_cpu_unary,
+    [ERT_OP_HARD_SWISH] = ert_cpu_unary, [ERT_OP_SILU] = ert_cpu_unary, [ERT_OP_GELU] = ert_cpu_unary,
+    [ERT_OP_ERF] = ert_cpu_unary, [ERT_OP_SQRT] = ert_cpu_unary, [ERT_OP_EXP] = ert_cpu_unary,
+    [ERT_OP_LOG] = ert_cpu_unary, [ERT_OP_NEG] = ert_cpu_unary, [ERT_OP_ABS] = ert_cpu_unary,
+    [ERT_OP_RECIPROCAL] = ert_cpu_unary, [ERT_OP_FLOOR] = ert_cpu_unary, [ERT_OP_CEIL] = ert_cpu_unary,
+    [ERT_OP_ADD] = ert_cpu_binary, [ERT_OP_SUB] = ert_cpu_binary, [ERT_OP_MUL] = ert_cpu_binary,
+    [ERT_OP_DIV] = ert_cpu_binary, [ERT_OP_POW] = ert_cpu_binary, [ERT_OP_MIN] = ert_cpu_binary,
+    [ERT_OP_MAX] = ert_cpu_binary, [ERT_OP_EQUAL] = ert_cpu_binary, [ERT_OP_LESS] = ert_cpu_binary,
+    [ERT_OP_GREATER] = ert_cpu_binary,
+    [ERT_OP_WHERE] = ert_cpu_where,
+    [ERT_OP_REDUCE_MEAN] = ert_cpu_reduce, [ERT_OP_REDUCE_SUM] = ert_cpu_reduce, [ERT_OP_REDUCE_MAX] = ert_cpu_reduce,
+    [ERT_OP_IDENTITY] = ert_cpu_copy, [ERT_OP_DROPOUT] = ert_cpu_copy, [ERT_OP_FLATTEN] = ert_cpu_copy,
+    [ERT_OP_RESHAPE] = ert_cpu_copy, [ERT_OP_SQUEEZE] = ert_cpu_copy, [ERT_OP_UNSQUEEZE] = ert_cpu_copy,
+    [ERT_OP_TRANSPOSE] = ert_cpu_transpose,
+    [ERT_OP_CONCAT] = ert_cpu_concat,
+    [ERT_OP_SPLIT] = ert_cpu_split,
+    [ERT_OP_SLICE] = ert_cpu_slice,
+    [ERT_OP_GATHER] = ert_cpu_gather,
+    [ERT_OP_PAD] = ert_cpu_pad,
+    [ERT_OP_RESIZE] = ert_cpu_resize,
+    [ERT_OP_EXPAND] = ert_cpu_expand,
+    [ERT_OP_CAST] = ert_cpu_cast,
+    [ERT_OP_SHAPE] = ert_cpu_shape,
+    [ERT_OP_CONSTANT_OF_SHAPE] = ert_cpu_constant_of_shape,
+    [ERT_OP_RANGE] = ert_cpu_range,
+};
+
+ert_status ert_cpu_run_node(const ert_kargs *a) {
+    if (a->op <= ERT_OP_INVALID || a->op >= ERT_OP_COUNT || !KERNELS[a->op]) return ERT_E_UNSUPPORTED;
+    return KERNELS[a->op](a);
+}
+
+static ert_status cpu_run_node(void *bctx, const ert_kargs *a) {
+    (void)bctx;
+    return ert_cpu_run_node(a);
+}
+
+static bool cpu_supports(ert_op op, ert_dtype dt) {
+    (void)dt;
+    return op > ERT_OP_INVALID && op < ERT_OP_COUNT && KERNELS[op] != NULL;
+}
+
+const ert_backend ert_cpu_backend = {
+    .name = "cpu",
+    .device = ERT_DEVICE_CPU,
+    .run_node = cpu_run_node,
+    .supports = cpu_supports,
+    .sync = NULL,
+};

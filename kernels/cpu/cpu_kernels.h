@@ -1,0 +1,49 @@
+/* CPU kernel entry points (one per op family). Each takes the node's
+ * ert_kargs: typed params from prepare, concrete input/output views, planned
+ * workspace, and the session's thread pool (may be NULL). Outputs never alias
+ * inputs unless the op says so. Float ops compute in f32; the session converts
+ * f16/bf16 tensors to f32 for the CPU backend. */
+#ifndef ERT_CPU_KERNELS_H
+#define ERT_CPU_KERNELS_H
+#include "ert_internal.h"
+
+/* conv.c */
+ert_status ert_cpu_conv(const ert_kargs *a);
+ert_status ert_cpu_conv_transpose(const ert_kargs *a);
+/* matmul.c */
+ert_status ert_cpu_matmul(const ert_kargs *a);
+ert_status ert_cpu_gemm(const ert_kargs *a);
+/* pool.c: MaxPool/AveragePool, GlobalAveragePool/GlobalMaxPool (by a->op) */
+ert_status ert_cpu_pool(const ert_kargs *a);
+ert_status ert_cpu_global_pool(const ert_kargs *a);
+/* norm.c */
+ert_status ert_cpu_batchnorm(const ert_kargs *a);
+ert_status ert_cpu_layernorm(const ert_kargs *a);
+/* softmax.c: Softmax/LogSoftmax (by a->op) */
+ert_status ert_cpu_softmax(const ert_kargs *a);
+/* eltwise.c: every unary op (by a->op), every binary op (by a->op), Where */
+ert_status ert_cpu_unary(const ert_kargs *a);
+ert_status ert_cpu_binary(const ert_kargs *a);
+ert_status ert_cpu_where(const ert_kargs *a);
+/* reduce.c */
+ert_status ert_cpu_reduce(const ert_kargs *a);
+/* shape.c: data movement */
+ert_status ert_cpu_copy(const ert_kargs *a); /* Identity, Dropout, Flatten, Reshape, Squeeze, Unsqueeze */
+ert_status ert_cpu_transpose(const ert_kargs *a);
+ert_status ert_cpu_concat(const ert_kargs *a);
+ert_status ert_cpu_split(const ert_kargs *a);
+ert_status ert_cpu_slice(const ert_kargs *a);
+ert_status ert_cpu_gather(const ert_kargs *a);
+ert_status ert_cpu_pad(const ert_kargs *a);
+ert_status ert_cpu_expand(const ert_kargs *a);
+ert_status ert_cpu_cast(const ert_kargs *a);
+ert_status ert_cpu_shape(const ert_kargs *a);
+ert_status ert_cpu_constant_of_shape(const ert_kargs *a);
+ert_status ert_cpu_range(const ert_kargs *a);
+/* resize.c */
+ert_status ert_cpu_resize(const ert_kargs *a);
+
+/* Apply a fused activation in place on n floats (conv.c / matmul.c epilogues). */
+void ert_cpu_act_inplace(float *x, int64_t n, const ert_act_params *act);
+
+#endif

@@ -1,0 +1,13 @@
+/* STUB: to be implemented. */
+#include "cpu_kernels.h"
+
+ert_status ert_cpu_matmul(const ert_kargs *a) {
+    (void)a;
+    return ERT_E_UNSUPPORTED;
+}
+
+ert_status ert_cpu_gemm(const ert_kargs *a) {
+    (void)a;
+    return ERT_E_UNSUPPORTED;
+}
+

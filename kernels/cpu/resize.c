@@ -1,0 +1,8 @@
+/* STUB: to be implemented. */
+#include "cpu_kernels.h"
+
+ert_status ert_cpu_resize(const ert_kargs *a) {
+    (void)a;
+    return ERT_E_UNSUPPORTED;
+}
+

@@ -1,0 +1,7 @@
+/* STUB: ONNX loader to be implemented (issue #3). */
+#include "ert_internal.h"
+
+ert_status ert_onnx_read(ert_context *ctx, const void *data, size_t size, const char *dir, ert_model **out) {
+    (void)data; (void)size; (void)dir; (void)out;
+    return ert_set_error(ctx, ERT_E_UNSUPPORTED, "ONNX loading is not implemented yet: convert the model to .ert");
+}

@@ -1,0 +1,443 @@
+/*
+ * ert_internal.h - contracts between runtime/, loaders/ and kernels/.
+ *
+ * Graph IR
+ *   A model is a list of tensors and a list of nodes (topologically sorted at
+ *   finish). Tensors are referred to by index. Node attributes are kept in the
+ *   generic ONNX-like form (ert_attr_val) so loaders and the .ert format only
+ *   copy them; at session create each op's `prepare` parses them into a typed
+ *   params struct (ert_op_params) and infers output shapes.
+ *
+ * Session pipeline (runtime/session.c)
+ *   copy graph -> fix dynamic dims -> for each node in order: prepare (shape
+ *   inference) and fold it if all inputs are constant -> passes (BN fold,
+ *   fusion, dead nodes) -> memory plan -> arena -> run.
+ */
+#ifndef ERT_INTERNAL_H
+#define ERT_INTERNAL_H
+
+#include "edgert.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ERT_ALIGN 256          /* arena alignment of every planned block */
+#define ERT_HOST_ALIGN 64      /* alignment of weights in .ert and host blocks */
+#define ERT_MAX_NODE_IO 16     /* not a hard limit of the IR: Concat/Sum may have more; see ert_node */
+#define ERT_ERRMSG_SIZE 512
+
+#if defined(__GNUC__)
+#define ERT_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define ERT_PRINTF(a, b)
+#endif
+
+/* Internal invariants, compiled out in release builds. Never aborts. */
+#ifndef NDEBUG
+#define ERT_ASSERT(c) do { if (!(c)) __builtin_trap(); } while (0)
+#else
+#define ERT_ASSERT(c) ((void)0)
+#endif
+
+/* ------------------------------------------------------------------ context */
+
+struct ert_context {
+    ert_log_fn log;
+    void *log_user;
+    ert_log_level log_level;
+    char err[ERT_ERRMSG_SIZE];
+};
+
+/* Record a detailed message on ctx (may be NULL) and return `st`. Also logs it
+ * at ERROR level. */
+ert_status ert_set_error(ert_context *ctx, ert_status st, const char *fmt, ...) ERT_PRINTF(3, 4);
+ert_status ert_set_errorv(ert_context *ctx, ert_status st, const char *fmt, va_list ap);
+void ert_log(ert_context *ctx, ert_log_level lvl, const char *fmt, ...) ERT_PRINTF(3, 4);
+
+/* Overflow-checked size arithmetic: return false on overflow. */
+static inline bool ert_mul_ovf(size_t a, size_t b, size_t *r) { return __builtin_mul_overflow(a, b, r); }
+static inline bool ert_add_ovf(size_t a, size_t b, size_t *r) { return __builtin_add_overflow(a, b, r); }
+static inline size_t ert_align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+/* ------------------------------------------------------------------ ops */
+
+/* Internal op codes. Append-only: stored (by name, not number) in .ert, but
+ * keep order stable anyway. ONNX names are in ert_op_table. */
+typedef enum ert_op {
+    ERT_OP_INVALID = 0,
+    /* nn */
+    ERT_OP_CONV, ERT_OP_CONV_TRANSPOSE, ERT_OP_BATCHNORM,
+    ERT_OP_MATMUL, ERT_OP_GEMM,
+    ERT_OP_MAXPOOL, ERT_OP_AVGPOOL, ERT_OP_GLOBAL_AVGPOOL, ERT_OP_GLOBAL_MAXPOOL,
+    ERT_OP_LAYERNORM, ERT_OP_SOFTMAX, ERT_OP_LOGSOFTMAX,
+    /* unary element-wise (one kernel, ert_unary_kind) */
+    ERT_OP_RELU, ERT_OP_LEAKY_RELU, ERT_OP_CLIP, ERT_OP_SIGMOID, ERT_OP_TANH,
+    ERT_OP_HARD_SIGMOID, ERT_OP_HARD_SWISH, ERT_OP_SILU, ERT_OP_GELU, ERT_OP_ERF,
+    ERT_OP_SQRT, ERT_OP_EXP, ERT_OP_LOG, ERT_OP_NEG, ERT_OP_ABS, ERT_OP_RECIPROCAL,
+    ERT_OP_FLOOR, ERT_OP_CEIL,
+    /* binary element-wise with broadcasting (one kernel, ert_binary_kind) */
+    ERT_OP_ADD, ERT_OP_SUB, ERT_OP_MUL, ERT_OP_DIV, ERT_OP_POW,
+    ERT_OP_MIN, ERT_OP_MAX, ERT_OP_EQUAL, ERT_OP_LESS, ERT_OP_GREATER,
+    ERT_OP_WHERE,
+    /* reductions */
+    ERT_OP_REDUCE_MEAN, ERT_OP_REDUCE_SUM, ERT_OP_REDUCE_MAX,
+    /* data movement / shape */
+    ERT_OP_IDENTITY, ERT_OP_DROPOUT, ERT_OP_FLATTEN, ERT_OP_RESHAPE, ERT_OP_SQUEEZE,
+    ERT_OP_UNSQUEEZE, ERT_OP_TRANSPOSE, ERT_OP_CONCAT, ERT_OP_SPLIT, ERT_OP_SLICE,
+    ERT_OP_GATHER, ERT_OP_PAD, ERT_OP_RESIZE, ERT_OP_EXPAND, ERT_OP_CAST,
+    ERT_OP_SHAPE, ERT_OP_CONSTANT_OF_SHAPE, ERT_OP_RANGE,
+    ERT_OP_COUNT
+} ert_op;
+
+/* Activation fused into Conv/Gemm/MatMul epilogues (and used by the unary kernel). */
+typedef enum ert_act {
+    ERT_ACT_NONE = 0, ERT_ACT_RELU, ERT_ACT_LEAKY_RELU, ERT_ACT_CLIP, ERT_ACT_SIGMOID,
+    ERT_ACT_TANH, ERT_ACT_HARD_SIGMOID, ERT_ACT_HARD_SWISH, ERT_ACT_SILU, ERT_ACT_GELU,
+} ert_act;
+
+typedef struct ert_act_params {
+    ert_act kind;
+    float alpha, beta; /* LeakyRelu alpha; Clip min=alpha max=beta; HardSigmoid alpha, beta */
+} ert_act_params;
+
+/* Typed params, filled by each op's prepare from the generic attributes. */
+typedef struct ert_conv_params {
+    int nsp;                 /* spatial dims: 1, 2 or 3 */
+    int64_t kernel[3], stride[3], dilation[3];
+    int64_t pad_begin[3], pad_end[3];
+    int64_t out_pad[3];      /* ConvTranspose */
+    int64_t group;
+    bool has_bias;           /* input 2 present */
+    bool has_residual;       /* fused Add: input 3 is added before the activation */
+    ert_act_params act;      /* fused activation */
+} ert_conv_params;
+
+typedef struct ert_pool_params {
+    int nsp;
+    int64_t kernel[3], stride[3], dilation[3], pad_begin[3], pad_end[3];
+    bool ceil_mode;
+    bool count_include_pad;  /* AveragePool */
+} ert_pool_params;
+
+typedef struct ert_gemm_params {
+    float alpha, beta;
+    bool trans_a, trans_b;
+    bool has_c;
+    ert_act_params act;      /* fused activation */
+} ert_gemm_params;
+
+typedef struct ert_norm_params {
+    float epsilon;
+    float momentum;          /* BatchNorm (training) */
+    int64_t axis;            /* LayerNorm: normalised dims are [axis, ndim) (already made positive) */
+} ert_norm_params;
+
+typedef struct ert_axis_params {
+    int64_t axis;            /* made positive by prepare */
+    int64_t n_axes;          /* Reduce/Squeeze/Unsqueeze */
+    int64_t axes[ERT_MAX_DIMS];
+    bool keepdims;
+    bool noop_with_empty_axes;
+} ert_axis_params;
+
+typedef struct ert_unary_params {
+    ert_act_params act;      /* activation-like unary ops */
+    float alpha;             /* LeakyRelu alpha, Elu alpha... */
+} ert_unary_params;
+
+typedef struct ert_transpose_params {
+    int64_t perm[ERT_MAX_DIMS];
+} ert_transpose_params;
+
+typedef struct ert_slice_params {
+    /* fully resolved per dim of the input (defaults: start 0, step 1, whole dim) */
+    int64_t start[ERT_MAX_DIMS], step[ERT_MAX_DIMS];
+} ert_slice_params;
+
+typedef struct ert_pad_params {
+    int mode;                /* 0 constant, 1 reflect, 2 edge, 3 wrap */
+    int64_t pad_begin[ERT_MAX_DIMS], pad_end[ERT_MAX_DIMS];
+    double value;
+} ert_pad_params;
+
+typedef struct ert_resize_params {
+    int mode;                /* 0 nearest, 1 linear */
+    int coord;               /* 0 half_pixel, 1 asymmetric, 2 align_corners, 3 pytorch_half_pixel, 4 tf_crop_and_resize(unsupported), 5 half_pixel_symmetric */
+    int nearest_mode;        /* 0 round_prefer_floor, 1 round_prefer_ceil, 2 floor, 3 ceil */
+    double scale[ERT_MAX_DIMS]; /* output/input per dim */
+} ert_resize_params;
+
+typedef struct ert_cast_params {
+    ert_dtype to;
+} ert_cast_params;
+
+typedef struct ert_split_params {
+    int64_t axis;
+    int64_t n_out;
+    int64_t sizes[ERT_MAX_NODE_IO];
+} ert_split_params;
+
+typedef struct ert_gather_params {
+    int64_t axis;
+} ert_gather_params;
+
+typedef struct ert_range_params {
+    int dummy;
+} ert_range_params;
+
+typedef union ert_op_params {
+    ert_conv_params conv;
+    ert_pool_params pool;
+    ert_gemm_params gemm;
+    ert_norm_params norm;
+    ert_axis_params axis;
+    ert_unary_params unary;
+    ert_transpose_params transpose;
+    ert_slice_params slice;
+    ert_pad_params pad;
+    ert_resize_params resize;
+    ert_cast_params cast;
+    ert_split_params split;
+    ert_gather_params gather;
+} ert_op_params;
+
+/* ------------------------------------------------------------------ IR */
+
+typedef enum ert_role {
+    ERT_ROLE_ACTIVATION = 0,
+    ERT_ROLE_WEIGHT = 1,      /* constant data */
+    ERT_ROLE_INPUT = 2,
+    ERT_ROLE_OUTPUT = 3,      /* graph output (may also be produced by a node, always) */
+    ERT_ROLE_GRAD = 4,
+    ERT_ROLE_OPT_STATE = 5,
+} ert_role;
+
+typedef struct ert_tensor {
+    char *name;               /* owned (or points into an mmap'd string table if ert_model.strings_mapped) */
+    ert_dtype dtype;
+    ert_role role;
+    int ndim;
+    int64_t dims[ERT_MAX_DIMS]; /* -1: dynamic (model only; sessions are concrete) */
+    const void *data;         /* WEIGHT: C-order little-endian bytes */
+    bool data_owned;          /* data was malloc'd by the model/session */
+} ert_tensor;
+
+typedef struct ert_attr_val {
+    char *name;
+    ert_attr_type type;
+    int64_t i;
+    float f;
+    int n;
+    int64_t *ints;
+    float *floats;
+    char *s;
+} ert_attr_val;
+
+typedef struct ert_node {
+    ert_op op;
+    char *name;
+    int n_in, n_out;
+    int32_t *in;              /* tensor indices; -1 = omitted optional input */
+    int32_t *out;
+    int n_attrs;
+    ert_attr_val *attrs;
+} ert_node;
+
+struct ert_model {
+    ert_context *ctx;
+    int n_tensors, cap_tensors;
+    ert_tensor *tensors;
+    int n_nodes, cap_nodes;
+    ert_node *nodes;
+    int n_inputs, n_outputs;
+    int32_t *inputs;          /* tensor indices of graph inputs, in order */
+    int32_t *outputs;
+    /* backing storage of weights when mapped or loaded from a blob */
+    void *map_base;           /* munmap on free if map_size > 0 */
+    size_t map_size;
+    void *blob;               /* free() on free */
+    int opset;                /* informational */
+};
+
+/* Model building helpers used by the builder and by loaders (runtime/model.c).
+ * All return -1 / an error status on allocation failure, with ctx's message set. */
+ert_model *ert_model_new(ert_context *ctx);
+int32_t ert_model_add_tensor(ert_model *m, const char *name, ert_dtype dt, ert_role role,
+                             int ndim, const int64_t *dims);
+ert_status ert_model_add_node(ert_model *m, ert_op op, const char *name,
+                              const int32_t *in, int n_in, const int32_t *out, int n_out,
+                              const ert_attr *attrs, int n_attrs);
+/* Topologically sort, check every tensor is defined once, no cycles (iterative,
+ * no recursion). */
+ert_status ert_model_validate(ert_model *m);
+int32_t ert_model_find_tensor(const ert_model *m, const char *name);
+/* Total bytes of a tensor with concrete dims; false on overflow / dynamic dim. */
+bool ert_tensor_nbytes(const ert_tensor *t, size_t *out);
+bool ert_dims_nelems(int ndim, const int64_t *dims, int64_t *out);
+
+/* Attribute lookup on a node (NULL if absent). */
+const ert_attr_val *ert_node_attr(const ert_node *n, const char *name);
+
+/* ------------------------------------------------------------------ op registry */
+
+/* What prepare sees of a tensor. */
+typedef struct ert_tinfo {
+    ert_dtype dtype;
+    int ndim;
+    int64_t dims[ERT_MAX_DIMS];
+    const void *const_data;   /* non-NULL if the tensor is a known constant (weight or folded) */
+} ert_tinfo;
+
+/* prepare(): parse attributes into *params, check input dtypes/shapes, fill
+ * every output's dtype/ndim/dims, and set *workspace_bytes (CPU scratch the
+ * kernel needs, planned into the arena). On error, set the message with
+ * ert_set_error(ctx, ...) naming the problem; the caller prefixes the node. */
+typedef struct ert_prep {
+    ert_context *ctx;
+    const ert_node *node;
+    int n_in, n_out;
+    const ert_tinfo *in;      /* n_in entries; an omitted input has dtype UNDEFINED */
+    ert_tinfo *out;           /* n_out entries to fill */
+    ert_op_params *params;    /* to fill */
+    size_t workspace_bytes;   /* to fill (0 default) */
+    bool fold_ok;             /* set false to forbid constant folding (default true) */
+} ert_prep;
+
+typedef ert_status (*ert_prepare_fn)(ert_prep *p);
+
+typedef struct ert_op_def {
+    ert_op op;
+    const char *name;         /* ONNX op type */
+    int min_in, max_in;       /* max_in -1: unbounded */
+    int min_out, max_out;
+    ert_prepare_fn prepare;
+} ert_op_def;
+
+const ert_op_def *ert_op_get(ert_op op);
+const ert_op_def *ert_op_find(const char *name); /* NULL if unknown */
+
+/* prepare helpers shared by op files (runtime/ops.c). */
+ert_status ert_prep_error(ert_prep *p, ert_status st, const char *fmt, ...) ERT_PRINTF(3, 4);
+int64_t ert_attr_int(const ert_node *n, const char *name, int64_t dflt);
+float ert_attr_float(const ert_node *n, const char *name, float dflt);
+/* Copies up to max ints; returns count, or -1 if absent. */
+int ert_attr_ints(const ert_node *n, const char *name, int64_t *out, int max);
+const char *ert_attr_str(const ert_node *n, const char *name, const char *dflt);
+/* numpy-style broadcast of two shapes; false if incompatible. */
+bool ert_broadcast_shape(int na, const int64_t *a, int nb, const int64_t *b, int *nout, int64_t *out);
+/* Read a constant integer tensor (i32 or i64) into out (max entries); returns count or -1. */
+int ert_tinfo_ints(const ert_tinfo *t, int64_t *out, int max);
+
+/* prepare functions, by file: runtime/ops_nn.c, runtime/ops_eltwise.c, runtime/ops_tensor.c */
+ert_status ert_prepare_conv(ert_prep *p);
+ert_status ert_prepare_conv_transpose(ert_prep *p);
+ert_status ert_prepare_batchnorm(ert_prep *p);
+ert_status ert_prepare_matmul(ert_prep *p);
+ert_status ert_prepare_gemm(ert_prep *p);
+ert_status ert_prepare_pool(ert_prep *p);
+ert_status ert_prepare_global_pool(ert_prep *p);
+ert_status ert_prepare_layernorm(ert_prep *p);
+ert_status ert_prepare_softmax(ert_prep *p);
+ert_status ert_prepare_unary(ert_prep *p);
+ert_status ert_prepare_binary(ert_prep *p);
+ert_status ert_prepare_where(ert_prep *p);
+ert_status ert_prepare_reduce(ert_prep *p);
+ert_status ert_prepare_identity(ert_prep *p);
+ert_status ert_prepare_flatten(ert_prep *p);
+ert_status ert_prepare_reshape(ert_prep *p);
+ert_status ert_prepare_squeeze(ert_prep *p);
+ert_status ert_prepare_unsqueeze(ert_prep *p);
+ert_status ert_prepare_transpose(ert_prep *p);
+ert_status ert_prepare_concat(ert_prep *p);
+ert_status ert_prepare_split(ert_prep *p);
+ert_status ert_prepare_slice(ert_prep *p);
+ert_status ert_prepare_gather(ert_prep *p);
+ert_status ert_prepare_pad(ert_prep *p);
+ert_status ert_prepare_resize(ert_prep *p);
+ert_status ert_prepare_expand(ert_prep *p);
+ert_status ert_prepare_cast(ert_prep *p);
+ert_status ert_prepare_shape(ert_prep *p);
+ert_status ert_prepare_constant_of_shape(ert_prep *p);
+ert_status ert_prepare_range(ert_prep *p);
+
+/* ------------------------------------------------------------------ kernels */
+
+/* A concrete tensor as a kernel sees it. Contiguous, C order. */
+typedef struct ert_tview {
+    void *data;
+    ert_dtype dtype;
+    int ndim;
+    int64_t dims[ERT_MAX_DIMS];
+    int64_t n_elems;
+} ert_tview;
+
+struct ert_threadpool;
+
+/* Everything a kernel needs for one node. in[k].data == NULL for an omitted
+ * optional input. */
+typedef struct ert_kargs {
+    ert_op op;
+    const ert_op_params *params;
+    int n_in, n_out;
+    const ert_tview *in;
+    ert_tview *out;
+    void *workspace;          /* workspace_bytes from prepare, 64-byte aligned */
+    size_t workspace_bytes;
+    struct ert_threadpool *pool; /* may be NULL: run single-threaded */
+} ert_kargs;
+
+typedef ert_status (*ert_kernel_fn)(const ert_kargs *a);
+
+/* Thread pool (runtime/threadpool.c): fixed workers made at session create;
+ * parallel_for never allocates. fn(arg, begin, end) is called on disjoint
+ * chunks covering [0, n); the caller thread takes part. */
+typedef void (*ert_par_fn)(void *arg, int64_t begin, int64_t end);
+ert_status ert_threadpool_create(int n_threads, struct ert_threadpool **out);
+void ert_threadpool_free(struct ert_threadpool *tp);
+int ert_threadpool_size(const struct ert_threadpool *tp);
+/* grain: minimum chunk size. tp may be NULL. */
+void ert_parallel_for(struct ert_threadpool *tp, int64_t n, int64_t grain, ert_par_fn fn, void *arg);
+
+/* ------------------------------------------------------------------ backends */
+
+/* A backend is a table of function pointers (runtime never includes CUDA
+ * headers). Optional entries may be NULL. */
+typedef struct ert_backend {
+    const char *name;
+    ert_device device;
+    /* Run one node. Returns ERT_E_UNSUPPORTED for ops it lacks. */
+    ert_status (*run_node)(void *bctx, const ert_kargs *a);
+    /* Does this backend implement `op` for these dtypes? (used at create) */
+    bool (*supports)(ert_op op, ert_dtype dt);
+    ert_status (*sync)(void *bctx);
+} ert_backend;
+
+/* kernels/cpu/cpu_backend.c */
+extern const ert_backend ert_cpu_backend;
+/* Direct CPU kernel dispatch (also used for constant folding). */
+ert_status ert_cpu_run_node(const ert_kargs *a);
+
+/* fp16 / bf16 conversion (kernels/cpu/convert.c) */
+float ert_f16_to_f32(uint16_t h);
+uint16_t ert_f32_to_f16(float f);
+float ert_bf16_to_f32(uint16_t h);
+uint16_t ert_f32_to_bf16(float f);
+
+/* CRC-32 (IEEE 802.3, as zlib) (runtime/crc32.c) */
+uint32_t ert_crc32(uint32_t crc, const void *data, size_t n);
+
+/* .ert format (loaders/ert/ert_format.c) */
+ert_status ert_format_write(const ert_model *m, const char *path);
+/* Parse `size` bytes at `data` (64-byte aligned). If `borrow` the model keeps
+ * pointers into data (weights used in place) and the caller hands ownership of
+ * the mapping to the model via map_base/map_size; else it copies what it needs. */
+ert_status ert_format_read(ert_context *ctx, const void *data, size_t size, bool borrow, ert_model **out);
+bool ert_format_sniff(const void *data, size_t size);
+
+/* ONNX (loaders/onnx/onnx_loader.c). `dir` is the model's directory for
+ * external data (NULL: external data refused). */
+ert_status ert_onnx_read(ert_context *ctx, const void *data, size_t size, const char *dir, ert_model **out);
+
+#endif /* ERT_INTERNAL_H */

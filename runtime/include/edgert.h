@@ -1,0 +1,340 @@
+/*
+ * edgert.h - the one public header of edgert, an embedded deep-learning runtime.
+ *
+ * Usage (error handling shortened; every call returns an ert_status):
+ *
+ *     ert_context *ctx;
+ *     ert_context_options co = {0};                 // zero = defaults
+ *     ert_context_create(&co, &ctx);
+ *
+ *     ert_model *model;
+ *     if (ert_model_load_file(ctx, "net.ert", &model) != ERT_OK)
+ *         fprintf(stderr, "%s\n", ert_last_error(ctx));
+ *
+ *     ert_session_options so = {0};                 // CPU, batch from the model
+ *     ert_memory_report mem;
+ *     ert_session_plan(model, &so, &mem);           // exact arena bytes, by category
+ *     so.arena = my_buffer; so.arena_bytes = mem.total_bytes;   // optional
+ *
+ *     ert_session *s;
+ *     ert_session_create(model, &so, &s);           // all allocation happens here
+ *     float *in;
+ *     ert_session_input_data(s, 0, (void **)&in);  // write the frame in place
+ *     ert_session_run(s);                           // never allocates
+ *     const float *out;
+ *     ert_session_output_data(s, 0, (const void **)&out);
+ *
+ *     ert_session_free(s); ert_model_free(model); ert_context_free(ctx);
+ *
+ * Conventions:
+ * - Every fallible function returns ert_status (ERT_OK == 0). Results come back
+ *   through out-parameters, which are left untouched on failure.
+ * - ert_last_error(ctx) holds a detailed message about the last failure of any
+ *   call made with that context (or a model/session/builder created from it).
+ * - Ownership: a handle created by ert_X_create/ert_X_load is released with
+ *   ert_X_free. Freeing NULL is a no-op. A model must outlive the sessions made
+ *   from it; a context must outlive everything made from it.
+ * - Threads: independent contexts share nothing. A context and everything made
+ *   from it must be used by one thread at a time (the library's own worker
+ *   threads are internal to a session).
+ * - The library never prints, never exits, keeps no global mutable state.
+ */
+#ifndef EDGERT_H
+#define EDGERT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ERT_VERSION_MAJOR 0
+#define ERT_VERSION_MINOR 1
+#define ERT_VERSION_PATCH 0
+#define ERT_VERSION_STRING "0.1.0"
+
+/* Largest tensor rank supported. */
+#define ERT_MAX_DIMS 8
+
+/* ---------------------------------------------------------------- status */
+
+/* Append-only. */
+typedef enum ert_status {
+    ERT_OK = 0,
+    ERT_E_ARG = 1,         /* bad argument: NULL pointer, out of range index, bad option */
+    ERT_E_FORMAT = 2,      /* malformed model/data file */
+    ERT_E_UNSUPPORTED = 3, /* valid but not supported (op, dtype, attribute) */
+    ERT_E_ARENA = 4,       /* arena too small; the message gives the bytes needed */
+    ERT_E_NOMEM = 5,       /* allocation failed */
+    ERT_E_IO = 6,          /* file system error */
+    ERT_E_CUDA = 7,        /* CUDA / cuDNN / cuBLAS error or no usable GPU */
+    ERT_E_SHAPE = 8,       /* shapes or dtypes do not agree */
+    ERT_E_STATE = 9,       /* call not valid in the object's current state */
+    ERT_E_INTERNAL = 10,   /* a bug in edgert: please report */
+    ERT_E_NOT_FOUND = 11,  /* named item does not exist */
+} ert_status;
+
+/* Static text naming a status ("ERT_E_ARENA: arena too small"). Never NULL. */
+const char *ert_status_str(ert_status s);
+
+/* Run-time version, "MAJOR.MINOR.PATCH". */
+const char *ert_version(void);
+
+/* ---------------------------------------------------------------- dtypes */
+
+/* Append-only. Values are stored in .ert files. */
+typedef enum ert_dtype {
+    ERT_DTYPE_UNDEFINED = 0,
+    ERT_DTYPE_F32 = 1,
+    ERT_DTYPE_F16 = 2,
+    ERT_DTYPE_BF16 = 3,
+    ERT_DTYPE_I8 = 4,
+    ERT_DTYPE_U8 = 5,
+    ERT_DTYPE_I32 = 6,
+    ERT_DTYPE_I64 = 7,
+    ERT_DTYPE_BOOL = 8, /* one byte, 0 or 1 */
+    ERT_DTYPE_COUNT
+} ert_dtype;
+
+/* Bytes per element (0 for UNDEFINED/out of range). */
+size_t ert_dtype_size(ert_dtype dt);
+/* Lower-case name: "f32", "f16", ... ("?" if unknown). */
+const char *ert_dtype_name(ert_dtype dt);
+
+/* Name, dtype and shape of a graph input or output. A dim of -1 is dynamic
+ * (fixed when a session is created). `name` points into the model or session
+ * and lives as long as it. */
+typedef struct ert_tensor_info {
+    const char *name;
+    ert_dtype dtype;
+    int ndim;
+    int64_t dims[ERT_MAX_DIMS];
+} ert_tensor_info;
+
+/* ---------------------------------------------------------------- logging */
+
+typedef enum ert_log_level {
+    ERT_LOG_ERROR = 0,
+    ERT_LOG_WARN = 1,
+    ERT_LOG_INFO = 2,
+    ERT_LOG_DEBUG = 3,
+} ert_log_level;
+
+/* Called synchronously from the thread that made the call. `msg` is valid only
+ * during the call and has no trailing newline. */
+typedef void (*ert_log_fn)(void *user, ert_log_level level, const char *msg);
+
+/* ---------------------------------------------------------------- context */
+
+typedef struct ert_context ert_context;
+
+typedef struct ert_context_options {
+    ert_log_fn log;         /* NULL: no logging */
+    void *log_user;         /* passed to log */
+    ert_log_level log_level;/* messages above this level are dropped (default ERROR=0: set INFO to see more) */
+} ert_context_options;
+
+/* opts may be NULL (defaults). Errors: ERT_E_ARG, ERT_E_NOMEM. */
+ert_status ert_context_create(const ert_context_options *opts, ert_context **out);
+void ert_context_free(ert_context *ctx);
+
+/* Detailed message of the last failure of a call on this context or on any
+ * object made from it; "" if none. Valid until the next failing call. */
+const char *ert_last_error(const ert_context *ctx);
+
+/* ---------------------------------------------------------------- model */
+
+/* An immutable graph plus its weights. */
+typedef struct ert_model ert_model;
+
+/* Load a model file; the format is detected from its content (.ert magic, else
+ * ONNX protobuf). A .ert file is mmap'd and its weights used in place (the file
+ * stays mapped until ert_model_free). Errors: ERT_E_IO, ERT_E_FORMAT,
+ * ERT_E_UNSUPPORTED, ERT_E_NOMEM. */
+ert_status ert_model_load_file(ert_context *ctx, const char *path, ert_model **out);
+
+/* Load from memory. The bytes are copied unless ERT_LOAD_NO_COPY is given, in
+ * which case `data` must stay valid and unchanged until ert_model_free and must
+ * be 64-byte aligned. */
+#define ERT_LOAD_NO_COPY 1u
+ert_status ert_model_load_memory(ert_context *ctx, const void *data, size_t size,
+                                 unsigned flags, ert_model **out);
+
+/* Save as .ert, atomically: written to PATH.tmp.XXXXXX, fsync'd, renamed over
+ * PATH, directory fsync'd. On failure PATH is untouched. */
+ert_status ert_model_save(const ert_model *model, const char *path);
+
+void ert_model_free(ert_model *model);
+
+int ert_model_n_inputs(const ert_model *model);
+int ert_model_n_outputs(const ert_model *model);
+/* Errors: ERT_E_ARG (bad index / NULL). */
+ert_status ert_model_input_info(const ert_model *model, int i, ert_tensor_info *out);
+ert_status ert_model_output_info(const ert_model *model, int i, ert_tensor_info *out);
+/* Number of nodes and the op name ("Conv") of node i (NULL if out of range). */
+int ert_model_n_nodes(const ert_model *model);
+const char *ert_model_node_op(const ert_model *model, int i);
+const char *ert_model_node_name(const ert_model *model, int i);
+/* Total number of elements in all weight tensors. */
+int64_t ert_model_n_params(const ert_model *model);
+
+/* ---------------------------------------------------------------- builder */
+
+/* Build a graph in C, without a file (ggml-style). Tensors are referred to by
+ * the int32 ids the builder hands out. Ops use ONNX names and ONNX semantics of
+ * the newest opset (e.g. Reshape's shape is an input tensor, Split's sizes are
+ * an input). Attributes not given take ONNX defaults. */
+typedef struct ert_builder ert_builder;
+
+typedef enum ert_attr_type {
+    ERT_ATTR_INT = 1,
+    ERT_ATTR_FLOAT = 2,
+    ERT_ATTR_INTS = 3,
+    ERT_ATTR_FLOATS = 4,
+    ERT_ATTR_STRING = 5,
+} ert_attr_type;
+
+/* One attribute. Arrays are copied by the builder. */
+typedef struct ert_attr {
+    const char *name;
+    ert_attr_type type;
+    int64_t i;             /* INT */
+    float f;               /* FLOAT */
+    const int64_t *ints;   /* INTS, n entries */
+    const float *floats;   /* FLOATS, n entries */
+    int n;
+    const char *s;         /* STRING, NUL-terminated */
+} ert_attr;
+
+/* Shorthands for attribute literals. */
+#define ERT_ATTR_I(nm, v) ((ert_attr){.name = (nm), .type = ERT_ATTR_INT, .i = (v)})
+#define ERT_ATTR_F(nm, v) ((ert_attr){.name = (nm), .type = ERT_ATTR_FLOAT, .f = (v)})
+#define ERT_ATTR_IS(nm, p, cnt) ((ert_attr){.name = (nm), .type = ERT_ATTR_INTS, .ints = (p), .n = (cnt)})
+#define ERT_ATTR_FS(nm, p, cnt) ((ert_attr){.name = (nm), .type = ERT_ATTR_FLOATS, .floats = (p), .n = (cnt)})
+#define ERT_ATTR_S(nm, str) ((ert_attr){.name = (nm), .type = ERT_ATTR_STRING, .s = (str)})
+
+ert_status ert_builder_create(ert_context *ctx, ert_builder **out);
+void ert_builder_free(ert_builder *b);
+
+/* A graph input. dims[k] == -1 marks a dynamic dim. Names must be unique. */
+ert_status ert_builder_input(ert_builder *b, const char *name, ert_dtype dtype,
+                             int ndim, const int64_t *dims, int32_t *id);
+/* A constant tensor (weight). `data` (ert_dtype_size(dtype) * product(dims)
+ * bytes, C order, little-endian) is copied. name may be NULL (one is made). */
+ert_status ert_builder_weight(ert_builder *b, const char *name, ert_dtype dtype,
+                              int ndim, const int64_t *dims, const void *data,
+                              int32_t *id);
+/* A node. `op` is the ONNX op type ("Conv"). An input id of -1 is an omitted
+ * optional input. The n_out output ids are returned in outputs. name may be
+ * NULL. Errors: ERT_E_UNSUPPORTED (unknown op), ERT_E_ARG (bad id/count). */
+ert_status ert_builder_node(ert_builder *b, const char *op, const char *name,
+                            const int32_t *inputs, int n_in,
+                            const ert_attr *attrs, int n_attrs,
+                            int32_t *outputs, int n_out);
+/* Mark tensor `id` as a graph output named `name` (NULL keeps its name). */
+ert_status ert_builder_output(ert_builder *b, int32_t id, const char *name);
+/* Validate and turn the graph into a model; the builder is then empty and may
+ * be freed. Errors: ERT_E_FORMAT (cycles, undefined tensors), ERT_E_SHAPE. */
+ert_status ert_builder_finish(ert_builder *b, ert_model **out);
+
+/* Convenience wrappers over ert_builder_node for the most common layers. */
+/* y = Conv(x, w, b): w is (Cout, Cin/group, kh, kw); bias may be -1. pads are
+ * (top, left, bottom, right). */
+ert_status ert_builder_conv2d(ert_builder *b, int32_t x, int32_t w, int32_t bias,
+                              int stride, int pad, int dilation, int group, int32_t *y);
+/* y = x @ w^T + bias (Gemm transB=1): w is (out, in). */
+ert_status ert_builder_linear(ert_builder *b, int32_t x, int32_t w, int32_t bias, int32_t *y);
+/* One-input, one-output op without attributes ("Relu", "Sigmoid", "Flatten"...). */
+ert_status ert_builder_unary(ert_builder *b, const char *op, int32_t x, int32_t *y);
+/* Two-input, one-output op without attributes ("Add", "Mul", "MatMul"...). */
+ert_status ert_builder_binary(ert_builder *b, const char *op, int32_t a, int32_t c, int32_t *y);
+ert_status ert_builder_maxpool2d(ert_builder *b, int32_t x, int kernel, int stride, int pad, int32_t *y);
+
+/* ---------------------------------------------------------------- session */
+
+typedef struct ert_session ert_session;
+
+/* Append-only. */
+typedef enum ert_device {
+    ERT_DEVICE_CPU = 0,
+    ERT_DEVICE_CUDA = 1,
+    ERT_DEVICE_AUTO = 2, /* CUDA when available, else CPU */
+} ert_device;
+
+/* Fixes one dynamic input's shape at session create. */
+typedef struct ert_input_shape {
+    const char *name;
+    int ndim;
+    int64_t dims[ERT_MAX_DIMS];
+} ert_input_shape;
+
+/* Session flags. */
+#define ERT_SESSION_NO_FOLD 1u   /* skip constant folding and BatchNorm folding */
+#define ERT_SESSION_NO_FUSE 2u   /* skip op fusion */
+
+typedef struct ert_session_options {
+    ert_device device;      /* default CPU */
+    int batch;              /* replaces a dynamic leading dim of every input; 0: 1 */
+    int n_threads;          /* CPU worker threads incl. the caller; 0: 1 */
+    unsigned flags;         /* ERT_SESSION_* */
+    const ert_input_shape *input_shapes; /* optional per-input shapes */
+    int n_input_shapes;
+    void *arena;            /* optional caller buffer, 64-byte aligned */
+    size_t arena_bytes;     /* its size */
+} ert_session_options;
+
+/* Bytes of the arena by category. total_bytes = sum of the categories plus
+ * alignment padding; it is what a caller-provided arena must hold. */
+typedef struct ert_memory_report {
+    size_t weights_bytes;       /* weights the session copies or makes (folded BN, etc.) */
+    size_t activations_bytes;   /* planned peak of intermediate tensors */
+    size_t activations_lower_bound; /* max over the schedule of live bytes */
+    size_t workspace_bytes;     /* kernel scratch, planned with activations' lifetimes (included in activations_bytes) */
+    size_t io_bytes;            /* graph inputs and outputs */
+    size_t gradients_bytes;     /* training only */
+    size_t optimizer_bytes;     /* training only */
+    size_t saved_bytes;         /* training only: activations kept for backward */
+    size_t mapped_weights_bytes;/* weights used in place from the model (not in the arena) */
+    size_t total_bytes;
+} ert_memory_report;
+
+/* Plan without creating: fills *out with the exact arena size create needs. */
+ert_status ert_session_plan(const ert_model *model, const ert_session_options *opts,
+                            ert_memory_report *out);
+
+/* Plan, then take the arena (opts->arena, or one allocation) and prepare all
+ * kernels. Errors: ERT_E_ARENA (caller arena too small: message has the bytes
+ * needed), ERT_E_SHAPE, ERT_E_UNSUPPORTED, ERT_E_NOMEM, ERT_E_CUDA. */
+ert_status ert_session_create(const ert_model *model, const ert_session_options *opts,
+                              ert_session **out);
+void ert_session_free(ert_session *s);
+
+ert_status ert_session_memory(const ert_session *s, ert_memory_report *out);
+int ert_session_n_inputs(const ert_session *s);
+int ert_session_n_outputs(const ert_session *s);
+/* Concrete shapes (no -1). */
+ert_status ert_session_input_info(const ert_session *s, int i, ert_tensor_info *out);
+ert_status ert_session_output_info(const ert_session *s, int i, ert_tensor_info *out);
+/* Index of a named input/output; ERT_E_NOT_FOUND if none. */
+ert_status ert_session_find_input(const ert_session *s, const char *name, int *index);
+ert_status ert_session_find_output(const ert_session *s, const char *name, int *index);
+
+/* Pointer to input i's storage in the arena, to write in place. Valid for the
+ * session's life. */
+ert_status ert_session_input_data(ert_session *s, int i, void **data);
+/* Copy `bytes` (must equal the input's size) into input i. ERT_E_SHAPE if not. */
+ert_status ert_session_set_input(ert_session *s, int i, const void *data, size_t bytes);
+/* Run the graph. Never allocates. */
+ert_status ert_session_run(ert_session *s);
+/* Pointer to output i's storage, valid until the next run or free. */
+ert_status ert_session_output_data(ert_session *s, int i, const void **data);
+/* Copy output i (bytes must equal its size). */
+ert_status ert_session_get_output(ert_session *s, int i, void *data, size_t bytes);
+
+/* Per-node timing of the last run (after ERT_SESSION_PROFILE); reserved. */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* EDGERT_H */

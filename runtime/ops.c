@@ -1,0 +1,161 @@
+/* Op registry: ONNX name -> internal op, input/output counts, prepare. Also
+ * the attribute and shape helpers every prepare uses. */
+#include "ert_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define U (-1)
+static const ert_op_def OPS[] = {
+    {ERT_OP_CONV, "Conv", 2, 4, 1, 1, ert_prepare_conv}, /* 4th input: fused residual */
+    {ERT_OP_CONV_TRANSPOSE, "ConvTranspose", 2, 3, 1, 1, ert_prepare_conv_transpose},
+    {ERT_OP_BATCHNORM, "BatchNormalization", 5, 5, 1, 3, ert_prepare_batchnorm},
+    {ERT_OP_MATMUL, "MatMul", 2, 2, 1, 1, ert_prepare_matmul},
+    {ERT_OP_GEMM, "Gemm", 2, 3, 1, 1, ert_prepare_gemm},
+    {ERT_OP_MAXPOOL, "MaxPool", 1, 1, 1, 1, ert_prepare_pool},
+    {ERT_OP_AVGPOOL, "AveragePool", 1, 1, 1, 1, ert_prepare_pool},
+    {ERT_OP_GLOBAL_AVGPOOL, "GlobalAveragePool", 1, 1, 1, 1, ert_prepare_global_pool},
+    {ERT_OP_GLOBAL_MAXPOOL, "GlobalMaxPool", 1, 1, 1, 1, ert_prepare_global_pool},
+    {ERT_OP_LAYERNORM, "LayerNormalization", 2, 3, 1, 1, ert_prepare_layernorm},
+    {ERT_OP_SOFTMAX, "Softmax", 1, 1, 1, 1, ert_prepare_softmax},
+    {ERT_OP_LOGSOFTMAX, "LogSoftmax", 1, 1, 1, 1, ert_prepare_softmax},
+    {ERT_OP_RELU, "Relu", 1, 1, 1, 1, ert_prepare_unary},
+    {ERT_OP_LEAKY_RELU, "LeakyRelu", 1, 1, 1, 1, ert_prepare_unary},
+    {ERT_OP_CLIP, "Clip", 1, 3, 1, 1, ert_prepare_unary}, /* min/max inputs must be constant */
+    {ERT_OP_SIGMOID, "Sigmoid", 1, 1, 1, 1, ert_prepare_unary},
+    {ERT_OP_TANH, "Tanh", 1, 1, 1, 1, ert_prepare_unary},
+    {ERT_OP_HARD_SIGMOID, "HardSigmoid", 1, 1, 1, 1, ert_prepare_unary},
+    {ERT_OP_HARD_SWISH, "HardSwish", 1, 1, 1, 1, ert_prepare_unary},
+    {ERT_OP_SILU, "Silu", 1, 1, 1, 1, ert_prepare_unary}, /* not ONNX: made by fusion or the builder */
+    {ERT_OP_GELU, "Gelu", 1, 1, 1, 1, ert_prepare_unary},
+    {ERT_OP_ERF, "Erf", 1, 1, 1, 1, ert_prepare_unary},
+    {ERT_OP_SQRT, "Sqrt", 1, 1, 1, 1, ert_prepare_unary},
+    {ERT_OP_EXP, "Exp", 1, 1, 1, 1, ert_prepare_unary},
+    {ERT_OP_LOG, "Log", 1, 1, 1, 1, ert_prepare_unary},
+    {ERT_OP_NEG, "Neg", 1, 1, 1, 1, ert_prepare_unary},
+    {ERT_OP_ABS, "Abs", 1, 1, 1, 1, ert_prepare_unary},
+    {ERT_OP_RECIPROCAL, "Reciprocal", 1, 1, 1, 1, ert_prepare_unary},
+    {ERT_OP_FLOOR, "Floor", 1, 1, 1, 1, ert_prepare_unary},
+    {ERT_OP_CEIL, "Ceil", 1, 1, 1, 1, ert_prepare_unary},
+    {ERT_OP_ADD, "Add", 2, 2, 1, 1, ert_prepare_binary},
+    {ERT_OP_SUB, "Sub", 2, 2, 1, 1, ert_prepare_binary},
+    {ERT_OP_MUL, "Mul", 2, 2, 1, 1, ert_prepare_binary},
+    {ERT_OP_DIV, "Div", 2, 2, 1, 1, ert_prepare_binary},
+    {ERT_OP_POW, "Pow", 2, 2, 1, 1, ert_prepare_binary},
+    {ERT_OP_MIN, "Min", 2, 2, 1, 1, ert_prepare_binary},
+    {ERT_OP_MAX, "Max", 2, 2, 1, 1, ert_prepare_binary},
+    {ERT_OP_EQUAL, "Equal", 2, 2, 1, 1, ert_prepare_binary},
+    {ERT_OP_LESS, "Less", 2, 2, 1, 1, ert_prepare_binary},
+    {ERT_OP_GREATER, "Greater", 2, 2, 1, 1, ert_prepare_binary},
+    {ERT_OP_WHERE, "Where", 3, 3, 1, 1, ert_prepare_where},
+    {ERT_OP_REDUCE_MEAN, "ReduceMean", 1, 2, 1, 1, ert_prepare_reduce},
+    {ERT_OP_REDUCE_SUM, "ReduceSum", 1, 2, 1, 1, ert_prepare_reduce},
+    {ERT_OP_REDUCE_MAX, "ReduceMax", 1, 2, 1, 1, ert_prepare_reduce},
+    {ERT_OP_IDENTITY, "Identity", 1, 1, 1, 1, ert_prepare_identity},
+    {ERT_OP_DROPOUT, "Dropout", 1, 3, 1, 2, ert_prepare_identity},
+    {ERT_OP_FLATTEN, "Flatten", 1, 1, 1, 1, ert_prepare_flatten},
+    {ERT_OP_RESHAPE, "Reshape", 2, 2, 1, 1, ert_prepare_reshape},
+    {ERT_OP_SQUEEZE, "Squeeze", 1, 2, 1, 1, ert_prepare_squeeze},
+    {ERT_OP_UNSQUEEZE, "Unsqueeze", 2, 2, 1, 1, ert_prepare_unsqueeze},
+    {ERT_OP_TRANSPOSE, "Transpose", 1, 1, 1, 1, ert_prepare_transpose},
+    {ERT_OP_CONCAT, "Concat", 1, U, 1, 1, ert_prepare_concat},
+    {ERT_OP_SPLIT, "Split", 1, 2, 1, U, ert_prepare_split},
+    {ERT_OP_SLICE, "Slice", 3, 5, 1, 1, ert_prepare_slice},
+    {ERT_OP_GATHER, "Gather", 2, 2, 1, 1, ert_prepare_gather},
+    {ERT_OP_PAD, "Pad", 2, 4, 1, 1, ert_prepare_pad},
+    {ERT_OP_RESIZE, "Resize", 1, 4, 1, 1, ert_prepare_resize},
+    {ERT_OP_EXPAND, "Expand", 2, 2, 1, 1, ert_prepare_expand},
+    {ERT_OP_CAST, "Cast", 1, 1, 1, 1, ert_prepare_cast},
+    {ERT_OP_SHAPE, "Shape", 1, 1, 1, 1, ert_prepare_shape},
+    {ERT_OP_CONSTANT_OF_SHAPE, "ConstantOfShape", 1, 1, 1, 1, ert_prepare_constant_of_shape},
+    {ERT_OP_RANGE, "Range", 3, 3, 1, 1, ert_prepare_range},
+};
+#undef U
+
+const ert_op_def *ert_op_get(ert_op op) {
+    for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++)
+        if (OPS[i].op == op) return &OPS[i];
+    return NULL;
+}
+
+const ert_op_def *ert_op_find(const char *name) {
+    if (!name) return NULL;
+    for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++)
+        if (strcmp(OPS[i].name, name) == 0) return &OPS[i];
+    return NULL;
+}
+
+ert_status ert_prep_error(ert_prep *p, ert_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    ert_status r = ert_set_errorv(p->ctx, st, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+const ert_attr_val *ert_node_attr(const ert_node *n, const char *name) {
+    for (int i = 0; i < n->n_attrs; i++)
+        if (strcmp(n->attrs[i].name, name) == 0) return &n->attrs[i];
+    return NULL;
+}
+
+int64_t ert_attr_int(const ert_node *n, const char *name, int64_t dflt) {
+    const ert_attr_val *a = ert_node_attr(n, name);
+    if (!a) return dflt;
+    if (a->type == ERT_ATTR_INT) return a->i;
+    if (a->type == ERT_ATTR_FLOAT) return (int64_t)a->f;
+    return dflt;
+}
+
+float ert_attr_float(const ert_node *n, const char *name, float dflt) {
+    const ert_attr_val *a = ert_node_attr(n, name);
+    if (!a) return dflt;
+    if (a->type == ERT_ATTR_FLOAT) return a->f;
+    if (a->type == ERT_ATTR_INT) return (float)a->i;
+    return dflt;
+}
+
+int ert_attr_ints(const ert_node *n, const char *name, int64_t *out, int max) {
+    const ert_attr_val *a = ert_node_attr(n, name);
+    if (!a) return -1;
+    if (a->type == ERT_ATTR_INT) {
+        if (max >= 1) out[0] = a->i;
+        return 1;
+    }
+    if (a->type != ERT_ATTR_INTS) return -1;
+    int k = a->n < max ? a->n : max;
+    for (int i = 0; i < k; i++) out[i] = a->ints[i];
+    return a->n;
+}
+
+const char *ert_attr_str(const ert_node *n, const char *name, const char *dflt) {
+    const ert_attr_val *a = ert_node_attr(n, name);
+    if (!a || a->type != ERT_ATTR_STRING || !a->s) return dflt;
+    return a->s;
+}
+
+bool ert_broadcast_shape(int na, const int64_t *a, int nb, const int64_t *b, int *nout, int64_t *out) {
+    int n = na > nb ? na : nb;
+    if (n > ERT_MAX_DIMS) return false;
+    for (int i = 0; i < n; i++) {
+        int ia = i - (n - na), ib = i - (n - nb);
+        int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+        if (da == db || db == 1) out[i] = da;
+        else if (da == 1) out[i] = db;
+        else return false;
+    }
+    *nout = n;
+    return true;
+}
+
+int ert_tinfo_ints(const ert_tinfo *t, int64_t *out, int max) {
+    if (!t->const_data) return -1;
+    int64_t n;
+    if (!ert_dims_nelems(t->ndim, t->dims, &n) || n > max) return -1;
+    for (int64_t i = 0; i < n; i++) {
+        if (t->dtype == ERT_DTYPE_I64) out[i] = ((const int64_t *)t->const_data)[i];
+        else if (t->dtype == ERT_DTYPE_I32) out[i] = ((const int32_t *)t->const_data)[i];
+        else return -1;
+    }
+    return (int)n;
+}

@@ -1,0 +1,83 @@
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+int ert_test_pass, ert_test_fail;
+
+void ert_test_rng_init(ert_test_rng *r, const char *test_name) {
+    const char *e = getenv("ERT_SEED");
+    uint64_t seed = e ? strtoull(e, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 20);
+    if (!seed) seed = 0x9e3779b97f4a7c15ull;
+    printf("%s: seed %llu (replay with ERT_SEED)\n", test_name, (unsigned long long)seed);
+    r->s = seed;
+}
+
+uint64_t ert_test_u64(ert_test_rng *r) { /* splitmix64 */
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+double ert_test_uniform(ert_test_rng *r, double lo, double hi) {
+    return lo + (hi - lo) * ((double)(ert_test_u64(r) >> 11) * (1.0 / 9007199254740992.0));
+}
+
+int ert_test_int(ert_test_rng *r, int lo, int hi) {
+    return lo + (int)(ert_test_u64(r) % (uint64_t)(hi - lo + 1));
+}
+
+void ert_test_fill(ert_test_rng *r, float *x, int64_t n, float lo, float hi) {
+    for (int64_t i = 0; i < n; i++) x[i] = (float)ert_test_uniform(r, lo, hi);
+}
+
+void ert_test_poison(float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] = NAN;
+}
+
+bool ert_test_close(const char *what, const float *got, const double *ref, int64_t n,
+                    double atol, double rtol) {
+    double worst = 0;
+    int64_t wi = -1;
+    for (int64_t i = 0; i < n; i++) {
+        double g = got[i];
+        if (isnan(g) && !isnan(ref[i])) { worst = INFINITY; wi = i; break; }
+        if (isnan(ref[i]) && isnan(g)) continue;
+        double e = fabs(g - ref[i]) / (atol + rtol * fabs(ref[i]));
+        if (e > worst) { worst = e; wi = i; }
+    }
+    if (worst > 1.0) {
+        fprintf(stderr, "  %s: mismatch at %lld of %lld: got %.9g want %.9g (err ratio %.3g)\n", what,
+                (long long)wi, (long long)n, (double)got[wi], ref[wi], worst);
+        return false;
+    }
+    return true;
+}
+
+const char *ert_test_shared_dir(void) {
+    static char buf[4096];
+    const char *cands[] = {getenv("ERT_SHARED_DIR"), "../shared", "../../shared", "../../../shared"};
+    for (size_t i = 0; i < sizeof cands / sizeof cands[0]; i++) {
+        struct stat st;
+        if (!cands[i]) continue;
+        snprintf(buf, sizeof buf, "%s/DESIGN.md", cands[i]);
+        if (stat(buf, &st) == 0 || (snprintf(buf, sizeof buf, "%s/conformance", cands[i]), stat(buf, &st) == 0)) {
+            snprintf(buf, sizeof buf, "%s", cands[i]);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+int ert_test_finish(const char *name) {
+    printf("%s: %d passed, %d failed\n", name, ert_test_pass, ert_test_fail);
+    return ert_test_fail ? 1 : 0;
+}
+
+int ert_test_skip(const char *name, const char *why) {
+    printf("%s: SKIPPED: %s\n", name, why);
+    return 77;
+}
