@@ -82,3 +82,5 @@ void ert_log(ert_context *ctx, ert_log_level lvl, const char *fmt, ...) {
     va_end(ap);
     ctx->log(ctx->log_user, lvl, buf);
 }
+
+void ert_free(void *p) { free(p); }

@@ -113,6 +113,10 @@ typedef struct ert_conv_params {
     bool has_residual;       /* fused Add: input 3 is added before the activation */
     ert_act_params act;      /* fused activation */
 } ert_conv_params;
+/* Fused epilogues are expressed as extra attributes so fused graphs survive
+ * .ert round trips and can be tested directly: Conv/ConvTranspose/Gemm/MatMul
+ * prepare reads "ert_act" (INT, an ert_act), "ert_act_alpha", "ert_act_beta"
+ * (FLOAT); a 4th Conv input is a residual added before the activation. */
 
 typedef struct ert_pool_params {
     int nsp;
@@ -301,7 +305,8 @@ typedef struct ert_prep {
     const ert_tinfo *in;      /* n_in entries; an omitted input has dtype UNDEFINED */
     ert_tinfo *out;           /* n_out entries to fill */
     ert_op_params *params;    /* to fill */
-    size_t workspace_bytes;   /* to fill (0 default) */
+    size_t workspace_bytes;   /* to fill (0 default); size it for n_threads workers if the kernel splits scratch per thread */
+    int n_threads;            /* workers the kernel may use (>= 1) */
     bool fold_ok;             /* set false to forbid constant folding (default true) */
 } ert_prep;
 

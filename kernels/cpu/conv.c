@@ -11,6 +11,3 @@ ert_status ert_cpu_conv_transpose(const ert_kargs *a) {
     return ERT_E_UNSUPPORTED;
 }
 
-void ert_cpu_act_inplace(float *x, int64_t n, const ert_act_params *act) {
-    (void)x; (void)n; (void)act;
-}

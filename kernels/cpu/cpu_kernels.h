@@ -43,7 +43,8 @@ ert_status ert_cpu_range(const ert_kargs *a);
 /* resize.c */
 ert_status ert_cpu_resize(const ert_kargs *a);
 
-/* Apply a fused activation in place on n floats (conv.c / matmul.c epilogues). */
+/* act.c: apply an activation in place on n floats (Conv/Gemm epilogues, unary ops). */
 void ert_cpu_act_inplace(float *x, int64_t n, const ert_act_params *act);
+float ert_cpu_act1(float x, const ert_act_params *act);
 
 #endif

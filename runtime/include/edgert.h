@@ -179,6 +179,15 @@ const char *ert_model_node_name(const ert_model *model, int i);
 /* Total number of elements in all weight tensors. */
 int64_t ert_model_n_params(const ert_model *model);
 
+/* Read an ONNX TensorProto file (.pb, the format of ONNX test data). On
+ * success *data (malloc'd: release with ert_free) holds the elements, C order,
+ * followed by the NUL-terminated name that info->name points to; *bytes is the
+ * element bytes. Errors: ERT_E_IO, ERT_E_FORMAT, ERT_E_UNSUPPORTED (dtype). */
+ert_status ert_tensor_load_pb(ert_context *ctx, const char *path, ert_tensor_info *info,
+                              void **data, size_t *bytes);
+/* Release memory the library handed to the caller. */
+void ert_free(void *p);
+
 /* ---------------------------------------------------------------- builder */
 
 /* Build a graph in C, without a file (ggml-style). Tensors are referred to by
