@@ -204,8 +204,7 @@ static ert_status check_tensors(reader *r, const char **names) {
         uint32_t dtype = ertf_rd32(e + 4), role = ertf_rd32(e + 8), ndim = ertf_rd32(e + 12);
         uint32_t flags = ertf_rd32(e + 16);
         uint64_t doff = ertf_rd64(e + 24), dsize = ertf_rd64(e + 32);
-        if (dtype == ERT_DTYPE_UNDEFINED || dtype >= ERT_DTYPE_COUNT || ert_dtype_size((ert_dtype)dtype) == 0)
-            return FORMAT("tensor %u '%.64s': invalid dtype %u", i, nm, dtype);
+        if (dtype >= ERT_DTYPE_COUNT) return FORMAT("tensor %u '%.64s': invalid dtype %u", i, nm, dtype);
         if (role > ERT_ROLE_OPT_STATE) return FORMAT("tensor %u '%.64s': invalid role %u", i, nm, role);
         if (ndim > ERT_MAX_DIMS) return FORMAT("tensor %u '%.64s': ndim %u > %d", i, nm, ndim, ERT_MAX_DIMS);
         if (flags & ~ERTF_T_HAS_DATA) return FORMAT("tensor %u '%.64s': unknown flags 0x%x", i, nm, flags);
@@ -233,6 +232,7 @@ static ert_status check_tensors(reader *r, const char **names) {
         }
         if (role == ERT_ROLE_ACTIVATION || role == ERT_ROLE_INPUT || role == ERT_ROLE_OUTPUT)
             return FORMAT("tensor %u '%.64s': role %u cannot carry data", i, nm, role);
+        if (dtype == ERT_DTYPE_UNDEFINED) return FORMAT("tensor %u '%.64s': data tensor with dtype UNDEFINED", i, nm);
         if (dyn) return FORMAT("tensor %u '%.64s': data tensor has a dynamic (-1) dim", i, nm);
         if (ovf || nbytes > SIZE_MAX)
             return FORMAT("tensor %u '%.64s': element count x dtype size overflows", i, nm);
@@ -440,9 +440,10 @@ static ert_status build(reader *r, const char **names, bool borrow, ert_model **
     const sec *T = &r->s[ERTF_SEC_TENSORS], *W = &r->s[ERTF_SEC_WEIGHTS];
     ert_status st = ERT_OK;
     const uint8_t *wbase = W->p;
-    if (!borrow && W->size > 0) {
-        /* One aligned copy keeps every weight 64-byte aligned, as in a mapping. */
-        size_t bsz = ert_align_up((size_t)W->size, ERTF_WEIGHT_ALIGN);
+    if (!borrow) {
+        /* One aligned copy keeps every weight 64-byte aligned, as in a mapping;
+         * never empty, so 0-byte weights do not point into the caller's buffer. */
+        size_t bsz = ert_align_up((size_t)W->size, ERTF_WEIGHT_ALIGN) + ERTF_WEIGHT_ALIGN;
         void *blob = aligned_alloc(ERTF_WEIGHT_ALIGN, bsz);
         if (!blob) { st = fail(r, ERT_E_NOMEM, "out of memory copying %llu bytes of weights", (unsigned long long)W->size); goto out; }
         memcpy(blob, W->p, (size_t)W->size);
@@ -471,22 +472,9 @@ static ert_status build(reader *r, const char **names, bool borrow, ert_model **
 
     const uint8_t *g = r->s[ERTF_SEC_GRAPH].p;
     uint32_t nin = ertf_rd32(g), inf = ertf_rd32(g + 4), nout = ertf_rd32(g + 8), outf = ertf_rd32(g + 12);
-    /* The graph I/O lists are set here, not derived from roles, so their order
-     * is the file's (model.c has no setter for them). */
-    int32_t *ins = malloc(((size_t)nin + 1) * sizeof *ins), *outs = malloc(((size_t)nout + 1) * sizeof *outs);
-    if (!ins || !outs) {
-        free(ins); free(outs);
-        st = fail(r, ERT_E_NOMEM, "out of memory");
-        goto out;
-    }
-    for (uint32_t k = 0; k < nin; k++) ins[k] = rd_index(r, inf + k);
-    for (uint32_t k = 0; k < nout; k++) outs[k] = rd_index(r, outf + k);
-    free(m->inputs);
-    free(m->outputs);
-    m->inputs = ins;
-    m->outputs = outs;
-    m->n_inputs = (int)nin;
-    m->n_outputs = (int)nout;
+    for (uint32_t k = 0; k < nin && st == ERT_OK; k++) st = ert_model_add_graph_input(m, rd_index(r, inf + k));
+    for (uint32_t k = 0; k < nout && st == ERT_OK; k++) st = ert_model_add_graph_output(m, rd_index(r, outf + k));
+    if (st != ERT_OK) goto out;
     m->opset = (int)(int32_t)ertf_rd32(g + 16);
 
     st = ert_model_validate(m);

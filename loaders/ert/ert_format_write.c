@@ -143,7 +143,8 @@ static ert_status build_layout(const ert_model *m, layout *L) {
     for (int i = 0; i < m->n_tensors; i++) {
         const ert_tensor *t = &m->tensors[i];
         const char *nm = t->name ? t->name : "";
-        if (ert_dtype_size(t->dtype) == 0)
+        /* Activations may be UNDEFINED (inferred at session create). */
+        if ((unsigned)t->dtype >= ERT_DTYPE_COUNT || (has_data(t) && ert_dtype_size(t->dtype) == 0))
             return ert_set_error(ctx, ERT_E_ARG, ".ert write: tensor %d '%s': invalid dtype %d", i, nm, (int)t->dtype);
         if (t->ndim < 0 || t->ndim > ERT_MAX_DIMS)
             return ert_set_error(ctx, ERT_E_ARG, ".ert write: tensor %d '%s': ndim %d", i, nm, t->ndim);
