@@ -464,6 +464,19 @@ static void test_targeted(const uint8_t *f, size_t n) {
     ertf_wr32(g + no + 16, 0xfffffff0u);
     expect_fail("node io range", g, n, ERT_E_FORMAT, "past end of index table");
 
+    /* graph input 0 -> tensor 1 (a weight): a session would write into it */
+    uint64_t go, gs, ao, as;
+    find_sec(f, ERTF_SEC_GRAPH, &go, &gs);
+    memcpy(g, f, n);
+    ertf_wr32(g + xo + 4 * ertf_rd32(g + go + 4), 1);
+    expect_fail("graph input is a weight", g, n, ERT_E_FORMAT, "not INPUT");
+    /* two nodes sharing one attribute range (memory amplification) */
+    CHECK(find_sec(f, ERTF_SEC_ATTRS, &ao, &as), "ATTRS section");
+    memcpy(g, f, n);
+    ertf_wr32(g + no + ERTF_NODE_ENTRY_SIZE + 20, 0);
+    ertf_wr32(g + no + ERTF_NODE_ENTRY_SIZE + 24, (uint32_t)(as / ERTF_ATTR_ENTRY_SIZE));
+    expect_fail("shared attributes", g, n, ERT_E_FORMAT, "shared between nodes");
+
     /* header fields */
     memcpy(g, f, n);
     ertf_wr32(g + ERTF_H_VERSION, 2);

@@ -273,6 +273,10 @@ static int32_t rd_index(const reader *r, uint32_t k) {
 static ert_status check_nodes(reader *r) {
     const sec *N = &r->s[ERTF_SEC_NODES], *A = &r->s[ERTF_SEC_ATTRS], *X = &r->s[ERTF_SEC_AUX];
     char what[96];
+    /* Totals over all nodes: entries of the index and attribute tables and
+     * AUX bytes may each be used once, so a small file cannot expand into a
+     * huge model by pointing many nodes at the same ranges. */
+    uint64_t used_idx = 0, used_attrs = 0, used_aux = 0;
     for (uint32_t i = 0; i < r->n_nodes; i++) {
         const uint8_t *e = N->p + (size_t)i * ERTF_NODE_ENTRY_SIZE;
         uint64_t eoff = N->off + (uint64_t)i * ERTF_NODE_ENTRY_SIZE;
@@ -304,6 +308,10 @@ static ert_status check_nodes(reader *r) {
         if (!in_range(af, na, r->n_attrs))
             return FORMAT("node %u '%.64s': attributes [%u, +%u) past end of attribute table (%u entries)", i, nm,
                           af, na, r->n_attrs);
+        used_idx += (uint64_t)n_in + n_out;
+        used_attrs += na;
+        if (used_idx > r->n_indices || used_attrs > r->n_attrs)
+            return FORMAT("node %u '%.64s': index or attribute entries shared between nodes", i, nm);
         for (uint32_t k = 0; k < na; k++) {
             const uint8_t *a = A->p + (size_t)(af + k) * ERTF_ATTR_ENTRY_SIZE;
             const char *an, *sv;
@@ -322,6 +330,10 @@ static ert_status check_nodes(reader *r) {
                     return FORMAT("node %u '%.64s' attribute '%.64s': array [%llu, +%llu) misaligned or past end of AUX section (%llu bytes)",
                                   i, nm, an, (unsigned long long)val, (unsigned long long)cnt * esz,
                                   (unsigned long long)X->size);
+                used_aux += (uint64_t)cnt * esz;
+                if (used_aux > X->size)
+                    return FORMAT("node %u '%.64s' attribute '%.64s': AUX arrays overlap (%llu bytes used of %llu)", i,
+                                  nm, an, (unsigned long long)used_aux, (unsigned long long)X->size);
             } else if (type == ERT_ATTR_FLOAT && (val >> 32)) {
                 return FORMAT("node %u '%.64s' attribute '%.64s': float value has high bits set", i, nm, an);
             } else if (type == ERT_ATTR_STRING) {
@@ -334,17 +346,35 @@ static ert_status check_nodes(reader *r) {
         }
     }
     const uint8_t *g = r->s[ERTF_SEC_GRAPH].p;
-    for (int io = 0; io < 2; io++) {
+    uint8_t *seen = calloc((size_t)r->n_tensors + 1, 1); /* graph inputs listed once */
+    if (!seen) return fail(r, ERT_E_NOMEM, "out of memory checking graph inputs");
+    ert_status st = ERT_OK;
+    for (int io = 0; io < 2 && st == ERT_OK; io++) {
         uint32_t n = ertf_rd32(g + 8 * io), first = ertf_rd32(g + 8 * io + 4);
         const char *which = io ? "outputs" : "inputs";
-        if (!in_range(first, n, r->n_indices))
-            return FORMAT("graph %s [%u, +%u) past end of index table (%u entries)", which, first, n, r->n_indices);
-        for (uint32_t k = 0; k < n; k++) {
+        if (!in_range(first, n, r->n_indices)) {
+            st = FORMAT("graph %s [%u, +%u) past end of index table (%u entries)", which, first, n, r->n_indices);
+            break;
+        }
+        used_idx += n;
+        if (used_idx > r->n_indices) { st = FORMAT("graph %s share index entries with nodes", which); break; }
+        for (uint32_t k = 0; k < n && st == ERT_OK; k++) {
             int32_t t = rd_index(r, first + k);
-            if (t < 0 || (uint32_t)t >= r->n_tensors)
-                return FORMAT("graph %s[%u] is tensor index %d, valid [0, %u)", which, k, t, r->n_tensors);
+            if (t < 0 || (uint32_t)t >= r->n_tensors) {
+                st = FORMAT("graph %s[%u] is tensor index %d, valid [0, %u)", which, k, t, r->n_tensors);
+                break;
+            }
+            if (io) continue;
+            /* A session writes into its inputs: never let one alias a weight
+             * (read-only in a mapping), a node's output or another input. */
+            uint32_t role = ertf_rd32(r->s[ERTF_SEC_TENSORS].p + (size_t)t * ERTF_TENSOR_ENTRY_SIZE + 8);
+            if (role != ERT_ROLE_INPUT) st = FORMAT("graph input %u is tensor %d with role %u, not INPUT", k, t, role);
+            else if (seen[t]) st = FORMAT("graph input %u: tensor %d listed twice", k, t);
+            seen[t] = 1;
         }
     }
+    free(seen);
+    if (st != ERT_OK) return st;
     const char *producer;
     if (!get_str(r, ertf_rd32(g + 20), true, &producer, "graph producer")) return ERT_E_FORMAT;
     if (ertf_rd64(g + 24)) return FORMAT("GRAPH reserved field is not 0");
