@@ -373,6 +373,11 @@ ert_status ert_prepare_shape(ert_prep *p);
 ert_status ert_prepare_constant_of_shape(ert_prep *p);
 ert_status ert_prepare_range(ert_prep *p);
 
+/* Session introspection for tests (runtime/session.c). */
+bool ert_session_plan_check(const ert_session *s, char *why, size_t cap);
+int ert_session_n_scheduled(const ert_session *s);
+ert_op ert_session_scheduled_op(const ert_session *s, int k);
+
 /* ------------------------------------------------------------------ kernels */
 
 /* A concrete tensor as a kernel sees it. Contiguous, C order. */
