@@ -371,7 +371,7 @@ ert_status ert_format_write(const ert_model *m, const char *path) {
     if (st != ERT_OK) {
         unlink(tmp);
     } else {
-        int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         /* Some file systems refuse fsync on directories (EINVAL): nothing to
          * make durable there. */
         if (dfd < 0) st = io_error(ctx, "open directory (file written, rename may not be durable)", dir, errno);
