@@ -55,6 +55,10 @@ enum {
     ERTF_SEC_WEIGHTS = 8,
     ERTF_SEC_KNOWN_END /* first type this version does not know */
 };
+/* Types from 256 on are reserved for training checkpoints (optimizer state,
+ * step counter, RNG state), written OPTIONAL where an inference-only reader
+ * may ignore them. */
+#define ERTF_SEC_TRAIN_BASE 256u
 
 /* Tensor entry flags. */
 #define ERTF_T_HAS_DATA 1u
