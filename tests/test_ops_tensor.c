@@ -466,6 +466,323 @@ static void test_pad(void) {
     tt_free(&in[1]);
 }
 
+/* ------------------------------------------------------------------ Resize */
+
+/* ONNX coordinate transforms, evaluated in double. */
+static double ref_coord(int cm, int64_t o, double sc, int64_t in, int64_t out) {
+    switch (cm) {
+    case 0: return (o + 0.5) / sc - 0.5;
+    case 1: return o / sc;
+    case 2: return out == 1 ? 0 : (double)o * (double)(in - 1) / (double)(out - 1);
+    case 3: return out > 1 ? (o + 0.5) / sc - 0.5 : 0;
+    default: {
+        double adj = out / (sc * in);
+        return in / 2.0 * (1 - adj) + (o + 0.5) / sc - 0.5;
+    }
+    }
+}
+
+static const char *CM[] = {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "half_pixel_symmetric"};
+static const char *NM[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+
+/* 4-D reference: nearest per dim, or multilinear over all 16 corners. */
+static void ref_resize(const tt *x, const int64_t *od, const double *sc, int linear, int cm, int nm, double *ref) {
+    int64_t n = od[0] * od[1] * od[2] * od[3], oi[4];
+    for (int64_t i = 0; i < n; i++) {
+        unflat(i, 4, od, oi);
+        int64_t lo[4], hi[4];
+        double w[4];
+        for (int d = 0; d < 4; d++) {
+            int64_t in = x->dims[d];
+            double c = ref_coord(cm, oi[d], sc[d], in, od[d]);
+            if (linear) {
+                c = fmin(fmax(c, 0), (double)(in - 1));
+                lo[d] = (int64_t)floor(c);
+                hi[d] = lo[d] + 1 < in ? lo[d] + 1 : lo[d];
+                w[d] = c - (double)lo[d];
+            } else {
+                double f = floor(c), r;
+                if (nm == 0) r = c - f == 0.5 ? f : floor(c + 0.5);
+                else if (nm == 1) r = c - f == 0.5 ? f + 1 : floor(c + 0.5);
+                else r = nm == 2 ? f : ceil(c);
+                lo[d] = (int64_t)fmin(fmax(r, 0), (double)(in - 1));
+                hi[d] = lo[d];
+                w[d] = 0;
+            }
+        }
+        double acc = 0;
+        for (int corner = 0; corner < 16; corner++) {
+            double wt = 1;
+            int64_t xi[4];
+            for (int d = 0; d < 4; d++) {
+                bool h = (corner >> d) & 1;
+                xi[d] = h ? hi[d] : lo[d];
+                wt *= h ? w[d] : 1 - w[d];
+            }
+            if (wt != 0) acc += wt * tt_get(x, flat(4, x->dims, xi));
+        }
+        ref[i] = acc;
+    }
+}
+
+static void test_resize(void) {
+    static const float scs[] = {0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 2.0f, 2.5f, 3.0f};
+    for (int rep = 0; rep < 60; rep++) {
+        int linear = rep % 2, cm = (rep / 2) % 5, nm = ert_test_int(&rng, 0, 3);
+        bool use_sizes = rep % 3 == 0, scale_c = linear && rep % 7 == 1; /* N-D linear: also resize C */
+        int64_t d[4] = {ert_test_int(&rng, 1, 2), ert_test_int(&rng, 1, 3), ert_test_int(&rng, 1, 6), ert_test_int(&rng, 1, 6)};
+        int64_t od[4], sizes[4], four = 4;
+        float sf[4] = {1, 1, 1, 1};
+        double sc[4];
+        for (int k = 0; k < 4; k++) {
+            if (k >= 2 || (k == 1 && scale_c)) {
+                if (use_sizes) sizes[k] = ert_test_int(&rng, 1, 9);
+                else sf[k] = scs[ert_test_int(&rng, 0, 7)];
+            } else {
+                sizes[k] = d[k];
+            }
+            if (use_sizes) {
+                od[k] = sizes[k];
+                sc[k] = (double)sizes[k] / (double)d[k];
+            } else {
+                od[k] = (int64_t)floor((double)sf[k] * (double)d[k]);
+                sc[k] = sf[k];
+            }
+        }
+        bool empty = od[2] == 0 || od[3] == 0;
+        tt in[4] = {tt_rand(&rng, 4, d, -10, 10), tt_omitted(), tt_new(ERT_DTYPE_F32, 1, &four), tt_ints(sizes, 4)}, out;
+        memcpy(in[2].data, sf, sizeof sf);
+        in[2].cst = true;
+        if (use_sizes) {
+            int64_t zero = 0;
+            tt_free(&in[2]);
+            in[2] = tt_new(ERT_DTYPE_F32, 1, &zero); /* empty scales, as exporters write */
+            in[2].cst = true;
+        }
+        ert_attr_val at[3] = {A_S("mode", linear ? "linear" : "nearest"), A_S("coordinate_transformation_mode", CM[cm]),
+                              A_S("nearest_mode", NM[nm])};
+        ert_status st = run_op(ctx, ERT_OP_RESIZE, at, 3, in, use_sizes ? 4 : 3, &out, 1, NULL);
+        CHECK(st == ERT_OK, "resize: %s", ert_last_error(ctx));
+        if (st == ERT_OK) {
+            CHECK(same_shape(&out, 4, od), "resize shape (%lld,%lld)", (long long)out.dims[2], (long long)out.dims[3]);
+            if (!empty && same_shape(&out, 4, od)) {
+                int64_t n = tt_n(&out);
+                double *ref = malloc((size_t)n * sizeof *ref);
+                ref_resize(&in[0], od, sc, linear, cm, nm, ref);
+                char what[96];
+                snprintf(what, sizeof what, "resize %s %s %s sizes=%d", linear ? "linear" : "nearest", CM[cm], NM[nm], use_sizes);
+                CHECK(ert_test_close(what, out.data, ref, n, 1e-4, 1e-5), "%s", what);
+                free(ref);
+            }
+            tt_free(&out);
+        }
+        for (int k = 0; k < 4; k++) tt_free(&in[k]);
+    }
+    /* ONNX documentation examples (resize_upsample_scales_linear / _nearest) */
+    int64_t d22[4] = {1, 1, 2, 2}, four = 4;
+    tt in[3] = {tt_new(ERT_DTYPE_F32, 4, d22), tt_omitted(), tt_new(ERT_DTYPE_F32, 1, &four)}, out;
+    float xv[4] = {1, 2, 3, 4}, s_lin[4] = {1, 1, 2, 2}, s_nn[4] = {1, 1, 2, 3};
+    memcpy(in[0].data, xv, sizeof xv);
+    memcpy(in[2].data, s_lin, sizeof s_lin);
+    in[2].cst = true;
+    ert_attr_val lin = A_S("mode", "linear");
+    CHECK_OK(run_op(ctx, ERT_OP_RESIZE, &lin, 1, in, 3, &out, 1, NULL), ctx);
+    if (out.data) {
+        static const double want[16] = {1, 1.25, 1.75, 2, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5, 3, 3.25, 3.75, 4};
+        CHECK(tt_n(&out) == 16 && ert_test_close("resize linear doc", out.data, want, 16, 1e-6, 0), "resize linear example");
+        tt_free(&out);
+    }
+    memcpy(in[2].data, s_nn, sizeof s_nn);
+    CHECK_OK(run_op(ctx, ERT_OP_RESIZE, NULL, 0, in, 3, &out, 1, NULL), ctx);
+    if (out.data) {
+        static const double want[24] = {1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 3, 3, 3, 4, 4, 4};
+        CHECK(tt_n(&out) == 24 && ert_test_close("resize nearest doc", out.data, want, 24, 0, 0), "resize nearest example");
+        tt_free(&out);
+    }
+    /* refused: cubic, antialias, a runtime scales tensor, scales and sizes both missing */
+    ert_attr_val cub = A_S("mode", "cubic"), aa = A_I("antialias", 1);
+    CHECK(run_op(ctx, ERT_OP_RESIZE, &cub, 1, in, 3, &out, 1, NULL) == ERT_E_UNSUPPORTED, "resize cubic");
+    CHECK(run_op(ctx, ERT_OP_RESIZE, &aa, 1, in, 3, &out, 1, NULL) == ERT_E_UNSUPPORTED, "resize antialias");
+    in[2].cst = false;
+    CHECK(run_op(ctx, ERT_OP_RESIZE, NULL, 0, in, 3, &out, 1, NULL) == ERT_E_UNSUPPORTED, "resize runtime scales");
+    CHECK(run_op(ctx, ERT_OP_RESIZE, NULL, 0, in, 2, &out, 1, NULL) == ERT_E_ARG, "resize no scales");
+    for (int k = 0; k < 3; k++) tt_free(&in[k]);
+}
+
+/* ------------------------------------------------------------------ Expand, Cast, Shape, ConstantOfShape, Range */
+
+static void test_expand(void) {
+    for (int rep = 0; rep < 30; rep++) {
+        int64_t od[ERT_MAX_DIMS], xd[ERT_MAX_DIMS], sd[ERT_MAX_DIMS];
+        int ond = rand_dims(&rng, 0, 4, 5, od);
+        /* x and the shape argument each drop leading dims / use 1s; together they cover od */
+        int xn = ert_test_int(&rng, 0, ond), sn = ond;
+        for (int k = 0; k < xn; k++) xd[k] = ert_test_int(&rng, 0, 1) ? 1 : od[ond - xn + k];
+        for (int k = 0; k < sn; k++) sd[k] = (k >= ond - xn && xd[k - (ond - xn)] == od[k] && ert_test_int(&rng, 0, 1)) ? 1 : od[k];
+        tt in[2] = {rand_t(DTS[rep % 4], xn, xd), tt_ints(sd, sn)}, out;
+        ert_status st = run_op(ctx, ERT_OP_EXPAND, NULL, 0, in, 2, &out, 1, NULL);
+        CHECK(st == ERT_OK, "expand: %s", ert_last_error(ctx));
+        if (st == ERT_OK) {
+            CHECK(same_shape(&out, ond, od), "expand shape");
+            int64_t idx[ERT_MAX_DIMS], bad = 0;
+            for (int64_t i = 0; i < tt_n(&out); i++) {
+                unflat(i, ond, od, idx);
+                bad += !same_elem(&out, i, &in[0], bcast_off(&in[0], ond, idx));
+            }
+            CHECK(bad == 0, "expand %lld wrong", (long long)bad);
+            tt_free(&out);
+        }
+        tt_free(&in[0]);
+        tt_free(&in[1]);
+    }
+    int64_t d3 = 3, s4 = 4;
+    tt in[2] = {rand_t(ERT_DTYPE_F32, 1, &d3), tt_ints(&s4, 1)}, out;
+    CHECK(run_op(ctx, ERT_OP_EXPAND, NULL, 0, in, 2, &out, 1, NULL) == ERT_E_SHAPE, "expand 3 -> 4");
+    tt_free(&in[0]);
+    tt_free(&in[1]);
+}
+
+static void test_cast(void) {
+    int64_t n = 64;
+    tt f = tt_new(ERT_DTYPE_F32, 1, &n), out;
+    float *fv = f.data;
+    for (int i = 0; i < n; i++) fv[i] = (float)ert_test_uniform(&rng, -130, 300);
+    fv[0] = -2.75f, fv[1] = 2.75f, fv[2] = 0, fv[3] = -0.5f;
+    struct { int code; ert_dtype dt; } cs[] = {{6, ERT_DTYPE_I32}, {7, ERT_DTYPE_I64}, {3, ERT_DTYPE_I8}, {2, ERT_DTYPE_U8},
+                                               {9, ERT_DTYPE_BOOL}, {10, ERT_DTYPE_F16}, {16, ERT_DTYPE_BF16}, {1, ERT_DTYPE_F32}};
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        ert_attr_val a = A_I("to", cs[c].code);
+        ert_status st = run_op(ctx, ERT_OP_CAST, &a, 1, &f, 1, &out, 1, NULL);
+        CHECK(st == ERT_OK && out.dt == cs[c].dt, "cast to %d: %s", cs[c].code, ert_last_error(ctx));
+        if (st) continue;
+        int bad = 0;
+        for (int i = 0; i < n; i++) {
+            double x = fv[i], y = tt_get(&out, i), t = trunc(x);
+            switch (cs[c].dt) {
+            case ERT_DTYPE_I32: case ERT_DTYPE_I64: bad += y != t; break;
+            case ERT_DTYPE_I8: bad += (t >= -128 && t <= 127) ? y != t : 0; break; /* out of range: unspecified */
+            case ERT_DTYPE_U8: bad += (t >= 0 && t <= 255) ? y != t : 0; break;
+            case ERT_DTYPE_BOOL: bad += y != (x != 0); break;
+            case ERT_DTYPE_F16: bad += fabs(y - x) > fabs(x) * 0x1p-11; break;
+            case ERT_DTYPE_BF16: bad += fabs(y - x) > fabs(x) * 0x1p-8; break;
+            default: bad += y != x; break;
+            }
+        }
+        CHECK(bad == 0, "cast f32 -> %d: %d wrong", cs[c].code, bad);
+        /* and back to f32 where exact */
+        if (cs[c].dt == ERT_DTYPE_I32 || cs[c].dt == ERT_DTYPE_BOOL) {
+            tt back;
+            ert_attr_val a1 = A_I("to", 1);
+            CHECK_OK(run_op(ctx, ERT_OP_CAST, &a1, 1, &out, 1, &back, 1, NULL), ctx);
+            if (back.data) {
+                bad = 0;
+                for (int i = 0; i < n; i++) bad += tt_get(&back, i) != tt_get(&out, i);
+                CHECK(bad == 0, "cast %d -> f32", cs[c].code);
+                tt_free(&back);
+            }
+        }
+        tt_free(&out);
+    }
+    /* i64 beyond 2^53 -> i32 wraps like two's complement, -> i64 exactly */
+    int64_t big[2] = {((int64_t)1 << 40) + 5, -3};
+    tt b = tt_ints(big, 2);
+    ert_attr_val a6 = A_I("to", 6), a11 = A_I("to", 11);
+    CHECK_OK(run_op(ctx, ERT_OP_CAST, &a6, 1, &b, 1, &out, 1, NULL), ctx);
+    if (out.data) {
+        CHECK(((int32_t *)out.data)[0] == 5 && ((int32_t *)out.data)[1] == -3, "cast i64 -> i32 wraps");
+        tt_free(&out);
+    }
+    CHECK(run_op(ctx, ERT_OP_CAST, &a11, 1, &f, 1, &out, 1, NULL) == ERT_E_UNSUPPORTED, "cast to double");
+    CHECK(run_op(ctx, ERT_OP_CAST, NULL, 0, &f, 1, &out, 1, NULL) == ERT_E_ARG, "cast without to");
+    tt_free(&b);
+    tt_free(&f);
+}
+
+static void test_shape_range(void) {
+    /* Shape(start, end) */
+    int64_t d[4] = {2, 3, 5, 7};
+    tt x = rand_t(ERT_DTYPE_U8, 4, d), out;
+    struct { int has_s, has_e; int64_t s, e; int n; int64_t first; } sc[] = {
+        {0, 0, 0, 0, 4, 2}, {1, 0, 1, 0, 3, 3}, {0, 1, 0, -1, 3, 2}, {1, 1, -10, 10, 4, 2}, {1, 1, 3, 1, 0, 0}, {1, 1, -2, 4, 2, 5}};
+    for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {
+        ert_attr_val at[2];
+        int na = 0;
+        if (sc[i].has_s) at[na++] = A_I("start", sc[i].s);
+        if (sc[i].has_e) at[na++] = A_I("end", sc[i].e);
+        CHECK_OK(run_op(ctx, ERT_OP_SHAPE, at, na, &x, 1, &out, 1, NULL), ctx);
+        if (!out.data) continue;
+        CHECK(out.dt == ERT_DTYPE_I64 && out.nd == 1 && out.dims[0] == sc[i].n && (sc[i].n == 0 || ((int64_t *)out.data)[0] == sc[i].first),
+              "shape case %zu", i);
+        tt_free(&out);
+    }
+    tt_free(&x);
+    /* ConstantOfShape */
+    int64_t s23[2] = {2, 3}, neg[1] = {-1};
+    float fv[1] = {2.5f};
+    int64_t iv[1] = {-7}, iv2[1] = {((int64_t)1 << 60) + 1};
+    tt s = tt_ints(s23, 2);
+    struct { int na; ert_attr_val a[2]; ert_dtype dt; double v; } cc[] = {
+        {0, {{0}}, ERT_DTYPE_F32, 0},
+        {1, {A_FS("value", fv, 1)}, ERT_DTYPE_F32, 2.5},
+        {1, {A_IS("value", iv, 1)}, ERT_DTYPE_I64, -7},
+        {2, {A_IS("value", iv, 1), A_I("value_dtype", ERT_DTYPE_I32)}, ERT_DTYPE_I32, -7},
+        {2, {A_FS("value", fv, 1), A_I("value_dtype", ERT_DTYPE_F16)}, ERT_DTYPE_F16, 2.5},
+    };
+    for (size_t i = 0; i < sizeof cc / sizeof cc[0]; i++) {
+        ert_status st = run_op(ctx, ERT_OP_CONSTANT_OF_SHAPE, cc[i].a, cc[i].na, &s, 1, &out, 1, NULL);
+        CHECK(st == ERT_OK, "constant_of_shape %zu: %s", i, ert_last_error(ctx));
+        if (st) continue;
+        bool ok = out.dt == cc[i].dt && same_shape(&out, 2, s23);
+        for (int k = 0; ok && k < 6; k++) ok = tt_get(&out, k) == cc[i].v;
+        CHECK(ok, "constant_of_shape case %zu", i);
+        tt_free(&out);
+    }
+    ert_attr_val big = A_IS("value", iv2, 1);
+    tt s0 = tt_ints(NULL, 0);
+    CHECK_OK(run_op(ctx, ERT_OP_CONSTANT_OF_SHAPE, &big, 1, &s0, 1, &out, 1, NULL), ctx);
+    if (out.data) {
+        CHECK(out.nd == 0 && *(int64_t *)out.data == iv2[0], "constant_of_shape 0-d exact i64");
+        tt_free(&out);
+    }
+    tt_free(&s);
+    s = tt_ints(neg, 1);
+    CHECK(run_op(ctx, ERT_OP_CONSTANT_OF_SHAPE, NULL, 0, &s, 1, &out, 1, NULL) == ERT_E_SHAPE, "constant_of_shape negative");
+    tt_free(&s);
+    tt_free(&s0);
+    /* Range: f32, i32, i64 with negative delta; length = max(ceil((limit - start) / delta), 0) */
+    struct { ert_dtype dt; double s, l, dl; } rc[] = {{ERT_DTYPE_F32, 0, 1, 0.1}, {ERT_DTYPE_F32, 3, -2.5, -0.75},
+                                                      {ERT_DTYPE_I32, 10, 0, -3}, {ERT_DTYPE_I64, -5, 5, 2},
+                                                      {ERT_DTYPE_I64, 5, -5, 2}, {ERT_DTYPE_I32, 1, 2, 100}};
+    for (size_t i = 0; i < sizeof rc / sizeof rc[0]; i++) {
+        tt in[3];
+        double v[3] = {rc[i].s, rc[i].l, rc[i].dl};
+        for (int k = 0; k < 3; k++) {
+            in[k] = tt_new(rc[i].dt, 0, NULL);
+            in[k].cst = true;
+            if (rc[i].dt == ERT_DTYPE_F32) *(float *)in[k].data = (float)v[k];
+            else if (rc[i].dt == ERT_DTYPE_I32) *(int32_t *)in[k].data = (int32_t)v[k];
+            else *(int64_t *)in[k].data = (int64_t)v[k];
+        }
+        ert_status st = run_op(ctx, ERT_OP_RANGE, NULL, 0, in, 3, &out, 1, NULL);
+        CHECK(st == ERT_OK, "range %zu: %s", i, ert_last_error(ctx));
+        if (st == ERT_OK) {
+            double fs = tt_get(&in[0], 0), fl = tt_get(&in[1], 0), fd = tt_get(&in[2], 0);
+            int64_t len = (int64_t)fmax(ceil((fl - fs) / fd), 0);
+            bool ok = out.dt == rc[i].dt && out.nd == 1 && out.dims[0] == len;
+            for (int64_t k = 0; ok && k < len; k++) ok = fabs(tt_get(&out, k) - (fs + (double)k * fd)) < 1e-5;
+            CHECK(ok, "range case %zu (len %lld)", i, (long long)out.dims[0]);
+            tt_free(&out);
+        }
+        if (i == 0) {
+            *(float *)in[2].data = 0;
+            CHECK(run_op(ctx, ERT_OP_RANGE, NULL, 0, in, 3, &out, 1, NULL) == ERT_E_ARG, "range delta 0");
+            in[1].cst = false;
+            CHECK(run_op(ctx, ERT_OP_RANGE, NULL, 0, in, 3, &out, 1, NULL) == ERT_E_UNSUPPORTED, "range runtime limit");
+        }
+        for (int k = 0; k < 3; k++) tt_free(&in[k]);
+    }
+}
+
 int main(void) {
     ert_test_rng_init(&rng, "ops_tensor");
     CHECK_OK(ert_context_create(NULL, &ctx), NULL);
@@ -478,6 +795,10 @@ int main(void) {
         test_slice();
         test_gather();
         test_pad();
+        test_resize();
+        test_expand();
+        test_cast();
+        test_shape_range();
     }
     ert_threadpool_free(oh_pool);
     ert_context_free(ctx);
