@@ -16,7 +16,8 @@ static const ert_tinfo *opt_in(const ert_prep *p, int k) {
 static ert_status check_dims(ert_prep *p, const ert_tinfo *t, int k) {
     int64_t n;
     if (t->ndim < 0 || t->ndim > ERT_MAX_DIMS || !ert_dims_nelems(t->ndim, t->dims, &n) || n < 0)
-        return ert_prep_error(p, ERT_E_SHAPE, "input %d has an invalid shape", k);
+        return k < 0 ? ert_prep_error(p, ERT_E_SHAPE, "output element count overflows")
+                     : ert_prep_error(p, ERT_E_SHAPE, "input %d has an invalid shape", k);
     return ERT_OK;
 }
 
@@ -115,6 +116,7 @@ ert_status ert_prepare_binary(ert_prep *p) {
     ert_tinfo *o = &p->out[0];
     if (!ert_broadcast_shape(a->ndim, a->dims, b->ndim, b->dims, &o->ndim, o->dims))
         return ert_prep_error(p, ERT_E_SHAPE, "shapes cannot be broadcast together");
+    if ((st = check_dims(p, o, -1))) return st; /* (2^40,1) + (1,2^40) overflows */
     o->dtype = is_compare(op) ? ERT_DTYPE_BOOL : a->dtype;
     o->const_data = NULL;
     return ERT_OK;
@@ -136,6 +138,7 @@ ert_status ert_prepare_where(ert_prep *p) {
     if (!ert_broadcast_shape(c->ndim, c->dims, x->ndim, x->dims, &n1, d1) ||
         !ert_broadcast_shape(n1, d1, y->ndim, y->dims, &o->ndim, o->dims))
         return ert_prep_error(p, ERT_E_SHAPE, "condition, x and y cannot be broadcast together");
+    if ((st = check_dims(p, o, -1))) return st;
     o->dtype = x->dtype;
     o->const_data = NULL;
     return ERT_OK;

@@ -260,13 +260,11 @@ ert_status ert_prepare_split(ert_prep *p) {
         int64_t no = ert_attr_int(p->node, "num_outputs", p->n_out);
         if (no != p->n_out || no < 1)
             return ert_prep_error(p, ERT_E_SHAPE, "num_outputs %lld but the node has %d outputs", (long long)no, p->n_out);
-        int64_t chunk = (dim + no - 1) / no, left = dim;
-        if (no > 1 && chunk * (no - 1) >= dim && dim > 0)
-            return ert_prep_error(p, ERT_E_SHAPE, "cannot split %lld into %lld non-empty chunks", (long long)dim, (long long)no);
-        for (int i = 0; i < no; i++) {
-            sp->sizes[i] = left < chunk ? left : chunk;
-            left -= sp->sizes[i];
-        }
+        /* as the ONNX reference: n-1 chunks of ceil(dim/n), the rest last */
+        int64_t chunk = dim / no + (dim % no != 0);
+        if (chunk * (no - 1) > dim)
+            return ert_prep_error(p, ERT_E_SHAPE, "cannot split %lld into %lld chunks", (long long)dim, (long long)no);
+        for (int i = 0; i < no; i++) sp->sizes[i] = i < no - 1 ? chunk : dim - chunk * (no - 1);
         n = (int)no;
     }
     sp->n_out = n;

@@ -242,6 +242,14 @@ static void test_binary(void) {
     CHECK(run_op(ctx, ERT_OP_ADD, NULL, 0, e, 2, &out, 1, NULL) == ERT_E_SHAPE, "incompatible broadcast");
     CHECK(strstr(ert_last_error(ctx), "broadcast") != NULL, "message: %s", ert_last_error(ctx));
     CHECK(run_op(ctx, ERT_OP_POW, NULL, 0, q, 2, &out, 1, NULL) == ERT_E_UNSUPPORTED, "pow i32");
+    /* shapes that are fine alone but whose broadcast overflows: checked, never allocated */
+    tt h[2];
+    memset(h, 0, sizeof h);
+    h[0].dt = h[1].dt = ERT_DTYPE_F32;
+    h[0].nd = h[1].nd = 2;
+    h[0].dims[0] = h[1].dims[1] = (int64_t)1 << 40;
+    h[0].dims[1] = h[1].dims[0] = 1;
+    CHECK(run_op(ctx, ERT_OP_ADD, NULL, 0, h, 2, &out, 1, NULL) == ERT_E_SHAPE, "broadcast overflow");
     tt mix[2] = {e[0], q[0]};
     CHECK(run_op(ctx, ERT_OP_MUL, NULL, 0, mix, 2, &out, 1, NULL) == ERT_E_SHAPE, "dtype mismatch");
     for (int k = 0; k < 2; k++) tt_free(&bb[k]), tt_free(&q[k]), tt_free(&e[k]);

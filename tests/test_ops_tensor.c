@@ -209,7 +209,7 @@ static void test_concat_split(void) {
     }
     /* equal / uneven splits without sizes (opset 18 num_outputs) */
     int64_t d7[2] = {7, 3};
-    tt x = rand_t(ERT_DTYPE_F32, 2, d7), parts[4];
+    tt x = rand_t(ERT_DTYPE_F32, 2, d7), parts[24];
     ert_attr_val at[2] = {A_I("axis", 0), A_I("num_outputs", 3)};
     CHECK_OK(run_op(ctx, ERT_OP_SPLIT, at, 2, &x, 1, parts, 3, NULL), ctx);
     if (parts[0].data) {
@@ -226,6 +226,18 @@ static void test_concat_split(void) {
         CHECK(ok && parts[1].dims[1] == 1, "equal split on last axis");
         for (int k = 0; k < 3; k++) tt_free(&parts[k]);
     }
+    /* 6 into 4 -> 2,2,2,0 (as the ONNX reference); 5 into 4 cannot be split */
+    int64_t d6 = 6, d5 = 5;
+    tt x6 = rand_t(ERT_DTYPE_I64, 1, &d6), x5 = rand_t(ERT_DTYPE_I64, 1, &d5);
+    ert_attr_val n4 = A_I("num_outputs", 4);
+    CHECK_OK(run_op(ctx, ERT_OP_SPLIT, &n4, 1, &x6, 1, parts, 4, NULL), ctx);
+    if (parts[0].data) {
+        CHECK(parts[2].dims[0] == 2 && parts[3].dims[0] == 0 && ((int64_t *)parts[2].data)[1] == ((int64_t *)x6.data)[5], "split 6/4");
+        for (int k = 0; k < 4; k++) tt_free(&parts[k]);
+    }
+    CHECK(run_op(ctx, ERT_OP_SPLIT, &n4, 1, &x5, 1, parts, 4, NULL) == ERT_E_SHAPE, "split 5/4");
+    tt_free(&x6);
+    tt_free(&x5);
     int64_t bad_sizes[2] = {3, 3};
     tt sp[2] = {x, tt_ints(bad_sizes, 2)};
     CHECK(run_op(ctx, ERT_OP_SPLIT, at, 1, sp, 2, parts, 2, NULL) == ERT_E_SHAPE, "split sizes sum");
