@@ -362,6 +362,38 @@ static void test_reduce(void) {
         tt_free(&in[0]);
         tt_free(&in[1]);
     }
+    /* empty reductions: Sum 0, Max -inf, Mean NaN (0/0); and an empty output */
+    {
+        int64_t d0[2] = {3, 0}, a1 = 1, a0 = 0;
+        tt e[2] = {tt_new(ERT_DTYPE_F32, 2, d0), tt_ints(&a1, 1)}, o;
+        const ert_op rops[3] = {ERT_OP_REDUCE_SUM, ERT_OP_REDUCE_MAX, ERT_OP_REDUCE_MEAN};
+        for (int k = 0; k < 3; k++) {
+            CHECK_OK(run_op(ctx, rops[k], NULL, 0, e, 2, &o, 1, NULL), ctx);
+            if (!o.data) continue;
+            float v = ((float *)o.data)[2];
+            CHECK(o.nd == 2 && o.dims[0] == 3 && o.dims[1] == 1 &&
+                      (k == 0 ? v == 0 : k == 1 ? (isinf(v) && v < 0) : isnan(v)), "empty reduce %d: %g", k, (double)v);
+            tt_free(&o);
+        }
+        tt_free(&e[1]);
+        e[1] = tt_ints(&a0, 1);
+        CHECK_OK(run_op(ctx, ERT_OP_REDUCE_SUM, NULL, 0, e, 2, &o, 1, NULL), ctx);
+        if (o.data) {
+            CHECK(o.nd == 2 && o.dims[0] == 1 && o.dims[1] == 0, "reduce to an empty output");
+            tt_free(&o);
+        }
+        tt b3 = tt_new(ERT_DTYPE_F32, 1, d0);
+        tt ab[2] = {e[0], b3};
+        ab[1].dims[0] = 1;
+        CHECK_OK(run_op(ctx, ERT_OP_MUL, NULL, 0, ab, 2, &o, 1, NULL), ctx);
+        if (o.data) {
+            CHECK(o.nd == 2 && o.dims[0] == 3 && o.dims[1] == 0, "empty broadcast");
+            tt_free(&o);
+        }
+        tt_free(&b3);
+        tt_free(&e[0]);
+        tt_free(&e[1]);
+    }
     /* errors: axis out of range, repeated, not constant */
     int64_t d23[2] = {2, 3}, bad[2] = {2, 0}, rep2[2] = {1, -1};
     tt in[2] = {tt_rand(&rng, 2, d23, 0, 1), tt_ints(bad, 1)}, out;

@@ -611,6 +611,34 @@ static void test_resize(void) {
         CHECK(tt_n(&out) == 24 && ert_test_close("resize nearest doc", out.data, want, 24, 0, 0), "resize nearest example");
         tt_free(&out);
     }
+    /* opset-18 axes attribute (negative) and nearest on u8 == nearest on f32 */
+    {
+        int64_t d5[4] = {1, 2, 3, 5}, two = 2, ax[2] = {-1, 2};
+        float s2[2] = {2.0f, 0.5f}; /* W x2, H x0.5 */
+        tt u = rand_t(ERT_DTYPE_U8, 4, d5), fx = tt_new(ERT_DTYPE_F32, 4, d5), o8, o32;
+        for (int i = 0; i < 30; i++) ((float *)fx.data)[i] = ((uint8_t *)u.data)[i];
+        tt sc = tt_new(ERT_DTYPE_F32, 1, &two);
+        memcpy(sc.data, s2, sizeof s2);
+        sc.cst = true;
+        ert_attr_val at[2] = {A_IS("axes", ax, 2), A_S("coordinate_transformation_mode", "asymmetric")};
+        tt i8[3] = {u, tt_omitted(), sc}, i32[3] = {fx, tt_omitted(), sc};
+        CHECK_OK(run_op(ctx, ERT_OP_RESIZE, at, 2, i8, 3, &o8, 1, NULL), ctx);
+        CHECK_OK(run_op(ctx, ERT_OP_RESIZE, at, 2, i32, 3, &o32, 1, NULL), ctx);
+        if (o8.data && o32.data) {
+            int64_t want[4] = {1, 2, 1, 10};
+            int bad = 0;
+            for (int i = 0; i < 20; i++) bad += tt_get(&o8, i) != tt_get(&o32, i);
+            /* asymmetric x2 on W: out[w] = in[w/2]; x0.5 on H: out row 0 = in row 0 */
+            for (int c = 0; c < 2; c++)
+                for (int w = 0; w < 10; w++) bad += tt_get(&o8, c * 10 + w) != tt_get(&u, c * 15 + w / 2);
+            CHECK(same_shape(&o8, 4, want) && bad == 0, "resize axes / u8: %d wrong", bad);
+        }
+        if (o8.data) tt_free(&o8);
+        if (o32.data) tt_free(&o32);
+        tt_free(&u);
+        tt_free(&fx);
+        tt_free(&sc);
+    }
     /* refused: cubic, antialias, a runtime scales tensor, scales and sizes both missing */
     ert_attr_val cub = A_S("mode", "cubic"), aa = A_I("antialias", 1);
     CHECK(run_op(ctx, ERT_OP_RESIZE, &cub, 1, in, 3, &out, 1, NULL) == ERT_E_UNSUPPORTED, "resize cubic");
@@ -795,6 +823,68 @@ static void test_shape_range(void) {
     }
 }
 
+/* ------------------------------------------------------------------ through a session */
+
+/* The shape sub-graph exporters emit for x.view(x.size(0), -1):
+ * Shape -> Gather(0) -> Unsqueeze -> Concat(.., [-1]) -> Reshape, then a
+ * Transpose and a Slice. The shape chain must fold at create (batch is
+ * dynamic in the model, fixed by the session). */
+static void test_session_chain(void) {
+    ert_builder *b;
+    CHECK_OK(ert_builder_create(ctx, &b), ctx);
+    if (!b) return;
+    int64_t dims[3] = {-1, 3, 4}, one = 1, zero = 0, idx0 = 0, minus1 = -1, perm[2] = {1, 0};
+    int64_t s_st = 1, s_en = INT64_MAX, s_ax = 0, s_step = 2;
+    int32_t x, w_idx, w_m1, w_ax, w_st, w_en, w_sax, w_step, sh, g, u, cat, r, t, y;
+    CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 3, dims, &x), ctx);
+    CHECK_OK(ert_builder_weight(b, NULL, ERT_DTYPE_I64, 0, NULL, &idx0, &w_idx), ctx);
+    CHECK_OK(ert_builder_weight(b, NULL, ERT_DTYPE_I64, 1, &one, &minus1, &w_m1), ctx);
+    CHECK_OK(ert_builder_weight(b, NULL, ERT_DTYPE_I64, 1, &one, &zero, &w_ax), ctx);
+    CHECK_OK(ert_builder_weight(b, NULL, ERT_DTYPE_I64, 1, &one, &s_st, &w_st), ctx);
+    CHECK_OK(ert_builder_weight(b, NULL, ERT_DTYPE_I64, 1, &one, &s_en, &w_en), ctx);
+    CHECK_OK(ert_builder_weight(b, NULL, ERT_DTYPE_I64, 1, &one, &s_ax, &w_sax), ctx);
+    CHECK_OK(ert_builder_weight(b, NULL, ERT_DTYPE_I64, 1, &one, &s_step, &w_step), ctx);
+    ert_attr ax0 = ERT_ATTR_I("axis", 0), pm = ERT_ATTR_IS("perm", perm, 2);
+    int32_t in_g[2] = {0, w_idx}, in_u[2] = {0, w_ax}, in_c[2] = {0, w_m1}, in_r[2] = {x, 0};
+    CHECK_OK(ert_builder_node(b, "Shape", NULL, &x, 1, NULL, 0, &sh, 1), ctx);
+    in_g[0] = sh;
+    CHECK_OK(ert_builder_node(b, "Gather", NULL, in_g, 2, &ax0, 1, &g, 1), ctx);
+    in_u[0] = g;
+    CHECK_OK(ert_builder_node(b, "Unsqueeze", NULL, in_u, 2, NULL, 0, &u, 1), ctx);
+    in_c[0] = u;
+    CHECK_OK(ert_builder_node(b, "Concat", NULL, in_c, 2, &ax0, 1, &cat, 1), ctx);
+    in_r[1] = cat;
+    CHECK_OK(ert_builder_node(b, "Reshape", NULL, in_r, 2, NULL, 0, &r, 1), ctx);
+    CHECK_OK(ert_builder_node(b, "Transpose", NULL, &r, 1, &pm, 1, &t, 1), ctx);
+    int32_t in_s[5] = {t, w_st, w_en, w_sax, w_step};
+    CHECK_OK(ert_builder_node(b, "Slice", NULL, in_s, 5, NULL, 0, &y, 1), ctx);
+    CHECK_OK(ert_builder_output(b, y, "y"), ctx);
+    ert_model *m = NULL;
+    CHECK_OK(ert_builder_finish(b, &m), ctx);
+    ert_builder_free(b);
+    if (!m) return;
+    ert_session_options o = {.batch = 3};
+    ert_session *s = NULL;
+    CHECK_OK(ert_session_create(m, &o, &s), ctx);
+    if (s) {
+        ert_tensor_info ti;
+        CHECK_OK(ert_session_output_info(s, 0, &ti), ctx);
+        /* (3,12) -> transpose (12,3) -> rows 1,3,..,11 -> (6,3) */
+        CHECK(ti.ndim == 2 && ti.dims[0] == 6 && ti.dims[1] == 3, "chain output shape %lld,%lld", (long long)ti.dims[0], (long long)ti.dims[1]);
+        float xv[36], yv[18];
+        ert_test_fill(&rng, xv, 36, -1, 1);
+        CHECK_OK(ert_session_set_input(s, 0, xv, sizeof xv), ctx);
+        CHECK_OK(ert_session_run(s), ctx);
+        CHECK_OK(ert_session_get_output(s, 0, yv, sizeof yv), ctx);
+        int bad = 0;
+        for (int i = 0; i < 6; i++)
+            for (int j = 0; j < 3; j++) bad += yv[i * 3 + j] != xv[j * 12 + 1 + 2 * i];
+        CHECK(bad == 0, "chain values: %d wrong", bad);
+        ert_session_free(s);
+    }
+    ert_model_free(m);
+}
+
 int main(void) {
     ert_test_rng_init(&rng, "ops_tensor");
     CHECK_OK(ert_context_create(NULL, &ctx), NULL);
@@ -812,6 +902,7 @@ int main(void) {
         test_cast();
         test_shape_range();
     }
+    test_session_chain();
     ert_threadpool_free(oh_pool);
     ert_context_free(ctx);
     return ert_test_finish("ops_tensor");
