@@ -227,54 +227,69 @@ ert_status ert_prepare_concat(ert_prep *p) {
 }
 
 /* Split(axis): sizes from constant input 1, else the "split" attribute (opset
- * < 13), else num_outputs (opset 18) or the number of outputs: chunks of
- * ceil(dim / n), the last one smaller (opset 18). */
+ * < 13), else num_outputs (opset 18) or the number of outputs: n-1 chunks of
+ * ceil(dim / n) and the rest last (the ONNX reference). Any number of outputs:
+ * the kernel takes the sizes from the output dims; params split.sizes holds
+ * only the first ERT_MAX_NODE_IO. */
+typedef struct split_src {
+    const ert_tinfo *in; /* constant sizes input, or */
+    const ert_attr_val *attr; /* INTS attribute, or neither: chunks */
+    int64_t chunk, dim;
+    int n;
+} split_src;
+
+static int64_t split_size(const split_src *s, int i) {
+    if (s->in) return s->in->dtype == ERT_DTYPE_I64 ? ((const int64_t *)s->in->const_data)[i] : ((const int32_t *)s->in->const_data)[i];
+    if (s->attr) return s->attr->ints[i];
+    return i < s->n - 1 ? s->chunk : s->dim - s->chunk * (s->n - 1);
+}
+
 ert_status ert_prepare_split(ert_prep *p) {
     const ert_tinfo *x = &p->in[0];
     ert_status st = check_in(p, 0);
     if (st) return st;
     ert_split_params *sp = &p->params->split;
     memset(sp, 0, sizeof *sp);
-    if (p->n_out > ERT_MAX_NODE_IO)
-        return ert_prep_error(p, ERT_E_UNSUPPORTED, "Split into %d outputs (at most %d)", p->n_out, ERT_MAX_NODE_IO);
     if (x->ndim == 0) return ert_prep_error(p, ERT_E_SHAPE, "cannot split a 0-d tensor");
     if ((st = norm_axis(p, ert_attr_int(p->node, "axis", 0), x->ndim, false, &sp->axis))) return st;
-    int64_t dim = x->dims[sp->axis];
-    int n;
-    if (opt_in(p, 1)) {
-        if ((st = const_ints(p, 1, "split", sp->sizes, ERT_MAX_NODE_IO, &n))) return st;
-    } else {
-        n = ert_attr_ints(p->node, "split", sp->sizes, ERT_MAX_NODE_IO);
-        if (n > ERT_MAX_NODE_IO) return ert_prep_error(p, ERT_E_SHAPE, "split has too many entries");
+    split_src s = {.dim = x->dims[sp->axis], .n = p->n_out};
+    const ert_tinfo *t = opt_in(p, 1);
+    const ert_attr_val *a = ert_node_attr(p->node, "split");
+    int64_t n = -1;
+    if (t) {
+        if (!t->const_data) return ert_prep_error(p, ERT_E_UNSUPPORTED, "split (input 1) must be a constant");
+        if (t->ndim != 1 || (t->dtype != ERT_DTYPE_I64 && t->dtype != ERT_DTYPE_I32))
+            return ert_prep_error(p, ERT_E_SHAPE, "split (input 1) must be 1-D i64");
+        n = t->dims[0];
+        s.in = t;
+    } else if (a && a->type == ERT_ATTR_INTS) {
+        n = a->n;
+        s.attr = a;
     }
     if (n >= 0) {
-        if (n != p->n_out) return ert_prep_error(p, ERT_E_SHAPE, "split has %d sizes for %d outputs", n, p->n_out);
-        int64_t sum = 0;
-        for (int i = 0; i < n; i++) {
-            if (sp->sizes[i] < 0) return ert_prep_error(p, ERT_E_SHAPE, "split[%d] is negative", i);
-            if (__builtin_add_overflow(sum, sp->sizes[i], &sum)) return ert_prep_error(p, ERT_E_SHAPE, "split sizes overflow");
-        }
-        if (sum != dim)
-            return ert_prep_error(p, ERT_E_SHAPE, "split sizes sum to %lld, the axis has %lld", (long long)sum, (long long)dim);
+        if (n != p->n_out) return ert_prep_error(p, ERT_E_SHAPE, "split has %lld sizes for %d outputs", (long long)n, p->n_out);
     } else {
         int64_t no = ert_attr_int(p->node, "num_outputs", p->n_out);
         if (no != p->n_out || no < 1)
             return ert_prep_error(p, ERT_E_SHAPE, "num_outputs %lld but the node has %d outputs", (long long)no, p->n_out);
-        /* as the ONNX reference: n-1 chunks of ceil(dim/n), the rest last */
-        int64_t chunk = dim / no + (dim % no != 0);
-        if (chunk * (no - 1) > dim)
-            return ert_prep_error(p, ERT_E_SHAPE, "cannot split %lld into %lld chunks", (long long)dim, (long long)no);
-        for (int i = 0; i < no; i++) sp->sizes[i] = i < no - 1 ? chunk : dim - chunk * (no - 1);
-        n = (int)no;
+        s.chunk = s.dim / no + (s.dim % no != 0);
+        if (s.chunk * (no - 1) > s.dim)
+            return ert_prep_error(p, ERT_E_SHAPE, "cannot split %lld into %lld chunks", (long long)s.dim, (long long)no);
     }
-    sp->n_out = n;
-    for (int i = 0; i < n; i++) {
+    int64_t sum = 0;
+    for (int i = 0; i < p->n_out; i++) {
+        int64_t v = split_size(&s, i);
+        if (v < 0) return ert_prep_error(p, ERT_E_SHAPE, "split[%d] is negative", i);
+        if (__builtin_add_overflow(sum, v, &sum)) return ert_prep_error(p, ERT_E_SHAPE, "split sizes overflow");
+        if (i < ERT_MAX_NODE_IO) sp->sizes[i] = v;
         ert_tinfo *o = &p->out[i];
-        memset(o, 0, sizeof *o);
         *o = *x;
         o->const_data = NULL;
-        o->dims[sp->axis] = sp->sizes[i];
+        o->dims[sp->axis] = v;
     }
+    if (sum != s.dim)
+        return ert_prep_error(p, ERT_E_SHAPE, "split sizes sum to %lld, the axis has %lld", (long long)sum, (long long)s.dim);
+    sp->n_out = p->n_out;
     return ERT_OK;
 }
 

@@ -229,13 +229,26 @@ static void test_concat_split(void) {
     /* 6 into 4 -> 2,2,2,0 (as the ONNX reference); 5 into 4 cannot be split */
     int64_t d6 = 6, d5 = 5;
     tt x6 = rand_t(ERT_DTYPE_I64, 1, &d6), x5 = rand_t(ERT_DTYPE_I64, 1, &d5);
-    ert_attr_val n4 = A_I("num_outputs", 4);
+    ert_attr_val n4 = A_I("num_outputs", 4), a1_m = A_I("axis", 1);
     CHECK_OK(run_op(ctx, ERT_OP_SPLIT, &n4, 1, &x6, 1, parts, 4, NULL), ctx);
     if (parts[0].data) {
         CHECK(parts[2].dims[0] == 2 && parts[3].dims[0] == 0 && ((int64_t *)parts[2].data)[1] == ((int64_t *)x6.data)[5], "split 6/4");
         for (int k = 0; k < 4; k++) tt_free(&parts[k]);
     }
     CHECK(run_op(ctx, ERT_OP_SPLIT, &n4, 1, &x5, 1, parts, 4, NULL) == ERT_E_SHAPE, "split 5/4");
+    /* more outputs than ERT_MAX_NODE_IO */
+    int64_t d20[2] = {2, 20};
+    tt x20 = rand_t(ERT_DTYPE_F32, 2, d20);
+    CHECK_OK(run_op(ctx, ERT_OP_SPLIT, &a1_m, 1, &x20, 1, parts, 20, NULL), ctx);
+    if (parts[0].data) {
+        bool ok = true;
+        for (int k = 0; k < 20; k++) {
+            ok = ok && parts[k].dims[1] == 1 && ((float *)parts[k].data)[1] == ((float *)x20.data)[20 + k];
+            tt_free(&parts[k]);
+        }
+        CHECK(ok, "split into 20");
+    }
+    tt_free(&x20);
     tt_free(&x6);
     tt_free(&x5);
     int64_t bad_sizes[2] = {3, 3};
