@@ -124,6 +124,10 @@ static void test_transpose(void) {
     for (int rep = 0; rep < 40; rep++) {
         int64_t d[ERT_MAX_DIMS], perm[ERT_MAX_DIMS];
         int nd = rand_dims(&rng, rep == 0 ? 0 : 1, 5, 5, d);
+        if (rep == 1) { /* big enough for the row loop to be split across workers */
+            nd = 3;
+            d[0] = 64, d[1] = 65, d[2] = 9;
+        }
         tt x = rand_t(DTS[rep % 4], nd, d), out;
         for (int k = 0; k < nd; k++) perm[k] = k;
         for (int k = nd - 1; k > 0; k--) { /* Fisher-Yates */
