@@ -65,6 +65,7 @@ ert_status ert_prepare_unary(ert_prep *p) {
         if ((st = const_scalar_f32(p, 1, &lo)) || (st = const_scalar_f32(p, 2, &hi))) return st;
         if (isnan(lo) || isnan(hi))
             return ert_prep_error(p, ERT_E_ARG, "Clip min/max is NaN");
+        if (lo > hi) lo = hi; /* ONNX: min(max(x, lo), hi), i.e. all hi; keeps act CLIP's simple form right */
         u->act.kind = ERT_ACT_CLIP;
         u->act.alpha = lo;
         u->act.beta = hi;
@@ -101,21 +102,39 @@ ert_status ert_prepare_unary(ert_prep *p) {
 
 static bool is_compare(ert_op op) { return op == ERT_OP_EQUAL || op == ERT_OP_LESS || op == ERT_OP_GREATER; }
 
+static bool is_num(ert_dtype dt) { return dt == ERT_DTYPE_F32 || dt == ERT_DTYPE_I32 || dt == ERT_DTYPE_I64; }
+
+/* Binary ops with numpy broadcasting; Min and Max are variadic (any number of
+ * inputs, all broadcast together). Both inputs share a dtype, except Pow:
+ * base and exponent may each be f32, i32 or i64, and the output has the base's
+ * dtype (ONNX Pow-12+). Compare ops give bool. */
 ert_status ert_prepare_binary(ert_prep *p) {
-    const ert_tinfo *a = &p->in[0], *b = &p->in[1];
+    const ert_tinfo *a = &p->in[0];
     ert_status st;
-    if ((st = check_dims(p, a, 0)) || (st = check_dims(p, b, 1))) return st;
     ert_op op = p->node->op;
-    if (a->dtype != b->dtype)
-        return ert_prep_error(p, ERT_E_SHAPE, "inputs have dtypes %s and %s", ert_dtype_name(a->dtype), ert_dtype_name(b->dtype));
-    bool ok = a->dtype == ERT_DTYPE_F32 ||
-              (op != ERT_OP_POW && (a->dtype == ERT_DTYPE_I32 || a->dtype == ERT_DTYPE_I64)) ||
-              (op == ERT_OP_EQUAL && a->dtype == ERT_DTYPE_BOOL);
-    if (!ok)
-        return ert_prep_error(p, ERT_E_UNSUPPORTED, "dtype %s is not supported by this op", ert_dtype_name(a->dtype));
     ert_tinfo *o = &p->out[0];
-    if (!ert_broadcast_shape(a->ndim, a->dims, b->ndim, b->dims, &o->ndim, o->dims))
-        return ert_prep_error(p, ERT_E_SHAPE, "shapes cannot be broadcast together");
+    if ((st = check_dims(p, a, 0))) return st;
+    if (op == ERT_OP_POW) {
+        if (!is_num(a->dtype) || !is_num(p->in[1].dtype))
+            return ert_prep_error(p, ERT_E_UNSUPPORTED, "Pow of %s by %s", ert_dtype_name(a->dtype), ert_dtype_name(p->in[1].dtype));
+    } else {
+        bool ok = is_num(a->dtype) || (op == ERT_OP_EQUAL && a->dtype == ERT_DTYPE_BOOL);
+        if (!ok) return ert_prep_error(p, ERT_E_UNSUPPORTED, "dtype %s is not supported by this op", ert_dtype_name(a->dtype));
+    }
+    o->ndim = a->ndim;
+    memcpy(o->dims, a->dims, sizeof o->dims);
+    for (int k = 1; k < p->n_in; k++) {
+        const ert_tinfo *b = &p->in[k];
+        if ((st = check_dims(p, b, k))) return st;
+        if (b->dtype != a->dtype && op != ERT_OP_POW)
+            return ert_prep_error(p, ERT_E_SHAPE, "inputs have dtypes %s and %s", ert_dtype_name(a->dtype), ert_dtype_name(b->dtype));
+        int64_t d[ERT_MAX_DIMS];
+        int nd;
+        if (!ert_broadcast_shape(o->ndim, o->dims, b->ndim, b->dims, &nd, d))
+            return ert_prep_error(p, ERT_E_SHAPE, "shapes cannot be broadcast together");
+        o->ndim = nd;
+        memcpy(o->dims, d, sizeof d);
+    }
     if ((st = check_dims(p, o, -1))) return st; /* (2^40,1) + (1,2^40) overflows */
     o->dtype = is_compare(op) ? ERT_DTYPE_BOOL : a->dtype;
     o->const_data = NULL;

@@ -241,7 +241,8 @@ static void test_binary(void) {
     tt e[2] = {tt_new(ERT_DTYPE_F32, 2, s34), tt_new(ERT_DTYPE_F32, 1, &s5)};
     CHECK(run_op(ctx, ERT_OP_ADD, NULL, 0, e, 2, &out, 1, NULL) == ERT_E_SHAPE, "incompatible broadcast");
     CHECK(strstr(ert_last_error(ctx), "broadcast") != NULL, "message: %s", ert_last_error(ctx));
-    CHECK(run_op(ctx, ERT_OP_POW, NULL, 0, q, 2, &out, 1, NULL) == ERT_E_UNSUPPORTED, "pow i32");
+    tt bq[2] = {bb[0], bb[0]};
+    CHECK(run_op(ctx, ERT_OP_POW, NULL, 0, bq, 2, &out, 1, NULL) == ERT_E_UNSUPPORTED, "pow bool");
     /* shapes that are fine alone but whose broadcast overflows: checked, never allocated */
     tt h[2];
     memset(h, 0, sizeof h);
@@ -253,6 +254,62 @@ static void test_binary(void) {
     tt mix[2] = {e[0], q[0]};
     CHECK(run_op(ctx, ERT_OP_MUL, NULL, 0, mix, 2, &out, 1, NULL) == ERT_E_SHAPE, "dtype mismatch");
     for (int k = 0; k < 2; k++) tt_free(&bb[k]), tt_free(&q[k]), tt_free(&e[k]);
+}
+
+/* Variadic Min/Max (1 to 4 inputs, broadcast together) and Pow with mixed
+ * base/exponent dtypes (output in the base's dtype, float -> int truncates). */
+static void test_variadic_pow(void) {
+    for (int rep = 0; rep < 16; rep++) {
+        ert_op op = rep % 2 ? ERT_OP_MAX : ERT_OP_MIN;
+        ert_dtype dt = rep % 4 < 2 ? ERT_DTYPE_F32 : ERT_DTYPE_I64;
+        int n = 1 + rep % 4;
+        tt in[4], out;
+        int64_t od[ERT_MAX_DIMS];
+        int ond;
+        rand_bcast(od, &ond, n, in, dt);
+        for (int k = 0; k < n; k++) fill_any(&in[k], -100, 100);
+        ert_status st = run_op(ctx, op, NULL, 0, in, n, &out, 1, NULL);
+        CHECK(st == ERT_OK, "variadic %d x%d: %s", op, n, ert_last_error(ctx));
+        if (st == ERT_OK) {
+            int64_t idx[ERT_MAX_DIMS], bad = 0, on = 1;
+            /* the output shape is the broadcast of the inputs, which may be smaller than od */
+            for (int d = 0; d < out.nd; d++) on *= out.dims[d];
+            for (int64_t i = 0; i < on; i++) {
+                unflat(i, out.nd, out.dims, idx);
+                double want = tt_get(&in[0], bcast_off(&in[0], out.nd, idx));
+                for (int k = 1; k < n; k++) {
+                    double v = tt_get(&in[k], bcast_off(&in[k], out.nd, idx));
+                    want = op == ERT_OP_MAX ? fmax(want, v) : fmin(want, v);
+                }
+                bad += tt_get(&out, i) != want;
+            }
+            CHECK(bad == 0 && out.dt == dt, "variadic %d x%d: %lld wrong", op, n, (long long)bad);
+            tt_free(&out);
+        }
+        for (int k = 0; k < n; k++) tt_free(&in[k]);
+    }
+    static const ert_dtype pts[3] = {ERT_DTYPE_F32, ERT_DTYPE_I32, ERT_DTYPE_I64};
+    for (int bi = 0; bi < 3; bi++)
+        for (int ei = 0; ei < 3; ei++) {
+            int64_t d6 = 6;
+            tt in[2] = {tt_new(pts[bi], 1, &d6), tt_new(pts[ei], 0, NULL)}, out;
+            fill_any(&in[0], 0, 9);
+            fill_any(&in[1], 0, 3.5);
+            ert_status st = run_op(ctx, ERT_OP_POW, NULL, 0, in, 2, &out, 1, NULL);
+            CHECK(st == ERT_OK, "pow %d^%d: %s", bi, ei, ert_last_error(ctx));
+            if (st == ERT_OK) {
+                int bad = 0;
+                for (int i = 0; i < 6; i++) {
+                    double want = pow(tt_get(&in[0], i), tt_get(&in[1], 0));
+                    if (bi) want = trunc(want);
+                    bad += fabs(tt_get(&out, i) - want) > 1e-5 * fabs(want) + 1e-6;
+                }
+                CHECK(bad == 0 && out.dt == pts[bi], "pow %d^%d values", bi, ei);
+                tt_free(&out);
+            }
+            tt_free(&in[0]);
+            tt_free(&in[1]);
+        }
 }
 
 /* ------------------------------------------------------------------ Where */
@@ -438,6 +495,7 @@ int main(void) {
         if (pass == 1 && ert_threadpool_create(2, &oh_pool) != ERT_OK) break;
         test_unary();
         test_binary();
+        test_variadic_pow();
         test_where();
         test_reduce();
         test_identity();

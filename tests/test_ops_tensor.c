@@ -502,7 +502,7 @@ static double ref_coord(int cm, int64_t o, double sc, int64_t in, int64_t out) {
     switch (cm) {
     case 0: return (o + 0.5) / sc - 0.5;
     case 1: return o / sc;
-    case 2: return out == 1 ? 0 : (double)o * (double)(in - 1) / (double)(out - 1);
+    case 2: return in * sc == 1 ? 0 : (double)o * (double)(in - 1) / (in * sc - 1); /* ONNX reference: unfloored size */
     case 3: return out > 1 ? (o + 0.5) / sc - 0.5 : 0;
     default: {
         double adj = out / (sc * in);

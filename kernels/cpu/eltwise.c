@@ -174,37 +174,35 @@ static void row_bool(ert_op op, const uint8_t *x, int64_t sx, const uint8_t *z, 
     for (int64_t i = 0; i < n; i++) y[i] = (x[i * sx] != 0) == (z[i * sz] != 0);
 }
 
-static void binary_rows(void *arg, int64_t r0, int64_t r1) {
-    binary_job *j = arg;
-    const ert_kargs *a = j->a;
-    size_t isz = ert_dtype_size(a->in[0].dtype), osz = ert_dtype_size(a->out[0].dtype);
-    int nd = j->b.nd;
-    int64_t sx = j->b.st[0][nd - 1], sz = j->b.st[1][nd - 1];
-    for (int64_t r = r0; r < r1; r++) {
-        int64_t off[3];
-        bcast_row(&j->b, r, off);
-        const char *x = (const char *)a->in[0].data + off[0] * (int64_t)isz;
-        const char *z = (const char *)a->in[1].data + off[1] * (int64_t)isz;
-        void *y = (char *)a->out[0].data + r * j->row_len * (int64_t)osz;
-        switch (a->in[0].dtype) {
-        case ERT_DTYPE_F32: row_f32(a->op, (const float *)x, sx, (const float *)z, sz, y, j->row_len); break;
-        case ERT_DTYPE_I32: row_int32_t(a->op, (const int32_t *)x, sx, (const int32_t *)z, sz, y, j->row_len); break;
-        case ERT_DTYPE_I64: row_int64_t(a->op, (const int64_t *)x, sx, (const int64_t *)z, sz, y, j->row_len); break;
-        default: row_bool(a->op, (const uint8_t *)x, sx, (const uint8_t *)z, sz, y, j->row_len); break;
+/* Pow with mixed dtypes (base and exponent each f32/i32/i64): computed in
+ * double, stored in the base's dtype; float -> int truncates and saturates
+ * (ONNX reference: np.power(a, b).astype(a.dtype)). */
+static double load_num(const void *p, ert_dtype dt, int64_t i) {
+    switch (dt) {
+    case ERT_DTYPE_F32: return ((const float *)p)[i];
+    case ERT_DTYPE_I32: return ((const int32_t *)p)[i];
+    default: return (double)((const int64_t *)p)[i];
+    }
+}
+
+static void row_pow_mixed(const ert_kargs *a, const void *x, int64_t sx, const void *z, int64_t sz, void *y, int64_t n) {
+    ert_dtype xt = a->in[0].dtype, zt = a->in[1].dtype;
+    for (int64_t i = 0; i < n; i++) {
+        double v = pow(load_num(x, xt, i * sx), load_num(z, zt, i * sz));
+        switch (xt) {
+        case ERT_DTYPE_F32: ((float *)y)[i] = (float)v; break;
+        case ERT_DTYPE_I32: ((int32_t *)y)[i] = v != v ? 0 : v <= -2147483648.0 ? INT32_MIN : v >= 2147483647.0 ? INT32_MAX : (int32_t)v; break;
+        default: ((int64_t *)y)[i] = v != v ? 0 : v <= -9.2233720368547758e18 ? INT64_MIN : v >= 9.2233720368547748e18 ? INT64_MAX : (int64_t)v; break;
         }
     }
 }
 
-/* Flat fast path (same shape, or one side a scalar): chunks of the whole output. */
-static void binary_flat(void *arg, int64_t i0, int64_t i1) {
-    binary_job *j = arg;
-    const ert_kargs *a = j->a;
-    size_t isz = ert_dtype_size(a->in[0].dtype), osz = ert_dtype_size(a->out[0].dtype);
-    int64_t sx = a->in[0].n_elems == 1 ? 0 : 1, sz = a->in[1].n_elems == 1 ? 0 : 1;
-    const char *x = (const char *)a->in[0].data + i0 * sx * (int64_t)isz;
-    const char *z = (const char *)a->in[1].data + i0 * sz * (int64_t)isz;
-    void *y = (char *)a->out[0].data + i0 * (int64_t)osz;
-    int64_t n = i1 - i0;
+/* One run of n outputs; x, z already offset; strides in elements. */
+static void binary_run(const ert_kargs *a, const char *x, int64_t sx, const char *z, int64_t sz, void *y, int64_t n) {
+    if (a->op == ERT_OP_POW && (a->in[0].dtype != ERT_DTYPE_F32 || a->in[1].dtype != ERT_DTYPE_F32)) {
+        row_pow_mixed(a, x, sx, z, sz, y, n);
+        return;
+    }
     switch (a->in[0].dtype) {
     case ERT_DTYPE_F32: row_f32(a->op, (const float *)x, sx, (const float *)z, sz, y, n); break;
     case ERT_DTYPE_I32: row_int32_t(a->op, (const int32_t *)x, sx, (const int32_t *)z, sz, y, n); break;
@@ -213,11 +211,33 @@ static void binary_flat(void *arg, int64_t i0, int64_t i1) {
     }
 }
 
-ert_status ert_cpu_binary(const ert_kargs *a) {
-    ert_dtype dt = a->in[0].dtype;
-    if (dt != a->in[1].dtype ||
-        !(dt == ERT_DTYPE_F32 || dt == ERT_DTYPE_I32 || dt == ERT_DTYPE_I64 || dt == ERT_DTYPE_BOOL))
-        return ERT_E_UNSUPPORTED;
+static void binary_rows(void *arg, int64_t r0, int64_t r1) {
+    binary_job *j = arg;
+    const ert_kargs *a = j->a;
+    int64_t xs = (int64_t)ert_dtype_size(a->in[0].dtype), zs = (int64_t)ert_dtype_size(a->in[1].dtype);
+    int64_t os = (int64_t)ert_dtype_size(a->out[0].dtype);
+    int nd = j->b.nd;
+    int64_t sx = j->b.st[0][nd - 1], sz = j->b.st[1][nd - 1];
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t off[3];
+        bcast_row(&j->b, r, off);
+        binary_run(a, (const char *)a->in[0].data + off[0] * xs, sx, (const char *)a->in[1].data + off[1] * zs, sz,
+                   (char *)a->out[0].data + r * j->row_len * os, j->row_len);
+    }
+}
+
+/* Flat fast path (same shape, or one side a scalar): chunks of the whole output. */
+static void binary_flat(void *arg, int64_t i0, int64_t i1) {
+    binary_job *j = arg;
+    const ert_kargs *a = j->a;
+    int64_t xs = (int64_t)ert_dtype_size(a->in[0].dtype), zs = (int64_t)ert_dtype_size(a->in[1].dtype);
+    int64_t os = (int64_t)ert_dtype_size(a->out[0].dtype);
+    int64_t sx = a->in[0].n_elems == 1 ? 0 : 1, sz = a->in[1].n_elems == 1 ? 0 : 1;
+    binary_run(a, (const char *)a->in[0].data + i0 * sx * xs, sx, (const char *)a->in[1].data + i0 * sz * zs, sz,
+               (char *)a->out[0].data + i0 * os, i1 - i0);
+}
+
+static ert_status binary2(const ert_kargs *a) {
     binary_job j = {.a = a};
     int64_t n = a->out[0].n_elems;
     if (n == 0) return ERT_OK;
@@ -228,10 +248,36 @@ ert_status ert_cpu_binary(const ert_kargs *a) {
     const ert_tview *ins[2] = {&a->in[0], &a->in[1]};
     bcast_init(&j.b, &a->out[0], ins, 2);
     j.row_len = j.b.dims[j.b.nd - 1];
-    int64_t rows = n / j.row_len;
-    int64_t grain = GRAIN / j.row_len + 1;
-    ert_parallel_for(a->pool, rows, grain, binary_rows, &j);
+    ert_parallel_for(a->pool, n / j.row_len, GRAIN / j.row_len + 1, binary_rows, &j);
     return ERT_OK;
+}
+
+ert_status ert_cpu_binary(const ert_kargs *a) {
+    ert_dtype dt = a->in[0].dtype;
+    bool num = dt == ERT_DTYPE_F32 || dt == ERT_DTYPE_I32 || dt == ERT_DTYPE_I64;
+    if (!(num || (dt == ERT_DTYPE_BOOL && a->op == ERT_OP_EQUAL))) return ERT_E_UNSUPPORTED;
+    if (a->n_in == 2) {
+        ert_dtype zt = a->in[1].dtype;
+        if (zt != dt && !(a->op == ERT_OP_POW && (zt == ERT_DTYPE_F32 || zt == ERT_DTYPE_I32 || zt == ERT_DTYPE_I64)))
+            return ERT_E_UNSUPPORTED;
+        return binary2(a);
+    }
+    /* variadic Min/Max: broadcast input 0 into the output, then fold each
+     * further input in place (out has the full shape, so reading and writing
+     * it at the same index is safe) */
+    if ((a->op != ERT_OP_MIN && a->op != ERT_OP_MAX) || a->n_in < 1) return ERT_E_UNSUPPORTED;
+    ert_kargs e = *a;
+    e.n_in = 1;
+    ert_status st = ert_cpu_expand(&e);
+    for (int k = 1; k < a->n_in && st == ERT_OK; k++) {
+        if (a->in[k].dtype != dt) return ERT_E_UNSUPPORTED;
+        ert_tview in2[2] = {a->out[0], a->in[k]};
+        ert_kargs b = *a;
+        b.n_in = 2;
+        b.in = in2;
+        st = binary2(&b);
+    }
+    return st;
 }
 
 /* ------------------------------------------------------------------ Where, Expand */

@@ -33,7 +33,11 @@ static double src_coord(int coord, int64_t o, double scale, int64_t in, int64_t 
     double x = (double)o;
     switch (coord) {
     case 1: return x / scale;                                              /* asymmetric */
-    case 2: return out > 1 ? x * (double)(in - 1) / (double)(out - 1) : 0; /* align_corners */
+    case 2: {                                                              /* align_corners */
+        /* the ONNX reference divides by in*scale - 1, not by the floored output size - 1 */
+        double ow = scale * (double)in;
+        return ow != 1 ? x * (double)(in - 1) / (ow - 1) : 0;
+    }
     case 3: return out > 1 ? (x + 0.5) / scale - 0.5 : 0;                  /* pytorch_half_pixel */
     case 5: {                                                              /* half_pixel_symmetric */
         double adj = (double)out / (scale * (double)in), center = (double)in / 2;
