@@ -104,8 +104,8 @@ static bool is_compare(ert_op op) { return op == ERT_OP_EQUAL || op == ERT_OP_LE
 
 static bool is_num(ert_dtype dt) { return dt == ERT_DTYPE_F32 || dt == ERT_DTYPE_I32 || dt == ERT_DTYPE_I64; }
 
-/* Binary ops with numpy broadcasting; Min and Max are variadic (any number of
- * inputs, all broadcast together). Both inputs share a dtype, except Pow:
+/* Binary ops with numpy broadcasting, for f32, i32, i64, i8 and u8 (Equal also
+ * bool); Min and Max are variadic (any number of inputs, broadcast together). Both inputs share a dtype, except Pow:
  * base and exponent may each be f32, i32 or i64, and the output has the base's
  * dtype (ONNX Pow-12+). Compare ops give bool. */
 ert_status ert_prepare_binary(ert_prep *p) {
@@ -118,7 +118,9 @@ ert_status ert_prepare_binary(ert_prep *p) {
         if (!is_num(a->dtype) || !is_num(p->in[1].dtype))
             return ert_prep_error(p, ERT_E_UNSUPPORTED, "Pow of %s by %s", ert_dtype_name(a->dtype), ert_dtype_name(p->in[1].dtype));
     } else {
-        bool ok = is_num(a->dtype) || (op == ERT_OP_EQUAL && a->dtype == ERT_DTYPE_BOOL);
+        /* i8/u8 too (quantized graphs): wrapping arithmetic like the wider ints */
+        bool ok = is_num(a->dtype) || a->dtype == ERT_DTYPE_I8 || a->dtype == ERT_DTYPE_U8 ||
+                  (op == ERT_OP_EQUAL && a->dtype == ERT_DTYPE_BOOL);
         if (!ok) return ert_prep_error(p, ERT_E_UNSUPPORTED, "dtype %s is not supported by this op", ert_dtype_name(a->dtype));
     }
     o->ndim = a->ndim;

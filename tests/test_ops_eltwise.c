@@ -185,12 +185,12 @@ static void check_binary(ert_op op, tt *ab) {
 static void test_binary(void) {
     static const ert_op ops[] = {ERT_OP_ADD, ERT_OP_SUB, ERT_OP_MUL, ERT_OP_DIV, ERT_OP_POW,
                                  ERT_OP_MIN, ERT_OP_MAX, ERT_OP_EQUAL, ERT_OP_LESS, ERT_OP_GREATER};
-    static const ert_dtype dts[] = {ERT_DTYPE_F32, ERT_DTYPE_I32, ERT_DTYPE_I64};
+    static const ert_dtype dts[] = {ERT_DTYPE_F32, ERT_DTYPE_I32, ERT_DTYPE_I64, ERT_DTYPE_I8}; /* i8: values stay in range */
     /* fixed shapes: (3,1,5)+(4,1), 0-d + (2,3), (N,C)+(C), (C,1)+(N... ), same shape big */
     static const int64_t fa[][4] = {{3, 3, 1, 5}, {0}, {2, 6, 7}, {2, 1, 3}, {1, 40000}};
     static const int64_t fb[][4] = {{2, 4, 1}, {2, 2, 3}, {1, 7}, {2, 4, 1}, {1, 40000}};
     for (size_t oi = 0; oi < sizeof ops / sizeof ops[0]; oi++) {
-        for (size_t di = 0; di < 3; di++) {
+        for (size_t di = 0; di < 4; di++) {
             ert_dtype dt = dts[di];
             if (ops[oi] == ERT_OP_POW && dt != ERT_DTYPE_F32) continue;
             bool pw = ops[oi] == ERT_OP_POW;

@@ -144,7 +144,7 @@ static void row_f32(ert_op op, const float *x, int64_t sx, const float *z, int64
 
 /* Integers: Add/Sub/Mul wrap (computed unsigned, no UB); Div truncates toward
  * zero, x/0 gives 0 and MIN/-1 wraps to MIN instead of trapping. */
-#define ROW_INT(T, UT)                                                                      \
+#define ROW_INT(T, UT, SIGNED)                                                              \
     static void row_##T(ert_op op, const T *x, int64_t sx, const T *z, int64_t sz, void *yv, \
                         int64_t n) {                                                        \
         T *y = yv;                                                                          \
@@ -155,7 +155,7 @@ static void row_f32(ert_op op, const float *x, int64_t sx, const float *z, int64
             case ERT_OP_ADD: y[i] = (T)((UT)p + (UT)q); break;                              \
             case ERT_OP_SUB: y[i] = (T)((UT)p - (UT)q); break;                              \
             case ERT_OP_MUL: y[i] = (T)((UT)p * (UT)q); break;                              \
-            case ERT_OP_DIV: y[i] = q == 0 ? 0 : q == -1 ? (T)(0u - (UT)p) : p / q; break;  \
+            case ERT_OP_DIV: y[i] = q == 0 ? 0 : (SIGNED && q == (T)-1) ? (T)(0u - (UT)p) : (T)(p / q); break; \
             case ERT_OP_MIN: y[i] = p < q ? p : q; break;                                   \
             case ERT_OP_MAX: y[i] = p > q ? p : q; break;                                   \
             case ERT_OP_EQUAL: yb[i] = p == q; break;                                       \
@@ -165,8 +165,10 @@ static void row_f32(ert_op op, const float *x, int64_t sx, const float *z, int64
             }                                                                               \
         }                                                                                   \
     }
-ROW_INT(int32_t, uint32_t)
-ROW_INT(int64_t, uint64_t)
+ROW_INT(int32_t, uint32_t, 1)
+ROW_INT(int64_t, uint64_t, 1)
+ROW_INT(int8_t, uint8_t, 1)
+ROW_INT(uint8_t, uint8_t, 0)
 
 static void row_bool(ert_op op, const uint8_t *x, int64_t sx, const uint8_t *z, int64_t sz, void *yv, int64_t n) {
     uint8_t *y = yv;
@@ -207,6 +209,8 @@ static void binary_run(const ert_kargs *a, const char *x, int64_t sx, const char
     case ERT_DTYPE_F32: row_f32(a->op, (const float *)x, sx, (const float *)z, sz, y, n); break;
     case ERT_DTYPE_I32: row_int32_t(a->op, (const int32_t *)x, sx, (const int32_t *)z, sz, y, n); break;
     case ERT_DTYPE_I64: row_int64_t(a->op, (const int64_t *)x, sx, (const int64_t *)z, sz, y, n); break;
+    case ERT_DTYPE_I8: row_int8_t(a->op, (const int8_t *)x, sx, (const int8_t *)z, sz, y, n); break;
+    case ERT_DTYPE_U8: row_uint8_t(a->op, (const uint8_t *)x, sx, (const uint8_t *)z, sz, y, n); break;
     default: row_bool(a->op, (const uint8_t *)x, sx, (const uint8_t *)z, sz, y, n); break;
     }
 }
@@ -254,7 +258,7 @@ static ert_status binary2(const ert_kargs *a) {
 
 ert_status ert_cpu_binary(const ert_kargs *a) {
     ert_dtype dt = a->in[0].dtype;
-    bool num = dt == ERT_DTYPE_F32 || dt == ERT_DTYPE_I32 || dt == ERT_DTYPE_I64;
+    bool num = dt == ERT_DTYPE_F32 || dt == ERT_DTYPE_I32 || dt == ERT_DTYPE_I64 || dt == ERT_DTYPE_I8 || dt == ERT_DTYPE_U8;
     if (!(num || (dt == ERT_DTYPE_BOOL && a->op == ERT_OP_EQUAL))) return ERT_E_UNSUPPORTED;
     if (a->n_in == 2) {
         ert_dtype zt = a->in[1].dtype;
