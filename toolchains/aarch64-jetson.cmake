@@ -60,15 +60,28 @@ if(NOT CMAKE_HOST_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64)$")
 endif()
 
 # ---------------------------------------------------------------- CUDA
-# Cross CUDA: host nvcc (x86_64) + the toolkit's aarch64 target tree
-# (cuda-cross-aarch64 packages, or copied from the JetPack rootfs).
+# Cross CUDA = the host's x86_64 nvcc + the aarch64 target tree of the same
+# CUDA version, which must sit at <toolkit>/targets/aarch64-linux: that is
+# where CMake (CMakeDetermineCUDACompiler, FindCUDAToolkit) and nvcc look for
+# the target's headers and libraries. NVIDIA's cross packages install it
+# there; a copy from the device's /usr/local/cuda/targets/aarch64-linux can be
+# put there too. nvcc compiles host code with the cross g++.
 if(ERT_CUDA_TARGET_ROOT)
-  set(CUDAToolkit_ROOT "${ERT_CUDA_TARGET_ROOT}")
-  list(APPEND CMAKE_FIND_ROOT_PATH "${ERT_CUDA_TARGET_ROOT}")
-  set(CMAKE_CUDA_HOST_COMPILER "${CMAKE_CXX_COMPILER}")
-  # nvcc lives in the host toolkit, two levels above targets/aarch64-linux.
-  if(NOT CMAKE_CUDA_COMPILER AND EXISTS "${ERT_CUDA_TARGET_ROOT}/../../bin/nvcc")
-    get_filename_component(CMAKE_CUDA_COMPILER "${ERT_CUDA_TARGET_ROOT}/../../bin/nvcc" ABSOLUTE)
+  get_filename_component(_ert_cuda_root "${ERT_CUDA_TARGET_ROOT}/../.." ABSOLUTE)
+  get_filename_component(_ert_cuda_tgt "${ERT_CUDA_TARGET_ROOT}" NAME)
+  if(NOT _ert_cuda_tgt STREQUAL "aarch64-linux" OR NOT EXISTS "${_ert_cuda_root}/bin/nvcc")
+    message(FATAL_ERROR "ERT_CUDA_TARGET_ROOT=${ERT_CUDA_TARGET_ROOT}: expected "
+      "<CUDA toolkit>/targets/aarch64-linux with the toolkit's x86_64 nvcc in "
+      "<CUDA toolkit>/bin (see docs/building.md, cross CUDA)")
+  endif()
+  set(CUDAToolkit_ROOT "${_ert_cuda_root}")
+  if(NOT CMAKE_CUDA_COMPILER)
+    set(CMAKE_CUDA_COMPILER "${_ert_cuda_root}/bin/nvcc")
+  endif()
+  set(CMAKE_CUDA_HOST_COMPILER "${CMAKE_CXX_COMPILER}")  # Debian: g++-aarch64-linux-gnu
+  if(ERT_JETSON_SYSROOT)
+    # CMake does not hand the sysroot to nvcc's host compiler by itself.
+    string(APPEND CMAKE_CUDA_FLAGS_INIT " -Xcompiler=--sysroot=${ERT_JETSON_SYSROOT}")
   endif()
 endif()
 
