@@ -60,8 +60,13 @@ configure_build() {
         echo "[$name] configure + build: ok ($((SECONDS - t0)) s)"
         return 0
     fi
-    echo "[$name] configure + build: FAILED ($((SECONDS - t0)) s); last lines of $log:"
-    tail -n 40 "$log" | sed 's/^/    /'
+    echo "[$name] configure + build: FAILED ($((SECONDS - t0)) s); from $log:"
+    # The errors themselves, not the configure chatter before them.
+    if grep -qE "FAILED:|error:|Error" "$log"; then
+        grep -E -A12 "FAILED:|CMake Error" "$log" | head -n 80 | sed 's/^/    /'
+    else
+        tail -n 40 "$log" | sed 's/^/    /'
+    fi
     return 1
 }
 
@@ -97,10 +102,15 @@ run_ctest() {
 
 # phase NAME DESCRIPTION FUNCTION : run one phase, record its result.
 phase() {
-    local name=$1 what=$2 fn=$3 t0=$SECONDS rc=0
+    local name=$1 what=$2 fn=$3 t0=$SECONDS rc=0 fails_before=$n_fail
     echo
     echo "==================== [$name] $what"
     "$fn" || rc=$?
+    # A phase that failed without a failing test (build error, fuzz crash)
+    # still counts as one failure in the total.
+    if [[ $rc -ne 0 && $rc -ne 77 && $n_fail -eq $fails_before ]]; then
+        n_fail=$((n_fail + 1))
+    fi
     local dt=$((SECONDS - t0))
     case $rc in
         0) summary+=("$(printf '%-8s ok       %4d s  %s' "$name" "$dt" "$what")") ;;
