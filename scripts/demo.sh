@@ -5,7 +5,7 @@
 #
 # The demo (apps/, `edgert-demo`) builds a small CNN with the C API, saves it
 # as .ert, reloads it, runs it and prints the arena report. The build dir is
-# build/release, the same one scripts/test.sh's release phase uses.
+# build/release (scripts/test.sh uses build/test-*).
 # ERT_JOBS (default 2) sets the build's parallelism.
 set -euo pipefail
 

@@ -58,11 +58,12 @@ if [[ ${#missing[@]} -eq 0 ]]; then
     step "Debian packages: all ${#pkgs[@]} present"
 else
     step "Debian packages: installing ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    if ! "${SUDO[@]}" apt-get update >>"$log" 2>&1; then
+    # env: sudo would drop DEBIAN_FRONTEND (no stdin in CI: never prompt)
+    apt=("${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get)
+    if ! "${apt[@]}" update >>"$log" 2>&1; then
         warn "apt-get update failed"; exit 1
     fi
-    if ! "${SUDO[@]}" apt-get install -y --no-install-recommends "${missing[@]}" >>"$log" 2>&1; then
+    if ! "${apt[@]}" install -y --no-install-recommends "${missing[@]}" >>"$log" 2>&1; then
         tail -n 20 "$log" >&2
         warn "apt-get install failed"; exit 1
     fi
@@ -75,7 +76,7 @@ fi
 # (a pyenv shim on PATH may point elsewhere). The venv keeps pip off the
 # system site-packages (PEP 668 forbids that on Debian 12 anyway).
 py=${ERT_PYTHON:-/usr/bin/python3}
-[[ -x "$py" ]] || py=$(command -v python3)
+[[ -x "$py" ]] || py=$(command -v python3 || echo python3)
 venv="$root/.deps/venv"
 pymods="import onnx, onnxruntime, numpy"
 if [[ -x "$venv/bin/python" ]] && "$venv/bin/python" -c "$pymods" >>"$log" 2>&1; then

@@ -3,9 +3,11 @@
 #
 #   bash scripts/test.sh
 #
-# Phases (each in its own build dir under build/, all run even if one fails):
-#   release  native x86_64, Release, warnings are errors           -> ctest
-#   asan     native, RelWithDebInfo, ASan + UBSan                   -> ctest
+# Phases (each in its own build dir, build/test-<phase>, all run even if one
+# fails; build/release is left to scripts/demo.sh so the two never fight over
+# cached options):
+#   release  native x86_64, Release, warnings are errors, CPU only   -> ctest
+#   asan     native, RelWithDebInfo, ASan + UBSan, CPU only          -> ctest
 #   aarch64  cross-built for Jetson (CPU only), tests run under qemu-aarch64
 #   fuzz     scripts/fuzz.sh with a short budget, when that script exists
 #   cuda     compile check of the CUDA backend, when nvcc and kernels/cuda/*.cu
@@ -121,18 +123,21 @@ phase() {
 
 # ------------------------------------------------------------ phases
 phase_release() {
-    configure_build release build/release -DCMAKE_BUILD_TYPE=Release -DERT_WERROR=ON || return 1
-    run_ctest release build/release
+    # CUDA is built (once) by the cuda phase, not here: CI has 2 cores.
+    configure_build release build/test-release -DCMAKE_BUILD_TYPE=Release -DERT_WERROR=ON \
+        -DERT_CUDA=OFF || return 1
+    run_ctest release build/test-release
 }
 
 phase_asan() {
-    configure_build asan build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DERT_WERROR=ON \
-        -DERT_SANITIZE=address,undefined || return 1
+    # CPU only: the CUDA runtime and ASan's shadow memory don't mix well.
+    configure_build asan build/test-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DERT_WERROR=ON \
+        -DERT_SANITIZE=address,undefined -DERT_CUDA=OFF || return 1
     # halt on the first UB report; leaks are errors (LeakSanitizer is on by
     # default with ASan on x86_64 Linux).
     ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:detect_stack_use_after_return=1:strict_string_checks=1:check_initialization_order=1} \
     UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-        run_ctest asan build/asan
+        run_ctest asan build/test-asan
 }
 
 phase_aarch64() {
@@ -144,9 +149,9 @@ phase_aarch64() {
     fi
     # CPU only: the CUDA cross build needs a JetPack CUDA target tree, and
     # TurboJPEG an arm64 libjpeg-turbo (both come with a real sysroot).
-    configure_build aarch64 build/aarch64 -DCMAKE_TOOLCHAIN_FILE="$root/$tc" \
+    configure_build aarch64 build/test-aarch64 -DCMAKE_TOOLCHAIN_FILE="$root/$tc" \
         -DCMAKE_BUILD_TYPE=Release -DERT_WERROR=ON -DERT_CUDA=OFF -DERT_JPEG=OFF || return 1
-    run_ctest aarch64 build/aarch64
+    run_ctest aarch64 build/test-aarch64
 }
 
 phase_fuzz() {
@@ -169,11 +174,11 @@ phase_cuda() {
     fi
     # Compile check only (CI has no GPU): a short chip list keeps it quick;
     # the oldest and the newest catch most arch-specific breakage.
-    configure_build cuda build/cuda -DCMAKE_BUILD_TYPE=Release -DERT_WERROR=ON \
+    configure_build cuda build/test-cuda -DCMAKE_BUILD_TYPE=Release -DERT_WERROR=ON \
         -DCMAKE_TOOLCHAIN_FILE="$root/toolchains/x86_64-dgpu.cmake" \
         -DCMAKE_CUDA_COMPILER="$nvcc" -DERT_CUDA=ON \
         -DERT_CUDA_ARCHS="${ERT_CI_CUDA_ARCHS:-75-real;120}" || return 1
-    run_ctest cuda build/cuda
+    run_ctest cuda build/test-cuda
 }
 
 for p in $phases; do
