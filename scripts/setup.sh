@@ -59,7 +59,8 @@ if [[ ${#missing[@]} -eq 0 ]]; then
 else
     step "Debian packages: installing ${missing[*]}"
     # env: sudo would drop DEBIAN_FRONTEND (no stdin in CI: never prompt)
-    apt=("${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get)
+    # Lock timeout: another apt (unattended-upgrades, a colleague) may hold the lock.
+    apt=("${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300)
     if ! "${apt[@]}" update >>"$log" 2>&1; then
         warn "apt-get update failed"; exit 1
     fi
