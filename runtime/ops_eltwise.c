@@ -105,9 +105,10 @@ static bool is_compare(ert_op op) { return op == ERT_OP_EQUAL || op == ERT_OP_LE
 static bool is_num(ert_dtype dt) { return dt == ERT_DTYPE_F32 || dt == ERT_DTYPE_I32 || dt == ERT_DTYPE_I64; }
 
 /* Binary ops with numpy broadcasting, for f32, i32, i64, i8 and u8 (Equal also
- * bool); Min and Max are variadic (any number of inputs, broadcast together). Both inputs share a dtype, except Pow:
- * base and exponent may each be f32, i32 or i64, and the output has the base's
- * dtype (ONNX Pow-12+). Compare ops give bool. */
+ * bool); Min and Max are variadic (any number of inputs, broadcast together).
+ * All inputs share a dtype, except Pow: base and exponent may each be f32, i32
+ * or i64, and the output has the base's dtype (ONNX Pow-12+). Compare ops
+ * give bool. */
 ert_status ert_prepare_binary(ert_prep *p) {
     const ert_tinfo *a = &p->in[0];
     ert_status st;
