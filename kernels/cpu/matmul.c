@@ -1,13 +1,348 @@
-/* STUB: to be implemented. */
+/* SGEMM (shared by Conv/ConvTranspose/MatMul/Gemm) and the MatMul/Gemm kernels.
+ *
+ * SGEMM algorithm (Goto/BLIS style, see cpu_gemm.h for the contract):
+ *   1. Pack all of alpha*A into MR-row panels, k-major (panel p holds K x MR),
+ *      in parallel over panels. Rows past M are zero.
+ *   2. Split C into tasks of MC x NC. Worker slot s (one scratch buffer each)
+ *      takes tasks s, s+S, s+2S... For each K block of KC:
+ *        pack the KC x NC block of B into NR-column panels (for a conv input
+ *        this is where im2col happens, straight from the image);
+ *        for each NR panel of B (kept in L1), for each MR panel of A (the
+ *        MC x KC block stays in L2): the micro-kernel computes an MR x NR
+ *        tile in registers over KC, then it is stored or added to C.
+ *   3. After the last K block, the tile gets bias, residual and activation
+ *      while it is still in cache.
+ * The micro-kernel is plain C; gcc -O3 keeps the 6x16 accumulators in vector
+ * registers. On x86-64 it is also compiled for AVX2+FMA and picked at run
+ * time (the default build targets baseline x86-64).
+ * Limits: packed A costs roundup(M,6)*K floats of workspace. */
+#include "cpu_gemm.h"
 #include "cpu_kernels.h"
 
+#include <string.h>
+
+#define MR 6
+#define NR 16
+#define MC 144 /* multiple of MR */
+#define NC 256 /* multiple of NR */
+#define KC 256
+
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* ------------------------------------------------------------ micro-kernel */
+
+/* out (MR x NR) = sum_k a[k*MR+i] * b[k*NR+j]; a and b are packed panels. */
+static inline __attribute__((always_inline)) void ukr_body(int64_t kc, const float *restrict a,
+                                                         const float *restrict b, float *restrict out) {
+    float acc[MR][NR];
+    for (int i = 0; i < MR; i++)
+        for (int j = 0; j < NR; j++) acc[i][j] = 0.0f;
+    for (int64_t k = 0; k < kc; k++) {
+        const float *bk = b + k * NR;
+        const float *ak = a + k * MR;
+        for (int i = 0; i < MR; i++) {
+            float ai = ak[i];
+            for (int j = 0; j < NR; j++) acc[i][j] += ai * bk[j];
+        }
+    }
+    for (int i = 0; i < MR; i++)
+        for (int j = 0; j < NR; j++) out[i * NR + j] = acc[i][j];
+}
+
+typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *out);
+
+static void ukr_generic(int64_t kc, const float *a, const float *b, float *out) { ukr_body(kc, a, b, out); }
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *a, const float *b, float *out) {
+    ukr_body(kc, a, b, out);
+}
+static ukr_fn pick_ukr(void) {
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return ukr_avx2;
+    return ukr_generic;
+}
+#else
+static ukr_fn pick_ukr(void) { return ukr_generic; }
+#endif
+
+/* ------------------------------------------------------------ packing */
+
+/* pa[p*K*MR + k*MR + r] = alpha * A(p*MR + r, k) for panels [p0, p1). */
+typedef struct pack_a_job {
+    const ert_sgemm_args *g;
+    float *pa;
+} pack_a_job;
+
+static void pack_a(void *arg, int64_t p0, int64_t p1) {
+    const pack_a_job *j = arg;
+    const ert_sgemm_args *g = j->g;
+    int64_t K = g->K;
+    for (int64_t p = p0; p < p1; p++) {
+        float *dst = j->pa + p * K * MR;
+        for (int r = 0; r < MR; r++) {
+            int64_t i = p * MR + r;
+            if (i >= g->M) {
+                for (int64_t k = 0; k < K; k++) dst[k * MR + r] = 0.0f;
+                continue;
+            }
+            const float *src = g->a + i * g->a_rs;
+            for (int64_t k = 0; k < K; k++) dst[k * MR + r] = g->alpha * src[k * g->a_cs];
+        }
+    }
+}
+
+/* Dense B block (rows [k0,k0+kc), cols [j0,j0+nc)) into NR-column panels:
+ * dst[(jj/NR)*kc*NR + kk*NR + jj%NR]; columns past nc are zero. */
+static void pack_b_dense(const ert_sgemm_args *g, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *dst) {
+    for (int64_t jp = 0; jp < nc; jp += NR) {
+        int64_t w = min64(NR, nc - jp);
+        float *d = dst + (jp / NR) * kc * NR;
+        for (int64_t kk = 0; kk < kc; kk++) {
+            const float *src = g->b + (k0 + kk) * g->b_rs + (j0 + jp) * g->b_cs;
+            float *dk = d + kk * NR;
+            if (g->b_cs == 1 && w == NR) {
+                memcpy(dk, src, NR * sizeof(float));
+                continue;
+            }
+            int64_t q = 0;
+            for (; q < w; q++) dk[q] = src[q * g->b_cs];
+            for (; q < NR; q++) dk[q] = 0.0f;
+        }
+    }
+}
+
+/* im2col on the fly: B(k, j) with k = (c, kd, kh, kw), j = (od, oh, ow);
+ * out-of-image taps (padding) read as zero. Walks each output row segment
+ * with one bounds check per row and one per tap. */
+static void pack_b_conv(const ert_conv_geom *cg, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *dst) {
+    const int64_t KD = cg->kernel[0], KH = cg->kernel[1], KW = cg->kernel[2];
+    const int64_t D = cg->in[0], H = cg->in[1], W = cg->in[2];
+    const int64_t OH = cg->out[1], OW = cg->out[2];
+    const int64_t ksz = KD * KH * KW;
+    const int64_t ncp = round_up(nc, NR);
+    for (int64_t kk = 0; kk < kc; kk++) {
+        int64_t k = k0 + kk, c = k / ksz, r = k % ksz;
+        int64_t kd = r / (KH * KW), kh = (r / KW) % KH, kw = r % KW;
+        const float *xc = cg->x + c * D * H * W;
+        int64_t ow = j0 % OW, t = j0 / OW, oh = t % OH, od = t / OH;
+        int64_t jj = 0;
+        float *dk = dst + kk * NR;
+        while (jj < nc) {
+            int64_t len = min64(OW - ow, nc - jj);
+            int64_t id = od * cg->stride[0] - cg->pad[0] + kd * cg->dilation[0];
+            int64_t ih = oh * cg->stride[1] - cg->pad[1] + kh * cg->dilation[1];
+            if (id < 0 || id >= D || ih < 0 || ih >= H) {
+                for (int64_t q = 0; q < len; q++) {
+                    int64_t x = jj + q;
+                    dk[(x / NR) * kc * NR + x % NR] = 0.0f;
+                }
+            } else {
+                const float *row = xc + (id * H + ih) * W;
+                int64_t iw = ow * cg->stride[2] - cg->pad[2] + kw * cg->dilation[2];
+                for (int64_t q = 0; q < len; q++, iw += cg->stride[2]) {
+                    int64_t x = jj + q;
+                    dk[(x / NR) * kc * NR + x % NR] = (iw >= 0 && iw < W) ? row[iw] : 0.0f;
+                }
+            }
+            jj += len;
+            ow += len;
+            if (ow == OW) {
+                ow = 0;
+                if (++oh == OH) {
+                    oh = 0;
+                    od++;
+                }
+            }
+        }
+        for (int64_t x = nc; x < ncp; x++) dk[(x / NR) * kc * NR + x % NR] = 0.0f;
+    }
+}
+
+/* ------------------------------------------------------------ store + epilogue */
+
+static void store_tile(const ert_sgemm_args *g, const float *acc, int64_t i0, int64_t j0, int64_t mr,
+                       int64_t nr, bool first, bool last) {
+    for (int64_t i = 0; i < mr; i++) {
+        float *crow = g->c + (i0 + i) * g->ldc + j0;
+        const float *arow = acc + i * NR;
+        if (first && !g->accumulate)
+            for (int64_t j = 0; j < nr; j++) crow[j] = arow[j];
+        else
+            for (int64_t j = 0; j < nr; j++) crow[j] += arow[j];
+        if (!last) continue;
+        if (g->bias_row) {
+            float bv = g->bias_row[i0 + i];
+            for (int64_t j = 0; j < nr; j++) crow[j] += bv;
+        }
+        if (g->residual) {
+            const float *rrow = g->residual + (i0 + i) * g->ldc + j0;
+            for (int64_t j = 0; j < nr; j++) crow[j] += rrow[j];
+        }
+        if (g->act) ert_cpu_act_inplace(crow, nr, g->act);
+    }
+}
+
+/* ------------------------------------------------------------ driver */
+
+typedef struct sgemm_job {
+    const ert_sgemm_args *g;
+    const float *pa;
+    float *slots;
+    size_t slot_floats;
+    int64_t n_slots, n_mb, n_nb;
+    ukr_fn ukr;
+} sgemm_job;
+
+static void sgemm_slot(void *arg, int64_t s0, int64_t s1) {
+    const sgemm_job *jb = arg;
+    const ert_sgemm_args *g = jb->g;
+    float acc[MR * NR];
+    for (int64_t s = s0; s < s1; s++) {
+        float *pb = jb->slots + (size_t)s * jb->slot_floats;
+        for (int64_t t = s; t < jb->n_mb * jb->n_nb; t += jb->n_slots) {
+            int64_t i0 = (t % jb->n_mb) * MC, j0 = (t / jb->n_mb) * NC;
+            int64_t mc = min64(MC, g->M - i0), nc = min64(NC, g->N - j0);
+            for (int64_t pc = 0; pc < g->K; pc += KC) {
+                int64_t kc = min64(KC, g->K - pc);
+                if (g->conv) pack_b_conv(g->conv, pc, kc, j0, nc, pb);
+                else pack_b_dense(g, pc, kc, j0, nc, pb);
+                bool first = pc == 0, last = pc + kc >= g->K;
+                for (int64_t jr = 0; jr < nc; jr += NR) {
+                    const float *bp = pb + (jr / NR) * kc * NR;
+                    for (int64_t ir = 0; ir < mc; ir += MR) {
+                        int64_t i = i0 + ir;
+                        const float *ap = jb->pa + (i / MR) * g->K * MR + pc * MR;
+                        jb->ukr(kc, ap, bp, acc);
+                        store_tile(g, acc, i, j0 + jr, min64(MR, mc - ir), min64(NR, nc - jr), first, last);
+                    }
+                }
+            }
+        }
+    }
+}
+
+static size_t slot_floats(int64_t N, int64_t K) {
+    return (size_t)round_up(min64(K, KC) * min64(round_up(N, NR), NC), 16);
+}
+
+size_t ert_cpu_sgemm_workspace(int64_t M, int64_t N, int64_t K, int n_threads) {
+    if (M <= 0 || N <= 0 || K <= 0) return 0;
+    if (n_threads < 1) n_threads = 1;
+    size_t pa, slots, total;
+    if (ert_mul_ovf((size_t)round_up(M, MR), (size_t)K, &pa) || ert_mul_ovf(pa, sizeof(float), &pa))
+        return SIZE_MAX;
+    pa = ert_align_up(pa, 64);
+    if (ert_mul_ovf(slot_floats(N, K) * sizeof(float), (size_t)n_threads, &slots) || ert_add_ovf(pa, slots, &total))
+        return SIZE_MAX;
+    return total;
+}
+
+ert_status ert_cpu_sgemm(const ert_sgemm_args *g, void *ws, size_t ws_bytes, struct ert_threadpool *pool) {
+    if (g->M <= 0 || g->N <= 0) return ERT_OK;
+    if (g->K <= 0) { /* empty sum: C = 0 (or unchanged) + epilogue */
+        float zero[MR * NR] = {0};
+        for (int64_t i = 0; i < g->M; i += MR)
+            for (int64_t j = 0; j < g->N; j += NR)
+                store_tile(g, zero, i, j, min64(MR, g->M - i), min64(NR, g->N - j), true, true);
+        return ERT_OK;
+    }
+    size_t need1 = ert_cpu_sgemm_workspace(g->M, g->N, g->K, 1);
+    if (!ws || ws_bytes < need1) return ERT_E_INTERNAL;
+    size_t pa_bytes = ert_align_up((size_t)round_up(g->M, MR) * (size_t)g->K * sizeof(float), 64);
+    size_t sf = slot_floats(g->N, g->K);
+    sgemm_job jb = {
+        .g = g,
+        .pa = ws,
+        .slots = (float *)((char *)ws + pa_bytes),
+        .slot_floats = sf,
+        .n_mb = (g->M + MC - 1) / MC,
+        .n_nb = (g->N + NC - 1) / NC,
+        .ukr = pick_ukr(),
+    };
+    int64_t fit = (int64_t)((ws_bytes - pa_bytes) / (sf * sizeof(float)));
+    jb.n_slots = min64(min64(ert_threadpool_size(pool), fit), jb.n_mb * jb.n_nb);
+    pack_a_job pj = {g, (float *)ws};
+    int64_t n_panels = (g->M + MR - 1) / MR;
+    /* ~64K multiply-adds per chunk keeps thread wake-ups worth it */
+    ert_parallel_for(pool, n_panels, 1 + 65536 / (g->K * MR), pack_a, &pj);
+    ert_parallel_for(pool, jb.n_slots, 1, sgemm_slot, &jb);
+    return ERT_OK;
+}
+
+/* ------------------------------------------------------------ MatMul */
+
+/* Numpy matmul: a is (..., M, K) or (K), b is (..., K, N) or (K); batch dims
+ * broadcast. One SGEMM per output batch entry, each threaded inside. */
 ert_status ert_cpu_matmul(const ert_kargs *a) {
-    (void)a;
-    return ERT_E_UNSUPPORTED;
+    const ert_tview *A = &a->in[0], *B = &a->in[1];
+    ert_tview *Y = &a->out[0];
+    if (A->dtype != ERT_DTYPE_F32 || B->dtype != ERT_DTYPE_F32) return ERT_E_UNSUPPORTED;
+    int64_t M = A->ndim >= 2 ? A->dims[A->ndim - 2] : 1, K = A->dims[A->ndim - 1];
+    int64_t N = B->ndim >= 2 ? B->dims[B->ndim - 1] : 1;
+    int na = A->ndim > 2 ? A->ndim - 2 : 0, nb = B->ndim > 2 ? B->ndim - 2 : 0;
+    int64_t bd[ERT_MAX_DIMS];
+    int nbd;
+    if (!ert_broadcast_shape(na, A->dims, nb, B->dims, &nbd, bd)) return ERT_E_SHAPE;
+    int64_t n_batch = 1;
+    for (int i = 0; i < nbd; i++) n_batch *= bd[i];
+    ert_sgemm_args g = {
+        .M = M, .N = N, .K = K, .a_rs = K, .a_cs = 1, .alpha = 1.0f,
+        .b_rs = B->ndim >= 2 ? N : 1, .b_cs = 1, .ldc = N,
+        .act = a->params->gemm.act.kind != ERT_ACT_NONE ? &a->params->gemm.act : NULL,
+    };
+    for (int64_t bi = 0; bi < n_batch; bi++) {
+        /* map the output batch index to (broadcast) offsets into a and b */
+        int64_t rem = bi, oa = 0, ob = 0, sa = M * K, sb = K * N;
+        for (int d = nbd - 1; d >= 0; d--) {
+            int64_t idx = rem % bd[d];
+            rem /= bd[d];
+            int da = d - (nbd - na), db = d - (nbd - nb);
+            if (da >= 0) {
+                if (A->dims[da] != 1) oa += idx * sa;
+                sa *= A->dims[da];
+            }
+            if (db >= 0) {
+                if (B->dims[db] != 1) ob += idx * sb;
+                sb *= B->dims[db];
+            }
+        }
+        g.a = (const float *)A->data + oa;
+        g.b = (const float *)B->data + ob;
+        g.c = (float *)Y->data + bi * M * N;
+        ert_status st = ert_cpu_sgemm(&g, a->workspace, a->workspace_bytes, a->pool);
+        if (st) return st;
+    }
+    return ERT_OK;
 }
 
+/* ------------------------------------------------------------ Gemm */
+
+/* Y (M,N) = alpha * op(A) op(B) + beta * C, C broadcast to (M,N). */
 ert_status ert_cpu_gemm(const ert_kargs *a) {
-    (void)a;
-    return ERT_E_UNSUPPORTED;
+    const ert_gemm_params *p = &a->params->gemm;
+    const ert_tview *A = &a->in[0], *B = &a->in[1];
+    const ert_tview *C = a->n_in > 2 && a->in[2].data ? &a->in[2] : NULL;
+    ert_tview *Y = &a->out[0];
+    if (A->dtype != ERT_DTYPE_F32 || B->dtype != ERT_DTYPE_F32) return ERT_E_UNSUPPORTED;
+    int64_t M = Y->dims[0], N = Y->dims[1];
+    int64_t K = p->trans_a ? A->dims[0] : A->dims[1];
+    float *y = Y->data;
+    bool acc = C && p->beta != 0.0f;
+    if (acc) {
+        /* C is (), (N), (1,N), (M,1), (M,N)...: strides 0 on broadcast dims */
+        int64_t cm = C->ndim == 2 ? C->dims[0] : 1, cn = C->ndim >= 1 ? C->dims[C->ndim - 1] : 1;
+        int64_t s_i = cm == 1 ? 0 : cn, s_j = cn == 1 ? 0 : 1;
+        const float *c = C->data;
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) y[i * N + j] = p->beta * c[i * s_i + j * s_j];
+    }
+    ert_sgemm_args g = {
+        .M = M, .N = N, .K = K, .a = A->data, .alpha = p->alpha,
+        .a_rs = p->trans_a ? 1 : K, .a_cs = p->trans_a ? M : 1,
+        .b = B->data, .b_rs = p->trans_b ? 1 : N, .b_cs = p->trans_b ? K : 1,
+        .c = y, .ldc = N, .accumulate = acc,
+        .act = p->act.kind != ERT_ACT_NONE ? &p->act : NULL,
+    };
+    return ert_cpu_sgemm(&g, a->workspace, a->workspace_bytes, a->pool);
 }
-
