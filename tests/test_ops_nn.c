@@ -71,7 +71,7 @@ static int64_t nel(const tens *t) {
 
 static tens mk(int ndim, const int64_t *dims) {
     tens t = {.ndim = ndim};
-    memcpy(t.dims, dims, (size_t)ndim * sizeof *dims);
+    if (ndim) memcpy(t.dims, dims, (size_t)ndim * sizeof *dims);
     int64_t n = nel(&t);
     t.data = malloc((size_t)(n ? n : 1) * sizeof(float));
     ert_test_fill(&rng, t.data, n, -1.0f, 1.0f);
