@@ -12,9 +12,10 @@
  *        tile in registers over KC, then it is stored or added to C.
  *   3. After the last K block, the tile gets bias, residual and activation
  *      while it is still in cache.
- * The micro-kernel is plain C; gcc -O3 keeps the 6x16 accumulators in vector
- * registers. On x86-64 it is also compiled for AVX2+FMA and picked at run
- * time (the default build targets baseline x86-64).
+ * The micro-kernel is C with GNU vector types (plain loops as a fallback):
+ * the 6x16 accumulators stay in vector registers. On x86-64 it is also
+ * compiled for AVX2+FMA and picked at run time (the default build targets
+ * baseline x86-64).
  * Limits: packed A costs roundup(M,6)*K floats of workspace. */
 #include "cpu_gemm.h"
 #include "cpu_kernels.h"
@@ -32,23 +33,44 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* ------------------------------------------------------------ micro-kernel */
 
-/* out (MR x NR) = sum_k a[k*MR+i] * b[k*NR+j]; a and b are packed panels. */
+/* out (MR x NR) = sum_k a[k*MR+i] * b[k*NR+j]; a and b are packed panels.
+ * With GNU C the 6x16 accumulators are 12 eight-float vectors (gcc lowers
+ * them to AVX2/NEON/SSE registers; plain-array loops left gcc spilling the
+ * accumulators to the stack on every k). b panels are 64-byte aligned. */
+#if defined(__GNUC__)
+typedef float ert_v8f __attribute__((vector_size(32)));
+
+/* a macro, not a function: returning a 32-byte vector by value would change
+ * the ABI between the AVX2 and baseline builds of the kernel (-Wpsabi) */
+#define LD8(v, p) memcpy(&(v), (p), sizeof(v))
+
 static inline __attribute__((always_inline)) void ukr_body(int64_t kc, const float *restrict a,
                                                          const float *restrict b, float *restrict out) {
-    float acc[MR][NR];
-    for (int i = 0; i < MR; i++)
-        for (int j = 0; j < NR; j++) acc[i][j] = 0.0f;
-    for (int64_t k = 0; k < kc; k++) {
-        const float *bk = b + k * NR;
-        const float *ak = a + k * MR;
-        for (int i = 0; i < MR; i++) {
-            float ai = ak[i];
-            for (int j = 0; j < NR; j++) acc[i][j] += ai * bk[j];
-        }
+    ert_v8f c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0};
+    ert_v8f c30 = {0}, c31 = {0}, c40 = {0}, c41 = {0}, c50 = {0}, c51 = {0};
+    for (int64_t k = 0; k < kc; k++, a += MR, b += NR) {
+        ert_v8f b0, b1;
+        LD8(b0, b);
+        LD8(b1, b + 8);
+        c00 += a[0] * b0, c01 += a[0] * b1;
+        c10 += a[1] * b0, c11 += a[1] * b1;
+        c20 += a[2] * b0, c21 += a[2] * b1;
+        c30 += a[3] * b0, c31 += a[3] * b1;
+        c40 += a[4] * b0, c41 += a[4] * b1;
+        c50 += a[5] * b0, c51 += a[5] * b1;
     }
-    for (int i = 0; i < MR; i++)
-        for (int j = 0; j < NR; j++) out[i * NR + j] = acc[i][j];
+    ert_v8f all[12] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
+    memcpy(out, all, sizeof all);
 }
+#else
+static void ukr_body(int64_t kc, const float *restrict a, const float *restrict b, float *restrict out) {
+    float acc[MR][NR] = {{0}};
+    for (int64_t k = 0; k < kc; k++)
+        for (int i = 0; i < MR; i++)
+            for (int j = 0; j < NR; j++) acc[i][j] += a[k * MR + i] * b[k * NR + j];
+    memcpy(out, acc, sizeof acc);
+}
+#endif
 
 typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *out);
 
