@@ -134,13 +134,33 @@ static void pack_b_dense(const ert_sgemm_args *g, int64_t k0, int64_t kc, int64_
     }
 }
 
+/* Copies taps iw = iw0 + r*s, r in [0, n), of one input row into d (zero
+ * where iw falls outside [0, W)); the in-range span is found up front so the
+ * copy loop has no branch. */
+static inline void copy_taps(float *restrict d, const float *restrict row, int64_t iw0, int64_t s, int64_t n,
+                             int64_t W) {
+    int64_t lo = iw0 >= 0 ? 0 : (-iw0 + s - 1) / s;
+    int64_t hi = W - iw0 <= 0 ? 0 : (W - iw0 + s - 1) / s;
+    if (lo > n) lo = n;
+    if (hi > n) hi = n;
+    if (hi < lo) hi = lo;
+    int64_t r = 0;
+    for (; r < lo; r++) d[r] = 0.0f;
+    if (s == 1) {
+        for (; r < hi; r++) d[r] = row[iw0 + r];
+    } else {
+        for (; r < hi; r++) d[r] = row[iw0 + r * s];
+    }
+    for (; r < n; r++) d[r] = 0.0f;
+}
+
 /* im2col on the fly: B(k, j) with k = (c, kd, kh, kw), j = (od, oh, ow);
- * out-of-image taps (padding) read as zero. Walks each output row segment
- * with one bounds check per row and one per tap. */
+ * out-of-image taps (padding) read as zero. Walks each output row segment,
+ * split where it crosses an NR panel boundary. */
 static void pack_b_conv(const ert_conv_geom *cg, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *dst) {
     const int64_t KD = cg->kernel[0], KH = cg->kernel[1], KW = cg->kernel[2];
     const int64_t D = cg->in[0], H = cg->in[1], W = cg->in[2];
-    const int64_t OH = cg->out[1], OW = cg->out[2];
+    const int64_t OH = cg->out[1], OW = cg->out[2], sw = cg->stride[2];
     const int64_t ksz = KD * KH * KW;
     const int64_t ncp = round_up(nc, NR);
     for (int64_t kk = 0; kk < kc; kk++) {
@@ -154,18 +174,16 @@ static void pack_b_conv(const ert_conv_geom *cg, int64_t k0, int64_t kc, int64_t
             int64_t len = min64(OW - ow, nc - jj);
             int64_t id = od * cg->stride[0] - cg->pad[0] + kd * cg->dilation[0];
             int64_t ih = oh * cg->stride[1] - cg->pad[1] + kh * cg->dilation[1];
-            if (id < 0 || id >= D || ih < 0 || ih >= H) {
-                for (int64_t q = 0; q < len; q++) {
-                    int64_t x = jj + q;
-                    dk[(x / NR) * kc * NR + x % NR] = 0.0f;
-                }
-            } else {
-                const float *row = xc + (id * H + ih) * W;
-                int64_t iw = ow * cg->stride[2] - cg->pad[2] + kw * cg->dilation[2];
-                for (int64_t q = 0; q < len; q++, iw += cg->stride[2]) {
-                    int64_t x = jj + q;
-                    dk[(x / NR) * kc * NR + x % NR] = (iw >= 0 && iw < W) ? row[iw] : 0.0f;
-                }
+            bool row_ok = id >= 0 && id < D && ih >= 0 && ih < H;
+            const float *row = xc + (row_ok ? (id * H + ih) * W : 0);
+            int64_t iw = ow * sw - cg->pad[2] + kw * cg->dilation[2];
+            for (int64_t q = 0; q < len;) {
+                int64_t x = jj + q, pos = x % NR, run = min64(len - q, NR - pos);
+                float *d = dk + (x / NR) * kc * NR + pos;
+                if (row_ok) copy_taps(d, row, iw + q * sw, sw, run, W);
+                else
+                    for (int64_t e = 0; e < run; e++) d[e] = 0.0f;
+                q += run;
             }
             jj += len;
             ow += len;
