@@ -1,22 +1,23 @@
 /* SGEMM (shared by Conv/ConvTranspose/MatMul/Gemm) and the MatMul/Gemm kernels.
  *
  * SGEMM algorithm (Goto/BLIS style, see cpu_gemm.h for the contract):
- *   1. Pack all of alpha*A into MR-row panels, k-major (panel p holds K x MR),
- *      in parallel over panels. Rows past M are zero.
- *   2. Split C into tasks of MC x NC. Worker slot s (one scratch buffer each)
+ *   1. Split C into tasks of MC x NC. Worker slot s (one scratch buffer each)
  *      takes tasks s, s+S, s+2S... For each K block of KC:
  *        pack the KC x NC block of B into NR-column panels (for a conv input
  *        this is where im2col happens, straight from the image);
+ *        pack the MC x KC block of alpha*A into MR-row panels (rows past M
+ *        are zero); it is repacked once per N block, which costs 1/NC of
+ *        the multiply-adds and keeps the block hot in L2;
  *        for each NR panel of B (kept in L1), for each MR panel of A (the
  *        MC x KC block stays in L2): the micro-kernel computes an MR x NR
  *        tile in registers over KC, then it is stored or added to C.
- *   3. After the last K block, the tile gets bias, residual and activation
+ *   2. After the last K block, the tile gets bias, residual and activation
  *      while it is still in cache.
  * The micro-kernel is C with GNU vector types (plain loops as a fallback):
  * the 6x16 accumulators stay in vector registers. On x86-64 it is also
  * compiled for AVX2+FMA and picked at run time (the default build targets
  * baseline x86-64).
- * Limits: packed A costs roundup(M,6)*K floats of workspace. */
+ * Workspace: per worker slot one B block and one A block (<= 400 KiB). */
 #include "cpu_gemm.h"
 #include "cpu_kernels.h"
 
@@ -90,26 +91,27 @@ static ukr_fn pick_ukr(void) { return ukr_generic; }
 
 /* ------------------------------------------------------------ packing */
 
-/* pa[p*K*MR + k*MR + r] = alpha * A(p*MR + r, k) for panels [p0, p1). */
-typedef struct pack_a_job {
-    const ert_sgemm_args *g;
-    float *pa;
-} pack_a_job;
-
-static void pack_a(void *arg, int64_t p0, int64_t p1) {
-    const pack_a_job *j = arg;
-    const ert_sgemm_args *g = j->g;
-    int64_t K = g->K;
-    for (int64_t p = p0; p < p1; p++) {
-        float *dst = j->pa + p * K * MR;
-        for (int r = 0; r < MR; r++) {
-            int64_t i = p * MR + r;
-            if (i >= g->M) {
-                for (int64_t k = 0; k < K; k++) dst[k * MR + r] = 0.0f;
+/* A block (rows [i0,i0+mc), cols [k0,k0+kc)) times alpha into MR-row panels:
+ * dst[(ii/MR)*kc*MR + kk*MR + ii%MR]; rows past mc are zero. The loop order
+ * follows whichever of A's strides is contiguous. */
+static void pack_a_block(const ert_sgemm_args *g, int64_t i0, int64_t mc, int64_t k0, int64_t kc, float *dst) {
+    const float alpha = g->alpha;
+    for (int64_t ip = 0; ip < mc; ip += MR) {
+        int64_t h = min64(MR, mc - ip);
+        float *d = dst + (ip / MR) * kc * MR;
+        const float *src = g->a + (i0 + ip) * g->a_rs + k0 * g->a_cs;
+        if (g->a_rs == 1 && h == MR) {
+            for (int64_t kk = 0; kk < kc; kk++)
+                for (int r = 0; r < MR; r++) d[kk * MR + r] = alpha * src[kk * g->a_cs + r];
+            continue;
+        }
+        for (int64_t r = 0; r < MR; r++) {
+            if (r >= h) {
+                for (int64_t kk = 0; kk < kc; kk++) d[kk * MR + r] = 0.0f;
                 continue;
             }
-            const float *src = g->a + i * g->a_rs;
-            for (int64_t k = 0; k < K; k++) dst[k * MR + r] = g->alpha * src[k * g->a_cs];
+            const float *sr = src + r * g->a_rs;
+            for (int64_t kk = 0; kk < kc; kk++) d[kk * MR + r] = alpha * sr[kk * g->a_cs];
         }
     }
 }
@@ -227,9 +229,8 @@ static void store_tile(const ert_sgemm_args *g, const float *acc, int64_t i0, in
 
 typedef struct sgemm_job {
     const ert_sgemm_args *g;
-    const float *pa;
-    float *slots;
-    size_t slot_floats;
+    float *slots;            /* per slot: packed B block, then packed A block */
+    size_t slot_floats, b_floats;
     int64_t n_slots, n_mb, n_nb;
     ukr_fn ukr;
 } sgemm_job;
@@ -240,6 +241,7 @@ static void sgemm_slot(void *arg, int64_t s0, int64_t s1) {
     float acc[MR * NR];
     for (int64_t s = s0; s < s1; s++) {
         float *pb = jb->slots + (size_t)s * jb->slot_floats;
+        float *pa = pb + jb->b_floats;
         for (int64_t t = s; t < jb->n_mb * jb->n_nb; t += jb->n_slots) {
             int64_t i0 = (t % jb->n_mb) * MC, j0 = (t / jb->n_mb) * NC;
             int64_t mc = min64(MC, g->M - i0), nc = min64(NC, g->N - j0);
@@ -247,14 +249,13 @@ static void sgemm_slot(void *arg, int64_t s0, int64_t s1) {
                 int64_t kc = min64(KC, g->K - pc);
                 if (g->conv) pack_b_conv(g->conv, pc, kc, j0, nc, pb);
                 else pack_b_dense(g, pc, kc, j0, nc, pb);
+                pack_a_block(g, i0, mc, pc, kc, pa);
                 bool first = pc == 0, last = pc + kc >= g->K;
                 for (int64_t jr = 0; jr < nc; jr += NR) {
                     const float *bp = pb + (jr / NR) * kc * NR;
                     for (int64_t ir = 0; ir < mc; ir += MR) {
-                        int64_t i = i0 + ir;
-                        const float *ap = jb->pa + (i / MR) * g->K * MR + pc * MR;
-                        jb->ukr(kc, ap, bp, acc);
-                        store_tile(g, acc, i, j0 + jr, min64(MR, mc - ir), min64(NR, nc - jr), first, last);
+                        jb->ukr(kc, pa + (ir / MR) * kc * MR, bp, acc);
+                        store_tile(g, acc, i0 + ir, j0 + jr, min64(MR, mc - ir), min64(NR, nc - jr), first, last);
                     }
                 }
             }
@@ -262,19 +263,19 @@ static void sgemm_slot(void *arg, int64_t s0, int64_t s1) {
     }
 }
 
-static size_t slot_floats(int64_t N, int64_t K) {
-    return (size_t)round_up(min64(K, KC) * min64(round_up(N, NR), NC), 16);
+/* B block (KC x NC) + A block (MC x KC), both trimmed to the problem. */
+static void slot_sizes(int64_t M, int64_t N, int64_t K, size_t *b_floats, size_t *total) {
+    int64_t kc = min64(K, KC);
+    *b_floats = (size_t)round_up(kc * min64(round_up(N, NR), NC), 16);
+    *total = *b_floats + (size_t)round_up(kc * min64(round_up(M, MR), MC), 16);
 }
 
 size_t ert_cpu_sgemm_workspace(int64_t M, int64_t N, int64_t K, int n_threads) {
     if (M <= 0 || N <= 0 || K <= 0) return 0;
     if (n_threads < 1) n_threads = 1;
-    size_t pa, slots, total;
-    if (ert_mul_ovf((size_t)round_up(M, MR), (size_t)K, &pa) || ert_mul_ovf(pa, sizeof(float), &pa))
-        return SIZE_MAX;
-    pa = ert_align_up(pa, 64);
-    if (ert_mul_ovf(slot_floats(N, K) * sizeof(float), (size_t)n_threads, &slots) || ert_add_ovf(pa, slots, &total))
-        return SIZE_MAX;
+    size_t bf, sf, total;
+    slot_sizes(M, N, K, &bf, &sf);
+    if (ert_mul_ovf(sf * sizeof(float), (size_t)n_threads, &total)) return SIZE_MAX;
     return total;
 }
 
@@ -287,25 +288,20 @@ ert_status ert_cpu_sgemm(const ert_sgemm_args *g, void *ws, size_t ws_bytes, str
                 store_tile(g, zero, i, j, min64(MR, g->M - i), min64(NR, g->N - j), true, true);
         return ERT_OK;
     }
-    size_t need1 = ert_cpu_sgemm_workspace(g->M, g->N, g->K, 1);
-    if (!ws || ws_bytes < need1) return ERT_E_INTERNAL;
-    size_t pa_bytes = ert_align_up((size_t)round_up(g->M, MR) * (size_t)g->K * sizeof(float), 64);
-    size_t sf = slot_floats(g->N, g->K);
+    size_t bf, sf;
+    slot_sizes(g->M, g->N, g->K, &bf, &sf);
+    if (!ws || ws_bytes < sf * sizeof(float)) return ERT_E_INTERNAL;
     sgemm_job jb = {
         .g = g,
-        .pa = ws,
-        .slots = (float *)((char *)ws + pa_bytes),
+        .slots = ws,
         .slot_floats = sf,
+        .b_floats = bf,
         .n_mb = (g->M + MC - 1) / MC,
         .n_nb = (g->N + NC - 1) / NC,
         .ukr = pick_ukr(),
     };
-    int64_t fit = (int64_t)((ws_bytes - pa_bytes) / (sf * sizeof(float)));
+    int64_t fit = (int64_t)(ws_bytes / (sf * sizeof(float)));
     jb.n_slots = min64(min64(ert_threadpool_size(pool), fit), jb.n_mb * jb.n_nb);
-    pack_a_job pj = {g, (float *)ws};
-    int64_t n_panels = (g->M + MR - 1) / MR;
-    /* ~64K multiply-adds per chunk keeps thread wake-ups worth it */
-    ert_parallel_for(pool, n_panels, 1 + 65536 / (g->K * MR), pack_a, &pj);
     ert_parallel_for(pool, jb.n_slots, 1, sgemm_slot, &jb);
     return ERT_OK;
 }
