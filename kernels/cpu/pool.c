@@ -19,6 +19,19 @@ typedef struct pool_job {
     int64_t in_sz, out_sz;
 } pool_job;
 
+/* Taps k in [0, K) of one dim whose position start + k*d lies in [0, in)
+ * -> [*lo, *hi); *n_pad counts the taps before in + pad_end (the window
+ * never reaches left of -pad_begin). */
+static void tap_range(int64_t start, int64_t K, int64_t d, int64_t in, int64_t pe, int64_t *lo, int64_t *hi,
+                      int64_t *n_pad) {
+    *lo = start >= 0 ? 0 : (-start + d - 1) / d;
+    *hi = in - start <= 0 ? 0 : (in - start + d - 1) / d;
+    if (*hi > K) *hi = K;
+    if (*lo > *hi) *lo = *hi;
+    int64_t np = in + pe - start <= 0 ? 0 : (in + pe - start + d - 1) / d;
+    *n_pad = np > K ? K : np;
+}
+
 static void pool_run(void *arg, int64_t t0, int64_t t1) {
     const pool_job *j = arg;
     for (int64_t t = t0; t < t1; t++) {
@@ -27,23 +40,19 @@ static void pool_run(void *arg, int64_t t0, int64_t t1) {
         for (int64_t od = 0; od < j->out[0]; od++)
             for (int64_t oh = 0; oh < j->out[1]; oh++)
                 for (int64_t ow = 0; ow < j->out[2]; ow++) {
-                    int64_t o[3] = {od, oh, ow};
+                    int64_t o[3] = {od, oh, ow}, st[3], lo[3], hi[3], np[3];
+                    for (int q = 0; q < 3; q++) {
+                        st[q] = o[q] * j->s[q] - j->pb[q];
+                        tap_range(st[q], j->k[q], j->d[q], j->in[q], j->pe[q], &lo[q], &hi[q], &np[q]);
+                    }
                     float mx = -INFINITY, sum = 0.0f;
-                    int64_t n_in = 0, n_pad = 0;
-                    for (int64_t kd = 0; kd < j->k[0]; kd++) {
-                        int64_t id = o[0] * j->s[0] - j->pb[0] + kd * j->d[0];
-                        if (id >= j->in[0] + j->pe[0]) break;
-                        for (int64_t kh = 0; kh < j->k[1]; kh++) {
-                            int64_t ih = o[1] * j->s[1] - j->pb[1] + kh * j->d[1];
-                            if (ih >= j->in[1] + j->pe[1]) break;
-                            for (int64_t kw = 0; kw < j->k[2]; kw++) {
-                                int64_t iw = o[2] * j->s[2] - j->pb[2] + kw * j->d[2];
-                                if (iw >= j->in[2] + j->pe[2]) break;
-                                n_pad++;
-                                if (id < 0 || ih < 0 || iw < 0 || id >= j->in[0] || ih >= j->in[1] || iw >= j->in[2])
-                                    continue;
-                                float v = xp[(id * j->in[1] + ih) * j->in[2] + iw];
-                                n_in++;
+                    for (int64_t kd = lo[0]; kd < hi[0]; kd++) {
+                        int64_t id = st[0] + kd * j->d[0];
+                        for (int64_t kh = lo[1]; kh < hi[1]; kh++) {
+                            /* index math in int64: st[2] may be negative */
+                            int64_t base = (id * j->in[1] + st[1] + kh * j->d[1]) * j->in[2] + st[2];
+                            for (int64_t kw = lo[2]; kw < hi[2]; kw++) {
+                                float v = xp[base + kw * j->d[2]];
                                 if (v > mx || isnan(v)) mx = v;
                                 sum += v;
                             }
@@ -52,7 +61,8 @@ static void pool_run(void *arg, int64_t t0, int64_t t1) {
                     float r;
                     if (j->is_max) r = mx;
                     else {
-                        int64_t cnt = j->p->count_include_pad ? n_pad : n_in;
+                        int64_t cnt = j->p->count_include_pad ? np[0] * np[1] * np[2]
+                                                              : (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]);
                         r = cnt > 0 ? sum / (float)cnt : 0.0f;
                     }
                     yp[(od * j->out[1] + oh) * j->out[2] + ow] = r;
