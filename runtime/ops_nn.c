@@ -281,7 +281,7 @@ ert_status ert_prepare_conv_transpose(ert_prep *p) {
             if (__builtin_mul_overflow(in, s, &want)) return ert_prep_error(p, ERT_E_SHAPE, "ConvTranspose: overflow");
         }
         if (want >= 0) {
-            if (want < 1 || want > full + 1024 * 1024)
+            if (want < 1 || want - full > 1024 * 1024)
                 return ert_prep_error(p, ERT_E_SHAPE, "ConvTranspose: output_shape[%d]=%lld is not reachable", i,
                                       (long long)want);
             int64_t total = full - want; /* may be negative: output grows past the last tap (zeros + bias) */
@@ -290,8 +290,8 @@ ert_status ert_prepare_conv_transpose(ert_prep *p) {
             od[2 + i] = want;
         } else {
             if (sa.auto_pad == PAD_VALID) sa.pb[i] = sa.pe[i] = 0;
-            od[2 + i] = full - sa.pb[i] - sa.pe[i];
-            if (od[2 + i] < 1)
+            if (__builtin_sub_overflow(full, sa.pb[i], &od[2 + i]) || __builtin_sub_overflow(od[2 + i], sa.pe[i], &od[2 + i]) ||
+                od[2 + i] < 1)
                 return ert_prep_error(p, ERT_E_SHAPE, "ConvTranspose: pads %lld+%lld leave no output in spatial dim %d",
                                       (long long)sa.pb[i], (long long)sa.pe[i], i);
         }

@@ -777,6 +777,12 @@ static void test_errors(void) {
     at_is(&A, "strides", IS(2, 2));
     at_is(&A, "output_padding", IS(2, 0));
     expect_err("convT output_padding", ERT_OP_CONV_TRANSPOSE, &A, 2, ct, 1, ERT_E_FORMAT, "output_padding");
+    A.n = 0;
+    at_is(&A, "pads", IS(INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX));
+    expect_err("convT huge pads", ERT_OP_CONV_TRANSPOSE, &A, 2, ct, 1, ERT_E_SHAPE, "leave no output");
+    A.n = 0;
+    at_is(&A, "output_shape", IS(INT64_MAX, 4));
+    expect_err("convT unreachable output_shape", ERT_OP_CONV_TRANSPOSE, &A, 2, ct, 1, ERT_E_SHAPE, "output_shape");
     free_t(&ct[0]);
     free_t(&ct[1]);
 }
