@@ -495,11 +495,14 @@ ert_status ert_prepare_layernorm(ert_prep *p) {
         bool ok = true;
         for (int i = 0; ok && i < s->ndim; i++) {
             int j = i - (s->ndim - nn);
-            ok = j >= 0 ? s->dims[i] == x->dims[axis + j] : s->dims[i] == 1;
+            ok = j >= 0 ? (s->dims[i] == x->dims[axis + j] || s->dims[i] == 1) : s->dims[i] == 1;
         }
         int64_t inner = 1;
         for (int i = (int)axis; i < x->ndim; i++) inner *= x->dims[i];
-        if (!ok || ne != inner)
+        if (ok && ne != inner) /* valid ONNX (partial broadcast), not handled by the kernel */
+            return ert_prep_error(p, ERT_E_UNSUPPORTED, "LayerNormalization: %s broadcasts over part of the normalised shape",
+                                  k == 1 ? "scale" : "bias");
+        if (!ok)
             return ert_prep_error(p, ERT_E_SHAPE, "LayerNormalization: %s does not match the normalised shape (axis %lld)",
                                   k == 1 ? "scale" : "bias", (long long)axis);
     }

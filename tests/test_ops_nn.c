@@ -763,8 +763,15 @@ static void test_errors(void) {
     free_t(&ln[1]);
     ln[1] = MK(4);
     expect_err("layernorm scale shape", ERT_OP_LAYERNORM, NULL, 2, ln, 1, ERT_E_SHAPE, "scale");
+    free_t(&ln[0]);
+    free_t(&ln[1]);
+    ln[0] = MK(2, 4, 3);
+    ln[1] = MK(1, 3);
     A.n = 0;
-    at_i(&A, "axis", 2);
+    at_i(&A, "axis", 1);
+    expect_err("layernorm partial broadcast", ERT_OP_LAYERNORM, &A, 2, ln, 1, ERT_E_UNSUPPORTED, "broadcasts");
+    A.n = 0;
+    at_i(&A, "axis", -4);
     expect_err("softmax axis", ERT_OP_SOFTMAX, &A, 1, ln, 1, ERT_E_SHAPE, "axis");
     free_t(&ln[0]);
     free_t(&ln[1]);
