@@ -105,6 +105,15 @@ static void pack_a_block(const ert_sgemm_args *g, int64_t i0, int64_t mc, int64_
                 for (int r = 0; r < MR; r++) d[kk * MR + r] = alpha * src[kk * g->a_cs + r];
             continue;
         }
+        if (g->a_cs == 1 && h == MR) { /* row-major A (weights): six row streams, contiguous writes */
+            const float *s0 = src, *s1 = src + g->a_rs, *s2 = s1 + g->a_rs, *s3 = s2 + g->a_rs;
+            const float *s4 = s3 + g->a_rs, *s5 = s4 + g->a_rs;
+            for (int64_t kk = 0; kk < kc; kk++, d += MR) {
+                d[0] = alpha * s0[kk], d[1] = alpha * s1[kk], d[2] = alpha * s2[kk];
+                d[3] = alpha * s3[kk], d[4] = alpha * s4[kk], d[5] = alpha * s5[kk];
+            }
+            continue;
+        }
         for (int64_t r = 0; r < MR; r++) {
             if (r >= h) {
                 for (int64_t kk = 0; kk < kc; kk++) d[kk * MR + r] = 0.0f;
