@@ -4,17 +4,24 @@
  * Protocol (all shared fields are guarded by `mu`):
  *   1. parallel_for publishes a job (fn, arg, n, chunk), bumps `gen` and
  *      broadcasts `work_cv`.
- *   2. Each worker that sees a new `gen` runs its static chunk (chunk index =
- *      its worker id) outside the lock, then increments `n_done` and signals
- *      `done_cv` when it is the last one.
- *   3. The caller runs chunk 0, then waits until n_done == n_workers; only
- *      then is the job slot free again, so fn/arg never outlive the call.
+ *   2. Each worker that sees a new `gen` claims chunks from the atomic
+ *      counter `next` and runs them outside the lock, then increments
+ *      `n_done` and signals `done_cv` when it is the last one.
+ *   3. The caller claims chunks the same way, then waits until n_done ==
+ *      n_workers; only then is the job slot free again, so fn/arg never
+ *      outlive the call.
+ * Chunks are claimed, not assigned: on a loaded machine a worker that wakes
+ * late finds the work already done by the others instead of stalling the
+ * call. There are up to 4 chunks per thread (never smaller than `grain`).
+ * The counter only hands out indices; the chunks' results are published to
+ * the caller by the mutex around n_done.
  * A parallel_for issued while a job is in flight (a nested call from inside
  * fn, or a second caller thread) runs inline: correct, never deadlocks.
  * Nothing is allocated after create. */
 #include "ert_internal.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 struct ert_threadpool;
@@ -38,15 +45,17 @@ struct ert_threadpool {
     /* current job */
     ert_par_fn fn;
     void *arg;
-    int64_t n_items, chunk;
+    int64_t n_items, chunk, n_chunks;
+    atomic_llong next;       /* next chunk to claim */
 };
 
-static void run_chunk(struct ert_threadpool *tp, int id, ert_par_fn fn, void *arg, int64_t n, int64_t chunk) {
-    (void)tp;
-    int64_t b = (int64_t)id * chunk;
-    if (b >= n) return;
-    int64_t e = n - b < chunk ? n : b + chunk;
-    fn(arg, b, e);
+static void run_chunks(struct ert_threadpool *tp, ert_par_fn fn, void *arg, int64_t n, int64_t chunk, int64_t n_chunks) {
+    for (;;) {
+        int64_t c = atomic_fetch_add_explicit(&tp->next, 1, memory_order_relaxed);
+        if (c >= n_chunks) return;
+        int64_t b = c * chunk;
+        fn(arg, b, n - b < chunk ? n : b + chunk);
+    }
 }
 
 static void *worker_main(void *p) {
@@ -60,9 +69,9 @@ static void *worker_main(void *p) {
         seen = tp->gen;
         ert_par_fn fn = tp->fn;
         void *arg = tp->arg;
-        int64_t n = tp->n_items, chunk = tp->chunk;
+        int64_t n = tp->n_items, chunk = tp->chunk, n_chunks = tp->n_chunks;
         pthread_mutex_unlock(&tp->mu);
-        run_chunk(tp, w->id, fn, arg, n, chunk);
+        run_chunks(tp, fn, arg, n, chunk, n_chunks);
         pthread_mutex_lock(&tp->mu);
         if (++tp->n_done == tp->n_started) pthread_cond_signal(&tp->done_cv);
     }
@@ -139,9 +148,10 @@ void ert_parallel_for(struct ert_threadpool *tp, int64_t n, int64_t grain, ert_p
         fn(arg, 0, n);
         return;
     }
-    int64_t nt = tp->n_started + 1;
-    int64_t chunk = (n + nt - 1) / nt;
+    int64_t max_chunks = 4 * (int64_t)(tp->n_started + 1);
+    int64_t chunk = (n + max_chunks - 1) / max_chunks;
     if (chunk < grain) chunk = grain;
+    int64_t n_chunks = (n + chunk - 1) / chunk;
     pthread_mutex_lock(&tp->mu);
     if (tp->busy) { /* nested or concurrent call: run inline */
         pthread_mutex_unlock(&tp->mu);
@@ -153,12 +163,14 @@ void ert_parallel_for(struct ert_threadpool *tp, int64_t n, int64_t grain, ert_p
     tp->arg = arg;
     tp->n_items = n;
     tp->chunk = chunk;
+    tp->n_chunks = n_chunks;
+    atomic_store_explicit(&tp->next, 0, memory_order_relaxed);
     tp->n_done = 0;
     tp->gen++;
     pthread_cond_broadcast(&tp->work_cv);
     pthread_mutex_unlock(&tp->mu);
 
-    run_chunk(tp, 0, fn, arg, n, chunk);
+    run_chunks(tp, fn, arg, n, chunk, n_chunks);
 
     pthread_mutex_lock(&tp->mu);
     while (tp->n_done < tp->n_started) pthread_cond_wait(&tp->done_cv, &tp->mu);

@@ -1,8 +1,8 @@
 /* SGEMM (shared by Conv/ConvTranspose/MatMul/Gemm) and the MatMul/Gemm kernels.
  *
  * SGEMM algorithm (Goto/BLIS style, see cpu_gemm.h for the contract):
- *   1. Split C into tasks of MC x NC. Worker slot s (one scratch buffer each)
- *      takes tasks s, s+S, s+2S... For each K block of KC:
+ *   1. Split C into tasks of MC x NC. Each worker slot (one scratch buffer
+ *      each) claims tasks from an atomic counter. For each K block of KC:
  *        pack the KC x NC block of B into NR-column panels (for a conv input
  *        this is where im2col happens, straight from the image);
  *        pack the MC x KC block of alpha*A into MR-row panels (rows past M
@@ -21,6 +21,7 @@
 #include "cpu_gemm.h"
 #include "cpu_kernels.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #define MR 6
@@ -242,16 +243,18 @@ typedef struct sgemm_job {
     size_t slot_floats, b_floats;
     int64_t n_slots, n_mb, n_nb;
     ukr_fn ukr;
+    atomic_llong next_task;  /* tasks are claimed, so a late worker stalls nobody */
 } sgemm_job;
 
 static void sgemm_slot(void *arg, int64_t s0, int64_t s1) {
-    const sgemm_job *jb = arg;
+    sgemm_job *jb = arg;
     const ert_sgemm_args *g = jb->g;
+    const int64_t n_tasks = jb->n_mb * jb->n_nb;
     float acc[MR * NR];
     for (int64_t s = s0; s < s1; s++) {
         float *pb = jb->slots + (size_t)s * jb->slot_floats;
         float *pa = pb + jb->b_floats;
-        for (int64_t t = s; t < jb->n_mb * jb->n_nb; t += jb->n_slots) {
+        for (int64_t t; (t = atomic_fetch_add_explicit(&jb->next_task, 1, memory_order_relaxed)) < n_tasks;) {
             int64_t i0 = (t % jb->n_mb) * MC, j0 = (t / jb->n_mb) * NC;
             int64_t mc = min64(MC, g->M - i0), nc = min64(NC, g->N - j0);
             for (int64_t pc = 0; pc < g->K; pc += KC) {
@@ -309,6 +312,7 @@ ert_status ert_cpu_sgemm(const ert_sgemm_args *g, void *ws, size_t ws_bytes, str
         .n_nb = (g->N + NC - 1) / NC,
         .ukr = pick_ukr(),
     };
+    atomic_init(&jb.next_task, 0);
     int64_t fit = (int64_t)(ws_bytes / (sf * sizeof(float)));
     jb.n_slots = min64(min64(ert_threadpool_size(pool), fit), jb.n_mb * jb.n_nb);
     ert_parallel_for(pool, jb.n_slots, 1, sgemm_slot, &jb);
