@@ -1,20 +1,21 @@
-/* Fixed thread pool: n_threads-1 pthread workers made at create, the caller
- * thread is worker 0.
+/* Fixed thread pool: n_threads-1 pthread workers made at create; the caller
+ * thread takes part in every parallel_for.
  *
- * Protocol (all shared fields are guarded by `mu`):
- *   1. parallel_for publishes a job (fn, arg, n, chunk), bumps `gen` and
- *      broadcasts `work_cv`.
- *   2. Each worker that sees a new `gen` claims chunks from the atomic
- *      counter `next` and runs them outside the lock, then increments
- *      `n_done` and signals `done_cv` when it is the last one.
- *   3. The caller claims chunks the same way, then waits until n_done ==
- *      n_workers; only then is the job slot free again, so fn/arg never
- *      outlive the call.
- * Chunks are claimed, not assigned: on a loaded machine a worker that wakes
- * late finds the work already done by the others instead of stalling the
- * call. There are up to 4 chunks per thread (never smaller than `grain`).
- * The counter only hands out indices; the chunks' results are published to
- * the caller by the mutex around n_done.
+ * Protocol:
+ *   1. parallel_for (holding `mu`) publishes the job (fn, arg, n, chunk,
+ *      n_chunks), bumps the 32-bit generation `gen`, sets the claim word
+ *      `claim` = gen << 32 | 0, and broadcasts `work_cv`.
+ *   2. Threads claim chunk indices by CAS on `claim`; a claim succeeds only
+ *      while the word still carries the generation the thread read with the
+ *      job under `mu`, so a worker that wakes late can never run a chunk of
+ *      a newer job with an older job's fn/arg.
+ *   3. Whoever finishes a chunk adds 1 to `n_done` (release); the one that
+ *      finishes the last chunk signals `done_cv` under `mu`. The caller
+ *      claims chunks too, then waits under `mu` until n_done == n_chunks
+ *      (acquire), so every chunk's writes are visible when it returns.
+ * The caller never waits for a worker that claimed nothing: on a loaded
+ * machine a worker that wakes late just finds no chunk left. There are up
+ * to 4 chunks per thread, never smaller than `grain`.
  * A parallel_for issued while a job is in flight (a nested call from inside
  * fn, or a second caller thread) runs inline: correct, never deadlocks.
  * Nothing is allocated after create. */
@@ -28,7 +29,6 @@ struct ert_threadpool;
 
 typedef struct ert_tp_worker {
     struct ert_threadpool *tp;
-    int id;                  /* 1..n-1; the caller is 0 */
     pthread_t th;
 } ert_tp_worker;
 
@@ -38,42 +38,57 @@ struct ert_threadpool {
     ert_tp_worker *workers;  /* n-1 entries */
     pthread_mutex_t mu;
     pthread_cond_t work_cv, done_cv;
-    uint64_t gen;            /* job generation, bumped per parallel_for */
-    bool busy;               /* a job is in flight */
-    bool stop;
-    int n_done;              /* workers finished with the current generation */
-    /* current job */
+    uint32_t gen;            /* job generation (mu) */
+    bool busy;               /* a job is in flight (mu) */
+    bool stop;               /* (mu) */
+    /* current job (written under mu before gen is bumped) */
     ert_par_fn fn;
     void *arg;
     int64_t n_items, chunk, n_chunks;
-    atomic_llong next;       /* next chunk to claim */
+    atomic_uint_least64_t claim; /* gen << 32 | next chunk index */
+    atomic_llong n_done;     /* chunks finished */
 };
 
-static void run_chunks(struct ert_threadpool *tp, ert_par_fn fn, void *arg, int64_t n, int64_t chunk, int64_t n_chunks) {
+typedef struct job_view {
+    ert_par_fn fn;
+    void *arg;
+    int64_t n, chunk, n_chunks;
+    uint32_t gen;
+} job_view;
+
+/* Claims and runs chunks of job `j` until none is left (or the job is gone). */
+static void run_chunks(struct ert_threadpool *tp, const job_view *j) {
     for (;;) {
-        int64_t c = atomic_fetch_add_explicit(&tp->next, 1, memory_order_relaxed);
-        if (c >= n_chunks) return;
-        int64_t b = c * chunk;
-        fn(arg, b, n - b < chunk ? n : b + chunk);
+        uint_least64_t w = atomic_load_explicit(&tp->claim, memory_order_relaxed);
+        int64_t c;
+        do {
+            c = (int64_t)(w & 0xffffffffu);
+            if ((uint32_t)(w >> 32) != j->gen || c >= j->n_chunks) return;
+        } while (!atomic_compare_exchange_weak_explicit(&tp->claim, &w, w + 1, memory_order_relaxed,
+                                                        memory_order_relaxed));
+        int64_t b = c * j->chunk;
+        j->fn(j->arg, b, j->n - b < j->chunk ? j->n : b + j->chunk);
+        if (atomic_fetch_add_explicit(&tp->n_done, 1, memory_order_acq_rel) + 1 == j->n_chunks) {
+            pthread_mutex_lock(&tp->mu);
+            pthread_cond_signal(&tp->done_cv);
+            pthread_mutex_unlock(&tp->mu);
+        }
     }
 }
 
 static void *worker_main(void *p) {
     ert_tp_worker *w = p;
     struct ert_threadpool *tp = w->tp;
-    uint64_t seen = 0;
+    uint32_t seen = 0;
     pthread_mutex_lock(&tp->mu);
     for (;;) {
         while (!tp->stop && tp->gen == seen) pthread_cond_wait(&tp->work_cv, &tp->mu);
         if (tp->stop) break;
         seen = tp->gen;
-        ert_par_fn fn = tp->fn;
-        void *arg = tp->arg;
-        int64_t n = tp->n_items, chunk = tp->chunk, n_chunks = tp->n_chunks;
+        job_view j = {tp->fn, tp->arg, tp->n_items, tp->chunk, tp->n_chunks, tp->gen};
         pthread_mutex_unlock(&tp->mu);
-        run_chunks(tp, fn, arg, n, chunk, n_chunks);
+        run_chunks(tp, &j);
         pthread_mutex_lock(&tp->mu);
-        if (++tp->n_done == tp->n_started) pthread_cond_signal(&tp->done_cv);
     }
     pthread_mutex_unlock(&tp->mu);
     return NULL;
@@ -100,14 +115,13 @@ ert_status ert_threadpool_create(int n_threads, struct ert_threadpool **out) {
             return ERT_E_NOMEM;
         }
     }
+    atomic_init(&tp->claim, 0);
+    atomic_init(&tp->n_done, 0);
     if (pthread_mutex_init(&tp->mu, NULL) != 0) goto fail_mu;
     if (pthread_cond_init(&tp->work_cv, NULL) != 0) goto fail_work;
     if (pthread_cond_init(&tp->done_cv, NULL) != 0) goto fail_done;
     for (int i = 0; i < tp->n - 1; i++) {
         tp->workers[i].tp = tp;
-        tp->workers[i].id = i + 1;
-        /* n_started is only read by workers after the first job, which
-         * cannot be published before create returns. */
         if (pthread_create(&tp->workers[i].th, NULL, worker_main, &tp->workers[i]) != 0) {
             shutdown_workers(tp);
             pthread_cond_destroy(&tp->done_cv);
@@ -164,16 +178,17 @@ void ert_parallel_for(struct ert_threadpool *tp, int64_t n, int64_t grain, ert_p
     tp->n_items = n;
     tp->chunk = chunk;
     tp->n_chunks = n_chunks;
-    atomic_store_explicit(&tp->next, 0, memory_order_relaxed);
-    tp->n_done = 0;
     tp->gen++;
+    atomic_store_explicit(&tp->n_done, 0, memory_order_relaxed);
+    atomic_store_explicit(&tp->claim, (uint_least64_t)tp->gen << 32, memory_order_relaxed);
+    job_view j = {fn, arg, n, chunk, n_chunks, tp->gen};
     pthread_cond_broadcast(&tp->work_cv);
     pthread_mutex_unlock(&tp->mu);
 
-    run_chunks(tp, fn, arg, n, chunk, n_chunks);
+    run_chunks(tp, &j);
 
     pthread_mutex_lock(&tp->mu);
-    while (tp->n_done < tp->n_started) pthread_cond_wait(&tp->done_cv, &tp->mu);
+    while (atomic_load_explicit(&tp->n_done, memory_order_acquire) < n_chunks) pthread_cond_wait(&tp->done_cv, &tp->mu);
     tp->busy = false;
     pthread_mutex_unlock(&tp->mu);
 }

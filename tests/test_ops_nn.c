@@ -835,6 +835,13 @@ static void test_threadpool(void) {
             for (int64_t i = 0; i < n; i++) bad += atomic_load(&hits[i]) != 1;
             bad += atomic_load(&c.sum) != n * (n - 1) / 2;
         }
+        /* back-to-back tiny jobs: workers often wake after the job is done */
+        for (int rep = 0; rep < 3000; rep++) {
+            for (int64_t i = 0; i < 8; i++) atomic_init(&hits[i], 0);
+            tp_check c = {hits, 0, pools[pi], false};
+            ert_parallel_for(pools[pi], 8, 1, tp_body, &c);
+            for (int64_t i = 0; i < 8; i++) bad += atomic_load(&hits[i]) != 1;
+        }
         CHECK(bad == 0, "threadpool %d threads: %d bad chunks", pool_threads[pi], bad);
         for (int i = 0; i < 1000; i++) atomic_init(&hits[i], 0);
         tp_check c = {hits, 0, pools[pi], true};
