@@ -6,6 +6,7 @@
  * with ERT_E_FORMAT), check dtypes (f32 only for now: ERT_E_UNSUPPORTED) and
  * shapes (ERT_E_SHAPE, the message names the numbers), infer the output
  * shape with overflow-checked arithmetic, and size the CPU workspace.
+ * Messages do not repeat the op or node: the session prefixes both.
  * Workspace sizes come from the CPU SGEMM's own sizing function so the two
  * cannot drift apart. */
 #include "cpu_gemm.h"
@@ -18,11 +19,6 @@ static const ert_node k_empty_node; /* attribute source when prep has no node */
 
 static const ert_node *node_of(const ert_prep *p) { return p->node ? p->node : &k_empty_node; }
 
-static const char *op_name(const ert_prep *p) {
-    const ert_op_def *d = p->node ? ert_op_get(p->node->op) : NULL;
-    return d ? d->name : "op";
-}
-
 static bool has_in(const ert_prep *p, int i) { return i < p->n_in && p->in[i].dtype != ERT_DTYPE_UNDEFINED; }
 
 /* Was optional output i requested (present and not an omitted "" output)? */
@@ -33,7 +29,7 @@ static bool wants_out(const ert_prep *p, int i) {
 
 static ert_status need_f32(ert_prep *p, int i) {
     if (has_in(p, i) && p->in[i].dtype != ERT_DTYPE_F32)
-        return ert_prep_error(p, ERT_E_UNSUPPORTED, "%s: input %d has dtype %s, only f32 is supported", op_name(p), i,
+        return ert_prep_error(p, ERT_E_UNSUPPORTED, "input %d has dtype %s, only f32 is supported", i,
                               ert_dtype_name(p->in[i].dtype));
     return ERT_OK;
 }
@@ -50,12 +46,12 @@ static ert_status check_nelems(ert_prep *p, int ndim, const int64_t *dims) {
     int64_t n = 1;
     for (int i = 0; i < ndim; i++)
         if (dims[i] < 0 || __builtin_mul_overflow(n, dims[i], &n) || n > (INT64_MAX >> 4))
-            return ert_prep_error(p, ERT_E_SHAPE, "%s: output shape overflows", op_name(p));
+            return ert_prep_error(p, ERT_E_SHAPE, "output shape overflows");
     return ERT_OK;
 }
 
 static ert_status set_workspace(ert_prep *p, size_t bytes) {
-    if (bytes == SIZE_MAX) return ert_prep_error(p, ERT_E_SHAPE, "%s: workspace size overflows", op_name(p));
+    if (bytes == SIZE_MAX) return ert_prep_error(p, ERT_E_SHAPE, "workspace size overflows");
     p->workspace_bytes = bytes;
     return ERT_OK;
 }
@@ -65,7 +61,7 @@ static ert_status read_act(ert_prep *p, ert_act_params *act) {
     const ert_node *n = node_of(p);
     int64_t k = ert_attr_int(n, "ert_act", ERT_ACT_NONE);
     if (k < ERT_ACT_NONE || k > ERT_ACT_GELU)
-        return ert_prep_error(p, ERT_E_FORMAT, "%s: ert_act %lld is not a known activation", op_name(p), (long long)k);
+        return ert_prep_error(p, ERT_E_FORMAT, "ert_act %lld is not a known activation", (long long)k);
     float da = 0.0f, db = 0.0f;
     if (k == ERT_ACT_LEAKY_RELU) da = 0.01f;
     if (k == ERT_ACT_CLIP) da = -INFINITY, db = INFINITY;
@@ -94,10 +90,10 @@ static ert_status read_ints(ert_prep *p, const char *name, int want, int64_t lo,
     if (present) *present = n >= 0;
     if (n < 0) return ERT_OK;
     if (n != want)
-        return ert_prep_error(p, ERT_E_FORMAT, "%s: %s has %d values, expected %d", op_name(p), name, n, want);
+        return ert_prep_error(p, ERT_E_FORMAT, "%s has %d values, expected %d", name, n, want);
     for (int i = 0; i < n; i++) {
         if (tmp[i] < lo)
-            return ert_prep_error(p, ERT_E_FORMAT, "%s: %s[%d] is %lld, must be >= %lld", op_name(p), name, i,
+            return ert_prep_error(p, ERT_E_FORMAT, "%s[%d] is %lld, must be >= %lld", name, i,
                                   (long long)tmp[i], (long long)lo);
         out[i] = tmp[i];
     }
@@ -123,7 +119,7 @@ static ert_status read_spatial(ert_prep *p, int nsp, spatial *sa) {
     else if (strcmp(ap, "SAME_UPPER") == 0) sa->auto_pad = PAD_SAME_UPPER;
     else if (strcmp(ap, "SAME_LOWER") == 0) sa->auto_pad = PAD_SAME_LOWER;
     else if (strcmp(ap, "VALID") == 0) sa->auto_pad = PAD_VALID;
-    else return ert_prep_error(p, ERT_E_FORMAT, "%s: unknown auto_pad '%s'", op_name(p), ap);
+    else return ert_prep_error(p, ERT_E_FORMAT, "unknown auto_pad '%s'", ap);
     return ERT_OK;
 }
 
@@ -132,12 +128,12 @@ static ert_status read_spatial(ert_prep *p, int nsp, spatial *sa) {
 static ert_status fwd_out(ert_prep *p, spatial *sa, int i, int64_t in, bool ceil_mode, int64_t *out) {
     int64_t k = sa->k[i], s = sa->s[i], d = sa->d[i], eff, padded;
     if (__builtin_mul_overflow(k - 1, d, &eff) || __builtin_add_overflow(eff, 1, &eff))
-        return ert_prep_error(p, ERT_E_FORMAT, "%s: kernel %lld with dilation %lld overflows", op_name(p),
+        return ert_prep_error(p, ERT_E_FORMAT, "kernel %lld with dilation %lld overflows",
                               (long long)k, (long long)d);
     if (sa->auto_pad == PAD_SAME_UPPER || sa->auto_pad == PAD_SAME_LOWER) {
         int64_t o = in / s + (in % s != 0), total;
         if (__builtin_mul_overflow(o > 0 ? o - 1 : 0, s, &total) || __builtin_add_overflow(total, eff - in, &total))
-            return ert_prep_error(p, ERT_E_FORMAT, "%s: padding overflows", op_name(p));
+            return ert_prep_error(p, ERT_E_FORMAT, "padding overflows");
         if (total < 0) total = 0;
         sa->pb[i] = sa->auto_pad == PAD_SAME_UPPER ? total / 2 : total - total / 2;
         sa->pe[i] = total - sa->pb[i];
@@ -146,12 +142,12 @@ static ert_status fwd_out(ert_prep *p, spatial *sa, int i, int64_t in, bool ceil
     }
     if (sa->auto_pad == PAD_VALID) sa->pb[i] = sa->pe[i] = 0;
     if (__builtin_add_overflow(in, sa->pb[i], &padded) || __builtin_add_overflow(padded, sa->pe[i], &padded))
-        return ert_prep_error(p, ERT_E_FORMAT, "%s: pads overflow", op_name(p));
+        return ert_prep_error(p, ERT_E_FORMAT, "pads overflow");
     if (padded < eff)
         return ert_prep_error(p, ERT_E_SHAPE,
-                              "%s: kernel extent %lld (kernel %lld, dilation %lld) is larger than the padded input %lld "
+                              "kernel extent %lld (kernel %lld, dilation %lld) is larger than the padded input %lld "
                               "in spatial dim %d",
-                              op_name(p), (long long)eff, (long long)k, (long long)d, (long long)padded, i);
+                              (long long)eff, (long long)k, (long long)d, (long long)padded, i);
     int64_t num = padded - eff;
     int64_t o = (ceil_mode ? num / s + (num % s != 0) : num / s) + 1;
     /* a ceil_mode window must start inside the input or its left padding */
@@ -170,29 +166,29 @@ ert_status ert_prepare_conv(ert_prep *p) {
         if ((st = need_f32(p, i))) return st;
     const ert_tinfo *x = &p->in[0], *w = &p->in[1];
     if (x->ndim < 3 || x->ndim > 5)
-        return ert_prep_error(p, ERT_E_SHAPE, "Conv: input has rank %d, expected 3 to 5 (N, C, spatial...)", x->ndim);
+        return ert_prep_error(p, ERT_E_SHAPE, "input has rank %d, expected 3 to 5 (N, C, spatial...)", x->ndim);
     if (w->ndim != x->ndim)
-        return ert_prep_error(p, ERT_E_SHAPE, "Conv: weight has rank %d, input has rank %d", w->ndim, x->ndim);
+        return ert_prep_error(p, ERT_E_SHAPE, "weight has rank %d, input has rank %d", w->ndim, x->ndim);
     int nsp = x->ndim - 2;
     spatial sa;
     if ((st = read_spatial(p, nsp, &sa))) return st;
     int64_t group = ert_attr_int(node_of(p), "group", 1);
-    if (group < 1) return ert_prep_error(p, ERT_E_FORMAT, "Conv: group is %lld, must be >= 1", (long long)group);
+    if (group < 1) return ert_prep_error(p, ERT_E_FORMAT, "group is %lld, must be >= 1", (long long)group);
     int64_t C = x->dims[1], M = w->dims[0], Cg = w->dims[1];
-    if (Cg < 1 || M < 1) return ert_prep_error(p, ERT_E_SHAPE, "Conv: weight has an empty channel dim");
+    if (Cg < 1 || M < 1) return ert_prep_error(p, ERT_E_SHAPE, "weight has an empty channel dim");
     int64_t C_want;
     if (__builtin_mul_overflow(Cg, group, &C_want)) C_want = -1;
     if (C != C_want)
-        return ert_prep_error(p, ERT_E_SHAPE, "Conv: input has %lld channels, weight expects %lld (group %lld)",
+        return ert_prep_error(p, ERT_E_SHAPE, "input has %lld channels, weight expects %lld (group %lld)",
                               (long long)C, (long long)C_want, (long long)group);
     if (M % group)
-        return ert_prep_error(p, ERT_E_SHAPE, "Conv: weight has %lld output channels, not divisible by group %lld",
+        return ert_prep_error(p, ERT_E_SHAPE, "weight has %lld output channels, not divisible by group %lld",
                               (long long)M, (long long)group);
     for (int i = 0; i < nsp; i++) {
         if (w->dims[2 + i] < 1)
-            return ert_prep_error(p, ERT_E_SHAPE, "Conv: weight kernel dim %d is %lld", i, (long long)w->dims[2 + i]);
+            return ert_prep_error(p, ERT_E_SHAPE, "weight kernel dim %d is %lld", i, (long long)w->dims[2 + i]);
         if (sa.have_k && sa.k[i] != w->dims[2 + i])
-            return ert_prep_error(p, ERT_E_SHAPE, "Conv: kernel_shape[%d] is %lld but the weight has %lld", i,
+            return ert_prep_error(p, ERT_E_SHAPE, "kernel_shape[%d] is %lld but the weight has %lld", i,
                                   (long long)sa.k[i], (long long)w->dims[2 + i]);
         sa.k[i] = w->dims[2 + i];
     }
@@ -200,12 +196,12 @@ ert_status ert_prepare_conv(ert_prep *p) {
     for (int i = 0; i < nsp; i++)
         if ((st = fwd_out(p, &sa, i, x->dims[2 + i], false, &od[2 + i]))) return st;
     if (has_in(p, 2) && !(p->in[2].ndim == 1 && p->in[2].dims[0] == M))
-        return ert_prep_error(p, ERT_E_SHAPE, "Conv: bias must have shape (%lld)", (long long)M);
+        return ert_prep_error(p, ERT_E_SHAPE, "bias must have shape (%lld)", (long long)M);
     if (has_in(p, 3)) {
         const ert_tinfo *r = &p->in[3];
         bool same = r->ndim == x->ndim;
         for (int i = 0; same && i < x->ndim; i++) same = r->dims[i] == od[i];
-        if (!same) return ert_prep_error(p, ERT_E_SHAPE, "Conv: residual input must have the output's shape");
+        if (!same) return ert_prep_error(p, ERT_E_SHAPE, "residual input must have the output's shape");
     }
     if ((st = check_nelems(p, x->ndim, od))) return st;
     cp->nsp = nsp;
@@ -239,50 +235,50 @@ ert_status ert_prepare_conv_transpose(ert_prep *p) {
         if ((st = need_f32(p, i))) return st;
     const ert_tinfo *x = &p->in[0], *w = &p->in[1];
     if (x->ndim < 3 || x->ndim > 5)
-        return ert_prep_error(p, ERT_E_SHAPE, "ConvTranspose: input has rank %d, expected 3 to 5", x->ndim);
+        return ert_prep_error(p, ERT_E_SHAPE, "input has rank %d, expected 3 to 5", x->ndim);
     if (w->ndim != x->ndim)
-        return ert_prep_error(p, ERT_E_SHAPE, "ConvTranspose: weight has rank %d, input has rank %d", w->ndim, x->ndim);
+        return ert_prep_error(p, ERT_E_SHAPE, "weight has rank %d, input has rank %d", w->ndim, x->ndim);
     int nsp = x->ndim - 2;
     spatial sa;
     if ((st = read_spatial(p, nsp, &sa))) return st;
     int64_t group = ert_attr_int(node_of(p), "group", 1);
-    if (group < 1) return ert_prep_error(p, ERT_E_FORMAT, "ConvTranspose: group is %lld", (long long)group);
+    if (group < 1) return ert_prep_error(p, ERT_E_FORMAT, "group is %lld", (long long)group);
     int64_t C = x->dims[1], Mg = w->dims[1];
     if (C != w->dims[0] || C % group)
-        return ert_prep_error(p, ERT_E_SHAPE, "ConvTranspose: input has %lld channels, weight expects %lld (group %lld)",
+        return ert_prep_error(p, ERT_E_SHAPE, "input has %lld channels, weight expects %lld (group %lld)",
                               (long long)C, (long long)w->dims[0], (long long)group);
-    if (Mg < 1 || C < 1) return ert_prep_error(p, ERT_E_SHAPE, "ConvTranspose: empty channel dim");
+    if (Mg < 1 || C < 1) return ert_prep_error(p, ERT_E_SHAPE, "empty channel dim");
     int64_t M;
-    if (__builtin_mul_overflow(Mg, group, &M)) return ert_prep_error(p, ERT_E_SHAPE, "ConvTranspose: channels overflow");
+    if (__builtin_mul_overflow(Mg, group, &M)) return ert_prep_error(p, ERT_E_SHAPE, "channels overflow");
     int64_t opad[3] = {0}, oshape[5] = {0};
     if ((st = read_ints(p, "output_padding", nsp, 0, opad, NULL))) return st;
     int n_os = ert_attr_ints(node_of(p), "output_shape", oshape, 5);
     if (n_os >= 0 && n_os != nsp && n_os != nsp + 2)
-        return ert_prep_error(p, ERT_E_FORMAT, "ConvTranspose: output_shape has %d values, expected %d", n_os, nsp);
+        return ert_prep_error(p, ERT_E_FORMAT, "output_shape has %d values, expected %d", n_os, nsp);
     int64_t od[ERT_MAX_DIMS] = {x->dims[0], M};
     for (int i = 0; i < nsp; i++) {
         int64_t k = w->dims[2 + i], s = sa.s[i], d = sa.d[i], in = x->dims[2 + i];
-        if (k < 1) return ert_prep_error(p, ERT_E_SHAPE, "ConvTranspose: weight kernel dim %d is %lld", i, (long long)k);
+        if (k < 1) return ert_prep_error(p, ERT_E_SHAPE, "weight kernel dim %d is %lld", i, (long long)k);
         if (sa.have_k && sa.k[i] != k)
-            return ert_prep_error(p, ERT_E_SHAPE, "ConvTranspose: kernel_shape[%d] is %lld but the weight has %lld", i,
+            return ert_prep_error(p, ERT_E_SHAPE, "kernel_shape[%d] is %lld but the weight has %lld", i,
                                   (long long)sa.k[i], (long long)k);
         sa.k[i] = k;
         if (opad[i] >= (s > d ? s : d))
-            return ert_prep_error(p, ERT_E_FORMAT, "ConvTranspose: output_padding[%d]=%lld must be below the stride or dilation",
+            return ert_prep_error(p, ERT_E_FORMAT, "output_padding[%d]=%lld must be below the stride or dilation",
                                   i, (long long)opad[i]);
         /* full = s*(in-1) + output_padding + (k-1)*d + 1: the unpadded output size */
         int64_t full, eff;
         if (in < 1 || __builtin_mul_overflow(k - 1, d, &eff) || __builtin_mul_overflow(s, in - 1, &full) ||
             __builtin_add_overflow(full, opad[i] + eff + 1, &full))
-            return ert_prep_error(p, ERT_E_SHAPE, "ConvTranspose: output size overflows in spatial dim %d", i);
+            return ert_prep_error(p, ERT_E_SHAPE, "output size overflows in spatial dim %d", i);
         int64_t want = -1;
         if (n_os >= 0) want = oshape[n_os == nsp ? i : i + 2];
         else if (sa.auto_pad == PAD_SAME_UPPER || sa.auto_pad == PAD_SAME_LOWER) {
-            if (__builtin_mul_overflow(in, s, &want)) return ert_prep_error(p, ERT_E_SHAPE, "ConvTranspose: overflow");
+            if (__builtin_mul_overflow(in, s, &want)) return ert_prep_error(p, ERT_E_SHAPE, "overflow");
         }
         if (want >= 0) {
             if (want < 1 || want - full > 1024 * 1024)
-                return ert_prep_error(p, ERT_E_SHAPE, "ConvTranspose: output_shape[%d]=%lld is not reachable", i,
+                return ert_prep_error(p, ERT_E_SHAPE, "output_shape[%d]=%lld is not reachable", i,
                                       (long long)want);
             int64_t total = full - want; /* may be negative: output grows past the last tap (zeros + bias) */
             if (sa.auto_pad == PAD_SAME_UPPER) sa.pb[i] = total / 2, sa.pe[i] = total - total / 2;
@@ -292,12 +288,12 @@ ert_status ert_prepare_conv_transpose(ert_prep *p) {
             if (sa.auto_pad == PAD_VALID) sa.pb[i] = sa.pe[i] = 0;
             if (__builtin_sub_overflow(full, sa.pb[i], &od[2 + i]) || __builtin_sub_overflow(od[2 + i], sa.pe[i], &od[2 + i]) ||
                 od[2 + i] < 1)
-                return ert_prep_error(p, ERT_E_SHAPE, "ConvTranspose: pads %lld+%lld leave no output in spatial dim %d",
+                return ert_prep_error(p, ERT_E_SHAPE, "pads %lld+%lld leave no output in spatial dim %d",
                                       (long long)sa.pb[i], (long long)sa.pe[i], i);
         }
     }
     if (has_in(p, 2) && !(p->in[2].ndim == 1 && p->in[2].dims[0] == M))
-        return ert_prep_error(p, ERT_E_SHAPE, "ConvTranspose: bias must have shape (%lld)", (long long)M);
+        return ert_prep_error(p, ERT_E_SHAPE, "bias must have shape (%lld)", (long long)M);
     if ((st = check_nelems(p, x->ndim, od))) return st;
     cp->nsp = nsp;
     for (int i = 0; i < nsp; i++) {
@@ -332,19 +328,19 @@ ert_status ert_prepare_batchnorm(ert_prep *p) {
     for (int i = 0; i < 5; i++)
         if ((st = need_f32(p, i))) return st;
     if (ert_attr_int(node_of(p), "training_mode", 0) != 0)
-        return ert_prep_error(p, ERT_E_UNSUPPORTED, "BatchNormalization: training_mode=1 is not supported");
+        return ert_prep_error(p, ERT_E_UNSUPPORTED, "training_mode=1 is not supported");
     if (wants_out(p, 1) || wants_out(p, 2))
-        return ert_prep_error(p, ERT_E_UNSUPPORTED, "BatchNormalization: running mean/var outputs are not supported");
+        return ert_prep_error(p, ERT_E_UNSUPPORTED, "running mean/var outputs are not supported");
     const ert_tinfo *x = &p->in[0];
-    if (x->ndim < 2) return ert_prep_error(p, ERT_E_SHAPE, "BatchNormalization: input has rank %d, expected >= 2", x->ndim);
+    if (x->ndim < 2) return ert_prep_error(p, ERT_E_SHAPE, "input has rank %d, expected >= 2", x->ndim);
     static const char *names[] = {"", "scale", "B", "mean", "var"};
     for (int i = 1; i < 5; i++)
         if (p->in[i].ndim != 1 || p->in[i].dims[0] != x->dims[1])
-            return ert_prep_error(p, ERT_E_SHAPE, "BatchNormalization: %s must have shape (%lld), input has %lld channels",
+            return ert_prep_error(p, ERT_E_SHAPE, "%s must have shape (%lld), input has %lld channels",
                                   names[i], (long long)x->dims[1], (long long)x->dims[1]);
     np->epsilon = ert_attr_float(node_of(p), "epsilon", 1e-5f);
     np->momentum = ert_attr_float(node_of(p), "momentum", 0.9f);
-    if (!(np->epsilon >= 0)) return ert_prep_error(p, ERT_E_FORMAT, "BatchNormalization: epsilon must be >= 0");
+    if (!(np->epsilon >= 0)) return ert_prep_error(p, ERT_E_FORMAT, "epsilon must be >= 0");
     set_out(p, x->ndim, x->dims);
     return ERT_OK;
 }
@@ -359,19 +355,19 @@ ert_status ert_prepare_matmul(ert_prep *p) {
     for (int i = 0; i < 2; i++)
         if ((st = need_f32(p, i))) return st;
     const ert_tinfo *a = &p->in[0], *b = &p->in[1];
-    if (a->ndim < 1 || b->ndim < 1) return ert_prep_error(p, ERT_E_SHAPE, "MatMul: inputs must have rank >= 1");
+    if (a->ndim < 1 || b->ndim < 1) return ert_prep_error(p, ERT_E_SHAPE, "inputs must have rank >= 1");
     int64_t M = a->ndim >= 2 ? a->dims[a->ndim - 2] : 1, K = a->dims[a->ndim - 1];
     int64_t Kb = b->ndim >= 2 ? b->dims[b->ndim - 2] : b->dims[0], N = b->ndim >= 2 ? b->dims[b->ndim - 1] : 1;
     if (K != Kb)
-        return ert_prep_error(p, ERT_E_SHAPE, "MatMul: inner dims differ: a has K=%lld, b has K=%lld", (long long)K,
+        return ert_prep_error(p, ERT_E_SHAPE, "inner dims differ: a has K=%lld, b has K=%lld", (long long)K,
                               (long long)Kb);
     int na = a->ndim > 2 ? a->ndim - 2 : 0, nb = b->ndim > 2 ? b->ndim - 2 : 0, nd;
     int64_t od[ERT_MAX_DIMS + 2];
     if (!ert_broadcast_shape(na, a->dims, nb, b->dims, &nd, od))
-        return ert_prep_error(p, ERT_E_SHAPE, "MatMul: batch dims cannot be broadcast");
+        return ert_prep_error(p, ERT_E_SHAPE, "batch dims cannot be broadcast");
     if (a->ndim >= 2) od[nd++] = M;
     if (b->ndim >= 2) od[nd++] = N;
-    if (nd > ERT_MAX_DIMS) return ert_prep_error(p, ERT_E_SHAPE, "MatMul: output rank %d too large", nd);
+    if (nd > ERT_MAX_DIMS) return ert_prep_error(p, ERT_E_SHAPE, "output rank %d too large", nd);
     if ((st = check_nelems(p, nd, od))) return st;
     if ((st = read_act(p, &gp->act))) return st;
     set_out(p, nd, od);
@@ -388,7 +384,7 @@ ert_status ert_prepare_gemm(ert_prep *p) {
         if ((st = need_f32(p, i))) return st;
     const ert_tinfo *a = &p->in[0], *b = &p->in[1];
     if (a->ndim != 2 || b->ndim != 2)
-        return ert_prep_error(p, ERT_E_SHAPE, "Gemm: A and B must be 2-D (ranks %d and %d)", a->ndim, b->ndim);
+        return ert_prep_error(p, ERT_E_SHAPE, "A and B must be 2-D (ranks %d and %d)", a->ndim, b->ndim);
     const ert_node *n = node_of(p);
     gp->alpha = ert_attr_float(n, "alpha", 1.0f);
     gp->beta = ert_attr_float(n, "beta", 1.0f);
@@ -397,7 +393,7 @@ ert_status ert_prepare_gemm(ert_prep *p) {
     int64_t M = a->dims[gp->trans_a ? 1 : 0], K = a->dims[gp->trans_a ? 0 : 1];
     int64_t Kb = b->dims[gp->trans_b ? 1 : 0], N = b->dims[gp->trans_b ? 0 : 1];
     if (K != Kb)
-        return ert_prep_error(p, ERT_E_SHAPE, "Gemm: inner dims differ: op(A) is (%lld,%lld), op(B) is (%lld,%lld)",
+        return ert_prep_error(p, ERT_E_SHAPE, "inner dims differ: op(A) is (%lld,%lld), op(B) is (%lld,%lld)",
                               (long long)M, (long long)K, (long long)Kb, (long long)N);
     if (has_in(p, 2)) {
         const ert_tinfo *c = &p->in[2];
@@ -407,7 +403,7 @@ ert_status ert_prepare_gemm(ert_prep *p) {
             int64_t dc = c->dims[i], dw = want[2 - c->ndim + i];
             ok = dc == dw || dc == 1;
         }
-        if (!ok) return ert_prep_error(p, ERT_E_SHAPE, "Gemm: C cannot be broadcast to (%lld,%lld)", (long long)M, (long long)N);
+        if (!ok) return ert_prep_error(p, ERT_E_SHAPE, "C cannot be broadcast to (%lld,%lld)", (long long)M, (long long)N);
         gp->has_c = true;
     }
     int64_t od[2] = {M, N};
@@ -424,19 +420,18 @@ ert_status ert_prepare_pool(ert_prep *p) {
     memset(pp, 0, sizeof *pp);
     ert_status st;
     bool is_max = p->node && p->node->op == ERT_OP_MAXPOOL;
-    const char *name = is_max ? "MaxPool" : "AveragePool";
     if ((st = need_f32(p, 0))) return st;
     if (is_max && wants_out(p, 1))
-        return ert_prep_error(p, ERT_E_UNSUPPORTED, "MaxPool: the Indices output is not supported");
+        return ert_prep_error(p, ERT_E_UNSUPPORTED, "the Indices output is not supported");
     const ert_tinfo *x = &p->in[0];
     if (x->ndim < 3 || x->ndim > 5)
-        return ert_prep_error(p, ERT_E_SHAPE, "%s: input has rank %d, expected 3 to 5", name, x->ndim);
+        return ert_prep_error(p, ERT_E_SHAPE, "input has rank %d, expected 3 to 5", x->ndim);
     int nsp = x->ndim - 2;
     spatial sa;
     if ((st = read_spatial(p, nsp, &sa))) return st;
-    if (!sa.have_k) return ert_prep_error(p, ERT_E_FORMAT, "%s: kernel_shape is required", name);
+    if (!sa.have_k) return ert_prep_error(p, ERT_E_FORMAT, "kernel_shape is required");
     if (ert_attr_int(node_of(p), "storage_order", 0) != 0)
-        return ert_prep_error(p, ERT_E_UNSUPPORTED, "%s: storage_order=1 is not supported", name);
+        return ert_prep_error(p, ERT_E_UNSUPPORTED, "storage_order=1 is not supported");
     pp->ceil_mode = ert_attr_int(node_of(p), "ceil_mode", 0) != 0;
     pp->count_include_pad = !is_max && ert_attr_int(node_of(p), "count_include_pad", 0) != 0;
     int64_t od[ERT_MAX_DIMS] = {x->dims[0], x->dims[1]};
@@ -458,7 +453,7 @@ ert_status ert_prepare_global_pool(ert_prep *p) {
     ert_status st;
     if ((st = need_f32(p, 0))) return st;
     const ert_tinfo *x = &p->in[0];
-    if (x->ndim < 2) return ert_prep_error(p, ERT_E_SHAPE, "%s: input has rank %d, expected >= 2", op_name(p), x->ndim);
+    if (x->ndim < 2) return ert_prep_error(p, ERT_E_SHAPE, "input has rank %d, expected >= 2", x->ndim);
     int64_t od[ERT_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) od[i] = i < 2 ? x->dims[i] : 1;
     set_out(p, x->ndim, od);
@@ -474,16 +469,16 @@ ert_status ert_prepare_layernorm(ert_prep *p) {
     for (int i = 0; i < 3; i++)
         if ((st = need_f32(p, i))) return st;
     if (wants_out(p, 1) || wants_out(p, 2))
-        return ert_prep_error(p, ERT_E_UNSUPPORTED, "LayerNormalization: Mean/InvStdDev outputs are not supported");
+        return ert_prep_error(p, ERT_E_UNSUPPORTED, "Mean/InvStdDev outputs are not supported");
     const ert_tinfo *x = &p->in[0];
     int64_t axis = ert_attr_int(node_of(p), "axis", -1);
     if (axis < -x->ndim || axis >= x->ndim || x->ndim == 0)
-        return ert_prep_error(p, ERT_E_SHAPE, "LayerNormalization: axis %lld out of range for rank %d", (long long)axis,
+        return ert_prep_error(p, ERT_E_SHAPE, "axis %lld out of range for rank %d", (long long)axis,
                               x->ndim);
     if (axis < 0) axis += x->ndim;
     np->axis = axis;
     np->epsilon = ert_attr_float(node_of(p), "epsilon", 1e-5f);
-    if (!(np->epsilon >= 0)) return ert_prep_error(p, ERT_E_FORMAT, "LayerNormalization: epsilon must be >= 0");
+    if (!(np->epsilon >= 0)) return ert_prep_error(p, ERT_E_FORMAT, "epsilon must be >= 0");
     int nn = x->ndim - (int)axis;
     for (int k = 1; k < 3; k++) {
         if (!has_in(p, k)) continue;
@@ -500,10 +495,10 @@ ert_status ert_prepare_layernorm(ert_prep *p) {
         int64_t inner = 1;
         for (int i = (int)axis; i < x->ndim; i++) inner *= x->dims[i];
         if (ok && ne != inner) /* valid ONNX (partial broadcast), not handled by the kernel */
-            return ert_prep_error(p, ERT_E_UNSUPPORTED, "LayerNormalization: %s broadcasts over part of the normalised shape",
+            return ert_prep_error(p, ERT_E_UNSUPPORTED, "%s broadcasts over part of the normalised shape",
                                   k == 1 ? "scale" : "bias");
         if (!ok)
-            return ert_prep_error(p, ERT_E_SHAPE, "LayerNormalization: %s does not match the normalised shape (axis %lld)",
+            return ert_prep_error(p, ERT_E_SHAPE, "%s does not match the normalised shape (axis %lld)",
                                   k == 1 ? "scale" : "bias", (long long)axis);
     }
     set_out(p, x->ndim, x->dims);
@@ -520,7 +515,7 @@ ert_status ert_prepare_softmax(ert_prep *p) {
     const ert_tinfo *x = &p->in[0];
     int64_t axis = ert_attr_int(node_of(p), "axis", -1);
     if (x->ndim < 1 || axis < -x->ndim || axis >= x->ndim)
-        return ert_prep_error(p, ERT_E_SHAPE, "%s: axis %lld out of range for rank %d", op_name(p), (long long)axis,
+        return ert_prep_error(p, ERT_E_SHAPE, "axis %lld out of range for rank %d", (long long)axis,
                               x->ndim);
     if (axis < 0) axis += x->ndim;
     ap->axis = axis;
