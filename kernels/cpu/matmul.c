@@ -78,7 +78,7 @@ typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *out);
 
 static void ukr_generic(int64_t kc, const float *a, const float *b, float *out) { ukr_body(kc, a, b, out); }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *a, const float *b, float *out) {
     ukr_body(kc, a, b, out);
 }
