@@ -303,6 +303,11 @@ static void test_conv(void) {
         .act = ERT_ACT_LEAKY_RELU, .act_a = 0.1f}, N_POOLS);
     test_conv_case("1x1 stride 2 + clip", (convcfg){.nsp = 2, .N = 1, .C = 4, .M = 7, .group = 1, .in = V3(7, 5, 0),
         .k = V3(1, 1, 0), .s = V3(2, 2, 0), .d = V3(1, 1, 0), .act = ERT_ACT_CLIP, .act_a = -0.3f, .act_b = 0.4f}, N_POOLS);
+    test_conv_case("depthwise 1d s2", (convcfg){.nsp = 1, .N = 2, .C = 4, .M = 4, .group = 4, .in = V3(13, 0, 0),
+        .k = V3(5, 0, 0), .s = V3(2, 0, 0), .d = V3(1, 0, 0), .pb = V3(2, 0, 0), .pe = V3(1, 0, 0), .bias = true}, N_POOLS);
+    test_conv_case("depthwise 3d", (convcfg){.nsp = 3, .N = 1, .C = 2, .M = 2, .group = 2, .in = V3(3, 4, 5),
+        .k = V3(2, 3, 3), .s = V3(1, 1, 2), .d = V3(1, 1, 1), .pb = V3(1, 1, 1), .pe = V3(0, 1, 1),
+        .act = ERT_ACT_SIGMOID}, N_POOLS);
     /* one case big enough to cross every SGEMM block (M > 144, K > 256, N > 256) */
     test_conv_case("big conv 40->150 17x19", (convcfg){.nsp = 2, .N = 1, .C = 40, .M = 150, .group = 1,
         .in = V3(17, 19, 0), .k = V3(3, 3, 0), .s = V3(1, 1, 0), .d = V3(1, 1, 0), .pb = V3(1, 1, 0), .pe = V3(1, 1, 0),
@@ -401,7 +406,7 @@ static void test_convt(void) {
 
 /* ------------------------------------------------------------ MatMul / Gemm */
 
-static void test_matmul_case(const char *what, tens a, tens b, int max_pools) {
+static void test_matmul_case(const char *what, tens a, tens b, int max_pools, int act) {
     /* independent shape rule: pad 1-D operands, broadcast batch, drop pads */
     int64_t ad[8], bd[8];
     int an = a.ndim, bn = b.ndim;
@@ -429,7 +434,7 @@ static void test_matmul_case(const char *what, tens a, tens b, int max_pools) {
             for (int64_t j = 0; j < N; j++) {
                 double s = 0;
                 for (int64_t k = 0; k < K; k++) s += (double)a.data[oa * M * K + i * K + k] * b.data[ob * K * N + k * N + j];
-                ref[(bi * M + i) * N + j] = s;
+                ref[(bi * M + i) * N + j] = ref_act(s, act, 0, 0);
             }
     }
     int ond = 0;
@@ -437,7 +442,9 @@ static void test_matmul_case(const char *what, tens a, tens b, int max_pools) {
     if (a.ndim > 1) od[ond++] = M;
     if (b.ndim > 1) od[ond++] = N;
     tens in[2] = {a, b};
-    check_op(what, ERT_OP_MATMUL, NULL, 2, in, ref, ond, od, max_pools);
+    attrs A = {.n = 0};
+    if (act) at_i(&A, "ert_act", act);
+    check_op(what, ERT_OP_MATMUL, &A, 2, in, ref, ond, od, max_pools);
     free(ref);
     free_t(&a);
     free_t(&b);
@@ -483,12 +490,13 @@ static void test_gemm_case(bool ta, bool tb, int c_kind, float alpha, float beta
 }
 
 static void test_matmul_gemm(void) {
-    test_matmul_case("matmul batched broadcast", MK(2, 1, 3, 5), MK(4, 5, 7), N_POOLS);
-    test_matmul_case("matmul 1-D x 2-D", MK(5), MK(5, 7), N_POOLS);
-    test_matmul_case("matmul 2-D x 1-D", MK(3, 5), MK(5), N_POOLS);
-    test_matmul_case("matmul 1-D x 1-D", MK(6), MK(6), N_POOLS);
-    test_matmul_case("matmul 3-D x 1-D", MK(2, 3, 4), MK(4), N_POOLS);
-    test_matmul_case("matmul big", MK(150, 300), MK(300, 270), 2);
+    test_matmul_case("matmul batched broadcast", MK(2, 1, 3, 5), MK(4, 5, 7), N_POOLS, 0);
+    test_matmul_case("matmul 1-D x 2-D", MK(5), MK(5, 7), N_POOLS, 0);
+    test_matmul_case("matmul 2-D x 1-D", MK(3, 5), MK(5), N_POOLS, 0);
+    test_matmul_case("matmul 1-D x 1-D", MK(6), MK(6), N_POOLS, 0);
+    test_matmul_case("matmul 3-D x 1-D", MK(2, 3, 4), MK(4), N_POOLS, 0);
+    test_matmul_case("matmul broadcast b + relu", MK(3, 4, 6), MK(1, 6, 5), N_POOLS, ERT_ACT_RELU);
+    test_matmul_case("matmul big", MK(150, 300), MK(300, 270), 2, 0);
     for (int t = 0; t < 4; t++)
         for (int ck = 0; ck < 6; ck++) test_gemm_case(t & 1, t >> 1, ck, 0.7f, 1.3f, 0);
     test_gemm_case(true, false, 4, 1.0f, 0.0f, ERT_ACT_RELU);
