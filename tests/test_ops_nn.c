@@ -13,16 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ert_dims_nelems is declared in ert_internal.h and used by runtime/ops.c but
- * lives in runtime/model.c (not on this branch yet); a weak stand-in lets the
- * test link either way. */
-__attribute__((weak)) bool ert_dims_nelems(int ndim, const int64_t *dims, int64_t *out) {
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++)
-        if (dims[i] < 0 || __builtin_mul_overflow(n, dims[i], &n)) return false;
-    *out = n;
-    return true;
-}
 
 static ert_test_rng rng;
 static ert_context *ctx;
