@@ -2,18 +2,19 @@
 # Build the libFuzzer targets (clang, ASan+UBSan, library instrumented) and run
 # each for N seconds, starting from the committed corpus.
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGETS...]   (default: 60, ert onnx)
-# Environment: BUILD (default build-fuzz), JOBS (default 2), WORK (scratch
-# corpus + artifacts, default $BUILD/fuzz-work).
+# Environment: FUZZ_SECONDS (default for SECONDS_PER_TARGET; scripts/test.sh
+# sets it), BUILD (default build/test-fuzz), ERT_JOBS or JOBS (build jobs,
+# default 2), WORK (scratch corpus + artifacts, default $BUILD/fuzz-work).
 # New corpus entries go to $WORK/<target>/corpus (not the repo). A crash leaves
 # $WORK/<target>/crash-*; the script exits non-zero. To keep a reproducer:
 #   cp $WORK/ert/crash-XXXX tests/fuzz/corpus/ert/  (fuzz_regress replays it)
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
-secs=${1:-60}
+secs=${1:-${FUZZ_SECONDS:-60}}
 [ $# -gt 0 ] && shift
 targets=${*:-ert onnx}
-build=${BUILD:-$root/build-fuzz}
-jobs=${JOBS:-2}
+build=${BUILD:-$root/build/test-fuzz}
+jobs=${ERT_JOBS:-${JOBS:-2}}
 work=${WORK:-$build/fuzz-work}
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \

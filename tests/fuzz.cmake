@@ -7,7 +7,7 @@
 # With ERT_FUZZ=ON and clang: the libFuzzer targets fuzz_ert and fuzz_onnx.
 # The whole library must carry the fuzzer's coverage instrumentation, so
 # configure a separate build like this (scripts/fuzz.sh does):
-#   cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang \
+#   cmake -S . -B build/test-fuzz -G Ninja -DCMAKE_C_COMPILER=clang \
 #         -DERT_SANITIZE=address,undefined -DERT_FUZZ=ON \
 #         -DCMAKE_C_FLAGS=-fsanitize=fuzzer-no-link -DCMAKE_BUILD_TYPE=RelWithDebInfo
 # (ERT_FUZZ also adds -fsanitize=fuzzer-no-link to the library itself, so the

@@ -695,7 +695,7 @@ int main(void) {
         test_targeted(f, n);
     }
     test_session_outputs(path);
-    ert_model *big = build_big(24, 1), *big2 = build_big(24, 2);
+    ert_model *big = build_big(16, 1), *big2 = build_big(16, 2);
     if (big) test_roundtrip(big, bigpath, false);
     if (big) test_failing_save(small, big, path);
     if (big && big2) test_kill_during_save(big, big2, bigpath);
