@@ -891,17 +891,6 @@ static ert_status push_win(loader *L, win_list *l, ert_pb w) {
     return ERT_OK;
 }
 
-/* Appends id to a model's input/output list unless the model helper already did. */
-static ert_status list_add(loader *L, int32_t **arr, int *n, int32_t id) {
-    for (int i = 0; i < *n; i++)
-        if ((*arr)[i] == id) return ERT_OK;
-    int32_t *na = realloc(*arr, (size_t)(*n + 1) * sizeof *na);
-    if (!na) FAIL(ERT_E_NOMEM, "out of memory");
-    na[(*n)++] = id;
-    *arr = na;
-    return ERT_OK;
-}
-
 enum { G_NODE = 1, G_INIT = 5, G_INPUT = 11, G_OUTPUT = 12, G_VALUE_INFO = 13, G_SPARSE_INIT = 15 };
 
 static ert_status load_graph(loader *L, ert_pb g) {
@@ -963,7 +952,7 @@ static ert_status load_graph(loader *L, ert_pb g) {
         int32_t id = add_tensor(L, cn, dt, ERT_ROLE_INPUT, v.ndim, v.dims);
         if (id < 0) GFAIL(ERT_E_NOMEM, "%s", ert_last_error(L->ctx));
         if (!map_put(&L->names, v.name, id)) GFAIL(ERT_E_NOMEM, "out of memory");
-        GCHK(list_add(L, &L->m->inputs, &L->m->n_inputs, id));
+        GCHK(ert_model_add_graph_input(L->m, id));
         scratch_reset(L);
     }
     /* ranks from value_info and outputs (used by the opset < 13 Softmax rule) */
@@ -1024,7 +1013,7 @@ static ert_status load_graph(loader *L, ert_pb g) {
             t->ndim = v.ndim;
             for (int k = 0; k < v.ndim; k++) t->dims[k] = v.dims[k];
         }
-        GCHK(list_add(L, &L->m->outputs, &L->m->n_outputs, id));
+        GCHK(ert_model_add_graph_output(L->m, id));
     }
 out:
     free(nodes.v);
