@@ -156,7 +156,7 @@ const char *ert_onnx_dtype_name(int t) {
                                   "INT64", "STRING", "BOOL", "FLOAT16", "DOUBLE", "UINT32", "UINT64",
                                   "COMPLEX64", "COMPLEX128", "BFLOAT16", "FLOAT8E4M3FN",
                                   "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4", "INT4",
-                                  "FLOAT4E2M1", "FLOAT8E8M0"};
+                                  "FLOAT4E2M1", "FLOAT8E8M0", "UINT2", "INT2"};
     if (t >= 0 && (size_t)t < sizeof names / sizeof names[0]) return names[t];
     return "?";
 }
