@@ -291,8 +291,19 @@ ert_status ert_onnx_decode_tensor(ert_context *ctx, ert_pb b, const char *dir, c
     int typed_field = 0;   /* which of those held values */
     void *data = NULL;
 
-    /* pass 1 */
+    /* The name first, so every message below can say which tensor. */
+    char named[300];
     ert_pb it = b;
+    while (ert_pb_next(&it, &f, &why) == 1)
+        if (f.num == T_NAME && f.wt == ERT_PB_LEN && f.sub.end > f.sub.p) {
+            size_t nl = (size_t)(f.sub.end - f.sub.p);
+            snprintf(named, sizeof named, "%s ('%.*s')", what, (int)(nl > 200 ? 200 : nl), (const char *)f.sub.p);
+            what = named;
+            break;
+        }
+
+    /* pass 1 */
+    it = b;
     while ((r = ert_pb_next(&it, &f, &why)) == 1) {
         switch (f.num) {
         case T_DIMS: {
@@ -382,9 +393,10 @@ ert_status ert_onnx_decode_tensor(ert_context *ctx, ert_pb b, const char *dir, c
                 loc_len = vl;
             } else if ((kl == 6 && memcmp(k, "offset", 6) == 0) || (kl == 6 && memcmp(k, "length", 6) == 0)) {
                 uint64_t x = 0;
-                if (vl == 0 || vl > 19) TFAIL(ERT_E_FORMAT, "%s: external_data %.*s is not a number", what, (int)kl, (const char *)k);
+                if (vl == 0 || vl > 20) TFAIL(ERT_E_FORMAT, "%s: external_data %.*s is not a number", what, (int)kl, (const char *)k);
                 for (size_t i = 0; i < vl; i++) {
-                    if (v[i] < '0' || v[i] > '9') TFAIL(ERT_E_FORMAT, "%s: external_data %.*s is not a number", what, (int)kl, (const char *)k);
+                    if (v[i] < '0' || v[i] > '9' || x > (UINT64_MAX - (uint64_t)(v[i] - '0')) / 10)
+                        TFAIL(ERT_E_FORMAT, "%s: external_data %.*s is not a number below 2^64", what, (int)kl, (const char *)k);
                     x = x * 10 + (uint64_t)(v[i] - '0');
                 }
                 if (k[0] == 'o') has_off = true, ext_off = x;
