@@ -56,7 +56,9 @@ typedef struct str {
     size_t n;
 } str;
 
-static bool str_eq(str s, const char *c) { return strlen(c) == s.n && memcmp(s.p, c, s.n) == 0; }
+/* Length-checked first: memcmp/memchr on a NULL pointer is undefined even for 0 bytes. */
+static bool str_eq(str s, const char *c) { return strlen(c) == s.n && (s.n == 0 || memcmp(s.p, c, s.n) == 0); }
+static bool has_nul(str s) { return s.n && memchr(s.p, 0, s.n); }
 
 /* ------------------------------------------------------------ name -> id map */
 
@@ -76,7 +78,7 @@ static uint64_t str_hash(str s) {
 }
 
 static int32_t map_get(const name_map *m, str k) {
-    if (!m->cap) return -1;
+    if (!m->cap || !k.n) return -1;
     for (size_t i = str_hash(k) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
         if (!m->keys[i].p) return -1;
         if (m->keys[i].n == k.n && memcmp(m->keys[i].p, k.p, k.n) == 0) return m->ids[i];
@@ -194,7 +196,7 @@ static void scratch_reset(loader *L) {
 
 /* NUL-terminated copy in scratch; NULL on NUL inside or no memory. */
 static char *cstr(loader *L, str s) {
-    if (memchr(s.p, 0, s.n)) return NULL;
+    if (has_nul(s)) return NULL;
     char *c = scratch(L, s.n + 1);
     if (!c) return NULL;
     if (s.n) memcpy(c, s.p, s.n);
@@ -261,7 +263,7 @@ static ert_status decode_node(loader *L, ert_pb b, onode *n) {
         }
     }
     if (r < 0) FAIL(ERT_E_FORMAT, "NodeProto at offset %zu: %s at offset %zu", n->off, why, ert_pb_off(&b));
-    if (memchr(n->op_type.p, 0, n->op_type.n) || memchr(n->name.p, 0, n->name.n) || memchr(n->domain.p, 0, n->domain.n))
+    if (has_nul(n->op_type) || has_nul(n->name) || has_nul(n->domain))
         FAIL(ERT_E_FORMAT, "NodeProto at offset %zu: name, op_type or domain has a NUL byte", n->off);
     return ERT_OK;
 }
@@ -307,7 +309,7 @@ static ert_status attr_numbers(loader *L, oattr *a, ert_pb b, bool floats) {
         if (f.wt == ERT_PB_LEN) {
             ert_pb s = f.sub;
             if (floats) {
-                memcpy((float *)dst + i, s.p, (size_t)(s.end - s.p));
+                if (s.end > s.p) memcpy((float *)dst + i, s.p, (size_t)(s.end - s.p));
                 i += (s.end - s.p) / 4;
             } else {
                 uint64_t v = 0;
@@ -372,7 +374,7 @@ static ert_status decode_attr(loader *L, oattr *a) {
         }
     }
     if (r < 0) FAIL(ERT_E_FORMAT, "%s: attribute: %s at offset %zu", L->what, why, ert_pb_off(&b));
-    if (!a->name.n || memchr(a->name.p, 0, a->name.n)) FAIL(ERT_E_FORMAT, "%s: attribute without a valid name", L->what);
+    if (!a->name.n || has_nul(a->name)) FAIL(ERT_E_FORMAT, "%s: attribute without a valid name", L->what);
     if (has_ref) FAIL(ERT_E_UNSUPPORTED, "%s: attribute '%.*s' refers to a function attribute", L->what, (int)a->name.n, (const char *)a->name.p);
     if (a->type == A_UNDEF) { /* IR < 2 had no type field: infer it from the field present */
         static const int by_field[] = {0, 0, A_FLOAT, A_INT, A_STRING, A_TENSOR, A_GRAPH, A_FLOATS, A_INTS, A_STRINGS, A_TENSORS, A_GRAPHS};
@@ -390,7 +392,7 @@ static ert_status decode_attr(loader *L, oattr *a) {
 
 static ert_status check_name(loader *L, str s, const char *what) {
     if (!s.n) FAIL(ERT_E_FORMAT, "%s has an empty name", what);
-    if (memchr(s.p, 0, s.n)) FAIL(ERT_E_FORMAT, "%s: name has a NUL byte", what);
+    if (has_nul(s)) FAIL(ERT_E_FORMAT, "%s: name has a NUL byte", what);
     if (map_get(&L->names, s) >= 0)
         FAIL(ERT_E_FORMAT, "%s: tensor '%.*s' is defined more than once", what, (int)s.n, (const char *)s.p);
     return ERT_OK;

@@ -564,7 +564,7 @@ ert_status ert_tensor_load_pb(ert_context *ctx, const char *path, ert_tensor_inf
         free(file);
         return ert_set_error(ctx, ERT_E_NOMEM, "%s: out of memory", path);
     }
-    memcpy(out + t.bytes, t.name, t.name_len);
+    if (t.name_len) memcpy(out + t.bytes, t.name, t.name_len);
     out[t.bytes + t.name_len] = 0;
     free(file);
     memset(info, 0, sizeof *info);
