@@ -1,7 +1,7 @@
 /*
  * ert_conformance - run ONNX backend test directories against the CPU session.
  *
- *   ert_conformance SUITE_DIR [--report FILE] [--filter SUBSTR] [--strict] [-v]
+ *   ert_conformance SUITE_DIR [--report FILE] [--xfail FILE] [--filter SUBSTR] [--strict] [-v]
  *
  * SUITE_DIR holds <test>/model.onnx and <test>/test_data_set_N/{input,output}_K.pb
  * (the layout of onnx/backend/test/data/node). Each test runs in a forked child
@@ -16,8 +16,11 @@
  *   mismatch     every op ran and a number, dtype or shape is wrong
  *   error        another status (ERT_E_SHAPE, ERT_E_FORMAT, ...)
  *   crash        the child died (signal) or timed out
- * Exit status: 1 if any mismatch or crash (with --strict: also any error), 77
- * if SUITE_DIR is missing, else 0. The report (--report) is TSV:
+ * Exit status: 1 if any mismatch or crash (with --strict: also any error) of a
+ * test not listed in the --xfail file, 77 if SUITE_DIR is missing, else 0.
+ * The xfail file lists known kernel bugs (one test name a line, '#' comments)
+ * so the suite stays a regression gate while they are fixed; a listed test
+ * that passes is reported so the line can go. The report (--report) is TSV:
  * test, result, max_err, detail.
  */
 #include "edgert.h"
@@ -337,18 +340,53 @@ static void run_isolated(const char *tdir, result *r, int timeout_s, bool verbos
     }
 }
 
+/* Test names from an xfail file (NULL-terminated list), or NULL. */
+static char **read_xfail(const char *path, int *n) {
+    *n = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    char line[512];
+    char **v = NULL;
+    int cap = 0;
+    while (fgets(line, sizeof line, f)) {
+        char *h = strchr(line, '#');
+        if (h) *h = 0;
+        char *b = line, *e;
+        while (*b == ' ' || *b == '\t') b++;
+        e = b + strlen(b);
+        while (e > b && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t')) *--e = 0;
+        if (!*b) continue;
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **nv = realloc(v, (size_t)cap * sizeof *nv);
+            if (!nv) break;
+            v = nv;
+        }
+        v[(*n)++] = strdup(b);
+    }
+    fclose(f);
+    return v;
+}
+
+static bool listed(char **v, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(v[i], name) == 0) return true;
+    return false;
+}
+
 static void tsv_clean(char *s) {
     for (; *s; s++)
         if (*s == '\t' || *s == '\n' || *s == '\r') *s = ' ';
 }
 
 int main(int argc, char **argv) {
-    const char *suite = NULL, *report = NULL, *filter = NULL;
+    const char *suite = NULL, *report = NULL, *filter = NULL, *xfail_path = NULL;
     bool strict = false, verbose = false;
     int timeout_s = 60;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--report") == 0 && i + 1 < argc) report = argv[++i];
         else if (strcmp(argv[i], "--filter") == 0 && i + 1 < argc) filter = argv[++i];
+        else if (strcmp(argv[i], "--xfail") == 0 && i + 1 < argc) xfail_path = argv[++i];
         else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) timeout_s = atoi(argv[++i]);
         else if (strcmp(argv[i], "--strict") == 0) strict = true;
         else if (strcmp(argv[i], "-v") == 0) verbose = true;
@@ -374,6 +412,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (rep) fprintf(rep, "test\tresult\tmax_err\tdetail\n");
+    int n_xfail = 0, xfailed = 0, xpassed = 0;
+    char **xfail = xfail_path ? read_xfail(xfail_path, &n_xfail) : NULL;
     int count[R_COUNT] = {0};
     for (int i = 0; i < n; i++) {
         if (filter && !strstr(tests[i], filter)) continue;
@@ -385,16 +425,25 @@ int main(int argc, char **argv) {
         count[r.kind]++;
         tsv_clean(r.detail);
         if (rep) fprintf(rep, "%s\t%s\t%.3g\t%s\n", tests[i], RNAME[r.kind], r.max_err, r.detail);
-        if (r.kind == R_MISMATCH || r.kind == R_CRASH || (verbose && r.kind != R_PASS))
+        bool known = listed(xfail, n_xfail, tests[i]);
+        if (known && (r.kind == R_MISMATCH || r.kind == R_CRASH)) {
+            xfailed++;
+            printf("xfail        %s: %s\n", tests[i], r.detail);
+        } else if (known && r.kind == R_PASS) {
+            xpassed++;
+            printf("XPASS        %s: passes now; remove it from %s\n", tests[i], xfail_path);
+        } else if (r.kind == R_MISMATCH || r.kind == R_CRASH || (verbose && r.kind != R_PASS)) {
             printf("%-12s %s: %s\n", RNAME[r.kind], tests[i], r.detail);
+        }
     }
+    free_list(xfail, n_xfail);
     free_list(tests, n);
     if (rep) fclose(rep);
     int failed = count[R_MISMATCH] + count[R_ERROR] + count[R_CRASH];
     printf("%d passed, %d failed, %d unsupported\n", count[R_PASS], failed, count[R_UNSUPPORTED]);
-    printf("(failed = %d wrong numbers, %d other errors, %d crashes/timeouts)\n", count[R_MISMATCH], count[R_ERROR],
-           count[R_CRASH]);
-    if (count[R_MISMATCH] || count[R_CRASH]) return 1;
+    printf("(failed = %d wrong numbers, %d other errors, %d crashes/timeouts; %d of them known (xfail), %d xfail tests pass now)\n",
+           count[R_MISMATCH], count[R_ERROR], count[R_CRASH], xfailed, xpassed);
+    if (count[R_MISMATCH] + count[R_CRASH] > xfailed) return 1;
     if (strict && count[R_ERROR]) return 1;
     return 0;
 }
