@@ -667,10 +667,10 @@ static ert_status convert_old_softmax(loader *L, const char *op, const char *bas
     ert_status st;
     ert_attr fa = ERT_ATTR_I("axis", axis), sa = ERT_ATTR_I("axis", 1);
     int32_t rin[2] = {sm, shp};
-    if ((st = emit(L, "Shape", NULL, in, 1, &shp, 1, NULL, 0))) return st;
-    if ((st = emit(L, "Flatten", NULL, in, 1, &flat, 1, &fa, 1))) return st;
+    if ((st = emit(L, "Shape", synth_name(L, base, "Shape"), in, 1, &shp, 1, NULL, 0))) return st;
+    if ((st = emit(L, "Flatten", synth_name(L, base, "Flatten"), in, 1, &flat, 1, &fa, 1))) return st;
     if ((st = emit(L, op, nname, &flat, 1, &sm, 1, &sa, 1))) return st;
-    return emit(L, "Reshape", NULL, rin, 2, out, 1, NULL, 0);
+    return emit(L, "Reshape", synth_name(L, base, "Reshape"), rin, 2, out, 1, NULL, 0);
 }
 
 static ert_status convert_node(loader *L, const onode *n, int idx) {
@@ -701,8 +701,10 @@ static ert_status convert_node(loader *L, const onode *n, int idx) {
     int n_out = n->n_out;
     while (n_out > 0 && out[n_out - 1] < 0) n_out--;
     if (n_out == 0) FAIL(ERT_E_FORMAT, "%s: no outputs", L->what);
-    char *nname = n->name.n ? cstr(L, n->name) : NULL;
-    char *base = nname ? nname : cstr(L, L->out[0]);
+    /* ONNX node names are optional; an unnamed node takes its first output's
+     * name so session messages can still point at it. */
+    char *nname = cstr(L, n->name.n ? n->name : L->out[0]);
+    char *base = nname;
     if (!base) FAIL(ERT_E_NOMEM, "out of memory");
     int n_at = 0;
 
@@ -843,7 +845,7 @@ static ert_status convert_node(loader *L, const onode *n, int idx) {
             int32_t dst = k == n_in - 1 ? out[0] : act_tensor(L, base, "partial");
             if (dst < 0) return ERT_E_NOMEM;
             int32_t pair[2] = {cur, in[k]};
-            if ((st = emit(L, bin, k == n_in - 1 ? nname : NULL, pair, 2, &dst, 1, NULL, 0))) return st;
+            if ((st = emit(L, bin, k == n_in - 1 ? nname : synth_name(L, base, bin), pair, 2, &dst, 1, NULL, 0))) return st;
             cur = dst;
         }
         return ERT_OK;
