@@ -3,6 +3,8 @@
 # means: no crash and no wrong number among tests whose ops all ran;
 # unsupported ops and other statuses are listed in the report
 # (build/conformance_<suite>.tsv). scripts/conformance.sh writes docs/conformance.md.
+set(ERT_CONFORMANCE_DIR "${CMAKE_SOURCE_DIR}/../shared/conformance" CACHE PATH
+  "Directory holding onnx-node/ and onnx-pytorch-converted/ (tests skip when absent)")
 add_executable(ert_conformance ${CMAKE_CURRENT_SOURCE_DIR}/conformance.c)
 target_link_libraries(ert_conformance PRIVATE edgert m)
 target_compile_options(ert_conformance PRIVATE ${ERT_WARN})
@@ -14,7 +16,7 @@ foreach(suite node pytorch)
     set(dir onnx-pytorch-converted)
   endif()
   add_test(NAME conformance_${suite}
-    COMMAND ert_conformance ${CMAKE_SOURCE_DIR}/../shared/conformance/${dir}
+    COMMAND ert_conformance ${ERT_CONFORMANCE_DIR}/${dir}
             --report ${CMAKE_BINARY_DIR}/conformance_${suite}.tsv
             --xfail ${CMAKE_CURRENT_SOURCE_DIR}/conformance_xfail.txt)
   set_tests_properties(conformance_${suite} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 LABELS conformance)
