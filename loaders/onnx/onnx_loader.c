@@ -673,7 +673,7 @@ static ert_status convert_old_softmax(loader *L, const char *op, const char *bas
     return emit(L, "Reshape", synth_name(L, base, "Reshape"), rin, 2, out, 1, NULL, 0);
 }
 
-static ert_status convert_node(loader *L, const onode *n, int idx) {
+static ert_status convert_node(loader *L, const onode *n) {
     ert_status st;
     if (n->domain.n && !str_eq(n->domain, "ai.onnx"))
         FAIL(ERT_E_UNSUPPORTED, "%s: domain '%.*s' is not supported", L->what, (int)n->domain.n, (const char *)n->domain.p);
@@ -878,7 +878,6 @@ static ert_status convert_node(loader *L, const onode *n, int idx) {
     if (!ert_op_find(op))
         FAIL(ERT_E_UNSUPPORTED, "%s: op '%s' (domain '%.*s') is not supported", L->what, op, (int)n->domain.n,
              (const char *)n->domain.p);
-    (void)idx;
     return emit(L, op, nname, in, n_in, out, n_out, at, n_at);
 }
 
@@ -993,7 +992,7 @@ static ert_status load_graph(loader *L, ert_pb g) {
         GCHK(decode_node(L, nodes.v[i], &n));
         if (str_eq(n.op_type, "Constant") && (!n.domain.n || str_eq(n.domain, "ai.onnx"))) continue;
         set_what(L, &n, i);
-        GCHK(convert_node(L, &n, i));
+        GCHK(convert_node(L, &n));
         scratch_reset(L);
     }
     /* outputs */

@@ -170,7 +170,7 @@ const char *ert_onnx_dtype_name(int t) {
  * lie inside the file, and length (when given) must equal the bytes the
  * tensor's shape needs. */
 static ert_status read_external(ert_context *ctx, const char *dir, const char *what, const uint8_t *loc,
-                                size_t loc_len, bool has_off, uint64_t off, bool has_len, uint64_t len,
+                                size_t loc_len, uint64_t off, bool has_len, uint64_t len,
                                 void **out, size_t bytes) {
     if (!dir) return ert_set_error(ctx, ERT_E_UNSUPPORTED, "%s: external data needs the model's directory (load from a file)", what);
     if (loc_len == 0 || loc_len > 4096 || memchr(loc, 0, loc_len))
@@ -188,7 +188,6 @@ static ert_status read_external(ert_context *ctx, const char *dir, const char *w
     if (has_len && len != bytes)
         return ert_set_error(ctx, ERT_E_FORMAT, "%s: external_data length %llu, the shape needs %zu bytes", what,
                              (unsigned long long)len, bytes);
-    (void)has_off;
     size_t dl = strlen(dir);
     char *path = malloc(dl + loc_len + 2);
     char *rdir = NULL, *rfile = NULL;
@@ -282,7 +281,7 @@ ert_status ert_onnx_decode_tensor(ert_context *ctx, ert_pb b, const char *dir, c
     const char *why = NULL;
     int r;
     int ndim = 0;
-    bool has_raw = false, external = false, has_off = false, has_len = false;
+    bool has_raw = false, external = false, has_len = false;
     ert_pb raw = {0};
     const uint8_t *loc = NULL;
     size_t loc_len = 0;
@@ -307,8 +306,8 @@ ert_status ert_onnx_decode_tensor(ert_context *ctx, ert_pb b, const char *dir, c
     while ((r = ert_pb_next(&it, &f, &why)) == 1) {
         switch (f.num) {
         case T_DIMS: {
+            /* packed (LEN of varints, validated by the count) or one varint */
             ert_pb s = f.sub;
-            uint64_t one[1] = {0};
             int64_t cnt = 1;
             if (f.wt == ERT_PB_LEN) {
                 cnt = ert_pb_count_varints(s);
@@ -317,9 +316,9 @@ ert_status ert_onnx_decode_tensor(ert_context *ctx, ert_pb b, const char *dir, c
                 TFAIL(ERT_E_FORMAT, "%s: dims has wire type %d", what, f.wt);
             }
             for (int64_t k = 0; k < cnt; k++) {
-                if (f.wt == ERT_PB_LEN) (void)ert_pb_varint(&s, &one[0]); /* validated by the count */
-                else one[0] = f.v;
-                int64_t d = (int64_t)one[0];
+                uint64_t v = f.v;
+                if (f.wt == ERT_PB_LEN) (void)ert_pb_varint(&s, &v);
+                int64_t d = (int64_t)v;
                 if (d < 0) TFAIL(ERT_E_FORMAT, "%s: negative dim %lld", what, (long long)d);
                 if (ndim >= ERT_MAX_DIMS) TFAIL(ERT_E_UNSUPPORTED, "%s: more than %d dims", what, ERT_MAX_DIMS);
                 t->dims[ndim++] = d;
@@ -399,7 +398,7 @@ ert_status ert_onnx_decode_tensor(ert_context *ctx, ert_pb b, const char *dir, c
                         TFAIL(ERT_E_FORMAT, "%s: external_data %.*s is not a number below 2^64", what, (int)kl, (const char *)k);
                     x = x * 10 + (uint64_t)(v[i] - '0');
                 }
-                if (k[0] == 'o') has_off = true, ext_off = x;
+                if (k[0] == 'o') ext_off = x; /* absent offset: 0 */
                 else has_len = true, ext_len = x;
             }
             break;
@@ -436,7 +435,7 @@ ert_status ert_onnx_decode_tensor(ert_context *ctx, ert_pb b, const char *dir, c
     }
 
     if (external) {
-        st = read_external(ctx, dir, what, loc, loc ? loc_len : 0, has_off, ext_off, has_len, ext_len, &data, t->bytes);
+        st = read_external(ctx, dir, what, loc, loc ? loc_len : 0, ext_off, has_len, ext_len, &data, t->bytes);
         if (st != ERT_OK) goto fail;
         t->data = data;
         return ERT_OK;
