@@ -323,6 +323,28 @@ static void test_normalise(void) {
     pb_free(&ma);
 }
 
+/* A Constant that is itself a graph output becomes weight -> Identity -> output. */
+static void test_constant_output(void) {
+    oxg g = {0};
+    int64_t d[1] = {2};
+    float v[2] = {4, 5};
+    pbuf t = ox_tensor(NULL, OX_FLOAT, 1, d, v, sizeof v);
+    pbuf a[1] = {ox_attr_t("value", &t)};
+    ox_g_node(&g, ox_node("Constant", NULL, NULL, NULL, S("c"), a, 1));
+    ox_g_output(&g, ox_value_info("c", OX_FLOAT, 1, d));
+    pbuf m = ox_model(&g, 13);
+    ert_model *mod = NULL;
+    CHECK_OK(load(&m, NULL, &mod), ctx);
+    if (mod) {
+        const ert_node *n = &mod->nodes[0];
+        CHECK(mod->n_nodes == 1 && n->op == ERT_OP_IDENTITY && mod->tensors[n->in[0]].role == ERT_ROLE_WEIGHT &&
+                  ((const float *)mod->tensors[n->in[0]].data)[1] == 5.0f && strcmp(mod->tensors[mod->outputs[0]].name, "c") == 0,
+              "constant output");
+        ert_model_free(mod);
+    }
+    pb_free(&m);
+}
+
 static void test_hostile(void) {
     int64_t d3[1] = {3};
     float w[3] = {1, 2, 3};
@@ -742,6 +764,7 @@ int main(void) {
     CHECK_OK(ert_context_create(NULL, &ctx), NULL);
     test_small();
     test_normalise();
+    test_constant_output();
     test_hostile();
     test_external();
     test_pb();

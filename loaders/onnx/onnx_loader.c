@@ -39,7 +39,8 @@
  * Limits
  *   - Subgraph attributes (If/Loop/Scan), functions, sparse tensors, string
  *     tensors and non-default domains are ERT_E_UNSUPPORTED, naming the node.
- *   - A graph output that is directly a graph input or constant is refused.
+ *   - A graph output that is directly a graph input is refused (both would
+ *     need the same name); a Constant that is a graph output gets an Identity.
  *   - The decoder is iterative: nesting is model -> graph -> node -> attribute
  *     -> tensor, each level a fixed function, so no input can deepen the stack.
  */
@@ -163,6 +164,7 @@ typedef struct loader {
     int opset;
     name_map names;        /* every tensor name -> id */
     name_map ranks;        /* value_info / input name -> rank (stored as id) */
+    name_map graph_outs;   /* graph output names (value unused) */
     int synth;             /* counter making synthesized names unique */
     /* per-node buffers, reused */
     str *in, *out;
@@ -651,7 +653,21 @@ static ert_status convert_constant(loader *L, const onode *n) {
         FAIL(ERT_E_UNSUPPORTED, "%s: attribute '%.*s' is not supported (sparse or string constants)", L->what,
              (int)a->name.n, (const char *)a->name.p);
     }
-    return add_weight(L, oname, cname, &t);
+    if (map_get(&L->graph_outs, oname) < 0) return add_weight(L, oname, cname, &t);
+    /* A constant that is itself a graph output: the weight gets a made-up
+     * name and an Identity produces the output, since sessions give graph
+     * outputs their own storage. */
+    char *wname = synth_name(L, cname, "value");
+    if (!wname) {
+        free(t.data);
+        FAIL(ERT_E_NOMEM, "out of memory");
+    }
+    if ((st = add_weight(L, (str){NULL, 0}, wname, &t))) return st;
+    int32_t w = L->m->n_tensors - 1;
+    int32_t y = add_tensor(L, cname, ERT_DTYPE_UNDEFINED, ERT_ROLE_ACTIVATION, 0, NULL);
+    if (y < 0) return ERT_E_NOMEM;
+    if (!map_put(&L->names, oname, y)) FAIL(ERT_E_NOMEM, "out of memory");
+    return emit(L, "Identity", cname, &w, 1, &y, 1, NULL, 0);
 }
 
 /* Opset < 13 Softmax/LogSoftmax coerce the input to 2-D at `axis`. */
@@ -965,6 +981,8 @@ static ert_status load_graph(loader *L, ert_pb g) {
         GCHK(decode_value_info(L, i < vis.n ? vis.v[i] : outputs.v[i - vis.n], what, &v));
         if (v.name.n && v.ndim >= 0 && map_get(&L->ranks, v.name) < 0 && !map_put(&L->ranks, v.name, v.ndim))
             GFAIL(ERT_E_NOMEM, "out of memory");
+        if (i >= vis.n && v.name.n && map_get(&L->graph_outs, v.name) < 0 && !map_put(&L->graph_outs, v.name, i))
+            GFAIL(ERT_E_NOMEM, "out of memory");
     }
     /* pass 1: constants and node outputs */
     for (int i = 0; i < nodes.n; i++) {
@@ -1077,6 +1095,7 @@ ert_status ert_onnx_read(ert_context *ctx, const void *data, size_t size, const 
     }
     map_free(&L->names);
     map_free(&L->ranks);
+    map_free(&L->graph_outs);
     scratch_reset(L);
     free(L->scratch);
     free(L->in);
