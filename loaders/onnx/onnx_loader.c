@@ -978,7 +978,12 @@ static ert_status load_graph(loader *L, ert_pb g) {
     for (int i = 0; i < vis.n + outputs.n; i++) {
         vinfo v;
         snprintf(what, sizeof what, "value_info #%d", i);
-        GCHK(decode_value_info(L, i < vis.n ? vis.v[i] : outputs.v[i - vis.n], what, &v));
+        st = decode_value_info(L, i < vis.n ? vis.v[i] : outputs.v[i - vis.n], what, &v);
+        if (st == ERT_E_UNSUPPORTED && i < vis.n) { /* only a hint (rank > 8, say): ignore it */
+            st = ERT_OK;
+            continue;
+        }
+        if (st != ERT_OK) goto out;
         if (v.name.n && v.ndim >= 0 && map_get(&L->ranks, v.name) < 0 && !map_put(&L->ranks, v.name, v.ndim))
             GFAIL(ERT_E_NOMEM, "out of memory");
         if (i >= vis.n && v.name.n && map_get(&L->graph_outs, v.name) < 0 && !map_put(&L->graph_outs, v.name, i))
