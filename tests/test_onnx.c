@@ -295,6 +295,18 @@ static void test_normalise(void) {
     }
     pb_free(&ma);
 
+    /* CastLike(w, x) with x a graph input -> Cast(w, to = FLOAT) */
+    int64_t i1 = 3, cd1[1] = {1};
+    pbuf cini[1] = {ox_tensor("w", OX_INT64, 1, cd1, &i1, sizeof i1)};
+    ma = one_node(15, "CastLike", S("w", "x"), S("y"), NULL, 0, cini, 1);
+    a = NULL;
+    CHECK_OK(load(&ma, NULL, &a), ctx);
+    if (a) {
+        CHECK(a->nodes[0].op == ERT_OP_CAST && a->nodes[0].n_in == 1 && ert_attr_int(&a->nodes[0], "to", 0) == 1, "CastLike");
+        ert_model_free(a);
+    }
+    pb_free(&ma);
+
     /* ConstantOfShape value tensor -> value (INTS) + value_dtype; Constant -> weight */
     int64_t one = 1, seven = 7;
     pbuf vt = ox_tensor(NULL, OX_INT64, 1, &one, &seven, sizeof seven);

@@ -34,7 +34,8 @@
  *   is exact for every rank. Variadic Max/Min/Sum -> chains of binary
  *   Max/Min/Add (one input: Identity). ConstantOfShape's 'value' tensor ->
  *   "value" (FLOATS or INTS, one element) + "value_dtype" (INT, an ert_dtype).
- *   Cast 'to' stays an ONNX dtype code.
+ *   Cast 'to' stays an ONNX dtype code. CastLike -> Cast when the type it
+ *   copies is a graph input's or a weight's.
  *
  * Limits
  *   - Subgraph attributes (If/Loop/Scan), functions, sparse tensors, string
@@ -867,6 +868,22 @@ static ert_status convert_node(loader *L, const onode *n) {
         return ERT_OK;
     }
     if (strcmp(op, "Sum") == 0) op = "Add";
+    if (strcmp(op, "CastLike") == 0) {
+        /* CastLike(x, like) == Cast(x, to = dtype of like) when that dtype is
+         * known at load (a graph input or a weight, as in the function bodies
+         * ONNX expands ops into); otherwise it needs shape inference: refused. */
+        static const int ONNX_CODE[ERT_DTYPE_COUNT] = {
+            [ERT_DTYPE_F32] = 1, [ERT_DTYPE_F16] = 10, [ERT_DTYPE_BF16] = 16, [ERT_DTYPE_I8] = 3,
+            [ERT_DTYPE_U8] = 2, [ERT_DTYPE_I32] = 6, [ERT_DTYPE_I64] = 7, [ERT_DTYPE_BOOL] = 9};
+        if (n_in != 2 || in[0] < 0 || in[1] < 0) FAIL(ERT_E_FORMAT, "%s: needs 2 inputs", L->what);
+        const ert_tensor *like = &L->m->tensors[in[1]];
+        bool known = like->role == ERT_ROLE_INPUT || like->role == ERT_ROLE_WEIGHT;
+        if (!known || like->dtype <= ERT_DTYPE_UNDEFINED || like->dtype >= ERT_DTYPE_COUNT)
+            FAIL(ERT_E_UNSUPPORTED, "%s: CastLike's target type is only known at run time", L->what);
+        at[n_at++] = ERT_ATTR_I("to", ONNX_CODE[like->dtype]);
+        n_in = 1;
+        op = "Cast";
+    }
 
     /* remaining attributes pass through unchanged */
     for (int i = 0; i < na; i++) {
