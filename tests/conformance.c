@@ -1,10 +1,12 @@
 /*
  * ert_conformance - run ONNX backend test directories against the CPU session.
  *
- *   ert_conformance SUITE_DIR [--report FILE] [--xfail FILE] [--filter SUBSTR] [--strict] [-v]
+ *   ert_conformance SUITE_DIR [--report FILE] [--xfail FILE] [--filter SUBSTR] [--models] [--strict] [-v]
  *
  * SUITE_DIR holds <test>/model.onnx and <test>/test_data_set_N/{input,output}_K.pb
- * (the layout of onnx/backend/test/data/node). Each test runs in a forked child
+ * (the layout of onnx/backend/test/data/node); with --models, every
+ * subdirectory holding a model.onnx and test data (../shared/models: mnist_8,
+ * super_resolution_10) is a test. Each test runs in a forked child
  * so a crash is recorded as a crash and the run goes on. Per test:
  *   load model -> session (input shapes from the .pb inputs) -> set inputs ->
  *   run -> compare every output (floats: |got-ref| <= 1e-5 + 1e-3*|ref|, the
@@ -381,7 +383,7 @@ static void tsv_clean(char *s) {
 
 int main(int argc, char **argv) {
     const char *suite = NULL, *report = NULL, *filter = NULL, *xfail_path = NULL;
-    bool strict = false, verbose = false;
+    bool strict = false, verbose = false, models = false;
     int timeout_s = 60;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--report") == 0 && i + 1 < argc) report = argv[++i];
@@ -389,6 +391,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--xfail") == 0 && i + 1 < argc) xfail_path = argv[++i];
         else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) timeout_s = atoi(argv[++i]);
         else if (strcmp(argv[i], "--strict") == 0) strict = true;
+        else if (strcmp(argv[i], "--models") == 0) models = true;
         else if (strcmp(argv[i], "-v") == 0) verbose = true;
         else if (argv[i][0] != '-' && !suite) suite = argv[i];
         else {
@@ -401,7 +404,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     char **tests = NULL;
-    int n = list_dirs(suite, "test_", &tests);
+    int n = list_dirs(suite, models ? "" : "test_", &tests);
     if (n < 0) {
         printf("SKIPPED: conformance suite '%s' not found (../shared is missing)\n", suite);
         return 77;
@@ -417,8 +420,10 @@ int main(int argc, char **argv) {
     int count[R_COUNT] = {0};
     for (int i = 0; i < n; i++) {
         if (filter && !strstr(tests[i], filter)) continue;
-        char tdir[PATH_CAP];
+        char tdir[PATH_CAP], probe[PATH_CAP];
         path_fmt(tdir, sizeof tdir, "%s/%s", suite, tests[i]);
+        path_fmt(probe, sizeof probe, "%s/model.onnx", tdir);
+        if (models && access(probe, R_OK) != 0) continue; /* e.g. ppocr/: models without test data */
         result r;
         memset(&r, 0, sizeof r);
         run_isolated(tdir, &r, timeout_s, verbose);

@@ -21,3 +21,9 @@ foreach(suite node pytorch)
             --xfail ${CMAKE_CURRENT_SOURCE_DIR}/conformance_xfail.txt)
   set_tests_properties(conformance_${suite} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 LABELS conformance)
 endforeach()
+# Real models with reference outputs (mnist_8, super_resolution_10).
+add_test(NAME conformance_models
+  COMMAND ert_conformance ${ERT_CONFORMANCE_DIR}/../models --models
+          --report ${CMAKE_BINARY_DIR}/conformance_models.tsv
+          --xfail ${CMAKE_CURRENT_SOURCE_DIR}/conformance_xfail.txt)
+set_tests_properties(conformance_models PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 LABELS conformance)
