@@ -772,11 +772,55 @@ static void test_mnist_run(const char *shared) {
     ert_model_free(m);
 }
 
+/* Softmax-11 with axis 1 on (2,3,4) means softmax over the 12 values of each
+ * row of the (2,12) view; the decomposed graph must compute exactly that
+ * (runs once the session has Shape/Flatten/Softmax/Reshape kernels). */
+static void test_softmax_old_run(void) {
+    pbuf at[1] = {ox_attr_i("axis", 1)};
+    pbuf mb = one_node(11, "Softmax", S("x"), S("y"), at, 1, NULL, 0);
+    ert_model *m = NULL;
+    CHECK_OK(load(&mb, NULL, &m), ctx);
+    pb_free(&mb);
+    if (!m) return;
+    ert_session *s = NULL;
+    ert_status st = ert_session_create(m, &(ert_session_options){0}, &s);
+    if (st != ERT_OK) {
+        printf("note: Softmax-11 decomposition not runnable yet: %s\n", ert_last_error(ctx));
+        CHECK(st == ERT_E_UNSUPPORTED, "create: %s", ert_last_error(ctx));
+        ert_model_free(m);
+        return;
+    }
+    float x[24], y[24];
+    double ref[24];
+    for (int i = 0; i < 24; i++) x[i] = (float)((i * 37) % 11) * 0.25f - 1.0f;
+    for (int r = 0; r < 2; r++) {
+        double mx = -1e30, sum = 0;
+        for (int k = 0; k < 12; k++) mx = fmax(mx, x[r * 12 + k]);
+        for (int k = 0; k < 12; k++) sum += exp(x[r * 12 + k] - mx);
+        for (int k = 0; k < 12; k++) ref[r * 12 + k] = exp(x[r * 12 + k] - mx) / sum;
+    }
+    CHECK_OK(ert_session_set_input(s, 0, x, sizeof x), ctx);
+    st = ert_session_run(s);
+    if (st == ERT_E_UNSUPPORTED) {
+        printf("note: Softmax-11 run: %s\n", ert_last_error(ctx));
+    } else {
+        CHECK_OK(st, ctx);
+        ert_tensor_info oi;
+        ert_session_output_info(s, 0, &oi);
+        CHECK(oi.ndim == 3 && oi.dims[0] == 2 && oi.dims[1] == 3 && oi.dims[2] == 4, "output shape restored");
+        CHECK_OK(ert_session_get_output(s, 0, y, sizeof y), ctx);
+        CHECK(ert_test_close("softmax-11", y, ref, 24, 1e-6, 1e-5), "Softmax-11 values");
+    }
+    ert_session_free(s);
+    ert_model_free(m);
+}
+
 int main(void) {
     CHECK_OK(ert_context_create(NULL, &ctx), NULL);
     test_small();
     test_normalise();
     test_constant_output();
+    test_softmax_old_run();
     test_hostile();
     test_external();
     test_pb();
