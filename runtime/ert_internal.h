@@ -263,6 +263,7 @@ struct ert_model {
     size_t map_size;
     void *blob;               /* free() on free */
     int opset;                /* informational */
+    void *name_index;         /* tensor-name hash (model.c) */
 };
 
 /* Model building helpers used by the builder and by loaders (runtime/model.c).
@@ -273,10 +274,15 @@ int32_t ert_model_add_tensor(ert_model *m, const char *name, ert_dtype dt, ert_r
 ert_status ert_model_add_node(ert_model *m, ert_op op, const char *name,
                               const int32_t *in, int n_in, const int32_t *out, int n_out,
                               const ert_attr *attrs, int n_attrs);
+/* Append to the graph's input / output lists. */
+ert_status ert_model_add_graph_input(ert_model *m, int32_t id);
+ert_status ert_model_add_graph_output(ert_model *m, int32_t id);
 /* Topologically sort, check every tensor is defined once, no cycles (iterative,
  * no recursion). */
 ert_status ert_model_validate(ert_model *m);
 int32_t ert_model_find_tensor(const ert_model *m, const char *name);
+/* Rebuild the name hash after renaming tensors. */
+ert_status ert_model_reindex(ert_model *m);
 /* Total bytes of a tensor with concrete dims; false on overflow / dynamic dim. */
 bool ert_tensor_nbytes(const ert_tensor *t, size_t *out);
 bool ert_dims_nelems(int ndim, const int64_t *dims, int64_t *out);
@@ -366,6 +372,11 @@ ert_status ert_prepare_cast(ert_prep *p);
 ert_status ert_prepare_shape(ert_prep *p);
 ert_status ert_prepare_constant_of_shape(ert_prep *p);
 ert_status ert_prepare_range(ert_prep *p);
+
+/* Session introspection for tests (runtime/session.c). */
+bool ert_session_plan_check(const ert_session *s, char *why, size_t cap);
+int ert_session_n_scheduled(const ert_session *s);
+ert_op ert_session_scheduled_op(const ert_session *s, int k);
 
 /* ------------------------------------------------------------------ kernels */
 

@@ -279,7 +279,7 @@ typedef struct ert_input_shape {
 } ert_input_shape;
 
 /* Session flags. */
-#define ERT_SESSION_NO_FOLD 1u   /* skip constant folding and BatchNorm folding */
+#define ERT_SESSION_NO_FOLD 1u   /* skip BatchNorm folding (constant sub-graphs are always folded: shapes need them) */
 #define ERT_SESSION_NO_FUSE 2u   /* skip op fusion */
 
 typedef struct ert_session_options {

@@ -1,0 +1,219 @@
+/* Session pipeline through the public API: builder -> plan -> create -> run,
+ * constant folding, dead-node removal, caller arenas, and bad input. Uses only
+ * element-wise ops so it stays independent of the heavy kernels (those have
+ * their own tests and the model tests). */
+#include "ert_internal.h"
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static ert_context *ctx;
+
+static void check_plan(ert_session *s) {
+    char why[256] = "";
+    CHECK(ert_session_plan_check(s, why, sizeof why), "plan: %s", why);
+}
+
+/* y = Relu(a + b), z = Identity(y); a, b are (-1, 5, 7) inputs */
+static ert_model *build_relu_add(void) {
+    ert_builder *b;
+    CHECK_OK(ert_builder_create(ctx, &b), ctx);
+    int64_t dims[3] = {-1, 5, 7};
+    int32_t a, c, s, y, z;
+    CHECK_OK(ert_builder_input(b, "a", ERT_DTYPE_F32, 3, dims, &a), ctx);
+    CHECK_OK(ert_builder_input(b, "b", ERT_DTYPE_F32, 3, dims, &c), ctx);
+    CHECK_OK(ert_builder_binary(b, "Add", a, c, &s), ctx);
+    CHECK_OK(ert_builder_unary(b, "Relu", s, &y), ctx);
+    CHECK_OK(ert_builder_unary(b, "Identity", y, &z), ctx);
+    CHECK_OK(ert_builder_output(b, y, "y"), ctx);
+    CHECK_OK(ert_builder_output(b, z, "z"), ctx);
+    ert_model *m = NULL;
+    CHECK_OK(ert_builder_finish(b, &m), ctx);
+    ert_builder_free(b);
+    return m;
+}
+
+static void run_relu_add(ert_test_rng *r, ert_model *m, int batch) {
+    ert_session_options o = {.batch = batch};
+    ert_session *s = NULL;
+    CHECK_OK(ert_session_create(m, &o, &s), ctx);
+    if (!s) return;
+    check_plan(s);
+    ert_tensor_info ti;
+    CHECK_OK(ert_session_input_info(s, 0, &ti), ctx);
+    CHECK(ti.ndim == 3 && ti.dims[0] == batch && ti.dims[1] == 5 && ti.dims[2] == 7, "input shape");
+    int64_t n = (int64_t)batch * 35;
+    float *a = malloc((size_t)n * 4), *b = malloc((size_t)n * 4);
+    double *ref = malloc((size_t)n * 8);
+    for (int rep = 0; rep < 3; rep++) {
+        ert_test_fill(r, a, n, -1, 1);
+        ert_test_fill(r, b, n, -1, 1);
+        for (int64_t i = 0; i < n; i++) ref[i] = fmax(0.0, (double)a[i] + (double)b[i]);
+        float *in0;
+        CHECK_OK(ert_session_input_data(s, 0, (void **)&in0), ctx);
+        memcpy(in0, a, (size_t)n * 4);
+        CHECK_OK(ert_session_set_input(s, 1, b, (size_t)n * 4), ctx);
+        const float *y, *z;
+        CHECK_OK(ert_session_output_data(s, 0, (const void **)&y), ctx);
+        CHECK_OK(ert_session_output_data(s, 1, (const void **)&z), ctx);
+        ert_test_poison((float *)y, n);
+        ert_test_poison((float *)z, n);
+        CHECK_OK(ert_session_run(s), ctx);
+        CHECK(ert_test_close("y", y, ref, n, 1e-6, 1e-6), "relu(a+b) batch %d", batch);
+        CHECK(ert_test_close("z", z, ref, n, 1e-6, 1e-6), "identity batch %d", batch);
+    }
+    int idx = -1;
+    CHECK(ert_session_find_output(s, "z", &idx) == ERT_OK && idx == 1, "find z");
+    CHECK(ert_session_find_input(s, "nope", &idx) == ERT_E_NOT_FOUND, "find missing");
+    /* bad calls: status, no crash */
+    CHECK(ert_session_set_input(s, 0, a, 12) == ERT_E_SHAPE, "short input");
+    CHECK(strstr(ert_last_error(ctx), "bytes") != NULL, "message: %s", ert_last_error(ctx));
+    CHECK(ert_session_set_input(s, 2, a, (size_t)n * 4) == ERT_E_ARG, "index");
+    CHECK(ert_session_set_input(s, 0, NULL, 4) == ERT_E_ARG, "null");
+    CHECK(ert_session_output_data(s, -1, (const void **)&a) == ERT_E_ARG, "neg index");
+    CHECK(ert_session_get_output(s, 0, b, 3) == ERT_E_SHAPE, "get_output size");
+    free(a);
+    free(b);
+    free(ref);
+    ert_session_free(s);
+}
+
+static void arena_cases(ert_model *m) {
+    ert_session_options o = {.batch = 2};
+    ert_memory_report rep;
+    CHECK_OK(ert_session_plan(m, &o, &rep), ctx);
+    CHECK(rep.total_bytes == rep.weights_bytes + rep.io_bytes + rep.activations_bytes, "total is the sum");
+    CHECK(rep.io_bytes >= 4 * 2 * 35 * 4, "io holds a, b, y, z: %zu", rep.io_bytes);
+    CHECK(rep.activations_bytes >= rep.activations_lower_bound, "peak >= lower bound");
+    size_t need = rep.total_bytes;
+    void *buf = aligned_alloc(256, need + 256);
+    o.arena = buf;
+    o.arena_bytes = need - 1;
+    ert_session *s = NULL;
+    CHECK(ert_session_create(m, &o, &s) == ERT_E_ARENA && s == NULL, "small arena");
+    char want[64];
+    snprintf(want, sizeof want, "%zu needed", need);
+    CHECK(strstr(ert_last_error(ctx), want) != NULL, "message names the need: %s", ert_last_error(ctx));
+    o.arena_bytes = need;
+    CHECK_OK(ert_session_create(m, &o, &s), ctx);
+    if (s) {
+        void *p;
+        ert_session_input_data(s, 1, &p);
+        CHECK((char *)p >= (char *)buf && (char *)p < (char *)buf + need, "input lives in the caller's arena");
+        check_plan(s);
+        ert_session_free(s);
+    }
+    o.arena = (char *)buf + 8; /* misaligned */
+    CHECK(ert_session_create(m, &o, &s) == ERT_E_ARG, "misaligned arena");
+    free(buf);
+}
+
+/* Weights-only sub-graphs fold away; unused nodes are dropped. */
+static void folding(ert_test_rng *r) {
+    ert_builder *b;
+    CHECK_OK(ert_builder_create(ctx, &b), ctx);
+    int64_t dims[2] = {3, 4};
+    float w1[12], w2[12];
+    ert_test_fill(r, w1, 12, -1, 1);
+    ert_test_fill(r, w2, 12, -1, 1);
+    int32_t x, a, c, s, rl, y, dead;
+    CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 2, dims, &x), ctx);
+    CHECK_OK(ert_builder_weight(b, "w1", ERT_DTYPE_F32, 2, dims, w1, &a), ctx);
+    CHECK_OK(ert_builder_weight(b, "w2", ERT_DTYPE_F32, 2, dims, w2, &c), ctx);
+    CHECK_OK(ert_builder_binary(b, "Add", a, c, &s), ctx);
+    CHECK_OK(ert_builder_unary(b, "Relu", s, &rl), ctx);
+    CHECK_OK(ert_builder_binary(b, "Add", x, rl, &y), ctx);
+    CHECK_OK(ert_builder_unary(b, "Relu", x, &dead), ctx); /* output unused */
+    CHECK_OK(ert_builder_output(b, y, "y"), ctx);
+    ert_model *m = NULL;
+    CHECK_OK(ert_builder_finish(b, &m), ctx);
+    ert_builder_free(b);
+    if (!m) return;
+    CHECK(ert_model_n_nodes(m) == 4, "model keeps 4 nodes");
+    CHECK(ert_model_n_params(m) == 24, "params %lld", (long long)ert_model_n_params(m));
+    ert_session *s2 = NULL;
+    CHECK_OK(ert_session_create(m, NULL, &s2), ctx);
+    if (s2) {
+        CHECK(ert_session_n_scheduled(s2) == 1, "scheduled %d nodes, want 1", ert_session_n_scheduled(s2));
+        ert_memory_report rep;
+        ert_session_memory(s2, &rep);
+        CHECK(rep.weights_bytes >= 48, "folded constant lives in the arena: %zu", rep.weights_bytes);
+        float xin[12], out[12];
+        double ref[12];
+        ert_test_fill(r, xin, 12, -1, 1);
+        for (int i = 0; i < 12; i++) ref[i] = xin[i] + fmax(0.0, (double)w1[i] + w2[i]);
+        CHECK_OK(ert_session_set_input(s2, 0, xin, sizeof xin), ctx);
+        CHECK_OK(ert_session_run(s2), ctx);
+        CHECK_OK(ert_session_get_output(s2, 0, out, sizeof out), ctx);
+        CHECK(ert_test_close("folded", out, ref, 12, 1e-6, 1e-6), "folded graph output");
+        check_plan(s2);
+        ert_session_free(s2);
+    }
+    ert_model_free(m);
+}
+
+static void bad_input(void) {
+    ert_builder *b;
+    CHECK_OK(ert_builder_create(ctx, &b), ctx);
+    int64_t dims[2] = {2, -1};
+    int32_t x, y, ids[1];
+    CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 2, dims, &x), ctx);
+    CHECK(ert_builder_input(b, "x", ERT_DTYPE_F32, 2, dims, &y) == ERT_E_ARG, "duplicate name");
+    CHECK(ert_builder_unary(b, "NoSuchOp", x, &y) == ERT_E_UNSUPPORTED, "unknown op");
+    CHECK(strstr(ert_last_error(ctx), "NoSuchOp") != NULL, "message names the op: %s", ert_last_error(ctx));
+    CHECK(ert_builder_unary(b, "Relu", 99, &y) == ERT_E_ARG, "bad id");
+    CHECK(ert_builder_node(b, "Add", NULL, &x, 1, NULL, 0, ids, 1) == ERT_E_FORMAT, "arity");
+    CHECK(ert_builder_input(b, "z", (ert_dtype)99, 2, dims, &y) == ERT_E_ARG, "bad dtype");
+    CHECK(ert_builder_finish(b, NULL) == ERT_E_ARG, "null out");
+    ert_model *m = NULL;
+    CHECK(ert_builder_finish(b, &m) == ERT_E_FORMAT, "no outputs");
+    CHECK_OK(ert_builder_unary(b, "Relu", x, &y), ctx);
+    CHECK_OK(ert_builder_output(b, y, "y"), ctx);
+    CHECK_OK(ert_builder_finish(b, &m), ctx);
+    CHECK(ert_builder_unary(b, "Relu", x, &y) == ERT_E_STATE, "builder used after finish");
+    ert_builder_free(b);
+    ert_session *s = NULL;
+    CHECK(ert_session_create(m, NULL, &s) == ERT_E_SHAPE, "dynamic inner dim without shape");
+    CHECK(strstr(ert_last_error(ctx), "input_shapes") != NULL, "message says how: %s", ert_last_error(ctx));
+    ert_input_shape is = {.name = "x", .ndim = 2, .dims = {2, 9}};
+    ert_session_options o = {.input_shapes = &is, .n_input_shapes = 1};
+    CHECK_OK(ert_session_create(m, &o, &s), ctx);
+    ert_tensor_info ti;
+    if (s) {
+        CHECK_OK(ert_session_output_info(s, 0, &ti), ctx);
+        CHECK(ti.dims[1] == 9, "shape flows to the output");
+        ert_session_free(s);
+        s = NULL;
+    }
+    is.dims[0] = 3; /* contradicts the static dim */
+    CHECK(ert_session_create(m, &o, &s) == ERT_E_SHAPE, "contradicting static dim");
+    is.name = "nope";
+    CHECK(ert_session_create(m, &o, &s) == ERT_E_NOT_FOUND, "unknown input name");
+    o.n_input_shapes = -1;
+    CHECK(ert_session_create(m, &o, &s) == ERT_E_ARG, "bad options");
+    ert_session_options cu = {.device = ERT_DEVICE_CUDA};
+    CHECK(ert_session_create(m, &cu, &s) != ERT_OK && s == NULL, "no CUDA in this build");
+    CHECK(ert_session_create(NULL, NULL, &s) == ERT_E_ARG, "null model");
+    CHECK(ert_model_input_info(m, 5, &ti) == ERT_E_ARG, "model input index");
+    ert_model_free(m);
+    ert_session_free(NULL);
+    ert_model_free(NULL);
+}
+
+int main(void) {
+    ert_test_rng r;
+    ert_test_rng_init(&r, "session");
+    CHECK_OK(ert_context_create(NULL, &ctx), NULL);
+    ert_model *m = build_relu_add();
+    if (m) {
+        run_relu_add(&r, m, 1);
+        run_relu_add(&r, m, 3);
+        arena_cases(m);
+        ert_model_free(m);
+    }
+    folding(&r);
+    bad_input();
+    ert_context_free(ctx);
+    return ert_test_finish("session");
+}
