@@ -370,7 +370,7 @@ static int is_npy(const char *path) {
 static int load_input_file(ert_context *ctx, const char *path, loaded_input *in) {
     /* fopen first for a plain message on a missing file */
     FILE *f = fopen(path, "rb");
-    if (!f) return error("input '%s': %s", path, strerror(errno));
+    if (!f) return error("input file '%s': %s", path, strerror(errno));
     fclose(f);
     if (is_npy(path)) {
         npy_array a;
@@ -466,14 +466,20 @@ static int cmd_run(int argc, char **argv) {
         }
         if (found >= 0) {
             ins[k].path = eq + 1;
-        } else if (nmi == 1 && o.n_inputs == 1) {
+        } else if (nmi == 1 && o.n_inputs == 1 && (!eq || access(spec, F_OK) == 0)) {
             /* one input: NAME= may be left out (and a path may contain '=') */
             found = 0;
             ins[k].path = spec;
         } else {
-            rc = error(eq ? "model has no input named '%s' (see 'edgert info %s')"
-                          : "--input '%s': give NAME=FILE (model '%s' has several inputs)",
-                       eq ? name : spec, o.pos[0]);
+            char names[512] = "";
+            size_t nl = 0;
+            for (int i = 0; i < nmi && nl < sizeof names; i++)
+                if (ert_model_input_info(m, i, &mi) == ERT_OK)
+                    nl += (size_t)snprintf(names + nl, sizeof names - nl, "%s%s", i ? ", " : "", mi.name);
+            if (eq)
+                rc = error("model has no input named '%s' (its inputs: %s)", name, names);
+            else
+                rc = error("--input '%s': give NAME=FILE (the model's inputs: %s)", spec, names);
             goto out;
         }
         ert_model_input_info(m, found, &mi);

@@ -147,9 +147,9 @@ ert_cli_test(cli_usage_device CMD ${_cli} bench x.ert --device tpu RC 2 STDERR "
 ert_cli_test(cli_missing_model CMD ${_cli} info ${_w}/does-not-exist.ert RC 1
   STDERR "edgert: error: cannot load model .*does-not-exist.ert")
 ert_cli_test(cli_missing_input CMD ${_cli} run ${_w}/demo.ert --input input=${_w}/nope.npy RC 1
-  STDERR "nope.npy: No such file" REQUIRES cli_model)
+  STDERR "input file .*nope.npy': No such file" REQUIRES cli_model)
 ert_cli_test(cli_wrong_name CMD ${_cli} run ${_w}/demo.ert --input image=${_w}/input.npy RC 1
-  STDERR "no input named 'image'" REQUIRES cli_model cli_input)
+  STDERR "no input named 'image' \\(its inputs: input\\)" REQUIRES cli_model cli_input)
 ert_cli_test(cli_not_npy CMD ${_cli} run ${_w}/demo.ert --input input=${_w}/demo.ert RC 1
   STDERR "neither .npy nor" REQUIRES cli_model)
 add_test(NAME cli_input_bad_shape COMMAND $<TARGET_FILE:test_cli_npy> write ${_w}/bad_shape.npy 2 3 16 16)
