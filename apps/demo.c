@@ -104,9 +104,13 @@ static void print_model(const ert_model *m) {
         const char *nm = ert_model_node_name(m, i);
         printf("  node %2d %-18s %s\n", i, ert_model_node_op(m, i), nm ? nm : "");
     }
-    for (int i = 0; i < ert_model_n_outputs(m); i++)
-        if (ert_model_output_info(m, i, &t) == ERT_OK)
+    for (int i = 0; i < ert_model_n_outputs(m); i++) {
+        if (ert_model_output_info(m, i, &t) != ERT_OK) continue;
+        if (t.dtype == ERT_DTYPE_UNDEFINED) /* shape inference runs at session create */
+            printf("  output %-8s (dtype and shape inferred when a session is created)\n", t.name);
+        else
             printf("  output %-8s %s %s\n", t.name, ert_dtype_name(t.dtype), cli_shape_str(sh, sizeof sh, t.ndim, t.dims));
+    }
 }
 
 static void print_report(const ert_memory_report *r) {

@@ -203,12 +203,21 @@ static int parse_opts(int argc, char **argv, unsigned allowed, int npos, common_
 
 static void print_info_line(const ert_tensor_info *t) {
     char sh[160];
+    if (t->dtype == ERT_DTYPE_UNDEFINED) { /* outputs of a graph without value_info */
+        printf("  %-24s (dtype and shape inferred when a session is created)\n", t->name ? t->name : "?");
+        return;
+    }
     printf("  %-24s %-5s %s\n", t->name ? t->name : "?", ert_dtype_name(t->dtype), cli_shape_str(sh, sizeof sh, t->ndim, t->dims));
 }
 
 static void json_info(const ert_tensor_info *t) {
     printf("{\"name\": ");
     cli_json_str(stdout, t->name);
+    if (t->dtype == ERT_DTYPE_UNDEFINED) {
+        printf(", \"dtype\": null, \"shape\": null}");
+        return;
+    }
+    /* dynamic dims are -1 */
     printf(", \"dtype\": \"%s\", \"shape\": [", ert_dtype_name(t->dtype));
     for (int d = 0; d < t->ndim; d++) printf("%s%lld", d ? ", " : "", (long long)t->dims[d]);
     printf("]}");

@@ -20,6 +20,11 @@ int main(int argc, char **argv) {
     const char *outdir = argc == 4 ? argv[3] : getenv("ERT_CLI_OUTDIR");
     if (!model || !input || !outdir) return ert_test_skip("cli_run", "needs MODEL INPUT OUTDIR (run by tests/cli.cmake)");
 
+    FILE *probe = fopen(model, "rb");
+    if (!probe) /* the demo that makes it was skipped (library feature not implemented yet) */
+        return ert_test_skip("cli_run", "model file missing: its producer failed or was skipped");
+    fclose(probe);
+
     ert_context *ctx = NULL;
     ert_model *m = NULL;
     ert_session *s = NULL;
