@@ -167,6 +167,9 @@ static int parse_opts(int argc, char **argv, unsigned allowed, int npos, common_
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(USAGE, stdout);
             exit(0);
+        } else if (strcmp(a, "--version") == 0) {
+            printf("edgert %s (library %s)\n", ERT_VERSION_STRING, ert_version());
+            exit(0);
         } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
             g_verbose = 1;
         } else if ((allowed & O_BATCH) && opt_match(&p, "--batch", 1)) {
@@ -777,6 +780,12 @@ out:
 /* ---------------------------------------------------------------- main */
 
 int main(int argc, char **argv) {
+    /* global options before the command */
+    while (argc > 1 && (strcmp(argv[1], "-v") == 0 || strcmp(argv[1], "--verbose") == 0)) {
+        g_verbose = 1;
+        argv[1] = argv[0];
+        argv++, argc--;
+    }
     if (argc < 2) return usage_error("no command given");
     const char *cmd = argv[1];
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
