@@ -128,7 +128,7 @@ static void test_versions_and_forms(void) {
 }
 
 static void test_rejects(void) {
-    float f[6] = {0};
+    float f[8] = {0}; /* 2x3 plus room for the trailing-bytes case */
     expect_reject("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", f, 24, "fortran_order");
     expect_reject("{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }", f, 24, "big-endian");
     expect_reject("{'descr': '|O', 'fortran_order': False, 'shape': (2,), }", f, 16, "object");
