@@ -14,6 +14,7 @@
 #include "npy.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -630,6 +631,12 @@ static int cmd_run(int argc, char **argv) {
             cli_json_str(stdout, t.name);
             printf(", \"dtype\": \"%s\", \"shape\": [", ert_dtype_name(t.dtype));
             for (int d = 0; d < t.ndim; d++) printf("%s%lld", d ? ", " : "", (long long)t.dims[d]);
+            printf("], \"first_values\": [");
+            for (int64_t e = 0; e < n && e < 8; e++) {
+                double v = cli_elem(t.dtype, data, (size_t)e);
+                if (isfinite(v)) printf("%s%.9g", e ? ", " : "", v);
+                else printf("%snull", e ? ", " : ""); /* JSON has no nan/inf */
+            }
             printf("], \"file\": ");
             if (o.output_dir) cli_json_str(stdout, path); else printf("null");
             printf("}");

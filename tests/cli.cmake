@@ -146,7 +146,7 @@ set_property(TEST cli_run APPEND PROPERTY ENVIRONMENT
   ERT_CLI_MODEL=${_w}/demo.ert ERT_CLI_INPUT=${_w}/input.npy ERT_CLI_OUTDIR=${_w}/out)
 set_tests_properties(cli_run PROPERTIES FIXTURES_REQUIRED "cli_out;cli_model;cli_input" LABELS cli)
 ert_cli_test(cli_run_json CMD ${_cli} run ${_w}/demo.ert --input ${_w}/input.npy --json
-  JSON run_ms outputs REQUIRES cli_model cli_input NEEDS ${_w}/demo.ert)
+  JSON run_ms outputs outputs.0.shape outputs.0.first_values REQUIRES cli_model cli_input NEEDS ${_w}/demo.ert)
 
 ert_cli_test(cli_bench_json CMD ${_cli} bench ${_w}/demo.ert --iters 5 --warmup 1 --batch 2 --json
   JSON p50_ms p90_ms mean_ms min_ms throughput_items_per_s arena_bytes memory.activations_lower_bound
