@@ -402,6 +402,8 @@ typedef struct ert_kargs {
     void *workspace;          /* workspace_bytes from prepare, 64-byte aligned */
     size_t workspace_bytes;
     struct ert_threadpool *pool; /* may be NULL: run single-threaded */
+    void *state;              /* backend's per-node state (bind_node) */
+    const char *name;         /* node name, for messages */
 } ert_kargs;
 
 typedef ert_status (*ert_kernel_fn)(const ert_kargs *a);
@@ -419,16 +421,51 @@ void ert_parallel_for(struct ert_threadpool *tp, int64_t n, int64_t grain, ert_p
 /* ------------------------------------------------------------------ backends */
 
 /* A backend is a table of function pointers (runtime never includes CUDA
- * headers). Optional entries may be NULL. */
+ * headers). Entries marked optional may be NULL.
+ *
+ * Session create calls, in order: init -> node_workspace (each node, before
+ * planning) -> arena_alloc ([weights | io | activations]; unless the caller
+ * gave an arena) -> io_host -> upload (weights) -> bind_node (each node,
+ * pointers final) -> bind_io. ert_session_run calls run. Free: release_node,
+ * io_host_free, arena_free, release. */
+typedef struct ert_io_copy {
+    void *host;               /* what the user reads/writes */
+    void *dev;                /* what kernels read/write */
+    size_t bytes;
+} ert_io_copy;
+
 typedef struct ert_backend {
     const char *name;
     ert_device device;
-    /* Run one node. Returns ERT_E_UNSUPPORTED for ops it lacks. */
-    ert_status (*run_node)(void *bctx, const ert_kargs *a);
-    /* Does this backend implement `op` for these dtypes? (used at create) */
+    bool weights_in_arena;    /* must every weight be copied into the arena (device memory)? */
+    ert_status (*init)(ert_context *ctx, const ert_session_options *o, void **bctx);
+    void (*release)(void *bctx);
+    /* optional: extra scratch a node needs on this backend (e.g. cuDNN workspace),
+     * from concrete shapes (data pointers are NULL). Adds to prepare's bytes. */
+    ert_status (*node_workspace)(void *bctx, const ert_kargs *a, size_t *bytes);
+    ert_status (*arena_alloc)(void *bctx, size_t bytes, void **ptr);
+    void (*arena_free)(void *bctx, void *ptr);
+    /* The io region (graph inputs and outputs) lives in the arena at `dev`;
+     * io_host returns the pointer the user reads and writes: `dev` itself on
+     * CPU and unified memory, a pinned host mirror on a discrete GPU. */
+    ert_status (*io_host)(void *bctx, void *dev, size_t bytes, void **host);
+    void (*io_host_free)(void *bctx, void *host, void *dev);
+    /* copy host bytes to arena memory, at create */
+    ert_status (*upload)(void *bctx, void *dst, const void *src, size_t n);
+    /* optional: per-node state once pointers are final (descriptors, algorithms) */
+    ert_status (*bind_node)(void *bctx, ert_kargs *a);
+    void (*release_node)(void *bctx, ert_kargs *a);
+    /* optional: the input copies (host->dev before run) and output copies
+     * (dev->host after) when host != dev */
+    ert_status (*bind_io)(void *bctx, const ert_io_copy *in, int n_in, const ert_io_copy *out, int n_out);
+    /* run every node in order; on failure return the status and write the
+     * index of the failing node to *failed. */
+    ert_status (*run)(void *bctx, ert_kargs *const *nodes, int n, int *failed);
     bool (*supports)(ert_op op, ert_dtype dt);
-    ert_status (*sync)(void *bctx);
 } ert_backend;
+
+/* Returns the CUDA backend if this build has one, else NULL (runtime/backends.c). */
+const ert_backend *ert_cuda_backend_get(void);
 
 /* kernels/cpu/cpu_backend.c */
 extern const ert_backend ert_cpu_backend;

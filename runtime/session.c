@@ -54,7 +54,8 @@ typedef struct stensor {
     int32_t alias;     /* shares the storage of this tensor (-1: own) */
     int32_t block;     /* planner block index (MEM_ACT roots) */
     size_t offset;     /* within its region */
-    void *data;        /* resolved pointer */
+    void *data;        /* resolved pointer kernels use */
+    void *host;        /* MEM_IO: the pointer the user reads/writes */
 } stensor;
 
 typedef struct snode {
@@ -90,11 +91,14 @@ struct ert_session {
     uint8_t *arena;
     size_t arena_bytes;
     bool arena_owned;
+    uint8_t *io_host;     /* user-visible io region (== arena io region unless the backend mirrors it) */
+    ert_kargs **kptr;     /* scheduled nodes' arguments, in run order */
     ert_plan_block *blocks;
     int n_blocks;
     size_t w_bytes, io_bytes, act_bytes;
     ert_memory_report mem;
     bool planned_only;
+    bool bctx_live;       /* be->init succeeded */
 };
 
 /* ------------------------------------------------------------------ helpers */
@@ -694,6 +698,25 @@ static ert_status plan(ert_session *s) {
         int32_t r = root_of(s, i);
         if (s->t[i].last > s->t[r].last) s->t[r].last = s->t[i].last;
     }
+    /* backend scratch (e.g. cuDNN workspace) from concrete shapes */
+    if (s->be->node_workspace) {
+        for (int k = 0; k < s->n_sched; k++) {
+            snode *n = &s->n[s->sched[k]];
+            ert_tview v[64];
+            if (n->n_in + n->n_out > 64) continue;
+            for (int j = 0; j < n->n_in; j++) {
+                memset(&v[j], 0, sizeof v[j]);
+                if (n->in[j] >= 0) fill_view(&v[j], &s->t[n->in[j]], NULL);
+            }
+            for (int j = 0; j < n->n_out; j++) fill_view(&v[n->n_in + j], &s->t[n->out[j]], NULL);
+            ert_kargs a = {.op = n->op, .params = &n->params, .n_in = n->n_in, .n_out = n->n_out, .in = v,
+                           .out = v + n->n_in, .name = n->name};
+            size_t extra = 0;
+            ert_status st = s->be->node_workspace(s->bctx, &a, &extra);
+            if (st != ERT_OK) return st;
+            n->ws_bytes += extra;
+        }
+    }
     /* blocks: activation roots, then workspaces */
     int nb = 0;
     for (int i = 0; i < s->nt; i++)
@@ -730,7 +753,12 @@ static ert_status plan(ert_session *s) {
             t->offset = w;
             w = ert_align_up(w + t->nbytes, ERT_ALIGN);
         } else if (t->mem == MEM_CONST && t->n_uses > 0) {
-            mapped += t->nbytes;
+            if (s->be->weights_in_arena) { /* device memory: weights are copied in */
+                t->offset = w;
+                w = ert_align_up(w + t->nbytes, ERT_ALIGN);
+            } else {
+                mapped += t->nbytes;
+            }
         }
     }
     /* io region: graph inputs and outputs (the same tensor once) */
@@ -759,6 +787,8 @@ static ert_status plan(ert_session *s) {
 
 static ert_status bind(ert_session *s, const ert_session_options *o) {
     size_t total = s->mem.total_bytes;
+    const ert_backend *be = s->be;
+    ert_status st;
     if (o->arena) {
         if ((uintptr_t)o->arena % ERT_HOST_ALIGN)
             return ert_set_error(s->ctx, ERT_E_ARG, "arena must be %d-byte aligned", ERT_HOST_ALIGN);
@@ -769,23 +799,41 @@ static ert_status bind(ert_session *s, const ert_session_options *o) {
         s->arena = o->arena;
         s->arena_bytes = o->arena_bytes;
     } else {
-        s->arena = aligned_alloc(ERT_ALIGN, ert_align_up(total ? total : 1, ERT_ALIGN));
-        if (!s->arena) return ert_set_error(s->ctx, ERT_E_NOMEM, "cannot allocate the %zu-byte arena", total);
+        void *p = NULL;
+        if ((st = be->arena_alloc(s->bctx, total, &p)) != ERT_OK)
+            return ert_set_error(s->ctx, st, "cannot allocate the %zu-byte arena on %s", total, be->name);
+        s->arena = p;
         s->arena_owned = true;
         s->arena_bytes = total;
     }
     uint8_t *wbase = s->arena, *iobase = s->arena + s->w_bytes, *abase = iobase + s->io_bytes;
+    void *ioh = NULL;
+    if ((st = be->io_host(s->bctx, iobase, s->io_bytes, &ioh)) != ERT_OK)
+        return ert_set_error(s->ctx, st, "cannot allocate %zu bytes of host memory for inputs/outputs", s->io_bytes);
+    s->io_host = ioh;
     for (int i = 0; i < s->nt; i++) {
         stensor *t = &s->t[i];
         switch (t->mem) {
-        case MEM_CONST: t->data = (void *)t->cdata; break;
+        case MEM_CONST:
+            if (be->weights_in_arena && t->n_uses > 0) {
+                t->data = wbase + t->offset;
+                if ((st = be->upload(s->bctx, t->data, t->cdata, t->nbytes)) != ERT_OK)
+                    return ert_set_error(s->ctx, st, "cannot upload weight '%s'", t->name);
+            } else {
+                t->data = (void *)t->cdata;
+            }
+            break;
         case MEM_OWNED:
             if (t->n_uses > 0) {
                 t->data = wbase + t->offset;
-                memcpy(t->data, t->cdata, t->nbytes);
+                if ((st = be->upload(s->bctx, t->data, t->cdata, t->nbytes)) != ERT_OK)
+                    return ert_set_error(s->ctx, st, "cannot upload weight '%s'", t->name);
             }
             break;
-        case MEM_IO: t->data = iobase + t->offset; break;
+        case MEM_IO:
+            t->data = iobase + t->offset;
+            t->host = s->io_host + t->offset;
+            break;
         case MEM_ACT:
             if (t->alias < 0 && t->block >= 0) t->data = abase + s->blocks[t->block].offset;
             break;
@@ -794,17 +842,22 @@ static ert_status bind(ert_session *s, const ert_session_options *o) {
     }
     for (int i = 0; i < s->nt; i++)
         if (s->t[i].mem == MEM_ACT && s->t[i].alias >= 0) s->t[i].data = s->t[root_of(s, i)].data;
-    /* constant graph outputs: copy once */
+    /* constant graph outputs: written once, on both sides */
     for (int i = 0; i < s->n_out; i++) {
         stensor *t = &s->t[s->out_t[i]];
-        if (t->cdata && t->data != t->cdata) memcpy(t->data, t->cdata, t->nbytes);
+        if (!t->cdata) continue;
+        memcpy(t->host, t->cdata, t->nbytes);
+        if (t->host != t->data && (st = be->upload(s->bctx, t->data, t->cdata, t->nbytes)) != ERT_OK)
+            return ert_set_error(s->ctx, st, "cannot upload constant output '%s'", t->name);
     }
     for (int i = 0; i < s->nt; i++) {
         free(s->t[i].owned);
         s->t[i].owned = NULL;
-        if (s->t[i].mem == MEM_OWNED) s->t[i].cdata = s->t[i].data;
+        if (s->t[i].mem == MEM_OWNED) s->t[i].cdata = NULL; /* may be device memory now */
     }
     /* kernel arguments, resolved once */
+    s->kptr = calloc((size_t)(s->n_sched + 1), sizeof *s->kptr);
+    if (!s->kptr) return oom(s);
     for (int k = 0; k < s->n_sched; k++) {
         snode *n = &s->n[s->sched[k]];
         n->views = calloc((size_t)(n->n_in + n->n_out), sizeof *n->views);
@@ -813,9 +866,34 @@ static ert_status bind(ert_session *s, const ert_session_options *o) {
             if (n->in[j] >= 0) fill_view(&n->views[j], &s->t[n->in[j]], s->t[n->in[j]].data);
         for (int j = 0; j < n->n_out; j++) fill_view(&n->views[n->n_in + j], &s->t[n->out[j]], s->t[n->out[j]].data);
         n->args = (ert_kargs){.op = n->op, .params = &n->params, .n_in = n->n_in, .n_out = n->n_out, .in = n->views,
-                              .out = n->views + n->n_in, .pool = s->pool,
+                              .out = n->views + n->n_in, .pool = s->pool, .name = n->name,
                               .workspace = n->ws_block >= 0 ? abase + s->blocks[n->ws_block].offset : NULL,
                               .workspace_bytes = n->ws_bytes};
+        if (be->bind_node && (st = be->bind_node(s->bctx, &n->args)) != ERT_OK) {
+            if (!ert_last_error(s->ctx)[0]) ert_set_error(s->ctx, st, "node '%s' (%s): backend setup failed", n->name, op_name(n->op));
+            return st;
+        }
+        s->kptr[k] = &n->args;
+    }
+    if (be->bind_io && s->io_host != iobase) {
+        ert_io_copy *ins = calloc((size_t)s->n_in + 1, sizeof *ins), *outs = calloc((size_t)s->n_out + 1, sizeof *outs);
+        if (!ins || !outs) {
+            free(ins);
+            free(outs);
+            return oom(s);
+        }
+        for (int i = 0; i < s->n_in; i++) {
+            const stensor *t = &s->t[s->in_t[i]];
+            ins[i] = (ert_io_copy){.host = t->host, .dev = t->data, .bytes = t->nbytes};
+        }
+        for (int i = 0; i < s->n_out; i++) {
+            const stensor *t = &s->t[s->out_t[i]];
+            outs[i] = (ert_io_copy){.host = t->host, .dev = t->data, .bytes = t->nbytes};
+        }
+        st = be->bind_io(s->bctx, ins, s->n_in, outs, s->n_out);
+        free(ins);
+        free(outs);
+        if (st != ERT_OK) return st;
     }
     return ERT_OK;
 }
@@ -824,18 +902,23 @@ static ert_status bind(ert_session *s, const ert_session_options *o) {
 
 static void session_free(ert_session *s) {
     if (!s) return;
+    const ert_backend *be = s->be;
     for (int i = 0; i < s->nt; i++) free(s->t[i].owned);
     for (int i = 0; i < s->nn; i++) {
+        if (be && be->release_node && s->n[i].views) be->release_node(s->bctx, &s->n[i].args);
         free(s->n[i].in);
         free(s->n[i].views);
     }
     free(s->t);
     free(s->n);
     free(s->sched);
+    free(s->kptr);
     free(s->in_t);
     free(s->out_t);
     free(s->blocks);
-    if (s->arena_owned) free(s->arena);
+    if (be && s->io_host && be->io_host_free) be->io_host_free(s->bctx, s->io_host, s->arena + s->w_bytes);
+    if (be && s->arena_owned) be->arena_free(s->bctx, s->arena);
+    if (be && s->bctx_live) be->release(s->bctx);
     ert_threadpool_free(s->pool);
     free(s);
 }
@@ -846,8 +929,6 @@ static ert_status build(const ert_model *m, const ert_session_options *opts, boo
     ert_session_options dflt = {0};
     const ert_session_options *o = opts ? opts : &dflt;
     ert_context *ctx = m->ctx;
-    if (o->device == ERT_DEVICE_CUDA)
-        return ert_set_error(ctx, ERT_E_UNSUPPORTED, "this build has no CUDA backend (device = CUDA)");
     if (o->n_input_shapes < 0 || (o->n_input_shapes && !o->input_shapes) || o->batch < 0 || o->n_threads < 0 ||
         o->n_threads > 256)
         return ert_set_error(ctx, ERT_E_ARG, "invalid session options");
@@ -855,11 +936,29 @@ static ert_status build(const ert_model *m, const ert_session_options *opts, boo
     if (!s) return ert_set_error(ctx, ERT_E_NOMEM, "out of memory");
     s->ctx = ctx;
     s->model = m;
-    s->be = &ert_cpu_backend;
+    ert_status st = ERT_OK;
+    if (o->device == ERT_DEVICE_CUDA || o->device == ERT_DEVICE_AUTO) {
+        s->be = ert_cuda_backend_get();
+        if (s->be) {
+            if ((st = s->be->init(ctx, o, &s->bctx)) == ERT_OK) s->bctx_live = true;
+            else if (o->device == ERT_DEVICE_CUDA) goto fail; /* init set the message */
+        } else if (o->device == ERT_DEVICE_CUDA) {
+            st = ert_set_error(ctx, ERT_E_UNSUPPORTED, "this build of edgert has no CUDA backend (built with ERT_CUDA=OFF)");
+            goto fail;
+        }
+    }
+    if (!s->bctx_live) {
+        if (o->device != ERT_DEVICE_CPU && o->device != ERT_DEVICE_AUTO && o->device != ERT_DEVICE_CUDA) {
+            st = ert_set_error(ctx, ERT_E_ARG, "unknown device %d", (int)o->device);
+            goto fail;
+        }
+        s->be = &ert_cpu_backend;
+        if ((st = s->be->init(ctx, o, &s->bctx)) != ERT_OK) goto fail;
+        s->bctx_live = true;
+    }
     s->flags = o->flags;
     s->n_threads = o->n_threads > 0 ? o->n_threads : 1;
     s->planned_only = plan_only;
-    ert_status st = ERT_OK;
     for (int i = 0; i < m->n_tensors; i++) {
         int32_t id = add_tensor(s, m->tensors[i].name);
         if (id < 0) {
@@ -922,13 +1021,14 @@ ert_status ert_session_create(const ert_model *m, const ert_session_options *o, 
 
 ert_status ert_session_run(ert_session *s) {
     if (!s) return ERT_E_ARG;
-    for (int k = 0; k < s->n_sched; k++) {
-        const snode *n = &s->n[s->sched[k]];
-        ert_status st = s->be->run_node(s->bctx, &n->args);
-        if (st != ERT_OK)
-            return ert_set_error(s->ctx, st, "node '%s' (%s) failed: %s", n->name, op_name(n->op),
-                                 st == ERT_E_UNSUPPORTED ? "the CPU backend does not implement it for these inputs"
-                                                         : ert_status_str(st));
+    int failed = -1;
+    ert_status st = s->be->run(s->bctx, s->kptr, s->n_sched, &failed);
+    if (st != ERT_OK) {
+        const snode *n = failed >= 0 && failed < s->n_sched ? &s->n[s->sched[failed]] : NULL;
+        return ert_set_error(s->ctx, st, "node '%s' (%s) failed on %s: %s", n ? n->name : "?", n ? op_name(n->op) : "?",
+                             s->be->name,
+                             st == ERT_E_UNSUPPORTED ? "the backend does not implement it for these inputs"
+                                                     : ert_status_str(st));
     }
     return ERT_OK;
 }
@@ -981,7 +1081,7 @@ ert_status ert_session_find_output(const ert_session *s, const char *name, int *
 ert_status ert_session_input_data(ert_session *s, int i, void **data) {
     if (!s || !data) return ERT_E_ARG;
     if (i < 0 || i >= s->n_in) return ert_set_error(s->ctx, ERT_E_ARG, "input index %d out of range [0, %d)", i, s->n_in);
-    *data = s->t[s->in_t[i]].data;
+    *data = s->t[s->in_t[i]].host;
     return ERT_OK;
 }
 
@@ -991,7 +1091,7 @@ ert_status ert_session_set_input(ert_session *s, int i, const void *data, size_t
     const stensor *t = &s->t[s->in_t[i]];
     if (bytes != t->nbytes)
         return ert_set_error(s->ctx, ERT_E_SHAPE, "input '%s' holds %zu bytes, %zu given", t->name, t->nbytes, bytes);
-    memcpy(t->data, data, bytes);
+    memcpy(t->host, data, bytes);
     return ERT_OK;
 }
 
@@ -999,7 +1099,7 @@ ert_status ert_session_output_data(ert_session *s, int i, const void **data) {
     if (!s || !data) return ERT_E_ARG;
     if (i < 0 || i >= s->n_out)
         return ert_set_error(s->ctx, ERT_E_ARG, "output index %d out of range [0, %d)", i, s->n_out);
-    *data = s->t[s->out_t[i]].data;
+    *data = s->t[s->out_t[i]].host;
     return ERT_OK;
 }
 
@@ -1010,7 +1110,7 @@ ert_status ert_session_get_output(ert_session *s, int i, void *data, size_t byte
     const stensor *t = &s->t[s->out_t[i]];
     if (bytes != t->nbytes)
         return ert_set_error(s->ctx, ERT_E_SHAPE, "output '%s' holds %zu bytes, %zu asked", t->name, t->nbytes, bytes);
-    memcpy(data, t->data, bytes);
+    memcpy(data, t->host, bytes);
     return ERT_OK;
 }
 

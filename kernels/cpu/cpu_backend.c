@@ -1,6 +1,9 @@
 /* CPU backend table: op -> kernel. */
 #include "cpu_kernels.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 static const ert_kernel_fn KERNELS[ERT_OP_COUNT] = {
     [ERT_OP_CONV] = ert_cpu_conv,
     [ERT_OP_CONV_TRANSPOSE] = ert_cpu_conv_transpose,
@@ -47,9 +50,45 @@ ert_status ert_cpu_run_node(const ert_kargs *a) {
     return KERNELS[a->op](a);
 }
 
-static ert_status cpu_run_node(void *bctx, const ert_kargs *a) {
+/* Host memory: the io region is the arena's own memory (host == dev). */
+static ert_status cpu_init(ert_context *ctx, const ert_session_options *o, void **bctx) {
+    (void)ctx; (void)o;
+    *bctx = NULL;
+    return ERT_OK;
+}
+
+static void cpu_release(void *bctx) { (void)bctx; }
+
+static ert_status cpu_arena_alloc(void *bctx, size_t bytes, void **ptr) {
     (void)bctx;
-    return ert_cpu_run_node(a);
+    *ptr = aligned_alloc(ERT_ALIGN, ert_align_up(bytes ? bytes : 1, ERT_ALIGN));
+    return *ptr ? ERT_OK : ERT_E_NOMEM;
+}
+
+static void cpu_arena_free(void *bctx, void *ptr) { (void)bctx; free(ptr); }
+
+static ert_status cpu_io_host(void *bctx, void *dev, size_t bytes, void **host) {
+    (void)bctx; (void)bytes;
+    *host = dev;
+    return ERT_OK;
+}
+
+static ert_status cpu_upload(void *bctx, void *dst, const void *src, size_t n) {
+    (void)bctx;
+    memcpy(dst, src, n);
+    return ERT_OK;
+}
+
+static ert_status cpu_run(void *bctx, ert_kargs *const *nodes, int n, int *failed) {
+    (void)bctx;
+    for (int k = 0; k < n; k++) {
+        ert_status st = ert_cpu_run_node(nodes[k]);
+        if (st != ERT_OK) {
+            *failed = k;
+            return st;
+        }
+    }
+    return ERT_OK;
 }
 
 static bool cpu_supports(ert_op op, ert_dtype dt) {
@@ -60,7 +99,13 @@ static bool cpu_supports(ert_op op, ert_dtype dt) {
 const ert_backend ert_cpu_backend = {
     .name = "cpu",
     .device = ERT_DEVICE_CPU,
-    .run_node = cpu_run_node,
+    .weights_in_arena = false,
+    .init = cpu_init,
+    .release = cpu_release,
+    .arena_alloc = cpu_arena_alloc,
+    .arena_free = cpu_arena_free,
+    .io_host = cpu_io_host,
+    .upload = cpu_upload,
+    .run = cpu_run,
     .supports = cpu_supports,
-    .sync = NULL,
 };
