@@ -230,7 +230,7 @@ int main(int argc, char **argv) {
     long iters = 10, warmup = 2, batch = 1;
     int threads[MAX_THREADS_LIST] = {1, 2}, n_threads = 2;
     const char *json = NULL, *save = NULL, *dump_path = NULL;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* every option takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--iters") == 0 && v) {
             if (cli_parse_int(v, 1, 1000000, &iters)) return usage();
@@ -257,7 +257,6 @@ int main(int argc, char **argv) {
         } else {
             return usage();
         }
-        i++;
     }
 
     ert_context *ctx = NULL;

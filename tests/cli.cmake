@@ -178,6 +178,18 @@ set_tests_properties(cli_input_bad_shape PROPERTIES FIXTURES_SETUP cli_bad_input
 ert_cli_test(cli_wrong_shape CMD ${_cli} run ${_w}/demo.ert --input input=${_w}/bad_shape.npy RC 1
   STDERR "input 'input' has shape \\(\\?, 3, 32, 32\\), file .* holds \\(2, 3, 16, 16\\)" REQUIRES cli_model cli_bad_input NEEDS ${_w}/demo.ert)
 
+# .npy files the CLI must refuse, with the reason
+foreach(kind fortran bigendian truncated)
+  add_test(NAME cli_input_${kind} COMMAND test_cli_npy write-bad ${_w}/${kind}.npy ${kind})
+  set_tests_properties(cli_input_${kind} PROPERTIES FIXTURES_SETUP cli_bad_${kind} LABELS cli)
+endforeach()
+ert_cli_test(cli_reject_fortran CMD ${_cli} run ${_w}/demo.ert --input input=${_w}/fortran.npy RC 1
+  STDERR "fortran_order=True is not supported" REQUIRES cli_model cli_bad_fortran NEEDS ${_w}/demo.ert)
+ert_cli_test(cli_reject_bigendian CMD ${_cli} run ${_w}/demo.ert --input input=${_w}/bigendian.npy RC 1
+  STDERR "big-endian dtype '>f4' is not supported" REQUIRES cli_model cli_bad_bigendian NEEDS ${_w}/demo.ert)
+ert_cli_test(cli_reject_truncated CMD ${_cli} run ${_w}/demo.ert --input input=${_w}/truncated.npy RC 1
+  STDERR "truncated .npy data" REQUIRES cli_model cli_bad_truncated NEEDS ${_w}/demo.ert)
+
 # an ONNX model from ../shared with its TensorProto test input (.pb path of `run`)
 set(_mnist ${PROJECT_SOURCE_DIR}/../shared/models/mnist_8)
 if(EXISTS ${_mnist}/model.onnx AND EXISTS ${_mnist}/test_data_set_0/input_0.pb)

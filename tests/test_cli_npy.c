@@ -3,6 +3,8 @@
  *   test_cli_npy                   unit tests: round trips of every dtype,
  *                                  byte-identical to np.save, versions 1-3,
  *                                  rejection of bad headers, truncation, bit flips
+ *   test_cli_npy write-bad PATH fortran|bigendian|truncated
+ *                                  a (2, 3, 32, 32) file the CLI must refuse
  *   test_cli_npy write PATH D0 D1 ...
  *                                  helper for the CLI tests: writes a '<f4'
  *                                  array of that shape, uniform [-1, 1), fixed seed
@@ -237,8 +239,26 @@ static int write_mode(int argc, char **argv) {
     return rc ? 1 : 0;
 }
 
+/* A (2, 3, 32, 32) file the CLI must refuse: fortran | bigendian | truncated. */
+static int write_bad_mode(const char *path, const char *kind) {
+    static float x[2 * 3 * 32 * 32];
+    const char *dict = strcmp(kind, "fortran") == 0 ? "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3, 32, 32), }"
+                       : strcmp(kind, "bigendian") == 0 ? "{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3, 32, 32), }"
+                                                        : "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, 32, 32), }";
+    size_t bytes = strcmp(kind, "truncated") == 0 ? sizeof x - 4 : sizeof x;
+    unsigned char *buf = malloc(256 + sizeof x);
+    if (!buf) return 1;
+    size_t n = make_npy(buf, 1, dict, x, bytes);
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(buf, 1, n, f) == n;
+    if (f && fclose(f) != 0) ok = 0;
+    free(buf);
+    return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
     if (argc >= 3 && strcmp(argv[1], "write") == 0) return write_mode(argc, argv);
+    if (argc == 4 && strcmp(argv[1], "write-bad") == 0) return write_bad_mode(argv[2], argv[3]);
     snprintf(g_dir, sizeof g_dir, "%s/ert_cli_npy_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(g_dir)) return fprintf(stderr, "mkdtemp failed\n"), 1;
     test_round_trips();
