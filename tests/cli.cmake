@@ -118,7 +118,7 @@ set(_cli $<TARGET_FILE:edgert_cli>)
 set(_w ${ERT_CLI_WORK})
 
 # no stale files from an earlier run stand in for ones this run failed to make
-add_test(NAME cli_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${_w}/demo.ert ${_w}/converted.ert ${_w}/out)
+add_test(NAME cli_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${_w}/demo.ert ${_w}/converted.ert ${_w}/mnist.ert ${_w}/out)
 set_tests_properties(cli_clean PROPERTIES FIXTURES_SETUP cli_clean LABELS cli)
 # the demo builds, saves, reloads and runs the model the other tests use
 ert_cli_test(cli_demo CMD $<TARGET_FILE:edgert_demo> ${_w}/demo.ert
@@ -195,4 +195,8 @@ set(_mnist ${PROJECT_SOURCE_DIR}/../shared/models/mnist_8)
 if(EXISTS ${_mnist}/model.onnx AND EXISTS ${_mnist}/test_data_set_0/input_0.pb)
   ert_cli_test(cli_run_onnx_pb CMD ${_cli} run ${_mnist}/model.onnx --input ${_mnist}/test_data_set_0/input_0.pb
     --output-dir ${_w}/mnist STDOUT "Plus214_Output_0 +f32 +\\(1, 10\\)")
+  ert_cli_test(cli_convert_onnx CMD ${_cli} convert ${_mnist}/model.onnx ${_w}/mnist.ert
+    STDOUT "wrote .*mnist.ert" SETUP cli_mnist_ert)
+  ert_cli_test(cli_run_converted CMD ${_cli} run ${_w}/mnist.ert --input ${_mnist}/test_data_set_0/input_0.pb
+    STDOUT "Plus214_Output_0 +f32 +\\(1, 10\\)" REQUIRES cli_mnist_ert NEEDS ${_w}/mnist.ert)
 endif()
