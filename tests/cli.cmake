@@ -196,7 +196,7 @@ if(EXISTS ${_mnist}/model.onnx AND EXISTS ${_mnist}/test_data_set_0/input_0.pb)
   ert_cli_test(cli_run_onnx_pb CMD ${_cli} run ${_mnist}/model.onnx --input ${_mnist}/test_data_set_0/input_0.pb
     --output-dir ${_w}/mnist STDOUT "Plus214_Output_0 +f32 +\\(1, 10\\)")
   ert_cli_test(cli_convert_onnx CMD ${_cli} convert ${_mnist}/model.onnx ${_w}/mnist.ert
-    STDOUT "wrote .*mnist.ert" SETUP cli_mnist_ert)
+    STDOUT "wrote .*mnist.ert" SETUP cli_mnist_ert REQUIRES cli_clean)
   ert_cli_test(cli_run_converted CMD ${_cli} run ${_w}/mnist.ert --input ${_mnist}/test_data_set_0/input_0.pb
     STDOUT "Plus214_Output_0 +f32 +\\(1, 10\\)" REQUIRES cli_mnist_ert NEEDS ${_w}/mnist.ert)
 endif()
