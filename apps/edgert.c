@@ -35,7 +35,7 @@ static const char *USAGE =
     "  run MODEL --input NAME=FILE ... [--output-dir DIR] [--threads N] [--batch N] [--json]\n"
     "      run once on inputs from .npy or ONNX TensorProto .pb files; with\n"
     "      --output-dir writes DIR/<output>.npy; NAME= may be left out when the\n"
-    "      model has one input\n"
+    "      model has one input, or for a .pb that names its tensor\n"
     "  convert IN OUT.ert\n"
     "      load any supported model (.ert, ONNX) and save it as .ert\n"
     "  bench MODEL [--batch N] [--threads N] [--device cpu|cuda] [--iters N]\n"
@@ -369,6 +369,7 @@ typedef struct loaded_input {
     void *data;       /* malloc'd (npy) or ert_free'd (pb) */
     size_t bytes;
     int from_pb;
+    const char *file_name; /* tensor name inside a .pb (in data), or NULL */
 } loaded_input;
 
 static int is_npy(const char *path) {
@@ -411,6 +412,7 @@ static int load_input_file(ert_context *ctx, const char *path, loaded_input *in)
     in->data = data;
     in->bytes = bytes;
     in->from_pb = 1;
+    in->file_name = info.name && *info.name ? info.name : NULL;
     return 0;
 }
 
@@ -483,7 +485,14 @@ static int cmd_run(int argc, char **argv) {
             /* one input: NAME= may be left out (and a path may contain '=') */
             found = 0;
             ins[k].path = spec;
-        } else {
+        } else if (!eq) {
+            /* a .pb names its tensor (ONNX test data does): match on that */
+            ins[k].path = spec;
+            if ((rc = load_input_file(ctx, spec, &ins[k])) != 0) goto out;
+            for (int i = 0; i < nmi && found < 0 && ins[k].file_name; i++)
+                if (ert_model_input_info(m, i, &mi) == ERT_OK && strcmp(mi.name, ins[k].file_name) == 0) found = i;
+        }
+        if (found < 0) {
             char names[512] = "";
             size_t nl = 0;
             for (int i = 0; i < nmi && nl < sizeof names; i++)
@@ -502,13 +511,17 @@ static int cmd_run(int argc, char **argv) {
                 goto out;
             }
         ins[k].name = mi.name;
-        if ((rc = load_input_file(ctx, ins[k].path, &ins[k])) != 0) goto out;
+        if (!ins[k].data && (rc = load_input_file(ctx, ins[k].path, &ins[k])) != 0) goto out;
         /* bf16 has no numpy dtype: accept f32 files and convert */
         if (mi.dtype == ERT_DTYPE_BF16 && ins[k].dtype == ERT_DTYPE_F32) {
             size_t n = ins[k].bytes / 4;
-            uint16_t *h = (uint16_t *)ins[k].data;
-            const float *f = (const float *)ins[k].data;
-            for (size_t i = 0; i < n; i++) h[i] = cli_f32_to_bf16(f[i]); /* forward in place is safe */
+            unsigned char *p = ins[k].data;
+            for (size_t i = 0; i < n; i++) { /* in place, forward: writes stay behind reads */
+                float f;
+                memcpy(&f, p + 4 * i, 4);
+                uint16_t h = cli_f32_to_bf16(f);
+                memcpy(p + 2 * i, &h, 2);
+            }
             ins[k].bytes = n * 2;
             ins[k].dtype = ERT_DTYPE_BF16;
         }
