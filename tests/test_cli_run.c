@@ -4,6 +4,8 @@
  *   test_cli_run MODEL INPUT.npy OUTDIR
  * or, as ctest runs it (tests/cli.cmake), the same three from the environment:
  *   ERT_CLI_MODEL, ERT_CLI_INPUT, ERT_CLI_OUTDIR
+ *   test_cli_run compare-pb GOT.npy EXPECTED.pb
+ * compares an output of `edgert run` with an ONNX test case's reference.
  * Skipped (77) when neither is given. Both sides run one thread on the same
  * library, so the outputs must be bit-identical. */
 #define _POSIX_C_SOURCE 200809L
@@ -14,7 +16,43 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* GOT.npy (written by `edgert run`) against the reference output of an ONNX
+ * test case; |got - ref| <= 1e-5 + 1e-4 |ref|. */
+static int compare_pb(const char *got_path, const char *ref_path) {
+    FILE *probe = fopen(got_path, "rb");
+    if (!probe) /* the run that writes it was skipped or failed (and says so) */
+        return ert_test_skip("cli_run compare-pb", "output file missing: its producer failed or was skipped");
+    fclose(probe);
+    ert_context *ctx = NULL;
+    npy_array got = {0};
+    ert_tensor_info info;
+    void *ref = NULL;
+    size_t bytes = 0;
+    char err[512];
+    CHECK_OK(ert_context_create(NULL, &ctx), ctx);
+    CHECK(npy_read_file(got_path, &got, err, sizeof err) == 0, "%s", err);
+    CHECK_OK(ert_tensor_load_pb(ctx, ref_path, &info, &ref, &bytes), ctx);
+    if (got.data && ref) {
+        CHECK(got.dtype == info.dtype && got.ndim == info.ndim && got.bytes == bytes &&
+                  memcmp(got.dims, info.dims, sizeof(int64_t) * (size_t)info.ndim) == 0,
+              "%s vs %s: dtype/shape differ", got_path, ref_path);
+        if (got.bytes == bytes && got.dtype == info.dtype) {
+            size_t n = bytes / ert_dtype_size(info.dtype), bad = 0;
+            for (size_t i = 0; i < n; i++) {
+                double g = cli_elem(got.dtype, got.data, i), r = cli_elem(info.dtype, ref, i);
+                if (!(fabs(g - r) <= 1e-5 + 1e-4 * fabs(r))) bad++;
+            }
+            CHECK(bad == 0, "%zu of %zu values differ from %s", bad, n, ref_path);
+        }
+    }
+    npy_free(&got);
+    ert_free(ref);
+    ert_context_free(ctx);
+    return ert_test_finish("cli_run compare-pb");
+}
+
 int main(int argc, char **argv) {
+    if (argc == 4 && strcmp(argv[1], "compare-pb") == 0) return compare_pb(argv[2], argv[3]);
     const char *model = argc == 4 ? argv[1] : getenv("ERT_CLI_MODEL");
     const char *input = argc == 4 ? argv[2] : getenv("ERT_CLI_INPUT");
     const char *outdir = argc == 4 ? argv[3] : getenv("ERT_CLI_OUTDIR");
