@@ -795,7 +795,7 @@ static void test_softmax_old_run(void) {
     for (int i = 0; i < 24; i++) x[i] = (float)((i * 37) % 11) * 0.25f - 1.0f;
     for (int r = 0; r < 2; r++) {
         double mx = -1e30, sum = 0;
-        for (int k = 0; k < 12; k++) mx = fmax(mx, x[r * 12 + k]);
+        for (int k = 0; k < 12; k++) mx = x[r * 12 + k] > mx ? x[r * 12 + k] : mx; /* no fmax: gcc 12 aarch64 ICE at -O3 */
         for (int k = 0; k < 12; k++) sum += exp(x[r * 12 + k] - mx);
         for (int k = 0; k < 12; k++) ref[r * 12 + k] = exp(x[r * 12 + k] - mx) / sum;
     }
