@@ -391,7 +391,12 @@ static ert_status infer(ert_session *s) {
     for (int i = 0; i < m->n_outputs; i++) {
         int32_t ti = map[m->outputs[i]];
         s->out_t[i] = ti;
-        if (!is_float16ish(s->t[ti].orig_dtype) || s->t[ti].dtype != ERT_DTYPE_F32) continue;
+        /* The model's declared dtype wins: a node fed by inputs already
+         * widened to f32 infers f32 although the model promises f16. */
+        ert_dtype want = m->tensors[m->outputs[i]].dtype;
+        if (!is_float16ish(want)) want = s->t[ti].orig_dtype;
+        if (!is_float16ish(want) || s->t[ti].dtype != ERT_DTYPE_F32) continue;
+        s->t[ti].orig_dtype = want;
         int32_t c = add_tensor(s, s->t[ti].name);
         snode *n = c >= 0 ? add_node(s, ERT_OP_CAST, NULL, s->t[ti].name, 1, 1) : NULL;
         if (!n) {
