@@ -855,6 +855,8 @@ int main(void) {
     ert_session *s = NULL;
     ert_status st = m ? ert_session_create(m, &o, &s) : ERT_E_INTERNAL;
     if (st == ERT_E_CUDA) {
+        char why[600];
+        snprintf(why, sizeof why, "%s", ert_last_error(ctx));
         /* no GPU: AUTO must still give a (CPU) session */
         o.device = ERT_DEVICE_AUTO;
         ert_status st2 = ert_session_create(m, &o, &s);
@@ -863,8 +865,6 @@ int main(void) {
             return 1;
         }
         ert_session_free(s);
-        char why[600];
-        snprintf(why, sizeof why, "%s", ert_last_error(ctx));
         ert_model_free(m);
         ert_context_free(ctx);
         return ert_test_skip("cuda", why);
