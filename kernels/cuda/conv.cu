@@ -8,14 +8,12 @@
 
 #include <math.h>
 
-namespace {
-
 struct cgeom {
     int64_t N, C, M, group;
     int64_t in[3], out[3], k[3], s[3], d[3], pb[3];
 };
 
-__device__ __forceinline__ float act1(float x, int kind, float alpha, float beta) {
+static __device__ __forceinline__ float act1(float x, int kind, float alpha, float beta) {
     switch (kind) {
     case ERT_ACT_RELU: return x > 0.0f ? x : 0.0f;
     case ERT_ACT_LEAKY_RELU: return x >= 0.0f ? x : alpha * x;
@@ -36,7 +34,7 @@ __device__ __forceinline__ float act1(float x, int kind, float alpha, float beta
     }
 }
 
-__global__ void conv_kernel(const float *__restrict__ x, const float *__restrict__ w, const float *__restrict__ bias,
+static __global__ void conv_kernel(const float *__restrict__ x, const float *__restrict__ w, const float *__restrict__ bias,
                             const float *__restrict__ res, float *__restrict__ y, cgeom g, int64_t total, int kind,
                             float alpha, float beta) {
     const int64_t out_sz = g.out[0] * g.out[1] * g.out[2], in_sz = g.in[0] * g.in[1] * g.in[2];
@@ -71,8 +69,6 @@ __global__ void conv_kernel(const float *__restrict__ x, const float *__restrict
         y[i] = act1(acc, kind, alpha, beta);
     }
 }
-
-} // namespace
 
 extern "C" cudaError_t ert_cuda_conv_direct_launch(const ert_conv_params *p, const ert_tview *x, const float *w,
                                                    const float *bias, const float *res, const ert_tview *y,

@@ -72,17 +72,37 @@ if(NOT ERT_CUDA STREQUAL "OFF" AND _ert_cuda_ok)
   set_target_properties(edgert PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}"
                         CUDA_VISIBILITY_PRESET hidden CUDA_RUNTIME_LIBRARY None)
 
+  # Link through the toolkit's imported targets in this build; an installed
+  # libedgert.a (edgertTargets.cmake) names the library files themselves, so
+  # a consumer's find_package(edgert) needs no find_package(CUDAToolkit).
+  set(_ert_cuda_libs "")
+  set(_ert_cuda_files "")
   if(ERT_CUDA_STATIC)
-    target_link_libraries(edgert PUBLIC CUDA::cudart_static)
+    list(APPEND _ert_cuda_libs CUDA::cudart_static)
+    list(APPEND _ert_cuda_files ${CUDA_cudart_static_LIBRARY})
     if(TARGET CUDA::cublas_static)
-      target_link_libraries(edgert PUBLIC CUDA::cublas_static)
+      list(APPEND _ert_cuda_libs CUDA::cublas_static)
+      list(APPEND _ert_cuda_files ${CUDA_cublas_static_LIBRARY} ${CUDA_cublasLt_static_LIBRARY}
+                                  ${CUDA_culibos_LIBRARY})
+      set(ERT_CUDA_FULLY_STATIC TRUE)
     else()
       message(STATUS "edgert: no static cuBLAS in this toolkit; linking the shared libcublas")
-      target_link_libraries(edgert PUBLIC CUDA::cublas)
+      list(APPEND _ert_cuda_libs CUDA::cublas)
+      list(APPEND _ert_cuda_files ${CUDA_cublas_LIBRARY} ${CUDA_cublasLt_LIBRARY})
+      set(ERT_CUDA_FULLY_STATIC FALSE)
     endif()
+    list(APPEND _ert_cuda_files dl rt)
   else()
-    target_link_libraries(edgert PUBLIC CUDA::cudart CUDA::cublas)
+    list(APPEND _ert_cuda_libs CUDA::cudart CUDA::cublas)
+    list(APPEND _ert_cuda_files ${CUDA_cudart_LIBRARY} ${CUDA_cublas_LIBRARY} ${CUDA_cublasLt_LIBRARY})
+    set(ERT_CUDA_FULLY_STATIC FALSE)
   endif()
+  foreach(_l IN LISTS _ert_cuda_libs)
+    target_link_libraries(edgert PUBLIC $<BUILD_INTERFACE:${_l}>)
+  endforeach()
+  foreach(_l IN LISTS _ert_cuda_files)
+    target_link_libraries(edgert PUBLIC $<INSTALL_INTERFACE:${_l}>)
+  endforeach()
 
   find_path(ERT_CUDNN_INCLUDE cudnn.h
     HINTS ${ERT_CUDNN_ROOT} ${CUDAToolkit_INCLUDE_DIRS} ENV CUDNN_ROOT PATH_SUFFIXES include)
@@ -92,6 +112,9 @@ if(NOT ERT_CUDA STREQUAL "OFF" AND _ert_cuda_ok)
     target_include_directories(edgert PRIVATE ${ERT_CUDNN_INCLUDE})
     target_compile_definitions(edgert PRIVATE ERT_HAVE_CUDNN)
     target_link_libraries(edgert PUBLIC ${ERT_CUDNN_LIB})
+    # cuDNN 9 exists only as shared libraries here: no -static executables
+    # (tests/static_link.cmake can test ERT_CUDA_FULLY_STATIC to skip itself).
+    set(ERT_CUDA_FULLY_STATIC FALSE)
     message(STATUS "edgert: CUDA backend on (archs ${CMAKE_CUDA_ARCHITECTURES}), cuDNN ${ERT_CUDNN_LIB}")
   else()
     message(STATUS "edgert: CUDA backend on (archs ${CMAKE_CUDA_ARCHITECTURES}), no cuDNN: own conv kernels")

@@ -8,17 +8,15 @@
 
 #include <math.h>
 
-namespace {
-
 constexpr int kThreads = 256;
 
-unsigned grid_for(int64_t n) {
+static unsigned grid_for(int64_t n) {
     int64_t b = (n + kThreads - 1) / kThreads;
     return (unsigned)(b < 1 ? 1 : (b > (1 << 20) ? (1 << 20) : b));
 }
 
 /* Same math as ert_cpu_act1. */
-__device__ __forceinline__ float act1(float x, int kind, float alpha, float beta) {
+static __device__ __forceinline__ float act1(float x, int kind, float alpha, float beta) {
     switch (kind) {
     case ERT_ACT_RELU: return x > 0.0f ? x : 0.0f;
     case ERT_ACT_LEAKY_RELU: return x >= 0.0f ? x : alpha * x;
@@ -43,7 +41,7 @@ __device__ __forceinline__ float act1(float x, int kind, float alpha, float beta
  * (their parameters come from ert_unary_params.act); math ops to their own. */
 enum { U_ACT = 0, U_GELU_TANH, U_ERF, U_SQRT, U_EXP, U_LOG, U_NEG, U_ABS, U_RECIP, U_FLOOR, U_CEIL };
 
-__global__ void unary_kernel(const float *__restrict__ x, float *__restrict__ y, int64_t n, int what, int kind,
+static __global__ void unary_kernel(const float *__restrict__ x, float *__restrict__ y, int64_t n, int what, int kind,
                              float alpha, float beta) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         float v = x[i], r;
@@ -68,7 +66,7 @@ __global__ void unary_kernel(const float *__restrict__ x, float *__restrict__ y,
     }
 }
 
-__device__ __forceinline__ void decode(const ert_cuda_map &m, int64_t i, int64_t *o0, int64_t *o1, int64_t *o2) {
+static __device__ __forceinline__ void decode(const ert_cuda_map &m, int64_t i, int64_t *o0, int64_t *o1, int64_t *o2) {
     int64_t a = 0, b = 0, c = 0;
     for (int d = m.ndim - 1; d >= 0; d--) {
         int64_t dim = m.dims[d], k = i % dim;
@@ -84,7 +82,7 @@ __device__ __forceinline__ void decode(const ert_cuda_map &m, int64_t i, int64_t
 
 enum { B_ADD = 0, B_SUB, B_MUL, B_DIV, B_POW, B_MIN, B_MAX, B_EQ, B_LT, B_GT };
 
-__global__ void binary_kernel(const float *__restrict__ a, const float *__restrict__ b, void *__restrict__ y,
+static __global__ void binary_kernel(const float *__restrict__ a, const float *__restrict__ b, void *__restrict__ y,
                               ert_cuda_map m, int64_t n, int what) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t oa, ob, unused;
@@ -109,7 +107,7 @@ __global__ void binary_kernel(const float *__restrict__ a, const float *__restri
     }
 }
 
-__global__ void where_kernel(const uint8_t *__restrict__ c, const float *__restrict__ x, const float *__restrict__ z,
+static __global__ void where_kernel(const uint8_t *__restrict__ c, const float *__restrict__ x, const float *__restrict__ z,
                              float *__restrict__ y, ert_cuda_map m, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t oc, ox, oz;
@@ -118,7 +116,7 @@ __global__ void where_kernel(const uint8_t *__restrict__ c, const float *__restr
     }
 }
 
-__global__ void epilogue_kernel(float *__restrict__ y, const float *__restrict__ add0, float scale0,
+static __global__ void epilogue_kernel(float *__restrict__ y, const float *__restrict__ add0, float scale0,
                                 const float *__restrict__ add1, ert_cuda_map m, int64_t n, int kind, float alpha,
                                 float beta) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
@@ -132,7 +130,7 @@ __global__ void epilogue_kernel(float *__restrict__ y, const float *__restrict__
 }
 
 template <typename T>
-__global__ void strided_copy_kernel(const T *__restrict__ in, T *__restrict__ out, ert_cuda_map m, int64_t n) {
+static __global__ void strided_copy_kernel(const T *__restrict__ in, T *__restrict__ out, ert_cuda_map m, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t oi, oo, unused;
         decode(m, i, &oi, &oo, &unused);
@@ -140,14 +138,12 @@ __global__ void strided_copy_kernel(const T *__restrict__ in, T *__restrict__ ou
     }
 }
 
-bool map_ok(const ert_cuda_map *m) {
+static bool map_ok(const ert_cuda_map *m) {
     if (m->ndim < 0 || m->ndim > ERT_MAX_DIMS) return false;
     for (int d = 0; d < m->ndim; d++)
         if (m->dims[d] <= 0) return false;
     return true;
 }
-
-} // namespace
 
 extern "C" {
 

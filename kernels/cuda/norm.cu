@@ -10,11 +10,9 @@
 
 #include <math.h>
 
-namespace {
-
 constexpr int kThreads = 256;
 
-__global__ void bn_kernel(const float *__restrict__ x, const float *__restrict__ scale,
+static __global__ void bn_kernel(const float *__restrict__ x, const float *__restrict__ scale,
                           const float *__restrict__ bias, const float *__restrict__ mean,
                           const float *__restrict__ var, float *__restrict__ y, float eps, int64_t C, int64_t sz,
                           int64_t n) {
@@ -27,7 +25,7 @@ __global__ void bn_kernel(const float *__restrict__ x, const float *__restrict__
 }
 
 /* Block-wide sum (or max) of v; every thread gets the result. */
-__device__ float block_reduce(float v, bool is_max, float *red) {
+static __device__ float block_reduce(float v, bool is_max, float *red) {
     red[threadIdx.x] = v;
     __syncthreads();
     for (int w = blockDim.x / 2; w > 0; w >>= 1) {
@@ -42,7 +40,7 @@ __device__ float block_reduce(float v, bool is_max, float *red) {
     return r;
 }
 
-__global__ void ln_kernel(const float *__restrict__ x, const float *__restrict__ scale,
+static __global__ void ln_kernel(const float *__restrict__ x, const float *__restrict__ scale,
                           const float *__restrict__ bias, float *__restrict__ y, float eps, int64_t inner,
                           bool scale_bcast, bool bias_bcast) {
     __shared__ float red[kThreads];
@@ -64,7 +62,7 @@ __global__ void ln_kernel(const float *__restrict__ x, const float *__restrict__
     }
 }
 
-__global__ void softmax_row_kernel(const float *__restrict__ x, float *__restrict__ y, int64_t n, bool log) {
+static __global__ void softmax_row_kernel(const float *__restrict__ x, float *__restrict__ y, int64_t n, bool log) {
     __shared__ float red[kThreads];
     const float *xp = x + blockIdx.x * n;
     float *yp = y + blockIdx.x * n;
@@ -83,7 +81,7 @@ __global__ void softmax_row_kernel(const float *__restrict__ x, float *__restric
     }
 }
 
-__global__ void softmax_line_kernel(const float *__restrict__ x, float *__restrict__ y, int64_t outer, int64_t n,
+static __global__ void softmax_line_kernel(const float *__restrict__ x, float *__restrict__ y, int64_t outer, int64_t n,
                                     int64_t inner, bool log) {
     for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < outer * inner;
          t += (int64_t)gridDim.x * blockDim.x) {
@@ -104,12 +102,10 @@ __global__ void softmax_line_kernel(const float *__restrict__ x, float *__restri
     }
 }
 
-unsigned grid_for(int64_t n) {
+static unsigned grid_for(int64_t n) {
     int64_t b = (n + kThreads - 1) / kThreads;
     return (unsigned)(b < 1 ? 1 : (b > (1 << 20) ? (1 << 20) : b));
 }
-
-} // namespace
 
 extern "C" {
 

@@ -9,13 +9,11 @@
 
 #include <math.h>
 
-namespace {
-
 struct geom3 {
     int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
 };
 
-__global__ void pool_kernel(const float *__restrict__ x, float *__restrict__ y, geom3 g, int64_t total, bool is_max,
+static __global__ void pool_kernel(const float *__restrict__ x, float *__restrict__ y, geom3 g, int64_t total, bool is_max,
                             bool include_pad) {
     int64_t out_sz = g.out[0] * g.out[1] * g.out[2], in_sz = g.in[0] * g.in[1] * g.in[2];
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
@@ -55,7 +53,7 @@ __global__ void pool_kernel(const float *__restrict__ x, float *__restrict__ y, 
 
 constexpr int kGpThreads = 256;
 
-__global__ void global_pool_kernel(const float *__restrict__ x, float *__restrict__ y, int64_t sz, bool is_max) {
+static __global__ void global_pool_kernel(const float *__restrict__ x, float *__restrict__ y, int64_t sz, bool is_max) {
     __shared__ float red[kGpThreads];
     const float *xp = x + blockIdx.x * sz;
     float acc = is_max ? -INFINITY : 0.0f;
@@ -75,8 +73,6 @@ __global__ void global_pool_kernel(const float *__restrict__ x, float *__restric
     }
     if (threadIdx.x == 0) y[blockIdx.x] = is_max ? red[0] : (sz ? red[0] / (float)sz : 0.0f);
 }
-
-} // namespace
 
 extern "C" {
 
