@@ -97,6 +97,8 @@ if(NOT ERT_CUDA STREQUAL "OFF" AND _ert_cuda_ok)
     list(APPEND _ert_cuda_files ${CUDA_cudart_LIBRARY} ${CUDA_cublas_LIBRARY} ${CUDA_cublasLt_LIBRARY})
     set(ERT_CUDA_FULLY_STATIC FALSE)
   endif()
+  # nvcc's registration code uses __cxa_guard_*: C consumers need libstdc++.
+  list(APPEND _ert_cuda_files stdc++)
   foreach(_l IN LISTS _ert_cuda_libs)
     target_link_libraries(edgert PUBLIC $<BUILD_INTERFACE:${_l}>)
   endforeach()
