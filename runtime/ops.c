@@ -42,8 +42,8 @@ static const ert_op_def OPS[] = {
     {ERT_OP_MUL, "Mul", 2, 2, 1, 1, ert_prepare_binary},
     {ERT_OP_DIV, "Div", 2, 2, 1, 1, ert_prepare_binary},
     {ERT_OP_POW, "Pow", 2, 2, 1, 1, ert_prepare_binary},
-    {ERT_OP_MIN, "Min", 2, 2, 1, 1, ert_prepare_binary},
-    {ERT_OP_MAX, "Max", 2, 2, 1, 1, ert_prepare_binary},
+    {ERT_OP_MIN, "Min", 1, U, 1, 1, ert_prepare_binary}, /* variadic */
+    {ERT_OP_MAX, "Max", 1, U, 1, 1, ert_prepare_binary}, /* variadic */
     {ERT_OP_EQUAL, "Equal", 2, 2, 1, 1, ert_prepare_binary},
     {ERT_OP_LESS, "Less", 2, 2, 1, 1, ert_prepare_binary},
     {ERT_OP_GREATER, "Greater", 2, 2, 1, 1, ert_prepare_binary},

@@ -1,13 +1,238 @@
-/* STUB: to be implemented. */
+/* Conv and ConvTranspose (f32, NCHW, 1-D/2-D/3-D).
+ *
+ * Conv:
+ *   - every rank is handled as 3-D: missing leading spatial dims have size 1,
+ *     kernel 1, stride 1, no padding;
+ *   - one input channel per group (depthwise, with any channel multiplier):
+ *     direct loops, parallel over (image, output channel), each tap a
+ *     bounds-clipped row update that vectorises;
+ *   - otherwise per (image, group) one SGEMM: W_g (Mg, Cg*k) x im2col(x_g)
+ *     (Cg*k, OD*OH*OW), the im2col matrix packed on the fly (cpu_gemm.h); a
+ *     1x1/stride 1/no pad conv reads x_g directly as the B matrix. Bias,
+ *     residual and activation are applied in the GEMM epilogue.
+ * ConvTranspose:
+ *   per (image, group): cols (Mg*k, ID*IH*IW) = W_g^T x_g by SGEMM into the
+ *   workspace, then col2im scatter-adds cols into y, parallel over output
+ *   channels (each channel only reads its own rows of cols), then bias and
+ *   activation. */
+#include "cpu_gemm.h"
 #include "cpu_kernels.h"
 
+#include <string.h>
+
+/* Canonical 3-D geometry of a node. */
+typedef struct geom3 {
+    int64_t in[3], out[3], k[3], s[3], d[3], pb[3];
+    int64_t in_sz, out_sz, k_sz;
+} geom3;
+
+static void make_geom(const ert_conv_params *p, const ert_tview *x, const ert_tview *y, geom3 *g) {
+    int off = 3 - p->nsp;
+    for (int i = 0; i < 3; i++) {
+        int s = i - off;
+        bool real = s >= 0;
+        g->in[i] = real ? x->dims[2 + s] : 1;
+        g->out[i] = real ? y->dims[2 + s] : 1;
+        g->k[i] = real ? p->kernel[s] : 1;
+        g->s[i] = real ? p->stride[s] : 1;
+        g->d[i] = real ? p->dilation[s] : 1;
+        g->pb[i] = real ? p->pad_begin[s] : 0;
+    }
+    g->in_sz = g->in[0] * g->in[1] * g->in[2];
+    g->out_sz = g->out[0] * g->out[1] * g->out[2];
+    g->k_sz = g->k[0] * g->k[1] * g->k[2];
+}
+
+static int64_t floor_div(int64_t a, int64_t b) { /* b > 0 */
+    return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+/* ------------------------------------------------------------ depthwise */
+
+typedef struct dw_job {
+    const geom3 *g;
+    const float *x, *w, *b, *res;
+    float *y;
+    int64_t C, M, mult;      /* input channels, output channels, M / group */
+    const ert_act_params *act;
+} dw_job;
+
+/* Each task is one (image, output channel) plane. */
+static void dw_run(void *arg, int64_t t0, int64_t t1) {
+    const dw_job *j = arg;
+    const geom3 *g = j->g;
+    const int64_t OW = g->out[2], W = g->in[2];
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t n = t / j->M, m = t % j->M, c = m / j->mult;
+        const float *xc = j->x + (n * j->C + c) * g->in_sz;
+        const float *wm = j->w + m * g->k_sz;
+        float *ym = j->y + t * g->out_sz;
+        float bv = j->b ? j->b[m] : 0.0f;
+        for (int64_t od = 0; od < g->out[0]; od++) {
+            for (int64_t oh = 0; oh < g->out[1]; oh++) {
+                float *yr = ym + (od * g->out[1] + oh) * OW;
+                for (int64_t ow = 0; ow < OW; ow++) yr[ow] = bv;
+                for (int64_t kd = 0; kd < g->k[0]; kd++) {
+                    int64_t id = od * g->s[0] - g->pb[0] + kd * g->d[0];
+                    if (id < 0 || id >= g->in[0]) continue;
+                    for (int64_t kh = 0; kh < g->k[1]; kh++) {
+                        int64_t ih = oh * g->s[1] - g->pb[1] + kh * g->d[1];
+                        if (ih < 0 || ih >= g->in[1]) continue;
+                        const float *xr = xc + (id * g->in[1] + ih) * W;
+                        for (int64_t kw = 0; kw < g->k[2]; kw++) {
+                            float wv = wm[(kd * g->k[1] + kh) * g->k[2] + kw];
+                            /* iw = ow*s + off must lie in [0, W) */
+                            int64_t off = kw * g->d[2] - g->pb[2], s = g->s[2];
+                            int64_t lo = off >= 0 ? 0 : floor_div(-off + s - 1, s);
+                            int64_t hi = floor_div(W - 1 - off, s) + 1;
+                            if (hi > OW) hi = OW;
+                            if (s == 1) {
+                                for (int64_t ow = lo; ow < hi; ow++) yr[ow] += wv * xr[ow + off];
+                            } else {
+                                for (int64_t ow = lo; ow < hi; ow++) yr[ow] += wv * xr[ow * s + off];
+                            }
+                        }
+                    }
+                }
+                if (j->res) {
+                    const float *rr = j->res + t * g->out_sz + (od * g->out[1] + oh) * OW;
+                    for (int64_t ow = 0; ow < OW; ow++) yr[ow] += rr[ow];
+                }
+                if (j->act) ert_cpu_act_inplace(yr, OW, j->act);
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------ Conv */
+
 ert_status ert_cpu_conv(const ert_kargs *a) {
-    (void)a;
-    return ERT_E_UNSUPPORTED;
+    const ert_conv_params *p = &a->params->conv;
+    const ert_tview *X = &a->in[0], *Wt = &a->in[1];
+    const float *b = a->n_in > 2 ? a->in[2].data : NULL;
+    const float *res = a->n_in > 3 ? a->in[3].data : NULL;
+    ert_tview *Y = &a->out[0];
+    if (X->dtype != ERT_DTYPE_F32 || Wt->dtype != ERT_DTYPE_F32) return ERT_E_UNSUPPORTED;
+    geom3 g;
+    make_geom(p, X, Y, &g);
+    const int64_t N = X->dims[0], C = X->dims[1], M = Y->dims[1], G = p->group;
+    const int64_t Cg = C / G, Mg = M / G, Kg = Cg * g.k_sz;
+    const ert_act_params *act = p->act.kind != ERT_ACT_NONE ? &p->act : NULL;
+    const float *x = X->data, *w = Wt->data;
+    float *y = Y->data;
+    if (Cg == 1 && G > 1) {
+        dw_job j = {&g, x, w, b, res, y, C, M, Mg, act};
+        ert_parallel_for(a->pool, N * M, 1, dw_run, &j);
+        return ERT_OK;
+    }
+    bool pointwise = g.k_sz == 1;
+    for (int i = 0; i < 3; i++)
+        if (g.s[i] != 1 || g.pb[i] != 0 || g.in[i] != g.out[i]) pointwise = false;
+    ert_conv_geom cg = {.x = NULL};
+    for (int i = 0; i < 3; i++) {
+        cg.in[i] = g.in[i];
+        cg.out[i] = g.out[i];
+        cg.kernel[i] = g.k[i];
+        cg.stride[i] = g.s[i];
+        cg.dilation[i] = g.d[i];
+        cg.pad[i] = g.pb[i];
+    }
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t gi = 0; gi < G; gi++) {
+            const float *xg = x + (n * C + gi * Cg) * g.in_sz;
+            int64_t yoff = (n * M + gi * Mg) * g.out_sz;
+            cg.x = xg;
+            ert_sgemm_args ga = {
+                .M = Mg, .N = g.out_sz, .K = Kg,
+                .a = w + gi * Mg * Kg, .a_rs = Kg, .a_cs = 1, .alpha = 1.0f,
+                .b = xg, .b_rs = g.in_sz, .b_cs = 1,
+                .conv = pointwise ? NULL : &cg,
+                .c = y + yoff, .ldc = g.out_sz,
+                .bias_row = b ? b + gi * Mg : NULL,
+                .residual = res ? res + yoff : NULL,
+                .act = act,
+            };
+            ert_status st = ert_cpu_sgemm(&ga, a->workspace, a->workspace_bytes, a->pool);
+            if (st) return st;
+        }
+    }
+    return ERT_OK;
+}
+
+/* ------------------------------------------------------------ ConvTranspose */
+
+typedef struct col2im_job {
+    const geom3 *g;          /* in = x spatial, out = y spatial */
+    const float *cols;       /* (Mg*k, in_sz) */
+    const float *b;          /* bias of this group's channels, or NULL */
+    float *y;                /* this image's group channels (Mg, out_sz) */
+    const ert_act_params *act;
+} col2im_job;
+
+static void col2im_run(void *arg, int64_t m0, int64_t m1) {
+    const col2im_job *j = arg;
+    const geom3 *g = j->g;
+    for (int64_t m = m0; m < m1; m++) {
+        float *ym = j->y + m * g->out_sz;
+        float bv = j->b ? j->b[m] : 0.0f;
+        for (int64_t o = 0; o < g->out_sz; o++) ym[o] = bv;
+        for (int64_t kd = 0; kd < g->k[0]; kd++)
+            for (int64_t kh = 0; kh < g->k[1]; kh++)
+                for (int64_t kw = 0; kw < g->k[2]; kw++) {
+                    int64_t tap = (kd * g->k[1] + kh) * g->k[2] + kw;
+                    const float *cr = j->cols + (m * g->k_sz + tap) * g->in_sz;
+                    for (int64_t id = 0; id < g->in[0]; id++) {
+                        int64_t od = id * g->s[0] - g->pb[0] + kd * g->d[0];
+                        if (od < 0 || od >= g->out[0]) continue;
+                        for (int64_t ih = 0; ih < g->in[1]; ih++) {
+                            int64_t oh = ih * g->s[1] - g->pb[1] + kh * g->d[1];
+                            if (oh < 0 || oh >= g->out[1]) continue;
+                            const float *crow = cr + (id * g->in[1] + ih) * g->in[2];
+                            float *yr = ym + (od * g->out[1] + oh) * g->out[2];
+                            for (int64_t iw = 0; iw < g->in[2]; iw++) {
+                                int64_t ow = iw * g->s[2] - g->pb[2] + kw * g->d[2];
+                                if (ow >= 0 && ow < g->out[2]) yr[ow] += crow[iw];
+                            }
+                        }
+                    }
+                }
+        if (j->act) ert_cpu_act_inplace(ym, g->out_sz, j->act);
+    }
 }
 
 ert_status ert_cpu_conv_transpose(const ert_kargs *a) {
-    (void)a;
-    return ERT_E_UNSUPPORTED;
+    const ert_conv_params *p = &a->params->conv;
+    const ert_tview *X = &a->in[0], *Wt = &a->in[1];
+    const float *b = a->n_in > 2 ? a->in[2].data : NULL;
+    ert_tview *Y = &a->out[0];
+    if (X->dtype != ERT_DTYPE_F32 || Wt->dtype != ERT_DTYPE_F32) return ERT_E_UNSUPPORTED;
+    geom3 g;
+    make_geom(p, X, Y, &g);
+    const int64_t N = X->dims[0], C = X->dims[1], M = Y->dims[1], G = p->group;
+    const int64_t Cg = C / G, Mg = M / G, Kc = Mg * g.k_sz;
+    const ert_act_params *act = p->act.kind != ERT_ACT_NONE ? &p->act : NULL;
+    /* workspace: cols (Kc, in_sz) then the SGEMM's own scratch */
+    size_t cols_bytes = ert_align_up((size_t)Kc * (size_t)g.in_sz * sizeof(float), 64);
+    if (a->workspace_bytes < cols_bytes) return ERT_E_INTERNAL;
+    float *cols = a->workspace;
+    void *gws = (char *)a->workspace + cols_bytes;
+    size_t gws_bytes = a->workspace_bytes - cols_bytes;
+    const float *x = X->data, *w = Wt->data;
+    float *y = Y->data;
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t gi = 0; gi < G; gi++) {
+            /* W_g is (Cg, Kc) row-major; A = W_g^T */
+            ert_sgemm_args ga = {
+                .M = Kc, .N = g.in_sz, .K = Cg,
+                .a = w + gi * Cg * Kc, .a_rs = 1, .a_cs = Kc, .alpha = 1.0f,
+                .b = x + (n * C + gi * Cg) * g.in_sz, .b_rs = g.in_sz, .b_cs = 1,
+                .c = cols, .ldc = g.in_sz,
+            };
+            ert_status st = ert_cpu_sgemm(&ga, gws, gws_bytes, a->pool);
+            if (st) return st;
+            col2im_job j = {&g, cols, b ? b + gi * Mg : NULL, y + (n * M + gi * Mg) * g.out_sz, act};
+            ert_parallel_for(a->pool, Mg, 1, col2im_run, &j);
+        }
+    }
+    return ERT_OK;
 }
-

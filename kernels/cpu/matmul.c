@@ -1,13 +1,397 @@
-/* STUB: to be implemented. */
+/* SGEMM (shared by Conv/ConvTranspose/MatMul/Gemm) and the MatMul/Gemm kernels.
+ *
+ * SGEMM algorithm (Goto/BLIS style, see cpu_gemm.h for the contract):
+ *   1. Split C into tasks of MC x NC. Each worker slot (one scratch buffer
+ *      each) claims tasks from an atomic counter. For each K block of KC:
+ *        pack the KC x NC block of B into NR-column panels (for a conv input
+ *        this is where im2col happens, straight from the image);
+ *        pack the MC x KC block of alpha*A into MR-row panels (rows past M
+ *        are zero); it is repacked once per N block, which costs 1/NC of
+ *        the multiply-adds and keeps the block hot in L2;
+ *        for each NR panel of B (kept in L1), for each MR panel of A (the
+ *        MC x KC block stays in L2): the micro-kernel computes an MR x NR
+ *        tile in registers over KC, then it is stored or added to C.
+ *   2. After the last K block, the tile gets bias, residual and activation
+ *      while it is still in cache.
+ * The micro-kernel is C with GNU vector types (plain loops as a fallback):
+ * the 6x16 accumulators stay in vector registers. On x86-64 it is also
+ * compiled for AVX2+FMA and picked at run time (the default build targets
+ * baseline x86-64).
+ * Workspace: per worker slot one B block and one A block (<= 400 KiB). */
+#include "cpu_gemm.h"
 #include "cpu_kernels.h"
 
+#include <stdatomic.h>
+#include <string.h>
+
+#define MR 6
+#define NR 16
+#define MC 144 /* multiple of MR */
+#define NC 256 /* multiple of NR */
+#define KC 256
+
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* ------------------------------------------------------------ micro-kernel */
+
+/* out (MR x NR) = sum_k a[k*MR+i] * b[k*NR+j]; a and b are packed panels.
+ * With GNU C the 6x16 accumulators are 12 eight-float vectors (gcc lowers
+ * them to AVX2/NEON/SSE registers; plain-array loops left gcc spilling the
+ * accumulators to the stack on every k). b panels are 64-byte aligned. */
+#if defined(__GNUC__)
+typedef float ert_v8f __attribute__((vector_size(32)));
+
+/* a macro, not a function: returning a 32-byte vector by value would change
+ * the ABI between the AVX2 and baseline builds of the kernel (-Wpsabi) */
+#define LD8(v, p) memcpy(&(v), (p), sizeof(v))
+
+static inline __attribute__((always_inline)) void ukr_body(int64_t kc, const float *restrict a,
+                                                         const float *restrict b, float *restrict out) {
+    ert_v8f c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0};
+    ert_v8f c30 = {0}, c31 = {0}, c40 = {0}, c41 = {0}, c50 = {0}, c51 = {0};
+    for (int64_t k = 0; k < kc; k++, a += MR, b += NR) {
+        ert_v8f b0, b1;
+        LD8(b0, b);
+        LD8(b1, b + 8);
+        c00 += a[0] * b0, c01 += a[0] * b1;
+        c10 += a[1] * b0, c11 += a[1] * b1;
+        c20 += a[2] * b0, c21 += a[2] * b1;
+        c30 += a[3] * b0, c31 += a[3] * b1;
+        c40 += a[4] * b0, c41 += a[4] * b1;
+        c50 += a[5] * b0, c51 += a[5] * b1;
+    }
+    ert_v8f all[12] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
+    memcpy(out, all, sizeof all);
+}
+#else
+static void ukr_body(int64_t kc, const float *restrict a, const float *restrict b, float *restrict out) {
+    float acc[MR][NR] = {{0}};
+    for (int64_t k = 0; k < kc; k++)
+        for (int i = 0; i < MR; i++)
+            for (int j = 0; j < NR; j++) acc[i][j] += a[k * MR + i] * b[k * NR + j];
+    memcpy(out, acc, sizeof acc);
+}
+#endif
+
+typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *out);
+
+static void ukr_generic(int64_t kc, const float *a, const float *b, float *out) { ukr_body(kc, a, b, out); }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *a, const float *b, float *out) {
+    ukr_body(kc, a, b, out);
+}
+static ukr_fn pick_ukr(void) {
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return ukr_avx2;
+    return ukr_generic;
+}
+#else
+static ukr_fn pick_ukr(void) { return ukr_generic; }
+#endif
+
+/* ------------------------------------------------------------ packing */
+
+/* A block (rows [i0,i0+mc), cols [k0,k0+kc)) times alpha into MR-row panels:
+ * dst[(ii/MR)*kc*MR + kk*MR + ii%MR]; rows past mc are zero. The loop order
+ * follows whichever of A's strides is contiguous. */
+static void pack_a_block(const ert_sgemm_args *g, int64_t i0, int64_t mc, int64_t k0, int64_t kc, float *dst) {
+    const float alpha = g->alpha;
+    for (int64_t ip = 0; ip < mc; ip += MR) {
+        int64_t h = min64(MR, mc - ip);
+        float *d = dst + (ip / MR) * kc * MR;
+        const float *src = g->a + (i0 + ip) * g->a_rs + k0 * g->a_cs;
+        if (g->a_rs == 1 && h == MR) {
+            for (int64_t kk = 0; kk < kc; kk++)
+                for (int r = 0; r < MR; r++) d[kk * MR + r] = alpha * src[kk * g->a_cs + r];
+            continue;
+        }
+        if (g->a_cs == 1 && h == MR) { /* row-major A (weights): six row streams, contiguous writes */
+            const float *s0 = src, *s1 = src + g->a_rs, *s2 = s1 + g->a_rs, *s3 = s2 + g->a_rs;
+            const float *s4 = s3 + g->a_rs, *s5 = s4 + g->a_rs;
+            for (int64_t kk = 0; kk < kc; kk++, d += MR) {
+                d[0] = alpha * s0[kk], d[1] = alpha * s1[kk], d[2] = alpha * s2[kk];
+                d[3] = alpha * s3[kk], d[4] = alpha * s4[kk], d[5] = alpha * s5[kk];
+            }
+            continue;
+        }
+        for (int64_t r = 0; r < MR; r++) {
+            if (r >= h) {
+                for (int64_t kk = 0; kk < kc; kk++) d[kk * MR + r] = 0.0f;
+                continue;
+            }
+            const float *sr = src + r * g->a_rs;
+            for (int64_t kk = 0; kk < kc; kk++) d[kk * MR + r] = alpha * sr[kk * g->a_cs];
+        }
+    }
+}
+
+/* Dense B block (rows [k0,k0+kc), cols [j0,j0+nc)) into NR-column panels:
+ * dst[(jj/NR)*kc*NR + kk*NR + jj%NR]; columns past nc are zero. */
+static void pack_b_dense(const ert_sgemm_args *g, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *dst) {
+    for (int64_t jp = 0; jp < nc; jp += NR) {
+        int64_t w = min64(NR, nc - jp);
+        float *d = dst + (jp / NR) * kc * NR;
+        for (int64_t kk = 0; kk < kc; kk++) {
+            const float *src = g->b + (k0 + kk) * g->b_rs + (j0 + jp) * g->b_cs;
+            float *dk = d + kk * NR;
+            if (g->b_cs == 1 && w == NR) {
+                memcpy(dk, src, NR * sizeof(float));
+                continue;
+            }
+            int64_t q = 0;
+            for (; q < w; q++) dk[q] = src[q * g->b_cs];
+            for (; q < NR; q++) dk[q] = 0.0f;
+        }
+    }
+}
+
+/* Copies taps iw = iw0 + r*s, r in [0, n), of one input row into d (zero
+ * where iw falls outside [0, W)); the in-range span is found up front so the
+ * copy loop has no branch. */
+static inline void copy_taps(float *restrict d, const float *restrict row, int64_t iw0, int64_t s, int64_t n,
+                             int64_t W) {
+    int64_t lo = iw0 >= 0 ? 0 : (-iw0 + s - 1) / s;
+    int64_t hi = W - iw0 <= 0 ? 0 : (W - iw0 + s - 1) / s;
+    if (lo > n) lo = n;
+    if (hi > n) hi = n;
+    if (hi < lo) hi = lo;
+    int64_t r = 0;
+    for (; r < lo; r++) d[r] = 0.0f;
+    if (s == 1) {
+        for (; r < hi; r++) d[r] = row[iw0 + r];
+    } else {
+        for (; r < hi; r++) d[r] = row[iw0 + r * s];
+    }
+    for (; r < n; r++) d[r] = 0.0f;
+}
+
+/* im2col on the fly: B(k, j) with k = (c, kd, kh, kw), j = (od, oh, ow);
+ * out-of-image taps (padding) read as zero. Walks each output row segment,
+ * split where it crosses an NR panel boundary. */
+static void pack_b_conv(const ert_conv_geom *cg, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *dst) {
+    const int64_t KD = cg->kernel[0], KH = cg->kernel[1], KW = cg->kernel[2];
+    const int64_t D = cg->in[0], H = cg->in[1], W = cg->in[2];
+    const int64_t OH = cg->out[1], OW = cg->out[2], sw = cg->stride[2];
+    const int64_t ksz = KD * KH * KW;
+    const int64_t ncp = round_up(nc, NR);
+    for (int64_t kk = 0; kk < kc; kk++) {
+        int64_t k = k0 + kk, c = k / ksz, r = k % ksz;
+        int64_t kd = r / (KH * KW), kh = (r / KW) % KH, kw = r % KW;
+        const float *xc = cg->x + c * D * H * W;
+        int64_t ow = j0 % OW, t = j0 / OW, oh = t % OH, od = t / OH;
+        int64_t jj = 0;
+        float *dk = dst + kk * NR;
+        while (jj < nc) {
+            int64_t len = min64(OW - ow, nc - jj);
+            int64_t id = od * cg->stride[0] - cg->pad[0] + kd * cg->dilation[0];
+            int64_t ih = oh * cg->stride[1] - cg->pad[1] + kh * cg->dilation[1];
+            bool row_ok = id >= 0 && id < D && ih >= 0 && ih < H;
+            const float *row = xc + (row_ok ? (id * H + ih) * W : 0);
+            int64_t iw = ow * sw - cg->pad[2] + kw * cg->dilation[2];
+            for (int64_t q = 0; q < len;) {
+                int64_t x = jj + q, pos = x % NR, run = min64(len - q, NR - pos);
+                float *d = dk + (x / NR) * kc * NR + pos;
+                if (row_ok) copy_taps(d, row, iw + q * sw, sw, run, W);
+                else
+                    for (int64_t e = 0; e < run; e++) d[e] = 0.0f;
+                q += run;
+            }
+            jj += len;
+            ow += len;
+            if (ow == OW) {
+                ow = 0;
+                if (++oh == OH) {
+                    oh = 0;
+                    od++;
+                }
+            }
+        }
+        for (int64_t x = nc; x < ncp; x++) dk[(x / NR) * kc * NR + x % NR] = 0.0f;
+    }
+}
+
+/* ------------------------------------------------------------ store + epilogue */
+
+static void store_tile(const ert_sgemm_args *g, const float *acc, int64_t i0, int64_t j0, int64_t mr,
+                       int64_t nr, bool first, bool last) {
+    for (int64_t i = 0; i < mr; i++) {
+        float *crow = g->c + (i0 + i) * g->ldc + j0;
+        const float *arow = acc + i * NR;
+        if (first && !g->accumulate)
+            for (int64_t j = 0; j < nr; j++) crow[j] = arow[j];
+        else
+            for (int64_t j = 0; j < nr; j++) crow[j] += arow[j];
+        if (!last) continue;
+        if (g->bias_row) {
+            float bv = g->bias_row[i0 + i];
+            for (int64_t j = 0; j < nr; j++) crow[j] += bv;
+        }
+        if (g->residual) {
+            const float *rrow = g->residual + (i0 + i) * g->ldc + j0;
+            for (int64_t j = 0; j < nr; j++) crow[j] += rrow[j];
+        }
+        if (g->act) ert_cpu_act_inplace(crow, nr, g->act);
+    }
+}
+
+/* ------------------------------------------------------------ driver */
+
+typedef struct sgemm_job {
+    const ert_sgemm_args *g;
+    float *slots;            /* per slot: packed B block, then packed A block */
+    size_t slot_floats, b_floats;
+    int64_t n_slots, n_mb, n_nb;
+    ukr_fn ukr;
+    atomic_llong next_task;  /* tasks are claimed, so a late worker stalls nobody */
+} sgemm_job;
+
+static void sgemm_slot(void *arg, int64_t s0, int64_t s1) {
+    sgemm_job *jb = arg;
+    const ert_sgemm_args *g = jb->g;
+    const int64_t n_tasks = jb->n_mb * jb->n_nb;
+    float acc[MR * NR];
+    for (int64_t s = s0; s < s1; s++) {
+        float *pb = jb->slots + (size_t)s * jb->slot_floats;
+        float *pa = pb + jb->b_floats;
+        for (int64_t t; (t = atomic_fetch_add_explicit(&jb->next_task, 1, memory_order_relaxed)) < n_tasks;) {
+            int64_t i0 = (t % jb->n_mb) * MC, j0 = (t / jb->n_mb) * NC;
+            int64_t mc = min64(MC, g->M - i0), nc = min64(NC, g->N - j0);
+            for (int64_t pc = 0; pc < g->K; pc += KC) {
+                int64_t kc = min64(KC, g->K - pc);
+                if (g->conv) pack_b_conv(g->conv, pc, kc, j0, nc, pb);
+                else pack_b_dense(g, pc, kc, j0, nc, pb);
+                pack_a_block(g, i0, mc, pc, kc, pa);
+                bool first = pc == 0, last = pc + kc >= g->K;
+                for (int64_t jr = 0; jr < nc; jr += NR) {
+                    const float *bp = pb + (jr / NR) * kc * NR;
+                    for (int64_t ir = 0; ir < mc; ir += MR) {
+                        jb->ukr(kc, pa + (ir / MR) * kc * MR, bp, acc);
+                        store_tile(g, acc, i0 + ir, j0 + jr, min64(MR, mc - ir), min64(NR, nc - jr), first, last);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* B block (KC x NC) + A block (MC x KC), both trimmed to the problem. */
+static void slot_sizes(int64_t M, int64_t N, int64_t K, size_t *b_floats, size_t *total) {
+    int64_t kc = min64(K, KC);
+    *b_floats = (size_t)round_up(kc * min64(round_up(N, NR), NC), 16);
+    *total = *b_floats + (size_t)round_up(kc * min64(round_up(M, MR), MC), 16);
+}
+
+size_t ert_cpu_sgemm_workspace(int64_t M, int64_t N, int64_t K, int n_threads) {
+    if (M <= 0 || N <= 0 || K <= 0) return 0;
+    if (n_threads < 1) n_threads = 1;
+    size_t bf, sf, total;
+    slot_sizes(M, N, K, &bf, &sf);
+    if (ert_mul_ovf(sf * sizeof(float), (size_t)n_threads, &total)) return SIZE_MAX;
+    return total;
+}
+
+ert_status ert_cpu_sgemm(const ert_sgemm_args *g, void *ws, size_t ws_bytes, struct ert_threadpool *pool) {
+    if (g->M <= 0 || g->N <= 0) return ERT_OK;
+    if (g->K <= 0) { /* empty sum: C = 0 (or unchanged) + epilogue */
+        float zero[MR * NR] = {0};
+        for (int64_t i = 0; i < g->M; i += MR)
+            for (int64_t j = 0; j < g->N; j += NR)
+                store_tile(g, zero, i, j, min64(MR, g->M - i), min64(NR, g->N - j), true, true);
+        return ERT_OK;
+    }
+    size_t bf, sf;
+    slot_sizes(g->M, g->N, g->K, &bf, &sf);
+    if (!ws || ws_bytes < sf * sizeof(float)) return ERT_E_INTERNAL;
+    sgemm_job jb = {
+        .g = g,
+        .slots = ws,
+        .slot_floats = sf,
+        .b_floats = bf,
+        .n_mb = (g->M + MC - 1) / MC,
+        .n_nb = (g->N + NC - 1) / NC,
+        .ukr = pick_ukr(),
+    };
+    atomic_init(&jb.next_task, 0);
+    int64_t fit = (int64_t)(ws_bytes / (sf * sizeof(float)));
+    jb.n_slots = min64(min64(ert_threadpool_size(pool), fit), jb.n_mb * jb.n_nb);
+    ert_parallel_for(pool, jb.n_slots, 1, sgemm_slot, &jb);
+    return ERT_OK;
+}
+
+/* ------------------------------------------------------------ MatMul */
+
+/* Numpy matmul: a is (..., M, K) or (K), b is (..., K, N) or (K); batch dims
+ * broadcast. One SGEMM per output batch entry, each threaded inside. */
 ert_status ert_cpu_matmul(const ert_kargs *a) {
-    (void)a;
-    return ERT_E_UNSUPPORTED;
+    const ert_tview *A = &a->in[0], *B = &a->in[1];
+    ert_tview *Y = &a->out[0];
+    if (A->dtype != ERT_DTYPE_F32 || B->dtype != ERT_DTYPE_F32) return ERT_E_UNSUPPORTED;
+    int64_t M = A->ndim >= 2 ? A->dims[A->ndim - 2] : 1, K = A->dims[A->ndim - 1];
+    int64_t N = B->ndim >= 2 ? B->dims[B->ndim - 1] : 1;
+    int na = A->ndim > 2 ? A->ndim - 2 : 0, nb = B->ndim > 2 ? B->ndim - 2 : 0;
+    int64_t bd[ERT_MAX_DIMS];
+    int nbd;
+    if (!ert_broadcast_shape(na, A->dims, nb, B->dims, &nbd, bd)) return ERT_E_SHAPE;
+    int64_t n_batch = 1;
+    for (int i = 0; i < nbd; i++) n_batch *= bd[i];
+    ert_sgemm_args g = {
+        .M = M, .N = N, .K = K, .a_rs = K, .a_cs = 1, .alpha = 1.0f,
+        .b_rs = B->ndim >= 2 ? N : 1, .b_cs = 1, .ldc = N,
+        .act = a->params->gemm.act.kind != ERT_ACT_NONE ? &a->params->gemm.act : NULL,
+    };
+    for (int64_t bi = 0; bi < n_batch; bi++) {
+        /* map the output batch index to (broadcast) offsets into a and b */
+        int64_t rem = bi, oa = 0, ob = 0, sa = M * K, sb = K * N;
+        for (int d = nbd - 1; d >= 0; d--) {
+            int64_t idx = rem % bd[d];
+            rem /= bd[d];
+            int da = d - (nbd - na), db = d - (nbd - nb);
+            if (da >= 0) {
+                if (A->dims[da] != 1) oa += idx * sa;
+                sa *= A->dims[da];
+            }
+            if (db >= 0) {
+                if (B->dims[db] != 1) ob += idx * sb;
+                sb *= B->dims[db];
+            }
+        }
+        g.a = (const float *)A->data + oa;
+        g.b = (const float *)B->data + ob;
+        g.c = (float *)Y->data + bi * M * N;
+        ert_status st = ert_cpu_sgemm(&g, a->workspace, a->workspace_bytes, a->pool);
+        if (st) return st;
+    }
+    return ERT_OK;
 }
 
+/* ------------------------------------------------------------ Gemm */
+
+/* Y (M,N) = alpha * op(A) op(B) + beta * C, C broadcast to (M,N). */
 ert_status ert_cpu_gemm(const ert_kargs *a) {
-    (void)a;
-    return ERT_E_UNSUPPORTED;
+    const ert_gemm_params *p = &a->params->gemm;
+    const ert_tview *A = &a->in[0], *B = &a->in[1];
+    const ert_tview *C = a->n_in > 2 && a->in[2].data ? &a->in[2] : NULL;
+    ert_tview *Y = &a->out[0];
+    if (A->dtype != ERT_DTYPE_F32 || B->dtype != ERT_DTYPE_F32) return ERT_E_UNSUPPORTED;
+    int64_t M = Y->dims[0], N = Y->dims[1];
+    int64_t K = p->trans_a ? A->dims[0] : A->dims[1];
+    float *y = Y->data;
+    bool acc = C && p->beta != 0.0f;
+    if (acc) {
+        /* C is (), (N), (1,N), (M,1), (M,N)...: strides 0 on broadcast dims */
+        int64_t cm = C->ndim == 2 ? C->dims[0] : 1, cn = C->ndim >= 1 ? C->dims[C->ndim - 1] : 1;
+        int64_t s_i = cm == 1 ? 0 : cn, s_j = cn == 1 ? 0 : 1;
+        const float *c = C->data;
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) y[i * N + j] = p->beta * c[i * s_i + j * s_j];
+    }
+    ert_sgemm_args g = {
+        .M = M, .N = N, .K = K, .a = A->data, .alpha = p->alpha,
+        .a_rs = p->trans_a ? 1 : K, .a_cs = p->trans_a ? M : 1,
+        .b = B->data, .b_rs = p->trans_b ? 1 : N, .b_cs = p->trans_b ? K : 1,
+        .c = y, .ldc = N, .accumulate = acc,
+        .act = p->act.kind != ERT_ACT_NONE ? &p->act : NULL,
+    };
+    return ert_cpu_sgemm(&g, a->workspace, a->workspace_bytes, a->pool);
 }
-

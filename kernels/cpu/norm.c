@@ -1,13 +1,90 @@
-/* STUB: to be implemented. */
+/* BatchNormalization (inference) and LayerNormalization, f32.
+ * BatchNorm: x is (N, C, ...); per channel y = (x - mean) * scale / sqrt(var + eps) + B,
+ * folded into one multiply-add per element; parallel over (image, channel).
+ * LayerNorm: x viewed as (outer, inner) with inner = prod(dims[axis:]); each
+ * row is normalised with its own mean and variance (two passes, accumulated
+ * in double so long rows keep precision), then scale/bias (inner elements,
+ * or one broadcast element). Parallel over rows. */
 #include "cpu_kernels.h"
 
+#include <math.h>
+
+typedef struct bn_job {
+    const float *x, *scale, *bias, *mean, *var;
+    float *y;
+    float eps;
+    int64_t C, sz;
+} bn_job;
+
+static void bn_run(void *arg, int64_t t0, int64_t t1) {
+    const bn_job *j = arg;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t c = t % j->C;
+        float k = j->scale[c] / sqrtf(j->var[c] + j->eps);
+        float b = j->bias[c] - j->mean[c] * k;
+        const float *xp = j->x + t * j->sz;
+        float *yp = j->y + t * j->sz;
+        for (int64_t i = 0; i < j->sz; i++) yp[i] = xp[i] * k + b;
+    }
+}
+
 ert_status ert_cpu_batchnorm(const ert_kargs *a) {
-    (void)a;
-    return ERT_E_UNSUPPORTED;
+    const ert_tview *X = &a->in[0];
+    for (int i = 0; i < 5; i++)
+        if (a->in[i].dtype != ERT_DTYPE_F32) return ERT_E_UNSUPPORTED;
+    int64_t sz = 1;
+    for (int i = 2; i < X->ndim; i++) sz *= X->dims[i];
+    int64_t N = X->dims[0], C = X->ndim > 1 ? X->dims[1] : 1;
+    bn_job j = {X->data, a->in[1].data, a->in[2].data, a->in[3].data, a->in[4].data,
+                a->out[0].data, a->params->norm.epsilon, C, sz};
+    ert_parallel_for(a->pool, N * C, 1, bn_run, &j);
+    return ERT_OK;
+}
+
+typedef struct ln_job {
+    const float *x, *scale, *bias;
+    float *y;
+    float eps;
+    int64_t inner;
+    bool scale_bcast, bias_bcast;
+} ln_job;
+
+static void ln_run(void *arg, int64_t r0, int64_t r1) {
+    const ln_job *j = arg;
+    const int64_t n = j->inner;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *xp = j->x + r * n;
+        float *yp = j->y + r * n;
+        double s = 0;
+        for (int64_t i = 0; i < n; i++) s += xp[i];
+        double mean = s / (double)n, v = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double dlt = xp[i] - mean;
+            v += dlt * dlt;
+        }
+        float inv = (float)(1.0 / sqrt(v / (double)n + (double)j->eps));
+        float mf = (float)mean;
+        for (int64_t i = 0; i < n; i++) {
+            float sc = j->scale[j->scale_bcast ? 0 : i];
+            float bi = j->bias ? j->bias[j->bias_bcast ? 0 : i] : 0.0f;
+            yp[i] = (xp[i] - mf) * inv * sc + bi;
+        }
+    }
 }
 
 ert_status ert_cpu_layernorm(const ert_kargs *a) {
-    (void)a;
-    return ERT_E_UNSUPPORTED;
+    const ert_tview *X = &a->in[0], *S = &a->in[1];
+    const ert_tview *B = a->n_in > 2 && a->in[2].data ? &a->in[2] : NULL;
+    if (X->dtype != ERT_DTYPE_F32 || S->dtype != ERT_DTYPE_F32 || (B && B->dtype != ERT_DTYPE_F32))
+        return ERT_E_UNSUPPORTED;
+    int64_t axis = a->params->norm.axis, inner = 1, outer = 1;
+    for (int i = 0; i < X->ndim; i++) {
+        if (i < axis) outer *= X->dims[i];
+        else inner *= X->dims[i];
+    }
+    if (inner == 0 || outer == 0) return ERT_OK;
+    ln_job j = {X->data, S->data, B ? B->data : NULL, a->out[0].data, a->params->norm.epsilon, inner,
+                S->n_elems == 1, B && B->n_elems == 1};
+    ert_parallel_for(a->pool, outer, 1 + 4096 / inner, ln_run, &j);
+    return ERT_OK;
 }
-

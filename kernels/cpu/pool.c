@@ -1,13 +1,130 @@
-/* STUB: to be implemented. */
+/* MaxPool / AveragePool (1-D/2-D/3-D, dilations, pads, ceil_mode) and
+ * GlobalAveragePool / GlobalMaxPool. x is (N, C, spatial...), f32.
+ * Every rank is handled as 3-D (leading spatial dims of size 1, kernel 1).
+ * Parallel over (image, channel) planes.
+ * AveragePool divisor: count_include_pad counts the taps inside the padded
+ * input [-pad_begin, in + pad_end) (a ceil_mode window hanging past that is
+ * clipped, as onnxruntime and PyTorch do); otherwise only taps inside the
+ * input. A MaxPool window with no tap inside the input yields -inf. */
 #include "cpu_kernels.h"
 
+#include <math.h>
+
+typedef struct pool_job {
+    const ert_pool_params *p;
+    bool is_max;
+    const float *x;
+    float *y;
+    int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
+    int64_t in_sz, out_sz;
+} pool_job;
+
+/* Taps k in [0, K) of one dim whose position start + k*d lies in [0, in)
+ * -> [*lo, *hi); *n_pad counts the taps before in + pad_end (the window
+ * never reaches left of -pad_begin). */
+static void tap_range(int64_t start, int64_t K, int64_t d, int64_t in, int64_t pe, int64_t *lo, int64_t *hi,
+                      int64_t *n_pad) {
+    *lo = start >= 0 ? 0 : (-start + d - 1) / d;
+    *hi = in - start <= 0 ? 0 : (in - start + d - 1) / d;
+    if (*hi > K) *hi = K;
+    if (*lo > *hi) *lo = *hi;
+    int64_t np = in + pe - start <= 0 ? 0 : (in + pe - start + d - 1) / d;
+    *n_pad = np > K ? K : np;
+}
+
+static void pool_run(void *arg, int64_t t0, int64_t t1) {
+    const pool_job *j = arg;
+    for (int64_t t = t0; t < t1; t++) {
+        const float *xp = j->x + t * j->in_sz;
+        float *yp = j->y + t * j->out_sz;
+        for (int64_t od = 0; od < j->out[0]; od++)
+            for (int64_t oh = 0; oh < j->out[1]; oh++)
+                for (int64_t ow = 0; ow < j->out[2]; ow++) {
+                    int64_t o[3] = {od, oh, ow}, st[3], lo[3], hi[3], np[3];
+                    for (int q = 0; q < 3; q++) {
+                        st[q] = o[q] * j->s[q] - j->pb[q];
+                        tap_range(st[q], j->k[q], j->d[q], j->in[q], j->pe[q], &lo[q], &hi[q], &np[q]);
+                    }
+                    float mx = -INFINITY, sum = 0.0f;
+                    for (int64_t kd = lo[0]; kd < hi[0]; kd++) {
+                        int64_t id = st[0] + kd * j->d[0];
+                        for (int64_t kh = lo[1]; kh < hi[1]; kh++) {
+                            /* index math in int64: st[2] may be negative */
+                            int64_t base = (id * j->in[1] + st[1] + kh * j->d[1]) * j->in[2] + st[2];
+                            for (int64_t kw = lo[2]; kw < hi[2]; kw++) {
+                                float v = xp[base + kw * j->d[2]];
+                                if (v > mx || isnan(v)) mx = v;
+                                sum += v;
+                            }
+                        }
+                    }
+                    float r;
+                    if (j->is_max) r = mx;
+                    else {
+                        int64_t cnt = j->p->count_include_pad ? np[0] * np[1] * np[2]
+                                                              : (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]);
+                        r = cnt > 0 ? sum / (float)cnt : 0.0f;
+                    }
+                    yp[(od * j->out[1] + oh) * j->out[2] + ow] = r;
+                }
+    }
+}
+
 ert_status ert_cpu_pool(const ert_kargs *a) {
-    (void)a;
-    return ERT_E_UNSUPPORTED;
+    const ert_pool_params *p = &a->params->pool;
+    const ert_tview *X = &a->in[0];
+    ert_tview *Y = &a->out[0];
+    if (X->dtype != ERT_DTYPE_F32) return ERT_E_UNSUPPORTED;
+    pool_job j = {.p = p, .is_max = a->op == ERT_OP_MAXPOOL, .x = X->data, .y = Y->data};
+    int off = 3 - p->nsp;
+    j.in_sz = j.out_sz = 1;
+    for (int i = 0; i < 3; i++) {
+        int s = i - off;
+        bool real = s >= 0;
+        j.in[i] = real ? X->dims[2 + s] : 1;
+        j.out[i] = real ? Y->dims[2 + s] : 1;
+        j.k[i] = real ? p->kernel[s] : 1;
+        j.s[i] = real ? p->stride[s] : 1;
+        j.d[i] = real ? p->dilation[s] : 1;
+        j.pb[i] = real ? p->pad_begin[s] : 0;
+        j.pe[i] = real ? p->pad_end[s] : 0;
+        j.in_sz *= j.in[i];
+        j.out_sz *= j.out[i];
+    }
+    ert_parallel_for(a->pool, X->dims[0] * X->dims[1], 1, pool_run, &j);
+    return ERT_OK;
+}
+
+typedef struct gpool_job {
+    bool is_max;
+    const float *x;
+    float *y;
+    int64_t sz;
+} gpool_job;
+
+static void gpool_run(void *arg, int64_t t0, int64_t t1) {
+    const gpool_job *j = arg;
+    for (int64_t t = t0; t < t1; t++) {
+        const float *xp = j->x + t * j->sz;
+        if (j->is_max) {
+            float m = -INFINITY;
+            for (int64_t i = 0; i < j->sz; i++)
+                if (xp[i] > m || isnan(xp[i])) m = xp[i];
+            j->y[t] = m;
+        } else {
+            double s = 0; /* large planes: keep the sum exact enough */
+            for (int64_t i = 0; i < j->sz; i++) s += xp[i];
+            j->y[t] = j->sz ? (float)(s / (double)j->sz) : 0.0f;
+        }
+    }
 }
 
 ert_status ert_cpu_global_pool(const ert_kargs *a) {
-    (void)a;
-    return ERT_E_UNSUPPORTED;
+    const ert_tview *X = &a->in[0];
+    if (X->dtype != ERT_DTYPE_F32) return ERT_E_UNSUPPORTED;
+    int64_t sz = 1;
+    for (int i = 2; i < X->ndim; i++) sz *= X->dims[i];
+    gpool_job j = {a->op == ERT_OP_GLOBAL_MAXPOOL, X->data, a->out[0].data, sz};
+    ert_parallel_for(a->pool, X->dims[0] * X->dims[1], 1, gpool_run, &j);
+    return ERT_OK;
 }
-

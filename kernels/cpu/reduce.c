@@ -1,8 +1,109 @@
-/* STUB: to be implemented. */
+/* ReduceMean / ReduceSum / ReduceMax over the axes prepare resolved
+ * (params->axis.axes, sorted, positive; n_axes 0 = identity copy).
+ *
+ * x is viewed as kept dims K and reduced dims R. Each output element is the
+ * reduction, over an odometer on R, of x at base(K index) + offset(R index).
+ * f32 sums accumulate in double so long reductions stay accurate; i64 sums
+ * wrap (computed unsigned). Empty reductions give 0 (Sum), NaN (Mean) and the
+ * dtype's lowest value (Max: -inf / INT64_MIN), like ONNX. */
 #include "cpu_kernels.h"
 
-ert_status ert_cpu_reduce(const ert_kargs *a) {
-    (void)a;
-    return ERT_E_UNSUPPORTED;
+#include <math.h>
+#include <string.h>
+
+typedef struct reduce_job {
+    const ert_kargs *a;
+    int nk, nr;
+    int64_t kdim[ERT_MAX_DIMS], kst[ERT_MAX_DIMS]; /* kept dims and their input strides */
+    int64_t rdim[ERT_MAX_DIMS], rst[ERT_MAX_DIMS]; /* reduced dims and strides */
+    int64_t n_red;
+} reduce_job;
+
+static void reduce_range(void *arg, int64_t o0, int64_t o1) {
+    const reduce_job *j = arg;
+    const ert_kargs *a = j->a;
+    bool is_f32 = a->in[0].dtype == ERT_DTYPE_F32;
+    for (int64_t o = o0; o < o1; o++) {
+        int64_t base = 0, rem = o;
+        for (int d = j->nk - 1; d >= 0; d--) {
+            base += (rem % j->kdim[d]) * j->kst[d];
+            rem /= j->kdim[d];
+        }
+        int64_t idx[ERT_MAX_DIMS] = {0};
+        double sum = 0, mx = -INFINITY;
+        uint64_t isum = 0;
+        int64_t imx = INT64_MIN;
+        int64_t off = base;
+        /* the innermost reduced dim is walked in a plain loop */
+        int64_t in_n = j->nr ? j->rdim[j->nr - 1] : 1, in_s = j->nr ? j->rst[j->nr - 1] : 0;
+        int64_t outer = in_n ? j->n_red / in_n : 0;
+        for (int64_t t = 0; t < outer; t++) {
+            if (is_f32) {
+                const float *x = (const float *)a->in[0].data + off;
+                if (a->op == ERT_OP_REDUCE_MAX) {
+                    for (int64_t i = 0; i < in_n; i++) {
+                        double v = x[i * in_s];
+                        if (v > mx || isnan(v)) mx = v;
+                        if (isnan(mx)) break;
+                    }
+                } else {
+                    for (int64_t i = 0; i < in_n; i++) sum += x[i * in_s];
+                }
+            } else {
+                const int64_t *x = (const int64_t *)a->in[0].data + off;
+                if (a->op == ERT_OP_REDUCE_MAX) {
+                    for (int64_t i = 0; i < in_n; i++) imx = x[i * in_s] > imx ? x[i * in_s] : imx;
+                } else {
+                    for (int64_t i = 0; i < in_n; i++) isum += (uint64_t)x[i * in_s];
+                }
+            }
+            /* advance the odometer over the outer reduced dims */
+            for (int d = j->nr - 2; d >= 0; d--) {
+                off += j->rst[d];
+                if (++idx[d] < j->rdim[d]) break;
+                off -= idx[d] * j->rst[d];
+                idx[d] = 0;
+            }
+        }
+        if (is_f32) {
+            float *y = a->out[0].data;
+            if (a->op == ERT_OP_REDUCE_MAX) y[o] = (float)mx;
+            else if (a->op == ERT_OP_REDUCE_MEAN) y[o] = j->n_red ? (float)(sum / (double)j->n_red) : NAN;
+            else y[o] = (float)sum;
+        } else {
+            int64_t *y = a->out[0].data;
+            y[o] = a->op == ERT_OP_REDUCE_MAX ? imx : (int64_t)isum;
+        }
+    }
 }
 
+ert_status ert_cpu_reduce(const ert_kargs *a) {
+    const ert_axis_params *p = &a->params->axis;
+    const ert_tview *x = &a->in[0];
+    if (x->dtype != ERT_DTYPE_F32 && x->dtype != ERT_DTYPE_I64) return ERT_E_UNSUPPORTED;
+    if (p->n_axes == 0) { /* noop_with_empty_axes */
+        if (a->out[0].data != x->data) memcpy(a->out[0].data, x->data, (size_t)x->n_elems * ert_dtype_size(x->dtype));
+        return ERT_OK;
+    }
+    reduce_job j = {.a = a, .n_red = 1};
+    bool red[ERT_MAX_DIMS] = {false};
+    for (int64_t i = 0; i < p->n_axes; i++) red[p->axes[i]] = true;
+    int64_t s = 1, st[ERT_MAX_DIMS];
+    for (int d = x->ndim - 1; d >= 0; d--) {
+        st[d] = s;
+        s *= x->dims[d];
+    }
+    for (int d = 0; d < x->ndim; d++) {
+        if (red[d]) {
+            j.rdim[j.nr] = x->dims[d];
+            j.rst[j.nr++] = st[d];
+            j.n_red *= x->dims[d];
+        } else {
+            j.kdim[j.nk] = x->dims[d];
+            j.kst[j.nk++] = st[d];
+        }
+    }
+    int64_t n_out = a->out[0].n_elems;
+    ert_parallel_for(a->pool, n_out, 16384 / (j.n_red + 1) + 1, reduce_range, &j);
+    return ERT_OK;
+}

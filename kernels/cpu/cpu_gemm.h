@@ -1,0 +1,48 @@
+/* Internal SGEMM shared by Conv, ConvTranspose, MatMul and Gemm (matmul.c).
+ *
+ *   C(M,N) [+]= alpha * A(M,K) * B(K,N), then per element:
+ *   v += bias_row[i] + residual(i,j); v = act(v)
+ *
+ * A and B are read through strides, so transposed operands cost nothing
+ * extra: A(i,k) = a[i*a_rs + k*a_cs]. B is either such a strided matrix or,
+ * when `conv` is set, the implicit im2col matrix of a convolution input (the
+ * column matrix is never materialised: it is built panel by panel while
+ * packing). C is row-major with row stride ldc; residual uses the same ldc.
+ *
+ * Scratch: ert_cpu_sgemm_workspace() bytes; the kernel uses as many worker
+ * slots as the pool and the given workspace allow (at least one). */
+#ifndef ERT_CPU_GEMM_H
+#define ERT_CPU_GEMM_H
+#include "ert_internal.h"
+
+/* Geometry of an implicit im2col B for one group of one image. Spatial dims
+ * are always 3 (leading dims of 1-D/2-D convs are 1, stride 1, pad 0).
+ * x is (C,D,H,W) contiguous; B row k = (c, kd, kh, kw), column j = (od, oh, ow). */
+typedef struct ert_conv_geom {
+    const float *x;
+    int64_t in[3];           /* D, H, W */
+    int64_t out[3];          /* OD, OH, OW */
+    int64_t kernel[3], stride[3], dilation[3], pad[3];
+} ert_conv_geom;
+
+typedef struct ert_sgemm_args {
+    int64_t M, N, K;
+    const float *a;
+    int64_t a_rs, a_cs;
+    float alpha;
+    const float *b;          /* ignored when conv != NULL */
+    int64_t b_rs, b_cs;
+    const ert_conv_geom *conv;
+    float *c;
+    int64_t ldc;
+    bool accumulate;         /* C += result (C prefilled by the caller) */
+    const float *bias_row;   /* (M) or NULL */
+    const float *residual;   /* (M, ldc) or NULL */
+    const ert_act_params *act; /* NULL: none */
+} ert_sgemm_args;
+
+size_t ert_cpu_sgemm_workspace(int64_t M, int64_t N, int64_t K, int n_threads);
+/* Returns ERT_E_INTERNAL if ws is smaller than the one-worker size. */
+ert_status ert_cpu_sgemm(const ert_sgemm_args *g, void *ws, size_t ws_bytes, struct ert_threadpool *pool);
+
+#endif

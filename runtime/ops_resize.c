@@ -1,0 +1,125 @@
+/* prepare() for Resize (opsets 11-19; the opset-10 form Resize(X, scales) too).
+ *
+ * Inputs: X, roi (ignored: only tf_crop_and_resize uses it, unsupported),
+ * scales (f32) or sizes (i64), one of them constant and non-empty (exporters
+ * pass an empty tensor for the unused one). The opset-18 "axes" attribute
+ * restricts scales/sizes to those axes; others keep scale 1.
+ * Supported: mode nearest (any dtype, the four nearest_mode roundings) and
+ * linear (f32, N-D multilinear); coordinate_transformation_mode half_pixel,
+ * asymmetric, align_corners, pytorch_half_pixel, half_pixel_symmetric.
+ * Refused (ERT_E_UNSUPPORTED): cubic, tf_crop_and_resize, antialias=1,
+ * keep_aspect_ratio_policy other than stretch.
+ * Params: resize.scale[d] = output/input per dim (the given scale when scales
+ * are given, sizes/in otherwise, as ONNX defines it). Workspace: 24 bytes per
+ * output coordinate of every dim (the kernel's per-dim source tables). */
+#include "ert_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+#define ERT_RESIZE_MAX_DIM ((int64_t)1 << 40) /* refuse absurd output dims before they overflow */
+
+static const ert_tinfo *given(const ert_prep *p, int k) {
+    if (k >= p->n_in || p->in[k].dtype == ERT_DTYPE_UNDEFINED) return NULL;
+    int64_t n;
+    if (!ert_dims_nelems(p->in[k].ndim, p->in[k].dims, &n) || n == 0) return NULL;
+    return &p->in[k];
+}
+
+static int pick(const char *s, const char *const *names, int n) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(s, names[i]) == 0) return i;
+    return -1;
+}
+
+ert_status ert_prepare_resize(ert_prep *p) {
+    const ert_tinfo *x = &p->in[0];
+    const ert_node *node = p->node;
+    int64_t nx;
+    if (x->ndim < 1 || x->ndim > ERT_MAX_DIMS || !ert_dims_nelems(x->ndim, x->dims, &nx) || ert_dtype_size(x->dtype) == 0)
+        return ert_prep_error(p, ERT_E_SHAPE, "input 0 has an invalid shape or dtype");
+    int r = x->ndim;
+    ert_resize_params *rp = &p->params->resize;
+    memset(rp, 0, sizeof *rp);
+
+    static const char *const modes[] = {"nearest", "linear", "cubic"};
+    static const char *const coords[] = {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel",
+                                         "tf_crop_and_resize", "half_pixel_symmetric"};
+    static const char *const nmodes[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+    const char *s = ert_attr_str(node, "mode", "nearest");
+    rp->mode = pick(s, modes, 3);
+    if (rp->mode < 0 || rp->mode == 2) return ert_prep_error(p, ERT_E_UNSUPPORTED, "Resize mode \"%.32s\"", s);
+    s = ert_attr_str(node, "coordinate_transformation_mode", "half_pixel");
+    rp->coord = pick(s, coords, 6);
+    if (rp->coord < 0 || rp->coord == 4)
+        return ert_prep_error(p, ERT_E_UNSUPPORTED, "Resize coordinate_transformation_mode \"%.32s\"", s);
+    s = ert_attr_str(node, "nearest_mode", "round_prefer_floor");
+    rp->nearest_mode = pick(s, nmodes, 4);
+    if (rp->nearest_mode < 0) return ert_prep_error(p, ERT_E_UNSUPPORTED, "Resize nearest_mode \"%.32s\"", s);
+    if (ert_attr_int(node, "antialias", 0) != 0) return ert_prep_error(p, ERT_E_UNSUPPORTED, "Resize antialias=1");
+    s = ert_attr_str(node, "keep_aspect_ratio_policy", "stretch");
+    if (strcmp(s, "stretch") != 0) return ert_prep_error(p, ERT_E_UNSUPPORTED, "Resize keep_aspect_ratio_policy \"%.32s\"", s);
+    if (rp->mode == 1 && x->dtype != ERT_DTYPE_F32)
+        return ert_prep_error(p, ERT_E_UNSUPPORTED, "linear Resize of %s (only f32)", ert_dtype_name(x->dtype));
+
+    int64_t axes[ERT_MAX_DIMS];
+    int na = ert_attr_ints(node, "axes", axes, ERT_MAX_DIMS);
+    if (na > ERT_MAX_DIMS) return ert_prep_error(p, ERT_E_ARG, "too many axes");
+    bool seen[ERT_MAX_DIMS] = {false};
+    if (na < 0) {
+        na = r;
+        for (int i = 0; i < r; i++) axes[i] = i;
+    }
+    for (int i = 0; i < na; i++) {
+        if (axes[i] < -r || axes[i] >= r) return ert_prep_error(p, ERT_E_ARG, "axis %lld out of range", (long long)axes[i]);
+        if (axes[i] < 0) axes[i] += r;
+        if (seen[axes[i]]) return ert_prep_error(p, ERT_E_ARG, "axis %lld repeated", (long long)axes[i]);
+        seen[axes[i]] = true;
+    }
+
+    const ert_tinfo *sc = p->n_in == 2 ? given(p, 1) : given(p, 2), *sz = p->n_in == 2 ? NULL : given(p, 3);
+    if ((sc == NULL) == (sz == NULL)) return ert_prep_error(p, ERT_E_ARG, "exactly one of scales and sizes must be given");
+    const ert_tinfo *t = sc ? sc : sz;
+    int64_t n;
+    if (!t->const_data) return ert_prep_error(p, ERT_E_UNSUPPORTED, "%s must be a constant", sc ? "scales" : "sizes");
+    if (t->ndim != 1 || !ert_dims_nelems(t->ndim, t->dims, &n) || n != na)
+        return ert_prep_error(p, ERT_E_SHAPE, "%s must have %d values", sc ? "scales" : "sizes", na);
+    int64_t dims[ERT_MAX_DIMS];
+    for (int d = 0; d < r; d++) {
+        rp->scale[d] = 1.0;
+        dims[d] = x->dims[d];
+    }
+    int64_t sizes[ERT_MAX_DIMS];
+    if (sz && (sz->dtype != ERT_DTYPE_I64 || ert_tinfo_ints(sz, sizes, ERT_MAX_DIMS) != na))
+        return ert_prep_error(p, ERT_E_SHAPE, "sizes must be i64");
+    if (sc && sc->dtype != ERT_DTYPE_F32) return ert_prep_error(p, ERT_E_SHAPE, "scales must be f32");
+    for (int i = 0; i < na; i++) {
+        int64_t d = axes[i], in = x->dims[d];
+        if (sc) {
+            float f;
+            memcpy(&f, (const char *)sc->const_data + (size_t)i * sizeof f, sizeof f);
+            double o = floor((double)f * (double)in);
+            if (!(f > 0) || !isfinite(f) || o > (double)ERT_RESIZE_MAX_DIM)
+                return ert_prep_error(p, ERT_E_ARG, "scale %g for axis %lld is invalid", (double)f, (long long)d);
+            rp->scale[d] = f;
+            dims[d] = (int64_t)o;
+        } else {
+            if (sizes[i] < 0 || sizes[i] > ERT_RESIZE_MAX_DIM || (in == 0 && sizes[i] != 0))
+                return ert_prep_error(p, ERT_E_ARG, "size %lld for axis %lld is invalid", (long long)sizes[i], (long long)d);
+            dims[d] = sizes[i];
+            rp->scale[d] = in ? (double)sizes[i] / (double)in : 1.0;
+        }
+    }
+    int64_t total;
+    size_t ws = 0;
+    if (!ert_dims_nelems(r, dims, &total)) return ert_prep_error(p, ERT_E_SHAPE, "output element count overflows");
+    for (int d = 0; d < r; d++)
+        if (ert_add_ovf(ws, (size_t)dims[d], &ws)) return ert_prep_error(p, ERT_E_SHAPE, "output too large");
+    if (ert_mul_ovf(ws, 24, &p->workspace_bytes)) return ert_prep_error(p, ERT_E_SHAPE, "output too large");
+    ert_tinfo *o = &p->out[0];
+    memset(o, 0, sizeof *o);
+    o->dtype = x->dtype;
+    o->ndim = r;
+    memcpy(o->dims, dims, sizeof dims);
+    return ERT_OK;
+}

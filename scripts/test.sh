@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# Install what is missing, build and run edgert's whole test suite:
+#
+#   bash scripts/test.sh
+#
+# Phases (each in its own build dir, build/test-<phase>, all run even if one
+# fails; build/release is left to scripts/demo.sh so the two never fight over
+# cached options):
+#   release  native x86_64, Release, warnings are errors, CPU only   -> ctest
+#   asan     native, RelWithDebInfo, ASan + UBSan, CPU only          -> ctest
+#   aarch64  cross-built for Jetson (CPU only), tests run under qemu-aarch64
+#   fuzz     scripts/fuzz.sh with a short budget, when that script exists
+#   cuda     compile check of the CUDA backend, when nvcc and kernels/cuda/*.cu
+#            exist (no GPU needed: GPU tests report SKIPPED)
+# Each ctest phase prints ctest's own summary and a line
+# "<phase>: N passed, N failed, N skipped"; the last line is the total.
+# Exit status: non-zero if any phase failed.
+#
+# Knobs (environment):
+#   ERT_TEST_PHASES="release aarch64"  run only these phases
+#   ERT_JOBS=2          parallel build/test jobs (the CI machine has 2 cores)
+#   ERT_SKIP_SETUP=1    don't run scripts/setup.sh first
+#   FUZZ_SECONDS=30     per fuzz target
+#   ERT_CI_CUDA_ARCHS   chips for the CUDA compile check (default: the oldest
+#                       and the newest x86 ones, to keep CI short)
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+jobs=${ERT_JOBS:-2}
+phases=${ERT_TEST_PHASES:-release asan aarch64 fuzz cuda}
+logs="$root/build/logs"
+t_start=$SECONDS
+
+if [[ "${ERT_SKIP_SETUP:-0}" != 1 ]]; then
+    bash scripts/setup.sh
+fi
+mkdir -p "$logs"
+
+# ccache makes a second run (a developer re-running, or CI on a warm machine)
+# cost seconds per phase instead of a full rebuild.
+launcher=()
+if command -v ccache >/dev/null; then
+    launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
+              -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+fi
+
+echo "test: $(uname -m), $(nproc) cores, $(gcc --version | head -n1), $(cmake --version | head -n1)"
+echo "test: phases: $phases (logs in build/logs/)"
+
+summary=()   # one line per phase, printed at the end
+failed=0
+n_pass=0 n_fail=0 n_skip=0
+
+# configure_build NAME DIR CMAKE_ARGS... : configure + build, output to a log
+# (printed on failure only: the build itself is not the interesting part).
+configure_build() {
+    local name=$1 dir=$2; shift 2
+    local log="$logs/$name-build.log" t0=$SECONDS
+    if cmake -S "$root" -B "$dir" -G Ninja "${launcher[@]}" "$@" >"$log" 2>&1 &&
+        cmake --build "$dir" -j "$jobs" >>"$log" 2>&1; then
+        echo "[$name] configure + build: ok ($((SECONDS - t0)) s)"
+        return 0
+    fi
+    echo "[$name] configure + build: FAILED ($((SECONDS - t0)) s); from $log:"
+    # The errors themselves, not the configure chatter before them.
+    if grep -qE "FAILED:|error:|Error" "$log"; then
+        grep -E -A12 "FAILED:|CMake Error" "$log" | head -n 80 | sed 's/^/    /'
+    else
+        tail -n 40 "$log" | sed 's/^/    /'
+    fi
+    return 1
+}
+
+# run_ctest NAME DIR : run the suite, print ctest's output and a one-line
+# count; adds to the totals. Counts come from ctest's JUnit report
+# (CMake >= 3.21), which tells skipped and disabled tests apart from passes.
+run_ctest() {
+    local name=$1 dir=$2 xml="$logs/$name-ctest.xml" t0=$SECONDS rc=0
+    rm -f "$xml"
+    ctest --test-dir "$dir" -j "$jobs" --output-on-failure --no-tests=error \
+          --output-junit "$xml" || rc=$?
+    local tests=0 failures=0 skipped=0 disabled=0
+    if [[ -f "$xml" ]]; then
+        local head
+        # the attributes of <testsuite> span several lines
+        head=$(tr '\n\t' '  ' <"$xml" | grep -o '<testsuite [^>]*>' | head -n1 || true)
+        tests=$(sed -n 's/.* tests="\([0-9]*\)".*/\1/p' <<<"$head")
+        failures=$(sed -n 's/.* failures="\([0-9]*\)".*/\1/p' <<<"$head")
+        skipped=$(sed -n 's/.* skipped="\([0-9]*\)".*/\1/p' <<<"$head")
+        disabled=$(sed -n 's/.* disabled="\([0-9]*\)".*/\1/p' <<<"$head")
+    fi
+    tests=${tests:-0} failures=${failures:-0} skipped=${skipped:-0} disabled=${disabled:-0}
+    skipped=$((skipped + disabled))
+    local passed=$((tests - failures - skipped))
+    # ctest failing without a failed test (no tests, a crash of ctest itself)
+    # still fails the phase.
+    if [[ $rc -ne 0 && $failures -eq 0 ]]; then failures=1; fi
+    ((passed < 0)) && passed=0
+    echo "$name: $passed passed, $failures failed, $skipped skipped"
+    n_pass=$((n_pass + passed)) n_fail=$((n_fail + failures)) n_skip=$((n_skip + skipped))
+    [[ $rc -eq 0 ]]
+}
+
+# phase NAME DESCRIPTION FUNCTION : run one phase, record its result.
+phase() {
+    local name=$1 what=$2 fn=$3 t0=$SECONDS rc=0 fails_before=$n_fail
+    echo
+    echo "==================== [$name] $what"
+    "$fn" || rc=$?
+    # A phase that failed without a failing test (build error, fuzz crash)
+    # still counts as one failure in the total.
+    if [[ $rc -ne 0 && $rc -ne 77 && $n_fail -eq $fails_before ]]; then
+        n_fail=$((n_fail + 1))
+    fi
+    local dt=$((SECONDS - t0))
+    case $rc in
+        0) summary+=("$(printf '%-8s ok       %4d s  %s' "$name" "$dt" "$what")") ;;
+        77) summary+=("$(printf '%-8s skipped  %4d s  %s' "$name" "$dt" "$what")") ;;
+        *) summary+=("$(printf '%-8s FAILED   %4d s  %s' "$name" "$dt" "$what")"); failed=1 ;;
+    esac
+}
+
+# ------------------------------------------------------------ phases
+phase_release() {
+    # CUDA is built (once) by the cuda phase, not here: CI has 2 cores.
+    configure_build release build/test-release -DCMAKE_BUILD_TYPE=Release -DERT_WERROR=ON \
+        -DERT_CUDA=OFF || return 1
+    run_ctest release build/test-release
+}
+
+phase_asan() {
+    # CPU only: the CUDA runtime and ASan's shadow memory don't mix well.
+    configure_build asan build/test-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DERT_WERROR=ON \
+        -DERT_SANITIZE=address,undefined -DERT_CUDA=OFF || return 1
+    # halt on the first UB report; leaks are errors (LeakSanitizer is on by
+    # default with ASan on x86_64 Linux).
+    ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:detect_stack_use_after_return=1:strict_string_checks=1:check_initialization_order=1} \
+    UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+        run_ctest asan build/test-asan
+}
+
+phase_aarch64() {
+    local tc=toolchains/aarch64-jetson.cmake
+    if [[ $(uname -m) != aarch64 ]] && ! command -v qemu-aarch64 >/dev/null &&
+        ! command -v qemu-aarch64-static >/dev/null; then
+        echo "[aarch64] no qemu-aarch64 (Debian: qemu-user): cannot run the cross-built tests"
+        return 1
+    fi
+    # CPU only: the CUDA cross build needs a JetPack CUDA target tree, and
+    # TurboJPEG an arm64 libjpeg-turbo (both come with a real sysroot).
+    configure_build aarch64 build/test-aarch64 -DCMAKE_TOOLCHAIN_FILE="$root/$tc" \
+        -DCMAKE_BUILD_TYPE=Release -DERT_WERROR=ON -DERT_CUDA=OFF -DERT_JPEG=OFF || return 1
+    run_ctest aarch64 build/test-aarch64
+}
+
+phase_fuzz() {
+    if [[ ! -f scripts/fuzz.sh ]]; then
+        echo "[fuzz] scripts/fuzz.sh not there yet: skipped"
+        return 77
+    fi
+    FUZZ_SECONDS=${FUZZ_SECONDS:-30} ERT_JOBS=$jobs bash scripts/fuzz.sh
+}
+
+phase_cuda() {
+    local nvcc
+    nvcc=$(command -v nvcc || true)
+    [[ -z "$nvcc" && -x /usr/local/cuda/bin/nvcc ]] && nvcc=/usr/local/cuda/bin/nvcc
+    if [[ -z "$nvcc" ]]; then
+        echo "[cuda] no nvcc: skipped"; return 77
+    fi
+    if ! compgen -G "kernels/cuda/*.cu" >/dev/null; then
+        echo "[cuda] no CUDA backend yet (kernels/cuda/*.cu): skipped"; return 77
+    fi
+    # Compile check only (CI has no GPU): a short chip list keeps it quick;
+    # the oldest and the newest catch most arch-specific breakage.
+    configure_build cuda build/test-cuda -DCMAKE_BUILD_TYPE=Release -DERT_WERROR=ON \
+        -DCMAKE_TOOLCHAIN_FILE="$root/toolchains/x86_64-dgpu.cmake" \
+        -DCMAKE_CUDA_COMPILER="$nvcc" -DERT_CUDA=ON \
+        -DERT_CUDA_ARCHS="${ERT_CI_CUDA_ARCHS:-75-real;120}" || return 1
+    run_ctest cuda build/test-cuda
+}
+
+for p in $phases; do
+    case $p in
+        release) phase release "native $(uname -m) Release -Werror" phase_release ;;
+        asan) phase asan "native $(uname -m) RelWithDebInfo ASan+UBSan" phase_asan ;;
+        aarch64) phase aarch64 "aarch64 cross build (CPU), tests under qemu-aarch64" phase_aarch64 ;;
+        fuzz) phase fuzz "fuzzers, ${FUZZ_SECONDS:-30} s per target" phase_fuzz ;;
+        cuda) phase cuda "CUDA compile check" phase_cuda ;;
+        *) echo "test: unknown phase '$p'" >&2; exit 2 ;;
+    esac
+done
+
+echo
+echo "==================== summary ($((SECONDS - t_start)) s)"
+printf '%s\n' "${summary[@]}"
+echo "total: $n_pass passed, $n_fail failed, $n_skip skipped"
+if [[ $failed -ne 0 ]]; then
+    exit 1
+fi

@@ -1,0 +1,881 @@
+/* NN ops (Conv, ConvTranspose, BatchNorm, MatMul, Gemm, pools, LayerNorm,
+ * Softmax/LogSoftmax) and the thread pool.
+ * Each op runs through the real path: ert_tinfo inputs -> the op's prepare on
+ * a hand-made node -> outputs (poisoned) + workspace (poisoned) ->
+ * ert_cpu_run_node, without a pool and with 2 and 3 threads, and is compared
+ * with a float64 reference written here with plain loops. Error paths check
+ * the status and the message. */
+#include "cpu_kernels.h"
+#include "ert_internal.h"
+#include "testutil.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+static ert_test_rng rng;
+static ert_context *ctx;
+#define N_POOLS 3
+static struct ert_threadpool *pools[N_POOLS]; /* NULL, 2 threads, 3 threads */
+static const int pool_threads[N_POOLS] = {1, 2, 3};
+
+/* ------------------------------------------------------------ attributes */
+
+typedef struct attrs {
+    ert_attr_val a[16];
+    int64_t ints[16][10];
+    int n;
+} attrs;
+
+static void at_i(attrs *A, const char *name, int64_t v) {
+    A->a[A->n++] = (ert_attr_val){.name = (char *)name, .type = ERT_ATTR_INT, .i = v};
+}
+static void at_f(attrs *A, const char *name, float v) {
+    A->a[A->n++] = (ert_attr_val){.name = (char *)name, .type = ERT_ATTR_FLOAT, .f = v};
+}
+static void at_s(attrs *A, const char *name, const char *v) {
+    A->a[A->n++] = (ert_attr_val){.name = (char *)name, .type = ERT_ATTR_STRING, .s = (char *)v};
+}
+static void at_is(attrs *A, const char *name, int n, const int64_t *v) {
+    memcpy(A->ints[A->n], v, (size_t)n * sizeof *v);
+    A->a[A->n] = (ert_attr_val){.name = (char *)name, .type = ERT_ATTR_INTS, .n = n, .ints = A->ints[A->n]};
+    A->n++;
+}
+#define IS(...) (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
+
+/* ------------------------------------------------------------ tensors */
+
+typedef struct tens {
+    int ndim;
+    int64_t dims[ERT_MAX_DIMS];
+    float *data;             /* NULL: omitted input */
+    ert_dtype dtype;         /* 0 -> f32 */
+} tens;
+
+static int64_t nel(const tens *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->dims[i];
+    return n;
+}
+
+static tens mk(int ndim, const int64_t *dims) {
+    tens t = {.ndim = ndim};
+    if (ndim) memcpy(t.dims, dims, (size_t)ndim * sizeof *dims);
+    int64_t n = nel(&t);
+    t.data = malloc((size_t)(n ? n : 1) * sizeof(float));
+    ert_test_fill(&rng, t.data, n, -1.0f, 1.0f);
+    return t;
+}
+#define MK(...) mk((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
+static tens none(void) { return (tens){0}; }
+
+/* Runs prepare + kernel. On success *out has its dims and malloc'd data. */
+static ert_status run_op(ert_op op, const attrs *A, int n_in, const tens *in, int n_out, tens *out, int pool_i) {
+    ert_tinfo ti[8], to[4];
+    int32_t in_idx[8], out_idx[4];
+    memset(ti, 0, sizeof ti);
+    memset(to, 0, sizeof to);
+    for (int i = 0; i < n_in; i++) {
+        in_idx[i] = in[i].data ? i : -1;
+        if (!in[i].data) continue;
+        ti[i].dtype = in[i].dtype ? in[i].dtype : ERT_DTYPE_F32;
+        ti[i].ndim = in[i].ndim;
+        memcpy(ti[i].dims, in[i].dims, sizeof ti[i].dims);
+    }
+    for (int i = 0; i < n_out; i++) out_idx[i] = 10 + i;
+    ert_node node = {.op = op, .name = "t", .n_in = n_in, .n_out = n_out, .in = in_idx, .out = out_idx,
+                     .n_attrs = A ? A->n : 0, .attrs = A ? (ert_attr_val *)A->a : NULL};
+    ert_op_params params;
+    memset(&params, 0xAB, sizeof params); /* prepare must set every field it uses */
+    ert_prep prep = {.ctx = ctx, .node = &node, .n_in = n_in, .n_out = n_out, .in = ti, .out = to,
+                     .params = &params, .n_threads = pool_threads[pool_i], .fold_ok = true};
+    ctx->err[0] = 0;
+    ert_status st = ert_op_get(op)->prepare(&prep);
+    if (st) return st;
+    ert_tview vin[8], vout[4];
+    for (int i = 0; i < n_in; i++) {
+        vin[i] = (ert_tview){.data = in[i].data, .dtype = ti[i].dtype, .ndim = ti[i].ndim};
+        memcpy(vin[i].dims, ti[i].dims, sizeof vin[i].dims);
+        vin[i].n_elems = in[i].data ? nel(&in[i]) : 0;
+    }
+    for (int i = 0; i < n_out; i++) {
+        out[i] = (tens){.ndim = to[i].ndim};
+        memcpy(out[i].dims, to[i].dims, sizeof out[i].dims);
+        int64_t n = nel(&out[i]);
+        out[i].data = malloc((size_t)(n ? n : 1) * sizeof(float));
+        ert_test_poison(out[i].data, n);
+        vout[i] = (ert_tview){.data = out[i].data, .dtype = to[i].dtype, .ndim = to[i].ndim, .n_elems = n};
+        memcpy(vout[i].dims, to[i].dims, sizeof vout[i].dims);
+    }
+    size_t wsb = ert_align_up(prep.workspace_bytes, 64);
+    void *ws = wsb ? aligned_alloc(64, wsb) : NULL;
+    if (ws) ert_test_poison(ws, (int64_t)(wsb / sizeof(float)));
+    ert_kargs ka = {.op = op, .params = &params, .n_in = n_in, .n_out = n_out, .in = vin, .out = vout,
+                    .workspace = ws, .workspace_bytes = prep.workspace_bytes, .pool = pools[pool_i]};
+    st = ert_cpu_run_node(&ka);
+    free(ws);
+    return st;
+}
+
+static void free_t(tens *t) {
+    free(t->data);
+    t->data = NULL;
+}
+
+static bool same_dims(const tens *t, int ndim, const int64_t *dims) {
+    if (t->ndim != ndim) return false;
+    for (int i = 0; i < ndim; i++)
+        if (t->dims[i] != dims[i]) return false;
+    return true;
+}
+
+static const char *dims_str(const tens *t) {
+    static char buf[128];
+    int k = snprintf(buf, sizeof buf, "(");
+    for (int i = 0; i < t->ndim; i++) k += snprintf(buf + k, sizeof buf - (size_t)k, "%lld%s", (long long)t->dims[i], i + 1 < t->ndim ? "," : "");
+    snprintf(buf + k, sizeof buf - (size_t)k, ")");
+    return buf;
+}
+
+/* Run on every pool and compare with ref (expected dims edims). */
+static void check_op(const char *what, ert_op op, const attrs *A, int n_in, const tens *in, const double *ref,
+                     int endim, const int64_t *edims, int max_pools) {
+    for (int pi = 0; pi < max_pools; pi++) {
+        tens out;
+        ert_status st = run_op(op, A, n_in, in, 1, &out, pi);
+        CHECK(st == ERT_OK, "%s (pool %d): %s: %s", what, pi, ert_status_str(st), ert_last_error(ctx));
+        if (st) continue;
+        CHECK(same_dims(&out, endim, edims), "%s: output dims %s", what, dims_str(&out));
+        if (same_dims(&out, endim, edims)) {
+            char w[160];
+            snprintf(w, sizeof w, "%s (threads %d)", what, pool_threads[pi]);
+            CHECK(ert_test_close(w, out.data, ref, nel(&out), 1e-4, 1e-4), "%s", w);
+        }
+        free_t(&out);
+    }
+}
+
+/* ------------------------------------------------------------ reference activation */
+
+static double ref_act(double v, int kind, double alpha, double beta) {
+    switch (kind) {
+    case ERT_ACT_RELU: return v > 0 ? v : 0;
+    case ERT_ACT_LEAKY_RELU: return v >= 0 ? v : alpha * v;
+    case ERT_ACT_CLIP: return v < alpha ? alpha : v > beta ? beta : v;
+    case ERT_ACT_SIGMOID: return 1 / (1 + exp(-v));
+    default: return v;
+    }
+}
+
+/* ------------------------------------------------------------ Conv */
+
+typedef struct convcfg {
+    int nsp;
+    int64_t N, C, M, group;
+    int64_t in[3], k[3], s[3], d[3], pb[3], pe[3];
+    const char *auto_pad;    /* NULL: explicit pads */
+    bool bias, residual, give_kshape;
+    int act;
+    float act_a, act_b;
+} convcfg;
+
+/* Independent output size + SAME padding (in the test's own words). */
+static void conv_out_dims(convcfg *c, int64_t *od) {
+    for (int i = 0; i < c->nsp; i++) {
+        int64_t ext = c->d[i] * (c->k[i] - 1) + 1;
+        if (c->auto_pad && strncmp(c->auto_pad, "SAME", 4) == 0) {
+            od[i] = (c->in[i] + c->s[i] - 1) / c->s[i];
+            int64_t tot = (od[i] - 1) * c->s[i] + ext - c->in[i];
+            if (tot < 0) tot = 0;
+            bool upper = strcmp(c->auto_pad, "SAME_UPPER") == 0;
+            c->pb[i] = upper ? tot / 2 : (tot + 1) / 2;
+            c->pe[i] = tot - c->pb[i];
+        } else {
+            od[i] = (c->in[i] + c->pb[i] + c->pe[i] - ext) / c->s[i] + 1;
+        }
+    }
+}
+
+static void conv_ref(const convcfg *c, const int64_t *od, const tens *x, const tens *w, const tens *b, const tens *r,
+                     double *y) {
+    int64_t I[3] = {1, 1, 1}, O[3] = {1, 1, 1}, K[3] = {1, 1, 1}, S[3] = {1, 1, 1}, D[3] = {1, 1, 1}, P[3] = {0, 0, 0};
+    int off = 3 - c->nsp;
+    for (int i = 0; i < c->nsp; i++) {
+        I[off + i] = c->in[i], O[off + i] = od[i], K[off + i] = c->k[i];
+        S[off + i] = c->s[i], D[off + i] = c->d[i], P[off + i] = c->pb[i];
+    }
+    int64_t Cg = c->C / c->group, Mg = c->M / c->group;
+    int64_t osz = O[0] * O[1] * O[2];
+    for (int64_t n = 0; n < c->N; n++)
+        for (int64_t m = 0; m < c->M; m++) {
+            int64_t g = m / Mg;
+            for (int64_t o0 = 0; o0 < O[0]; o0++)
+                for (int64_t o1 = 0; o1 < O[1]; o1++)
+                    for (int64_t o2 = 0; o2 < O[2]; o2++) {
+                        double acc = b->data ? b->data[m] : 0;
+                        for (int64_t ci = 0; ci < Cg; ci++)
+                            for (int64_t k0 = 0; k0 < K[0]; k0++)
+                                for (int64_t k1 = 0; k1 < K[1]; k1++)
+                                    for (int64_t k2 = 0; k2 < K[2]; k2++) {
+                                        int64_t i0 = o0 * S[0] - P[0] + k0 * D[0];
+                                        int64_t i1 = o1 * S[1] - P[1] + k1 * D[1];
+                                        int64_t i2 = o2 * S[2] - P[2] + k2 * D[2];
+                                        if (i0 < 0 || i0 >= I[0] || i1 < 0 || i1 >= I[1] || i2 < 0 || i2 >= I[2]) continue;
+                                        int64_t c_in = g * Cg + ci;
+                                        double xv = x->data[(((n * c->C + c_in) * I[0] + i0) * I[1] + i1) * I[2] + i2];
+                                        double wv = w->data[(((m * Cg + ci) * K[0] + k0) * K[1] + k1) * K[2] + k2];
+                                        acc += xv * wv;
+                                    }
+                        int64_t yi = (n * c->M + m) * osz + (o0 * O[1] + o1) * O[2] + o2;
+                        if (r && r->data) acc += r->data[yi];
+                        y[yi] = ref_act(acc, c->act, c->act_a, c->act_b);
+                    }
+        }
+}
+
+static void test_conv_case(const char *what, convcfg c, int max_pools) {
+    int64_t xd[5] = {c.N, c.C}, wd[5] = {c.M, c.C / c.group}, od[3], yd[5] = {c.N, c.M};
+    for (int i = 0; i < c.nsp; i++) xd[2 + i] = c.in[i], wd[2 + i] = c.k[i];
+    conv_out_dims(&c, od);
+    for (int i = 0; i < c.nsp; i++) yd[2 + i] = od[i];
+    tens in[4] = {mk(2 + c.nsp, xd), mk(2 + c.nsp, wd), c.bias ? MK(c.M) : none(), c.residual ? mk(2 + c.nsp, yd) : none()};
+    attrs A = {.n = 0};
+    if (c.group != 1) at_i(&A, "group", c.group);
+    at_is(&A, "strides", c.nsp, c.s);
+    at_is(&A, "dilations", c.nsp, c.d);
+    if (c.give_kshape) at_is(&A, "kernel_shape", c.nsp, c.k);
+    if (c.auto_pad) at_s(&A, "auto_pad", c.auto_pad);
+    else {
+        int64_t pads[6];
+        for (int i = 0; i < c.nsp; i++) pads[i] = c.pb[i], pads[c.nsp + i] = c.pe[i];
+        at_is(&A, "pads", 2 * c.nsp, pads);
+    }
+    if (c.act) {
+        at_i(&A, "ert_act", c.act);
+        at_f(&A, "ert_act_alpha", c.act_a);
+        at_f(&A, "ert_act_beta", c.act_b);
+    }
+    tens yshape = {.ndim = 2 + c.nsp};
+    memcpy(yshape.dims, yd, sizeof yd);
+    double *ref = malloc((size_t)nel(&yshape) * sizeof(double));
+    conv_ref(&c, od, &in[0], &in[1], &in[2], &in[3], ref);
+    int n_in = c.residual ? 4 : c.bias ? 3 : 2;
+    check_op(what, ERT_OP_CONV, &A, n_in, in, ref, 2 + c.nsp, yd, max_pools);
+    free(ref);
+    for (int i = 0; i < 4; i++) free_t(&in[i]);
+}
+
+#define V3(a, b, c) {a, b, c}
+static void test_conv(void) {
+    test_conv_case("conv 3->4 7x5 k3 p1 bias", (convcfg){.nsp = 2, .N = 1, .C = 3, .M = 4, .group = 1, .in = V3(7, 5, 0),
+        .k = V3(3, 3, 0), .s = V3(1, 1, 0), .d = V3(1, 1, 0), .pb = V3(1, 1, 0), .pe = V3(1, 1, 0), .bias = true,
+        .give_kshape = true}, N_POOLS);
+    test_conv_case("depthwise g3 s2 d2 asym pads", (convcfg){.nsp = 2, .N = 2, .C = 3, .M = 3, .group = 3,
+        .in = V3(7, 5, 0), .k = V3(3, 2, 0), .s = V3(2, 2, 0), .d = V3(2, 1, 0), .pb = V3(0, 2, 0), .pe = V3(1, 1, 0),
+        .bias = true}, N_POOLS);
+    test_conv_case("depthwise x2 multiplier + residual + relu", (convcfg){.nsp = 2, .N = 1, .C = 3, .M = 6, .group = 3,
+        .in = V3(6, 9, 0), .k = V3(3, 3, 0), .s = V3(1, 1, 0), .d = V3(1, 1, 0), .pb = V3(1, 1, 0), .pe = V3(1, 1, 0),
+        .bias = true, .residual = true, .act = ERT_ACT_RELU}, N_POOLS);
+    test_conv_case("grouped g2 s2 SAME_UPPER", (convcfg){.nsp = 2, .N = 1, .C = 4, .M = 6, .group = 2,
+        .in = V3(7, 6, 0), .k = V3(4, 3, 0), .s = V3(2, 3, 0), .d = V3(1, 1, 0), .auto_pad = "SAME_UPPER"}, N_POOLS);
+    test_conv_case("SAME_LOWER k4 s2", (convcfg){.nsp = 2, .N = 1, .C = 3, .M = 5, .group = 1, .in = V3(7, 5, 0),
+        .k = V3(4, 2, 0), .s = V3(2, 1, 0), .d = V3(1, 2, 0), .auto_pad = "SAME_LOWER", .bias = true}, N_POOLS);
+    test_conv_case("conv VALID", (convcfg){.nsp = 2, .N = 1, .C = 2, .M = 3, .group = 1, .in = V3(5, 7, 0),
+        .k = V3(2, 3, 0), .s = V3(2, 2, 0), .d = V3(1, 1, 0), .pb = V3(0, 0, 0), .pe = V3(0, 0, 0), .auto_pad = "VALID"}, N_POOLS);
+    test_conv_case("conv1d s2 d2", (convcfg){.nsp = 1, .N = 2, .C = 5, .M = 3, .group = 1, .in = V3(11, 0, 0),
+        .k = V3(3, 0, 0), .s = V3(2, 0, 0), .d = V3(2, 0, 0), .pb = V3(1, 0, 0), .pe = V3(2, 0, 0), .bias = true}, N_POOLS);
+    test_conv_case("conv3d", (convcfg){.nsp = 3, .N = 1, .C = 2, .M = 3, .group = 1, .in = V3(4, 5, 3),
+        .k = V3(2, 3, 2), .s = V3(1, 2, 1), .d = V3(1, 1, 1), .pb = V3(0, 1, 1), .pe = V3(1, 1, 0), .bias = true,
+        .give_kshape = true}, N_POOLS);
+    test_conv_case("pointwise 1x1 + residual + leaky", (convcfg){.nsp = 2, .N = 2, .C = 8, .M = 5, .group = 1,
+        .in = V3(6, 7, 0), .k = V3(1, 1, 0), .s = V3(1, 1, 0), .d = V3(1, 1, 0), .bias = true, .residual = true,
+        .act = ERT_ACT_LEAKY_RELU, .act_a = 0.1f}, N_POOLS);
+    test_conv_case("1x1 stride 2 + clip", (convcfg){.nsp = 2, .N = 1, .C = 4, .M = 7, .group = 1, .in = V3(7, 5, 0),
+        .k = V3(1, 1, 0), .s = V3(2, 2, 0), .d = V3(1, 1, 0), .act = ERT_ACT_CLIP, .act_a = -0.3f, .act_b = 0.4f}, N_POOLS);
+    test_conv_case("depthwise 1d s2", (convcfg){.nsp = 1, .N = 2, .C = 4, .M = 4, .group = 4, .in = V3(13, 0, 0),
+        .k = V3(5, 0, 0), .s = V3(2, 0, 0), .d = V3(1, 0, 0), .pb = V3(2, 0, 0), .pe = V3(1, 0, 0), .bias = true}, N_POOLS);
+    test_conv_case("depthwise 3d", (convcfg){.nsp = 3, .N = 1, .C = 2, .M = 2, .group = 2, .in = V3(3, 4, 5),
+        .k = V3(2, 3, 3), .s = V3(1, 1, 2), .d = V3(1, 1, 1), .pb = V3(1, 1, 1), .pe = V3(0, 1, 1),
+        .act = ERT_ACT_SIGMOID}, N_POOLS);
+    /* one case big enough to cross every SGEMM block (M > 144, K > 256, N > 256) */
+    test_conv_case("big conv 40->150 17x19", (convcfg){.nsp = 2, .N = 1, .C = 40, .M = 150, .group = 1,
+        .in = V3(17, 19, 0), .k = V3(3, 3, 0), .s = V3(1, 1, 0), .d = V3(1, 1, 0), .pb = V3(1, 1, 0), .pe = V3(1, 1, 0),
+        .bias = true, .residual = true, .act = ERT_ACT_RELU}, 2);
+}
+
+/* ------------------------------------------------------------ ConvTranspose */
+
+typedef struct ctcfg {
+    int nsp;
+    int64_t N, C, M, group;  /* M = output channels */
+    int64_t in[3], k[3], s[3], d[3], pb[3], pe[3], opad[3], oshape[3];
+    const char *auto_pad;
+    bool bias, use_oshape;
+} ctcfg;
+
+static void test_convt_case(const char *what, ctcfg c) {
+    int64_t Mg = c.M / c.group, Cg = c.C / c.group;
+    int64_t xd[5] = {c.N, c.C}, wd[5] = {c.C, Mg}, yd[5] = {c.N, c.M};
+    int64_t O[3] = {1, 1, 1}, I[3] = {1, 1, 1}, K[3] = {1, 1, 1}, S[3] = {1, 1, 1}, D[3] = {1, 1, 1}, P[3] = {0, 0, 0};
+    int off = 3 - c.nsp;
+    for (int i = 0; i < c.nsp; i++) {
+        xd[2 + i] = c.in[i], wd[2 + i] = c.k[i];
+        int64_t full = c.s[i] * (c.in[i] - 1) + c.opad[i] + (c.k[i] - 1) * c.d[i] + 1;
+        int64_t pb = c.pb[i], pe = c.pe[i], o;
+        bool same = c.auto_pad && strncmp(c.auto_pad, "SAME", 4) == 0;
+        if (c.use_oshape || same) {
+            o = c.use_oshape ? c.oshape[i] : c.in[i] * c.s[i];
+            int64_t tot = full - o;
+            bool upper = c.auto_pad && strcmp(c.auto_pad, "SAME_UPPER") == 0;
+            pb = upper ? tot / 2 : tot - tot / 2;
+        } else {
+            o = full - pb - pe;
+        }
+        yd[2 + i] = o;
+        O[off + i] = o, I[off + i] = c.in[i], K[off + i] = c.k[i], S[off + i] = c.s[i], D[off + i] = c.d[i], P[off + i] = pb;
+    }
+    tens in[3] = {mk(2 + c.nsp, xd), mk(2 + c.nsp, wd), c.bias ? MK(c.M) : none()};
+    tens ys = {.ndim = 2 + c.nsp};
+    memcpy(ys.dims, yd, sizeof yd);
+    int64_t ysz = nel(&ys), osz = O[0] * O[1] * O[2], isz = I[0] * I[1] * I[2];
+    double *ref = calloc((size_t)ysz, sizeof(double));
+    for (int64_t n = 0; n < c.N; n++)
+        for (int64_t m = 0; m < c.M; m++)
+            for (int64_t o = 0; o < osz; o++) ref[(n * c.M + m) * osz + o] = c.bias ? in[2].data[m] : 0;
+    /* scatter form: each input tap adds to the output position it maps to */
+    for (int64_t n = 0; n < c.N; n++)
+        for (int64_t ci = 0; ci < c.C; ci++) {
+            int64_t g = ci / Cg;
+            for (int64_t mo = 0; mo < Mg; mo++)
+                for (int64_t i0 = 0; i0 < I[0]; i0++)
+                    for (int64_t i1 = 0; i1 < I[1]; i1++)
+                        for (int64_t i2 = 0; i2 < I[2]; i2++)
+                            for (int64_t k0 = 0; k0 < K[0]; k0++)
+                                for (int64_t k1 = 0; k1 < K[1]; k1++)
+                                    for (int64_t k2 = 0; k2 < K[2]; k2++) {
+                                        int64_t o0 = i0 * S[0] - P[0] + k0 * D[0];
+                                        int64_t o1 = i1 * S[1] - P[1] + k1 * D[1];
+                                        int64_t o2 = i2 * S[2] - P[2] + k2 * D[2];
+                                        if (o0 < 0 || o0 >= O[0] || o1 < 0 || o1 >= O[1] || o2 < 0 || o2 >= O[2]) continue;
+                                        double xv = in[0].data[(n * c.C + ci) * isz + (i0 * I[1] + i1) * I[2] + i2];
+                                        double wv = in[1].data[(((ci * Mg + mo) * K[0] + k0) * K[1] + k1) * K[2] + k2];
+                                        ref[(n * c.M + g * Mg + mo) * osz + (o0 * O[1] + o1) * O[2] + o2] += xv * wv;
+                                    }
+        }
+    attrs A = {.n = 0};
+    if (c.group != 1) at_i(&A, "group", c.group);
+    at_is(&A, "strides", c.nsp, c.s);
+    at_is(&A, "dilations", c.nsp, c.d);
+    at_is(&A, "output_padding", c.nsp, c.opad);
+    if (c.use_oshape) at_is(&A, "output_shape", c.nsp, c.oshape);
+    if (c.auto_pad) at_s(&A, "auto_pad", c.auto_pad);
+    else if (!c.use_oshape) {
+        int64_t pads[6];
+        for (int i = 0; i < c.nsp; i++) pads[i] = c.pb[i], pads[c.nsp + i] = c.pe[i];
+        at_is(&A, "pads", 2 * c.nsp, pads);
+    }
+    check_op(what, ERT_OP_CONV_TRANSPOSE, &A, c.bias ? 3 : 2, in, ref, 2 + c.nsp, yd, N_POOLS);
+    free(ref);
+    for (int i = 0; i < 3; i++) free_t(&in[i]);
+}
+
+static void test_convt(void) {
+    test_convt_case("convT s2 p1 opad1", (ctcfg){.nsp = 2, .N = 1, .C = 3, .M = 4, .group = 1, .in = V3(4, 3, 0),
+        .k = V3(3, 3, 0), .s = V3(2, 2, 0), .d = V3(1, 1, 0), .pb = V3(1, 0, 0), .pe = V3(1, 1, 0), .opad = V3(1, 0, 0),
+        .bias = true});
+    test_convt_case("convT g2 d2", (ctcfg){.nsp = 2, .N = 2, .C = 4, .M = 6, .group = 2, .in = V3(3, 5, 0),
+        .k = V3(2, 2, 0), .s = V3(1, 2, 0), .d = V3(2, 1, 0), .bias = true});
+    test_convt_case("convT output_shape", (ctcfg){.nsp = 2, .N = 1, .C = 2, .M = 3, .group = 1, .in = V3(3, 4, 0),
+        .k = V3(3, 3, 0), .s = V3(2, 2, 0), .d = V3(1, 1, 0), .oshape = V3(6, 8, 0), .use_oshape = true});
+    test_convt_case("convT SAME_UPPER", (ctcfg){.nsp = 2, .N = 1, .C = 2, .M = 2, .group = 1, .in = V3(3, 4, 0),
+        .k = V3(3, 2, 0), .s = V3(2, 2, 0), .d = V3(1, 1, 0), .auto_pad = "SAME_UPPER", .bias = true});
+    test_convt_case("convT 1d", (ctcfg){.nsp = 1, .N = 1, .C = 3, .M = 2, .group = 1, .in = V3(5, 0, 0),
+        .k = V3(4, 0, 0), .s = V3(3, 0, 0), .d = V3(1, 0, 0), .pb = V3(2, 0, 0), .pe = V3(1, 0, 0)});
+}
+
+/* ------------------------------------------------------------ MatMul / Gemm */
+
+static void test_matmul_case(const char *what, tens a, tens b, int max_pools, int act) {
+    /* independent shape rule: pad 1-D operands, broadcast batch, drop pads */
+    int64_t ad[8], bd[8];
+    int an = a.ndim, bn = b.ndim;
+    if (an == 1) ad[0] = 1, ad[1] = a.dims[0], an = 2;
+    else memcpy(ad, a.dims, sizeof ad);
+    if (bn == 1) bd[0] = b.dims[0], bd[1] = 1, bn = 2;
+    else memcpy(bd, b.dims, sizeof bd);
+    int64_t M = ad[an - 2], K = ad[an - 1], N = bd[bn - 1];
+    int nb = (an > bn ? an : bn) - 2;
+    int64_t od[8], batch[8], nbatch = 1;
+    for (int i = 0; i < nb; i++) {
+        int ia = i - (nb - (an - 2)), ib = i - (nb - (bn - 2));
+        int64_t da = ia >= 0 ? ad[ia] : 1, db = ib >= 0 ? bd[ib] : 1;
+        batch[i] = da > db ? da : db;
+        nbatch *= batch[i];
+    }
+    double *ref = malloc((size_t)(nbatch * M * N) * sizeof(double));
+    for (int64_t bi = 0; bi < nbatch; bi++) {
+        int64_t idx[8], r = bi;
+        for (int i = nb - 1; i >= 0; i--) idx[i] = r % batch[i], r /= batch[i];
+        int64_t oa = 0, ob = 0;
+        for (int i = 0; i < an - 2; i++) oa = oa * ad[i] + (ad[i] == 1 ? 0 : idx[i + nb - (an - 2)]);
+        for (int i = 0; i < bn - 2; i++) ob = ob * bd[i] + (bd[i] == 1 ? 0 : idx[i + nb - (bn - 2)]);
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double s = 0;
+                for (int64_t k = 0; k < K; k++) s += (double)a.data[oa * M * K + i * K + k] * b.data[ob * K * N + k * N + j];
+                ref[(bi * M + i) * N + j] = ref_act(s, act, 0, 0);
+            }
+    }
+    int ond = 0;
+    for (int i = 0; i < nb; i++) od[ond++] = batch[i];
+    if (a.ndim > 1) od[ond++] = M;
+    if (b.ndim > 1) od[ond++] = N;
+    tens in[2] = {a, b};
+    attrs A = {.n = 0};
+    if (act) at_i(&A, "ert_act", act);
+    check_op(what, ERT_OP_MATMUL, &A, 2, in, ref, ond, od, max_pools);
+    free(ref);
+    free_t(&a);
+    free_t(&b);
+}
+
+static void test_gemm_case(bool ta, bool tb, int c_kind, float alpha, float beta, int act) {
+    const int64_t M = 7, K = 9, N = 11;
+    tens A = ta ? MK(K, M) : MK(M, K), B = tb ? MK(N, K) : MK(K, N), C = none();
+    int64_t cs_i = 0, cs_j = 0;
+    switch (c_kind) {
+    case 1: C = MK(N), cs_j = 1; break;
+    case 2: C = MK(M, 1), cs_i = 1; break;
+    case 3: C = MK(1, 1); break;
+    case 4: C = MK(M, N), cs_i = N, cs_j = 1; break;
+    case 5: C = mk(0, NULL); break; /* scalar */
+    default: break;
+    }
+    double *ref = malloc((size_t)(M * N) * sizeof(double));
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double s = 0;
+            for (int64_t k = 0; k < K; k++) {
+                double av = ta ? A.data[k * M + i] : A.data[i * K + k];
+                double bv = tb ? B.data[j * K + k] : B.data[k * N + j];
+                s += av * bv;
+            }
+            s *= alpha;
+            if (C.data) s += beta * C.data[i * cs_i + j * cs_j];
+            ref[i * N + j] = ref_act(s, act, 0, 0);
+        }
+    attrs at = {.n = 0};
+    at_i(&at, "transA", ta);
+    at_i(&at, "transB", tb);
+    at_f(&at, "alpha", alpha);
+    at_f(&at, "beta", beta);
+    if (act) at_i(&at, "ert_act", act);
+    tens in[3] = {A, B, C};
+    char what[96];
+    snprintf(what, sizeof what, "gemm tA%d tB%d C%d act%d", ta, tb, c_kind, act);
+    check_op(what, ERT_OP_GEMM, &at, C.data ? 3 : 2, in, ref, 2, (int64_t[]){M, N}, N_POOLS);
+    free(ref);
+    for (int i = 0; i < 3; i++) free_t(&in[i]);
+}
+
+static void test_matmul_gemm(void) {
+    test_matmul_case("matmul batched broadcast", MK(2, 1, 3, 5), MK(4, 5, 7), N_POOLS, 0);
+    test_matmul_case("matmul 1-D x 2-D", MK(5), MK(5, 7), N_POOLS, 0);
+    test_matmul_case("matmul 2-D x 1-D", MK(3, 5), MK(5), N_POOLS, 0);
+    test_matmul_case("matmul 1-D x 1-D", MK(6), MK(6), N_POOLS, 0);
+    test_matmul_case("matmul 3-D x 1-D", MK(2, 3, 4), MK(4), N_POOLS, 0);
+    test_matmul_case("matmul broadcast b + relu", MK(3, 4, 6), MK(1, 6, 5), N_POOLS, ERT_ACT_RELU);
+    test_matmul_case("matmul big", MK(150, 300), MK(300, 270), 2, 0);
+    for (int t = 0; t < 4; t++)
+        for (int ck = 0; ck < 6; ck++) test_gemm_case(t & 1, t >> 1, ck, 0.7f, 1.3f, 0);
+    test_gemm_case(true, false, 4, 1.0f, 0.0f, ERT_ACT_RELU);
+    test_gemm_case(false, true, 1, 1.0f, 1.0f, ERT_ACT_SIGMOID);
+}
+
+/* ------------------------------------------------------------ pools */
+
+typedef struct poolcfg {
+    int nsp;
+    bool is_max;
+    int64_t N, C, in[3], k[3], s[3], d[3], pb[3], pe[3];
+    bool ceil_mode, cip, give_dil;
+    const char *auto_pad;
+} poolcfg;
+
+static void test_pool_case(const char *what, poolcfg c) {
+    int64_t xd[5] = {c.N, c.C}, od[5] = {c.N, c.C};
+    for (int i = 0; i < c.nsp; i++) {
+        xd[2 + i] = c.in[i];
+        int64_t ext = c.d[i] * (c.k[i] - 1) + 1;
+        if (c.auto_pad && strncmp(c.auto_pad, "SAME", 4) == 0) {
+            int64_t o = (c.in[i] + c.s[i] - 1) / c.s[i], tot = (o - 1) * c.s[i] + ext - c.in[i];
+            if (tot < 0) tot = 0;
+            c.pb[i] = strcmp(c.auto_pad, "SAME_UPPER") == 0 ? tot / 2 : (tot + 1) / 2;
+            c.pe[i] = tot - c.pb[i];
+            od[2 + i] = o;
+        } else {
+            double q = (double)(c.in[i] + c.pb[i] + c.pe[i] - ext) / (double)c.s[i];
+            int64_t o = (int64_t)(c.ceil_mode ? ceil(q) : floor(q)) + 1;
+            if (c.ceil_mode && (o - 1) * c.s[i] >= c.in[i] + c.pb[i]) o--;
+            od[2 + i] = o;
+        }
+    }
+    int64_t I[3] = {1, 1, 1}, O[3] = {1, 1, 1}, K[3] = {1, 1, 1}, S[3] = {1, 1, 1}, D[3] = {1, 1, 1}, P[3] = {0, 0, 0},
+            E[3] = {0, 0, 0};
+    int off = 3 - c.nsp;
+    for (int i = 0; i < c.nsp; i++)
+        I[off + i] = c.in[i], O[off + i] = od[2 + i], K[off + i] = c.k[i], S[off + i] = c.s[i], D[off + i] = c.d[i],
+        P[off + i] = c.pb[i], E[off + i] = c.pe[i];
+    tens x = mk(2 + c.nsp, xd);
+    int64_t isz = I[0] * I[1] * I[2], osz = O[0] * O[1] * O[2];
+    double *ref = malloc((size_t)(c.N * c.C * osz) * sizeof(double));
+    for (int64_t t = 0; t < c.N * c.C; t++)
+        for (int64_t o0 = 0; o0 < O[0]; o0++)
+            for (int64_t o1 = 0; o1 < O[1]; o1++)
+                for (int64_t o2 = 0; o2 < O[2]; o2++) {
+                    double mx = -INFINITY, sum = 0;
+                    int64_t cnt_in = 0, cnt_pad = 0;
+                    for (int64_t k0 = 0; k0 < K[0]; k0++)
+                        for (int64_t k1 = 0; k1 < K[1]; k1++)
+                            for (int64_t k2 = 0; k2 < K[2]; k2++) {
+                                int64_t p[3] = {o0 * S[0] - P[0] + k0 * D[0], o1 * S[1] - P[1] + k1 * D[1],
+                                                o2 * S[2] - P[2] + k2 * D[2]};
+                                bool in_pad = true, in_img = true;
+                                for (int q = 0; q < 3; q++) {
+                                    if (p[q] >= I[q] + E[q]) in_pad = false;
+                                    if (p[q] < 0 || p[q] >= I[q]) in_img = false;
+                                }
+                                if (in_pad) cnt_pad++;
+                                if (!in_img) continue;
+                                double v = x.data[t * isz + (p[0] * I[1] + p[1]) * I[2] + p[2]];
+                                cnt_in++;
+                                sum += v;
+                                if (v > mx) mx = v;
+                            }
+                    ref[t * osz + (o0 * O[1] + o1) * O[2] + o2] = c.is_max ? mx : sum / (double)(c.cip ? cnt_pad : cnt_in);
+                }
+    attrs A = {.n = 0};
+    at_is(&A, "kernel_shape", c.nsp, c.k);
+    at_is(&A, "strides", c.nsp, c.s);
+    if (c.give_dil) at_is(&A, "dilations", c.nsp, c.d);
+    if (c.auto_pad) at_s(&A, "auto_pad", c.auto_pad);
+    else {
+        int64_t pads[6];
+        for (int i = 0; i < c.nsp; i++) pads[i] = c.pb[i], pads[c.nsp + i] = c.pe[i];
+        at_is(&A, "pads", 2 * c.nsp, pads);
+    }
+    at_i(&A, "ceil_mode", c.ceil_mode);
+    if (!c.is_max) at_i(&A, "count_include_pad", c.cip);
+    check_op(what, c.is_max ? ERT_OP_MAXPOOL : ERT_OP_AVGPOOL, &A, 1, &x, ref, 2 + c.nsp, od, N_POOLS);
+    free(ref);
+    free_t(&x);
+}
+
+static void test_pools(void) {
+    test_pool_case("maxpool k3 s2 asym pads", (poolcfg){.nsp = 2, .is_max = true, .N = 1, .C = 3, .in = V3(7, 5, 0),
+        .k = V3(3, 3, 0), .s = V3(2, 2, 0), .d = V3(1, 1, 0), .pb = V3(1, 0, 0), .pe = V3(1, 1, 0)});
+    test_pool_case("maxpool ceil d2", (poolcfg){.nsp = 2, .is_max = true, .N = 2, .C = 2, .in = V3(8, 7, 0),
+        .k = V3(2, 3, 0), .s = V3(3, 2, 0), .d = V3(2, 1, 0), .ceil_mode = true, .give_dil = true});
+    test_pool_case("avgpool ceil excl pad", (poolcfg){.nsp = 2, .N = 1, .C = 3, .in = V3(7, 5, 0), .k = V3(3, 2, 0),
+        .s = V3(2, 2, 0), .d = V3(1, 1, 0), .pb = V3(1, 1, 0), .pe = V3(1, 0, 0), .ceil_mode = true});
+    test_pool_case("avgpool ceil incl pad", (poolcfg){.nsp = 2, .N = 1, .C = 3, .in = V3(7, 5, 0), .k = V3(3, 2, 0),
+        .s = V3(2, 2, 0), .d = V3(1, 1, 0), .pb = V3(1, 1, 0), .pe = V3(1, 0, 0), .ceil_mode = true, .cip = true});
+    test_pool_case("avgpool SAME_UPPER incl", (poolcfg){.nsp = 2, .N = 1, .C = 2, .in = V3(6, 5, 0), .k = V3(3, 4, 0),
+        .s = V3(2, 1, 0), .d = V3(1, 1, 0), .cip = true, .auto_pad = "SAME_UPPER"});
+    test_pool_case("maxpool SAME_LOWER", (poolcfg){.nsp = 2, .is_max = true, .N = 1, .C = 2, .in = V3(6, 5, 0),
+        .k = V3(2, 4, 0), .s = V3(2, 2, 0), .d = V3(1, 1, 0), .auto_pad = "SAME_LOWER"});
+    test_pool_case("avgpool 1d", (poolcfg){.nsp = 1, .N = 2, .C = 3, .in = V3(9, 0, 0), .k = V3(3, 0, 0),
+        .s = V3(2, 0, 0), .d = V3(1, 0, 0), .pb = V3(1, 0, 0), .pe = V3(2, 0, 0)});
+    test_pool_case("maxpool 3d", (poolcfg){.nsp = 3, .is_max = true, .N = 1, .C = 2, .in = V3(4, 5, 3),
+        .k = V3(2, 2, 2), .s = V3(2, 1, 2), .d = V3(1, 1, 1), .pb = V3(0, 1, 1), .pe = V3(1, 0, 1), .ceil_mode = true});
+    /* global pools */
+    for (int is_max = 0; is_max < 2; is_max++) {
+        tens x = MK(2, 3, 5, 7);
+        double ref[6];
+        for (int t = 0; t < 6; t++) {
+            double s = 0, m = -INFINITY;
+            for (int i = 0; i < 35; i++) {
+                s += x.data[t * 35 + i];
+                if (x.data[t * 35 + i] > m) m = x.data[t * 35 + i];
+            }
+            ref[t] = is_max ? m : s / 35;
+        }
+        check_op(is_max ? "global max" : "global avg", is_max ? ERT_OP_GLOBAL_MAXPOOL : ERT_OP_GLOBAL_AVGPOOL, NULL, 1, &x,
+                 ref, 4, (int64_t[]){2, 3, 1, 1}, N_POOLS);
+        free_t(&x);
+    }
+}
+
+/* ------------------------------------------------------------ norms, softmax */
+
+static void test_norms(void) {
+    { /* BatchNorm (2,3,4,5) */
+        tens in[5] = {MK(2, 3, 4, 5), MK(3), MK(3), MK(3), MK(3)};
+        for (int c = 0; c < 3; c++) in[4].data[c] = 0.5f + in[4].data[c] * 0.4f; /* var > 0 */
+        double ref[120];
+        for (int i = 0; i < 120; i++) {
+            int c = (i / 20) % 3;
+            ref[i] = (in[0].data[i] - (double)in[3].data[c]) / sqrt((double)in[4].data[c] + 1e-3) * in[1].data[c] +
+                     in[2].data[c];
+        }
+        attrs A = {.n = 0};
+        at_f(&A, "epsilon", 1e-3f);
+        check_op("batchnorm", ERT_OP_BATCHNORM, &A, 5, in, ref, 4, (int64_t[]){2, 3, 4, 5}, N_POOLS);
+        for (int i = 0; i < 5; i++) free_t(&in[i]);
+    }
+    for (int variant = 0; variant < 3; variant++) { /* LayerNorm (3,4,5) */
+        int64_t axis = variant == 0 ? -1 : 1;
+        bool with_bias = variant != 2;
+        int64_t inner = axis == -1 ? 5 : 20, outer = 60 / inner;
+        tens in[3] = {MK(3, 4, 5), axis == -1 ? MK(5) : MK(4, 5), with_bias ? (axis == -1 ? MK(5) : MK(4, 5)) : none()};
+        double ref[60];
+        for (int64_t r = 0; r < outer; r++) {
+            double m = 0, v = 0;
+            for (int64_t i = 0; i < inner; i++) m += in[0].data[r * inner + i];
+            m /= (double)inner;
+            for (int64_t i = 0; i < inner; i++) v += pow(in[0].data[r * inner + i] - m, 2);
+            v /= (double)inner;
+            for (int64_t i = 0; i < inner; i++)
+                ref[r * inner + i] = (in[0].data[r * inner + i] - m) / sqrt(v + 1e-5) * in[1].data[i] +
+                                     (with_bias ? in[2].data[i] : 0);
+        }
+        attrs A = {.n = 0};
+        at_i(&A, "axis", axis);
+        check_op("layernorm", ERT_OP_LAYERNORM, &A, with_bias ? 3 : 2, in, ref, 3, (int64_t[]){3, 4, 5}, N_POOLS);
+        for (int i = 0; i < 3; i++) free_t(&in[i]);
+    }
+    for (int is_log = 0; is_log < 2; is_log++)
+        for (int axis = -1; axis < 3; axis++) { /* Softmax (3,4,5) */
+            tens x = MK(3, 4, 5);
+            for (int i = 0; i < 60; i++) x.data[i] *= 8; /* exercise the max shift */
+            int64_t d[3] = {3, 4, 5}, st[3] = {20, 5, 1};
+            int ax = axis < 0 ? 2 : axis;
+            double ref[60];
+            for (int i = 0; i < 60; i++) {
+                int64_t base = i - ((i / st[ax]) % d[ax]) * st[ax];
+                double m = -INFINITY, s = 0;
+                for (int64_t j = 0; j < d[ax]; j++) /* not fmax: gcc 12 aarch64 ICEs vectorising it */
+                    if (x.data[base + j * st[ax]] > m) m = x.data[base + j * st[ax]];
+                for (int64_t j = 0; j < d[ax]; j++) s += exp(x.data[base + j * st[ax]] - m);
+                ref[i] = is_log ? x.data[i] - m - log(s) : exp(x.data[i] - m) / s;
+            }
+            attrs A = {.n = 0};
+            at_i(&A, "axis", axis);
+            check_op(is_log ? "logsoftmax" : "softmax", is_log ? ERT_OP_LOGSOFTMAX : ERT_OP_SOFTMAX, &A, 1, &x, ref, 3, d,
+                     N_POOLS);
+            free_t(&x);
+        }
+}
+
+/* ------------------------------------------------------------ error paths */
+
+static void expect_err(const char *what, ert_op op, const attrs *A, int n_in, tens *in, int n_out, ert_status want,
+                       const char *msg_part) {
+    tens out[2] = {{0}};
+    ert_status st = run_op(op, A, n_in, in, n_out, out, 0);
+    CHECK(st == want, "%s: got %s want %s (%s)", what, ert_status_str(st), ert_status_str(want), ert_last_error(ctx));
+    if (st == ERT_OK)
+        for (int i = 0; i < n_out; i++) free_t(&out[i]);
+    if (msg_part) CHECK(strstr(ert_last_error(ctx), msg_part) != NULL, "%s: message '%s'", what, ert_last_error(ctx));
+}
+
+static void test_errors(void) {
+    tens cin[2] = {MK(1, 3, 5, 5), MK(4, 4, 3, 3)};
+    expect_err("conv channel mismatch", ERT_OP_CONV, NULL, 2, cin, 1, ERT_E_SHAPE, "input has 3 channels, weight expects 4 (group 1)");
+    free_t(&cin[1]);
+    cin[1] = MK(4, 3, 3, 3);
+    attrs A = {.n = 0};
+    at_is(&A, "strides", IS(0, 1));
+    expect_err("conv stride 0", ERT_OP_CONV, &A, 2, cin, 1, ERT_E_FORMAT, "strides");
+    A.n = 0;
+    at_is(&A, "dilations", IS(1, -2));
+    expect_err("conv negative dilation", ERT_OP_CONV, &A, 2, cin, 1, ERT_E_FORMAT, "dilations");
+    A.n = 0;
+    at_is(&A, "dilations", IS(3, 1));
+    expect_err("conv kernel larger than input", ERT_OP_CONV, &A, 2, cin, 1, ERT_E_SHAPE, "larger than the padded input");
+    A.n = 0;
+    at_is(&A, "kernel_shape", IS(3, 2));
+    expect_err("conv kernel_shape mismatch", ERT_OP_CONV, &A, 2, cin, 1, ERT_E_SHAPE, "kernel_shape");
+    A.n = 0;
+    at_is(&A, "pads", IS(INT64_MAX, 0, INT64_MAX, 0));
+    expect_err("conv pad overflow", ERT_OP_CONV, &A, 2, cin, 1, ERT_E_FORMAT, "overflow");
+    A.n = 0;
+    at_is(&A, "dilations", IS(INT64_MAX, 1));
+    expect_err("conv dilation overflow", ERT_OP_CONV, &A, 2, cin, 1, ERT_E_FORMAT, "overflow");
+    A.n = 0;
+    at_is(&A, "pads", IS(1, 1, 1));
+    expect_err("conv pads count", ERT_OP_CONV, &A, 2, cin, 1, ERT_E_FORMAT, "pads");
+    A.n = 0;
+    at_i(&A, "group", 0);
+    expect_err("conv group 0", ERT_OP_CONV, &A, 2, cin, 1, ERT_E_FORMAT, "group");
+    A.n = 0;
+    at_i(&A, "group", 3);
+    expect_err("conv group mismatch", ERT_OP_CONV, &A, 2, cin, 1, ERT_E_SHAPE, "(group 3)");
+    A.n = 0;
+    at_s(&A, "auto_pad", "SAME_SIDEWAYS");
+    expect_err("conv bad auto_pad", ERT_OP_CONV, &A, 2, cin, 1, ERT_E_FORMAT, "auto_pad");
+    A.n = 0;
+    at_i(&A, "ert_act", 99);
+    expect_err("conv bad act", ERT_OP_CONV, &A, 2, cin, 1, ERT_E_FORMAT, "ert_act");
+    cin[0].dtype = ERT_DTYPE_F16;
+    expect_err("conv f16", ERT_OP_CONV, NULL, 2, cin, 1, ERT_E_UNSUPPORTED, "f16");
+    cin[0].dtype = 0;
+    tens bad_bias[3] = {cin[0], cin[1], MK(5)};
+    expect_err("conv bias shape", ERT_OP_CONV, NULL, 3, bad_bias, 1, ERT_E_SHAPE, "bias");
+    free_t(&bad_bias[2]);
+    A.n = 0;
+    expect_err("maxpool no kernel_shape", ERT_OP_MAXPOOL, &A, 1, cin, 1, ERT_E_FORMAT, "kernel_shape");
+    at_is(&A, "kernel_shape", IS(2, 2));
+    expect_err("maxpool indices", ERT_OP_MAXPOOL, &A, 1, cin, 2, ERT_E_UNSUPPORTED, "Indices");
+    at_is(&A, "strides", IS(1, -1));
+    expect_err("avgpool bad stride", ERT_OP_AVGPOOL, &A, 1, cin, 1, ERT_E_FORMAT, "strides");
+    free_t(&cin[0]);
+    free_t(&cin[1]);
+
+    tens mm[2] = {MK(3, 4), MK(5, 6)};
+    expect_err("matmul K mismatch", ERT_OP_MATMUL, NULL, 2, mm, 1, ERT_E_SHAPE, "K=4");
+    free_t(&mm[0]);
+    free_t(&mm[1]);
+    tens mb[2] = {MK(2, 3, 4), MK(3, 4, 5)};
+    expect_err("matmul batch mismatch", ERT_OP_MATMUL, NULL, 2, mb, 1, ERT_E_SHAPE, "broadcast");
+    free_t(&mb[0]);
+    free_t(&mb[1]);
+    tens gm[3] = {MK(3, 4), MK(4, 5), MK(2, 5)};
+    expect_err("gemm C shape", ERT_OP_GEMM, NULL, 3, gm, 1, ERT_E_SHAPE, "C cannot");
+    A.n = 0;
+    at_i(&A, "transB", 1);
+    expect_err("gemm transB mismatch", ERT_OP_GEMM, &A, 2, gm, 1, ERT_E_SHAPE, "inner dims");
+    for (int i = 0; i < 3; i++) free_t(&gm[i]);
+
+    tens bn[5] = {MK(1, 3, 2, 2), MK(3), MK(3), MK(3), MK(3)};
+    A.n = 0;
+    at_i(&A, "training_mode", 1);
+    expect_err("bn training", ERT_OP_BATCHNORM, &A, 5, bn, 1, ERT_E_UNSUPPORTED, "training_mode");
+    free_t(&bn[4]);
+    bn[4] = MK(4);
+    expect_err("bn var shape", ERT_OP_BATCHNORM, NULL, 5, bn, 1, ERT_E_SHAPE, "var");
+    for (int i = 0; i < 5; i++) free_t(&bn[i]);
+
+    tens ln[2] = {MK(2, 3), MK(3)};
+    expect_err("layernorm mean output", ERT_OP_LAYERNORM, NULL, 2, ln, 2, ERT_E_UNSUPPORTED, "Mean");
+    free_t(&ln[1]);
+    ln[1] = MK(4);
+    expect_err("layernorm scale shape", ERT_OP_LAYERNORM, NULL, 2, ln, 1, ERT_E_SHAPE, "scale");
+    free_t(&ln[0]);
+    free_t(&ln[1]);
+    ln[0] = MK(2, 4, 3);
+    ln[1] = MK(1, 3);
+    A.n = 0;
+    at_i(&A, "axis", 1);
+    expect_err("layernorm partial broadcast", ERT_OP_LAYERNORM, &A, 2, ln, 1, ERT_E_UNSUPPORTED, "broadcasts");
+    A.n = 0;
+    at_i(&A, "axis", -4);
+    expect_err("softmax axis", ERT_OP_SOFTMAX, &A, 1, ln, 1, ERT_E_SHAPE, "axis");
+    free_t(&ln[0]);
+    free_t(&ln[1]);
+
+    tens ct[2] = {MK(1, 3, 4, 4), MK(2, 2, 3, 3)};
+    expect_err("convT channel mismatch", ERT_OP_CONV_TRANSPOSE, NULL, 2, ct, 1, ERT_E_SHAPE, "input has 3 channels");
+    free_t(&ct[1]);
+    ct[1] = MK(3, 2, 3, 3);
+    A.n = 0;
+    at_is(&A, "strides", IS(2, 2));
+    at_is(&A, "output_padding", IS(2, 0));
+    expect_err("convT output_padding", ERT_OP_CONV_TRANSPOSE, &A, 2, ct, 1, ERT_E_FORMAT, "output_padding");
+    A.n = 0;
+    at_is(&A, "pads", IS(INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX));
+    expect_err("convT huge pads", ERT_OP_CONV_TRANSPOSE, &A, 2, ct, 1, ERT_E_SHAPE, "leave no output");
+    A.n = 0;
+    at_is(&A, "output_shape", IS(INT64_MAX, 4));
+    expect_err("convT unreachable output_shape", ERT_OP_CONV_TRANSPOSE, &A, 2, ct, 1, ERT_E_SHAPE, "output_shape");
+    free_t(&ct[0]);
+    free_t(&ct[1]);
+}
+
+/* ------------------------------------------------------------ thread pool */
+
+typedef struct tp_check {
+    atomic_int *hits;
+    atomic_llong sum;
+    struct ert_threadpool *tp;
+    bool nested;
+} tp_check;
+
+static void tp_body(void *arg, int64_t b, int64_t e) {
+    tp_check *c = arg;
+    long long s = 0;
+    for (int64_t i = b; i < e; i++) {
+        atomic_fetch_add_explicit(&c->hits[i], 1, memory_order_relaxed);
+        s += i;
+    }
+    atomic_fetch_add(&c->sum, s);
+}
+
+static void tp_nested(void *arg, int64_t b, int64_t e) {
+    tp_check *c = arg;
+    for (int64_t i = b; i < e; i++) {
+        tp_check inner = {c->hits + i * 10, 0, c->tp, false};
+        ert_parallel_for(c->tp, 10, 1, tp_body, &inner); /* must run inline, not deadlock */
+        atomic_fetch_add(&c->sum, (long long)atomic_load(&inner.sum));
+    }
+}
+
+static void test_threadpool(void) {
+    atomic_int hits[1000];
+    for (int pi = 0; pi < N_POOLS; pi++) {
+        CHECK(ert_threadpool_size(pools[pi]) == pool_threads[pi], "pool size %d", ert_threadpool_size(pools[pi]));
+        int bad = 0;
+        for (int rep = 0; rep < 600; rep++) {
+            int64_t n = rep % 7 == 0 ? rep % 5 : ert_test_int(&rng, 0, 1000), grain = ert_test_int(&rng, 0, 40);
+            for (int64_t i = 0; i < n; i++) atomic_init(&hits[i], 0);
+            tp_check c = {hits, 0, pools[pi], false};
+            ert_parallel_for(pools[pi], n, grain, tp_body, &c);
+            for (int64_t i = 0; i < n; i++) bad += atomic_load(&hits[i]) != 1;
+            bad += atomic_load(&c.sum) != n * (n - 1) / 2;
+        }
+        /* back-to-back tiny jobs: workers often wake after the job is done */
+        for (int rep = 0; rep < 3000; rep++) {
+            for (int64_t i = 0; i < 8; i++) atomic_init(&hits[i], 0);
+            tp_check c = {hits, 0, pools[pi], false};
+            ert_parallel_for(pools[pi], 8, 1, tp_body, &c);
+            for (int64_t i = 0; i < 8; i++) bad += atomic_load(&hits[i]) != 1;
+        }
+        CHECK(bad == 0, "threadpool %d threads: %d bad chunks", pool_threads[pi], bad);
+        for (int i = 0; i < 1000; i++) atomic_init(&hits[i], 0);
+        tp_check c = {hits, 0, pools[pi], true};
+        ert_parallel_for(pools[pi], 50, 1, tp_nested, &c);
+        bad = 0;
+        for (int i = 0; i < 500; i++) bad += atomic_load(&hits[i]) != 1;
+        CHECK(bad == 0 && atomic_load(&c.sum) == 50 * 45, "nested parallel_for: %d bad", bad);
+    }
+    ert_parallel_for(NULL, 0, 1, tp_body, NULL); /* n = 0 never calls fn */
+    for (int i = 0; i < 20; i++) { /* create/free churn, including unused pools */
+        struct ert_threadpool *tp = NULL;
+        CHECK(ert_threadpool_create(i % 4, &tp) == ERT_OK && tp, "create %d", i % 4);
+        if (i % 2) {
+            tp_check c = {hits, 0, tp, false};
+            for (int64_t k = 0; k < 100; k++) atomic_init(&hits[k], 0);
+            ert_parallel_for(tp, 100, 1, tp_body, &c);
+            CHECK(atomic_load(&c.sum) == 4950, "sum");
+        }
+        ert_threadpool_free(tp);
+    }
+}
+
+int main(void) {
+    ert_test_rng_init(&rng, "ops_nn");
+    if (ert_context_create(NULL, &ctx) != ERT_OK) return 1;
+    for (int i = 1; i < N_POOLS; i++)
+        if (ert_threadpool_create(pool_threads[i], &pools[i]) != ERT_OK) return 1;
+    test_threadpool();
+    test_conv();
+    test_convt();
+    test_matmul_gemm();
+    test_pools();
+    test_norms();
+    test_errors();
+    for (int i = 1; i < N_POOLS; i++) ert_threadpool_free(pools[i]);
+    ert_context_free(ctx);
+    return ert_test_finish("ops_nn");
+}
