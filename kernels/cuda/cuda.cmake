@@ -36,7 +36,7 @@ if(NOT ERT_CUDA STREQUAL "OFF")
 endif()
 
 if(NOT ERT_CUDA STREQUAL "OFF" AND _ert_cuda_ok)
-  set(ERT_CUDA_ARCHS "75;80;86;89;90;100;120;120-virtual" CACHE STRING
+  set(ERT_CUDA_ARCHS "75-real;80-real;86-real;89-real;90-real;100-real;120-real;120-virtual" CACHE STRING
       "CUDA architectures when no toolchain file sets CMAKE_CUDA_ARCHITECTURES")
   option(ERT_CUDA_STATIC "Link the static CUDA runtime and cuBLAS" ON)
   set(ERT_CUDNN_ROOT "" CACHE PATH "Where cuDNN is installed (optional)")
