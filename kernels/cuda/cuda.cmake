@@ -108,7 +108,7 @@ if(NOT ERT_CUDA STREQUAL "OFF" AND _ert_cuda_ok)
 
   find_path(ERT_CUDNN_INCLUDE cudnn.h
     HINTS ${ERT_CUDNN_ROOT} ${CUDAToolkit_INCLUDE_DIRS} ENV CUDNN_ROOT PATH_SUFFIXES include)
-  find_library(ERT_CUDNN_LIB cudnn
+  find_library(ERT_CUDNN_LIB NAMES cudnn libcudnn.so.9
     HINTS ${ERT_CUDNN_ROOT} ${CUDAToolkit_LIBRARY_DIR} ENV CUDNN_ROOT PATH_SUFFIXES lib lib64)
   if(ERT_CUDNN_INCLUDE AND ERT_CUDNN_LIB)
     target_include_directories(edgert PRIVATE ${ERT_CUDNN_INCLUDE})
