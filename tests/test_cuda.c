@@ -51,6 +51,9 @@ cudaError_t __wrap_cudaMallocAsync(void **p, size_t n, cudaStream_t s) { n_alloc
 
 static ert_context *ctx;
 static ert_test_rng rng;
+/* --cpu-selfcheck runs every case on the CPU backend instead: checks this
+ * file's references and models on a machine without a GPU. */
+static ert_device gpu_dev = ERT_DEVICE_CUDA;
 static int n_skipped;
 
 #define MAXIN 6
@@ -78,7 +81,7 @@ static bool make_session(ert_model *m, ert_device dev, ert_placement pl, ert_ses
     if (st == ERT_OK) return true;
     *s = NULL;
     const char *msg = ert_last_error(ctx);
-    if (dev == ERT_DEVICE_CUDA && !(st == ERT_E_UNSUPPORTED && !strstr(msg, "cuda backend")))
+    if (dev == gpu_dev && !(st == ERT_E_UNSUPPORTED && !strstr(msg, "cuda backend")))
         CHECK(false, "%s: CUDA session: %s (%s)", name, ert_status_str(st), msg);
     else if (!quiet)
         printf("  skip %s on %s: %s\n", name, dev == ERT_DEVICE_CUDA ? "cuda" : "cpu", msg);
@@ -95,7 +98,7 @@ static void check_model(const char *name, ert_model *m, ref_fn ref, const void *
         n_skipped++;
         return;
     }
-    if (!make_session(m, ERT_DEVICE_CUDA, pl, &gs, name, false)) {
+    if (!make_session(m, gpu_dev, pl, &gs, name, false)) {
         n_skipped++;
         return;
     }
@@ -806,7 +809,7 @@ static void test_cnn(void) {
     }
     /* zero allocations over 1000 runs (the first one captures the graph) */
     ert_session *s = NULL;
-    if (make_session(m, ERT_DEVICE_CUDA, ERT_PLACEMENT_DEVICE, &s, "CNN alloc", false)) {
+    if (gpu_dev == ERT_DEVICE_CUDA && make_session(m, gpu_dev, ERT_PLACEMENT_DEVICE, &s, "CNN alloc", false)) {
         float *in;
         CHECK_OK(ert_session_input_data(s, 0, (void **)&in), ctx);
         ert_test_fill(&rng, in, 2 * 3 * 16 * 16, -1, 1);
@@ -842,9 +845,24 @@ static void test_errors(void) {
     ert_model_free(m);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     ert_test_rng_init(&rng, "cuda");
     if (ert_context_create(NULL, &ctx) != ERT_OK) return 1;
+    if (argc > 1 && !strcmp(argv[1], "--cpu-selfcheck")) {
+        gpu_dev = ERT_DEVICE_CPU;
+        test_unary();
+        test_binary();
+        test_conv();
+        test_gemm();
+        test_matmul();
+        test_pool();
+        test_norm();
+        test_tensor();
+        test_cnn();
+        printf("%d cases skipped\n", n_skipped);
+        ert_context_free(ctx);
+        return ert_test_finish("cuda --cpu-selfcheck");
+    }
     /* GPU present? */
     int64_t d[1] = {4};
     bstart();
