@@ -54,6 +54,23 @@ static ert_test_rng rng;
 /* --cpu-selfcheck runs every case on the CPU backend instead: checks this
  * file's references and models on a machine without a GPU. */
 static ert_device gpu_dev = ERT_DEVICE_CUDA;
+
+/* The backend logs (INFO) its device once per session and when it cannot
+ * capture a CUDA graph; a capture failure would silently test only the eager
+ * path, so it fails the test. */
+static int n_no_graph;
+static bool device_logged;
+static void on_log(void *user, ert_log_level level, const char *msg) {
+    (void)user;
+    if (level != ERT_LOG_INFO) return;
+    if (strstr(msg, "graph capture not possible")) {
+        n_no_graph++;
+        printf("  backend: %s\n", msg);
+    } else if (!device_logged && strstr(msg, "CUDA device 0")) {
+        device_logged = true;
+        printf("  backend: %s\n", msg);
+    }
+}
 static int n_skipped;
 
 #define MAXIN 6
@@ -847,7 +864,8 @@ static void test_errors(void) {
 
 int main(int argc, char **argv) {
     ert_test_rng_init(&rng, "cuda");
-    if (ert_context_create(NULL, &ctx) != ERT_OK) return 1;
+    ert_context_options co = {.log = on_log, .log_level = ERT_LOG_INFO};
+    if (ert_context_create(&co, &ctx) != ERT_OK) return 1;
     if (argc > 1 && !strcmp(argv[1], "--cpu-selfcheck")) {
         gpu_dev = ERT_DEVICE_CPU;
         test_unary();
@@ -904,6 +922,7 @@ int main(int argc, char **argv) {
     test_tensor();
     test_cnn();
     test_errors();
+    CHECK(n_no_graph == 0, "%d sessions ran without a CUDA graph", n_no_graph);
     printf("%d cases skipped (op not available in this build's graph layer)\n", n_skipped);
     ert_context_free(ctx);
     return ert_test_finish("cuda");
