@@ -841,6 +841,60 @@ static void test_cnn(void) {
     ert_model_free(m);
 }
 
+/* A caller arena: device memory works (inputs/outputs through the pinned
+ * mirror), managed memory works in place, plain malloc'd memory is refused
+ * with ERT_E_ARG unless the GPU can read pageable memory (then it must run). */
+static void test_caller_arena(void) {
+    ert_model *m = build_cnn();
+    if (!m) return;
+    ert_session_options o = {.device = ERT_DEVICE_CUDA};
+    ert_memory_report rep;
+    CHECK_OK(ert_session_plan(m, &o, &rep), ctx);
+    ert_session *cs = NULL;
+    bool cpu = make_session(m, ERT_DEVICE_CPU, ERT_PLACEMENT_AUTO, &cs, "caller arena (cpu)", true);
+    int64_t nin = 2 * 3 * 16 * 16;
+    float *x = rnd(nin, -1, 1), want[20], got[20];
+    if (cpu) {
+        CHECK_OK(ert_session_set_input(cs, 0, x, (size_t)nin * 4), ctx);
+        CHECK_OK(ert_session_run(cs), ctx);
+        CHECK_OK(ert_session_get_output(cs, 0, want, sizeof want), ctx);
+    }
+    for (int kind = 0; kind < 3; kind++) {
+        void *arena = NULL;
+        cudaError_t e = kind == 0 ? cudaMalloc(&arena, rep.total_bytes)
+                      : kind == 1 ? cudaMallocManaged(&arena, rep.total_bytes, cudaMemAttachGlobal)
+                                  : (arena = aligned_alloc(256, (rep.total_bytes + 255) / 256 * 256)) ? cudaSuccess
+                                                                                                     : cudaErrorMemoryAllocation;
+        CHECK(e == cudaSuccess, "arena allocation %d", kind);
+        if (e != cudaSuccess) continue;
+        o.arena = arena;
+        o.arena_bytes = rep.total_bytes;
+        ert_session *s = NULL;
+        ert_status st = ert_session_create(m, &o, &s);
+        if (kind == 2 && st == ERT_E_ARG) {
+            printf("  plain host arena refused: %s\n", ert_last_error(ctx));
+        } else {
+            CHECK(st == ERT_OK, "caller arena %d: %s (%s)", kind, ert_status_str(st), ert_last_error(ctx));
+            if (st == ERT_OK) {
+                for (int rep_i = 0; rep_i < 2; rep_i++) {
+                    CHECK_OK(ert_session_set_input(s, 0, x, (size_t)nin * 4), ctx);
+                    CHECK_OK(ert_session_run(s), ctx);
+                    CHECK_OK(ert_session_get_output(s, 0, got, sizeof got), ctx);
+                    double w[20];
+                    for (int i = 0; i < 20; i++) w[i] = want[i];
+                    if (cpu) CHECK(ert_test_close("caller arena vs CPU", got, w, 20, 1e-5, 1e-4), "arena kind %d", kind);
+                }
+            }
+        }
+        ert_session_free(s);
+        if (kind == 2) free(arena);
+        else cudaFree(arena);
+    }
+    free(x);
+    ert_session_free(cs);
+    ert_model_free(m);
+}
+
 static void test_errors(void) {
     /* an op the backend has no kernel for: CUDA refuses at create, AUTO falls back to the CPU */
     int64_t d[2] = {3, 4}, ax[1] = {1};
@@ -921,6 +975,7 @@ int main(int argc, char **argv) {
     test_norm();
     test_tensor();
     test_cnn();
+    test_caller_arena();
     test_errors();
     CHECK(n_no_graph == 0, "%d sessions ran without a CUDA graph", n_no_graph);
     printf("%d cases skipped (op not available in this build's graph layer)\n", n_skipped);

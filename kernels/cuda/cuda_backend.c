@@ -53,6 +53,10 @@ typedef struct cuda_ctx {
 #endif
     /* MAPPED: host and device addresses of the arena (equal under UVA) */
     void *map_host, *map_dev;
+    /* the arena this backend allocated (a caller's arena is anything else) */
+    uint8_t *own_arena;
+    size_t own_bytes;
+    void *mirror; /* pinned io mirror made by io_host, if any */
     ert_io_copy *in, *out;
     int n_in, n_out;
     cudaGraph_t graph;
@@ -214,6 +218,8 @@ static ert_status cuda_arena_alloc(void *bctx, size_t bytes, void **ptr) {
         if ((e = cudaMalloc(&p, bytes)) != cudaSuccess) return cuda_err(c, e, "cudaMalloc(arena)");
         break;
     }
+    c->own_arena = p;
+    c->own_bytes = bytes;
     *ptr = p;
     return ERT_OK;
 }
@@ -230,24 +236,65 @@ static void cuda_arena_free(void *bctx, void *ptr) {
     }
 }
 
+/* How the CPU reaches the io region at `dev`: 0 through a pinned mirror,
+ * 1 at `dev` itself, 2 at a mapped host address (*h). Our own arena follows
+ * the placement; a caller's arena is judged by what the memory is. */
+static ert_status io_access(cuda_ctx *c, void *dev, void **h, int *how) {
+    uint8_t *d = dev;
+    if (c->own_arena && d >= c->own_arena && d <= c->own_arena + c->own_bytes) {
+        if (c->placement == ERT_PLACEMENT_DEVICE) *how = 0;
+        else if (c->placement == ERT_PLACEMENT_MAPPED) {
+            *how = 2;
+            *h = (uint8_t *)c->map_host + (d - (uint8_t *)c->map_dev);
+        } else *how = 1;
+        return ERT_OK;
+    }
+    struct cudaPointerAttributes at;
+    cudaError_t e = cudaPointerGetAttributes(&at, dev);
+    if (e != cudaSuccess) return cuda_err(c, e, "cudaPointerGetAttributes(caller arena)");
+    switch (at.type) {
+    case cudaMemoryTypeDevice: *how = 0; return ERT_OK;
+    case cudaMemoryTypeManaged: *how = 1; return ERT_OK;
+    case cudaMemoryTypeHost:
+        *how = 2;
+        *h = at.hostPointer;
+        return ERT_OK;
+    default:
+        if (c->pageable_access) { /* the GPU reads pageable host memory (HMM/ATS) */
+            *how = 1;
+            return ERT_OK;
+        }
+        return ert_set_error(c->ctx, ERT_E_ARG,
+                             "the caller's arena is plain host memory, which this GPU cannot access: give device "
+                             "(cudaMalloc), managed (cudaMallocManaged) or mapped pinned (cudaHostAlloc) memory");
+    }
+}
+
 static ert_status cuda_io_host(void *bctx, void *dev, size_t bytes, void **host) {
     cuda_ctx *c = bctx;
-    if (c->placement == ERT_PLACEMENT_DEVICE) {
-        void *h = NULL;
+    void *h = NULL;
+    int how = 1;
+    ert_status st = io_access(c, dev, &h, &how);
+    if (st != ERT_OK) return st;
+    if (how == 0) {
         cudaError_t e = cudaHostAlloc(&h, bytes ? bytes : ERT_ALIGN, cudaHostAllocDefault);
         if (e != cudaSuccess) return cuda_err(c, e, "cudaHostAlloc(io mirror)");
+        c->mirror = h;
         *host = h;
-    } else if (c->placement == ERT_PLACEMENT_MAPPED && c->map_dev) {
-        *host = (uint8_t *)c->map_host + ((uint8_t *)dev - (uint8_t *)c->map_dev);
     } else {
-        *host = dev;
+        *host = how == 2 ? h : dev;
     }
     return ERT_OK;
 }
 
 static void cuda_io_host_free(void *bctx, void *host, void *dev) {
     cuda_ctx *c = bctx;
-    if (c->placement == ERT_PLACEMENT_DEVICE && host && host != dev) cudaFreeHost(host);
+    (void)dev;
+    if (host && host == c->mirror) {
+        cudaStreamSynchronize(c->stream);
+        cudaFreeHost(host);
+        c->mirror = NULL;
+    }
 }
 
 static ert_status cuda_upload(void *bctx, void *dst, const void *src, size_t n) {
