@@ -120,6 +120,7 @@ static void check_model(const char *name, ert_model *m, ref_fn ref, const void *
         return;
     }
     bool cpu = make_session(m, ERT_DEVICE_CPU, ERT_PLACEMENT_AUTO, &cs, name, true);
+    CHECK(ref || cpu, "%s: no reference and no CPU session (%s)", name, ert_last_error(ctx));
     int nin = ert_session_n_inputs(gs);
     float *in[MAXIN] = {0};
     ert_tensor_info oi;
@@ -152,7 +153,9 @@ static void check_model(const char *name, ert_model *m, ref_fn ref, const void *
             snprintf(what, sizeof what, "%s (placement %d, run %d) vs reference", name, (int)pl, rep);
             CHECK(ert_test_close(what, got, want, no, tol * (amax + 1e-3), tol), "%s", what);
         }
-        if (cpu && ert_session_run(cs) == ERT_OK) {
+        ert_status cst = cpu ? ert_session_run(cs) : ERT_E_UNSUPPORTED;
+        CHECK(ref || cst == ERT_OK, "%s: CPU reference run: %s (%s)", name, ert_status_str(cst), ert_last_error(ctx));
+        if (cst == ERT_OK) {
             CHECK_OK(ert_session_get_output(cs, 0, cpu_out, (size_t)no * sizeof(float)), ctx);
             amax = 0;
             for (int64_t i = 0; i < no; i++) {
@@ -753,6 +756,55 @@ static void ref_slice(const void *u, float *const *in, double *out) {
         for (int c = 8; c > 0; c -= 3) out[o++] = in[0][r * 9 + c];
 }
 
+/* Pad / Reduce* / Resize: checked against the CPU session (the CPU kernels are the oracle). */
+static void test_tensor_cpu_ref(void) {
+    static const char *pad_modes[] = {"constant", "reflect", "edge", "wrap"};
+    for (int k = 0; k < 4; k++) {
+        int64_t d[4] = {2, 3, 7, 9}, pads[8] = {0, 0, 2, -1, 0, 1, 1, 3};
+        float cv = 0.75f;
+        bstart();
+        int32_t ins[3] = {binput("x", 4, d), bweight_i64(8, pads), bweight(0, NULL, &cv)};
+        ert_attr at[] = {ERT_ATTR_S("mode", pad_modes[k])};
+        ert_model *m = bfinish(bnode("Pad", ins, k == 0 ? 3 : 2, at, 1));
+        char name[32];
+        snprintf(name, sizeof name, "Pad %s", pad_modes[k]);
+        check_model(name, m, NULL, NULL, -1, 1, 1e-6, ERT_PLACEMENT_AUTO);
+        ert_model_free(m);
+    }
+    static const char *red_ops[] = {"ReduceMean", "ReduceSum", "ReduceMax"};
+    for (int k = 0; k < 3; k++)
+        for (int v = 0; v < 2; v++) {
+            int64_t d[4] = {2, 5, 6, 7}, ax2[2] = {2, 3}, ax1[1] = {-3};
+            bstart();
+            int32_t ins[2] = {binput("x", 4, d), v ? bweight_i64(1, ax1) : bweight_i64(2, ax2)};
+            ert_attr at[] = {ERT_ATTR_I("keepdims", !v)};
+            ert_model *m = bfinish(bnode(red_ops[k], ins, 2, at, 1));
+            char name[40];
+            snprintf(name, sizeof name, "%s %s", red_ops[k], v ? "axis -3" : "axes 2,3 keepdims");
+            check_model(name, m, NULL, NULL, -2, 2, 1e-5, ERT_PLACEMENT_AUTO);
+            ert_model_free(m);
+        }
+    struct { const char *mode, *coord, *nearest; float sc[4]; } rz[] = {
+        {"nearest", "asymmetric", "floor", {1, 1, 2, 2}},
+        {"nearest", "half_pixel", "round_prefer_floor", {1, 1, 1.5f, 0.75f}},
+        {"linear", "half_pixel", "round_prefer_floor", {1, 1, 2, 2}},
+        {"linear", "align_corners", "round_prefer_floor", {1, 1, 1.75f, 0.6f}},
+        {"linear", "pytorch_half_pixel", "round_prefer_floor", {1, 1, 0.5f, 3}},
+    };
+    for (size_t k = 0; k < sizeof rz / sizeof rz[0]; k++) {
+        int64_t d[4] = {2, 3, 8, 5}, sd[1] = {4};
+        bstart();
+        int32_t ins[3] = {binput("x", 4, d), -1, bweight(1, sd, rz[k].sc)};
+        ert_attr at[] = {ERT_ATTR_S("mode", rz[k].mode), ERT_ATTR_S("coordinate_transformation_mode", rz[k].coord),
+                         ERT_ATTR_S("nearest_mode", rz[k].nearest)};
+        ert_model *m = bfinish(bnode("Resize", ins, 3, at, 3));
+        char name[64];
+        snprintf(name, sizeof name, "Resize %s %s", rz[k].mode, rz[k].coord);
+        check_model(name, m, NULL, NULL, -1, 1, 1e-5, ERT_PLACEMENT_AUTO);
+        ert_model_free(m);
+    }
+}
+
 static void test_tensor(void) {
     {
         int64_t d[4] = {2, 3, 4, 5}, perm[4] = {2, 0, 3, 1};
@@ -897,20 +949,20 @@ static void test_caller_arena(void) {
 
 static void test_errors(void) {
     /* an op the backend has no kernel for: CUDA refuses at create, AUTO falls back to the CPU */
-    int64_t d[2] = {3, 4}, ax[1] = {1};
+    int64_t d[2] = {3, 4}, idx[2] = {2, 0};
     bstart();
-    int32_t ins[2] = {binput("x", 2, d), bweight_i64(1, ax)};
-    ert_attr at[] = {ERT_ATTR_I("keepdims", 1)};
-    ert_model *m = bfinish(bnode("ReduceSum", ins, 2, at, 1));
+    int32_t ins[2] = {binput("x", 2, d), bweight_i64(2, idx)};
+    ert_attr at[] = {ERT_ATTR_I("axis", 0)};
+    ert_model *m = bfinish(bnode("Gather", ins, 2, at, 1));
     if (!m) return;
     ert_session_options o = {.device = ERT_DEVICE_CUDA};
     ert_session *s = NULL;
     ert_status st = ert_session_create(m, &o, &s);
-    CHECK(st == ERT_E_UNSUPPORTED, "ReduceSum on CUDA: %s (%s)", ert_status_str(st), ert_last_error(ctx));
+    CHECK(st == ERT_E_UNSUPPORTED, "Gather on CUDA: %s (%s)", ert_status_str(st), ert_last_error(ctx));
     ert_session_free(s);
     o.device = ERT_DEVICE_AUTO;
     st = ert_session_create(m, &o, &s);
-    CHECK(st == ERT_OK || !strstr(ert_last_error(ctx), "cuda backend"), "ReduceSum on AUTO did not fall back: %s (%s)",
+    CHECK(st == ERT_OK || !strstr(ert_last_error(ctx), "cuda backend"), "Gather on AUTO did not fall back: %s (%s)",
           ert_status_str(st), ert_last_error(ctx));
     ert_session_free(s);
     ert_model_free(m);
@@ -930,6 +982,7 @@ int main(int argc, char **argv) {
         test_pool();
         test_norm();
         test_tensor();
+        test_tensor_cpu_ref();
         test_cnn();
         printf("%d cases skipped\n", n_skipped);
         ert_context_free(ctx);
@@ -974,6 +1027,7 @@ int main(int argc, char **argv) {
     test_pool();
     test_norm();
     test_tensor();
+    test_tensor_cpu_ref();
     test_cnn();
     test_caller_arena();
     test_errors();

@@ -431,8 +431,11 @@ static ert_status cuda_node_workspace(void *bctx, const ert_kargs *a, size_t *by
 
 static ert_status cuda_bind_node(void *bctx, ert_kargs *a) {
     cuda_ctx *c = bctx;
-    (void)c;
     a->state = NULL;
+    /* supports() saw input 0's dtype only */
+    if (a->op == ERT_OP_WHERE && (a->in[1].dtype != ERT_DTYPE_F32 || a->in[2].dtype != ERT_DTYPE_F32))
+        return ert_set_error(c->ctx, ERT_E_UNSUPPORTED, "node '%s' (Where): the cuda backend does not implement it yet for %s data",
+                             a->name ? a->name : "?", ert_dtype_name(a->in[1].dtype));
 #ifdef ERT_HAVE_CUDNN
     if (a->op == ERT_OP_CONV && dnn_can(a)) {
         conv_state *s = NULL;
@@ -720,6 +723,11 @@ static ert_status run_node(cuda_ctx *c, const ert_kargs *a) {
                                     inner, c->stream);
         break;
     }
+    case ERT_OP_PAD: e = ert_cuda_pad_launch(&a->params->pad, x, y, c->stream); break;
+    case ERT_OP_RESIZE: e = ert_cuda_resize_launch(&a->params->resize, x, y, c->stream); break;
+    case ERT_OP_REDUCE_MEAN: case ERT_OP_REDUCE_SUM: case ERT_OP_REDUCE_MAX:
+        e = ert_cuda_reduce_launch(a->op, &a->params->axis, x, y, c->stream);
+        break;
     case ERT_OP_RELU: case ERT_OP_LEAKY_RELU: case ERT_OP_CLIP: case ERT_OP_SIGMOID: case ERT_OP_TANH:
     case ERT_OP_HARD_SIGMOID: case ERT_OP_HARD_SWISH: case ERT_OP_SILU: case ERT_OP_GELU: case ERT_OP_ERF:
     case ERT_OP_SQRT: case ERT_OP_EXP: case ERT_OP_LOG: case ERT_OP_NEG: case ERT_OP_ABS: case ERT_OP_RECIPROCAL:
@@ -805,7 +813,8 @@ static bool cuda_supports(ert_op op, ert_dtype dt) {
     case ERT_OP_WHERE: return dt == ERT_DTYPE_BOOL;
     case ERT_OP_CONV: case ERT_OP_GEMM: case ERT_OP_MATMUL: case ERT_OP_MAXPOOL: case ERT_OP_AVGPOOL:
     case ERT_OP_GLOBAL_AVGPOOL: case ERT_OP_GLOBAL_MAXPOOL: case ERT_OP_BATCHNORM: case ERT_OP_LAYERNORM:
-    case ERT_OP_SOFTMAX: case ERT_OP_LOGSOFTMAX:
+    case ERT_OP_SOFTMAX: case ERT_OP_LOGSOFTMAX: case ERT_OP_PAD: case ERT_OP_RESIZE:
+    case ERT_OP_REDUCE_MEAN: case ERT_OP_REDUCE_SUM: case ERT_OP_REDUCE_MAX:
     case ERT_OP_RELU: case ERT_OP_LEAKY_RELU: case ERT_OP_CLIP: case ERT_OP_SIGMOID: case ERT_OP_TANH:
     case ERT_OP_HARD_SIGMOID: case ERT_OP_HARD_SWISH: case ERT_OP_SILU: case ERT_OP_GELU: case ERT_OP_ERF:
     case ERT_OP_SQRT: case ERT_OP_EXP: case ERT_OP_LOG: case ERT_OP_NEG: case ERT_OP_ABS: case ERT_OP_RECIPROCAL:
@@ -813,7 +822,7 @@ static bool cuda_supports(ert_op op, ert_dtype dt) {
     case ERT_OP_ADD: case ERT_OP_SUB: case ERT_OP_MUL: case ERT_OP_DIV: case ERT_OP_POW: case ERT_OP_MIN:
     case ERT_OP_MAX: case ERT_OP_EQUAL: case ERT_OP_LESS: case ERT_OP_GREATER:
         return dt == ERT_DTYPE_F32;
-    default: return false; /* TODO(#4): Pad, Resize, Gather, Cast, Reduce*, ConvTranspose, f16/bf16 */
+    default: return false; /* TODO(#4): Gather, Cast, Where on non-f32, ConvTranspose, f16/bf16 */
     }
 }
 

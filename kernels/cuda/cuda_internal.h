@@ -70,6 +70,14 @@ cudaError_t ert_cuda_layernorm_launch(const float *x, const float *scale, const 
 cudaError_t ert_cuda_softmax_launch(bool log, const float *x, float *y, int64_t outer, int64_t n, int64_t inner,
                                     cudaStream_t st);
 
+/* tensor.cu: same shapes/params as the CPU kernels (kernels/cpu/shape.c,
+ * reduce.c, resize.c), f32. */
+cudaError_t ert_cuda_pad_launch(const ert_pad_params *p, const ert_tview *x, const ert_tview *y, cudaStream_t st);
+cudaError_t ert_cuda_reduce_launch(ert_op op, const ert_axis_params *p, const ert_tview *x, const ert_tview *y,
+                                   cudaStream_t st);
+cudaError_t ert_cuda_resize_launch(const ert_resize_params *p, const ert_tview *x, const ert_tview *y,
+                                   cudaStream_t st);
+
 /* conv.cu: direct convolution with fused epilogue (used without cuDNN and for
  * what cuDNN is not asked to do). x (N, C, in...), w (M, C/group, k...),
  * y (N, M, out...); bias (M) and res (like y) may be NULL. */
