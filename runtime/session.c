@@ -1159,3 +1159,13 @@ int ert_session_n_scheduled(const ert_session *s) { return s ? s->n_sched : 0; }
 ert_op ert_session_scheduled_op(const ert_session *s, int k) {
     return (s && k >= 0 && k < s->n_sched) ? s->n[s->sched[k]].op : ERT_OP_INVALID;
 }
+
+ert_status ert_session_output_shapes(const ert_model *m, int batch, ert_tensor_info *out) {
+    ert_session_options o = {.batch = batch};
+    ert_session *s = NULL;
+    ert_status st = build(m, &o, true, &s);
+    if (st != ERT_OK) return st;
+    for (int i = 0; i < s->n_out && st == ERT_OK; i++) st = tinfo(s, s->out_t, s->n_out, i, &out[i]);
+    session_free(s);
+    return st;
+}
