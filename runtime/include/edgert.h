@@ -165,6 +165,22 @@ ert_status ert_model_load_memory(ert_context *ctx, const void *data, size_t size
  * PATH, directory fsync'd. On failure PATH is untouched. */
 ert_status ert_model_save(const ert_model *model, const char *path);
 
+/* Options of ert_model_save_opts. Zero-initialised: same as ert_model_save. */
+typedef struct ert_save_options {
+    /* ERT_DTYPE_UNDEFINED: weights as the model holds them. ERT_DTYPE_F16: f32
+     * weights of at least 16 elements whose values all fit f16's range are
+     * stored as f16 (rounded to nearest even), which about halves a
+     * conv net's file; smaller ones (biases of few channels, scalars such as
+     * Resize scales, Clip bounds, Div constants) stay f32 and exact. Sessions
+     * widen f16 weights to f32 on the CPU. Other values: ERT_E_UNSUPPORTED. */
+    ert_dtype weights_dtype;
+} ert_save_options;
+
+/* ert_model_save with options (opts NULL: defaults). The model is not changed;
+ * converted weights are held in memory only while the file is written.
+ * Errors: as ert_model_save, ERT_E_UNSUPPORTED (weights_dtype), ERT_E_NOMEM. */
+ert_status ert_model_save_opts(const ert_model *model, const char *path, const ert_save_options *opts);
+
 void ert_model_free(ert_model *model);
 
 int ert_model_n_inputs(const ert_model *model);
