@@ -1,0 +1,44 @@
+# Model tests against onnxruntime (docs/models.md): scripts/zoo/run_zoo.py
+# builds the zoo models (scripts/zoo/make_models.py), writes random inputs and
+# onnxruntime's outputs under build/zoo, runs `edgert run` / `edgert convert`
+# on them and compares (relative L2). Nothing generated is committed.
+#   zoo        ResNet, MobileNetV2/V3, EfficientNet, YOLO neck, ViT, U-Net, an
+#              opset-11 model; batch 1 and 3; .ert and .ert --fp16
+#   zoo_ppocr  PaddleOCR classifier and detector, fp32 and fp16 exports
+# The Python side (onnx, onnxruntime, numpy) runs on the host: the venv of
+# scripts/setup.sh (.deps/venv) if there is one, else python3; without those
+# modules the tests report SKIPPED (exit 77) with the reason. In a cross build
+# the edgert binary runs under CMAKE_CROSSCOMPILING_EMULATOR (prefixed by the
+# script: add_test only applies the emulator to a target-name COMMAND).
+if(NOT TARGET edgert_cli)
+  return()
+endif()
+
+set(_venv_py ${PROJECT_SOURCE_DIR}/.deps/venv/bin/python)
+if(EXISTS ${_venv_py})
+  set(_zoo_py_default ${_venv_py})
+else()
+  find_program(_zoo_py_found NAMES python3)
+  set(_zoo_py_default ${_zoo_py_found})
+endif()
+set(ERT_ZOO_PYTHON "${_zoo_py_default}" CACHE FILEPATH "Python with onnx, onnxruntime, numpy for the zoo tests")
+if(NOT ERT_ZOO_PYTHON)
+  message(STATUS "zoo tests: no python3, not added")
+  return()
+endif()
+
+set(_zoo_emu "")
+if(CMAKE_CROSSCOMPILING AND CMAKE_CROSSCOMPILING_EMULATOR)
+  list(JOIN CMAKE_CROSSCOMPILING_EMULATOR "|" _zoo_emu)
+endif()
+set(_zoo_work ${CMAKE_BINARY_DIR}/zoo)
+set(_zoo_script ${PROJECT_SOURCE_DIR}/scripts/zoo/run_zoo.py)
+
+add_test(NAME zoo
+  COMMAND ${ERT_ZOO_PYTHON} ${_zoo_script} --suite zoo --edgert $<TARGET_FILE:edgert_cli>
+          --emulator "${_zoo_emu}" --work ${_zoo_work}/zoo --report ${_zoo_work}/zoo.tsv)
+add_test(NAME zoo_ppocr
+  COMMAND ${ERT_ZOO_PYTHON} ${_zoo_script} --suite ppocr --edgert $<TARGET_FILE:edgert_cli>
+          --emulator "${_zoo_emu}" --work ${_zoo_work}/ppocr --report ${_zoo_work}/ppocr.tsv
+          --ppocr-dir ${PROJECT_SOURCE_DIR}/../shared/models/ppocr)
+set_tests_properties(zoo zoo_ppocr PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS zoo)
