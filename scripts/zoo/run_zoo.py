@@ -274,16 +274,13 @@ def text_page(shape, seed):
     return ((img - 0.5) / 0.5).astype(np.float32)
 
 
-def suite_ppocr(r, src, skip_det):
+def suite_ppocr(r, src):
     missing = [f for f, _ in PPOCR for suf in ("", "_fp16") if not os.path.exists(os.path.join(src, f + suf + ".onnx"))]
     if missing:
         print("SKIP: PaddleOCR models missing in %s: %s" % (src, ", ".join(missing)))
         sys.exit(SKIP)
     for i, (name, shape) in enumerate(PPOCR):
         short = "ppocr_cls" if "cls" in name else "ppocr_det"
-        if skip_det and short == "ppocr_det":
-            print("skip  %-14s under an emulator: the detector takes minutes there (%s)" % (short, skip_det))
-            continue
         f32, f16 = os.path.join(src, name + ".onnx"), os.path.join(src, name + "_fp16.onnx")
         iname, _ = input_of(f32)
         x = text_page(shape, 200 + i)
@@ -334,8 +331,7 @@ def main():
     if args.suite == "zoo":
         suite_zoo(r)
     else:
-        skip_det = os.environ.get("ERT_ZOO_SKIP_DET") or ("emulated" if args.emulator else "")
-        suite_ppocr(r, args.ppocr_dir, skip_det)
+        suite_ppocr(r, args.ppocr_dir)
     if args.report:
         with open(args.report, "w") as f:
             for row in r.rows:
