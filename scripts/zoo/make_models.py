@@ -21,14 +21,21 @@ What each model exercises (the graph patterns torch.onnx.export emits):
   yolo_neck    Conv+SiLU, Split (sizes as input), Resize nearest x2 with
                scales, Concat, two heads                              (opset 13)
   vit          patch Conv, Reshape (shape sub-graph)/Transpose to tokens,
-               LayerNormalization, MatMul Q/K/V, multi-head attention with
-               Softmax, Erf GELU (Div, Erf, Add, Mul), residuals      (opset 17)
+               cls token Expand(Shape sub-graph)+Concat, LayerNormalization,
+               MatMul Q/K/V, multi-head attention with Softmax, Erf GELU
+               (Div, Erf, Add, Mul), residuals, Gather of the cls token
+               (opset 17; vit_op13: LayerNorm decomposed into ReduceMean,
+               Sub, Pow, Add, Sqrt, Div, Mul, Add as exported before 17)
   unet         Conv, MaxPool, ConvTranspose 2x2 stride 2 up, Concat skip,
-               Sigmoid head                                           (opset 13)
+               Sigmoid head; an aux head upsampled by Resize linear
+               (pytorch_half_pixel with scales, align_corners with sizes
+               from a Shape->Slice->Concat sub-graph)                 (opset 13)
   legacy_op11  opset-11 attribute forms: Split 'split', Unsqueeze/Squeeze
                'axes', ReduceSum 'axes', Resize-11 (roi input, asymmetric
                floor nearest), Pad-11 (pads input), Softmax-11 (2-D)   (opset 11)
-Every model has one float input with a dynamic batch dim 'N'.
+resnet, efficientnet, yolo_neck and unet are also built at opset 17
+(<name>_op17); mobilenetv3 and yolo_neck at opset 18 (ReduceMean axes as an
+input, Split num_outputs). Every model has one float input with a dynamic batch dim 'N'.
 """
 import os
 import sys
@@ -131,7 +138,7 @@ def rename_output(g, t, name):
     raise KeyError(t)
 
 
-def resnet():
+def resnet(opset=13):
     g = G("resnet", 1)
     x = g.op("Relu", [g.conv_bn("input", 3, 8, 3)])
     x = g.op("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
@@ -146,7 +153,7 @@ def resnet():
     x = g.op("Relu", [g.op("Add", [y, sc])])
     x = g.flatten_exporter(g.op("GlobalAveragePool", [x]))
     out = rename_output(g, g.gemm(x, 16, 10), "logits")
-    return g.model("input", ["N", 3, 64, 64], [out], 13)
+    return g.model("input", ["N", 3, 64, 64], [out], opset)
 
 
 def inverted_residual(g, x, cin, cout, expand, stride, act):
@@ -177,7 +184,7 @@ def se_block(g, x, c, r, gate):
     return g.op("Mul", [x, s])
 
 
-def mobilenetv3():
+def mobilenetv3(opset=17):
     g = G("mobilenetv3", 3)
     hs = lambda t: g.op("HardSwish", [t])
     x = hs(g.conv_bn("input", 3, 8, 3, stride=2))
@@ -190,13 +197,16 @@ def mobilenetv3():
     y = hs(g.conv_bn(y, 32, 32, 3, stride=2, group=32))
     y = se_block(g, y, 32, 4, "hsig")
     x = hs(g.conv_bn(y, 32, 16, 1))
-    x = g.op("ReduceMean", [x], axes=[2, 3], keepdims=0)
+    if opset >= 18:                        # axes became an input in opset 18
+        x = g.op("ReduceMean", [x, g.i64([2, 3], "axes")], keepdims=0)
+    else:
+        x = g.op("ReduceMean", [x], axes=[2, 3], keepdims=0)
     x = hs(g.gemm(x, 16, 32))
     out = rename_output(g, g.gemm(x, 32, 10), "logits")
-    return g.model("input", ["N", 3, 64, 64], [out], 17)
+    return g.model("input", ["N", 3, 64, 64], [out], opset)
 
 
-def efficientnet():
+def efficientnet(opset=13):
     g = G("efficientnet", 4)
     x = g.silu(g.conv_bn("input", 3, 8, 3, stride=2))
     for cin, cout, stride in ((8, 8, 1), (8, 16, 2), (16, 16, 1)):
@@ -208,16 +218,19 @@ def efficientnet():
     x = g.silu(g.conv_bn(x, 16, 32, 1))
     x = g.flatten_exporter(g.op("GlobalAveragePool", [x]))
     out = rename_output(g, g.op("Softmax", [g.gemm(x, 32, 10)], axis=-1), "probs")
-    return g.model("input", ["N", 3, 64, 64], [out], 13)
+    return g.model("input", ["N", 3, 64, 64], [out], opset)
 
 
-def yolo_neck():
+def yolo_neck(opset=13):
     g = G("yolo_neck", 5)
     c3 = g.silu(g.conv_bn("input", 3, 16, 3, stride=2))          # (N,16,32,32)
     c4 = g.silu(g.conv_bn(c3, 16, 32, 3, stride=2))               # (N,32,16,16)
     c5 = g.silu(g.conv_bn(c4, 32, 32, 3, stride=2))               # (N,32,8,8)
     # C2f-style: Split channels, conv one half, concat
-    a, b = g.op("Split", [c5, g.i64([16, 16], "split")], n_out=2, axis=1)
+    if opset >= 18:                        # torch.chunk(2, 1) at opset 18
+        a, b = g.op("Split", [c5], n_out=2, axis=1, num_outputs=2)
+    else:
+        a, b = g.op("Split", [c5, g.i64([16, 16], "split")], n_out=2, axis=1)
     b = g.silu(g.conv_bn(b, 16, 16, 3))
     c5 = g.silu(g.conv_bn(g.op("Concat", [a, b], axis=1), 32, 32, 1))
     # top-down: upsample x2 (nn.Upsample(scale_factor=2) exports Resize with scales)
@@ -228,23 +241,35 @@ def yolo_neck():
     p3 = g.silu(g.conv_bn(g.op("Concat", [up, c3], axis=1), 48, 16, 3))
     h3 = rename_output(g, g.conv(p3, 16, 8, 1), "head_p3")
     h4 = rename_output(g, g.conv(p4, 32, 8, 1), "head_p4")
-    return g.model("input", ["N", 3, 64, 64], [h3, h4], 13)
+    return g.model("input", ["N", 3, 64, 64], [h3, h4], opset)
 
 
-def vit():
+def vit(opset=17):
     g = G("vit", 6)
-    D, H, T = 32, 4, 16                    # dim, heads, tokens (4x4 patches of 8x8)
+    D, H, T = 32, 4, 17                    # dim, heads, tokens (cls + 4x4 patches of 8x8)
     dh = D // H
     x = g.conv("input", 3, D, 8, stride=8, pad=0)                  # (N,D,4,4)
     # x.flatten(2).transpose(1, 2): shape sub-graph for (N, D, -1)
     n = g.op("Unsqueeze", [g.op("Gather", [g.op("Shape", [x]), g.i64(0, "idx")], axis=0), g.i64([0], "axes")])
     x = g.op("Reshape", [x, g.op("Concat", [n, g.i64([D, -1])], axis=0)])
-    x = g.op("Transpose", [x], perm=[0, 2, 1])                     # (N,T,D)
+    x = g.op("Transpose", [x], perm=[0, 2, 1])                     # (N,T-1,D)
+    # cls_token.expand(N, -1, -1), concatenated in front
+    cls = g.const((0.02 * g.rng.standard_normal((1, 1, D))).astype(np.float32), "cls")
+    cls = g.op("Expand", [cls, g.op("Concat", [n, g.i64([1, D])], axis=0)])
+    x = g.op("Concat", [cls, x], axis=1)                           # (N,T,D)
     x = g.op("Add", [x, g.const((0.02 * g.rng.standard_normal((1, T, D))).astype(np.float32), "pos")])
 
     def ln(t):
-        return g.op("LayerNormalization", [t, g.const((1 + 0.1 * g.rng.standard_normal(D)).astype(np.float32)),
-                                           g.bias(D)], axis=-1, epsilon=1e-5)
+        gamma = g.const((1 + 0.1 * g.rng.standard_normal(D)).astype(np.float32), "ln_g")
+        beta = g.bias(D)
+        if opset >= 17:
+            return g.op("LayerNormalization", [t, gamma, beta], axis=-1, epsilon=1e-5)
+        # nn.LayerNorm as exported before opset 17
+        mu = g.op("ReduceMean", [t], axes=[-1], keepdims=1)
+        d = g.op("Sub", [t, mu])
+        var = g.op("ReduceMean", [g.op("Pow", [d, g.f32(2.0, "two")])], axes=[-1], keepdims=1)
+        y = g.op("Div", [d, g.op("Sqrt", [g.op("Add", [var, g.f32(1e-5, "eps")])])])
+        return g.op("Add", [g.op("Mul", [y, gamma]), beta])
 
     def linear(t, fin, fout):              # nn.Linear on (N,T,fin): MatMul + Add
         return g.op("Add", [g.op("MatMul", [t, g.weight((fin, fout), fin)]), g.bias(fout)])
@@ -265,12 +290,12 @@ def vit():
         gl = g.op("Mul", [g.op("Mul", [h, g.op("Add", [g.op("Erf", [g.op("Div", [h, g.f32(np.sqrt(2.0), "sqrt2")])]),
                                                    g.f32(1.0, "one")])]), g.f32(0.5, "half")])
         x = g.op("Add", [x, linear(gl, 2 * D, D)])
-    x = g.op("ReduceMean", [ln(x)], axes=[1], keepdims=0)          # (N,D)
+    x = g.op("Gather", [ln(x), g.i64(0, "cls_idx")], axis=1)       # x[:, 0]: (N,D)
     out = rename_output(g, g.gemm(x, D, 10), "logits")
-    return g.model("input", ["N", 3, 32, 32], [out], 17)
+    return g.model("input", ["N", 3, 32, 32], [out], opset)
 
 
-def unet():
+def unet(opset=13):
     g = G("unet", 7)
 
     def block(t, cin, cout):
@@ -288,7 +313,17 @@ def unet():
     d2 = block(g.op("Concat", [up(b, 32), e2], axis=1), 32, 16)
     d1 = block(g.op("Concat", [up(d2, 16), e1], axis=1), 16, 8)
     out = rename_output(g, g.op("Sigmoid", [g.conv(d1, 8, 2, 1)]), "mask")
-    return g.model("input", ["N", 3, 64, 64], [out], 13)
+    # deep supervision head: F.interpolate(bilinear, align_corners=False) and
+    # (align_corners=True) of the bottleneck, as segmentation nets export them
+    lo = g.conv(b, 32, 2, 1)
+    aux1 = g.op("Resize", [lo, "", g.f32([1, 1, 4, 4], "scales")], mode="linear",
+                coordinate_transformation_mode="pytorch_half_pixel")
+    # size=(64, 64) exports sizes = Concat(Shape(x)[0:2], [64, 64])
+    nc = g.op("Slice", [g.op("Shape", [lo]), g.i64([0]), g.i64([2]), g.i64([0])])
+    aux2 = g.op("Resize", [lo, "", "", g.op("Concat", [nc, g.i64([64, 64])], axis=0)], mode="linear",
+                coordinate_transformation_mode="align_corners")
+    aux = rename_output(g, g.op("Add", [aux1, aux2]), "aux")
+    return g.model("input", ["N", 3, 64, 64], [out, aux], opset)
 
 
 def legacy_op11():
@@ -314,12 +349,19 @@ def legacy_op11():
 
 MODELS = {
     "resnet": resnet,
+    "resnet_op17": lambda: resnet(17),
     "mobilenetv2": mobilenetv2,
     "mobilenetv3": mobilenetv3,
+    "mobilenetv3_op18": lambda: mobilenetv3(18),
     "efficientnet": efficientnet,
+    "efficientnet_op17": lambda: efficientnet(17),
     "yolo_neck": yolo_neck,
+    "yolo_neck_op17": lambda: yolo_neck(17),
+    "yolo_neck_op18": lambda: yolo_neck(18),
     "vit": vit,
+    "vit_op13": lambda: vit(13),
     "unet": unet,
+    "unet_op17": lambda: unet(17),
     "legacy_op11": legacy_op11,
 }
 

@@ -71,11 +71,11 @@ class Runner:
                                % (" ".join(self.edgert + list(map(str, argv))), r.returncode, r.stdout, r.stderr))
         return r.stdout
 
-    def edgert_run(self, model, feeds, tag):
+    def edgert_run(self, model, feeds, tag, threads=1):
         """Run `edgert run` on the feeds (name -> array); outputs by name."""
         d = os.path.join(self.work, "run", tag)
         os.makedirs(d, exist_ok=True)
-        args = ["run", model, "--json", "--output-dir", os.path.join(d, "out")]
+        args = ["run", model, "--json", "--threads", threads, "--output-dir", os.path.join(d, "out")]
         for name, arr in feeds.items():
             p = os.path.join(d, "in_%s.npy" % "".join(c if c.isalnum() else "_" for c in name))
             np.save(p, arr)
@@ -104,7 +104,7 @@ class Runner:
                     worst, why = err, name
         ok = worst <= tol
         self.rows.append((suite, model, what, worst, tol, ok))
-        print("%-5s %-14s %-40s rel L2 %.2e (tol %.2g)%s" % ("ok" if ok else "FAIL", model, what, worst, tol,
+        print("%-5s %-17s %-40s rel L2 %.2e (tol %.2g)%s" % ("ok" if ok else "FAIL", model, what, worst, tol,
                                                              "" if ok else "  <- " + why), flush=True)
         if not ok:
             self.failed += 1
@@ -115,7 +115,7 @@ class Runner:
         ratio = s16 / s32
         ok = ratio <= max_ratio
         self.rows.append((suite, model, "--fp16 .ert size / .ert size", ratio, max_ratio, ok))
-        print("%-5s %-14s %-34s %d / %d bytes = %.2f (max %.2f)" % ("ok" if ok else "FAIL", model,
+        print("%-5s %-17s %-40s %d / %d bytes = %.2f (max %.3g)" % ("ok" if ok else "FAIL", model,
               "--fp16 .ert size", s16, s32, ratio, max_ratio), flush=True)
         if not ok:
             self.failed += 1
@@ -221,11 +221,15 @@ def suite_zoo(r):
             x = rng.standard_normal(shape).astype(np.float32)
             refs[batch] = (x, ort_run(path, {iname: x}))
 
-            def one(batch=batch):
+            # batch 3 also goes through the worker threads' split of the work
+            threads = 1 if batch == 1 else 2
+            what = "onnx fp32, batch %d, %d thread%s" % (batch, threads, "s" if threads > 1 else "")
+
+            def one(batch=batch, threads=threads, what=what):
                 x, ref = refs[batch]
-                got = r.edgert_run(path, {iname: x}, "%s_b%d" % (name, batch))
-                r.check("zoo", name, "onnx fp32, batch %d" % batch, got, ref, TOL_F32)
-            guarded(r, "zoo", name, "onnx fp32, batch %d" % batch, one)
+                got = r.edgert_run(path, {iname: x}, "%s_b%d" % (name, batch), threads)
+                r.check("zoo", name, what, got, ref, TOL_F32)
+            guarded(r, "zoo", name, what, one)
 
         def converted():
             x, ref = refs[3]
