@@ -32,10 +32,15 @@ What each model exercises (the graph patterns torch.onnx.export emits):
                from a Shape->Slice->Concat sub-graph)                 (opset 13)
   legacy_op11  opset-11 attribute forms: Split 'split', Unsqueeze/Squeeze
                'axes', ReduceSum 'axes', Resize-11 (roi input, asymmetric
-               floor nearest), Pad-11 (pads input), Softmax-11 (2-D)   (opset 11)
+               floor nearest), Pad-11 (pads input), Softmax-11 (2-D);
+               initializers also listed as graph inputs (IR 3 style)  (opset 11)
+  odd_sizes    odd channel counts, dynamic H x W, dilation, 1x3/3x1 kernels,
+               MaxPool ceil_mode, AvgPool count_include_pad=0, Resize to a
+               Shape-derived size, GlobalMaxPool                      (opset 13)
 resnet, efficientnet, yolo_neck and unet are also built at opset 17
 (<name>_op17); mobilenetv3 and yolo_neck at opset 18 (ReduceMean axes as an
-input, Split num_outputs). Every model has one float input with a dynamic batch dim 'N'.
+input, Split num_outputs). resnet_op17 and unet_op17 keep their weights in
+ONNX external data files. Every model has one float input with a dynamic batch dim 'N'.
 """
 import os
 import sys
@@ -347,6 +352,43 @@ def legacy_op11():
     return g.model("input", ["N", 3, 64, 64], [out], 11)
 
 
+def odd_sizes():
+    """Odd channel counts and a dynamic H x W (remainder paths of tiled
+    kernels): stride-2 convs on odd sizes, dilation 2, 1x3 / 3x1 kernels,
+    MaxPool ceil_mode, AvgPool count_include_pad=0, a Resize to sizes taken
+    from another tensor's Shape (F.interpolate(size=skip.shape[2:]))."""
+    g = G("odd_sizes", 9)
+    x = g.op("Relu", [g.conv_bn("input", 3, 13, 3, stride=2)])
+    x = g.op("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)
+    skip = x
+    y = g.op("Relu", [g.conv(x, 13, 13, 3, pad=2)])
+    y = g.op("Conv", [y, g.weight((27, 13, 3, 3), 117), g.bias(27)], kernel_shape=[3, 3], pads=[2, 2, 2, 2],
+             dilations=[2, 2])
+    y = g.op("Conv", [g.op("Relu", [y]), g.weight((27, 27, 1, 3), 81), g.bias(27)], kernel_shape=[1, 3],
+             pads=[0, 1, 0, 1])
+    y = g.op("Conv", [y, g.weight((27, 27, 3, 1), 81), g.bias(27)], kernel_shape=[3, 1], pads=[1, 0, 1, 0],
+             strides=[2, 1])
+    y = g.op("AveragePool", [g.op("Relu", [y])], kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=0)
+    hw = g.op("Slice", [g.op("Shape", [skip]), g.i64([2]), g.i64([4]), g.i64([0])])
+    nc = g.op("Slice", [g.op("Shape", [y]), g.i64([0]), g.i64([2]), g.i64([0])])
+    y = g.op("Resize", [y, "", "", g.op("Concat", [nc, hw], axis=0)], mode="nearest")
+    y = g.op("Concat", [y, skip], axis=1)                          # 40 channels
+    seg = rename_output(g, g.conv(y, 40, 5, 1), "seg")
+    v = g.flatten_exporter(g.op("GlobalMaxPool", [y]))
+    cls = rename_output(g, g.gemm(v, 40, 7), "cls")
+    return g.model("input", ["N", 3, "H", "W"], [seg, cls], 13)
+
+
+def with_initializers_as_inputs(m):
+    """torch.onnx.export(keep_initializers_as_inputs=True), the default of
+    old exporters (IR version 3): every weight is also a graph input."""
+    m.graph.input.extend(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in m.graph.initializer)
+    return m
+
+
+# Input shapes by batch for models with more than a dynamic batch dim.
+SHAPES = {"odd_sizes": {1: [1, 3, 67, 45], 3: [3, 3, 33, 50]}}
+
 MODELS = {
     "resnet": resnet,
     "resnet_op17": lambda: resnet(17),
@@ -362,8 +404,22 @@ MODELS = {
     "vit_op13": lambda: vit(13),
     "unet": unet,
     "unet_op17": lambda: unet(17),
-    "legacy_op11": legacy_op11,
+    "legacy_op11": lambda: with_initializers_as_inputs(legacy_op11()),
+    "odd_sizes": odd_sizes,
 }
+
+# Saved with their weights in NAME.onnx.data beside the model (ONNX external
+# data, as exports past 2 GiB must be): tensors of 256+ bytes, each at its
+# own offset; small ones (shape constants) stay inline, as torch does.
+EXTERNAL_DATA = {"resnet_op17", "unet_op17"}
+
+
+def save(name, m, path):
+    if name in EXTERNAL_DATA:
+        onnx.save(m, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                  location=os.path.basename(path) + ".data", size_threshold=256)
+    else:
+        onnx.save(m, path)
 
 
 def main():
@@ -371,7 +427,7 @@ def main():
     os.makedirs(out, exist_ok=True)
     for name, fn in MODELS.items():
         m = fn()
-        onnx.save(m, os.path.join(out, name + ".onnx"))
+        save(name, m, os.path.join(out, name + ".onnx"))
         print("%-13s opset %2d  %5d nodes" % (name, m.opset_import[0].version, len(m.graph.node)))
 
 
