@@ -42,6 +42,7 @@ TOL_F16_DEEP = 5e-2     # the same on the PaddleOCR detector, a deep net with a 
 TOL_F16_ORT = 3e-2      # edgert (f32 arithmetic) vs onnxruntime rounding every activation to f16
 TOL_EXPORTS = 0.15      # fp16 export vs fp32 export: onnxruntime itself differs by ~9e-2 on the detector
 F16_SIZE_RATIO = 0.6     # an --fp16 .ert against the fp32 one (metadata does not shrink)
+F16_SIZE_RATIO_SMALL = 0.85  # the same for the zoo's tiny models (measured 0.56 to 0.76)
 
 try:
     import numpy as np
@@ -243,9 +244,9 @@ def suite_zoo(r):
             rounded = ort_run(rounded_f16_weights(path, os.path.join(d, name + "_w16.onnx")), {iname: x})
             r.check("zoo", name, "--fp16 .ert vs ort f16-rounded weights", got, rounded, TOL_F32)
             r.check("zoo", name, "--fp16 .ert vs ort fp32", got, ref, TOL_F16)
-            # small models: names and 64-byte alignment weigh as much as the
-            # weights, so only "smaller" is asserted here (ratio on ppocr)
-            r.size_check("zoo", name, ert16, ert32, 0.999)
+            # small models: names, nodes and 64-byte alignment weigh about as
+            # much as the weights, hence the looser ratio (0.6 on ppocr)
+            r.size_check("zoo", name, ert16, ert32, F16_SIZE_RATIO_SMALL)
         guarded(r, "zoo", name, ".ert conversions", converted)
 
 
