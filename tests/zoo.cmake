@@ -14,6 +14,18 @@ if(NOT TARGET edgert_cli)
   return()
 endif()
 
+# `convert --fp16` without Python: the demo model (tests/cli.cmake makes it)
+# converted and run; the numbers are checked by zoo / zoo_fp16.
+if(COMMAND ert_cli_test AND DEFINED ERT_CLI_WORK)
+  set(_w ${ERT_CLI_WORK})
+  add_test(NAME zoo_cli_clean COMMAND ${CMAKE_COMMAND} -E rm -f ${_w}/demo_fp16.ert)
+  set_tests_properties(zoo_cli_clean PROPERTIES FIXTURES_SETUP zoo_cli_clean LABELS cli)
+  ert_cli_test(cli_convert_fp16 CMD $<TARGET_FILE:edgert_cli> convert ${_w}/demo.ert ${_w}/demo_fp16.ert --fp16
+    STDOUT "wrote .*demo_fp16.ert" REQUIRES cli_model zoo_cli_clean SETUP cli_fp16 NEEDS ${_w}/demo.ert)
+  ert_cli_test(cli_run_fp16 CMD $<TARGET_FILE:edgert_cli> run ${_w}/demo_fp16.ert --input input=${_w}/input.npy
+    STDOUT "probs +f32 +\\(2, 10\\)" REQUIRES cli_fp16 cli_input NEEDS ${_w}/demo_fp16.ert)
+endif()
+
 set(_venv_py ${PROJECT_SOURCE_DIR}/.deps/venv/bin/python)
 if(EXISTS ${_venv_py})
   set(_zoo_py_default ${_venv_py})
