@@ -26,6 +26,9 @@ if(COMMAND ert_cli_test AND DEFINED ERT_CLI_WORK)
     STDOUT "probs +f32 +\\(2, 10\\)" REQUIRES cli_fp16 cli_input NEEDS ${_w}/demo_fp16.ert)
 endif()
 
+# Any python3 will do to start: run_zoo.py re-executes itself with
+# <source>/.deps/venv/bin/python when its own interpreter lacks onnx (so a
+# venv made by scripts/setup.sh after configuring is still used).
 set(_venv_py ${PROJECT_SOURCE_DIR}/.deps/venv/bin/python)
 if(EXISTS ${_venv_py})
   set(_zoo_py_default ${_venv_py})
@@ -33,7 +36,7 @@ else()
   find_program(_zoo_py_found NAMES python3)
   set(_zoo_py_default ${_zoo_py_found})
 endif()
-set(ERT_ZOO_PYTHON "${_zoo_py_default}" CACHE FILEPATH "Python with onnx, onnxruntime, numpy for the zoo tests")
+set(ERT_ZOO_PYTHON "${_zoo_py_default}" CACHE FILEPATH "Python that starts the zoo tests")
 if(NOT ERT_ZOO_PYTHON)
   message(STATUS "zoo tests: no python3, not added")
   return()

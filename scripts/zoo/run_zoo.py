@@ -50,6 +50,10 @@ try:
     import onnxruntime as ort
     from onnx import numpy_helper
 except ImportError as e:  # the generating side is optional: CI images without pip skip
+    venv = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".deps", "venv", "bin", "python")
+    if os.path.exists(venv) and not os.environ.get("ERT_ZOO_REEXEC"):
+        os.environ["ERT_ZOO_REEXEC"] = "1"  # once: a broken venv must not loop
+        os.execv(venv, [venv] + sys.argv)
     print("SKIP: this Python (%s) cannot import onnx/onnxruntime/numpy (%s); run scripts/setup.sh" % (sys.executable, e))
     sys.exit(SKIP)
 
