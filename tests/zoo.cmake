@@ -57,3 +57,14 @@ add_test(NAME zoo_ppocr
           --emulator "${_zoo_emu}" --work ${_zoo_work}/ppocr --report ${_zoo_work}/ppocr.tsv
           --ppocr-dir ${PROJECT_SOURCE_DIR}/../shared/models/ppocr)
 set_tests_properties(zoo zoo_ppocr PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS zoo)
+
+# Under an emulator these are the heaviest tests next to conformance_models,
+# whose runner gives each model 60 s (alarm): run side by side on 2 busy
+# cores, super_resolution_10 went past that once (a "timeout" failure).
+# Keep the three from overlapping there.
+if(_zoo_emu)
+  set_tests_properties(zoo zoo_ppocr PROPERTIES RESOURCE_LOCK ert_heavy_emulated)
+  if(TEST conformance_models)
+    set_property(TEST conformance_models APPEND PROPERTY RESOURCE_LOCK ert_heavy_emulated)
+  endif()
+endif()
