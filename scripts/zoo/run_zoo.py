@@ -257,9 +257,9 @@ def suite_zoo(r):
         guarded(r, "zoo", name, ".ert conversions", converted)
 
 
-PPOCR = [  # (fp32 file, fp16 file, input shape)
-    ("ch_ppocr_mobile_v2.0_cls_infer", (1, 3, 48, 192)),
-    ("en_PP-OCRv3_det_infer", (1, 3, 224, 320)),
+PPOCR = [  # (fp32 file; the fp16 one adds _fp16), input shape, another shape its dynamic dims allow
+    ("ch_ppocr_mobile_v2.0_cls_infer", (1, 3, 48, 192), (3, 3, 48, 192)),
+    ("en_PP-OCRv3_det_infer", (1, 3, 224, 320), (2, 3, 96, 160)),
 ]
 
 
@@ -288,11 +288,11 @@ def text_page(shape, seed):
 
 
 def suite_ppocr(r, src):
-    missing = [f for f, _ in PPOCR for suf in ("", "_fp16") if not os.path.exists(os.path.join(src, f + suf + ".onnx"))]
+    missing = [f for f, _, _ in PPOCR for suf in ("", "_fp16") if not os.path.exists(os.path.join(src, f + suf + ".onnx"))]
     if missing:
         print("SKIP: PaddleOCR models missing in %s: %s" % (src, ", ".join(missing)))
         sys.exit(SKIP)
-    for i, (name, shape) in enumerate(PPOCR):
+    for i, (name, shape, shape2) in enumerate(PPOCR):
         short = "ppocr_cls" if "cls" in name else "ppocr_det"
         f32, f16 = os.path.join(src, name + ".onnx"), os.path.join(src, name + "_fp16.onnx")
         iname, _ = input_of(f32)
@@ -302,6 +302,9 @@ def suite_ppocr(r, src):
 
         def fp32():
             r.check("ppocr", short, "fp32 export", r.edgert_run(f32, {iname: x}, short), ref32, TOL_F32)
+            x2 = text_page(shape2, 300 + i)
+            r.check("ppocr", short, "fp32 export, 2nd shape, 2 threads",
+                    r.edgert_run(f32, {iname: x2}, short + "_2", 2), ort_run(f32, {iname: x2}), TOL_F32)
 
         def fp16():
             got = r.edgert_run(f16, {iname: x}, short + "_fp16")
@@ -309,9 +312,14 @@ def suite_ppocr(r, src):
             r.check("ppocr", short, "fp16 export vs ort same in f32", got, wide, TOL_F32)
             r.check("ppocr", short, "fp16 export vs ort fp16", got, ref16, TOL_F16_ORT)
             r.check("ppocr", short, "fp16 export vs ort fp32 export", got, ref32, TOL_EXPORTS)
-            print("      %-14s %-34s rel L2 %.2e (f16 arithmetic alone)" % (short, "ort fp16 vs ort same in f32",
+            # the fp16 export converted to .ert keeps its f16 weights as they are
+            ert = os.path.join(r.work, short + "_fp16_export.ert")
+            r.cli("convert", f16, ert)
+            r.check("ppocr", short, "fp16 export .ert vs ort same in f32", r.edgert_run(ert, {iname: x}, short + "_e16"),
+                    wide, TOL_F32)
+            print("      %-17s %-40s rel L2 %.2e (f16 arithmetic alone)" % (short, "ort fp16 vs ort same in f32",
                                                                            rel_l2(ref16, wide)))
-            print("      %-14s %-34s rel L2 %.2e" % (short, "ort fp16 export vs ort fp32", rel_l2(ref16, ref32)))
+            print("      %-17s %-40s rel L2 %.2e" % (short, "ort fp16 export vs ort fp32", rel_l2(ref16, ref32)))
 
         def conv16():
             ert32, ert16 = os.path.join(r.work, short + ".ert"), os.path.join(r.work, short + "_fp16.ert")
