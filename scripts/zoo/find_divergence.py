@@ -19,6 +19,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from run_zoo import Runner, ort_run, input_of  # noqa: E402
 

@@ -60,6 +60,7 @@ except ImportError as e:  # the generating side is optional: CI images without p
     print("SKIP: this Python (%s) cannot import onnx/onnxruntime/numpy (%s); run scripts/setup.sh" % (sys.executable, e))
     sys.exit(SKIP)
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
