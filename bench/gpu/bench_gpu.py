@@ -198,7 +198,7 @@ def edgert_check(check_bin, onnx_path, x, batch, prec, work):
     r = subprocess.run([check_bin, onnx_path, inp, out, str(batch), prec], capture_output=True, text=True)
     if r.returncode != 0:
         return None, (r.stderr.strip() or r.stdout.strip())[-400:]
-    return np.fromfile(out, dtype=np.float32), None
+    return np.fromfile(out, dtype=np.float32), r.stdout.strip()
 
 
 def main():
@@ -246,9 +246,10 @@ def main():
                 row["floor_memory_ms"] = row["weight_bytes"] / (res["ceilings"]["copy_gbps"] * 1e9) * 1e3
                 row["floor_ms"] = max(row["floor_compute_ms"], row["floor_memory_ms"])
                 out, err = edgert_check(a.check, onnx_path, x, batch, prec, a.work)
-                if err:
+                if out is None:
                     row["edgert_error"] = err
                 else:
+                    row["edgert_check"] = err
                     row["rel_l2_vs_torch_f32"] = rel_l2(out, ref32)
                 t_out, eager, graph, peak = torch_row(model, x, prec, a.iters, a.warmup)
                 if out is not None and prec != "f32":

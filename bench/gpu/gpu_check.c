@@ -12,6 +12,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Counts the CUDA backend's per-conv DEBUG lines (fused / unfused / direct). */
+static int n_fused, n_unfused, n_direct;
+static void on_log(void *user, ert_log_level lvl, const char *msg) {
+    (void)user;
+    if (lvl != ERT_LOG_DEBUG) return;
+    if (strstr(msg, "unfused")) n_unfused++;
+    else if (strstr(msg, "fused")) n_fused++;
+    else if (strstr(msg, "direct kernel")) n_direct++;
+    if (getenv("GPU_CHECK_VERBOSE")) fprintf(stderr, "%s\n", msg);
+}
+
 static int fail(ert_context *ctx, const char *what, ert_status st) {
     fprintf(stderr, "gpu_check: %s: %s (%s)\n", what, ert_status_str(st), ctx ? ert_last_error(ctx) : "");
     return 1;
@@ -31,7 +42,8 @@ int main(int argc, char **argv) {
     ert_status st;
     int rc = 1;
     void *buf = NULL;
-    if ((st = ert_context_create(NULL, &ctx)) != ERT_OK) return fail(NULL, "context", st);
+    ert_context_options co = {.log = on_log, .log_level = ERT_LOG_DEBUG};
+    if ((st = ert_context_create(&co, &ctx)) != ERT_OK) return fail(NULL, "context", st);
     if ((st = ert_model_load_file(ctx, argv[1], &m)) != ERT_OK) {
         fail(ctx, "load", st);
         goto out;
@@ -70,8 +82,8 @@ int main(int argc, char **argv) {
     fclose(f);
     ert_memory_report mem;
     ert_session_memory(s, &mem);
-    printf("arena_bytes %zu weights %zu activations %zu io %zu\n", mem.total_bytes, mem.weights_bytes,
-           mem.activations_bytes, mem.io_bytes);
+    printf("arena_bytes %zu weights %zu activations %zu io %zu convs fused %d unfused %d direct %d\n",
+           mem.total_bytes, mem.weights_bytes, mem.activations_bytes, mem.io_bytes, n_fused, n_unfused, n_direct);
     rc = 0;
 out:
     free(buf);

@@ -548,6 +548,9 @@ static ert_status cuda_bind_node(void *bctx, ert_kargs *a) {
         if (st != ERT_OK) return st;
         if (s) conv_try_fuse(c, a, s);
         a->state = s;
+        if (s) ert_log(c->ctx, ERT_LOG_DEBUG, "conv '%s' (%s): cuDNN algo %d, workspace %zu, %s", a->name ? a->name : "?",
+                       ert_dtype_name(a->in[0].dtype), (int)s->algo, s->ws_bytes, s->fused ? "fused" : "unfused");
+        else ert_log(c->ctx, ERT_LOG_DEBUG, "conv '%s': direct kernel", a->name ? a->name : "?");
     }
 #endif
     return ERT_OK;
