@@ -175,11 +175,32 @@ def torch_row(model_cpu, x32, prec, iters, warmup):
         with torch.cuda.graph(g):
             static_out = m(static_x)
         graph = time_torch(lambda: g.replay(), iters, warmup)
+        # the same replay with the input copied in from pinned host memory
+        # first, as edgert's run does (its input lives in host memory)
+        pinned = x.cpu().pin_memory()
+
+        def replay_h2d():
+            static_x.copy_(pinned, non_blocking=True)
+            g.replay()
+
+        graph_h2d = time_torch(replay_h2d, iters, warmup)
         del g, static_out
+        # channels_last (NHWC) graph: what the layout would give PyTorch
+        m_cl = m.to(memory_format=torch.channels_last)
+        x_cl = x.contiguous(memory_format=torch.channels_last)
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                m_cl(x_cl)
+        torch.cuda.current_stream().wait_stream(s)
+        g2 = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g2):
+            m_cl(x_cl)
+        graph_cl = time_torch(lambda: g2.replay(), iters, warmup)
+        del g2, m_cl, x_cl
     out = out.float().cpu().numpy()
     del m, x, static_x
     torch.cuda.empty_cache()
-    return out, eager, graph, peak
+    return out, eager, graph, peak, graph_h2d, graph_cl
 
 
 def edgert_bench(cli, onnx_path, batch, prec, iters, warmup):
@@ -251,7 +272,11 @@ def main():
                 else:
                     row["edgert_check"] = err
                     row["rel_l2_vs_torch_f32"] = rel_l2(out, ref32)
-                t_out, eager, graph, peak = torch_row(model, x, prec, a.iters, a.warmup)
+                t_out, eager, graph, peak, graph_h2d, graph_cl = torch_row(model, x, prec, a.iters, a.warmup)
+                row["torch_graph_h2d_p50_ms"], row["torch_graph_h2d_p90_ms"] = graph_h2d
+                row["torch_graph_nhwc_p50_ms"], row["torch_graph_nhwc_p90_ms"] = graph_cl
+                row["torch_out_l2"] = float(np.linalg.norm(t_out.astype(np.float64)))
+                row["ref_out_l2"] = float(np.linalg.norm(ref32.astype(np.float64)))
                 if out is not None and prec != "f32":
                     row["rel_l2_vs_torch_same_precision"] = rel_l2(out, t_out)
                 row["torch_rel_l2_vs_f32"] = rel_l2(t_out, ref32)
@@ -272,23 +297,27 @@ def main():
         json.dump(res, f, indent=1)
     # table
     hdr = ("| model | batch | prec | edgert p50/p90 ms | torch eager p50/p90 | torch graph p50/p90 | "
-           "edgert/graph | floor ms (compute, weights) | edgert arena MiB | torch peak MiB | rel L2 vs torch f32 |")
+           "edgert/graph | torch graph+H2D p50 | torch graph NHWC p50 | floor ms (compute, weights) | "
+           "edgert arena MiB | torch peak MiB | rel L2 vs torch f32 |")
     print()
     print("device: %s, torch %s, %s, %d iters after %d warm-up" % (dev_name, torch.__version__, res["date_utc"],
                                                                  a.iters, a.warmup))
     print("ceilings: GEMM f16 %.0f TFLOP/s, f32 (no TF32) %.1f TFLOP/s, copy %.0f GB/s (read+write)" % (
         res["ceilings"]["gemm_tflops_f16"], res["ceilings"]["gemm_tflops_f32"], res["ceilings"]["copy_gbps"]))
     print(hdr)
-    print("|" + "---|" * 11)
+    print("|" + "---|" * 13)
     for r in rows:
         e = ("%.3f / %.3f" % (r["edgert_p50_ms"], r["edgert_p90_ms"])) if "edgert_p50_ms" in r else "error"
         ratio = ("%.2fx" % (r["edgert_p50_ms"] / r["torch_graph_p50_ms"])) if "edgert_p50_ms" in r else "-"
         arena = ("%.1f" % (r["edgert_arena_bytes"] / 2 ** 20)) if "edgert_arena_bytes" in r else "-"
         l2 = ("%.1e" % r["rel_l2_vs_torch_f32"]) if "rel_l2_vs_torch_f32" in r else "error"
-        print("| %s | %d | %s | %s | %.3f / %.3f | %.3f / %.3f | %s | %.3f (%.3f, %.3f) | %s | %.1f | %s |" % (
+        if r["precision"] != "f32" and r["torch_out_l2"] == 0:
+            l2 += " (output underflows %s: PyTorch's is all zero too)" % r["precision"]
+        print("| %s | %d | %s | %s | %.3f / %.3f | %.3f / %.3f | %s | %.3f | %.3f | %.3f (%.3f, %.3f) | %s | %.1f | %s |" % (
             r["model"], r["batch"], r["precision"], e, r["torch_eager_p50_ms"], r["torch_eager_p90_ms"],
-            r["torch_graph_p50_ms"], r["torch_graph_p90_ms"], ratio, r["floor_ms"], r["floor_compute_ms"],
-            r["floor_memory_ms"], arena, r["torch_peak_bytes"] / 2 ** 20, l2))
+            r["torch_graph_p50_ms"], r["torch_graph_p90_ms"], ratio, r["torch_graph_h2d_p50_ms"],
+            r["torch_graph_nhwc_p50_ms"], r["floor_ms"], r["floor_compute_ms"], r["floor_memory_ms"], arena,
+            r["torch_peak_bytes"] / 2 ** 20, l2))
     for r in rows:
         for k in ("edgert_error", "edgert_bench_error"):
             if k in r:

@@ -5,8 +5,14 @@
  *
  * INPUT.f32 holds input 0 as raw little-endian f32 (exactly its size at
  * BATCH); OUTPUT.f32 receives output 0 as raw f32. Prints the arena bytes
- * and the number of scheduled nodes. Exit status 0 on success. */
+ * and the counts of fused / unfused / direct convolutions. With a 6th argument
+ * "profile" it runs once more between cudaProfilerStart and cudaProfilerStop
+ * (for `ncu --profile-from-start off`: the kernels of one replayed run).
+ * Exit status 0 on success. */
 #include "edgert.h"
+#ifdef ERT_BENCH_HAVE_CUDA
+#include <cuda_profiler_api.h>
+#endif
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +35,7 @@ static int fail(ert_context *ctx, const char *what, ert_status st) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 6) {
+    if (argc != 6 && argc != 7) {
         fprintf(stderr, "usage: gpu_check MODEL INPUT.f32 OUTPUT.f32 BATCH f32|f16|bf16\n");
         return 2;
     }
@@ -72,6 +78,17 @@ int main(int argc, char **argv) {
         (st = ert_session_get_output(s, 0, buf, out_n * sizeof(float))) != ERT_OK) {
         fail(ctx, "run", st);
         goto out;
+    }
+    if (argc == 7) {
+#ifdef ERT_BENCH_HAVE_CUDA
+        cudaProfilerStart();
+        st = ert_session_run(s);
+        cudaProfilerStop();
+        if (st != ERT_OK) {
+            fail(ctx, "profiled run", st);
+            goto out;
+        }
+#endif
     }
     f = fopen(argv[3], "wb");
     if (!f || fwrite(buf, sizeof(float), out_n, f) != out_n) {

@@ -31,9 +31,14 @@
  * kept off TF32 (FMA math in cuDNN, COMPUTE_32F under the default math mode
  * in cuBLAS), so results match the CPU reference closely; f16/bf16 use the
  * tensor cores with f32 accumulation. Convolutions: cudnnFind picks the
- * algorithm once per shape at create (cached); conv + bias (+ residual) +
- * ReLU/ReLU6/identity run as one cudnnConvolutionBiasActivationForward where
- * cuDNN accepts it (tried once at create), else conv + one epilogue kernel.
+ * algorithm once per shape at create (cached; f16/bf16 prefer tensor-core
+ * algorithms). f32: conv + bias (+ residual) + ReLU/identity run as one
+ * cudnnConvolutionBiasActivationForward where cuDNN accepts it (tried once at
+ * create). f16/bf16: conv + one epilogue kernel (cuDNN's legacy fused call
+ * runs on its slow FMA kernel there), and the filter is rewritten at create
+ * as (K, R, S, C) when cuDNN measures that faster (it saves a filter
+ * transpose per call). Activations stay NCHW: cuDNN's tensor-core kernels
+ * transpose x and y around each conv (TODO(#4): NHWC activations).
  */
 #include "cuda_internal.h"
 
@@ -54,7 +59,8 @@ typedef struct algo_entry {
     int key[20];
     int algo;
     size_t ws;
-    bool ok; /* false: no usable algorithm, use the direct kernel */
+    float ms; /* cudnnFind's time of the pick */
+    bool ok;  /* false: no usable algorithm, use the direct kernel */
 } algo_entry;
 
 typedef struct cuda_ctx {
@@ -80,6 +86,8 @@ typedef struct cuda_ctx {
     bool graph_off; /* capture failed once: run eagerly */
     algo_entry *algos; /* conv algorithm cache (create time only) */
     int n_algos, cap_algos;
+    void **krsc; /* f16/bf16 filters already rewritten in place as (K, R, S, C) */
+    int n_krsc, cap_krsc;
 } cuda_ctx;
 
 /* Per-node state (bind_node). */
@@ -87,6 +95,7 @@ typedef struct conv_state {
     bool use_dnn;
 #ifdef ERT_HAVE_CUDNN
     bool fused; /* one cudnnConvolutionBiasActivationForward does bias, residual and activation */
+    bool w_krsc; /* the filter is stored (K, R, S, C) (cuDNN "NHWC" filter format) */
     cudnnTensorDescriptor_t xd, yd, bd;
     cudnnFilterDescriptor_t wd;
     cudnnConvolutionDescriptor_t cd;
@@ -126,6 +135,7 @@ static void cuda_release(void *bctx) {
     free(c->in);
     free(c->out);
     free(c->algos);
+    free(c->krsc);
     free(c);
 }
 
@@ -399,18 +409,27 @@ static ert_status find_algo(cuda_ctx *c, const conv_state *s, const int *key, bo
         ds = cudnnGetConvolutionForwardAlgorithm_v7(c->dnn, s->xd, s->wd, s->cd, s->yd,
                                                     CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf);
     if (ds != CUDNN_STATUS_SUCCESS) return dnn_err(c, ds, "cudnnFindConvolutionForwardAlgorithm");
-    /* the fastest usable one, or one needing less workspace within 5% of its time */
-    float best = -1;
-    for (int i = 0; i < got; i++) {
-        if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > CONV_WS_MAX ||
-            (f32 && (perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
-                     perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)))
-            continue;
-        if (best < 0) best = perf[i].time;
-        if (!e->ok || (perf[i].time <= best * 1.05f && perf[i].memory < e->ws)) {
-            e->ok = true;
-            e->algo = (int)perf[i].algo;
-            e->ws = perf[i].memory;
+    /* The fastest usable one, or one needing less workspace within 5% of its
+     * time. f16/bf16: tensor-core algorithms first; cudnnFind times each
+     * call alone, where the FMA kernel (implicit_convolve_sgemm) can look as
+     * fast as the tensor-core path's several launches, yet inside a CUDA
+     * graph it is several times slower (measured, H200). Grouped convs keep
+     * it: their direct kernel is behind the same algorithm number. */
+    for (int pass = f32 ? 1 : 0; pass < 2 && !e->ok; pass++) {
+        float best = -1;
+        for (int i = 0; i < got; i++) {
+            bool tc = perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
+                      perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+            if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > CONV_WS_MAX || (f32 && tc) ||
+                (pass == 0 && (!tc || (key[14] == 1 && perf[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM))))
+                continue;
+            if (best < 0) best = perf[i].time;
+            if (!e->ok || (perf[i].time <= best * 1.05f && perf[i].memory < e->ws)) {
+                e->ok = true;
+                e->algo = (int)perf[i].algo;
+                e->ws = perf[i].memory;
+                e->ms = perf[i].time;
+            }
         }
     }
     c->n_algos++;
@@ -458,9 +477,43 @@ static ert_status conv_describe(cuda_ctx *c, const ert_kargs *a, size_t ws_limit
                    ph, pw, sh, sw, dh, dw, (int)p->group, (int)x->dtype, 0, 0, 0, 0};
     const algo_entry *e = NULL;
     ert_status st = find_algo(c, s, key, f32, &e);
-    if (st != ERT_OK || !e->ok || e->ws > ws_limit) {
+    if (st != ERT_OK) {
         conv_state_free(s);
         return st;
+    }
+#ifndef ERT_CUDA_NO_KRSC_FILTERS
+    /* f16/bf16: the tensor-core kernels want the filter as (K, R, S, C); given
+     * (K, C, R, S) cuDNN transposes it on every call. Measure the filter
+     * stored that way too and keep the faster (bind_node rewrites it). */
+    if (!f32 && p->group == 1) {
+        cudnnFilterDescriptor_t wd2 = NULL;
+        const algo_entry *e2 = NULL;
+        if (cudnnCreateFilterDescriptor(&wd2) == CUDNN_STATUS_SUCCESS &&
+            cudnnSetFilter4dDescriptor(wd2, dt, CUDNN_TENSOR_NHWC, (int)w->dims[0], (int)w->dims[1], kh, kw) ==
+                CUDNN_STATUS_SUCCESS) {
+            cudnnFilterDescriptor_t keep = s->wd;
+            s->wd = wd2;
+            key[16] = 1;
+            st = find_algo(c, s, key, f32, &e2);
+            s->wd = keep;
+            if (st == ERT_OK && e2->ok && e2->ws <= ws_limit && (!e->ok || e->ws > ws_limit || e2->ms < e->ms)) {
+                cudnnDestroyFilterDescriptor(s->wd);
+                s->wd = wd2;
+                wd2 = NULL;
+                s->w_krsc = true;
+                e = e2;
+            }
+        }
+        if (wd2) cudnnDestroyFilterDescriptor(wd2);
+        if (st != ERT_OK) {
+            conv_state_free(s);
+            return st;
+        }
+    }
+#endif
+    if (!e->ok || e->ws > ws_limit) {
+        conv_state_free(s);
+        return ERT_OK;
     }
     s->use_dnn = true;
     s->algo = (cudnnConvolutionFwdAlgo_t)e->algo;
@@ -469,14 +522,59 @@ static ert_status conv_describe(cuda_ctx *c, const ert_kargs *a, size_t ws_limit
     return ERT_OK;
 }
 
+/* Rewrite an f16/bf16 filter (K, C, R, S) in place as (K, R, S, C), once per
+ * buffer (two convs may share a filter). Create time only; a filter shared
+ * with an op other than Conv would see the new order (no model we know does
+ * that; TODO(#4): check it when the backend sees the whole graph). */
+static bool krsc_done(const cuda_ctx *c, const void *w) {
+    for (int i = 0; i < c->n_krsc; i++)
+        if (c->krsc[i] == w) return true;
+    return false;
+}
+
+static ert_status filter_to_krsc(cuda_ctx *c, const ert_tview *w, int kh, int kw) {
+    if (krsc_done(c, w->data)) return ERT_OK;
+    if (c->n_krsc == c->cap_krsc) {
+        int cap = c->cap_krsc ? 2 * c->cap_krsc : 32;
+        void **n = realloc(c->krsc, (size_t)cap * sizeof *n);
+        if (!n) return ert_set_error(c->ctx, ERT_E_NOMEM, "out of memory");
+        c->krsc = n;
+        c->cap_krsc = cap;
+    }
+    int64_t K = w->dims[0], C = w->dims[1], R = kh, S = kw;
+    size_t es = ert_dtype_size(w->dtype), bytes = (size_t)w->n_elems * es;
+    ert_cuda_map m;
+    memset(&m, 0, sizeof m);
+    m.ndim = 4;
+    m.dims[0] = K, m.dims[1] = R, m.dims[2] = S, m.dims[3] = C;
+    m.s[0][0] = C * R * S, m.s[0][1] = S, m.s[0][2] = 1, m.s[0][3] = R * S;
+    m.s[1][0] = R * S * C, m.s[1][1] = S * C, m.s[1][2] = C, m.s[1][3] = 1;
+    void *tmp = NULL;
+    cudaError_t e = cudaMalloc(&tmp, bytes);
+    if (e == cudaSuccess) e = ert_cuda_strided_copy_launch(w->data, 0, tmp, 0, es, &m, w->n_elems, c->stream);
+    if (e == cudaSuccess) e = cudaMemcpyAsync(w->data, tmp, bytes, cudaMemcpyDefault, c->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+    if (tmp) cudaFree(tmp);
+    if (e != cudaSuccess) return cuda_err(c, e, "filter to (K, R, S, C)");
+    c->krsc[c->n_krsc++] = w->data;
+    return ERT_OK;
+}
+
 /* Try the fused call (conv + bias + residual + ReLU/ReLU6/identity in one
  * cuDNN call) once at create, on the real buffers; keep it if cuDNN runs it,
  * else the conv is followed by the epilogue kernel. Identity is only offered
  * by cuDNN for IMPLICIT_PRECOMP_GEMM. */
 static void conv_try_fuse(cuda_ctx *c, const ert_kargs *a, conv_state *s) {
+#ifdef ERT_CUDA_NO_FUSED_CONV /* build-time switch for measurements: conv + epilogue kernel always */
+    return;
+#endif
     const ert_conv_params *p = &a->params->conv;
     cudnnActivationMode_t mode;
     double coef = 0;
+    /* f16/bf16: cuDNN runs the legacy fused call on its FMA kernel
+     * (implicit_convolve_sgemm), 5-10x slower than the tensor-core conv plus
+     * our epilogue (measured, H200, cuDNN 9): f32 only. */
+    if (a->in[0].dtype != ERT_DTYPE_F32) return;
     if (!p->has_bias || a->n_in < 3 || !a->in[2].data) return;
     if (p->act.kind == ERT_ACT_RELU) mode = CUDNN_ACTIVATION_RELU;
     else if (p->act.kind == ERT_ACT_CLIP && p->act.alpha == 0.0f && p->act.beta > 0.0f && p->act.beta < 1e30f) {
@@ -546,10 +644,21 @@ static ert_status cuda_bind_node(void *bctx, ert_kargs *a) {
         conv_state *s = NULL;
         ert_status st = conv_describe(c, a, a->workspace ? a->workspace_bytes : 0, &s);
         if (st != ERT_OK) return st;
-        if (s) conv_try_fuse(c, a, s);
         a->state = s;
-        if (s) ert_log(c->ctx, ERT_LOG_DEBUG, "conv '%s' (%s): cuDNN algo %d, workspace %zu, %s", a->name ? a->name : "?",
-                       ert_dtype_name(a->in[0].dtype), (int)s->algo, s->ws_bytes, s->fused ? "fused" : "unfused");
+        if (s && s->w_krsc) {
+            const ert_conv_params *p = &a->params->conv;
+            int two = p->nsp == 2;
+            st = filter_to_krsc(c, &a->in[1], two ? (int)a->in[1].dims[2] : 1, (int)a->in[1].dims[2 + two]);
+            if (st != ERT_OK) return st;
+        } else if (krsc_done(c, a->in[1].data)) {
+            return ert_set_error(c->ctx, ERT_E_UNSUPPORTED,
+                                 "node '%s': its filter is shared with a conv that stores it as (K, R, S, C)",
+                                 a->name ? a->name : "?");
+        }
+        if (s) conv_try_fuse(c, a, s);
+        if (s) ert_log(c->ctx, ERT_LOG_DEBUG, "conv '%s' (%s): cuDNN algo %d%s, workspace %zu, %s", a->name ? a->name : "?",
+                       ert_dtype_name(a->in[0].dtype), (int)s->algo, s->w_krsc ? " (KRSC filter)" : "", s->ws_bytes,
+                       s->fused ? "fused" : "unfused");
         else ert_log(c->ctx, ERT_LOG_DEBUG, "conv '%s': direct kernel", a->name ? a->name : "?");
     }
 #endif
@@ -594,19 +703,10 @@ static ert_status run_conv(cuda_ctx *c, const ert_kargs *a) {
                                                    s->algo, a->workspace, s->ws_bytes, &zero, s->yd, y->data);
         if (ds != CUDNN_STATUS_SUCCESS) return dnn_err(c, ds, "cudnnConvolutionForward");
         /* bias (per channel), residual (like y), activation: one pass */
-        ert_cuda_map m;
-        memset(&m, 0, sizeof m);
         int64_t sp = 1;
         for (int i = 2; i < y->ndim; i++) sp *= y->dims[i];
-        m.ndim = 3;
-        m.dims[0] = y->dims[0];
-        m.dims[1] = y->dims[1];
-        m.dims[2] = sp;
-        m.s[0][1] = 1; /* bias[c] */
-        m.s[1][0] = y->dims[1] * sp;
-        m.s[1][1] = sp;
-        m.s[1][2] = 1;
-        e = ert_cuda_epilogue_launch(y->dtype, y->data, bias, 1.0f, res, &m, y->n_elems, &p->act, c->stream);
+        e = ert_cuda_conv_epilogue_launch(y->dtype, y->data, bias, res, y->dims[0], y->dims[1], sp, &p->act,
+                                          c->stream);
         return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "conv epilogue");
     }
 #endif

@@ -47,6 +47,10 @@ cudaError_t ert_cuda_where_launch(ert_dtype dt, const uint8_t *cond, const void 
  * may be NULL. Used after cuDNN/cuBLAS for bias, residual, Gemm's C. */
 cudaError_t ert_cuda_epilogue_launch(ert_dtype dt, void *y, const void *add0, float scale0, const void *add1,
                                      const ert_cuda_map *m, int64_t n, const ert_act_params *act, cudaStream_t st);
+/* The conv epilogue in place, y (N, C, HW): y = act(y + bias[c] + res);
+ * bias (C) and res (like y) may be NULL. Faster than the general one. */
+cudaError_t ert_cuda_conv_epilogue_launch(ert_dtype dt, void *y, const void *bias, const void *res, int64_t N,
+                                          int64_t C, int64_t HW, const ert_act_params *act, cudaStream_t st);
 /* out[map1] = in[in_off + map0] for every index of m->dims; esize 1, 2, 4 or 8
  * bytes. Transpose, Slice, Expand, Concat and Split are all this. */
 cudaError_t ert_cuda_strided_copy_launch(const void *in, int64_t in_off, void *out, int64_t out_off, size_t esize,

@@ -135,6 +135,33 @@ static __global__ void epilogue_kernel(T *__restrict__ y, const T *__restrict__ 
     }
 }
 
+/* The conv epilogue, y (N, C, HW) in place: y = act(y + bias[c] + res). V
+ * elements per thread (V = 2 when HW is even: both in one channel, one 2V-byte
+ * access for f16/bf16), 32-bit indices when they fit. */
+template <typename T, int V>
+struct alignas(V * sizeof(T)) vec_t {
+    T v[V];
+};
+
+template <typename T, int V, typename I>
+static __global__ void conv_epi_kernel(T *__restrict__ y, const T *__restrict__ bias, const T *__restrict__ res, I C,
+                                       I HW, I nv, int kind, float alpha, float beta) {
+    for (I j = blockIdx.x * (I)blockDim.x + threadIdx.x; j < nv; j += (I)gridDim.x * blockDim.x) {
+        I c = (j * V / HW) % C;
+        vec_t<T, V> a = ((vec_t<T, V> *)y)[j];
+        float b = bias ? ert_ld(bias[c]) : 0.0f;
+        vec_t<T, V> r;
+        if (res) r = ((const vec_t<T, V> *)res)[j];
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            float v = ert_ld(a.v[k]) + b;
+            if (res) v += ert_ld(r.v[k]);
+            ert_put(&a.v[k], act1(v, kind, alpha, beta));
+        }
+        ((vec_t<T, V> *)y)[j] = a;
+    }
+}
+
 template <typename T>
 static __global__ void strided_copy_kernel(const T *__restrict__ in, T *__restrict__ out, ert_cuda_map m, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
@@ -243,6 +270,27 @@ cudaError_t ert_cuda_epilogue_launch(ert_dtype dt, void *y, const void *add0, fl
     ERT_CUDA_FLOAT_SWITCH(dt, T,
         epilogue_kernel<T><<<grid_for(n), kThreads, 0, st>>>((T *)y, (const T *)add0, scale0, (const T *)add1, *m, n,
                                                             (int)act->kind, act->alpha, act->beta))
+    return cudaGetLastError();
+}
+
+cudaError_t ert_cuda_conv_epilogue_launch(ert_dtype dt, void *y, const void *bias, const void *res, int64_t N,
+                                          int64_t C, int64_t HW, const ert_act_params *act, cudaStream_t st) {
+    int64_t n = N * C * HW;
+    if (n <= 0 || (!bias && !res && act->kind == ERT_ACT_NONE)) return cudaSuccess;
+    bool two = HW % 2 == 0, small = n < INT32_MAX;
+    int64_t nv = two ? n / 2 : n;
+    unsigned g = grid_for(nv);
+    int k = (int)act->kind;
+    float al = act->alpha, be = act->beta;
+#define ERT_EPI(T, V, I)                                                                                               \
+    conv_epi_kernel<T, V, I><<<g, kThreads, 0, st>>>((T *)y, (const T *)bias, (const T *)res, (I)C, (I)HW, (I)nv, k,   \
+                                                     al, be)
+    ERT_CUDA_FLOAT_SWITCH(dt, T,
+        if (two && small) ERT_EPI(T, 2, int32_t);
+        else if (two) ERT_EPI(T, 2, int64_t);
+        else if (small) ERT_EPI(T, 1, int32_t);
+        else ERT_EPI(T, 1, int64_t))
+#undef ERT_EPI
     return cudaGetLastError();
 }
 
