@@ -499,6 +499,19 @@ static void test_conv(void) {
     run_conv_case("conv 1-D", (conv_case){.nsp = 1, .N = 3, .C = 4, .M = 6, .group = 2, .in = {19, 1}, .k = {5, 1},
                                          .s = {2, 1}, .d = {1, 1}, .pb = {2, 0}, .pe = {2, 0}, .bias = true},
                   ERT_PLACEMENT_AUTO);
+    { /* two convs sharing one filter (the f16/bf16 path rewrites a filter once, in place) */
+        int64_t xd[4] = {2, 16, 9, 9}, wd[4] = {16, 16, 3, 3};
+        float *w = rnd(nel(4, wd), -0.3f, 0.3f);
+        bstart();
+        int32_t x = binput("x", 4, xd), wi = bweight(4, wd, w), h, r, y;
+        BT(ert_builder_conv2d(B, x, wi, -1, 1, 1, 1, 1, &h));
+        BT(ert_builder_unary(B, "Relu", h, &r));
+        BT(ert_builder_conv2d(B, r, wi, -1, 1, 1, 1, 1, &y));
+        ert_model *m = bfinish(y);
+        check_model("two convs, one filter", m, NULL, NULL, -1, 1, 1e-4, ERT_PLACEMENT_AUTO);
+        ert_model_free(m);
+        free(w);
+    }
     for (int pl = ERT_PLACEMENT_DEVICE; pl <= ERT_PLACEMENT_MAPPED; pl++)
         run_conv_case("conv placement", (conv_case){.nsp = 2, .N = 1, .C = 3, .M = 8, .group = 1, .in = {15, 15},
                                                    .k = {3, 3}, .s = {1, 1}, .d = {1, 1}, .pb = {1, 1},
