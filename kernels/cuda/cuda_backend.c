@@ -31,8 +31,8 @@
  * kept off TF32 (FMA math in cuDNN, COMPUTE_32F under the default math mode
  * in cuBLAS), so results match the CPU reference closely; f16/bf16 use the
  * tensor cores with f32 accumulation. Convolutions: cudnnFind picks the
- * algorithm once per shape at create (cached; f16/bf16 prefer tensor-core
- * algorithms). f32: conv + bias (+ residual) + ReLU/identity run as one
+ * algorithm once per shape at create (cached; f16/bf16 without groups take
+ * IMPLICIT_PRECOMP_GEMM, the tensor-core path, when it runs). f32: conv + bias (+ residual) + ReLU/identity run as one
  * cudnnConvolutionBiasActivationForward where cuDNN accepts it (tried once at
  * create). f16/bf16: conv + one epilogue kernel (cuDNN's legacy fused call
  * runs on its slow FMA kernel there), and the filter is rewritten at create
@@ -410,18 +410,19 @@ static ert_status find_algo(cuda_ctx *c, const conv_state *s, const int *key, bo
                                                     CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf);
     if (ds != CUDNN_STATUS_SUCCESS) return dnn_err(c, ds, "cudnnFindConvolutionForwardAlgorithm");
     /* The fastest usable one, or one needing less workspace within 5% of its
-     * time. f16/bf16: tensor-core algorithms first; cudnnFind times each
-     * call alone, where the FMA kernel (implicit_convolve_sgemm) can look as
-     * fast as the tensor-core path's several launches, yet inside a CUDA
-     * graph it is several times slower (measured, H200). Grouped convs keep
-     * it: their direct kernel is behind the same algorithm number. */
-    for (int pass = f32 ? 1 : 0; pass < 2 && !e->ok; pass++) {
+     * time. f16/bf16 without groups: IMPLICIT_PRECOMP_GEMM (cuDNN's
+     * tensor-core path) when it runs. cudnnFind times each call alone and
+     * noisily: run to run it picked FMA algorithms (implicit_convolve_sgemm,
+     * non-fused Winograd with an f32 GEMM) that are 2-5x slower inside the
+     * graph (ncu, H200: ResNet-18 b1 f16 0.70 vs 0.38 ms for the same build);
+     * perf.mathType does not tell them apart (it echoes the descriptor's). */
+    for (int pass = f32 || key[14] != 1 ? 1 : 0; pass < 2 && !e->ok; pass++) {
         float best = -1;
         for (int i = 0; i < got; i++) {
             bool tc = perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
                       perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
             if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > CONV_WS_MAX || (f32 && tc) ||
-                (pass == 0 && (!tc || (key[14] == 1 && perf[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM))))
+                (pass == 0 && perf[i].algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM))
                 continue;
             if (best < 0) best = perf[i].time;
             if (!e->ok || (perf[i].time <= best * 1.05f && perf[i].memory < e->ws)) {
