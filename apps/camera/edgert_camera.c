@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 enum { ST_CAPTURE, ST_DECODE, ST_PRE, ST_INFER, ST_POST, ST_ENCODE, N_STAGES };
 static const char *stage_names[N_STAGES] = {"capture", "decode", "preprocess", "infer", "postprocess", "encode"};
@@ -37,6 +38,7 @@ typedef struct opts {
     const char *model, *source, *labels, *out_dir, *mjpeg_out, *serve, *json_path, *frames_jsonl;
     const char *v4l2_format;
     ert_device device;
+    double fps_limit;
     int threads, fp16, max_frames, json, decode_only, quiet, serve_wait_ms, topk, quality;
     int in_w, in_h;
     task_kind task;
@@ -69,6 +71,7 @@ typedef struct pipe_state {
     uint64_t corrupt, captured, timeouts;
     cam_source *src;
     int max_frames;
+    double fps_limit; /* pace capture to this rate (file replay at camera rate); 0: as fast as possible */
 } pipe_state;
 
 static void *producer(void *arg) {
@@ -87,7 +90,15 @@ static void *producer(void *arg) {
     }
     int tail = 0, consecutive_timeouts = 0;
     uint64_t n_in = 0;
+    double t_begin = cli_now();
     while (!g_stop && (p->max_frames <= 0 || n_in < (uint64_t)p->max_frames)) {
+        if (p->fps_limit > 0) {
+            double wait = t_begin + (double)n_in / p->fps_limit - cli_now();
+            if (wait > 0) {
+                struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
+                nanosleep(&ts, NULL);
+            }
+        }
         double t0 = cli_now();
         cam_frame f;
         cam_status st = cam_source_next(p->src, &f);
@@ -194,6 +205,7 @@ static void usage(FILE *f) {
           "  --serve-wait MS    wait up to MS for a viewer before starting\n"
           "  --quality Q        JPEG quality of the outputs (default 85)\n"
           "  --max-frames N     stop after N captured frames\n"
+          "  --fps-limit F      replay a file source at F frames/s (like a camera)\n"
           "  --decode-only      capture + decode only (measures the decode bound)\n"
           "  --frames-jsonl F   one JSON line per processed frame (results)\n"
           "  --json             JSON summary on stdout (human summary goes to stderr)\n"
@@ -230,6 +242,7 @@ static int parse_args(int argc, char **argv, opts *o) {
         else if (ARG("--v4l2-format")) o->v4l2_format = v;
         else if (ARG("--threads")) o->threads = atoi(v);
         else if (ARG("--max-frames")) o->max_frames = atoi(v);
+        else if (ARG("--fps-limit")) o->fps_limit = atof(v);
         else if (ARG("--topk")) o->topk = atoi(v);
         else if (ARG("--quality")) o->quality = atoi(v);
         else if (ARG("--score")) o->score_thr = (float)atof(v);
@@ -417,6 +430,7 @@ int main(int argc, char **argv) {
 
     ps.src = src;
     ps.max_frames = o.max_frames;
+    ps.fps_limit = o.fps_limit;
     pthread_t th;
     if (pthread_create(&th, NULL, producer, &ps) != 0) goto done;
     thread_started = 1;
