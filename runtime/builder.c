@@ -146,12 +146,38 @@ ert_status ert_builder_output(ert_builder *b, int32_t id, const char *name) {
     return ert_model_add_graph_output(b->m, id);
 }
 
+/* Give graph outputs a dtype and shape, so the model can be described without
+ * a session: infer at batch 1 and 2; dims that differ are dynamic (-1). A graph
+ * that cannot be inferred yet (e.g. other dynamic dims) keeps UNDEFINED
+ * outputs; the failure surfaces, with its message, at session create. */
+static void infer_outputs(ert_model *m) {
+    char saved[ERT_ERRMSG_SIZE];
+    memcpy(saved, m->ctx->err, sizeof saved);
+    ert_log_fn log = m->ctx->log;
+    m->ctx->log = NULL; /* a failed attempt here is not an error of the caller */
+    ert_tensor_info *a = calloc((size_t)m->n_outputs, sizeof *a), *c = calloc((size_t)m->n_outputs, sizeof *c);
+    if (a && c && ert_session_output_shapes(m, 1, a) == ERT_OK && ert_session_output_shapes(m, 2, c) == ERT_OK) {
+        for (int i = 0; i < m->n_outputs; i++) {
+            ert_tensor *t = &m->tensors[m->outputs[i]];
+            if (t->role == ERT_ROLE_INPUT || t->role == ERT_ROLE_WEIGHT) continue;
+            t->dtype = a[i].dtype;
+            t->ndim = a[i].ndim;
+            for (int k = 0; k < a[i].ndim; k++) t->dims[k] = a[i].dims[k] == c[i].dims[k] ? a[i].dims[k] : -1;
+        }
+    }
+    free(a);
+    free(c);
+    m->ctx->log = log;
+    memcpy(m->ctx->err, saved, sizeof saved);
+}
+
 ert_status ert_builder_finish(ert_builder *b, ert_model **out) {
     ert_status st = check_ready(b);
     if (st) return st;
     if (!out) return ert_set_error(b->ctx, ERT_E_ARG, "ert_builder_finish: NULL out");
     if (b->m->n_outputs == 0) return ert_set_error(b->ctx, ERT_E_FORMAT, "graph has no outputs (ert_builder_output)");
     if ((st = ert_model_validate(b->m))) return st;
+    infer_outputs(b->m);
     *out = b->m;
     b->m = NULL;
     return ERT_OK;

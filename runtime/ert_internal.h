@@ -376,6 +376,8 @@ ert_status ert_prepare_range(ert_prep *p);
 /* Session introspection for tests (runtime/session.c). */
 bool ert_session_plan_check(const ert_session *s, char *why, size_t cap);
 int ert_session_n_scheduled(const ert_session *s);
+/* Output dtypes/shapes of m at `batch` (plan only, nothing allocated past return). */
+ert_status ert_session_output_shapes(const ert_model *m, int batch, ert_tensor_info *out);
 ert_op ert_session_scheduled_op(const ert_session *s, int k);
 
 /* ------------------------------------------------------------------ kernels */

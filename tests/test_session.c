@@ -207,6 +207,10 @@ int main(void) {
     CHECK_OK(ert_context_create(NULL, &ctx), NULL);
     ert_model *m = build_relu_add();
     if (m) {
+        ert_tensor_info mi;
+        CHECK_OK(ert_model_output_info(m, 1, &mi), ctx);
+        CHECK(mi.dtype == ERT_DTYPE_F32 && mi.ndim == 3 && mi.dims[0] == -1 && mi.dims[1] == 5 && mi.dims[2] == 7,
+              "builder infers output z as f32 (-1,5,7): %s ndim %d", ert_dtype_name(mi.dtype), mi.ndim);
         run_relu_add(&r, m, 1);
         run_relu_add(&r, m, 3);
         arena_cases(m);
