@@ -123,6 +123,7 @@ static void *producer(void *arg) {
         while (p->count == 2 && !g_stop) pthread_cond_wait(&p->cv, &p->mu);
         pthread_mutex_unlock(&p->mu);
         if (g_stop) break;
+        double t_dec = cli_now(); /* decode time starts once a slot is free */
         slot *s = &p->slots[tail]; /* free: the consumer is done with it */
         int w = f.width, h = f.height, ok = 1;
         if (f.kind == CAM_FRAME_JPEG) ok = ert_jpeg_info(jpg, f.data, f.bytes, &w, &h, NULL) == ERT_OK;
@@ -150,7 +151,7 @@ static void *producer(void *arg) {
         s->h = h;
         s->seq = f.seq;
         s->t[0] = t1 - t0;
-        s->t[1] = cli_now() - t1;
+        s->t[1] = cli_now() - t_dec;
         snprintf(s->name, sizeof s->name, "%s", f.name ? f.name : "");
         pthread_mutex_lock(&p->mu);
         p->count++;
