@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -594,6 +595,9 @@ int main(int argc, char **argv) {
                "\"seconds\":%.4f,\"fps\":%.3f,",
                (unsigned long long)processed, (unsigned long long)ps.captured, (unsigned long long)ps.corrupt,
                (unsigned long long)ps.timeouts, (unsigned long long)cam_source_skipped_bytes(src), secs, fps);
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        printf("\"max_rss_kb\":%ld,", ru.ru_maxrss);
         printf("\"http_frames_sent\":%llu,\"error\":", (unsigned long long)(http ? cam_http_frames_sent(http) : 0));
         cli_json_str(stdout, ps.failed ? ps.err : "");
         printf(",\"stages_ms\":{");
