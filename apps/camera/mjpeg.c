@@ -50,6 +50,19 @@ int cam_mjpeg_split(const uint8_t *b, size_t n, int eof, size_t *start, size_t *
         if (p + 2 > n) goto need;
         size_t len = (size_t)b[p] << 8 | b[p + 1];
         if (len < 2) goto broken;
+        /* A table or frame header never holds an SOI; if it seems to, the
+         * length came from a cut-off frame and would skip over the next
+         * frame's start: end this frame there. (APPn/COM may hold a whole
+         * thumbnail JPEG.) */
+        if (!(m >= 0xE0 && m <= 0xEF) && m != 0xFE) {
+            size_t lim = p + len < n ? p + len : n;
+            size_t q = find_soi(b, p, lim + 2 < n ? lim + 2 : n);
+            if (q < lim) {
+                *start = s;
+                *end = q;
+                return 1;
+            }
+        }
         if (p + len > n) goto need;
         p += len;
         if (m != 0xDA) continue;
