@@ -262,6 +262,15 @@ static void test_http(const char *model) {
             CHECK(ok_hdr && len > 0 && buf[start + len] == '\r' && buf[start + len + 1] == '\n', "part %d framing", parts);
             decoded += ert_jpeg_decode(j, buf + start, len, ERT_PIXEL_RGB, px, sizeof px, 0, NULL, NULL) == ERT_OK;
             parts++;
+            if (parts == 2) { /* a second viewer meanwhile: told to come back later */
+                int fd2 = connect_to(port);
+                static char b2[4096];
+                const char g2[] = "GET /stream HTTP/1.0\r\n\r\n";
+                if (fd2 >= 0) send(fd2, g2, sizeof g2 - 1, MSG_NOSIGNAL);
+                size_t n2 = fd2 >= 0 ? read_until(fd2, b2, sizeof b2, 0, "later", 0) : 0;
+                CHECK(n2 > 0 && strstr(b2, "503") != NULL, "second viewer: %.80s", b2);
+                if (fd2 >= 0) close(fd2);
+            }
             memmove(buf, buf + start + len + 2, have - start - len - 2);
             have -= start + len + 2;
         }

@@ -420,8 +420,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "edgert-camera: %s\n", err);
             goto done;
         }
-        fprintf(stderr, "edgert-camera: serving on http://%s:%d/\n",
-                strchr(o.serve, ':') && o.serve[0] != ':' ? "(see --serve)" : "127.0.0.1", cam_http_port(http));
+        fprintf(stderr, "edgert-camera: serving on http://%s:%d/\n", cam_http_host(http), cam_http_port(http));
         if (o.serve_wait_ms > 0 && !cam_http_wait_client(http, o.serve_wait_ms))
             fprintf(stderr, "edgert-camera: no viewer after %d ms; going on\n", o.serve_wait_ms);
     }

@@ -20,6 +20,8 @@
 
 struct cam_http {
     int lfd, port;
+    char host[64];
+    uint64_t refused;
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -53,6 +55,25 @@ static void abs_deadline(struct timespec *ts, int ms) {
     if (ts->tv_nsec >= 1000000000L) { ts->tv_sec++; ts->tv_nsec -= 1000000000L; }
 }
 
+/* One client at a time: anyone else who connects meanwhile gets a short
+ * 503 instead of hanging in the backlog. */
+static void refuse_waiting(cam_http *h) {
+    struct pollfd p = {h->lfd, POLLIN, 0};
+    while (poll(&p, 1, 0) > 0) {
+        int fd = accept(h->lfd, NULL, NULL);
+        if (fd < 0) return;
+        struct timeval tv = {0, 200000};
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        const char busy[] = "HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 32\r\n"
+                            "Connection: close\r\n\r\none viewer at a time: try later\n";
+        send_all(fd, busy, sizeof busy - 1);
+        close(fd);
+        pthread_mutex_lock(&h->mu);
+        h->refused++;
+        pthread_mutex_unlock(&h->mu);
+    }
+}
+
 static void serve_stream(cam_http *h, int fd) {
     const char hdr[] = "HTTP/1.0 200 OK\r\nCache-Control: no-cache\r\nConnection: close\r\n"
                        "Content-Type: multipart/x-mixed-replace; boundary=ertframe\r\n\r\n";
@@ -68,6 +89,9 @@ static void serve_stream(cam_http *h, int fd) {
             struct timespec ts;
             abs_deadline(&ts, 200);
             pthread_cond_timedwait(&h->cv, &h->mu, &ts);
+            pthread_mutex_unlock(&h->mu);
+            refuse_waiting(h);
+            pthread_mutex_lock(&h->mu);
         }
         if (h->stop) break;
         if (cap < h->frame_len) {
@@ -80,6 +104,7 @@ static void serve_stream(cam_http *h, int fd) {
         memcpy(buf, h->frame, n);
         seen = h->frame_seq;
         pthread_mutex_unlock(&h->mu);
+        refuse_waiting(h);
         char part[128];
         int pl = snprintf(part, sizeof part, "--ertframe\r\nContent-Type: image/jpeg\r\nContent-Length: %zu\r\n\r\n", n);
         int bad = send_all(fd, part, (size_t)pl) || send_all(fd, buf, n) || send_all(fd, "\r\n", 2);
@@ -171,6 +196,7 @@ int cam_http_start(const char *addr, cam_http **out, char *err, size_t errlen) {
     socklen_t sl = sizeof sa;
     getsockname(h->lfd, (struct sockaddr *)&sa, &sl);
     h->port = ntohs(sa.sin_port);
+    snprintf(h->host, sizeof h->host, "%s", host);
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->cv, NULL);
     if (pthread_create(&h->thread, NULL, server_main, h) != 0) {
@@ -184,6 +210,7 @@ int cam_http_start(const char *addr, cam_http **out, char *err, size_t errlen) {
 }
 
 int cam_http_port(const cam_http *h) { return h->port; }
+const char *cam_http_host(const cam_http *h) { return h->host; }
 
 void cam_http_publish(cam_http *h, const uint8_t *jpeg, size_t n) {
     pthread_mutex_lock(&h->mu);

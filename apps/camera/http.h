@@ -16,6 +16,7 @@ typedef struct cam_http cam_http;
  * port. Returns 0, or -1 with err filled. */
 int cam_http_start(const char *addr, cam_http **out, char *err, size_t errlen);
 int cam_http_port(const cam_http *h);
+const char *cam_http_host(const cam_http *h);
 /* Copies the JPEG; the newest frame replaces an unsent one. */
 void cam_http_publish(cam_http *h, const uint8_t *jpeg, size_t n);
 /* Waits until a client is streaming; 1 if one is, 0 after timeout_ms. */
