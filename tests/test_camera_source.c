@@ -455,7 +455,17 @@ static void test_mjpeg(ert_test_rng *r) {
 int main(void) {
     ert_test_rng r;
     ert_test_rng_init(&r, "camera_source");
-    if (!ert_jpeg_available()) return ert_test_skip("camera_source", "built without JPEG support");
+    if (!ert_jpeg_available()) {
+        /* The V4L2 part needs no decoder: the fake camera's "JPEG" is just
+         * bytes to carry (this also runs it in the aarch64 cross build,
+         * where the ioctl numbers and struct layouts differ). */
+        static const uint8_t fake[] = {0xFF, 0xD8, 0xFF, 0xE0, 0, 2, 0xFF, 0xD9};
+        memcpy(fk.jpeg, fake, sizeof fake);
+        fk.jpeg_len = sizeof fake;
+        test_v4l2();
+        printf("camera_source: MJPEG/stream/folder part skipped: built without JPEG support\n");
+        return ert_test_finish("camera_source");
+    }
     ert_context *ctx;
     ert_jpeg *j;
     if (ert_context_create(NULL, &ctx) != ERT_OK || ert_jpeg_create(ctx, &j) != ERT_OK) return 1;
