@@ -119,6 +119,10 @@ cam_status cam_v4l2_open(const char *path, const cam_source_options *o, cam_v4l2
     }
 
     v->fd = v->sys->open(v->path, O_RDWR | O_NONBLOCK);
+    if (v->fd >= FD_SETSIZE) { /* select() cannot watch it: FD_SET would write past the set */
+        st = fail(err, errlen, CAM_E_IO, "%s: fd %d >= FD_SETSIZE (too many open files)", v->path, v->fd);
+        goto out;
+    }
     if (v->fd < 0) {
         int e = errno;
         if (e == ENOENT || e == ENODEV || e == ENXIO)
