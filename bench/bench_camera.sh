@@ -49,10 +49,14 @@ for size in $sizes; do
   w=${size%x*} h=${size#*x}
   stream=$work/s_$size.mjpeg
   "$gen" --width "$w" --height "$h" --frames "$frames" "${from[@]}" "$stream" >/dev/null
-  # Decode only: the bound the pipeline can reach.
-  j=$("$cam" --decode-only --source "$stream" --json --quiet 2>/dev/null)
-  runs+=("{\"size\":\"$size\",\"mode\":\"decode_only\",\"result\":$j}")
-  row "$size" decode 1 "$j"
+  # Decode only: the bound the pipeline can reach, at full size and at the
+  # 1/2 IDCT scale the pipeline picks for a 224x224 input from these sizes
+  # (--decode-scale auto).
+  for d in 1 2; do
+    j=$("$cam" --decode-only --decode-scale $d --source "$stream" --json --quiet 2>/dev/null)
+    runs+=("{\"size\":\"$size\",\"mode\":\"decode_only\",\"decode_scale\":$d,\"result\":$j}")
+    row "$size" "decode/$d" 1 "$j"
+  done
   for t in $threads_list; do
     "$cam" --model builtin:resnet18 --source "$stream" --threads "$t" --max-frames 5 --quiet >/dev/null 2>&1 || true
     j=$("$cam" --model builtin:resnet18 --source "$stream" --threads "$t" --mjpeg-out /dev/null --json --quiet 2>/dev/null)

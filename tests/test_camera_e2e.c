@@ -112,8 +112,8 @@ static void test_pipeline(ert_test_rng *r, const char *model) {
     snprintf(dir, sizeof dir, "%s/frames", tmpdir);
     int colours[N_GOOD];
     int n_corrupt = make_stream(r, stream, colours);
-    snprintf(cmd, sizeof cmd, "%s --model %s --source %s --json --quiet --frames-jsonl %s --mjpeg-out %s --out %s > %s",
-             ERT_CAMERA_BIN, model, stream, jl, mj, dir, out);
+    snprintf(cmd, sizeof cmd, "%s --model %s --source %s --json --quiet --frames-jsonl %s --mjpeg-out %s --out %s > %s 2> %s.err",
+             ERT_CAMERA_BIN, model, stream, jl, mj, dir, out, out);
     int rc = run(cmd);
     CHECK(rc == 0, "exit %d: %s", rc, cmd);
     char *js = slurp(out, NULL);
@@ -160,7 +160,7 @@ static void test_pipeline(ert_test_rng *r, const char *model) {
     CHECK(stat(fp, &sb) == 0 && sb.st_size > 0, "%s written", fp);
     ert_jpeg_free(j);
     ert_context_free(ctx);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s' '%s' '%s'", dir, jl, mj, out);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s' '%s' '%s' '%s.err'", dir, jl, mj, out, out);
     run(cmd);
 }
 

@@ -156,6 +156,17 @@ static void test_jpeg(ert_test_rng *r) {
                 CHECK(ert_jpeg_decode(j, jpg, len, (ert_pixel_format)99, back, n, 0, NULL, NULL) == ERT_E_ARG,
                       "bad format");
                 CHECK(ert_jpeg_encode(j, px, w, h, 0, fmt, 0, jpg, cap, &len) == ERT_E_ARG, "quality 0");
+                /* Scaled decode: size rounds up, bad denominators refused,
+                 * the buffer is checked against the scaled size. */
+                CHECK_OK(ert_jpeg_encode(j, px, w, h, 0, fmt, 95, jpg, cap, &len), ctx);
+                int sw = 0, sh = 0, ew, eh;
+                ert_jpeg_scaled_size(w, h, 4, &ew, &eh);
+                CHECK(ew == 16 && eh == 12, "scaled size %dx%d", ew, eh);
+                CHECK_OK(ert_jpeg_decode_scaled(j, jpg, len, 4, ERT_PIXEL_RGB, back, (size_t)ew * eh * 3, 0, &sw, &sh), ctx);
+                CHECK(sw == ew && sh == eh, "scaled decode %dx%d", sw, sh);
+                CHECK(ert_jpeg_decode_scaled(j, jpg, len, 3, ERT_PIXEL_RGB, back, n, 0, NULL, NULL) == ERT_E_ARG, "1/3");
+                CHECK(ert_jpeg_decode_scaled(j, jpg, len, 2, ERT_PIXEL_RGB, back, (size_t)32 * 24 * 3 - 1, 0, NULL, NULL) == ERT_E_ARG,
+                      "short scaled dst");
             }
             free(px); free(back); free(jpg);
         }

@@ -85,6 +85,24 @@ int main(void) {
         }
         n_img++;
         ert_free(ref);
+        /* Scaled decodes (IDCT scaling) against djpeg -scale 1/d. */
+        for (int dn = 2; dn <= 8; dn *= 2) {
+            int sw, sh;
+            ert_jpeg_scaled_size(w, h, dn, &sw, &sh);
+            int gw = 0, gh = 0;
+            CHECK_OK(ert_jpeg_decode_scaled(j, jpg, n, dn, fmt, got, bytes, 0, &gw, &gh), ctx);
+            snprintf(cmd, sizeof cmd, "'%s' -scale 1/%d -outfile '%s' '%s'", djpeg, dn, tmp, path);
+            CHECK(system(cmd) == 0, "%s", cmd);
+            ref = NULL;
+            CHECK_OK(ert_image_read_pnm(ctx, tmp, &rw, &rh, &rc, &ref), ctx);
+            size_t diff = 0;
+            if (ref && rw == sw && rh == sh && gw == sw && gh == sh)
+                for (size_t i = 0; i < (size_t)sw * sh * c; i++) diff += got[i] != ref[i];
+            CHECK(ref && rw == sw && rh == sh && gw == sw && gh == sh && diff == 0,
+                  "%s 1/%d: %dx%d vs djpeg %dx%d, %zu bytes differ", e->d_name, dn, gw, gh, rw, rh, diff);
+            ert_free(ref);
+        }
+        printf("  %s: 1/2, 1/4, 1/8 scaled decodes identical to djpeg -scale\n", e->d_name);
         free(got);
         free(jpg);
     }

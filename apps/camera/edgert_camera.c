@@ -42,6 +42,7 @@ typedef struct opts {
     double fps_limit;
     int threads, fp16, max_frames, json, decode_only, quiet, serve_wait_ms, topk, quality;
     int in_w, in_h;
+    int decode_scale; /* 0 auto */
     task_kind task;
     int fit; /* -1: by task */
     float mean[3], std[3], scale;
@@ -61,6 +62,7 @@ typedef struct slot {
     uint64_t seq;
     double t[2]; /* capture, decode (s) */
     char name[64];
+    int full_w, full_h; /* the frame before a scaled decode */
 } slot;
 
 typedef struct pipe_state {
@@ -72,8 +74,23 @@ typedef struct pipe_state {
     uint64_t corrupt, captured, timeouts;
     cam_source *src;
     int max_frames;
+    int decode_scale;  /* 1/2/4/8, or 0: auto from the network input (in_w, in_h, fit) */
+    int in_w, in_h, fit;
     double fps_limit; /* pace capture to this rate (file replay at camera rate); 0: as fast as possible */
 } pipe_state;
+
+/* The IDCT scale for a JPEG frame: the largest 1/d (d = 8, 4, 2) that keeps
+ * at least as many pixels as the network samples from the frame, so the
+ * resize after it still only shrinks. */
+static int pick_denom(const pipe_state *p, int w, int h) {
+    if (p->decode_scale > 0) return p->decode_scale;
+    if (p->in_w <= 0 || p->in_h <= 0) return 1;
+    double rx = (double)w / p->in_w, ry = (double)h / p->in_h;
+    double shrink = p->fit == CAM_FIT_LETTERBOX ? (rx > ry ? rx : ry) : (rx < ry ? rx : ry);
+    for (int d = 8; d > 1; d /= 2)
+        if (shrink >= d) return d;
+    return 1;
+}
 
 static void *producer(void *arg) {
     pipe_state *p = arg;
@@ -127,8 +144,14 @@ static void *producer(void *arg) {
         double t_dec = cli_now(); /* decode time starts once a slot is free */
         slot *s = &p->slots[tail]; /* free: the consumer is done with it */
         int w = f.width, h = f.height, ok = 1;
-        if (f.kind == CAM_FRAME_JPEG) ok = ert_jpeg_info(jpg, f.data, f.bytes, &w, &h, NULL) == ERT_OK;
-        else ok = f.bytes > 0 && w > 0 && h > 0;
+        int full_w = w, full_h = h, denom = 1;
+        if (f.kind == CAM_FRAME_JPEG) {
+            ok = ert_jpeg_info(jpg, f.data, f.bytes, &full_w, &full_h, NULL) == ERT_OK;
+            denom = ok ? pick_denom(p, full_w, full_h) : 1;
+            ert_jpeg_scaled_size(full_w, full_h, denom, &w, &h);
+        } else {
+            ok = f.bytes > 0 && w > 0 && h > 0;
+        }
         size_t need = ok ? (size_t)w * h * 3 : 0;
         if (ok && s->cap < need) {
             uint8_t *nb = realloc(s->rgb, need);
@@ -136,7 +159,7 @@ static void *producer(void *arg) {
             else { s->rgb = nb; s->cap = need; }
         }
         if (ok && f.kind == CAM_FRAME_JPEG)
-            ok = ert_jpeg_decode(jpg, f.data, f.bytes, ERT_PIXEL_RGB, s->rgb, s->cap, 0, NULL, NULL) == ERT_OK;
+            ok = ert_jpeg_decode_scaled(jpg, f.data, f.bytes, denom, ERT_PIXEL_RGB, s->rgb, s->cap, 0, NULL, NULL) == ERT_OK;
         else if (ok && f.kind == CAM_FRAME_YUYV)
             cam_yuyv_to_rgb(f.data, w, h, f.stride, s->rgb);
         else if (ok)
@@ -149,6 +172,8 @@ static void *producer(void *arg) {
             continue;
         }
         s->w = w;
+        s->full_w = full_w;
+        s->full_h = full_h;
         s->h = h;
         s->seq = f.seq;
         s->t[0] = t1 - t0;
@@ -209,6 +234,8 @@ static void usage(FILE *f) {
           "  --max-frames N     stop after N captured frames\n"
           "  --fps-limit F      replay a file source at F frames/s (like a camera)\n"
           "  --decode-only      capture + decode only (measures the decode bound)\n"
+          "  --decode-scale S   JPEG decode at 1/S size (1, 2, 4, 8) or auto (default: the largest that still\n"
+          "                     covers the network input; outputs are then annotated at that size)\n"
           "  --frames-jsonl F   one JSON line per processed frame (results)\n"
           "  --json             JSON summary on stdout (human summary goes to stderr)\n"
           "  --quiet            no per-second status lines\n",
@@ -245,6 +272,10 @@ static int parse_args(int argc, char **argv, opts *o) {
         else if (ARG("--threads")) o->threads = atoi(v);
         else if (ARG("--max-frames")) o->max_frames = atoi(v);
         else if (ARG("--fps-limit")) o->fps_limit = atof(v);
+        else if (ARG("--decode-scale")) {
+            if (strcmp(v, "auto") == 0) o->decode_scale = 0;
+            else if ((o->decode_scale = atoi(v)) != 1 && o->decode_scale != 2 && o->decode_scale != 4 && o->decode_scale != 8) return -1;
+        }
         else if (ARG("--topk")) o->topk = atoi(v);
         else if (ARG("--quality")) o->quality = atoi(v);
         else if (ARG("--score")) o->score_thr = (float)atof(v);
@@ -431,6 +462,10 @@ int main(int argc, char **argv) {
 
     ps.src = src;
     ps.max_frames = o.max_frames;
+    ps.decode_scale = o.decode_scale;
+    ps.in_w = in_w;
+    ps.in_h = in_h;
+    ps.fit = pre.fit;
     ps.fps_limit = o.fps_limit;
     pthread_t th;
     if (pthread_create(&th, NULL, producer, &ps) != 0) goto done;
@@ -483,12 +518,14 @@ int main(int argc, char **argv) {
         if (fjl) {
             fprintf(fjl, "{\"seq\":%llu,\"name\":", (unsigned long long)s->seq);
             cli_json_str(fjl, s->name);
-            fprintf(fjl, ",\"width\":%d,\"height\":%d,\"top\":[", s->w, s->h);
+            fprintf(fjl, ",\"width\":%d,\"height\":%d,\"decoded\":[%d,%d],\"top\":[", s->full_w, s->full_h, s->w, s->h);
             for (int i = 0; i < n_top; i++) fprintf(fjl, "%s[%d,%.6f]", i ? "," : "", top_idx[i], top_p[i]);
             fprintf(fjl, "],\"boxes\":[");
+            /* Boxes in full-frame pixels (the decode may have been scaled). */
+            float sx = (float)s->full_w / (float)s->w, sy = (float)s->full_h / (float)s->h;
             for (int i = 0; i < n_boxes; i++)
-                fprintf(fjl, "%s[%.1f,%.1f,%.1f,%.1f,%.4f,%d]", i ? "," : "", boxes[i].x0, boxes[i].y0, boxes[i].x1,
-                        boxes[i].y1, boxes[i].score, boxes[i].cls);
+                fprintf(fjl, "%s[%.1f,%.1f,%.1f,%.1f,%.4f,%d]", i ? "," : "", boxes[i].x0 * sx, boxes[i].y0 * sy,
+                        boxes[i].x1 * sx, boxes[i].y1 * sy, boxes[i].score, boxes[i].cls);
             fprintf(fjl, "]}\n");
         }
         if (want_encode) {

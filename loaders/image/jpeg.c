@@ -123,12 +123,23 @@ ert_status ert_jpeg_info(ert_jpeg *j, const void *data, size_t size,
 ert_status ert_jpeg_decode(ert_jpeg *j, const void *data, size_t size,
                            ert_pixel_format fmt, void *dst, size_t dst_bytes,
                            size_t dst_stride, int *width, int *height) {
+    return ert_jpeg_decode_scaled(j, data, size, 1, fmt, dst, dst_bytes, dst_stride, width, height);
+}
+
+ert_status ert_jpeg_decode_scaled(ert_jpeg *j, const void *data, size_t size, int denom,
+                                  ert_pixel_format fmt, void *dst, size_t dst_bytes,
+                                  size_t dst_stride, int *width, int *height) {
     if (!j) return ERT_E_ARG;
     int pf = tj_format(fmt);
     if (pf < 0 || !dst) return ert_set_error(j->ctx, ERT_E_ARG, "jpeg_decode: bad format or NULL dst");
+    if (denom != 1 && denom != 2 && denom != 4 && denom != 8)
+        return ert_set_error(j->ctx, ERT_E_ARG, "jpeg_decode: scale 1/%d: use 1, 2, 4 or 8", denom);
     int w, h, ss, cs;
     ert_status st = jpeg_header(j, data, size, &w, &h, &ss, &cs);
     if (st != ERT_OK) return st;
+    /* TurboJPEG picks the IDCT scaling factor from the size asked for;
+     * 1/2, 1/4 and 1/8 are always among its factors. */
+    ert_jpeg_scaled_size(w, h, denom, &w, &h);
     size_t row = (size_t)w * (size_t)ert_pixel_channels(fmt);
     size_t stride = dst_stride ? dst_stride : row;
     if (stride < row || stride > INT_MAX)
@@ -143,6 +154,12 @@ ert_status ert_jpeg_decode(ert_jpeg *j, const void *data, size_t size,
     if (width) *width = w;
     if (height) *height = h;
     return ERT_OK;
+}
+
+void ert_jpeg_scaled_size(int width, int height, int denom, int *sw, int *sh) {
+    if (denom < 1) denom = 1;
+    if (sw) *sw = (int)(((int64_t)width + denom - 1) / denom);
+    if (sh) *sh = (int)(((int64_t)height + denom - 1) / denom);
 }
 
 size_t ert_jpeg_encode_bound(int width, int height) {
@@ -213,6 +230,17 @@ ert_status ert_jpeg_decode(ert_jpeg *j, const void *data, size_t size, ert_pixel
     (void)j; (void)data; (void)size; (void)fmt; (void)dst; (void)dst_bytes; (void)dst_stride;
     (void)width; (void)height;
     return ERT_E_ARG;
+}
+ert_status ert_jpeg_decode_scaled(ert_jpeg *j, const void *data, size_t size, int denom, ert_pixel_format fmt,
+                                  void *dst, size_t dst_bytes, size_t dst_stride, int *width, int *height) {
+    (void)j; (void)data; (void)size; (void)denom; (void)fmt; (void)dst; (void)dst_bytes; (void)dst_stride;
+    (void)width; (void)height;
+    return ERT_E_ARG;
+}
+void ert_jpeg_scaled_size(int width, int height, int denom, int *sw, int *sh) {
+    if (denom < 1) denom = 1;
+    if (sw) *sw = (int)(((int64_t)width + denom - 1) / denom);
+    if (sh) *sh = (int)(((int64_t)height + denom - 1) / denom);
 }
 size_t ert_jpeg_encode_bound(int width, int height) { (void)width; (void)height; return 0; }
 ert_status ert_jpeg_encode(ert_jpeg *j, const void *src, int width, int height, size_t src_stride,
