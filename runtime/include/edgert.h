@@ -399,7 +399,8 @@ ert_status ert_jpeg_create(ert_context *ctx, ert_jpeg **out);
 void ert_jpeg_free(ert_jpeg *j);
 
 /* Width, height and colour channels in the file (1 grey, 3 colour) from the
- * headers. Errors: ERT_E_ARG, ERT_E_FORMAT. */
+ * headers. Errors: ERT_E_ARG, ERT_E_FORMAT (also for images over 2^28 pixels,
+ * refused before any decoding). */
 ert_status ert_jpeg_info(ert_jpeg *j, const void *data, size_t size,
                          int *width, int *height, int *channels);
 
@@ -414,8 +415,8 @@ ert_status ert_jpeg_decode(ert_jpeg *j, const void *data, size_t size,
                            size_t dst_stride, int *width, int *height);
 
 /* Decode at 1/denom of the full size (denom 1, 2, 4 or 8), scaled inside the
- * IDCT: much faster than a full decode plus a resize when the network input
- * is far smaller than the camera frame. The image is ceil(w/denom) x
+ * IDCT: cheaper than a full decode plus a resize when the network input is
+ * far smaller than the camera frame (the entropy decoding stays). The image is ceil(w/denom) x
  * ceil(h/denom) (ert_jpeg_scaled_size); otherwise as ert_jpeg_decode, which
  * is denom 1. Errors: ERT_E_ARG (also for other denominators), ERT_E_FORMAT. */
 ert_status ert_jpeg_decode_scaled(ert_jpeg *j, const void *data, size_t size, int denom,
@@ -432,7 +433,8 @@ size_t ert_jpeg_encode_bound(int width, int height);
  * (4:2:0 chroma for colour input, greyscale JPEG for ERT_PIXEL_GRAY) into the
  * caller's buffer `out` of out_cap bytes; *out_bytes gets the JPEG's length.
  * out_cap >= ert_jpeg_encode_bound(width, height) always suffices; a smaller
- * buffer gives ERT_E_ARG. Errors: ERT_E_ARG, ERT_E_FORMAT (libjpeg error). */
+ * one is refused with ERT_E_ARG unless it holds TurboJPEG's own bound for the
+ * chroma subsampling used. Errors: ERT_E_ARG, ERT_E_FORMAT (libjpeg error). */
 ert_status ert_jpeg_encode(ert_jpeg *j, const void *src, int width, int height,
                            size_t src_stride, ert_pixel_format fmt, int quality,
                            void *out, size_t out_cap, size_t *out_bytes);
