@@ -9,6 +9,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void test_yuyv(ert_test_rng *r) {
     int w = 7, h = 5;
@@ -187,6 +188,22 @@ static void test_db(ert_test_rng *r) {
     free(p); free(work);
 }
 
+static void test_labels(void) {
+    char path[] = "/tmp/ert_labels_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    const char text[] = "tench\r\ngoldfish\n\ngreat white shark"; /* CRLF, an empty line, no final newline */
+    CHECK(write(fd, text, sizeof text - 1) == (ssize_t)(sizeof text - 1), "write");
+    close(fd);
+    char **l = NULL;
+    int n = cam_labels_load(path, &l);
+    CHECK(n == 4 && strcmp(l[0], "tench") == 0 && strcmp(l[1], "goldfish") == 0 && l[2][0] == 0 &&
+              strcmp(l[3], "great white shark") == 0, "labels: %d", n);
+    cam_labels_free(l, n);
+    unlink(path);
+    CHECK(cam_labels_load("/nonexistent/labels.txt", &l) == 0, "missing labels file");
+}
+
 int main(void) {
     ert_test_rng r;
     ert_test_rng_init(&r, "camera_proc");
@@ -195,5 +212,6 @@ int main(void) {
     test_topk(&r);
     test_nms_yolo();
     test_db(&r);
+    test_labels();
     return ert_test_finish("camera_proc");
 }
