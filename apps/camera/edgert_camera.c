@@ -342,7 +342,6 @@ int main(int argc, char **argv) {
     int n_labels = 0, rc = 1;
     uint8_t *jpg_out = NULL;
     size_t jpg_cap = 0;
-    float *logits_copy = NULL;
     int *work = NULL;
     cam_box *boxes = NULL;
     const int max_boxes = 512;
@@ -411,9 +410,8 @@ int main(int argc, char **argv) {
             work = malloc(2 * (size_t)out_rows * out_cols * sizeof *work);
             if (!work) goto done;
         }
-        logits_copy = malloc((size_t)out_n * sizeof *logits_copy);
         boxes = malloc(max_boxes * sizeof *boxes);
-        if (!logits_copy || !boxes) goto done;
+        if (!boxes) goto done;
     }
     if (o.labels && (n_labels = cam_labels_load(o.labels, &labels)) == 0) {
         fprintf(stderr, "edgert-camera: %s: cannot read labels\n", o.labels);
@@ -659,7 +657,6 @@ done:
     cam_source_close(src);
     cam_labels_free(labels, n_labels);
     free(jpg_out);
-    free(logits_copy);
     free(work);
     free(boxes);
     ert_jpeg_free(enc);
