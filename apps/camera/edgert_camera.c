@@ -329,7 +329,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "edgert-camera: this build has no JPEG support (configure with libturbojpeg0-dev installed)\n");
         return 1;
     }
-    if (o.fp16) fprintf(stderr, "edgert-camera: warning: --fp16: the runtime has no fp16 session option yet; running fp32\n");
+    if (o.fp16 && o.device == ERT_DEVICE_CPU)
+        fprintf(stderr, "edgert-camera: note: --fp16 applies to CUDA sessions; the CPU computes in f32\n");
 
     ert_context *ctx = NULL;
     ert_model *model = NULL;
@@ -382,7 +383,8 @@ int main(int argc, char **argv) {
         int64_t dn[4] = {1, 3, hh, ww}, dh[4] = {1, hh, ww, 3};
         memcpy(shape.dims, in_nhwc ? dh : dn, sizeof dn);
         ert_session_options so = {.device = o.device, .n_threads = o.threads, .batch = 1,
-                                  .input_shapes = &shape, .n_input_shapes = 1};
+                                  .input_shapes = &shape, .n_input_shapes = 1,
+                                  .precision = o.fp16 ? ERT_DTYPE_F16 : ERT_DTYPE_F32};
         if (ert_session_create(model, &so, &sess) != ERT_OK) {
             fprintf(stderr, "edgert-camera: session: %s\n", ert_last_error(ctx));
             goto done;
@@ -622,8 +624,8 @@ int main(int argc, char **argv) {
         cli_json_str(stdout, o.source);
         printf(",\"model\":");
         cli_json_str(stdout, o.decode_only ? "" : o.model);
-        printf(",\"device\":\"%s\",\"threads\":%d,\"decode_only\":%s,\"input\":[%d,%d],",
-               o.device == ERT_DEVICE_CUDA ? "cuda" : o.device == ERT_DEVICE_AUTO ? "auto" : "cpu", o.threads,
+        printf(",\"device\":\"%s\",\"fp16\":%s,\"threads\":%d,\"decode_only\":%s,\"input\":[%d,%d],",
+               o.device == ERT_DEVICE_CUDA ? "cuda" : o.device == ERT_DEVICE_AUTO ? "auto" : "cpu", o.fp16 ? "true" : "false", o.threads,
                o.decode_only ? "true" : "false", in_w, in_h);
         printf("\"frames\":%llu,\"captured\":%llu,\"corrupt\":%llu,\"timeouts\":%llu,\"skipped_bytes\":%llu,"
                "\"seconds\":%.4f,\"fps\":%.3f,",
