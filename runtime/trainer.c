@@ -425,9 +425,9 @@ static ert_status add_loss(ert_trainer *t) {
         if (y->ndim != 2)
             return ert_set_error(t->ctx, ERT_E_SHAPE, "cross-entropy needs logits (N, C); output '%s' has rank %d",
                                  y->name, y->ndim);
-        if (lo->class_weights && lo->n_class_weights != y->dims[1])
+        if (t->class_weights && t->n_class_weights != y->dims[1])
             return ert_set_error(t->ctx, ERT_E_ARG, "%d class weights given, the output has %lld classes",
-                                 lo->n_class_weights, (long long)y->dims[1]);
+                                 t->n_class_weights, (long long)y->dims[1]);
         int64_t n = y->dims[0];
         tg = ert_tr_add_tensor(t, "target", ERT_DTYPE_I64, 1, &n);
     } else {
@@ -441,7 +441,8 @@ static ert_status add_loss(ert_trainer *t) {
     snprintf(nm, sizeof nm, "%s.grad", yc.name);
     int32_t dl = ert_tr_add_tensor(t, nm, ERT_DTYPE_F32, yc.ndim, yc.dims);
     int32_t cw = -1;
-    if (lo->kind == ERT_LOSS_CROSS_ENTROPY && lo->class_weights) {
+    bool has_cw = t->class_weights != NULL;
+    if (lo->kind == ERT_LOSS_CROSS_ENTROPY && has_cw) {
         int64_t c = yc.dims[1];
         cw = ert_tr_add_tensor(t, "class_weights", ERT_DTYPE_F32, 1, &c);
         if (cw >= 0) {
@@ -451,7 +452,7 @@ static ert_status add_loss(ert_trainer *t) {
             t->class_weights = NULL;
         }
     }
-    if (tg < 0 || ls < 0 || dl < 0 || (lo->class_weights && cw < 0)) return ert_tr_oom(t);
+    if (tg < 0 || ls < 0 || dl < 0 || (has_cw && cw < 0)) return ert_tr_oom(t);
     t->t[tg].mem = t->t[ls].mem = TM_IO;
     tnode *n = ert_tr_add_node(t, ERT_OP_LOSS, "loss", cw >= 0 ? 3 : 2, 2, PH_FWD);
     if (!n) return ert_tr_oom(t);
@@ -751,12 +752,17 @@ static ert_status build(const ert_model *m, const ert_trainer_options *opts, boo
     t->o.loss.class_weights = NULL;
     t->rng_t = -1;
     t->n_threads = o->session.n_threads > 0 ? o->session.n_threads : 1;
-    if (o->loss.class_weights && o->loss.n_class_weights > 0) {
+    if (o->loss.class_weights) {
+        if (o->loss.n_class_weights < 1) {
+            st = ert_set_error(ctx, ERT_E_ARG, "class_weights given with n_class_weights %d", o->loss.n_class_weights);
+            goto fail;
+        }
         t->class_weights = malloc((size_t)o->loss.n_class_weights * sizeof(float));
         if (!t->class_weights) {
             st = ert_tr_oom(t);
             goto fail;
         }
+        t->n_class_weights = o->loss.n_class_weights;
         memcpy(t->class_weights, o->loss.class_weights, (size_t)o->loss.n_class_weights * sizeof(float));
         for (int i = 0; i < o->loss.n_class_weights; i++)
             if (!(o->loss.class_weights[i] >= 0)) {

@@ -60,7 +60,8 @@ struct ert_trainer {
     ert_context *ctx;
     const ert_model *model;
     ert_trainer_options o;
-    float *class_weights;
+    float *class_weights;   /* copy of the option's, until it becomes a tensor */
+    int n_class_weights;
     ttensor *t;
     int nt, cap_t;
     tnode *n;
