@@ -281,8 +281,11 @@ ert_status ert_prepare_conv_transpose(ert_prep *p) {
                 return ert_prep_error(p, ERT_E_SHAPE, "output_shape[%d]=%lld is not reachable", i,
                                       (long long)want);
             int64_t total = full - want; /* may be negative: output grows past the last tap (zeros + bias) */
-            if (sa.auto_pad == PAD_SAME_UPPER) sa.pb[i] = total / 2, sa.pe[i] = total - total / 2;
-            else sa.pb[i] = total - total / 2, sa.pe[i] = total / 2;
+            /* ONNX's formula divides with floor (Python //), not C's truncation: a
+             * negative total must grow the end, not shift the start */
+            int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
+            if (sa.auto_pad == PAD_SAME_UPPER) sa.pb[i] = half, sa.pe[i] = total - half;
+            else sa.pb[i] = total - half, sa.pe[i] = half;
             od[2 + i] = want;
         } else {
             if (sa.auto_pad == PAD_VALID) sa.pb[i] = sa.pe[i] = 0;

@@ -391,7 +391,12 @@ static ert_status infer(ert_session *s) {
     for (int i = 0; i < m->n_outputs; i++) {
         int32_t ti = map[m->outputs[i]];
         s->out_t[i] = ti;
-        if (!is_float16ish(s->t[ti].orig_dtype) || s->t[ti].dtype != ERT_DTYPE_F32) continue;
+        /* The model's declared dtype wins: a node fed by inputs already
+         * widened to f32 infers f32 although the model promises f16. */
+        ert_dtype want = m->tensors[m->outputs[i]].dtype;
+        if (!is_float16ish(want)) want = s->t[ti].orig_dtype;
+        if (!is_float16ish(want) || s->t[ti].dtype != ERT_DTYPE_F32) continue;
+        s->t[ti].orig_dtype = want;
         int32_t c = add_tensor(s, s->t[ti].name);
         snode *n = c >= 0 ? add_node(s, ERT_OP_CAST, NULL, s->t[ti].name, 1, 1) : NULL;
         if (!n) {
@@ -989,6 +994,26 @@ static ert_status build(const ert_model *m, const ert_session_options *opts, boo
     }
     if (!(o->flags & ERT_SESSION_NO_FUSE) && (st = fuse(s))) goto fail;
     remove_dead(s);
+    /* One backend runs every node: refuse a graph it cannot run (AUTO falls
+     * back to the CPU instead). */
+    for (int i = 0; i < s->nn && s->be->supports; i++) {
+        const snode *n = &s->n[i];
+        ert_dtype dt = n->n_in > 0 && n->in[0] >= 0 ? s->t[n->in[0]].dtype : ERT_DTYPE_UNDEFINED;
+        if (n->dead || s->be->supports(n->op, dt)) continue;
+        if (o->device == ERT_DEVICE_AUTO && s->be != &ert_cpu_backend) {
+            ert_log(ctx, ERT_LOG_INFO, "node '%s' (%s): no %s kernel, using the CPU", n->name, op_name(n->op), s->be->name);
+            s->be->release(s->bctx);
+            s->be = &ert_cpu_backend;
+            if ((st = s->be->init(ctx, o, &s->bctx)) != ERT_OK) {
+                s->bctx_live = false;
+                goto fail;
+            }
+            continue;
+        }
+        st = ert_set_error(ctx, ERT_E_UNSUPPORTED, "node '%s' (%s, %s): the %s backend does not implement it yet",
+                           n->name, op_name(n->op), ert_dtype_name(dt), s->be->name);
+        goto fail;
+    }
     if ((st = plan(s))) goto fail;
     if (!plan_only) {
         if (s->n_threads > 1 && (st = ert_threadpool_create(s->n_threads, &s->pool)) != ERT_OK) {
@@ -1022,13 +1047,17 @@ ert_status ert_session_create(const ert_model *m, const ert_session_options *o, 
 ert_status ert_session_run(ert_session *s) {
     if (!s) return ERT_E_ARG;
     int failed = -1;
+    s->ctx->err[0] = 0; /* a backend may leave a detail (a CUDA error string) */
     ert_status st = s->be->run(s->bctx, s->kptr, s->n_sched, &failed);
     if (st != ERT_OK) {
+        char detail[ERT_ERRMSG_SIZE];
+        snprintf(detail, sizeof detail, "%s", ert_last_error(s->ctx));
         const snode *n = failed >= 0 && failed < s->n_sched ? &s->n[s->sched[failed]] : NULL;
         return ert_set_error(s->ctx, st, "node '%s' (%s) failed on %s: %s", n ? n->name : "?", n ? op_name(n->op) : "?",
                              s->be->name,
-                             st == ERT_E_UNSUPPORTED ? "the backend does not implement it for these inputs"
-                                                     : ert_status_str(st));
+                             detail[0] ? detail
+                             : st == ERT_E_UNSUPPORTED ? "the backend does not implement it for these inputs"
+                                                       : ert_status_str(st));
     }
     return ERT_OK;
 }

@@ -271,6 +271,25 @@ typedef enum ert_device {
     ERT_DEVICE_AUTO = 2, /* CUDA when available, else CPU */
 } ert_device;
 
+/* Where a CUDA session puts its arena (ignored by the CPU backend). Append-only.
+ * - AUTO: DEVICE on a discrete GPU; UNIFIED on an integrated GPU (Jetson), so
+ *   the CPU reads and writes inputs/outputs in place, without copies.
+ * - DEVICE: arena in device memory (cudaMalloc); inputs/outputs are staged
+ *   through a pinned host mirror with asynchronous copies inside each run.
+ * - UNIFIED: arena in managed memory (cudaMallocManaged); the pointers
+ *   ert_session_input_data/output_data give are the arena itself. Where the
+ *   GPU has no concurrent managed access (Jetson), the arena is attached to
+ *   the session's stream, so the CPU may touch it only between runs.
+ * - MAPPED: arena in pinned, mapped host memory (cudaHostAlloc Mapped); the
+ *   GPU reads it over the bus on a discrete GPU (slow: for tests), in place
+ *   on an integrated one. */
+typedef enum ert_placement {
+    ERT_PLACEMENT_AUTO = 0,
+    ERT_PLACEMENT_DEVICE = 1,
+    ERT_PLACEMENT_UNIFIED = 2,
+    ERT_PLACEMENT_MAPPED = 3,
+} ert_placement;
+
 /* Fixes one dynamic input's shape at session create. */
 typedef struct ert_input_shape {
     const char *name;
@@ -291,6 +310,8 @@ typedef struct ert_session_options {
     int n_input_shapes;
     void *arena;            /* optional caller buffer, 64-byte aligned */
     size_t arena_bytes;     /* its size */
+    ert_placement placement;/* CUDA memory placement (default AUTO); a caller arena must then be
+                               memory of that kind (device, managed or mapped pinned) */
 } ert_session_options;
 
 /* Bytes of the arena by category. total_bytes = sum of the categories plus

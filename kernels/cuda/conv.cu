@@ -1,0 +1,101 @@
+/* Direct convolution, f32, NCHW, 1-D/2-D/3-D, groups, strides, dilations,
+ * pads, with the fused epilogue (bias, residual, activation) of
+ * kernels/cpu/conv.c. One thread per output element; every rank is handled
+ * as 3-D (missing leading spatial dims: size 1, kernel 1, stride 1, no pad).
+ * This is the path without cuDNN (and for 3-D convs); it is plain, not fast.
+ * The cuDNN path lives in cuda_backend.c. */
+#include "cuda_internal.h"
+
+#include <math.h>
+
+struct cgeom {
+    int64_t N, C, M, group;
+    int64_t in[3], out[3], k[3], s[3], d[3], pb[3];
+};
+
+static __device__ __forceinline__ float act1(float x, int kind, float alpha, float beta) {
+    switch (kind) {
+    case ERT_ACT_RELU: return x > 0.0f ? x : 0.0f;
+    case ERT_ACT_LEAKY_RELU: return x >= 0.0f ? x : alpha * x;
+    case ERT_ACT_CLIP: return x < alpha ? alpha : (x > beta ? beta : x);
+    case ERT_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
+    case ERT_ACT_TANH: return tanhf(x);
+    case ERT_ACT_HARD_SIGMOID: {
+        float y = alpha * x + beta;
+        return y < 0.0f ? 0.0f : (y > 1.0f ? 1.0f : y);
+    }
+    case ERT_ACT_HARD_SWISH: {
+        float y = x / 6.0f + 0.5f;
+        return x * (y < 0.0f ? 0.0f : (y > 1.0f ? 1.0f : y));
+    }
+    case ERT_ACT_SILU: return x / (1.0f + expf(-x));
+    case ERT_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    default: return x;
+    }
+}
+
+static __global__ void conv_kernel(const float *__restrict__ x, const float *__restrict__ w, const float *__restrict__ bias,
+                            const float *__restrict__ res, float *__restrict__ y, cgeom g, int64_t total, int kind,
+                            float alpha, float beta) {
+    const int64_t out_sz = g.out[0] * g.out[1] * g.out[2], in_sz = g.in[0] * g.in[1] * g.in[2];
+    const int64_t Cg = g.C / g.group, Mg = g.M / g.group, k_sz = g.k[0] * g.k[1] * g.k[2];
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = i % out_sz, m = (i / out_sz) % g.M, n = i / (out_sz * g.M);
+        int64_t ow = r % g.out[2], oh = (r / g.out[2]) % g.out[1], od = r / (g.out[2] * g.out[1]);
+        int64_t gi = m / Mg;
+        const float *xg = x + (n * g.C + gi * Cg) * in_sz;
+        const float *wm = w + m * Cg * k_sz;
+        float acc = 0.0f;
+        for (int64_t c = 0; c < Cg; c++) {
+            const float *xc = xg + c * in_sz;
+            const float *wc = wm + c * k_sz;
+            for (int64_t kd = 0; kd < g.k[0]; kd++) {
+                int64_t id = od * g.s[0] - g.pb[0] + kd * g.d[0];
+                if (id < 0 || id >= g.in[0]) continue;
+                for (int64_t kh = 0; kh < g.k[1]; kh++) {
+                    int64_t ih = oh * g.s[1] - g.pb[1] + kh * g.d[1];
+                    if (ih < 0 || ih >= g.in[1]) continue;
+                    for (int64_t kw = 0; kw < g.k[2]; kw++) {
+                        int64_t iw = ow * g.s[2] - g.pb[2] + kw * g.d[2];
+                        if (iw < 0 || iw >= g.in[2]) continue;
+                        acc += xc[(id * g.in[1] + ih) * g.in[2] + iw] * wc[(kd * g.k[1] + kh) * g.k[2] + kw];
+                    }
+                }
+            }
+        }
+        if (bias) acc += bias[m];
+        if (res) acc += res[i];
+        y[i] = act1(acc, kind, alpha, beta);
+    }
+}
+
+extern "C" cudaError_t ert_cuda_conv_direct_launch(const ert_conv_params *p, const ert_tview *x, const float *w,
+                                                   const float *bias, const float *res, const ert_tview *y,
+                                                   cudaStream_t st) {
+    if (p->nsp < 1 || p->nsp > 3 || x->ndim != p->nsp + 2 || y->ndim != x->ndim || p->group < 1 ||
+        x->dims[1] % p->group || y->dims[1] % p->group)
+        return cudaErrorInvalidValue;
+    if (y->n_elems <= 0) return cudaSuccess;
+    cgeom g;
+    g.N = x->dims[0];
+    g.C = x->dims[1];
+    g.M = y->dims[1];
+    g.group = p->group;
+    int off = 3 - p->nsp;
+    for (int i = 0; i < 3; i++) {
+        int s = i - off;
+        bool real = s >= 0;
+        g.in[i] = real ? x->dims[2 + s] : 1;
+        g.out[i] = real ? y->dims[2 + s] : 1;
+        g.k[i] = real ? p->kernel[s] : 1;
+        g.s[i] = real ? p->stride[s] : 1;
+        g.d[i] = real ? p->dilation[s] : 1;
+        g.pb[i] = real ? p->pad_begin[s] : 0;
+    }
+    int64_t blocks = (y->n_elems + 127) / 128;
+    if (blocks > (1 << 20)) blocks = 1 << 20;
+    conv_kernel<<<(unsigned)blocks, 128, 0, st>>>((const float *)x->data, w, bias, res, (float *)y->data, g,
+                                                 y->n_elems, (int)p->act.kind, p->act.alpha, p->act.beta);
+    return cudaGetLastError();
+}

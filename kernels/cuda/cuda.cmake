@@ -1,0 +1,125 @@
+# CUDA backend (included from the top-level CMakeLists.txt).
+#
+# ERT_CUDA: AUTO builds it when a CUDA compiler and cuBLAS are found, ON
+# requires them, OFF skips it. cuDNN is optional: without it convolutions use
+# edgert's own kernels (ERT_HAVE_CUDNN is defined when it is found).
+#
+# Architectures: a toolchain file (toolchains/*.cmake) may set
+# CMAKE_CUDA_ARCHITECTURES and is respected; otherwise ERT_CUDA_ARCHS (cache)
+# gives them. Never detected from the build machine's GPU (STYLE rule 27).
+#
+# Linking: ERT_CUDA_STATIC (default ON, what firmware wants) links
+# CUDA::cudart_static and, where the toolkit ships them, cublas_static
+# (+ cublasLt_static + culibos). A program linking the installed libedgert.a
+# by hand then needs: -lcudart_static -lcublas_static -lcublasLt_static
+# -lculibos -lcudnn -ldl -lrt -lpthread (or -lcudart -lcublas -lcudnn when
+# ERT_CUDA_STATIC=OFF or the static cuBLAS is absent). cuDNN 9 is always
+# linked as a shared library: it loads its engine sub-libraries at run time.
+
+if(NOT ERT_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  check_language(CUDA)
+  set(_ert_cuda_ok FALSE)
+  if(CMAKE_CUDA_COMPILER)
+    find_package(CUDAToolkit QUIET)
+    if(CUDAToolkit_FOUND AND (TARGET CUDA::cublas OR TARGET CUDA::cublas_static))
+      set(_ert_cuda_ok TRUE)
+    endif()
+  endif()
+  if(NOT _ert_cuda_ok)
+    if(ERT_CUDA STREQUAL "ON")
+      message(FATAL_ERROR "ERT_CUDA=ON but no CUDA compiler or no cuBLAS was found "
+                          "(set CMAKE_CUDA_COMPILER / CUDAToolkit_ROOT)")
+    endif()
+    message(STATUS "edgert: CUDA backend off (no CUDA compiler or cuBLAS found)")
+  endif()
+endif()
+
+if(NOT ERT_CUDA STREQUAL "OFF" AND _ert_cuda_ok)
+  set(ERT_CUDA_ARCHS "75-real;80-real;86-real;89-real;90-real;100-real;120-real;120-virtual" CACHE STRING
+      "CUDA architectures when no toolchain file sets CMAKE_CUDA_ARCHITECTURES")
+  option(ERT_CUDA_STATIC "Link the static CUDA runtime and cuBLAS" ON)
+  set(ERT_CUDNN_ROOT "" CACHE PATH "Where cuDNN is installed (optional)")
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "")
+    set(CMAKE_CUDA_ARCHITECTURES "${ERT_CUDA_ARCHS}")
+  endif()
+  enable_language(CUDA)
+  set(CMAKE_CUDA_STANDARD 17)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  set(CMAKE_CUDA_EXTENSIONS OFF)
+
+  file(GLOB ERT_CUDA_SRC CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/kernels/cuda/*.cu
+                                           ${CMAKE_CURRENT_SOURCE_DIR}/kernels/cuda/*.c)
+  target_sources(edgert PRIVATE ${ERT_CUDA_SRC})
+  target_include_directories(edgert PRIVATE kernels/cuda ${CUDAToolkit_INCLUDE_DIRS})
+  target_compile_definitions(edgert PRIVATE ERT_HAVE_CUDA)
+  # The options the top level gave edgert are gcc's C options (-Wpedantic,
+  # -O3, -ffp-contract=fast...): keep them to the C sources, nvcc rejects some.
+  get_target_property(_ert_opts edgert COMPILE_OPTIONS)
+  set(_ert_c_opts "")
+  foreach(_o IN LISTS _ert_opts)
+    list(APPEND _ert_c_opts "$<$<COMPILE_LANGUAGE:C>:${_o}>")
+  endforeach()
+  set_property(TARGET edgert PROPERTY COMPILE_OPTIONS "${_ert_c_opts}")
+  # No C++ exceptions or RTTI in library code; host-side warnings as for C.
+  set(_ert_xc -Wall,-Wextra,-Wshadow,-Wno-unused-parameter,-fno-exceptions,-fno-rtti)
+  if(ERT_WERROR)
+    set(_ert_xc "${_ert_xc},-Werror")
+  endif()
+  target_compile_options(edgert PRIVATE
+    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=${_ert_xc} --expt-relaxed-constexpr -lineinfo>)
+  # edgert was made before enable_language(CUDA): give it the architectures now.
+  set_target_properties(edgert PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}"
+                        CUDA_VISIBILITY_PRESET hidden CUDA_RUNTIME_LIBRARY None)
+
+  # Link through the toolkit's imported targets in this build; an installed
+  # libedgert.a (edgertTargets.cmake) names the library files themselves, so
+  # a consumer's find_package(edgert) needs no find_package(CUDAToolkit).
+  set(_ert_cuda_libs "")
+  set(_ert_cuda_files "")
+  if(ERT_CUDA_STATIC)
+    list(APPEND _ert_cuda_libs CUDA::cudart_static)
+    list(APPEND _ert_cuda_files ${CUDA_cudart_static_LIBRARY})
+    if(TARGET CUDA::cublas_static)
+      list(APPEND _ert_cuda_libs CUDA::cublas_static)
+      list(APPEND _ert_cuda_files ${CUDA_cublas_static_LIBRARY} ${CUDA_cublasLt_static_LIBRARY}
+                                  ${CUDA_culibos_LIBRARY})
+      set(ERT_CUDA_FULLY_STATIC TRUE)
+    else()
+      message(STATUS "edgert: no static cuBLAS in this toolkit; linking the shared libcublas")
+      list(APPEND _ert_cuda_libs CUDA::cublas)
+      list(APPEND _ert_cuda_files ${CUDA_cublas_LIBRARY} ${CUDA_cublasLt_LIBRARY})
+      set(ERT_CUDA_FULLY_STATIC FALSE)
+    endif()
+    list(APPEND _ert_cuda_files dl rt)
+  else()
+    list(APPEND _ert_cuda_libs CUDA::cudart CUDA::cublas)
+    list(APPEND _ert_cuda_files ${CUDA_cudart_LIBRARY} ${CUDA_cublas_LIBRARY} ${CUDA_cublasLt_LIBRARY})
+    set(ERT_CUDA_FULLY_STATIC FALSE)
+  endif()
+  # nvcc's registration code uses __cxa_guard_*: C consumers need libstdc++.
+  list(APPEND _ert_cuda_files stdc++)
+  foreach(_l IN LISTS _ert_cuda_libs)
+    target_link_libraries(edgert PUBLIC $<BUILD_INTERFACE:${_l}>)
+  endforeach()
+  foreach(_l IN LISTS _ert_cuda_files)
+    target_link_libraries(edgert PUBLIC $<INSTALL_INTERFACE:${_l}>)
+  endforeach()
+
+  find_path(ERT_CUDNN_INCLUDE cudnn.h
+    HINTS ${ERT_CUDNN_ROOT} ${CUDAToolkit_INCLUDE_DIRS} ENV CUDNN_ROOT PATH_SUFFIXES include)
+  find_library(ERT_CUDNN_LIB NAMES cudnn libcudnn.so.9
+    HINTS ${ERT_CUDNN_ROOT} ${CUDAToolkit_LIBRARY_DIR} ENV CUDNN_ROOT PATH_SUFFIXES lib lib64)
+  if(ERT_CUDNN_INCLUDE AND ERT_CUDNN_LIB)
+    target_include_directories(edgert PRIVATE ${ERT_CUDNN_INCLUDE})
+    target_compile_definitions(edgert PRIVATE ERT_HAVE_CUDNN)
+    target_link_libraries(edgert PUBLIC ${ERT_CUDNN_LIB})
+    # cuDNN 9 exists only as shared libraries here: no -static executables
+    # (tests/static_link.cmake can test ERT_CUDA_FULLY_STATIC to skip itself).
+    set(ERT_CUDA_FULLY_STATIC FALSE)
+    message(STATUS "edgert: CUDA backend on (archs ${CMAKE_CUDA_ARCHITECTURES}), cuDNN ${ERT_CUDNN_LIB}")
+  else()
+    message(STATUS "edgert: CUDA backend on (archs ${CMAKE_CUDA_ARCHITECTURES}), no cuDNN: own conv kernels")
+  endif()
+  set(ERT_HAVE_CUDA ON)
+endif()

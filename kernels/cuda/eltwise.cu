@@ -1,0 +1,265 @@
+/* Element-wise CUDA kernels: unary ops (activation semantics of
+ * kernels/cpu/act.c), broadcasting binary ops, Where, the Conv/Gemm epilogue
+ * and the strided copy every data-movement op reduces to.
+ * One thread per output element in a grid-stride loop; broadcasting and
+ * permutations go through ert_cuda_map (per-operand strides, 0 on broadcast
+ * dims), decoded from the flat output index. */
+#include "cuda_internal.h"
+
+#include <math.h>
+
+constexpr int kThreads = 256;
+
+static unsigned grid_for(int64_t n) {
+    int64_t b = (n + kThreads - 1) / kThreads;
+    return (unsigned)(b < 1 ? 1 : (b > (1 << 20) ? (1 << 20) : b));
+}
+
+/* Same math as ert_cpu_act1. */
+static __device__ __forceinline__ float act1(float x, int kind, float alpha, float beta) {
+    switch (kind) {
+    case ERT_ACT_RELU: return x > 0.0f ? x : 0.0f;
+    case ERT_ACT_LEAKY_RELU: return x >= 0.0f ? x : alpha * x;
+    case ERT_ACT_CLIP: return x < alpha ? alpha : (x > beta ? beta : x);
+    case ERT_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
+    case ERT_ACT_TANH: return tanhf(x);
+    case ERT_ACT_HARD_SIGMOID: {
+        float y = alpha * x + beta;
+        return y < 0.0f ? 0.0f : (y > 1.0f ? 1.0f : y);
+    }
+    case ERT_ACT_HARD_SWISH: {
+        float y = x / 6.0f + 0.5f;
+        return x * (y < 0.0f ? 0.0f : (y > 1.0f ? 1.0f : y));
+    }
+    case ERT_ACT_SILU: return x / (1.0f + expf(-x));
+    case ERT_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    default: return x;
+    }
+}
+
+/* Unary op code -> what to compute. Activation-like ops map to an ert_act
+ * (their parameters come from ert_unary_params.act); math ops to their own. */
+enum { U_ACT = 0, U_GELU_TANH, U_ERF, U_SQRT, U_EXP, U_LOG, U_NEG, U_ABS, U_RECIP, U_FLOOR, U_CEIL };
+
+static __global__ void unary_kernel(const float *__restrict__ x, float *__restrict__ y, int64_t n, int what, int kind,
+                             float alpha, float beta) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float v = x[i], r;
+        switch (what) {
+        case U_ACT: r = act1(v, kind, alpha, beta); break;
+        case U_GELU_TANH: {
+            float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+            r = 0.5f * v * (1.0f + tanhf(u));
+            break;
+        }
+        case U_ERF: r = erff(v); break;
+        case U_SQRT: r = sqrtf(v); break;
+        case U_EXP: r = expf(v); break;
+        case U_LOG: r = logf(v); break;
+        case U_NEG: r = -v; break;
+        case U_ABS: r = fabsf(v); break;
+        case U_RECIP: r = 1.0f / v; break;
+        case U_FLOOR: r = floorf(v); break;
+        default: r = ceilf(v); break;
+        }
+        y[i] = r;
+    }
+}
+
+static __device__ __forceinline__ void decode(const ert_cuda_map &m, int64_t i, int64_t *o0, int64_t *o1, int64_t *o2) {
+    int64_t a = 0, b = 0, c = 0;
+    for (int d = m.ndim - 1; d >= 0; d--) {
+        int64_t dim = m.dims[d], k = i % dim;
+        i /= dim;
+        a += k * m.s[0][d];
+        b += k * m.s[1][d];
+        c += k * m.s[2][d];
+    }
+    *o0 = a;
+    *o1 = b;
+    *o2 = c;
+}
+
+enum { B_ADD = 0, B_SUB, B_MUL, B_DIV, B_POW, B_MIN, B_MAX, B_EQ, B_LT, B_GT };
+
+static __global__ void binary_kernel(const float *__restrict__ a, const float *__restrict__ b, void *__restrict__ y,
+                              ert_cuda_map m, int64_t n, int what) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t oa, ob, unused;
+        decode(m, i, &oa, &ob, &unused);
+        float u = a[oa], v = b[ob];
+        if (what >= B_EQ) {
+            bool r = what == B_EQ ? u == v : (what == B_LT ? u < v : u > v);
+            ((uint8_t *)y)[i] = r ? 1 : 0;
+            continue;
+        }
+        float r;
+        switch (what) {
+        case B_ADD: r = u + v; break;
+        case B_SUB: r = u - v; break;
+        case B_MUL: r = u * v; break;
+        case B_DIV: r = u / v; break;
+        case B_POW: r = powf(u, v); break;
+        case B_MIN: r = (u < v || isnan(u)) ? u : v; break;
+        default: r = (u > v || isnan(u)) ? u : v; break;
+        }
+        ((float *)y)[i] = r;
+    }
+}
+
+static __global__ void where_kernel(const uint8_t *__restrict__ c, const float *__restrict__ x, const float *__restrict__ z,
+                             float *__restrict__ y, ert_cuda_map m, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t oc, ox, oz;
+        decode(m, i, &oc, &ox, &oz);
+        y[i] = c[oc] ? x[ox] : z[oz];
+    }
+}
+
+static __global__ void epilogue_kernel(float *__restrict__ y, const float *__restrict__ add0, float scale0,
+                                const float *__restrict__ add1, ert_cuda_map m, int64_t n, int kind, float alpha,
+                                float beta) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t o0, o1, unused;
+        decode(m, i, &o0, &o1, &unused);
+        float v = y[i];
+        if (add0) v += scale0 * add0[o0];
+        if (add1) v += add1[o1];
+        y[i] = act1(v, kind, alpha, beta);
+    }
+}
+
+template <typename T>
+static __global__ void strided_copy_kernel(const T *__restrict__ in, T *__restrict__ out, ert_cuda_map m, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t oi, oo, unused;
+        decode(m, i, &oi, &oo, &unused);
+        out[oo] = in[oi];
+    }
+}
+
+static bool map_ok(const ert_cuda_map *m) {
+    if (m->ndim < 0 || m->ndim > ERT_MAX_DIMS) return false;
+    for (int d = 0; d < m->ndim; d++)
+        if (m->dims[d] <= 0) return false;
+    return true;
+}
+
+extern "C" {
+
+void ert_cuda_contig_strides(int ndim, const int64_t *dims, int64_t *strides) {
+    int64_t s = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        strides[d] = s;
+        s *= dims[d];
+    }
+}
+
+void ert_cuda_bcast_strides(int out_nd, const int64_t *out_dims, int nd, const int64_t *d, int64_t *strides) {
+    int64_t own[ERT_MAX_DIMS];
+    ert_cuda_contig_strides(nd, d, own);
+    for (int k = 0; k < out_nd; k++) {
+        int j = k - (out_nd - nd);
+        strides[k] = (j < 0 || d[j] == 1 || out_dims[k] == 1) ? 0 : own[j];
+    }
+}
+
+cudaError_t ert_cuda_unary_launch(ert_op op, const ert_unary_params *p, const float *x, float *y, int64_t n,
+                                  cudaStream_t st) {
+    if (n <= 0) return cudaSuccess;
+    int what = U_ACT, kind = ERT_ACT_NONE;
+    float alpha = p->act.alpha, beta = p->act.beta;
+    switch (op) {
+    case ERT_OP_RELU: kind = ERT_ACT_RELU; break;
+    case ERT_OP_LEAKY_RELU: kind = ERT_ACT_LEAKY_RELU; break;
+    case ERT_OP_CLIP: kind = ERT_ACT_CLIP; break;
+    case ERT_OP_SIGMOID: kind = ERT_ACT_SIGMOID; break;
+    case ERT_OP_TANH: kind = ERT_ACT_TANH; break;
+    case ERT_OP_HARD_SIGMOID: kind = ERT_ACT_HARD_SIGMOID; break;
+    case ERT_OP_HARD_SWISH: kind = ERT_ACT_HARD_SWISH; break;
+    case ERT_OP_SILU: kind = ERT_ACT_SILU; break;
+    case ERT_OP_GELU: /* unary.alpha: 0 erf form, 1 tanh form (runtime/ops_eltwise.c) */
+        if (p->alpha == 1.0f) what = U_GELU_TANH;
+        else kind = ERT_ACT_GELU;
+        break;
+    case ERT_OP_ERF: what = U_ERF; break;
+    case ERT_OP_SQRT: what = U_SQRT; break;
+    case ERT_OP_EXP: what = U_EXP; break;
+    case ERT_OP_LOG: what = U_LOG; break;
+    case ERT_OP_NEG: what = U_NEG; break;
+    case ERT_OP_ABS: what = U_ABS; break;
+    case ERT_OP_RECIPROCAL: what = U_RECIP; break;
+    case ERT_OP_FLOOR: what = U_FLOOR; break;
+    case ERT_OP_CEIL: what = U_CEIL; break;
+    default: return cudaErrorInvalidValue;
+    }
+    unary_kernel<<<grid_for(n), kThreads, 0, st>>>(x, y, n, what, kind, alpha, beta);
+    return cudaGetLastError();
+}
+
+cudaError_t ert_cuda_binary_launch(ert_op op, const float *a, const float *b, void *y, const ert_cuda_map *m,
+                                   int64_t n, cudaStream_t st) {
+    if (n <= 0) return cudaSuccess;
+    if (!map_ok(m)) return cudaErrorInvalidValue;
+    int what;
+    switch (op) {
+    case ERT_OP_ADD: what = B_ADD; break;
+    case ERT_OP_SUB: what = B_SUB; break;
+    case ERT_OP_MUL: what = B_MUL; break;
+    case ERT_OP_DIV: what = B_DIV; break;
+    case ERT_OP_POW: what = B_POW; break;
+    case ERT_OP_MIN: what = B_MIN; break;
+    case ERT_OP_MAX: what = B_MAX; break;
+    case ERT_OP_EQUAL: what = B_EQ; break;
+    case ERT_OP_LESS: what = B_LT; break;
+    case ERT_OP_GREATER: what = B_GT; break;
+    default: return cudaErrorInvalidValue;
+    }
+    binary_kernel<<<grid_for(n), kThreads, 0, st>>>(a, b, y, *m, n, what);
+    return cudaGetLastError();
+}
+
+cudaError_t ert_cuda_where_launch(const uint8_t *cond, const float *x, const float *z, float *y,
+                                  const ert_cuda_map *m, int64_t n, cudaStream_t st) {
+    if (n <= 0) return cudaSuccess;
+    if (!map_ok(m)) return cudaErrorInvalidValue;
+    where_kernel<<<grid_for(n), kThreads, 0, st>>>(cond, x, z, y, *m, n);
+    return cudaGetLastError();
+}
+
+cudaError_t ert_cuda_epilogue_launch(float *y, const float *add0, float scale0, const float *add1,
+                                     const ert_cuda_map *m, int64_t n, const ert_act_params *act, cudaStream_t st) {
+    if (n <= 0 || (!add0 && !add1 && act->kind == ERT_ACT_NONE)) return cudaSuccess;
+    if (!map_ok(m)) return cudaErrorInvalidValue;
+    epilogue_kernel<<<grid_for(n), kThreads, 0, st>>>(y, add0, scale0, add1, *m, n, (int)act->kind, act->alpha,
+                                                     act->beta);
+    return cudaGetLastError();
+}
+
+cudaError_t ert_cuda_strided_copy_launch(const void *in, int64_t in_off, void *out, int64_t out_off, size_t esize,
+                                         const ert_cuda_map *m, int64_t n, cudaStream_t st) {
+    if (n <= 0) return cudaSuccess;
+    if (!map_ok(m)) return cudaErrorInvalidValue;
+    unsigned g = grid_for(n);
+    switch (esize) {
+    case 1:
+        strided_copy_kernel<uint8_t><<<g, kThreads, 0, st>>>((const uint8_t *)in + in_off, (uint8_t *)out + out_off, *m, n);
+        break;
+    case 2:
+        strided_copy_kernel<uint16_t><<<g, kThreads, 0, st>>>((const uint16_t *)in + in_off, (uint16_t *)out + out_off,
+                                                             *m, n);
+        break;
+    case 4:
+        strided_copy_kernel<uint32_t><<<g, kThreads, 0, st>>>((const uint32_t *)in + in_off, (uint32_t *)out + out_off,
+                                                             *m, n);
+        break;
+    case 8:
+        strided_copy_kernel<uint64_t><<<g, kThreads, 0, st>>>((const uint64_t *)in + in_off, (uint64_t *)out + out_off,
+                                                             *m, n);
+        break;
+    default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}
+
+} // extern "C"
