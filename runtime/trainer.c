@@ -472,7 +472,7 @@ static ert_status add_loss(ert_trainer *t) {
 static ert_status add_optim(ert_trainer *t, const int32_t *grads) {
     const ert_optim_options *op = &t->o.optim;
     int64_t two = 2;
-    t->gnorm_t = ert_tr_add_tensor(t, "grad_norm", ERT_DTYPE_F32, 1, &two);
+    t->gnorm_t = ert_tr_add_tensor(t, "ert.train.grad_norm", ERT_DTYPE_F32, 1, &two);
     tnode *gn = t->gnorm_t >= 0 ? ert_tr_add_node(t, ERT_OP_GRAD_NORM, "grad_norm", t->n_params, 1, PH_BWD) : NULL;
     if (!gn) return ert_tr_oom(t);
     t->t[t->gnorm_t].mem = TM_STATE;
@@ -488,7 +488,8 @@ static ert_status add_optim(ert_trainer *t, const int32_t *grads) {
         int n_state = op->kind == ERT_OPTIM_SGD ? (op->momentum != 0.0f ? 1 : 0) : 2;
         for (int s = 0; s < n_state; s++) {
             char nm[256];
-            snprintf(nm, sizeof nm, "%s.%s", t->t[p].name, s == 0 ? (op->kind == ERT_OPTIM_SGD ? "momentum" : "m") : "v");
+            snprintf(nm, sizeof nm, "ert.train.%s.%s", t->t[p].name,
+                     s == 0 ? (op->kind == ERT_OPTIM_SGD ? "momentum" : "m") : "v");
             ttensor c = t->t[p];
             st[s] = ert_tr_add_tensor(t, nm, ERT_DTYPE_F32, c.ndim, c.dims);
             if (st[s] < 0) return ert_tr_oom(t);
@@ -747,9 +748,7 @@ static ert_status build(const ert_model *m, const ert_trainer_options *opts, boo
     t->ctx = ctx;
     t->model = m;
     t->o = *o;
-    t->o.pattern = NULL; /* not kept past create */
-    t->o.output = NULL;
-    t->o.loss.class_weights = NULL;
+    t->o.loss.class_weights = NULL; /* copied below */
     t->rng_t = -1;
     t->n_threads = o->session.n_threads > 0 ? o->session.n_threads : 1;
     if (o->loss.class_weights) {
@@ -795,7 +794,7 @@ static ert_status build(const ert_model *m, const ert_trainer_options *opts, boo
     }
     {
         int64_t one = 1;
-        t->rng_t = ert_tr_add_tensor(t, "rng", ERT_DTYPE_I64, 1, &one); /* u64 state, stored as 8 bytes */
+        t->rng_t = ert_tr_add_tensor(t, "ert.train.rng", ERT_DTYPE_I64, 1, &one); /* u64 state, stored as 8 bytes */
         if (t->rng_t < 0) {
             st = ert_tr_oom(t);
             goto fail;
@@ -831,6 +830,8 @@ static ert_status build(const ert_model *m, const ert_trainer_options *opts, boo
         }
         if ((st = bind(t))) goto fail;
     }
+    t->o.pattern = NULL; /* the caller's strings are not kept past create */
+    t->o.output = NULL;
     *out = t;
     return ERT_OK;
 fail:
