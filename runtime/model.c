@@ -451,7 +451,13 @@ ert_status ert_model_load_file(ert_context *ctx, const char *path, ert_model **o
         close(fd);
         return ert_set_error(ctx, ERT_E_FORMAT, "'%s' is empty", path);
     }
+    /* MAP_POPULATE: the CRC check reads every page anyway; faulting them in one
+     * call is several times cheaper than one fault per 64 KiB on first touch */
+#ifdef MAP_POPULATE
+    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+#else
     void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+#endif
     close(fd);
     if (map == MAP_FAILED) return ert_set_error(ctx, ERT_E_IO, "cannot map '%s': %s", path, strerror(errno));
     ert_model *m = NULL;

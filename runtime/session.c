@@ -1022,6 +1022,15 @@ static ert_status build(const ert_model *m, const ert_session_options *opts, boo
         }
         if ((st = bind(s, o))) goto fail;
     }
+    ert_log(ctx, ERT_LOG_INFO,
+            "session on %s: %d of %d nodes scheduled; arena %zu bytes (weights %zu, io %zu, activations %zu "
+            "= lower bound %zu + %zu planner gap), %zu bytes of weights used in place",
+            s->be->name, s->n_sched, m->n_nodes, s->mem.total_bytes, s->mem.weights_bytes, s->mem.io_bytes,
+            s->mem.activations_bytes, s->mem.activations_lower_bound,
+            s->mem.activations_bytes - (s->mem.activations_lower_bound < s->mem.activations_bytes
+                                            ? s->mem.activations_lower_bound
+                                            : s->mem.activations_bytes),
+            s->mem.mapped_weights_bytes);
     *out = s;
     return ERT_OK;
 fail:

@@ -26,6 +26,7 @@
  * test, result, max_err, detail.
  */
 #include "edgert.h"
+#include "ert_internal.h" /* ert_session_plan_check: every plan is checked for overlaps */
 
 #include <dirent.h>
 #include <errno.h>
@@ -211,6 +212,11 @@ static void run_test(const char *tdir, result *r, bool verbose) {
         s = NULL;
         if ((st = ert_session_create(m, &so, &s)) != ERT_OK) {
             set_result(r, classify(st), "create: %s", ert_last_error(ctx));
+            goto done;
+        }
+        char why[256];
+        if (!ert_session_plan_check(s, why, sizeof why)) {
+            set_result(r, R_ERROR, "memory plan overlaps: %s", why);
             goto done;
         }
         for (int k = 0; k < n_in; k++) {

@@ -6,7 +6,7 @@
 set(ERT_CONFORMANCE_DIR "${CMAKE_SOURCE_DIR}/../shared/conformance" CACHE PATH
   "Directory holding onnx-node/ and onnx-pytorch-converted/ (tests skip when absent)")
 add_executable(ert_conformance ${CMAKE_CURRENT_SOURCE_DIR}/conformance.c)
-target_link_libraries(ert_conformance PRIVATE edgert m)
+target_link_libraries(ert_conformance PRIVATE edgert_internal m)
 target_compile_options(ert_conformance PRIVATE ${ERT_WARN})
 target_compile_definitions(ert_conformance PRIVATE _POSIX_C_SOURCE=200809L _DEFAULT_SOURCE)
 foreach(suite node pytorch)

@@ -20,6 +20,22 @@ int main(void) {
     /* CRC-32 check value of "123456789" is 0xCBF43926. */
     CHECK(ert_crc32(0, "123456789", 9) == 0xCBF43926u, "crc %08x", ert_crc32(0, "123456789", 9));
     CHECK(ert_crc32(ert_crc32(0, "1234", 4), "56789", 5) == 0xCBF43926u, "crc incremental");
+    /* every length and alignment against a bitwise reference */
+    {
+        static uint8_t buf[300];
+        for (size_t i = 0; i < sizeof buf; i++) buf[i] = (uint8_t)ert_test_u64(&rng);
+        int crc_bad = 0;
+        for (size_t off = 0; off < 9; off++)
+            for (size_t len = 0; off + len <= sizeof buf; len += 7) {
+                uint32_t c = 0xffffffffu;
+                for (size_t i = 0; i < len; i++) {
+                    c ^= buf[off + i];
+                    for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
+                }
+                if (ert_crc32(0, buf + off, len) != ~c) crc_bad++;
+            }
+        CHECK(crc_bad == 0, "%d crc mismatches vs bitwise reference", crc_bad);
+    }
     /* every fp16 bit pattern decodes like the double reference */
     int bad = 0;
     for (uint32_t h = 0; h < 65536; h++) {
