@@ -205,6 +205,8 @@ static ert_status select_params(ert_trainer *t) {
             int64_t ne = 0;
             ert_dims_nelems(x->ndim, x->dims, &ne);
             if (eltwise(nd->op) && ne == 1) continue;
+            if (x->dtype != ERT_DTYPE_F32 && x->dtype != ERT_DTYPE_F16 && x->dtype != ERT_DTYPE_BF16)
+                continue; /* integer data (shape pieces in a Concat): not a parameter */
             if (x->dtype != ERT_DTYPE_F32)
                 return ert_set_error(t->ctx, ERT_E_UNSUPPORTED, "weight '%s': training needs f32 parameters, it is %s",
                                      x->name, ert_dtype_name(x->dtype));
