@@ -461,8 +461,7 @@ typedef struct ert_trainer_options {
     const char *pattern;        /* ERT_TRAIN_PATTERN; a pattern matching no weight is ERT_E_NOT_FOUND */
     int last_n;                 /* ERT_TRAIN_LAST_N; >= 1 */
     ert_bn_mode bn;
-    float dropout_ratio;        /* unused: Dropout keeps its model ratio; reserved */
-    uint64_t seed;              /* Dropout RNG; 0: a fixed default */
+    uint64_t seed;              /* Dropout RNG (Dropout keeps the model's ratio); 0: a fixed default */
 } ert_trainer_options;
 
 /* Plan without creating: training arena bytes by category. activations_bytes
@@ -492,7 +491,9 @@ ert_status ert_trainer_target_info(const ert_trainer *t, ert_tensor_info *out);
 /* One training step: forward, loss, backward, gradient clipping, optimizer
  * update, step count + 1. Never allocates. *loss (may be NULL) gets the
  * batch's loss before the update. NaN/inf in the loss or gradients: the step
- * is skipped (weights untouched, step count unchanged) and ERT_E_ARG says so. */
+ * is skipped (weights and optimizer state untouched, step count unchanged;
+ * BatchNorm running statistics have already seen the batch) and ERT_E_ARG
+ * says so. A target class out of range: ERT_E_ARG, nothing updated. */
 ert_status ert_trainer_step(ert_trainer *t, float *loss);
 /* Forward and loss only, BatchNorm with running statistics, Dropout off; no
  * update. Never allocates. */
