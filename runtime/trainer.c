@@ -989,3 +989,19 @@ ert_status ert_trainer_param(ert_trainer *t, const char *name, float **value, co
     }
     return ert_set_error(t->ctx, ERT_E_NOT_FOUND, "no trainable parameter '%s'", name);
 }
+
+/* Planner invariant for tests: no two planned blocks overlap in time and
+ * space, and every tensor with storage lies inside the arena. */
+bool ert_trainer_plan_check(const ert_trainer *t, char *why, size_t cap) {
+    if (!ert_plan_check(t->blocks, t->n_blocks, why, cap)) return false;
+    for (int i = 0; i < t->nt; i++) {
+        const ttensor *x = &t->t[i];
+        if (!x->data || x->mem == TM_CONST) continue;
+        const uint8_t *p = x->data;
+        if (p < t->arena || p + x->nbytes > t->arena + t->mem.total_bytes) {
+            snprintf(why, cap, "tensor '%s' outside the arena", x->name);
+            return false;
+        }
+    }
+    return true;
+}

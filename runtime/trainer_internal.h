@@ -94,6 +94,7 @@ float ert_tr_lr_at(const ert_trainer_options *o, int64_t step);
 
 /* Tests: a trainable parameter's storage and its gradient (after a step). */
 ert_status ert_trainer_param(ert_trainer *t, const char *name, float **value, const float **grad, int64_t *n);
+bool ert_trainer_plan_check(const ert_trainer *t, char *why, size_t cap);
 
 /* autodiff.c: emit backward nodes for the forward nodes [0, fwd_end) given
  * the gradient of the loss's input (dlogits_t); on return every trainable

@@ -157,6 +157,8 @@ static void gc_check(gc *c, int32_t out, fwd_fn fwd, ert_bn_mode bn) {
             c->tgt[i] = v;
         }
     }
+    char why[256] = "";
+    CHECK(ert_trainer_plan_check(t, why, sizeof why), "%s: plan: %s", c->what, why);
     float loss = 0;
     CHECK_OK(ert_trainer_step(t, &loss), ctx);
     double *y = malloc((size_t)c->ny * sizeof(double));

@@ -5,6 +5,7 @@
  * save). */
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
+#include "trainer_internal.h" /* plan check */
 
 #include <signal.h>
 #include <stdlib.h>
@@ -263,6 +264,8 @@ static void train_cnn(void) {
     }
     ert_memory_report full;
     ert_trainer_memory(t, &full);
+    char why[256] = "";
+    CHECK(ert_trainer_plan_check(t, why, sizeof why), "CNN plan: %s", why);
     float *x;
     int64_t *y;
     const float *z;
