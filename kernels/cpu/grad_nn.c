@@ -94,6 +94,10 @@ static void pg_run(void *arg, int64_t t0, int64_t t1) {
                     int64_t o[3] = {od, oh, ow}, st[3], lo[3], hi[3], np[3];
                     for (int q = 0; q < 3; q++) {
                         st[q] = o[q] * j->s[q] - j->pb[q];
+                        if (st[q] >= 0 && st[q] + (j->k[q] - 1) * j->d[q] < j->in[q]) {
+                            lo[q] = 0, hi[q] = np[q] = j->k[q]; /* window inside: no divisions */
+                            continue;
+                        }
                         taps(st[q], j->k[q], j->d[q], j->in[q], j->pe[q], &lo[q], &hi[q], &np[q]);
                     }
                     float g = gp[(od * j->out[1] + oh) * j->out[2] + ow];
