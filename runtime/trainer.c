@@ -252,7 +252,7 @@ static ert_status select_params(ert_trainer *t) {
 }
 
 static ert_status fold_node(ert_trainer *t, tnode *n) {
-    ert_tview v[64];
+    ert_tview v[128]; /* infer() admits at most 64 inputs and 64 outputs */
     void *ws = NULL;
     ert_status st = ERT_OK;
     for (int k = 0; k < n->n_in; k++) {
