@@ -775,10 +775,63 @@ static void case_share(void) {
     gc_check(&c, y, share_ref, ERT_BN_TRAIN);
 }
 
+/* Dropout in training: y = x * mask with mask in {0, 1/(1-p)} drawn from the
+ * trainer's seeded stream; dL/dx = dL/dy * mask. Finite differences do not
+ * apply (the mask changes every step), so the check is exact algebra on the
+ * step's own output, plus the mask statistics and eval being the identity. */
+static void case_dropout(void) {
+    ert_builder *b;
+    CHECK_OK(ert_builder_create(ctx, &b), ctx);
+    enum { N = 4000 };
+    int64_t d[1] = {N};
+    float *w = malloc(N * sizeof *w), ratio = 0.3f;
+    for (int i = 0; i < N; i++) w[i] = (float)ert_test_uniform(&rng, 0.5, 1.5);
+    int32_t x, r, y;
+    CHECK_OK(ert_builder_weight(b, "x", ERT_DTYPE_F32, 1, d, w, &x), ctx);
+    CHECK_OK(ert_builder_weight(b, "ratio", ERT_DTYPE_F32, 0, NULL, &ratio, &r), ctx);
+    int32_t in[2] = {x, r};
+    CHECK_OK(ert_builder_node(b, "Dropout", "drop", in, 2, NULL, 0, &y, 1), ctx);
+    CHECK_OK(ert_builder_output(b, y, "y"), ctx);
+    ert_model *m = NULL;
+    CHECK_OK(ert_builder_finish(b, &m), ctx);
+    ert_builder_free(b);
+    ert_trainer_options to = {0};
+    to.loss.kind = ERT_LOSS_MSE;
+    to.seed = ert_test_u64(&rng) | 1;
+    ert_trainer *t = NULL;
+    if (m) CHECK_OK(ert_trainer_create(m, &to, &t), ctx);
+    if (t) {
+        float *tg;
+        const float *out, *g = NULL;
+        ert_trainer_target_data(t, (void **)&tg);
+        ert_trainer_output_data(t, (const void **)&out);
+        for (int i = 0; i < N; i++) tg[i] = (float)ert_test_uniform(&rng, -1, 1);
+        CHECK_OK(ert_trainer_step(t, NULL), ctx);
+        CHECK_OK(ert_trainer_param(t, "x", NULL, &g, NULL), ctx);
+        int zeros = 0, bad = 0;
+        for (int i = 0; g && i < N; i++) {
+            double mask = out[i] == 0 ? 0.0 : 1.0 / (1.0 - ratio);
+            zeros += out[i] == 0;
+            if (out[i] != 0 && fabs(out[i] - w[i] * mask) > 1e-6 * fabs(out[i])) bad++;
+            double ref = 2.0 * (out[i] - tg[i]) / N * mask;
+            if (fabs(g[i] - ref) > 1e-6 + 1e-5 * fabs(ref)) bad++;
+        }
+        CHECK(bad == 0, "Dropout: %d elements with a wrong output or gradient", bad);
+        CHECK(fabs(zeros / (double)N - ratio) < 0.05, "Dropout: %d of %d dropped, ratio %.2f", zeros, N, (double)ratio);
+        CHECK_OK(ert_trainer_eval(t, NULL), ctx);
+        int same = 0;
+        for (int i = 0; i < N; i++) same += out[i] == w[i];
+        CHECK(same == N, "Dropout in eval is not the identity (%d of %d)", same, N);
+    }
+    ert_trainer_free(t);
+    ert_model_free(m);
+    free(w);
+}
+
 int main(void) {
     ert_test_rng_init(&rng, "grad");
     CHECK_OK(ert_context_create(NULL, &ctx), NULL);
-    int reps = getenv("ERT_HEAVY") ? 20 : 3;
+    int reps = getenv("ERT_HEAVY") ? 50 : 10;
     for (int r = 0; r < reps; r++) {
         case_conv(1, false);
         case_conv(2, false);
@@ -802,6 +855,7 @@ int main(void) {
         case_loss(ERT_LOSS_BCE_LOGITS, 0.0, false);
         case_share();
     }
+    case_dropout();
     ert_context_free(ctx);
     return ert_test_finish("grad");
 }

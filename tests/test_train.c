@@ -345,6 +345,22 @@ static void bad_input(void) {
     to.output = "nope";
     CHECK(ert_trainer_create(m, &to, &t) == ERT_E_NOT_FOUND, "unknown output accepted");
     to.output = NULL;
+    { /* an op without a backward rule on the path to a parameter */
+        ert_builder *b;
+        CHECK_OK(ert_builder_create(ctx, &b), ctx);
+        int64_t xd[2] = {-1, 2}, wd[2] = {3, 2};
+        int32_t x, h, e;
+        CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 2, xd, &x), ctx);
+        CHECK_OK(ert_builder_linear(b, x, weight(b, "w", 2, wd, 0.5f), -1, &h), ctx);
+        CHECK_OK(ert_builder_unary(b, "Exp", h, &e), ctx);
+        ert_model *me = finish(b, e);
+        ert_trainer_options te = to;
+        te.loss.kind = ERT_LOSS_MSE;
+        ert_status st = me ? ert_trainer_create(me, &te, &t) : ERT_E_ARG;
+        CHECK(st == ERT_E_UNSUPPORTED && strstr(ert_last_error(ctx), "no backward rule") && !t,
+              "Exp on the gradient path: %s (%s)", ert_status_str(st), ert_last_error(ctx));
+        ert_model_free(me);
+    }
     ert_memory_report mr;
     CHECK_OK(ert_trainer_plan(m, &to, &mr), ctx);
     CHECK(mr.total_bytes >= mr.weights_bytes + mr.gradients_bytes + mr.optimizer_bytes + mr.io_bytes + mr.activations_bytes &&
