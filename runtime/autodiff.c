@@ -9,9 +9,11 @@
  *
  * Steps:
  *   1. need_grad: trainable parameters need a gradient; a forward node's
- *      outputs need one if any input at a differentiable slot does. Nodes
- *      whose inputs need none get no backward (frozen trunks cost nothing:
- *      their activations are not kept for the backward).
+ *      outputs need one if any input does. Nodes whose inputs need none get
+ *      no backward (frozen trunks cost nothing: their activations are not
+ *      kept for the backward). A node reached by a gradient whose
+ *      parameter-dependent input sits in a slot without a rule is refused
+ *      (ERT_E_UNSUPPORTED), never silently cut off.
  *   2. Walk the forward nodes in reverse. Every consumer of a node's outputs
  *      comes later in topological order, so their gradients are complete
  *      when the node is reached. Each rule emits nodes producing one
@@ -391,8 +393,10 @@ ert_status ert_autodiff(ert_trainer *t, int32_t *grads) {
     for (int i = 0; i < t->fwd_end; i++) {
         tnode *n = &t->n[i];
         if (n->op == ERT_OP_LOSS) continue;
+        /* any slot: a parameter reaching an op through a slot without a
+         * rule must still be seen (and refused) when the gradient arrives */
         bool any = false;
-        for (int k = 0; k < n->n_in; k++) any = any || need(t, n, k);
+        for (int k = 0; k < n->n_in; k++) any = any || (n->in[k] >= 0 && t->t[n->in[k]].need_grad);
         for (int k = 0; k < n->n_out; k++)
             if (n->out[k] >= 0) t->t[n->out[k]].need_grad = any;
     }
@@ -407,7 +411,18 @@ ert_status ert_autodiff(ert_trainer *t, int32_t *grads) {
         bool any_in = false, any_out = false;
         for (int k = 0; k < n->n_in; k++) any_in = any_in || need(t, n, k);
         for (int k = 0; k < n->n_out; k++) any_out = any_out || (n->out[k] >= 0 && a.gacc[n->out[k]] >= 0);
-        if (!any_in || !any_out) continue;
+        if (!any_out) continue;
+        /* a gradient reaches the node and an input depends on a trainable
+         * parameter through a slot without a rule: refuse rather than train
+         * that parameter with a silently missing gradient */
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0 && t->t[n->in[k]].need_grad && !ert_ad_diff_slot(n->op, k)) {
+                char why[64];
+                snprintf(why, sizeof why, "input %d depends on a trainable parameter", k);
+                st = unsupported(t, n, why);
+                break;
+            }
+        if (st || !any_in) continue;
         if (a.gacc[n->out[0]] < 0 && n->op != ERT_OP_SPLIT) continue; /* only a side output (BN stats) reaches */
         st = rule(&a, i);
     }

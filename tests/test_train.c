@@ -353,7 +353,9 @@ static void bad_input(void) {
         CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 2, xd, &x), ctx);
         CHECK_OK(ert_builder_linear(b, x, weight(b, "w", 2, wd, 0.5f), -1, &h), ctx);
         CHECK_OK(ert_builder_unary(b, "Exp", h, &e), ctx);
-        ert_model *me = finish(b, e);
+        int32_t r2; /* a supported op after it: the cut must still be seen */
+        CHECK_OK(ert_builder_unary(b, "Relu", e, &r2), ctx);
+        ert_model *me = finish(b, r2);
         ert_trainer_options te = to;
         te.loss.kind = ERT_LOSS_MSE;
         ert_status st = me ? ert_trainer_create(me, &te, &t) : ERT_E_ARG;
