@@ -33,7 +33,8 @@
  * Step: run forward+backward+norm, check the loss and norm are finite, set
  * lr/step in the optimizer nodes, run the optimizer nodes. No allocation.
  * Limits: CPU only; f32 parameters and activations (f16/bf16 weights are
- * refused); no in-place aliasing of Reshape-like outputs (a copy each).
+ * refused); activations are never computed in place (only Reshape-like
+ * outputs alias their input, when it dies there).
  */
 #include "trainer_internal.h"
 
@@ -71,6 +72,7 @@ static int32_t add_raw(ert_trainer *t) {
     memset(x, 0, sizeof *x);
     x->model_id = -1;
     x->block = -1;
+    x->alias = -1;
     x->first = x->last = -1;
     return t->nt++;
 }
@@ -536,9 +538,24 @@ static ert_status plan(ert_trainer *t) {
         for (int j = 0; j < n->n_in; j++)
             if (n->in[j] >= 0 && t->t[n->in[j]].last < k) t->t[n->in[j]].last = k;
     }
+    /* Reshape-like outputs share their input's storage when the input dies
+     * there (the copy kernel then has nothing to move); alias chains point
+     * backwards in schedule order, so one pass extends the roots' lifetimes */
+    for (int k = 0; k < t->nn; k++) {
+        const tnode *n = &t->n[k];
+        bool copy = n->op == ERT_OP_IDENTITY || n->op == ERT_OP_FLATTEN || n->op == ERT_OP_RESHAPE ||
+                    n->op == ERT_OP_SQUEEZE || n->op == ERT_OP_UNSQUEEZE || n->op == ERT_OP_DROPOUT;
+        if (!copy || n->n_out < 1 || n->in[0] < 0 || n->out[0] < 0) continue;
+        ttensor *in = &t->t[n->in[0]], *o = &t->t[n->out[0]];
+        if (in->mem != TM_ACT || o->mem != TM_ACT || in->last != k || in->nbytes != o->nbytes) continue;
+        int32_t r = n->in[0];
+        while (t->t[r].alias >= 0) r = t->t[r].alias;
+        o->alias = r;
+        if (o->last > t->t[r].last) t->t[r].last = o->last;
+    }
     int nb = 0;
     for (int i = 0; i < t->nt; i++)
-        if (t->t[i].mem == TM_ACT && t->t[i].first >= 0) nb++;
+        if (t->t[i].mem == TM_ACT && t->t[i].first >= 0 && t->t[i].alias < 0) nb++;
     for (int k = 0; k < t->nn; k++)
         if (t->n[k].ws_bytes) nb++;
     t->blocks = calloc((size_t)(nb ? nb : 1), sizeof *t->blocks);
@@ -547,7 +564,7 @@ static ert_status plan(ert_trainer *t) {
     size_t saved = 0, ws_max = 0;
     for (int i = 0; i < t->nt; i++) {
         ttensor *x = &t->t[i];
-        if (x->mem != TM_ACT || x->first < 0) continue;
+        if (x->mem != TM_ACT || x->first < 0 || x->alias >= 0) continue;
         x->block = nb;
         t->blocks[nb++] = (ert_plan_block){.size = x->nbytes ? x->nbytes : 1, .first = x->first, .last = x->last};
         if (x->first < t->fwd_end && x->last >= t->fwd_end) saved += ert_align_up(x->nbytes, ERT_ALIGN);
@@ -635,6 +652,12 @@ static ert_status bind(ert_trainer *t) {
         default: break;
         }
     }
+    for (int i = 0; i < t->nt; i++)
+        if (t->t[i].mem == TM_ACT && t->t[i].alias >= 0) {
+            int32_t r = t->t[i].alias;
+            while (t->t[r].alias >= 0) r = t->t[r].alias;
+            t->t[i].data = t->t[r].data;
+        }
     for (int i = 0; i < t->nt; i++) {
         free(t->t[i].owned);
         t->t[i].owned = NULL;

@@ -34,6 +34,7 @@ typedef struct ttensor {
     bool need_grad;         /* depends on a trainable parameter */
     bool fwd;               /* produced by a forward node */
     int first, last;        /* schedule steps (TM_ACT) */
+    int32_t alias;          /* TM_ACT sharing this tensor's storage (a Reshape-like output), -1: own */
     int32_t block;
     size_t offset;          /* within its region */
     void *data;
