@@ -497,6 +497,21 @@ static void case_pool(bool is_max) {
     gc_check(&c, y, pool_ref, ERT_BN_TRAIN);
 }
 
+/* MaxPool 2x2 stride 2 (the kernels' fast path), odd sizes: the last row or
+ * column is not covered. */
+static void case_pool22(void) {
+    gc c;
+    gc_begin(&c, "MaxPool 2x2/2");
+    int64_t *v = c.iv;
+    v[0] = ert_test_int(&rng, 1, 2), v[1] = ert_test_int(&rng, 1, 3), v[2] = ert_test_int(&rng, 2, 7), v[3] = ert_test_int(&rng, 2, 9);
+    v[4] = v[5] = v[6] = v[7] = 2;
+    v[12] = 1, v[14] = v[15] = 1;
+    int64_t xd[4] = {v[0], v[1], v[2], v[3]};
+    int32_t x = addp(&c, "x", 4, xd, -1, 1, 0), y = -1;
+    CHECK_OK(ert_builder_maxpool2d(c.b, x, 2, 2, 0, &y), ctx);
+    gc_check(&c, y, pool_ref, ERT_BN_TRAIN);
+}
+
 static void gap_ref(const gc *c, double *y) {
     int64_t P = c->iv[0] * c->iv[1], S = c->iv[2] * c->iv[3];
     for (int64_t p = 0; p < P; p++) {
@@ -842,6 +857,7 @@ int main(void) {
         for (int k = 0; k < 10; k++) case_unary(k);
         case_pool(true);
         case_pool(false);
+        case_pool22();
         case_gap();
         case_bn(false);
         case_bn(true);

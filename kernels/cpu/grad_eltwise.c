@@ -59,6 +59,10 @@ typedef struct act_job {
 
 static void act_run(void *arg, int64_t i0, int64_t i1) {
     const act_job *j = arg;
+    if (j->u->act.kind == ERT_ACT_RELU) { /* the common case, without a switch per element */
+        for (int64_t i = i0; i < i1; i++) j->dx[i] = j->x[i] > 0 ? j->dy[i] : 0.0f;
+        return;
+    }
     for (int64_t i = i0; i < i1; i++) j->dx[i] = j->dy[i] * act_deriv(j->x[i], j->u);
 }
 
@@ -93,6 +97,33 @@ ert_status ert_cpu_reduce_to(const ert_kargs *a) {
     const float *dy = DY->data;
     memset(o, 0, (size_t)O->n_elems * sizeof(float));
     int n = DY->ndim;
+    /* kept dims one contiguous range [a, b] (bias gradients: (1,M,1,1), (1,N)):
+     * sum (outer, mid, inner) blocks directly */
+    int a0 = -1, b0 = -1;
+    bool block = p->ndim == n;
+    for (int d = 0; d < n && block; d++) {
+        if (p->shape[d] == 1 && DY->dims[d] != 1) continue;
+        if (p->shape[d] != DY->dims[d]) block = false;
+        else if (DY->dims[d] != 1) {
+            if (a0 < 0) a0 = d;
+            else if (b0 != d - 1) block = false;
+            b0 = d;
+        }
+    }
+    if (block && a0 >= 0) {
+        int64_t outer = 1, mid = 1, inner = 1;
+        for (int d = 0; d < n; d++) *(d < a0 ? &outer : d <= b0 ? &mid : &inner) *= DY->dims[d];
+        for (int64_t q = 0; q < outer; q++)
+            for (int64_t m = 0; m < mid; m++) {
+                const float *src = dy + (q * mid + m) * inner;
+                float acc = 0.0f;
+                for (int64_t i = 0; i < inner; i++) acc += src[i];
+                o[m] += acc;
+            }
+        if (p->scale != 1.0f)
+            for (int64_t e = 0; e < O->n_elems; e++) o[e] *= p->scale;
+        return ERT_OK;
+    }
     int64_t st[ERT_MAX_DIMS], idx[ERT_MAX_DIMS] = {0};
     bstrides(p->ndim, p->shape, n, DY->dims, st);
     int64_t off = 0;

@@ -82,8 +82,36 @@ static void taps(int64_t start, int64_t K, int64_t d, int64_t in, int64_t pe, in
     *np = n > K ? K : n;
 }
 
+/* MaxPool 2x2 stride 2, no padding or dilation (most CNNs): windows do not
+ * overlap, so each one writes its own 4 elements of dx. */
+static bool is_max22(const pg_job *j) {
+    return j->is_max && j->k[0] == 1 && j->k[1] == 2 && j->k[2] == 2 && j->s[1] == 2 && j->s[2] == 2 && j->d[1] == 1 &&
+           j->d[2] == 1 && j->pb[1] == 0 && j->pb[2] == 0 && j->in[0] == 1 && j->out[1] * 2 <= j->in[1] &&
+           j->out[2] * 2 <= j->in[2];
+}
+
+static void pg_max22(const pg_job *j, int64_t t) {
+    const int64_t W = j->in[2], OH = j->out[1], OW = j->out[2];
+    const float *xp = j->x + t * j->in_sz, *gp = j->dy + t * j->out_sz;
+    float *dp = j->dx + t * j->in_sz;
+    memset(dp, 0, (size_t)j->in_sz * sizeof(float));
+    for (int64_t oh = 0; oh < OH; oh++)
+        for (int64_t ow = 0; ow < OW; ow++) {
+            int64_t i0 = 2 * oh * W + 2 * ow, c[4] = {i0, i0 + 1, i0 + W, i0 + W + 1}, b = c[0];
+            float mx = xp[b];
+            bool nan_seen = isnan(mx);
+            for (int q = 1; q < 4; q++) /* first maximum, like the forward's strict > */
+                if (!nan_seen && (xp[c[q]] > mx || isnan(xp[c[q]]))) mx = xp[c[q]], b = c[q], nan_seen = isnan(mx);
+            dp[b] += gp[oh * OW + ow];
+        }
+}
+
 static void pg_run(void *arg, int64_t t0, int64_t t1) {
     const pg_job *j = arg;
+    if (is_max22(j)) {
+        for (int64_t t = t0; t < t1; t++) pg_max22(j, t);
+        return;
+    }
     for (int64_t t = t0; t < t1; t++) {
         const float *xp = j->x + t * j->in_sz, *gp = j->dy + t * j->out_sz;
         float *dp = j->dx + t * j->in_sz;
