@@ -525,6 +525,12 @@ ert_status ert_trainer_load_checkpoint(ert_trainer *t, const char *path);
  * ert_model_free. Errors: ERT_E_NOMEM. */
 ert_status ert_trainer_export(ert_trainer *t, ert_model **out);
 
+/* Save a model as ONNX (opset 18, or 20 with Gelu; weights as initializers),
+ * atomically like ert_model_save. For exporting trained models; ops without a
+ * plain ONNX form (Silu, fused epilogues, internal ops) are refused.
+ * Errors: ERT_E_UNSUPPORTED, ERT_E_IO, ERT_E_NOMEM. */
+ert_status ert_model_save_onnx(const ert_model *model, const char *path);
+
 #ifdef __cplusplus
 }
 #endif
