@@ -3,7 +3,10 @@
  *
  * Trains a classifier with ert_trainer on an IDX dataset (MNIST / Fashion-
  * MNIST layout: DIR/train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte,
- * t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte). MODEL is a model file
+ * t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte) or an ImageFolder of
+ * PGM/PPM images (DIR/<class>/<file>.pgm|ppm, or DIR/train/<class> + DIR/test/<class>;
+ * apps/imgfolder.c: gray, resized to the first image's size, unreadable or
+ * corrupt files skipped and counted). MODEL is a model file
  * (.ert or ONNX) with one input (N, 1, H, W) and logits (N, classes), or the
  * word `small-cnn` (2 conv + 2 FC, built here with the builder API).
  *
@@ -18,7 +21,8 @@
  * the test accuracy; --export writes the trained model as .ert.
  * --max-steps N stops (with a checkpoint) once the step count reaches N: an
  * interruption on purpose, for resume tests and time-boxed runs.
- * Limits: IDX only (TODO(#5): ImageFolder trees); samples that do not fill a
+ * Limits: no JPEG/PNG decoding yet (TODO(#5): TurboJPEG when it lands);
+ * ImageFolder images are made gray (1-channel models); samples that do not fill a
  * whole batch at the end of an epoch are dropped.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -27,6 +31,7 @@
 #include "cli_util.h"
 #include "edgert.h"
 #include "idx.h"
+#include "imgfolder.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -34,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 typedef struct topts {
@@ -160,6 +166,63 @@ typedef struct dataset {
     int64_t H, W, classes;
 } dataset;
 
+/* An imgfolder as idx arrays (ownership moves). */
+static void from_folder(imgfolder *f, idx_array *img, idx_array *lab) {
+    *img = (idx_array){.ndim = 3, .dims = {f->n, f->h, f->w}, .data = f->pixels, .n = (size_t)(f->n * f->h * f->w)};
+    *lab = (idx_array){.ndim = 1, .dims = {f->n}, .data = f->labels, .n = (size_t)f->n};
+    f->pixels = f->labels = NULL;
+}
+
+/* ImageFolder: DIR/train and DIR/test when both exist, else DIR itself (the
+ * validation part then doubles as the test set). The training list is
+ * shuffled once with a fixed seed so the held-out tail mixes classes. */
+static int load_folder(const char *dir, dataset *ds, bool *test_is_val) {
+    char tr[4096], te[4096], err[1024];
+    if (snprintf(tr, sizeof tr, "%s/train", dir) >= (int)sizeof tr || snprintf(te, sizeof te, "%s/test", dir) >= (int)sizeof te)
+        return fail("%s: path too long", dir);
+    struct stat st;
+    bool split = stat(tr, &st) == 0 && S_ISDIR(st.st_mode) && stat(te, &st) == 0 && S_ISDIR(st.st_mode);
+    imgfolder f[2];
+    memset(f, 0, sizeof f);
+    if (imgfolder_load(split ? tr : dir, 0, 0, &f[0], err, sizeof err) != 0) return fail("%s", err);
+    fprintf(stderr, "%s: %lld images in %d classes, %lldx%lld; skipped %lld unreadable/corrupt and %lld of other types\n",
+            split ? tr : dir, (long long)f[0].n, f[0].n_classes, (long long)f[0].h, (long long)f[0].w,
+            (long long)f[0].n_corrupt, (long long)f[0].n_unsupported);
+    if (split) {
+        if (imgfolder_load(te, f[0].h, f[0].w, &f[1], err, sizeof err) != 0) {
+            imgfolder_free(&f[0]);
+            return fail("%s", err);
+        }
+        if (f[1].n_classes != f[0].n_classes) {
+            imgfolder_free(&f[0]);
+            imgfolder_free(&f[1]);
+            return fail("%s: %d classes, %s has %d", te, f[1].n_classes, tr, f[0].n_classes);
+        }
+        fprintf(stderr, "%s: %lld images; skipped %lld unreadable/corrupt and %lld of other types\n", te,
+                (long long)f[1].n, (long long)f[1].n_corrupt, (long long)f[1].n_unsupported);
+    }
+    cli_rng r;
+    cli_rng_seed(&r, 12345);
+    const int64_t px = f[0].h * f[0].w;
+    uint8_t *tmp = malloc((size_t)px);
+    for (int64_t i = f[0].n - 1; tmp && i > 0; i--) {
+        int64_t j = (int64_t)(cli_rng_next(&r) % (uint64_t)(i + 1));
+        memcpy(tmp, f[0].pixels + i * px, (size_t)px);
+        memcpy(f[0].pixels + i * px, f[0].pixels + j * px, (size_t)px);
+        memcpy(f[0].pixels + j * px, tmp, (size_t)px);
+        uint8_t l = f[0].labels[i];
+        f[0].labels[i] = f[0].labels[j], f[0].labels[j] = l;
+    }
+    free(tmp);
+    ds->classes = f[0].n_classes;
+    from_folder(&f[0], &ds->img[0], &ds->lab[0]);
+    *test_is_val = !split;
+    if (split) from_folder(&f[1], &ds->img[1], &ds->lab[1]);
+    ds->H = ds->img[0].dims[1];
+    ds->W = ds->img[0].dims[2];
+    return 0;
+}
+
 static int load_data(const char *dir, dataset *ds) {
     const char *names[4] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
                             "t10k-labels-idx1-ubyte"};
@@ -237,7 +300,13 @@ int edgert_cmd_train(int argc, char **argv) {
     ert_trainer *t = NULL;
     int64_t *perm = NULL;
     rc = 1;
-    if (load_data(o.data, &ds)) goto done;
+    bool test_is_val = false;
+    char probe[4096];
+    snprintf(probe, sizeof probe, "%s/train-labels-idx1-ubyte", o.data);
+    bool is_idx = access(probe, R_OK) == 0;
+    snprintf(probe, sizeof probe, "%s/train-labels-idx1-ubyte.gz", o.data);
+    is_idx = is_idx || access(probe, R_OK) == 0;
+    if (is_idx ? load_data(o.data, &ds) : load_folder(o.data, &ds, &test_is_val)) goto done;
     if (ert_context_create(NULL, &ctx) != ERT_OK) {
         fail("out of memory");
         goto done;
@@ -301,7 +370,7 @@ int edgert_cmd_train(int argc, char **argv) {
     char b1[32];
     if (o.json) {
         printf("{\"event\":\"start\",\"train\":%lld,\"val\":%lld,\"test\":%lld,\"batch\":%d,\"epochs\":%ld,\"trainable\":%lld,"
-               "\"arena_bytes\":%zu,\"step\":%lld}\n", (long long)n_train, (long long)n_val, (long long)ds.img[1].dims[0], B,
+               "\"arena_bytes\":%zu,\"step\":%lld}\n", (long long)n_train, (long long)n_val, (long long)(test_is_val ? n_val : ds.img[1].dims[0]), B,
                o.epochs, (long long)ert_trainer_n_trainable_elems(t), mr.total_bytes,
                (long long)ert_trainer_step_count(t));
     } else {
@@ -399,7 +468,8 @@ int edgert_cmd_train(int argc, char **argv) {
         fflush(stdout);
     }
     double el = cli_now() - t0, tacc = 0, tloss = 0;
-    if (evaluate(t, &ds, 1, 0, (int64_t)ds.img[1].dims[0], B, &tacc, &tloss) != 0) {
+    if (test_is_val ? evaluate(t, &ds, 0, n_train, n_all, B, &tacc, &tloss) != 0
+                    : evaluate(t, &ds, 1, 0, (int64_t)ds.img[1].dims[0], B, &tacc, &tloss) != 0) {
         fail("test: %s", ert_last_error(ctx));
         goto done;
     }
