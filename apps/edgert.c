@@ -45,7 +45,7 @@ static const char *USAGE =
     "  convert IN OUT.ert\n"
     "      load any supported model (.ert, ONNX) and save it as .ert\n"
     "  bench MODEL [--batch N] [--threads N] [--device cpu|cuda] [--iters N]\n"
-    "              [--warmup N] [--json]\n"
+    "              [--warmup N] [--precision f32|f16|bf16] [--json]\n"
     "      time ert_session_run on random inputs (fixed seed): p50/p90/mean/min\n"
     "      latency, throughput, arena bytes (defaults: --iters 20 --warmup 3)\n"
     EDGERT_TRAIN_USAGE
@@ -157,6 +157,7 @@ typedef struct common_opts {
     long batch, threads, iters, warmup;
     int json;
     const char *device;
+    const char *precision;
     const char *output_dir;
     const char *inputs[MAX_INPUTS];
     int n_inputs;
@@ -164,7 +165,8 @@ typedef struct common_opts {
     int n_pos;
 } common_opts;
 
-enum { O_BATCH = 1, O_THREADS = 2, O_JSON = 4, O_DEVICE = 8, O_ITERS = 16, O_WARMUP = 32, O_INPUT = 64, O_OUTDIR = 128 };
+enum { O_BATCH = 1, O_THREADS = 2, O_JSON = 4, O_DEVICE = 8, O_ITERS = 16, O_WARMUP = 32, O_INPUT = 64, O_OUTDIR = 128,
+       O_PRECISION = 256 };
 
 /* Parse argv[2..] of a command; `allowed` is a mask of O_*; `npos` the exact
  * number of positional arguments. Returns 0 or an exit status. */
@@ -192,6 +194,8 @@ static int parse_opts(int argc, char **argv, unsigned allowed, int npos, common_
             o->json = 1;
         } else if ((allowed & O_DEVICE) && opt_match(&p, "--device", 1)) {
             if (!p.err) o->device = p.val;
+        } else if ((allowed & O_PRECISION) && opt_match(&p, "--precision", 1)) {
+            if (!p.err) o->precision = p.val;
         } else if ((allowed & O_OUTDIR) && opt_match(&p, "--output-dir", 1)) {
             if (!p.err) o->output_dir = p.val;
         } else if ((allowed & O_INPUT) && (opt_match(&p, "--input", 1) || opt_match(&p, "-i", 1))) {
@@ -708,9 +712,14 @@ static int cmd_convert(int argc, char **argv) {
 /* ---------------------------------------------------------------- bench */
 
 static int cmd_bench(int argc, char **argv) {
-    common_opts o = {.batch = 1, .threads = 1, .iters = 20, .warmup = 3, .device = "cpu"};
-    int rc = parse_opts(argc, argv, O_BATCH | O_THREADS | O_JSON | O_DEVICE | O_ITERS | O_WARMUP, 1, &o);
+    common_opts o = {.batch = 1, .threads = 1, .iters = 20, .warmup = 3, .device = "cpu", .precision = "f32"};
+    int rc = parse_opts(argc, argv, O_BATCH | O_THREADS | O_JSON | O_DEVICE | O_ITERS | O_WARMUP | O_PRECISION, 1, &o);
     if (rc) return rc;
+    ert_dtype prec;
+    if (strcmp(o.precision, "f32") == 0) prec = ERT_DTYPE_F32;
+    else if (strcmp(o.precision, "f16") == 0) prec = ERT_DTYPE_F16;
+    else if (strcmp(o.precision, "bf16") == 0) prec = ERT_DTYPE_BF16;
+    else return usage_error("--precision must be f32, f16 or bf16, got '%s'", o.precision);
     ert_device dev;
     if (strcmp(o.device, "cpu") == 0) dev = ERT_DEVICE_CPU;
     else if (strcmp(o.device, "cuda") == 0) dev = ERT_DEVICE_CUDA;
@@ -725,6 +734,7 @@ static int cmd_bench(int argc, char **argv) {
     so.device = dev;
     so.batch = (int)o.batch;
     so.n_threads = (int)o.threads;
+    so.precision = prec; /* the CPU computes in f32 whatever this says */
     ert_status st = ert_session_create(m, &so, &s);
     if (st != ERT_OK) {
         if (dev == ERT_DEVICE_CUDA && (st == ERT_E_CUDA || st == ERT_E_UNSUPPORTED))
@@ -779,10 +789,10 @@ static int cmd_bench(int argc, char **argv) {
     if (o.json) {
         printf("{\"model\": ");
         cli_json_str(stdout, o.pos[0]);
-        printf(", \"version\": \"%s\", \"device\": \"%s\", \"batch\": %ld, \"threads\": %ld, \"iters\": %ld, \"warmup\": %ld, "
+        printf(", \"version\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", \"batch\": %ld, \"threads\": %ld, \"iters\": %ld, \"warmup\": %ld, "
                "\"p50_ms\": %.4f, \"p90_ms\": %.4f, \"mean_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, "
                "\"throughput_items_per_s\": %.3f, \"arena_bytes\": %zu, \"memory\": ",
-               ert_version(), o.device, o.batch, o.threads, o.iters, o.warmup, stt.p50, stt.p90, stt.mean, stt.min, stt.max,
+               ert_version(), o.device, o.precision, o.batch, o.threads, o.iters, o.warmup, stt.p50, stt.p90, stt.mean, stt.min, stt.max,
                thr, mem.total_bytes);
         json_memory(&mem);
         printf("}\n");

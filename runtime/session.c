@@ -18,6 +18,11 @@
  *      dies there (no copy). Activations and kernel workspaces are placed by
  *      the planner (planner.c); weights the session made, and graph inputs and
  *      outputs, get their own regions.
+ *   4b. Reduced precision (CUDA sessions with options.precision F16/BF16):
+ *      every f32 weight a live node reads is converted to that dtype, every
+ *      f32 activation is planned in it, Cast(to f32) becomes Cast(to it); f32
+ *      graph inputs get a Cast to it in front of the schedule and f32 graph
+ *      outputs a Cast back at the end, so the user still sees f32.
  *   6. Arena layout [weights | io | activations], each 256-byte aligned.
  *   7. Take the caller's arena (checked against the plan) or allocate one;
  *      copy made weights in; resolve every kernel argument once.
@@ -645,6 +650,104 @@ static void remove_dead(ert_session *s) {
     }
 }
 
+/* ------------------------------------------------------------------ step 4b */
+
+static bool is_io(const ert_session *s, int32_t t) {
+    for (int i = 0; i < s->n_in; i++)
+        if (s->in_t[i] == t) return true;
+    return is_graph_out(s, t);
+}
+
+/* Retype a copy of tensor `from` as dt (a planned activation). */
+static int32_t retyped_copy(ert_session *s, int32_t from, ert_dtype dt) {
+    int32_t c = add_tensor(s, s->t[from].name);
+    if (c < 0) return -1;
+    stensor *t = &s->t[c];
+    *t = s->t[from];
+    t->mem = MEM_NONE;
+    t->owned = NULL;
+    t->cdata = NULL;
+    t->dtype = t->orig_dtype = dt;
+    t->alias = t->block = -1;
+    t->first = t->last = -1;
+    set_nbytes(t);
+    return c;
+}
+
+static ert_status lower_precision(ert_session *s, ert_dtype dt) {
+    count_uses(s, NULL);
+    /* weights */
+    for (int i = 0; i < s->nt; i++) {
+        stensor *t = &s->t[i];
+        if (!is_const(s, i) || t->dtype != ERT_DTYPE_F32 || t->n_uses == 0 || is_graph_out(s, i)) continue;
+        int64_t ne = 0;
+        ert_dims_nelems(t->ndim, t->dims, &ne);
+        uint16_t *h = malloc((size_t)(ne ? ne : 1) * sizeof *h);
+        if (!h) return oom(s);
+        const float *f = t->cdata;
+        for (int64_t k = 0; k < ne; k++) h[k] = dt == ERT_DTYPE_F16 ? ert_f32_to_f16(f[k]) : ert_f32_to_bf16(f[k]);
+        free(t->owned);
+        t->owned = h;
+        t->cdata = h;
+        t->mem = MEM_OWNED;
+        t->dtype = dt;
+        set_nbytes(t);
+    }
+    /* activations (inputs and outputs keep f32) */
+    for (int i = 0; i < s->nt; i++) {
+        stensor *t = &s->t[i];
+        if (t->mem != MEM_NONE || t->dtype != ERT_DTYPE_F32 || !t->defined || is_io(s, i)) continue;
+        t->dtype = dt;
+        set_nbytes(t);
+    }
+    for (int i = 0; i < s->nn; i++)
+        if (!s->n[i].dead && s->n[i].op == ERT_OP_CAST && s->n[i].params.cast.to == ERT_DTYPE_F32 &&
+            !is_io(s, s->n[i].out[0]))
+            s->n[i].params.cast.to = dt;
+    /* f32 graph inputs: a Cast to dt at the front of the node list */
+    for (int i = 0; i < s->n_in; i++) {
+        int32_t ti = s->in_t[i];
+        if (s->t[ti].dtype != ERT_DTYPE_F32 || s->t[ti].n_uses == 0) continue;
+        int32_t c = retyped_copy(s, ti, dt);
+        snode *n = c >= 0 ? add_node(s, ERT_OP_CAST, NULL, s->t[ti].name, 1, 1) : NULL;
+        if (!n) return oom(s);
+        for (int j = 0; j < s->nn - 1; j++)
+            for (int k = 0; k < s->n[j].n_in; k++)
+                if (s->n[j].in[k] == ti) s->n[j].in[k] = c;
+        n->in[0] = ti;
+        n->out[0] = c;
+        n->params.cast.to = dt;
+        snode tmp = *n;
+        memmove(&s->n[1], &s->n[0], (size_t)(s->nn - 1) * sizeof *s->n);
+        s->n[0] = tmp;
+    }
+    /* f32 graph outputs a node makes: the node writes a dt activation, a Cast
+     * at the end writes the f32 output */
+    for (int i = 0; i < s->n_out; i++) {
+        int32_t to = s->out_t[i];
+        if (s->t[to].dtype != ERT_DTYPE_F32 || is_const(s, to)) continue;
+        bool skip = false; /* a graph input, or an output listed twice (done already) */
+        for (int k = 0; k < s->n_in; k++) skip = skip || s->in_t[k] == to;
+        for (int k = 0; k < i; k++) skip = skip || s->out_t[k] == to;
+        if (skip) continue;
+        int32_t c = retyped_copy(s, to, dt);
+        if (c < 0) return oom(s);
+        for (int j = 0; j < s->nn; j++) {
+            snode *m = &s->n[j];
+            for (int k = 0; k < m->n_in; k++)
+                if (m->in[k] == to) m->in[k] = c;
+            for (int k = 0; k < m->n_out; k++)
+                if (m->out[k] == to) m->out[k] = c;
+        }
+        snode *n = add_node(s, ERT_OP_CAST, NULL, s->t[to].name, 1, 1);
+        if (!n) return oom(s);
+        n->in[0] = c;
+        n->out[0] = to;
+        n->params.cast.to = ERT_DTYPE_F32;
+    }
+    return ERT_OK;
+}
+
 /* ------------------------------------------------------------------ step 5-6 */
 
 static bool is_copy_op(ert_op op) {
@@ -937,6 +1040,9 @@ static ert_status build(const ert_model *m, const ert_session_options *opts, boo
     if (o->n_input_shapes < 0 || (o->n_input_shapes && !o->input_shapes) || o->batch < 0 || o->n_threads < 0 ||
         o->n_threads > 256)
         return ert_set_error(ctx, ERT_E_ARG, "invalid session options");
+    if (o->precision != ERT_DTYPE_UNDEFINED && o->precision != ERT_DTYPE_F32 && o->precision != ERT_DTYPE_F16 &&
+        o->precision != ERT_DTYPE_BF16)
+        return ert_set_error(ctx, ERT_E_ARG, "precision must be f32, f16 or bf16 (got %d)", (int)o->precision);
     ert_session *s = calloc(1, sizeof *s);
     if (!s) return ert_set_error(ctx, ERT_E_NOMEM, "out of memory");
     s->ctx = ctx;
@@ -1014,6 +1120,9 @@ static ert_status build(const ert_model *m, const ert_session_options *opts, boo
                            n->name, op_name(n->op), ert_dtype_name(dt), s->be->name);
         goto fail;
     }
+    if ((o->precision == ERT_DTYPE_F16 || o->precision == ERT_DTYPE_BF16) && s->be->device == ERT_DEVICE_CUDA &&
+        (st = lower_precision(s, o->precision)))
+        goto fail;
     if ((st = plan(s))) goto fail;
     if (!plan_only) {
         if (s->n_threads > 1 && (st = ert_threadpool_create(s->n_threads, &s->pool)) != ERT_OK) {

@@ -6,7 +6,12 @@
  * compared with a float64 reference written here and, where this build's CPU
  * backend runs the op, with a CPU session too. Then a small CNN end to end
  * under every placement policy, and a count of device/pinned/managed
- * allocations over 1000 runs (must be 0).
+ * allocations over 1000 runs (must be 0). Then the whole battery again on
+ * f16 and bf16 sessions (ert_session_options.precision): inputs and weights
+ * are drawn as values that dtype holds exactly, so the CPU f32 session and
+ * the float64 references see what the GPU sees, and the tolerance covers the
+ * rounding of intermediate and output values (f16 1e-2, bf16 4e-2, relative
+ * to the output's largest magnitude).
  *
  * Allocation counting: the test link wraps the public CUDA runtime entry
  * points (-Wl,--wrap=cudaMalloc,cudaMallocManaged,cudaHostAlloc,
@@ -73,6 +78,29 @@ static void on_log(void *user, ert_log_level level, const char *msg) {
 }
 static int n_skipped;
 
+/* Compute precision of the CUDA sessions under test (F32 first, then F16, BF16). */
+static ert_dtype g_prec = ERT_DTYPE_F32;
+
+/* Round x to the nearest value of g_prec (f16: 11 significant bits, normal
+ * from 2^-14; bf16: 8 bits, f32's exponent range). */
+static float quant(float x) {
+    if (g_prec != ERT_DTYPE_F16 && g_prec != ERT_DTYPE_BF16) return x;
+    if (x == 0 || !isfinite(x)) return x;
+    int bits = g_prec == ERT_DTYPE_F16 ? 11 : 8, min_e = g_prec == ERT_DTYPE_F16 ? -13 : -125, e;
+    frexp(x, &e);
+    if (e < min_e) e = min_e;
+    double q = ldexp(1.0, e - bits);
+    return (float)(nearbyint(x / q) * q);
+}
+static void quant_buf(float *p, int64_t n) {
+    if (g_prec == ERT_DTYPE_F16 || g_prec == ERT_DTYPE_BF16)
+        for (int64_t i = 0; i < n; i++) p[i] = quant(p[i]);
+}
+static double prec_tol(double tol) {
+    double t = g_prec == ERT_DTYPE_F16 ? 1e-2 : g_prec == ERT_DTYPE_BF16 ? 4e-2 : 0;
+    return tol > t ? tol : t;
+}
+
 #define MAXIN 6
 typedef void (*ref_fn)(const void *u, float *const *in, double *out);
 
@@ -93,7 +121,7 @@ static void *xmalloc(size_t n) {
 
 static bool make_session(ert_model *m, ert_device dev, ert_placement pl, ert_session **s, const char *name,
                          bool quiet) {
-    ert_session_options o = {.device = dev, .placement = pl};
+    ert_session_options o = {.device = dev, .placement = pl, .precision = dev == gpu_dev ? g_prec : ERT_DTYPE_F32};
     ert_status st = ert_session_create(m, &o, s);
     if (st == ERT_OK) return true;
     *s = NULL;
@@ -121,6 +149,7 @@ static void check_model(const char *name, ert_model *m, ref_fn ref, const void *
     }
     bool cpu = make_session(m, ERT_DEVICE_CPU, ERT_PLACEMENT_AUTO, &cs, name, true);
     CHECK(ref || cpu, "%s: no reference and no CPU session (%s)", name, ert_last_error(ctx));
+    tol = prec_tol(tol);
     int nin = ert_session_n_inputs(gs);
     float *in[MAXIN] = {0};
     ert_tensor_info oi;
@@ -135,6 +164,7 @@ static void check_model(const char *name, ert_model *m, ref_fn ref, const void *
             int64_t n = nel(ii.ndim, ii.dims);
             if (!in[i]) in[i] = xmalloc((size_t)n * sizeof(float));
             ert_test_fill(&rng, in[i], n, lo, hi);
+            quant_buf(in[i], n);
             CHECK_OK(ert_session_set_input(gs, i, in[i], (size_t)n * sizeof(float)), ctx);
             if (cpu) CHECK_OK(ert_session_set_input(cs, i, in[i], (size_t)n * sizeof(float)), ctx);
         }
@@ -150,7 +180,8 @@ static void check_model(const char *name, ert_model *m, ref_fn ref, const void *
             ref(u, in, want);
             for (int64_t i = 0; i < no; i++) amax = fmax(amax, fabs(want[i]));
             char what[160];
-            snprintf(what, sizeof what, "%s (placement %d, run %d) vs reference", name, (int)pl, rep);
+            snprintf(what, sizeof what, "%s (%s, placement %d, run %d) vs reference", name, ert_dtype_name(g_prec),
+                     (int)pl, rep);
             CHECK(ert_test_close(what, got, want, no, tol * (amax + 1e-3), tol), "%s", what);
         }
         ert_status cst = cpu ? ert_session_run(cs) : ERT_E_UNSUPPORTED;
@@ -163,7 +194,8 @@ static void check_model(const char *name, ert_model *m, ref_fn ref, const void *
                 amax = fmax(amax, fabs(want[i]));
             }
             char what[160];
-            snprintf(what, sizeof what, "%s (placement %d, run %d) vs CPU session", name, (int)pl, rep);
+            snprintf(what, sizeof what, "%s (%s, placement %d, run %d) vs CPU session", name, ert_dtype_name(g_prec),
+                     (int)pl, rep);
             CHECK(ert_test_close(what, got, want, no, tol * (amax + 1e-3), tol), "%s", what);
         }
     }
@@ -222,6 +254,7 @@ static ert_model *bfinish(int32_t y) {
 static float *rnd(int64_t n, float lo, float hi) {
     float *p = xmalloc((size_t)n * sizeof *p);
     ert_test_fill(&rng, p, n, lo, hi);
+    quant_buf(p, n);
     return p;
 }
 
@@ -361,7 +394,7 @@ typedef struct conv_case {
     int nsp;
     int64_t N, C, M, group, in[2], k[2], s[2], d[2], pb[2], pe[2], out[2];
     bool bias, residual;
-    int act; /* 0 none, 1 relu (ert_act values) */
+    int act; /* 0 none, 1 relu, 3 clip [0, 0.5] (ert_act values) */
     float *w, *b;
 } conv_case;
 
@@ -390,7 +423,8 @@ static void ref_conv(const void *u, float *const *in, double *out) {
                             }
                     int64_t oi = ((n * c->M + m) * OH + oh) * OW + ow;
                     if (res) acc += res[oi];
-                    if (c->act == 1 && acc < 0) acc = 0;
+                    if ((c->act == 1 || c->act == 3) && acc < 0) acc = 0;
+                    if (c->act == 3 && acc > 0.5) acc = 0.5;
                     out[oi] = acc;
                 }
 }
@@ -413,8 +447,9 @@ static ert_model *build_conv(conv_case *c) {
     if (nsp == 1) pads[1] = c->pe[0];
     ert_attr at[] = {ERT_ATTR_IS("kernel_shape", c->k, nsp), ERT_ATTR_IS("strides", c->s, nsp),
                      ERT_ATTR_IS("dilations", c->d, nsp), ERT_ATTR_IS("pads", pads, 2 * nsp),
-                     ERT_ATTR_I("group", c->group), ERT_ATTR_I("ert_act", c->act)};
-    int32_t y = bnode("Conv", ins, c->residual ? 4 : (c->bias ? 3 : 2), at, 6);
+                     ERT_ATTR_I("group", c->group), ERT_ATTR_I("ert_act", c->act), ERT_ATTR_F("ert_act_alpha", 0.0f),
+                     ERT_ATTR_F("ert_act_beta", 0.5f)};
+    int32_t y = bnode("Conv", ins, c->residual ? 4 : (c->bias ? 3 : 2), at, c->act == 3 ? 8 : 6);
     return bfinish(y);
 }
 
@@ -439,6 +474,24 @@ static void test_conv(void) {
     run_conv_case("conv 1x1 +res relu", (conv_case){.nsp = 2, .N = 2, .C = 8, .M = 5, .group = 1, .in = {6, 5},
                                                    .k = {1, 1}, .s = {1, 1}, .d = {1, 1}, .bias = true,
                                                    .residual = true, .act = 1}, ERT_PLACEMENT_AUTO);
+    /* the shapes of the fused cuDNN path: bias + ReLU, bias + ReLU6-like
+     * clip, bias only (identity: fused only with IMPLICIT_PRECOMP_GEMM) */
+    run_conv_case("conv 3x3 relu (fused)", (conv_case){.nsp = 2, .N = 2, .C = 16, .M = 32, .group = 1,
+                                                      .in = {14, 14}, .k = {3, 3}, .s = {1, 1}, .d = {1, 1},
+                                                      .pb = {1, 1}, .pe = {1, 1}, .bias = true, .act = 1},
+                  ERT_PLACEMENT_AUTO);
+    run_conv_case("conv 3x3 s2 clip (fused)", (conv_case){.nsp = 2, .N = 1, .C = 8, .M = 24, .group = 1,
+                                                         .in = {15, 15}, .k = {3, 3}, .s = {2, 2}, .d = {1, 1},
+                                                         .pb = {1, 1}, .pe = {1, 1}, .bias = true, .act = 3},
+                  ERT_PLACEMENT_AUTO);
+    run_conv_case("conv dw clip (fused)", (conv_case){.nsp = 2, .N = 2, .C = 16, .M = 16, .group = 16,
+                                                     .in = {12, 12}, .k = {3, 3}, .s = {1, 1}, .d = {1, 1},
+                                                     .pb = {1, 1}, .pe = {1, 1}, .bias = true, .act = 3},
+                  ERT_PLACEMENT_AUTO);
+    run_conv_case("conv 1x1 bias +res (fused)", (conv_case){.nsp = 2, .N = 2, .C = 32, .M = 16, .group = 1,
+                                                           .in = {7, 7}, .k = {1, 1}, .s = {1, 1}, .d = {1, 1},
+                                                           .bias = true, .residual = true},
+                  ERT_PLACEMENT_AUTO);
     run_conv_case("conv asym pads (direct)", (conv_case){.nsp = 2, .N = 1, .C = 3, .M = 4, .group = 1,
                                                         .in = {9, 8}, .k = {3, 3}, .s = {2, 1}, .d = {1, 1},
                                                         .pb = {0, 1}, .pe = {1, 2}, .bias = true, .act = 1},
@@ -446,6 +499,19 @@ static void test_conv(void) {
     run_conv_case("conv 1-D", (conv_case){.nsp = 1, .N = 3, .C = 4, .M = 6, .group = 2, .in = {19, 1}, .k = {5, 1},
                                          .s = {2, 1}, .d = {1, 1}, .pb = {2, 0}, .pe = {2, 0}, .bias = true},
                   ERT_PLACEMENT_AUTO);
+    { /* two convs sharing one filter (the f16/bf16 path rewrites a filter once, in place) */
+        int64_t xd[4] = {2, 16, 9, 9}, wd[4] = {16, 16, 3, 3};
+        float *w = rnd(nel(4, wd), -0.3f, 0.3f);
+        bstart();
+        int32_t x = binput("x", 4, xd), wi = bweight(4, wd, w), h, r, y;
+        BT(ert_builder_conv2d(B, x, wi, -1, 1, 1, 1, 1, &h));
+        BT(ert_builder_unary(B, "Relu", h, &r));
+        BT(ert_builder_conv2d(B, r, wi, -1, 1, 1, 1, 1, &y));
+        ert_model *m = bfinish(y);
+        check_model("two convs, one filter", m, NULL, NULL, -1, 1, 1e-4, ERT_PLACEMENT_AUTO);
+        ert_model_free(m);
+        free(w);
+    }
     for (int pl = ERT_PLACEMENT_DEVICE; pl <= ERT_PLACEMENT_MAPPED; pl++)
         run_conv_case("conv placement", (conv_case){.nsp = 2, .N = 1, .C = 3, .M = 8, .group = 1, .in = {15, 15},
                                                    .k = {3, 3}, .s = {1, 1}, .d = {1, 1}, .pb = {1, 1},
@@ -835,6 +901,72 @@ static void test_tensor(void) {
     }
 }
 
+/* ------------------------------------------------------------------ Cast, Gather, ConvTranspose (CPU session as oracle) */
+
+static void test_new_ops(void) {
+    /* Cast chains (output f32 for the harness): f32 -> f16 -> f32, f32 -> i64 -> f32 (truncation),
+     * f32 -> bf16 -> f32, f32 -> bool -> f32 */
+    static const int64_t chain[][2] = {{10, 1}, {7, 1}, {16, 1}, {9, 1}};
+    static const char *chain_name[] = {"Cast f32>f16>f32", "Cast f32>i64>f32", "Cast f32>bf16>f32",
+                                       "Cast f32>bool>f32"};
+    for (int k = 0; k < 4; k++) {
+        int64_t d[3] = {3, 5, 7};
+        bstart();
+        int32_t x = binput("x", 3, d);
+        ert_attr a0[] = {ERT_ATTR_I("to", chain[k][0])}, a1[] = {ERT_ATTR_I("to", chain[k][1])};
+        int32_t h = bnode("Cast", &x, 1, a0, 1);
+        ert_model *m = bfinish(bnode("Cast", &h, 1, a1, 1));
+        check_model(chain_name[k], m, NULL, NULL, -4, 4, 1e-6, ERT_PLACEMENT_AUTO);
+        ert_model_free(m);
+    }
+    /* Gather: axis 1 with a negative index, axis 0 with 2-D indices */
+    for (int k = 0; k < 2; k++) {
+        int64_t d[3] = {4, 6, 5}, idx1[3] = {5, -1, 0}, idx0[4] = {3, 0, 0, -2};
+        bstart();
+        int32_t x = binput("x", 3, d), ind;
+        if (k == 0) {
+            ind = bweight_i64(3, idx1);
+        } else {
+            int64_t id[2] = {2, 2};
+            BT(ert_builder_weight(B, NULL, ERT_DTYPE_I64, 2, id, idx0, &ind));
+        }
+        int32_t ins[2] = {x, ind};
+        ert_attr at[] = {ERT_ATTR_I("axis", k == 0 ? 1 : 0)};
+        ert_model *m = bfinish(bnode("Gather", ins, 2, at, 1));
+        check_model(k == 0 ? "Gather axis 1" : "Gather axis 0 2-D indices", m, NULL, NULL, -1, 1, 1e-6,
+                    ERT_PLACEMENT_AUTO);
+        ert_model_free(m);
+    }
+    /* ConvTranspose: 2-D stride 2 pad 1 output_padding 1 + bias; grouped with dilation; 1-D */
+    struct { int nsp; int64_t xd[4], wd[4], k[2], s[2], d[2], pads[4], opad[2], group; bool bias; } ct[] = {
+        {2, {2, 6, 5, 7}, {6, 4, 3, 3}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true},
+        {2, {1, 4, 6, 5}, {4, 3, 3, 2}, {3, 2}, {2, 1}, {2, 1}, {0, 1, 2, 0}, {1, 0}, 2, false},
+        {1, {2, 3, 9, 0}, {3, 5, 4, 0}, {4, 0}, {3, 0}, {1, 0}, {1, 2, 0, 0}, {2, 0}, 1, true},
+    };
+    for (size_t k = 0; k < sizeof ct / sizeof ct[0]; k++) {
+        int nsp = ct[k].nsp, nd = 2 + nsp;
+        int64_t bd[1] = {ct[k].wd[1] * ct[k].group};
+        float *w = rnd(nel(nd, ct[k].wd), -0.5f, 0.5f), *b = rnd(bd[0], -0.5f, 0.5f);
+        int64_t pads[4];
+        for (int i = 0; i < nsp; i++) {
+            pads[i] = ct[k].pads[i];
+            pads[nsp + i] = ct[k].pads[2 + i];
+        }
+        bstart();
+        int32_t ins[3] = {binput("x", nd, ct[k].xd), bweight(nd, ct[k].wd, w), ct[k].bias ? bweight(1, bd, b) : -1};
+        ert_attr at[] = {ERT_ATTR_IS("kernel_shape", ct[k].k, nsp), ERT_ATTR_IS("strides", ct[k].s, nsp),
+                         ERT_ATTR_IS("dilations", ct[k].d, nsp), ERT_ATTR_IS("pads", pads, 2 * nsp),
+                         ERT_ATTR_IS("output_padding", ct[k].opad, nsp), ERT_ATTR_I("group", ct[k].group)};
+        ert_model *m = bfinish(bnode("ConvTranspose", ins, ct[k].bias ? 3 : 2, at, 6));
+        char name[40];
+        snprintf(name, sizeof name, "ConvTranspose %zu", k);
+        check_model(name, m, NULL, NULL, -1, 1, 1e-5, ERT_PLACEMENT_AUTO);
+        ert_model_free(m);
+        free(w);
+        free(b);
+    }
+}
+
 /* ------------------------------------------------------------------ small CNN, placements, replay, allocations */
 
 /* x (2,3,16,16) -> Conv 3->8 k3 p1 + Relu -> MaxPool 2 -> Conv 8->16 k3 s2 p1
@@ -948,24 +1080,76 @@ static void test_caller_arena(void) {
 }
 
 static void test_errors(void) {
-    /* an op the backend has no kernel for: CUDA refuses at create, AUTO falls back to the CPU */
-    int64_t d[2] = {3, 4}, idx[2] = {2, 0};
+    /* an op the backend has no kernel for (integer Add): CUDA refuses at
+     * create, AUTO falls back to the CPU */
+    int64_t d[2] = {3, 4};
     bstart();
-    int32_t ins[2] = {binput("x", 2, d), bweight_i64(2, idx)};
-    ert_attr at[] = {ERT_ATTR_I("axis", 0)};
-    ert_model *m = bfinish(bnode("Gather", ins, 2, at, 1));
+    int32_t ins[2] = {-1, -1};
+    BT(ert_builder_input(B, "a", ERT_DTYPE_I64, 2, d, &ins[0]));
+    BT(ert_builder_input(B, "b", ERT_DTYPE_I64, 2, d, &ins[1]));
+    ert_model *m = bfinish(bnode("Add", ins, 2, NULL, 0));
     if (!m) return;
     ert_session_options o = {.device = ERT_DEVICE_CUDA};
     ert_session *s = NULL;
     ert_status st = ert_session_create(m, &o, &s);
-    CHECK(st == ERT_E_UNSUPPORTED, "Gather on CUDA: %s (%s)", ert_status_str(st), ert_last_error(ctx));
+    CHECK(st == ERT_E_UNSUPPORTED, "i64 Add on CUDA: %s (%s)", ert_status_str(st), ert_last_error(ctx));
     ert_session_free(s);
     o.device = ERT_DEVICE_AUTO;
     st = ert_session_create(m, &o, &s);
-    CHECK(st == ERT_OK || !strstr(ert_last_error(ctx), "cuda backend"), "Gather on AUTO did not fall back: %s (%s)",
+    CHECK(st == ERT_OK || !strstr(ert_last_error(ctx), "cuda backend"), "i64 Add on AUTO did not fall back: %s (%s)",
           ert_status_str(st), ert_last_error(ctx));
     ert_session_free(s);
     ert_model_free(m);
+    /* precision must be a float dtype */
+    m = build_cnn();
+    if (!m) return;
+    ert_session_options po = {.device = ERT_DEVICE_CUDA, .precision = ERT_DTYPE_I32};
+    st = ert_session_create(m, &po, &s);
+    CHECK(st == ERT_E_ARG, "precision i32: %s", ert_status_str(st));
+    ert_model_free(m);
+    /* an f16 session plans its activations at 2 bytes, its inputs/outputs
+     * stay f32: x (f32) -> 4 x Relu -> y (f32); two intermediates live at
+     * once (f32: 2 x 64 KiB; f16: 2 x 32 KiB, the edge Casts included) */
+    int64_t rd[4] = {1, 16, 32, 32};
+    bstart();
+    int32_t rh = binput("x", 4, rd);
+    for (int k = 0; k < 4; k++) BT(ert_builder_unary(B, "Relu", rh, &rh));
+    m = bfinish(rh);
+    if (!m) return;
+    ert_memory_report r32, r16;
+    po.precision = ERT_DTYPE_F32;
+    CHECK_OK(ert_session_plan(m, &po, &r32), ctx);
+    po.precision = ERT_DTYPE_F16;
+    CHECK_OK(ert_session_plan(m, &po, &r16), ctx);
+    CHECK(r32.activations_bytes == 2 * 16 * 32 * 32 * 4 && r16.activations_bytes == 2 * 16 * 32 * 32 * 2 &&
+              r16.io_bytes == r32.io_bytes,
+          "f16 plan: activations %zu (f32 %zu), io %zu (f32 %zu)", r16.activations_bytes, r32.activations_bytes,
+          r16.io_bytes, r32.io_bytes);
+    if (ert_session_create(m, &po, &s) == ERT_OK) {
+        ert_tensor_info ii, oi;
+        CHECK_OK(ert_session_input_info(s, 0, &ii), ctx);
+        CHECK_OK(ert_session_output_info(s, 0, &oi), ctx);
+        CHECK(ii.dtype == ERT_DTYPE_F32 && oi.dtype == ERT_DTYPE_F32, "f16 session io dtypes %s %s",
+              ert_dtype_name(ii.dtype), ert_dtype_name(oi.dtype));
+        ert_session_free(s);
+    }
+    ert_model_free(m);
+}
+
+/* Every op and the CNN, in the current g_prec. */
+static void run_battery(bool gpu) {
+    test_unary();
+    test_binary();
+    test_conv();
+    test_gemm();
+    test_matmul();
+    test_pool();
+    test_norm();
+    test_tensor();
+    test_tensor_cpu_ref();
+    test_new_ops();
+    test_cnn();
+    (void)gpu;
 }
 
 int main(int argc, char **argv) {
@@ -974,16 +1158,10 @@ int main(int argc, char **argv) {
     if (ert_context_create(&co, &ctx) != ERT_OK) return 1;
     if (argc > 1 && !strcmp(argv[1], "--cpu-selfcheck")) {
         gpu_dev = ERT_DEVICE_CPU;
-        test_unary();
-        test_binary();
-        test_conv();
-        test_gemm();
-        test_matmul();
-        test_pool();
-        test_norm();
-        test_tensor();
-        test_tensor_cpu_ref();
-        test_cnn();
+        run_battery(false);
+        g_prec = ERT_DTYPE_F16; /* the CPU ignores precision: checks the quantised inputs and tolerances */
+        run_battery(false);
+        g_prec = ERT_DTYPE_F32;
         printf("%d cases skipped\n", n_skipped);
         ert_context_free(ctx);
         return ert_test_finish("cuda --cpu-selfcheck");
@@ -1019,18 +1197,16 @@ int main(int argc, char **argv) {
     struct cudaDeviceProp prop;
     if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
         printf("device: %s, sm_%d%d\n", prop.name, prop.major, prop.minor);
-    test_unary();
-    test_binary();
-    test_conv();
-    test_gemm();
-    test_matmul();
-    test_pool();
-    test_norm();
-    test_tensor();
-    test_tensor_cpu_ref();
-    test_cnn();
+    run_battery(true);
     test_caller_arena();
     test_errors();
+    static const ert_dtype low[2] = {ERT_DTYPE_F16, ERT_DTYPE_BF16};
+    for (int k = 0; k < 2; k++) {
+        g_prec = low[k];
+        printf("== %s sessions\n", ert_dtype_name(g_prec));
+        run_battery(true);
+    }
+    g_prec = ERT_DTYPE_F32;
     CHECK(n_no_graph == 0, "%d sessions ran without a CUDA graph", n_no_graph);
     printf("%d cases skipped (op not available in this build's graph layer)\n", n_skipped);
     ert_context_free(ctx);

@@ -1,10 +1,12 @@
-/* Direct convolution, f32, NCHW, 1-D/2-D/3-D, groups, strides, dilations,
+/* Direct convolution and ConvTranspose, f32/f16/bf16 (f32 accumulation), NCHW, 1-D/2-D/3-D, groups, strides, dilations,
  * pads, with the fused epilogue (bias, residual, activation) of
  * kernels/cpu/conv.c. One thread per output element; every rank is handled
  * as 3-D (missing leading spatial dims: size 1, kernel 1, stride 1, no pad).
  * This is the path without cuDNN (and for 3-D convs); it is plain, not fast.
- * The cuDNN path lives in cuda_backend.c. */
+ * The cuDNN path lives in cuda_backend.c. ConvTranspose gathers: output o
+ * reads input i = (o + pad - k * dil) / stride wherever that divides. */
 #include "cuda_internal.h"
+#include "cuda_types.cuh"
 
 #include <math.h>
 
@@ -34,8 +36,9 @@ static __device__ __forceinline__ float act1(float x, int kind, float alpha, flo
     }
 }
 
-static __global__ void conv_kernel(const float *__restrict__ x, const float *__restrict__ w, const float *__restrict__ bias,
-                            const float *__restrict__ res, float *__restrict__ y, cgeom g, int64_t total, int kind,
+template <typename T>
+static __global__ void conv_kernel(const T *__restrict__ x, const T *__restrict__ w, const T *__restrict__ bias,
+                            const T *__restrict__ res, T *__restrict__ y, cgeom g, int64_t total, int kind,
                             float alpha, float beta) {
     const int64_t out_sz = g.out[0] * g.out[1] * g.out[2], in_sz = g.in[0] * g.in[1] * g.in[2];
     const int64_t Cg = g.C / g.group, Mg = g.M / g.group, k_sz = g.k[0] * g.k[1] * g.k[2];
@@ -44,12 +47,12 @@ static __global__ void conv_kernel(const float *__restrict__ x, const float *__r
         int64_t r = i % out_sz, m = (i / out_sz) % g.M, n = i / (out_sz * g.M);
         int64_t ow = r % g.out[2], oh = (r / g.out[2]) % g.out[1], od = r / (g.out[2] * g.out[1]);
         int64_t gi = m / Mg;
-        const float *xg = x + (n * g.C + gi * Cg) * in_sz;
-        const float *wm = w + m * Cg * k_sz;
+        const T *xg = x + (n * g.C + gi * Cg) * in_sz;
+        const T *wm = w + m * Cg * k_sz;
         float acc = 0.0f;
         for (int64_t c = 0; c < Cg; c++) {
-            const float *xc = xg + c * in_sz;
-            const float *wc = wm + c * k_sz;
+            const T *xc = xg + c * in_sz;
+            const T *wc = wm + c * k_sz;
             for (int64_t kd = 0; kd < g.k[0]; kd++) {
                 int64_t id = od * g.s[0] - g.pb[0] + kd * g.d[0];
                 if (id < 0 || id >= g.in[0]) continue;
@@ -59,43 +62,104 @@ static __global__ void conv_kernel(const float *__restrict__ x, const float *__r
                     for (int64_t kw = 0; kw < g.k[2]; kw++) {
                         int64_t iw = ow * g.s[2] - g.pb[2] + kw * g.d[2];
                         if (iw < 0 || iw >= g.in[2]) continue;
-                        acc += xc[(id * g.in[1] + ih) * g.in[2] + iw] * wc[(kd * g.k[1] + kh) * g.k[2] + kw];
+                        acc += ert_ld(xc[(id * g.in[1] + ih) * g.in[2] + iw]) * ert_ld(wc[(kd * g.k[1] + kh) * g.k[2] + kw]);
                     }
                 }
             }
         }
-        if (bias) acc += bias[m];
-        if (res) acc += res[i];
-        y[i] = act1(acc, kind, alpha, beta);
+        if (bias) acc += ert_ld(bias[m]);
+        if (res) acc += ert_ld(res[i]);
+        ert_put(y + i, act1(acc, kind, alpha, beta));
     }
 }
 
-extern "C" cudaError_t ert_cuda_conv_direct_launch(const ert_conv_params *p, const ert_tview *x, const float *w,
-                                                   const float *bias, const float *res, const ert_tview *y,
-                                                   cudaStream_t st) {
+/* x (N, C, in...), w (C, M/group, k...), y (N, M, out...). */
+template <typename T>
+static __global__ void convt_kernel(const T *__restrict__ x, const T *__restrict__ w, const T *__restrict__ bias,
+                                    T *__restrict__ y, cgeom g, int64_t total, int kind, float alpha, float beta) {
+    const int64_t out_sz = g.out[0] * g.out[1] * g.out[2], in_sz = g.in[0] * g.in[1] * g.in[2];
+    const int64_t Cg = g.C / g.group, Mg = g.M / g.group, k_sz = g.k[0] * g.k[1] * g.k[2];
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = i % out_sz, m = (i / out_sz) % g.M, n = i / (out_sz * g.M);
+        int64_t o[3] = {r / (g.out[2] * g.out[1]), (r / g.out[2]) % g.out[1], r % g.out[2]};
+        int64_t gi = m / Mg, mg = m % Mg;
+        float acc = 0.0f;
+        for (int64_t kd = 0; kd < g.k[0]; kd++) {
+            int64_t td = o[0] + g.pb[0] - kd * g.d[0];
+            if (td < 0 || td % g.s[0]) continue;
+            int64_t id = td / g.s[0];
+            if (id >= g.in[0]) continue;
+            for (int64_t kh = 0; kh < g.k[1]; kh++) {
+                int64_t th = o[1] + g.pb[1] - kh * g.d[1];
+                if (th < 0 || th % g.s[1]) continue;
+                int64_t ih = th / g.s[1];
+                if (ih >= g.in[1]) continue;
+                for (int64_t kw = 0; kw < g.k[2]; kw++) {
+                    int64_t tw = o[2] + g.pb[2] - kw * g.d[2];
+                    if (tw < 0 || tw % g.s[2]) continue;
+                    int64_t iw = tw / g.s[2];
+                    if (iw >= g.in[2]) continue;
+                    int64_t xo = (id * g.in[1] + ih) * g.in[2] + iw, ko = (kd * g.k[1] + kh) * g.k[2] + kw;
+                    for (int64_t c = 0; c < Cg; c++) {
+                        int64_t cc = gi * Cg + c;
+                        acc += ert_ld(x[(n * g.C + cc) * in_sz + xo]) * ert_ld(w[(cc * Mg + mg) * k_sz + ko]);
+                    }
+                }
+            }
+        }
+        if (bias) acc += ert_ld(bias[m]);
+        ert_put(y + i, act1(acc, kind, alpha, beta));
+    }
+}
+
+static bool make_geom(const ert_conv_params *p, const ert_tview *x, const ert_tview *y, cgeom *g) {
     if (p->nsp < 1 || p->nsp > 3 || x->ndim != p->nsp + 2 || y->ndim != x->ndim || p->group < 1 ||
         x->dims[1] % p->group || y->dims[1] % p->group)
-        return cudaErrorInvalidValue;
-    if (y->n_elems <= 0) return cudaSuccess;
-    cgeom g;
-    g.N = x->dims[0];
-    g.C = x->dims[1];
-    g.M = y->dims[1];
-    g.group = p->group;
+        return false;
+    g->N = x->dims[0];
+    g->C = x->dims[1];
+    g->M = y->dims[1];
+    g->group = p->group;
     int off = 3 - p->nsp;
     for (int i = 0; i < 3; i++) {
         int s = i - off;
         bool real = s >= 0;
-        g.in[i] = real ? x->dims[2 + s] : 1;
-        g.out[i] = real ? y->dims[2 + s] : 1;
-        g.k[i] = real ? p->kernel[s] : 1;
-        g.s[i] = real ? p->stride[s] : 1;
-        g.d[i] = real ? p->dilation[s] : 1;
-        g.pb[i] = real ? p->pad_begin[s] : 0;
+        g->in[i] = real ? x->dims[2 + s] : 1;
+        g->out[i] = real ? y->dims[2 + s] : 1;
+        g->k[i] = real ? p->kernel[s] : 1;
+        g->s[i] = real ? p->stride[s] : 1;
+        g->d[i] = real ? p->dilation[s] : 1;
+        g->pb[i] = real ? p->pad_begin[s] : 0;
     }
+    return true;
+}
+
+extern "C" cudaError_t ert_cuda_conv_transpose_launch(const ert_conv_params *p, const ert_tview *x, const void *w,
+                                                      const void *bias, const ert_tview *y, cudaStream_t st) {
+    cgeom g;
+    if (!make_geom(p, x, y, &g) || x->dtype != y->dtype) return cudaErrorInvalidValue;
+    if (y->n_elems <= 0) return cudaSuccess;
     int64_t blocks = (y->n_elems + 127) / 128;
     if (blocks > (1 << 20)) blocks = 1 << 20;
-    conv_kernel<<<(unsigned)blocks, 128, 0, st>>>((const float *)x->data, w, bias, res, (float *)y->data, g,
-                                                 y->n_elems, (int)p->act.kind, p->act.alpha, p->act.beta);
+    ERT_CUDA_FLOAT_SWITCH(x->dtype, T,
+        convt_kernel<T><<<(unsigned)blocks, 128, 0, st>>>((const T *)x->data, (const T *)w, (const T *)bias,
+                                                         (T *)y->data, g, y->n_elems, (int)p->act.kind, p->act.alpha,
+                                                         p->act.beta))
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ert_cuda_conv_direct_launch(const ert_conv_params *p, const ert_tview *x, const void *w,
+                                                   const void *bias, const void *res, const ert_tview *y,
+                                                   cudaStream_t st) {
+    cgeom g;
+    if (!make_geom(p, x, y, &g) || x->dtype != y->dtype) return cudaErrorInvalidValue;
+    if (y->n_elems <= 0) return cudaSuccess;
+    int64_t blocks = (y->n_elems + 127) / 128;
+    if (blocks > (1 << 20)) blocks = 1 << 20;
+    ERT_CUDA_FLOAT_SWITCH(x->dtype, T,
+        conv_kernel<T><<<(unsigned)blocks, 128, 0, st>>>((const T *)x->data, (const T *)w, (const T *)bias,
+                                                        (const T *)res, (T *)y->data, g, y->n_elems,
+                                                        (int)p->act.kind, p->act.alpha, p->act.beta))
     return cudaGetLastError();
 }

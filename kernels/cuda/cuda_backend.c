@@ -25,8 +25,20 @@
  *   runs eagerly from then on. Then the stream is synchronised, so outputs
  *   are readable when ert_session_run returns.
  * Nothing is allocated after create. Handles live here, never in globals.
- * FP32 only; f32 convolutions and GEMMs are kept off TF32 (FMA math in cuDNN,
- * default math in cuBLAS), so results match the CPU reference closely.
+ * Data f32, f16 or bf16 (a session's `precision`: session.c converts the
+ * weights and plans the activations in it; graph inputs/outputs stay f32 and
+ * Casts at the edges run inside the graph). f32 convolutions and GEMMs are
+ * kept off TF32 (FMA math in cuDNN, COMPUTE_32F under the default math mode
+ * in cuBLAS), so results match the CPU reference closely; f16/bf16 use the
+ * tensor cores with f32 accumulation. Convolutions: cudnnFind picks the
+ * algorithm once per shape at create (cached; f16/bf16 without groups take
+ * IMPLICIT_PRECOMP_GEMM, the tensor-core path, when it runs). f32: conv + bias (+ residual) + ReLU/identity run as one
+ * cudnnConvolutionBiasActivationForward where cuDNN accepts it (tried once at
+ * create). f16/bf16: conv + one epilogue kernel (cuDNN's legacy fused call
+ * runs on its slow FMA kernel there), and the filter is rewritten at create
+ * as (K, R, S, C) when cuDNN measures that faster (it saves a filter
+ * transpose per call). Activations stay NCHW: cuDNN's tensor-core kernels
+ * transpose x and y around each conv (TODO(#4): NHWC activations).
  */
 #include "cuda_internal.h"
 
@@ -40,6 +52,16 @@
 
 #define CONV_WS_MAX ((size_t)64 << 20) /* largest cuDNN workspace a conv may plan */
 #define BLAS_WS ((size_t)4 << 20)      /* cuBLAS workspace per GEMM node (transient) */
+
+/* cudnnFind's answer for one conv shape, measured once per session (shapes
+ * repeat: ResNet-50 has 53 convs of 20 shapes). */
+typedef struct algo_entry {
+    int key[20];
+    int algo;
+    size_t ws;
+    float ms; /* cudnnFind's time of the pick */
+    bool ok;  /* false: no usable algorithm, use the direct kernel */
+} algo_entry;
 
 typedef struct cuda_ctx {
     ert_context *ctx;
@@ -62,19 +84,27 @@ typedef struct cuda_ctx {
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     bool graph_off; /* capture failed once: run eagerly */
+    algo_entry *algos; /* conv algorithm cache (create time only) */
+    int n_algos, cap_algos;
+    void **krsc; /* f16/bf16 filters already rewritten in place as (K, R, S, C) */
+    int n_krsc, cap_krsc;
 } cuda_ctx;
 
 /* Per-node state (bind_node). */
 typedef struct conv_state {
     bool use_dnn;
 #ifdef ERT_HAVE_CUDNN
-    cudnnTensorDescriptor_t xd, yd;
+    bool fused; /* one cudnnConvolutionBiasActivationForward does bias, residual and activation */
+    bool w_krsc; /* the filter is stored (K, R, S, C) (cuDNN "NHWC" filter format) */
+    cudnnTensorDescriptor_t xd, yd, bd;
     cudnnFilterDescriptor_t wd;
     cudnnConvolutionDescriptor_t cd;
+    cudnnActivationDescriptor_t ad;
     cudnnConvolutionFwdAlgo_t algo;
     size_t ws_bytes;
 #endif
 } conv_state;
+
 
 static ert_status cuda_err(cuda_ctx *c, cudaError_t e, const char *what) {
     return ert_set_error(c->ctx, ERT_E_CUDA, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
@@ -104,6 +134,8 @@ static void cuda_release(void *bctx) {
     if (c->stream) cudaStreamDestroy(c->stream);
     free(c->in);
     free(c->out);
+    free(c->algos);
+    free(c->krsc);
     free(c);
 }
 
@@ -325,16 +357,19 @@ static void conv_state_free(conv_state *s) {
     if (!s) return;
     if (s->xd) cudnnDestroyTensorDescriptor(s->xd);
     if (s->yd) cudnnDestroyTensorDescriptor(s->yd);
+    if (s->bd) cudnnDestroyTensorDescriptor(s->bd);
     if (s->wd) cudnnDestroyFilterDescriptor(s->wd);
     if (s->cd) cudnnDestroyConvolutionDescriptor(s->cd);
+    if (s->ad) cudnnDestroyActivationDescriptor(s->ad);
     free(s);
 }
 
-/* cuDNN takes 1-D and 2-D f32 convs with symmetric pads; the rest goes to the
+/* cuDNN takes 1-D and 2-D convs with symmetric pads; the rest goes to the
  * direct kernel. Descriptors are 4-D (a 1-D conv is 2-D with H = 1). */
 static bool dnn_can(const ert_kargs *a) {
     const ert_conv_params *p = &a->params->conv;
     if (p->nsp < 1 || p->nsp > 2 || a->in[0].ndim != p->nsp + 2) return false;
+    if (a->in[0].dtype != a->in[1].dtype || a->in[0].dtype != a->out[0].dtype) return false;
     for (int i = 0; i < p->nsp; i++)
         if (p->pad_begin[i] != p->pad_end[i]) return false;
     for (int i = 0; i < a->in[0].ndim; i++)
@@ -342,11 +377,73 @@ static bool dnn_can(const ert_kargs *a) {
     return true;
 }
 
-/* Describe the conv and pick the algorithm: the heuristics' best FMA-math
- * algorithm whose workspace fits `ws_limit`. */
+/* f32 data stays f32 (FMA math, no TF32: the CPU is the oracle); f16 and
+ * bf16 data use the tensor cores with f32 accumulation. */
+static cudnnDataType_t dnn_type(ert_dtype dt) {
+    return dt == ERT_DTYPE_F16 ? CUDNN_DATA_HALF : dt == ERT_DTYPE_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+}
+
+/* The fastest algorithm cudnnFind measures for this shape whose workspace
+ * fits CONV_WS_MAX (f32: FMA math only), cached in c->algos. */
+static ert_status find_algo(cuda_ctx *c, const conv_state *s, const int *key, bool f32, const algo_entry **out) {
+    for (int i = 0; i < c->n_algos; i++)
+        if (!memcmp(c->algos[i].key, key, sizeof c->algos[i].key)) {
+            *out = &c->algos[i];
+            return ERT_OK;
+        }
+    if (c->n_algos == c->cap_algos) {
+        int cap = c->cap_algos ? 2 * c->cap_algos : 32;
+        algo_entry *n = realloc(c->algos, (size_t)cap * sizeof *n);
+        if (!n) return ert_set_error(c->ctx, ERT_E_NOMEM, "out of memory");
+        c->algos = n;
+        c->cap_algos = cap;
+    }
+    algo_entry *e = &c->algos[c->n_algos];
+    memset(e, 0, sizeof *e);
+    memcpy(e->key, key, sizeof e->key);
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int got = 0;
+    cudnnStatus_t ds = cudnnFindConvolutionForwardAlgorithm(c->dnn, s->xd, s->wd, s->cd, s->yd,
+                                                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf);
+    if (ds != CUDNN_STATUS_SUCCESS) /* measuring failed (memory?): the heuristics' order */
+        ds = cudnnGetConvolutionForwardAlgorithm_v7(c->dnn, s->xd, s->wd, s->cd, s->yd,
+                                                    CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf);
+    if (ds != CUDNN_STATUS_SUCCESS) return dnn_err(c, ds, "cudnnFindConvolutionForwardAlgorithm");
+    /* The fastest usable one, or one needing less workspace within 5% of its
+     * time. f16/bf16 without groups: IMPLICIT_PRECOMP_GEMM (cuDNN's
+     * tensor-core path) when it runs. cudnnFind times each call alone and
+     * noisily: run to run it picked FMA algorithms (implicit_convolve_sgemm,
+     * non-fused Winograd with an f32 GEMM) that are 2-5x slower inside the
+     * graph (ncu, H200: ResNet-18 b1 f16 0.70 vs 0.38 ms for the same build);
+     * perf.mathType does not tell them apart (it echoes the descriptor's). */
+    for (int pass = f32 || key[14] != 1 ? 1 : 0; pass < 2 && !e->ok; pass++) {
+        float best = -1;
+        for (int i = 0; i < got; i++) {
+            bool tc = perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
+                      perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+            if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > CONV_WS_MAX || (f32 && tc) ||
+                (pass == 0 && perf[i].algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM))
+                continue;
+            if (best < 0) best = perf[i].time;
+            if (!e->ok || (perf[i].time <= best * 1.05f && perf[i].memory < e->ws)) {
+                e->ok = true;
+                e->algo = (int)perf[i].algo;
+                e->ws = perf[i].memory;
+                e->ms = perf[i].time;
+            }
+        }
+    }
+    c->n_algos++;
+    *out = e;
+    return ERT_OK;
+}
+
+/* Describe the conv and pick the algorithm (find_algo); NULL state: cuDNN
+ * cannot do it, or its algorithm needs more workspace than ws_limit. */
 static ert_status conv_describe(cuda_ctx *c, const ert_kargs *a, size_t ws_limit, conv_state **out) {
     const ert_conv_params *p = &a->params->conv;
     const ert_tview *x = &a->in[0], *w = &a->in[1], *y = &a->out[0];
+    *out = NULL;
     conv_state *s = calloc(1, sizeof *s);
     if (!s) return ert_set_error(c->ctx, ERT_E_NOMEM, "out of memory");
     int two = p->nsp == 2;
@@ -356,58 +453,157 @@ static ert_status conv_describe(cuda_ctx *c, const ert_kargs *a, size_t ws_limit
     int ph = two ? (int)p->pad_begin[0] : 0, pw = (int)p->pad_begin[two];
     int sh = two ? (int)p->stride[0] : 1, sw = (int)p->stride[two];
     int dh = two ? (int)p->dilation[0] : 1, dw = (int)p->dilation[two];
+    bool f32 = x->dtype == ERT_DTYPE_F32;
+    cudnnDataType_t dt = dnn_type(x->dtype);
     cudnnStatus_t ds;
     if ((ds = cudnnCreateTensorDescriptor(&s->xd)) || (ds = cudnnCreateTensorDescriptor(&s->yd)) ||
         (ds = cudnnCreateFilterDescriptor(&s->wd)) || (ds = cudnnCreateConvolutionDescriptor(&s->cd)) ||
-        (ds = cudnnSetTensor4dDescriptor(s->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)x->dims[0], (int)x->dims[1],
-                                         xh, xw)) ||
-        (ds = cudnnSetTensor4dDescriptor(s->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)y->dims[0], (int)y->dims[1],
-                                         yh, yw)) ||
-        (ds = cudnnSetFilter4dDescriptor(s->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, (int)w->dims[0], (int)w->dims[1],
-                                         kh, kw)) ||
+        (ds = cudnnSetTensor4dDescriptor(s->xd, CUDNN_TENSOR_NCHW, dt, (int)x->dims[0], (int)x->dims[1], xh, xw)) ||
+        (ds = cudnnSetTensor4dDescriptor(s->yd, CUDNN_TENSOR_NCHW, dt, (int)y->dims[0], (int)y->dims[1], yh, yw)) ||
+        (ds = cudnnSetFilter4dDescriptor(s->wd, dt, CUDNN_TENSOR_NCHW, (int)w->dims[0], (int)w->dims[1], kh, kw)) ||
         (ds = cudnnSetConvolution2dDescriptor(s->cd, ph, pw, sh, sw, dh, dw, CUDNN_CROSS_CORRELATION,
                                               CUDNN_DATA_FLOAT)) ||
         (ds = cudnnSetConvolutionGroupCount(s->cd, (int)p->group)) ||
-        (ds = cudnnSetConvolutionMathType(s->cd, CUDNN_FMA_MATH))) {
+        (ds = cudnnSetConvolutionMathType(s->cd, f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH))) {
         conv_state_free(s);
         return dnn_err(c, ds, "cuDNN conv descriptors");
     }
     int on, oc, oh, ow;
     if (cudnnGetConvolution2dForwardOutputDim(s->cd, s->xd, s->wd, &on, &oc, &oh, &ow) != CUDNN_STATUS_SUCCESS ||
         on != (int)y->dims[0] || oc != (int)y->dims[1] || oh != yh || ow != yw) {
-        conv_state_free(s);
-        *out = NULL; /* cuDNN sees another shape (ceil effects): direct kernel */
+        conv_state_free(s); /* cuDNN sees another shape (ceil effects): direct kernel */
         return ERT_OK;
     }
-    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    int got = 0;
-    ds = cudnnGetConvolutionForwardAlgorithm_v7(c->dnn, s->xd, s->wd, s->cd, s->yd, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                                                &got, perf);
-    if (ds != CUDNN_STATUS_SUCCESS) {
+    int key[20] = {(int)x->dims[0], (int)x->dims[1], xh, xw, (int)w->dims[0], (int)w->dims[1], kh, kw,
+                   ph, pw, sh, sw, dh, dw, (int)p->group, (int)x->dtype, 0, 0, 0, 0};
+    const algo_entry *e = NULL;
+    ert_status st = find_algo(c, s, key, f32, &e);
+    if (st != ERT_OK) {
         conv_state_free(s);
-        return dnn_err(c, ds, "cudnnGetConvolutionForwardAlgorithm_v7");
+        return st;
     }
-    int pick = -1;
-    for (int i = 0; i < got && pick < 0; i++)
-        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= ws_limit &&
-            perf[i].mathType != CUDNN_TENSOR_OP_MATH && perf[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
-            pick = i;
-    if (pick < 0) {
+#ifndef ERT_CUDA_NO_KRSC_FILTERS
+    /* f16/bf16: the tensor-core kernels want the filter as (K, R, S, C); given
+     * (K, C, R, S) cuDNN transposes it on every call. Measure the filter
+     * stored that way too and keep the faster (bind_node rewrites it). */
+    if (!f32 && p->group == 1) {
+        cudnnFilterDescriptor_t wd2 = NULL;
+        const algo_entry *e2 = NULL;
+        if (cudnnCreateFilterDescriptor(&wd2) == CUDNN_STATUS_SUCCESS &&
+            cudnnSetFilter4dDescriptor(wd2, dt, CUDNN_TENSOR_NHWC, (int)w->dims[0], (int)w->dims[1], kh, kw) ==
+                CUDNN_STATUS_SUCCESS) {
+            cudnnFilterDescriptor_t keep = s->wd;
+            s->wd = wd2;
+            key[16] = 1;
+            st = find_algo(c, s, key, f32, &e2);
+            s->wd = keep;
+            if (st == ERT_OK && e2->ok && e2->ws <= ws_limit && (!e->ok || e->ws > ws_limit || e2->ms < e->ms)) {
+                cudnnDestroyFilterDescriptor(s->wd);
+                s->wd = wd2;
+                wd2 = NULL;
+                s->w_krsc = true;
+                e = e2;
+            }
+        }
+        if (wd2) cudnnDestroyFilterDescriptor(wd2);
+        if (st != ERT_OK) {
+            conv_state_free(s);
+            return st;
+        }
+    }
+#endif
+    if (!e->ok || e->ws > ws_limit) {
         conv_state_free(s);
-        *out = NULL;
         return ERT_OK;
     }
     s->use_dnn = true;
-    s->algo = perf[pick].algo;
-    s->ws_bytes = perf[pick].memory;
+    s->algo = (cudnnConvolutionFwdAlgo_t)e->algo;
+    s->ws_bytes = e->ws;
     *out = s;
     return ERT_OK;
+}
+
+/* Rewrite an f16/bf16 filter (K, C, R, S) in place as (K, R, S, C), once per
+ * buffer (two convs may share a filter). Create time only; a filter shared
+ * with an op other than Conv would see the new order (no model we know does
+ * that; TODO(#4): check it when the backend sees the whole graph). */
+static bool krsc_done(const cuda_ctx *c, const void *w) {
+    for (int i = 0; i < c->n_krsc; i++)
+        if (c->krsc[i] == w) return true;
+    return false;
+}
+
+static ert_status filter_to_krsc(cuda_ctx *c, const ert_tview *w, int kh, int kw) {
+    if (krsc_done(c, w->data)) return ERT_OK;
+    if (c->n_krsc == c->cap_krsc) {
+        int cap = c->cap_krsc ? 2 * c->cap_krsc : 32;
+        void **n = realloc(c->krsc, (size_t)cap * sizeof *n);
+        if (!n) return ert_set_error(c->ctx, ERT_E_NOMEM, "out of memory");
+        c->krsc = n;
+        c->cap_krsc = cap;
+    }
+    int64_t K = w->dims[0], C = w->dims[1], R = kh, S = kw;
+    size_t es = ert_dtype_size(w->dtype), bytes = (size_t)w->n_elems * es;
+    ert_cuda_map m;
+    memset(&m, 0, sizeof m);
+    m.ndim = 4;
+    m.dims[0] = K, m.dims[1] = R, m.dims[2] = S, m.dims[3] = C;
+    m.s[0][0] = C * R * S, m.s[0][1] = S, m.s[0][2] = 1, m.s[0][3] = R * S;
+    m.s[1][0] = R * S * C, m.s[1][1] = S * C, m.s[1][2] = C, m.s[1][3] = 1;
+    void *tmp = NULL;
+    cudaError_t e = cudaMalloc(&tmp, bytes);
+    if (e == cudaSuccess) e = ert_cuda_strided_copy_launch(w->data, 0, tmp, 0, es, &m, w->n_elems, c->stream);
+    if (e == cudaSuccess) e = cudaMemcpyAsync(w->data, tmp, bytes, cudaMemcpyDefault, c->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+    if (tmp) cudaFree(tmp);
+    if (e != cudaSuccess) return cuda_err(c, e, "filter to (K, R, S, C)");
+    c->krsc[c->n_krsc++] = w->data;
+    return ERT_OK;
+}
+
+/* Try the fused call (conv + bias + residual + ReLU/ReLU6/identity in one
+ * cuDNN call) once at create, on the real buffers; keep it if cuDNN runs it,
+ * else the conv is followed by the epilogue kernel. Identity is only offered
+ * by cuDNN for IMPLICIT_PRECOMP_GEMM. */
+static void conv_try_fuse(cuda_ctx *c, const ert_kargs *a, conv_state *s) {
+#ifdef ERT_CUDA_NO_FUSED_CONV /* build-time switch for measurements: conv + epilogue kernel always */
+    return;
+#endif
+    const ert_conv_params *p = &a->params->conv;
+    cudnnActivationMode_t mode;
+    double coef = 0;
+    /* f16/bf16: cuDNN runs the legacy fused call on its FMA kernel
+     * (implicit_convolve_sgemm), 5-10x slower than the tensor-core conv plus
+     * our epilogue (measured, H200, cuDNN 9): f32 only. */
+    if (a->in[0].dtype != ERT_DTYPE_F32) return;
+    if (!p->has_bias || a->n_in < 3 || !a->in[2].data) return;
+    if (p->act.kind == ERT_ACT_RELU) mode = CUDNN_ACTIVATION_RELU;
+    else if (p->act.kind == ERT_ACT_CLIP && p->act.alpha == 0.0f && p->act.beta > 0.0f && p->act.beta < 1e30f) {
+        mode = CUDNN_ACTIVATION_CLIPPED_RELU;
+        coef = p->act.beta;
+    } else if (p->act.kind == ERT_ACT_NONE && s->algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM)
+        mode = CUDNN_ACTIVATION_IDENTITY;
+    else return;
+    const ert_tview *y = &a->out[0];
+    if (cudnnCreateTensorDescriptor(&s->bd) || cudnnCreateActivationDescriptor(&s->ad) ||
+        cudnnSetTensor4dDescriptor(s->bd, CUDNN_TENSOR_NCHW, dnn_type(y->dtype), 1, (int)y->dims[1], 1, 1) ||
+        cudnnSetActivationDescriptor(s->ad, mode, CUDNN_PROPAGATE_NAN, coef))
+        return;
+    const float one = 1.0f, zero = 0.0f;
+    bool res = p->has_residual && a->n_in > 3 && a->in[3].data;
+    cudnnStatus_t ds = cudnnConvolutionBiasActivationForward(
+        c->dnn, &one, s->xd, a->in[0].data, s->wd, a->in[1].data, s->cd, s->algo, a->workspace, s->ws_bytes,
+        res ? &one : &zero, s->yd, res ? a->in[3].data : y->data, s->bd, a->in[2].data, s->ad, s->yd, y->data);
+    cudaError_t e = cudaStreamSynchronize(c->stream);
+    cudaGetLastError();
+    s->fused = ds == CUDNN_STATUS_SUCCESS && e == cudaSuccess;
 }
 #endif
 
 /* ------------------------------------------------------------------ node hooks */
 
 static bool is_blas_op(ert_op op) { return op == ERT_OP_GEMM || op == ERT_OP_MATMUL; }
+static bool is_float(ert_dtype dt) { return dt == ERT_DTYPE_F32 || dt == ERT_DTYPE_F16 || dt == ERT_DTYPE_BF16; }
 
 static ert_status cuda_node_workspace(void *bctx, const ert_kargs *a, size_t *bytes) {
     cuda_ctx *c = bctx;
@@ -418,7 +614,7 @@ static ert_status cuda_node_workspace(void *bctx, const ert_kargs *a, size_t *by
         return ERT_OK;
     }
 #ifdef ERT_HAVE_CUDNN
-    if (a->op == ERT_OP_CONV && a->in[0].dtype == ERT_DTYPE_F32 && dnn_can(a)) {
+    if (a->op == ERT_OP_CONV && dnn_can(a)) {
         conv_state *s = NULL;
         ert_status st = conv_describe(c, a, CONV_WS_MAX, &s);
         if (st != ERT_OK) return st;
@@ -433,15 +629,38 @@ static ert_status cuda_bind_node(void *bctx, ert_kargs *a) {
     cuda_ctx *c = bctx;
     a->state = NULL;
     /* supports() saw input 0's dtype only */
-    if (a->op == ERT_OP_WHERE && (a->in[1].dtype != ERT_DTYPE_F32 || a->in[2].dtype != ERT_DTYPE_F32))
+    if (a->op == ERT_OP_WHERE && (!is_float(a->in[1].dtype) || a->in[2].dtype != a->in[1].dtype))
         return ert_set_error(c->ctx, ERT_E_UNSUPPORTED, "node '%s' (Where): the cuda backend does not implement it yet for %s data",
                              a->name ? a->name : "?", ert_dtype_name(a->in[1].dtype));
+    /* every float operand of a node has one dtype (a reduced-precision
+     * session converts them all); a model mixing them needs a Cast */
+    for (int k = 0; k < a->n_in + a->n_out && a->op != ERT_OP_CAST; k++) {
+        const ert_tview *v = k < a->n_in ? &a->in[k] : &a->out[k - a->n_in];
+        if (v->data && is_float(v->dtype) && is_float(a->in[0].dtype) && v->dtype != a->in[0].dtype)
+            return ert_set_error(c->ctx, ERT_E_UNSUPPORTED, "node '%s': the cuda backend needs one float dtype per node (%s and %s)",
+                                 a->name ? a->name : "?", ert_dtype_name(a->in[0].dtype), ert_dtype_name(v->dtype));
+    }
 #ifdef ERT_HAVE_CUDNN
     if (a->op == ERT_OP_CONV && dnn_can(a)) {
         conv_state *s = NULL;
         ert_status st = conv_describe(c, a, a->workspace ? a->workspace_bytes : 0, &s);
         if (st != ERT_OK) return st;
         a->state = s;
+        if (s && s->w_krsc) {
+            const ert_conv_params *p = &a->params->conv;
+            int two = p->nsp == 2;
+            st = filter_to_krsc(c, &a->in[1], two ? (int)a->in[1].dims[2] : 1, (int)a->in[1].dims[2 + two]);
+            if (st != ERT_OK) return st;
+        } else if (krsc_done(c, a->in[1].data)) {
+            return ert_set_error(c->ctx, ERT_E_UNSUPPORTED,
+                                 "node '%s': its filter is shared with a conv that stores it as (K, R, S, C)",
+                                 a->name ? a->name : "?");
+        }
+        if (s) conv_try_fuse(c, a, s);
+        if (s) ert_log(c->ctx, ERT_LOG_DEBUG, "conv '%s' (%s): cuDNN algo %d%s, workspace %zu, %s", a->name ? a->name : "?",
+                       ert_dtype_name(a->in[0].dtype), (int)s->algo, s->w_krsc ? " (KRSC filter)" : "", s->ws_bytes,
+                       s->fused ? "fused" : "unfused");
+        else ert_log(c->ctx, ERT_LOG_DEBUG, "conv '%s': direct kernel", a->name ? a->name : "?");
     }
 #endif
     return ERT_OK;
@@ -466,31 +685,29 @@ static void map_out(ert_cuda_map *m, const ert_tview *y) {
 
 static ert_status run_conv(cuda_ctx *c, const ert_kargs *a) {
     const ert_conv_params *p = &a->params->conv;
-    const float *bias = p->has_bias && a->n_in > 2 ? a->in[2].data : NULL;
-    const float *res = p->has_residual && a->n_in > 3 ? a->in[3].data : NULL;
+    const void *bias = p->has_bias && a->n_in > 2 ? a->in[2].data : NULL;
+    const void *res = p->has_residual && a->n_in > 3 ? a->in[3].data : NULL;
     const ert_tview *y = &a->out[0];
     cudaError_t e;
 #ifdef ERT_HAVE_CUDNN
     const conv_state *s = a->state;
+    if (s && s->fused) {
+        const float one = 1.0f, zero = 0.0f;
+        cudnnStatus_t ds = cudnnConvolutionBiasActivationForward(
+            c->dnn, &one, s->xd, a->in[0].data, s->wd, a->in[1].data, s->cd, s->algo, a->workspace, s->ws_bytes,
+            res ? &one : &zero, s->yd, res ? res : y->data, s->bd, bias, s->ad, s->yd, y->data);
+        return ds == CUDNN_STATUS_SUCCESS ? ERT_OK : dnn_err(c, ds, "cudnnConvolutionBiasActivationForward");
+    }
     if (s && s->use_dnn) {
         const float one = 1.0f, zero = 0.0f;
         cudnnStatus_t ds = cudnnConvolutionForward(c->dnn, &one, s->xd, a->in[0].data, s->wd, a->in[1].data, s->cd,
                                                    s->algo, a->workspace, s->ws_bytes, &zero, s->yd, y->data);
         if (ds != CUDNN_STATUS_SUCCESS) return dnn_err(c, ds, "cudnnConvolutionForward");
         /* bias (per channel), residual (like y), activation: one pass */
-        ert_cuda_map m;
-        memset(&m, 0, sizeof m);
         int64_t sp = 1;
         for (int i = 2; i < y->ndim; i++) sp *= y->dims[i];
-        m.ndim = 3;
-        m.dims[0] = y->dims[0];
-        m.dims[1] = y->dims[1];
-        m.dims[2] = sp;
-        m.s[0][1] = 1; /* bias[c] */
-        m.s[1][0] = y->dims[1] * sp;
-        m.s[1][1] = sp;
-        m.s[1][2] = 1;
-        e = ert_cuda_epilogue_launch(y->data, bias, 1.0f, res, &m, y->n_elems, &p->act, c->stream);
+        e = ert_cuda_conv_epilogue_launch(y->dtype, y->data, bias, res, y->dims[0], y->dims[1], sp, &p->act,
+                                          c->stream);
         return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "conv epilogue");
     }
 #endif
@@ -502,6 +719,18 @@ static ert_status blas_ws(cuda_ctx *c, const ert_kargs *a) {
     if (!a->workspace) return ERT_OK;
     cublasStatus_t bs = cublasSetWorkspace(c->blas, a->workspace, a->workspace_bytes);
     return bs == CUBLAS_STATUS_SUCCESS ? ERT_OK : blas_err(c, bs, "cublasSetWorkspace");
+}
+
+/* cublasGemmStridedBatchedEx for every dtype: data f32/f16/bf16, f32
+ * accumulation (CUBLAS_COMPUTE_32F: no TF32 under the default math mode, the
+ * tensor cores for f16/bf16). Column-major arguments, as cuBLAS takes them. */
+static cublasStatus_t gemm_ex(cuda_ctx *c, ert_dtype dt, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                              int k, const float *alpha, const void *A, int lda, long long sa, const void *B, int ldb,
+                              long long sb, void *C, int ldc, long long sc, int batch) {
+    cudaDataType_t t = dt == ERT_DTYPE_F16 ? CUDA_R_16F : dt == ERT_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    const float zero = 0.0f;
+    return cublasGemmStridedBatchedEx(c->blas, ta, tb, m, n, k, alpha, A, t, lda, sa, B, t, ldb, sb, &zero, C, t, ldc,
+                                      sc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 }
 
 /* Row-major C (M,N) = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: call
@@ -516,19 +745,18 @@ static ert_status run_gemm(cuda_ctx *c, const ert_kargs *a) {
     if (M == 0 || N == 0) return ERT_OK;
     ert_status st = blas_ws(c, a);
     if (st) return st;
-    const float zero = 0.0f;
-    cublasStatus_t bs = cublasSgemm(c->blas, p->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, p->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                    (int)N, (int)M, (int)K, &p->alpha, B->data, (int)(p->trans_b ? K : N), A->data,
-                                    (int)(p->trans_a ? M : K), &zero, Y->data, (int)N);
-    if (bs != CUBLAS_STATUS_SUCCESS) return blas_err(c, bs, "cublasSgemm");
+    cublasStatus_t bs = gemm_ex(c, Y->dtype, p->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, p->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                (int)N, (int)M, (int)K, &p->alpha, B->data, (int)(p->trans_b ? K : N), 0, A->data,
+                                (int)(p->trans_a ? M : K), 0, Y->data, (int)N, 0, 1);
+    if (bs != CUBLAS_STATUS_SUCCESS) return blas_err(c, bs, "cublasGemmEx");
     ert_cuda_map m;
     map_out(&m, Y);
-    const float *add = NULL;
+    const void *add = NULL;
     if (C && p->beta != 0.0f) {
         ert_cuda_bcast_strides(2, Y->dims, C->ndim, C->dims, m.s[0]);
         add = C->data;
     }
-    cudaError_t e = ert_cuda_epilogue_launch(Y->data, add, p->beta, NULL, &m, Y->n_elems, &p->act, c->stream);
+    cudaError_t e = ert_cuda_epilogue_launch(Y->dtype, Y->data, add, p->beta, NULL, &m, Y->n_elems, &p->act, c->stream);
     return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "gemm epilogue");
 }
 
@@ -554,14 +782,14 @@ static ert_status run_matmul(cuda_ctx *c, const ert_kargs *a) {
     if (batch == 0 || M == 0 || N == 0) return ERT_OK;
     ert_status st = blas_ws(c, a);
     if (st) return st;
-    const float one = 1.0f, zero = 0.0f;
+    const float one = 1.0f;
+    const size_t es = ert_dtype_size(Y->dtype);
     cublasStatus_t bs;
     bool a_ok = pa == batch || pa == 1, b_ok = pb == batch || pb == 1;
     if (a_ok && b_ok) {
-        bs = cublasSgemmStridedBatched(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, B->data,
-                                       (int)N, pb == 1 ? 0 : K * N, A->data, (int)K, pa == 1 ? 0 : M * K, &zero,
-                                       Y->data, (int)N, M * N, (int)batch);
-        if (bs != CUBLAS_STATUS_SUCCESS) return blas_err(c, bs, "cublasSgemmStridedBatched");
+        bs = gemm_ex(c, Y->dtype, CUBLAS_OP_N, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, B->data, (int)N,
+                     pb == 1 ? 0 : K * N, A->data, (int)K, pa == 1 ? 0 : M * K, Y->data, (int)N, M * N, (int)batch);
+        if (bs != CUBLAS_STATUS_SUCCESS) return blas_err(c, bs, "cublasGemmStridedBatchedEx");
     } else {
         /* general broadcast: per-batch offsets from the broadcast strides */
         ert_cuda_bcast_strides(obn, odims, abn, A->dims, sa);
@@ -574,17 +802,18 @@ static ert_status run_matmul(cuda_ctx *c, const ert_kargs *a) {
                 oa += k * sa[d];
                 ob += k * sb[d];
             }
-            bs = cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one,
-                             (const float *)B->data + ob * K * N, (int)N, (const float *)A->data + oa * M * K, (int)K,
-                             &zero, (float *)Y->data + i * M * N, (int)N);
-            if (bs != CUBLAS_STATUS_SUCCESS) return blas_err(c, bs, "cublasSgemm");
+            bs = gemm_ex(c, Y->dtype, CUBLAS_OP_N, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one,
+                         (const char *)B->data + (size_t)(ob * K * N) * es, (int)N, 0,
+                         (const char *)A->data + (size_t)(oa * M * K) * es, (int)K, 0,
+                         (char *)Y->data + (size_t)(i * M * N) * es, (int)N, 0, 1);
+            if (bs != CUBLAS_STATUS_SUCCESS) return blas_err(c, bs, "cublasGemmEx");
         }
     }
     const ert_act_params *act = &a->params->gemm.act;
     if (act->kind == ERT_ACT_NONE) return ERT_OK;
     ert_cuda_map m;
     map_out(&m, Y);
-    cudaError_t e = ert_cuda_epilogue_launch(Y->data, NULL, 0.0f, NULL, &m, Y->n_elems, act, c->stream);
+    cudaError_t e = ert_cuda_epilogue_launch(Y->dtype, Y->data, NULL, 0.0f, NULL, &m, Y->n_elems, act, c->stream);
     return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "matmul epilogue");
 }
 
@@ -595,10 +824,12 @@ static ert_status run_binary(cuda_ctx *c, const ert_kargs *a) {
     cudaError_t e;
     if (a->op == ERT_OP_WHERE) {
         for (int k = 0; k < 3; k++) ert_cuda_bcast_strides(y->ndim, y->dims, a->in[k].ndim, a->in[k].dims, m.s[k]);
-        e = ert_cuda_where_launch(a->in[0].data, a->in[1].data, a->in[2].data, y->data, &m, y->n_elems, c->stream);
+        e = ert_cuda_where_launch(y->dtype, a->in[0].data, a->in[1].data, a->in[2].data, y->data, &m, y->n_elems,
+                                  c->stream);
     } else {
         for (int k = 0; k < 2; k++) ert_cuda_bcast_strides(y->ndim, y->dims, a->in[k].ndim, a->in[k].dims, m.s[k]);
-        e = ert_cuda_binary_launch(a->op, a->in[0].data, a->in[1].data, y->data, &m, y->n_elems, c->stream);
+        e = ert_cuda_binary_launch(a->op, a->in[0].dtype, a->in[0].data, a->in[1].data, y->data, &m, y->n_elems,
+                                   c->stream);
     }
     return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "element-wise kernel");
 }
@@ -682,6 +913,13 @@ static ert_status run_node(cuda_ctx *c, const ert_kargs *a) {
     const ert_tview *x = &a->in[0], *y = &a->out[0];
     switch (a->op) {
     case ERT_OP_CONV: return run_conv(c, a);
+    case ERT_OP_CONV_TRANSPOSE:
+        e = ert_cuda_conv_transpose_launch(&a->params->conv, x, a->in[1].data,
+                                           a->params->conv.has_bias && a->n_in > 2 ? a->in[2].data : NULL, y,
+                                           c->stream);
+        break;
+    case ERT_OP_CAST: e = ert_cuda_cast_launch(x, y, c->stream); break;
+    case ERT_OP_GATHER: e = ert_cuda_gather_launch(a->params->gather.axis, x, &a->in[1], y, c->stream); break;
     case ERT_OP_GEMM: return run_gemm(c, a);
     case ERT_OP_MATMUL: return run_matmul(c, a);
     case ERT_OP_MAXPOOL: case ERT_OP_AVGPOOL:
@@ -690,14 +928,14 @@ static ert_status run_node(cuda_ctx *c, const ert_kargs *a) {
     case ERT_OP_GLOBAL_AVGPOOL: case ERT_OP_GLOBAL_MAXPOOL: {
         int64_t sz = 1;
         for (int i = 2; i < x->ndim; i++) sz *= x->dims[i];
-        e = ert_cuda_global_pool_launch(a->op == ERT_OP_GLOBAL_MAXPOOL, x->data, y->data,
+        e = ert_cuda_global_pool_launch(a->op == ERT_OP_GLOBAL_MAXPOOL, x->dtype, x->data, y->data,
                                         x->ndim >= 2 ? x->dims[0] * x->dims[1] : 1, sz, c->stream);
         break;
     }
     case ERT_OP_BATCHNORM: {
         int64_t sz = 1;
         for (int i = 2; i < x->ndim; i++) sz *= x->dims[i];
-        e = ert_cuda_batchnorm_launch(x->data, a->in[1].data, a->in[2].data, a->in[3].data, a->in[4].data, y->data,
+        e = ert_cuda_batchnorm_launch(x->dtype, x->data, a->in[1].data, a->in[2].data, a->in[3].data, a->in[4].data, y->data,
                                       a->params->norm.epsilon, x->dims[0], x->ndim > 1 ? x->dims[1] : 1, sz,
                                       c->stream);
         break;
@@ -709,7 +947,7 @@ static ert_status run_node(cuda_ctx *c, const ert_kargs *a) {
             if (i < axis) outer *= x->dims[i];
             else inner *= x->dims[i];
         }
-        e = ert_cuda_layernorm_launch(x->data, S->data, B ? B->data : NULL, y->data, a->params->norm.epsilon, outer,
+        e = ert_cuda_layernorm_launch(x->dtype, x->data, S->data, B ? B->data : NULL, y->data, a->params->norm.epsilon, outer,
                                       inner, S->n_elems == 1, B && B->n_elems == 1, c->stream);
         break;
     }
@@ -719,7 +957,7 @@ static ert_status run_node(cuda_ctx *c, const ert_kargs *a) {
             if (i < axis) outer *= x->dims[i];
             else if (i > axis) inner *= x->dims[i];
         }
-        e = ert_cuda_softmax_launch(a->op == ERT_OP_LOGSOFTMAX, x->data, y->data, outer, x->ndim ? x->dims[axis] : 1,
+        e = ert_cuda_softmax_launch(a->op == ERT_OP_LOGSOFTMAX, x->dtype, x->data, y->data, outer, x->ndim ? x->dims[axis] : 1,
                                     inner, c->stream);
         break;
     }
@@ -732,7 +970,7 @@ static ert_status run_node(cuda_ctx *c, const ert_kargs *a) {
     case ERT_OP_HARD_SIGMOID: case ERT_OP_HARD_SWISH: case ERT_OP_SILU: case ERT_OP_GELU: case ERT_OP_ERF:
     case ERT_OP_SQRT: case ERT_OP_EXP: case ERT_OP_LOG: case ERT_OP_NEG: case ERT_OP_ABS: case ERT_OP_RECIPROCAL:
     case ERT_OP_FLOOR: case ERT_OP_CEIL:
-        e = ert_cuda_unary_launch(a->op, &a->params->unary, x->data, y->data, y->n_elems, c->stream);
+        e = ert_cuda_unary_launch(a->op, &a->params->unary, x->dtype, x->data, y->data, y->n_elems, c->stream);
         break;
     case ERT_OP_ADD: case ERT_OP_SUB: case ERT_OP_MUL: case ERT_OP_DIV: case ERT_OP_POW: case ERT_OP_MIN:
     case ERT_OP_MAX: case ERT_OP_EQUAL: case ERT_OP_LESS: case ERT_OP_GREATER: case ERT_OP_WHERE:
@@ -811,6 +1049,10 @@ static bool cuda_supports(ert_op op, ert_dtype dt) {
         return ert_dtype_size(dt) == 1 || ert_dtype_size(dt) == 2 || ert_dtype_size(dt) == 4 ||
                ert_dtype_size(dt) == 8;
     case ERT_OP_WHERE: return dt == ERT_DTYPE_BOOL;
+    case ERT_OP_CAST: return ert_dtype_size(dt) != 0;
+    case ERT_OP_GATHER: return ert_dtype_size(dt) == 1 || ert_dtype_size(dt) == 2 || ert_dtype_size(dt) == 4 ||
+                               ert_dtype_size(dt) == 8;
+    case ERT_OP_CONV_TRANSPOSE:
     case ERT_OP_CONV: case ERT_OP_GEMM: case ERT_OP_MATMUL: case ERT_OP_MAXPOOL: case ERT_OP_AVGPOOL:
     case ERT_OP_GLOBAL_AVGPOOL: case ERT_OP_GLOBAL_MAXPOOL: case ERT_OP_BATCHNORM: case ERT_OP_LAYERNORM:
     case ERT_OP_SOFTMAX: case ERT_OP_LOGSOFTMAX: case ERT_OP_PAD: case ERT_OP_RESIZE:
@@ -821,8 +1063,8 @@ static bool cuda_supports(ert_op op, ert_dtype dt) {
     case ERT_OP_FLOOR: case ERT_OP_CEIL:
     case ERT_OP_ADD: case ERT_OP_SUB: case ERT_OP_MUL: case ERT_OP_DIV: case ERT_OP_POW: case ERT_OP_MIN:
     case ERT_OP_MAX: case ERT_OP_EQUAL: case ERT_OP_LESS: case ERT_OP_GREATER:
-        return dt == ERT_DTYPE_F32;
-    default: return false; /* TODO(#4): Gather, Cast, Where on non-f32, ConvTranspose, f16/bf16 */
+        return is_float(dt);
+    default: return false; /* Shape, ConstantOfShape, Range: folded at create (constant inputs) */
     }
 }
 

@@ -3,8 +3,10 @@
  * and the strided copy every data-movement op reduces to.
  * One thread per output element in a grid-stride loop; broadcasting and
  * permutations go through ert_cuda_map (per-operand strides, 0 on broadcast
- * dims), decoded from the flat output index. */
+ * dims), decoded from the flat output index. Float data is f32, f16 or bf16
+ * (cuda_types.cuh): loaded to f32, computed in f32, rounded once on store. */
 #include "cuda_internal.h"
+#include "cuda_types.cuh"
 
 #include <math.h>
 
@@ -41,10 +43,11 @@ static __device__ __forceinline__ float act1(float x, int kind, float alpha, flo
  * (their parameters come from ert_unary_params.act); math ops to their own. */
 enum { U_ACT = 0, U_GELU_TANH, U_ERF, U_SQRT, U_EXP, U_LOG, U_NEG, U_ABS, U_RECIP, U_FLOOR, U_CEIL };
 
-static __global__ void unary_kernel(const float *__restrict__ x, float *__restrict__ y, int64_t n, int what, int kind,
+template <typename T>
+static __global__ void unary_kernel(const T *__restrict__ x, T *__restrict__ y, int64_t n, int what, int kind,
                              float alpha, float beta) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        float v = x[i], r;
+        float v = ert_ld(x[i]), r;
         switch (what) {
         case U_ACT: r = act1(v, kind, alpha, beta); break;
         case U_GELU_TANH: {
@@ -62,7 +65,7 @@ static __global__ void unary_kernel(const float *__restrict__ x, float *__restri
         case U_FLOOR: r = floorf(v); break;
         default: r = ceilf(v); break;
         }
-        y[i] = r;
+        ert_put(y + i, r);
     }
 }
 
@@ -82,12 +85,13 @@ static __device__ __forceinline__ void decode(const ert_cuda_map &m, int64_t i, 
 
 enum { B_ADD = 0, B_SUB, B_MUL, B_DIV, B_POW, B_MIN, B_MAX, B_EQ, B_LT, B_GT };
 
-static __global__ void binary_kernel(const float *__restrict__ a, const float *__restrict__ b, void *__restrict__ y,
+template <typename T>
+static __global__ void binary_kernel(const T *__restrict__ a, const T *__restrict__ b, void *__restrict__ y,
                               ert_cuda_map m, int64_t n, int what) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t oa, ob, unused;
         decode(m, i, &oa, &ob, &unused);
-        float u = a[oa], v = b[ob];
+        float u = ert_ld(a[oa]), v = ert_ld(b[ob]);
         if (what >= B_EQ) {
             bool r = what == B_EQ ? u == v : (what == B_LT ? u < v : u > v);
             ((uint8_t *)y)[i] = r ? 1 : 0;
@@ -103,12 +107,13 @@ static __global__ void binary_kernel(const float *__restrict__ a, const float *_
         case B_MIN: r = (u < v || isnan(u)) ? u : v; break;
         default: r = (u > v || isnan(u)) ? u : v; break;
         }
-        ((float *)y)[i] = r;
+        ert_put((T *)y + i, r);
     }
 }
 
-static __global__ void where_kernel(const uint8_t *__restrict__ c, const float *__restrict__ x, const float *__restrict__ z,
-                             float *__restrict__ y, ert_cuda_map m, int64_t n) {
+template <typename T>
+static __global__ void where_kernel(const uint8_t *__restrict__ c, const T *__restrict__ x, const T *__restrict__ z,
+                             T *__restrict__ y, ert_cuda_map m, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t oc, ox, oz;
         decode(m, i, &oc, &ox, &oz);
@@ -116,16 +121,44 @@ static __global__ void where_kernel(const uint8_t *__restrict__ c, const float *
     }
 }
 
-static __global__ void epilogue_kernel(float *__restrict__ y, const float *__restrict__ add0, float scale0,
-                                const float *__restrict__ add1, ert_cuda_map m, int64_t n, int kind, float alpha,
+template <typename T>
+static __global__ void epilogue_kernel(T *__restrict__ y, const T *__restrict__ add0, float scale0,
+                                const T *__restrict__ add1, ert_cuda_map m, int64_t n, int kind, float alpha,
                                 float beta) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t o0, o1, unused;
         decode(m, i, &o0, &o1, &unused);
-        float v = y[i];
-        if (add0) v += scale0 * add0[o0];
-        if (add1) v += add1[o1];
-        y[i] = act1(v, kind, alpha, beta);
+        float v = ert_ld(y[i]);
+        if (add0) v += scale0 * ert_ld(add0[o0]);
+        if (add1) v += ert_ld(add1[o1]);
+        ert_put(y + i, act1(v, kind, alpha, beta));
+    }
+}
+
+/* The conv epilogue, y (N, C, HW) in place: y = act(y + bias[c] + res). V
+ * elements per thread (V = 2 when HW is even: both in one channel, one 2V-byte
+ * access for f16/bf16), 32-bit indices when they fit. */
+template <typename T, int V>
+struct alignas(V * sizeof(T)) vec_t {
+    T v[V];
+};
+
+template <typename T, int V, typename I>
+static __global__ void conv_epi_kernel(T *__restrict__ y, const T *__restrict__ bias, const T *__restrict__ res, I C,
+                                       I HW, I nv, int kind, float alpha, float beta) {
+    for (I j = blockIdx.x * (I)blockDim.x + threadIdx.x; j < nv; j += (I)gridDim.x * blockDim.x) {
+        I c = (j * V / HW) % C;
+        vec_t<T, V> a = ((vec_t<T, V> *)y)[j];
+        float b = bias ? ert_ld(bias[c]) : 0.0f;
+        vec_t<T, V> r;
+        if (res) r = ((const vec_t<T, V> *)res)[j];
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            float v = ert_ld(a.v[k]) + b;
+            if (res) v += ert_ld(r.v[k]);
+            ert_put(&a.v[k], act1(v, kind, alpha, beta));
+        }
+        ((vec_t<T, V> *)y)[j] = a;
     }
 }
 
@@ -164,8 +197,8 @@ void ert_cuda_bcast_strides(int out_nd, const int64_t *out_dims, int nd, const i
     }
 }
 
-cudaError_t ert_cuda_unary_launch(ert_op op, const ert_unary_params *p, const float *x, float *y, int64_t n,
-                                  cudaStream_t st) {
+cudaError_t ert_cuda_unary_launch(ert_op op, const ert_unary_params *p, ert_dtype dt, const void *x, void *y,
+                                  int64_t n, cudaStream_t st) {
     if (n <= 0) return cudaSuccess;
     int what = U_ACT, kind = ERT_ACT_NONE;
     float alpha = p->act.alpha, beta = p->act.beta;
@@ -193,12 +226,13 @@ cudaError_t ert_cuda_unary_launch(ert_op op, const ert_unary_params *p, const fl
     case ERT_OP_CEIL: what = U_CEIL; break;
     default: return cudaErrorInvalidValue;
     }
-    unary_kernel<<<grid_for(n), kThreads, 0, st>>>(x, y, n, what, kind, alpha, beta);
+    ERT_CUDA_FLOAT_SWITCH(dt, T,
+        unary_kernel<T><<<grid_for(n), kThreads, 0, st>>>((const T *)x, (T *)y, n, what, kind, alpha, beta))
     return cudaGetLastError();
 }
 
-cudaError_t ert_cuda_binary_launch(ert_op op, const float *a, const float *b, void *y, const ert_cuda_map *m,
-                                   int64_t n, cudaStream_t st) {
+cudaError_t ert_cuda_binary_launch(ert_op op, ert_dtype dt, const void *a, const void *b, void *y,
+                                   const ert_cuda_map *m, int64_t n, cudaStream_t st) {
     if (n <= 0) return cudaSuccess;
     if (!map_ok(m)) return cudaErrorInvalidValue;
     int what;
@@ -215,24 +249,48 @@ cudaError_t ert_cuda_binary_launch(ert_op op, const float *a, const float *b, vo
     case ERT_OP_GREATER: what = B_GT; break;
     default: return cudaErrorInvalidValue;
     }
-    binary_kernel<<<grid_for(n), kThreads, 0, st>>>(a, b, y, *m, n, what);
+    ERT_CUDA_FLOAT_SWITCH(dt, T,
+        binary_kernel<T><<<grid_for(n), kThreads, 0, st>>>((const T *)a, (const T *)b, y, *m, n, what))
     return cudaGetLastError();
 }
 
-cudaError_t ert_cuda_where_launch(const uint8_t *cond, const float *x, const float *z, float *y,
+cudaError_t ert_cuda_where_launch(ert_dtype dt, const uint8_t *cond, const void *x, const void *z, void *y,
                                   const ert_cuda_map *m, int64_t n, cudaStream_t st) {
     if (n <= 0) return cudaSuccess;
     if (!map_ok(m)) return cudaErrorInvalidValue;
-    where_kernel<<<grid_for(n), kThreads, 0, st>>>(cond, x, z, y, *m, n);
+    ERT_CUDA_FLOAT_SWITCH(dt, T,
+        where_kernel<T><<<grid_for(n), kThreads, 0, st>>>(cond, (const T *)x, (const T *)z, (T *)y, *m, n))
     return cudaGetLastError();
 }
 
-cudaError_t ert_cuda_epilogue_launch(float *y, const float *add0, float scale0, const float *add1,
+cudaError_t ert_cuda_epilogue_launch(ert_dtype dt, void *y, const void *add0, float scale0, const void *add1,
                                      const ert_cuda_map *m, int64_t n, const ert_act_params *act, cudaStream_t st) {
     if (n <= 0 || (!add0 && !add1 && act->kind == ERT_ACT_NONE)) return cudaSuccess;
     if (!map_ok(m)) return cudaErrorInvalidValue;
-    epilogue_kernel<<<grid_for(n), kThreads, 0, st>>>(y, add0, scale0, add1, *m, n, (int)act->kind, act->alpha,
-                                                     act->beta);
+    ERT_CUDA_FLOAT_SWITCH(dt, T,
+        epilogue_kernel<T><<<grid_for(n), kThreads, 0, st>>>((T *)y, (const T *)add0, scale0, (const T *)add1, *m, n,
+                                                            (int)act->kind, act->alpha, act->beta))
+    return cudaGetLastError();
+}
+
+cudaError_t ert_cuda_conv_epilogue_launch(ert_dtype dt, void *y, const void *bias, const void *res, int64_t N,
+                                          int64_t C, int64_t HW, const ert_act_params *act, cudaStream_t st) {
+    int64_t n = N * C * HW;
+    if (n <= 0 || (!bias && !res && act->kind == ERT_ACT_NONE)) return cudaSuccess;
+    bool two = HW % 2 == 0, small = n < INT32_MAX;
+    int64_t nv = two ? n / 2 : n;
+    unsigned g = grid_for(nv);
+    int k = (int)act->kind;
+    float al = act->alpha, be = act->beta;
+#define ERT_EPI(T, V, I)                                                                                               \
+    conv_epi_kernel<T, V, I><<<g, kThreads, 0, st>>>((T *)y, (const T *)bias, (const T *)res, (I)C, (I)HW, (I)nv, k,   \
+                                                     al, be)
+    ERT_CUDA_FLOAT_SWITCH(dt, T,
+        if (two && small) ERT_EPI(T, 2, int32_t);
+        else if (two) ERT_EPI(T, 2, int64_t);
+        else if (small) ERT_EPI(T, 1, int32_t);
+        else ERT_EPI(T, 1, int64_t))
+#undef ERT_EPI
     return cudaGetLastError();
 }
 

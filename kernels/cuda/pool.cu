@@ -1,11 +1,12 @@
 /* MaxPool / AveragePool (1-D/2-D/3-D, dilations, pads, ceil_mode) and
- * GlobalAveragePool / GlobalMaxPool, f32. Semantics of kernels/cpu/pool.c:
+ * GlobalAveragePool / GlobalMaxPool, f32/f16/bf16 (f32 arithmetic). Semantics of kernels/cpu/pool.c:
  * every rank is handled as 3-D (missing leading spatial dims have size 1);
  * the AveragePool divisor with count_include_pad counts taps inside
  * [-pad_begin, in + pad_end), otherwise taps inside the input; a MaxPool
  * window with no tap inside the input gives -inf; NaN propagates.
  * Pool: one thread per output element. Global pool: one block per plane. */
 #include "cuda_internal.h"
+#include "cuda_types.cuh"
 
 #include <math.h>
 
@@ -13,14 +14,15 @@ struct geom3 {
     int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
 };
 
-static __global__ void pool_kernel(const float *__restrict__ x, float *__restrict__ y, geom3 g, int64_t total, bool is_max,
+template <typename T>
+static __global__ void pool_kernel(const T *__restrict__ x, T *__restrict__ y, geom3 g, int64_t total, bool is_max,
                             bool include_pad) {
     int64_t out_sz = g.out[0] * g.out[1] * g.out[2], in_sz = g.in[0] * g.in[1] * g.in[2];
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x) {
         int64_t plane = i / out_sz, r = i % out_sz;
         int64_t ow = r % g.out[2], oh = (r / g.out[2]) % g.out[1], od = r / (g.out[2] * g.out[1]);
-        const float *xp = x + plane * in_sz;
+        const T *xp = x + plane * in_sz;
         float mx = -INFINITY, sum = 0.0f;
         int64_t n_in = 0, n_pad = 0;
         for (int64_t kd = 0; kd < g.k[0]; kd++) {
@@ -34,7 +36,7 @@ static __global__ void pool_kernel(const float *__restrict__ x, float *__restric
                     if (iw >= g.in[2] + g.pe[2]) break;
                     n_pad++;
                     if (id < 0 || ih < 0 || iw < 0 || id >= g.in[0] || ih >= g.in[1] || iw >= g.in[2]) continue;
-                    float v = xp[(id * g.in[1] + ih) * g.in[2] + iw];
+                    float v = ert_ld(xp[(id * g.in[1] + ih) * g.in[2] + iw]);
                     n_in++;
                     if (v > mx || isnan(v)) mx = v;
                     sum += v;
@@ -47,18 +49,19 @@ static __global__ void pool_kernel(const float *__restrict__ x, float *__restric
             int64_t cnt = include_pad ? n_pad : n_in;
             res = cnt > 0 ? sum / (float)cnt : 0.0f;
         }
-        y[i] = res;
+        ert_put(y + i, res);
     }
 }
 
 constexpr int kGpThreads = 256;
 
-static __global__ void global_pool_kernel(const float *__restrict__ x, float *__restrict__ y, int64_t sz, bool is_max) {
+template <typename T>
+static __global__ void global_pool_kernel(const T *__restrict__ x, T *__restrict__ y, int64_t sz, bool is_max) {
     __shared__ float red[kGpThreads];
-    const float *xp = x + blockIdx.x * sz;
+    const T *xp = x + blockIdx.x * sz;
     float acc = is_max ? -INFINITY : 0.0f;
     for (int64_t i = threadIdx.x; i < sz; i += blockDim.x) {
-        float v = xp[i];
+        float v = ert_ld(xp[i]);
         if (is_max) acc = (v > acc || isnan(v)) ? v : acc;
         else acc += v;
     }
@@ -71,7 +74,7 @@ static __global__ void global_pool_kernel(const float *__restrict__ x, float *__
         }
         __syncthreads();
     }
-    if (threadIdx.x == 0) y[blockIdx.x] = is_max ? red[0] : (sz ? red[0] / (float)sz : 0.0f);
+    if (threadIdx.x == 0) ert_put(y + blockIdx.x, is_max ? red[0] : (sz ? red[0] / (float)sz : 0.0f));
 }
 
 extern "C" {
@@ -95,16 +98,19 @@ cudaError_t ert_cuda_pool_launch(bool is_max, const ert_pool_params *p, const er
     }
     int64_t blocks = (y->n_elems + 255) / 256;
     if (blocks > (1 << 20)) blocks = 1 << 20;
-    pool_kernel<<<(unsigned)blocks, 256, 0, st>>>((const float *)x->data, (float *)y->data, g, y->n_elems, is_max,
-                                                 p->count_include_pad);
+    if (x->dtype != y->dtype) return cudaErrorInvalidValue;
+    ERT_CUDA_FLOAT_SWITCH(x->dtype, T,
+        pool_kernel<T><<<(unsigned)blocks, 256, 0, st>>>((const T *)x->data, (T *)y->data, g, y->n_elems, is_max,
+                                                        p->count_include_pad))
     return cudaGetLastError();
 }
 
-cudaError_t ert_cuda_global_pool_launch(bool is_max, const float *x, float *y, int64_t planes, int64_t plane_sz,
-                                        cudaStream_t st) {
+cudaError_t ert_cuda_global_pool_launch(bool is_max, ert_dtype dt, const void *x, void *y, int64_t planes,
+                                        int64_t plane_sz, cudaStream_t st) {
     if (planes <= 0) return cudaSuccess;
     if (planes > 0x7fffffff) return cudaErrorInvalidValue;
-    global_pool_kernel<<<(unsigned)planes, kGpThreads, 0, st>>>(x, y, plane_sz, is_max);
+    ERT_CUDA_FLOAT_SWITCH(dt, T,
+        global_pool_kernel<T><<<(unsigned)planes, kGpThreads, 0, st>>>((const T *)x, (T *)y, plane_sz, is_max))
     return cudaGetLastError();
 }
 

@@ -1,4 +1,5 @@
-/* Pad, ReduceMean/Sum/Max and Resize, f32, one thread per output element.
+/* Pad, ReduceMean/Sum/Max and Resize (f32/f16/bf16, f32 arithmetic), Cast
+ * and Gather, one thread per output element.
  * Semantics of kernels/cpu/shape.c (Pad: constant/reflect/edge/wrap, pads may
  * be negative), kernels/cpu/reduce.c (axes sorted and positive; empty
  * reductions give 0 / NaN / -inf; f32 sums accumulate in double) and
@@ -7,6 +8,7 @@
  * in double, instead of the CPU's tables: the workspace is transient device
  * memory and nothing may be prepared on the host at run time). */
 #include "cuda_internal.h"
+#include "cuda_types.cuh"
 
 #include <math.h>
 
@@ -48,7 +50,8 @@ static __device__ int64_t pad_src(int64_t o, int64_t b, int64_t n, int mode) {
     }
 }
 
-static __global__ void pad_kernel(const float *__restrict__ x, float *__restrict__ y, pad_geom g, int64_t n) {
+template <typename T>
+static __global__ void pad_kernel(const T *__restrict__ x, T *__restrict__ y, pad_geom g, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t r = i, off = 0, stride = 1;
         bool inside = true;
@@ -60,7 +63,8 @@ static __global__ void pad_kernel(const float *__restrict__ x, float *__restrict
             off += c * stride;
             stride *= g.s.in[d];
         }
-        y[i] = inside ? x[off] : g.value;
+        if (inside) y[i] = x[off];
+        else ert_put(y + i, g.value);
     }
 }
 
@@ -72,7 +76,8 @@ struct red_geom {
     int64_t n_red;
 };
 
-static __global__ void reduce_kernel(const float *__restrict__ x, float *__restrict__ y, red_geom g, int64_t n,
+template <typename T>
+static __global__ void reduce_kernel(const T *__restrict__ x, T *__restrict__ y, red_geom g, int64_t n,
                                      int op) {
     for (int64_t o = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; o < n; o += (int64_t)gridDim.x * blockDim.x) {
         int64_t base = 0, rem = o;
@@ -87,7 +92,7 @@ static __global__ void reduce_kernel(const float *__restrict__ x, float *__restr
                 off += (q % g.rdim[d]) * g.rst[d];
                 q /= g.rdim[d];
             }
-            double v = x[off];
+            double v = ert_ld(x[off]);
             if (op == ERT_OP_REDUCE_MAX) {
                 if (v > mx || isnan(v)) mx = v;
             } else {
@@ -98,7 +103,7 @@ static __global__ void reduce_kernel(const float *__restrict__ x, float *__restr
         if (op == ERT_OP_REDUCE_MAX) r = (float)mx;
         else if (op == ERT_OP_REDUCE_MEAN) r = g.n_red ? (float)(sum / (double)g.n_red) : NAN;
         else r = (float)sum;
-        y[o] = r;
+        ert_put(y + o, r);
     }
 }
 
@@ -136,7 +141,8 @@ static __device__ int64_t nearest_round(double x, int mode) {
     }
 }
 
-static __global__ void resize_kernel(const float *__restrict__ x, float *__restrict__ y, rz_geom g, int64_t n) {
+template <typename T>
+static __global__ void resize_kernel(const T *__restrict__ x, T *__restrict__ y, rz_geom g, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t lo[ERT_MAX_DIMS], hi[ERT_MAX_DIMS], st[ERT_MAX_DIMS];
         double w[ERT_MAX_DIMS];
@@ -177,9 +183,97 @@ static __global__ void resize_kernel(const float *__restrict__ x, float *__restr
                     off += lo[d] * st[d];
                 }
             }
-            acc += wt * (double)x[off];
+            acc += wt * (double)ert_ld(x[off]);
         }
-        y[i] = (float)acc;
+        ert_put(y + i, (float)acc);
+    }
+}
+
+
+/* ------------------------------------------------------------------ Cast */
+
+/* Semantics of kernels/cpu/shape_gen.c: integers held as int64 (bool 0/1),
+ * floats as double; float -> integer truncates and saturates (NaN -> 0);
+ * integer -> narrower integer wraps. */
+struct cscalar {
+    bool is_int;
+    int64_t i;
+    double f;
+};
+
+static __device__ cscalar c_load(const void *p, int dt, int64_t k) {
+    cscalar s = {true, 0, 0};
+    switch (dt) {
+    case ERT_DTYPE_F32: s.is_int = false; s.f = ((const float *)p)[k]; break;
+    case ERT_DTYPE_F16: s.is_int = false; s.f = __half2float(((const __half *)p)[k]); break;
+    case ERT_DTYPE_BF16: s.is_int = false; s.f = __bfloat162float(((const __nv_bfloat16 *)p)[k]); break;
+    case ERT_DTYPE_I8: s.i = ((const int8_t *)p)[k]; break;
+    case ERT_DTYPE_U8: s.i = ((const uint8_t *)p)[k]; break;
+    case ERT_DTYPE_BOOL: s.i = ((const uint8_t *)p)[k] != 0; break;
+    case ERT_DTYPE_I32: s.i = ((const int32_t *)p)[k]; break;
+    case ERT_DTYPE_I64: s.i = ((const int64_t *)p)[k]; break;
+    default: break;
+    }
+    return s;
+}
+
+static __device__ int64_t c_f_to_i(double f, double lo, double hi) {
+    if (f != f) return 0;
+    if (f <= lo) return (int64_t)lo;
+    if (f >= hi) return (int64_t)hi;
+    return (int64_t)f;
+}
+
+static __device__ void c_store(void *p, int dt, int64_t k, cscalar s) {
+    double f = s.is_int ? (double)s.i : s.f;
+    switch (dt) {
+    case ERT_DTYPE_F32: ((float *)p)[k] = (float)f; break;
+    case ERT_DTYPE_F16: ((__half *)p)[k] = __float2half_rn((float)f); break;
+    case ERT_DTYPE_BF16: ((__nv_bfloat16 *)p)[k] = __float2bfloat16_rn((float)f); break;
+    case ERT_DTYPE_BOOL: ((uint8_t *)p)[k] = s.is_int ? s.i != 0 : f != 0; break;
+    case ERT_DTYPE_I8: ((int8_t *)p)[k] = (int8_t)(uint8_t)(s.is_int ? (uint64_t)s.i : (uint64_t)c_f_to_i(f, -128, 127)); break;
+    case ERT_DTYPE_U8: ((uint8_t *)p)[k] = (uint8_t)(s.is_int ? (uint64_t)s.i : (uint64_t)c_f_to_i(f, 0, 255)); break;
+    case ERT_DTYPE_I32:
+        ((int32_t *)p)[k] =
+            (int32_t)(uint32_t)(s.is_int ? (uint64_t)s.i : (uint64_t)c_f_to_i(f, -2147483648.0, 2147483647.0));
+        break;
+    case ERT_DTYPE_I64:
+        ((int64_t *)p)[k] = s.is_int ? s.i : c_f_to_i(f, -9223372036854775808.0, 9223372036854774784.0);
+        break;
+    default: break;
+    }
+}
+
+static __global__ void cast_kernel(const void *__restrict__ x, int from, void *__restrict__ y, int to, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        c_store(y, to, i, c_load(x, from, i));
+}
+
+/* f32 <-> f16/bf16, the edges of a reduced-precision session: vector-free but
+ * branch-free. */
+template <typename S, typename D>
+static __global__ void cast_float_kernel(const S *__restrict__ x, D *__restrict__ y, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        ert_put(y + i, ert_ld(x[i]));
+}
+
+/* ------------------------------------------------------------------ Gather */
+
+/* data (outer, dim, inner) elements of esize bytes, indices (n_idx) i32/i64
+ * -> y (outer, n_idx, inner). An index outside [-dim, dim) gives zeros (the
+ * CPU kernel refuses it; a kernel inside a CUDA graph cannot report it). */
+template <typename E>
+static __global__ void gather_kernel(const E *__restrict__ x, const void *__restrict__ ind, bool i64, E *__restrict__ y,
+                                     int64_t n_idx, int64_t dim, int64_t inner, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t in = i % inner, r = i / inner, j = r % n_idx, o = r / n_idx;
+        int64_t k = i64 ? ((const int64_t *)ind)[j] : ((const int32_t *)ind)[j];
+        if (k < 0) k += dim;
+        if (k < 0 || k >= dim) {
+            y[i] = E();
+            continue;
+        }
+        y[i] = x[(o * dim + k) * inner + in];
     }
 }
 
@@ -205,7 +299,9 @@ cudaError_t ert_cuda_pad_launch(const ert_pad_params *p, const ert_tview *x, con
     }
     g.mode = p->mode;
     g.value = (float)p->value;
-    pad_kernel<<<grid_for(y->n_elems), 256, 0, st>>>((const float *)x->data, (float *)y->data, g, y->n_elems);
+    if (x->dtype != y->dtype) return cudaErrorInvalidValue;
+    ERT_CUDA_FLOAT_SWITCH(x->dtype, T,
+        pad_kernel<T><<<grid_for(y->n_elems), 256, 0, st>>>((const T *)x->data, (T *)y->data, g, y->n_elems))
     return cudaGetLastError();
 }
 
@@ -214,7 +310,7 @@ cudaError_t ert_cuda_reduce_launch(ert_op op, const ert_axis_params *p, const er
     if (y->n_elems <= 0) return cudaSuccess;
     if (p->n_axes == 0) /* noop_with_empty_axes */
         return y->data == x->data ? cudaSuccess
-                                  : cudaMemcpyAsync(y->data, x->data, (size_t)x->n_elems * sizeof(float),
+                                  : cudaMemcpyAsync(y->data, x->data, (size_t)x->n_elems * ert_dtype_size(x->dtype),
                                                     cudaMemcpyDeviceToDevice, st);
     red_geom g = {};
     g.n_red = 1;
@@ -238,8 +334,10 @@ cudaError_t ert_cuda_reduce_launch(ert_op op, const ert_axis_params *p, const er
             g.kst[g.nk++] = strides[d];
         }
     }
-    reduce_kernel<<<grid_for(y->n_elems), 256, 0, st>>>((const float *)x->data, (float *)y->data, g, y->n_elems,
-                                                       (int)op);
+    if (x->dtype != y->dtype) return cudaErrorInvalidValue;
+    ERT_CUDA_FLOAT_SWITCH(x->dtype, T,
+        reduce_kernel<T><<<grid_for(y->n_elems), 256, 0, st>>>((const T *)x->data, (T *)y->data, g, y->n_elems,
+                                                              (int)op))
     return cudaGetLastError();
 }
 
@@ -255,7 +353,51 @@ cudaError_t ert_cuda_resize_launch(const ert_resize_params *p, const ert_tview *
     g.mode = p->mode;
     g.coord = p->coord;
     g.nearest_mode = p->nearest_mode;
-    resize_kernel<<<grid_for(y->n_elems), 256, 0, st>>>((const float *)x->data, (float *)y->data, g, y->n_elems);
+    if (x->dtype != y->dtype) return cudaErrorInvalidValue;
+    ERT_CUDA_FLOAT_SWITCH(x->dtype, T,
+        resize_kernel<T><<<grid_for(y->n_elems), 256, 0, st>>>((const T *)x->data, (T *)y->data, g, y->n_elems))
+    return cudaGetLastError();
+}
+
+cudaError_t ert_cuda_cast_launch(const ert_tview *x, const ert_tview *y, cudaStream_t st) {
+    if (y->n_elems <= 0) return cudaSuccess;
+    if (x->n_elems != y->n_elems || !ert_dtype_size(x->dtype) || !ert_dtype_size(y->dtype))
+        return cudaErrorInvalidValue;
+    if (x->dtype == y->dtype)
+        return x->data == y->data ? cudaSuccess
+                                  : cudaMemcpyAsync(y->data, x->data, (size_t)x->n_elems * ert_dtype_size(x->dtype),
+                                                    cudaMemcpyDeviceToDevice, st);
+    unsigned g = grid_for(y->n_elems);
+    bool xf = x->dtype == ERT_DTYPE_F32, yf = y->dtype == ERT_DTYPE_F32;
+    if (xf && (y->dtype == ERT_DTYPE_F16 || y->dtype == ERT_DTYPE_BF16)) {
+        ERT_CUDA_FLOAT_SWITCH(y->dtype, D,
+            cast_float_kernel<float, D><<<g, 256, 0, st>>>((const float *)x->data, (D *)y->data, y->n_elems))
+    } else if (yf && (x->dtype == ERT_DTYPE_F16 || x->dtype == ERT_DTYPE_BF16)) {
+        ERT_CUDA_FLOAT_SWITCH(x->dtype, S,
+            cast_float_kernel<S, float><<<g, 256, 0, st>>>((const S *)x->data, (float *)y->data, y->n_elems))
+    } else {
+        cast_kernel<<<g, 256, 0, st>>>(x->data, (int)x->dtype, y->data, (int)y->dtype, y->n_elems);
+    }
+    return cudaGetLastError();
+}
+
+cudaError_t ert_cuda_gather_launch(int64_t axis, const ert_tview *x, const ert_tview *ind, const ert_tview *y,
+                                   cudaStream_t st) {
+    if (y->n_elems <= 0) return cudaSuccess;
+    if (axis < 0 || axis >= x->ndim || (ind->dtype != ERT_DTYPE_I64 && ind->dtype != ERT_DTYPE_I32))
+        return cudaErrorInvalidValue;
+    int64_t inner = 1, dim = x->dims[axis];
+    for (int d = (int)axis + 1; d < x->ndim; d++) inner *= x->dims[d];
+    if (inner <= 0 || ind->n_elems <= 0) return cudaSuccess;
+    unsigned g = grid_for(y->n_elems);
+    bool i64 = ind->dtype == ERT_DTYPE_I64;
+    switch (ert_dtype_size(x->dtype)) {
+    case 1: gather_kernel<uint8_t><<<g, 256, 0, st>>>((const uint8_t *)x->data, ind->data, i64, (uint8_t *)y->data, ind->n_elems, dim, inner, y->n_elems); break;
+    case 2: gather_kernel<uint16_t><<<g, 256, 0, st>>>((const uint16_t *)x->data, ind->data, i64, (uint16_t *)y->data, ind->n_elems, dim, inner, y->n_elems); break;
+    case 4: gather_kernel<uint32_t><<<g, 256, 0, st>>>((const uint32_t *)x->data, ind->data, i64, (uint32_t *)y->data, ind->n_elems, dim, inner, y->n_elems); break;
+    case 8: gather_kernel<uint64_t><<<g, 256, 0, st>>>((const uint64_t *)x->data, ind->data, i64, (uint64_t *)y->data, ind->n_elems, dim, inner, y->n_elems); break;
+    default: return cudaErrorInvalidValue;
+    }
     return cudaGetLastError();
 }
 

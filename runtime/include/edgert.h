@@ -312,6 +312,11 @@ typedef struct ert_session_options {
     size_t arena_bytes;     /* its size */
     ert_placement placement;/* CUDA memory placement (default AUTO); a caller arena must then be
                                memory of that kind (device, managed or mapped pinned) */
+    ert_dtype precision;    /* float compute precision: UNDEFINED (0) or F32 = f32 (default); F16 or
+                               BF16 = a CUDA session converts f32 weights to it at create and keeps
+                               every f32 activation in it (half the activation bytes), accumulating
+                               in f32; graph inputs and outputs stay f32 (converted inside the run).
+                               The CPU backend ignores it (computes in f32). Other values: ERT_E_ARG. */
 } ert_session_options;
 
 /* Bytes of the arena by category. total_bytes = sum of the categories plus
