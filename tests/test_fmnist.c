@@ -1,6 +1,6 @@
 /* Fashion-MNIST from scratch on the CPU, and the IDX reader.
  *
- * 1. IDX reader: good file round trip; bad magic, unsupported type, rank 0
+ * 1. IDX reader (and the CLI's PGM/PPM parser): good file round trip; bad magic, unsupported type, rank 0
  *    and 5, a zero dim, truncated data and trailing bytes are refused.
  * 2. Training: the small CNN (conv3x3 1->16, relu, maxpool2, conv3x3 16->32,
  *    relu, maxpool2, fc 1568->64, relu, fc 64->10; 106k parameters) trains
@@ -12,6 +12,7 @@
  * Skips (77) when ../shared/data/fashion-mnist is missing. */
 #define _POSIX_C_SOURCE 200809L
 #include "idx.h"
+#include "imgfolder.h"
 #include "testutil.h"
 
 #include <stdlib.h>
@@ -48,6 +49,31 @@ static void idx_unit(void) {
     CHECK(idx_parse(longer, sizeof longer, &a, err, sizeof err) != 0 && strstr(err, "trailing"), "trailing: %s", err);
     CHECK(idx_parse(good, 3, &a, err, sizeof err) != 0, "3-byte file accepted");
     CHECK(idx_load("/nonexistent/file.gz", &a, err, sizeof err) != 0, "missing file accepted");
+}
+
+/* PGM/PPM parser of the CLI's ImageFolder: good P2/P5/P6 (luma), and
+ * hostile headers and data refused. */
+static void pnm_unit(void) {
+    uint8_t *px = NULL;
+    int64_t h = 0, w = 0;
+    const char *p2 = "P2\n# comment\n3 2\n15\n0 15 5\n1 2 3\n";
+    CHECK(pnm_parse_gray((const uint8_t *)p2, strlen(p2), &px, &h, &w) == 0 && h == 2 && w == 3 && px[1] == 255 &&
+              px[2] == 85, "P2 with maxval 15");
+    free(px);
+    uint8_t p6[] = {'P', '6', ' ', '1', ' ', '1', ' ', '2', '5', '5', '\n', 255, 0, 0};
+    CHECK(pnm_parse_gray(p6, sizeof p6, &px, &h, &w) == 0 && px[0] == 76, "P6 red -> luma 76, got %d", px ? px[0] : -1);
+    free(px);
+    uint8_t p5[] = {'P', '5', '\n', '2', ' ', '1', '\n', '2', '5', '5', '\n', 7, 9};
+    CHECK(pnm_parse_gray(p5, sizeof p5, &px, &h, &w) == 0 && px[1] == 9, "P5");
+    free(px);
+    const char *bad[] = {"P7\n1 1\n255\n0", "P2\n0 1\n255\n", "P2\n1 1\n256\n3", "P2\n1 1\n0\n0",
+                         "P2\n1 1\n100\n101", "P2\n2 1\n255\n1", "P2\n99999999 1\n255\n", "P2\n1 1\n255\n-1", "P5"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        px = NULL;
+        CHECK(pnm_parse_gray((const uint8_t *)bad[i], strlen(bad[i]), &px, &h, &w) != 0 && !px, "bad PNM %zu accepted", i);
+        free(px);
+    }
+    CHECK(pnm_parse_gray(p5, sizeof p5 - 1, &px, &h, &w) != 0, "truncated P5 accepted");
 }
 
 static int32_t param(ert_builder *b, const char *nm, int nd, const int64_t *d, int fan_in) {
@@ -146,7 +172,7 @@ static void fine_tune(ert_trainer *full, const ert_memory_report *full_mem, cons
         ert_trainer_input_data(t, 0, (void **)&x);
         ert_trainer_target_data(t, (void **)&y);
         float first = 0, last = 0, l;
-        const int start = 40000, steps = 150;
+        const int start = 40000, steps = 250;
         for (int s = 0; s < steps; s++) {
             for (int k = 0; k < B; k++) {
                 int i = start + s * B + k;
@@ -182,6 +208,7 @@ static double now_s(void) {
 int main(void) {
     ert_test_rng_init(&rng, "fmnist");
     idx_unit();
+    pnm_unit();
     const char *sh = ert_test_shared_dir();
     if (!sh) return ert_test_skip("fmnist", "../shared not found (set ERT_SHARED_DIR)");
     char p[4][1024];
