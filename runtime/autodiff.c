@@ -28,8 +28,8 @@
  * to its broadcast shape), MatMul (batched, broadcast batch dims summed),
  * Add/Sub/Mul/Div (broadcast dims summed), the activations, Max/Average/
  * GlobalAverage pooling, BatchNorm (batch statistics or frozen), LayerNorm,
- * Softmax/LogSoftmax, Reshape/Flatten/Squeeze/Unsqueeze/Identity, Transpose,
- * Concat, Split, Slice, Dropout.
+ * Softmax/LogSoftmax, ReduceMean/ReduceSum, Reshape/Flatten/Squeeze/
+ * Unsqueeze/Identity, Transpose, Concat, Split, Slice, Dropout.
  * Limits: rank-1 MatMul operands, Conv with a fused epilogue, ConvTranspose,
  * Gather and other ops refuse with ERT_E_UNSUPPORTED when a gradient has to
  * flow through them. Workspace sizes are the CPU kernels' (TODO(#5): ask the
@@ -48,6 +48,7 @@ bool ert_ad_diff_slot(ert_op op, int k) {
     case ERT_OP_CONV: case ERT_OP_GEMM: case ERT_OP_BATCHNORM: case ERT_OP_BATCHNORM_TRAIN:
     case ERT_OP_LAYERNORM: return k <= 2;
     case ERT_OP_MATMUL: case ERT_OP_ADD: case ERT_OP_SUB: case ERT_OP_MUL: case ERT_OP_DIV: return k <= 1;
+    case ERT_OP_REDUCE_MEAN: case ERT_OP_REDUCE_SUM: return k == 0;
     case ERT_OP_CONCAT: return true;
     case ERT_OP_RELU: case ERT_OP_LEAKY_RELU: case ERT_OP_CLIP: case ERT_OP_SIGMOID: case ERT_OP_TANH:
     case ERT_OP_HARD_SIGMOID: case ERT_OP_HARD_SWISH: case ERT_OP_SILU: case ERT_OP_GELU:
@@ -303,6 +304,22 @@ static ert_status rule(ad *a, int fi) {
         for (int i = 0; i < nd; i++) p.transpose.perm[f.params.transpose.perm[i]] = i;
         int32_t ins[1] = {dy};
         return simple(a, fi, 0, ERT_OP_TRANSPOSE, ins, 1, &p, 0);
+    }
+    case ERT_OP_REDUCE_MEAN: case ERT_OP_REDUCE_SUM: {
+        const ert_axis_params *ap = &f.params.axis;
+        const ttensor *X = &t->t[f.in[0]];
+        ert_op_params p;
+        memset(&p, 0, sizeof p);
+        p.grad.ndim = X->ndim;
+        int64_t count = 1;
+        for (int d = 0; d < X->ndim; d++) p.grad.shape[d] = X->dims[d];
+        for (int i = 0; i < ap->n_axes; i++) {
+            count *= X->dims[ap->axes[i]];
+            p.grad.shape[ap->axes[i]] = 1;
+        }
+        p.grad.scale = f.op == ERT_OP_REDUCE_MEAN && count > 0 ? 1.0f / (float)count : 1.0f;
+        int32_t ins[1] = {dy};
+        return simple(a, fi, 0, ERT_OP_BROADCAST_TO, ins, 1, &p, 0);
     }
     case ERT_OP_SLICE: {
         int32_t ins[1] = {dy};

@@ -109,6 +109,7 @@ typedef enum ert_op {
     ERT_OP_LOSS,             /* (logits, target, [class weights]) -> (loss f32[1], dlogits); loss params */
     ERT_OP_GRAD_NORM,        /* (grads...) -> f32[2] {global L2 norm, clip scale}; optim params */
     ERT_OP_OPTIM,            /* (w, g, [m], [v], f32[2] norm) -> (); updates w, m, v in place; optim params */
+    ERT_OP_BROADCAST_TO,     /* (dy) -> dy broadcast to the output's shape * scale (ReduceMean/Sum backward); grad params shape = dy's shape with the output's rank */
     ERT_OP_COUNT
 } ert_op;
 
@@ -216,9 +217,9 @@ typedef struct ert_range_params {
 typedef struct ert_grad_params {
     int which;               /* BINARY_GRAD/MATMUL_GRAD: input (0 or 1) whose gradient is made */
     ert_op fwd_op;           /* BINARY_GRAD: ADD/SUB/MUL/DIV */
-    int ndim;                /* REDUCE_TO: output shape aligned to dy's rank (1 on reduced dims) */
+    int ndim;                /* REDUCE_TO: output shape aligned to dy's rank (1 on reduced dims); BROADCAST_TO: dy's shape at the output's rank */
     int64_t shape[ERT_MAX_DIMS];
-    float scale;             /* REDUCE_TO: result multiplier */
+    float scale;             /* REDUCE_TO/BROADCAST_TO: result multiplier */
     float eps, momentum;     /* BATCHNORM_*: ONNX momentum (running = running*m + batch*(1-m)) */
     float ratio;             /* DROPOUT_TRAIN */
     bool training;           /* BATCHNORM_TRAIN/DROPOUT_TRAIN: false in eval (running stats, no dropout) */

@@ -644,6 +644,41 @@ static void case_softmax(bool lg) {
     gc_check(&c, y, softmax_ref, ERT_BN_TRAIN);
 }
 
+/* iv: d0 d1 d2, red mask bits, mean */
+static void reduce_ref(const gc *c, double *y) {
+    const int64_t *d = c->iv;
+    int mask = (int)c->iv[3];
+    int64_t od[3];
+    for (int i = 0; i < 3; i++) od[i] = mask >> i & 1 ? 1 : d[i];
+    int64_t cnt = 1;
+    for (int i = 0; i < 3; i++) cnt *= mask >> i & 1 ? d[i] : 1;
+    memset(y, 0, (size_t)(od[0] * od[1] * od[2]) * sizeof *y);
+    for (int64_t a = 0; a < d[0]; a++)
+        for (int64_t b = 0; b < d[1]; b++)
+            for (int64_t e = 0; e < d[2]; e++) {
+                int64_t oa = mask & 1 ? 0 : a, ob = mask & 2 ? 0 : b, oe = mask & 4 ? 0 : e;
+                y[(oa * od[1] + ob) * od[2] + oe] += c->pd[0][(a * d[1] + b) * d[2] + e] / (c->iv[4] ? (double)cnt : 1.0);
+            }
+}
+
+static void case_reduce(bool mean) {
+    gc c;
+    gc_begin(&c, mean ? "ReduceMean" : "ReduceSum");
+    int64_t d[3] = {ert_test_int(&rng, 1, 3), ert_test_int(&rng, 2, 4), ert_test_int(&rng, 2, 5)};
+    memcpy(c.iv, d, sizeof d);
+    int mask = ert_test_int(&rng, 1, 7), keep = ert_test_int(&rng, 0, 1);
+    c.iv[3] = mask, c.iv[4] = mean;
+    int32_t x = addp(&c, "x", 3, d, -1, 1, 0), y = -1;
+    int64_t axes[3];
+    int na = 0;
+    for (int i = 0; i < 3; i++)
+        if (mask >> i & 1) axes[na++] = i - (ert_test_int(&rng, 0, 1) ? 3 : 0); /* negative axes too */
+    int32_t in[2] = {x, iconst(&c, na, axes)};
+    ert_attr at[1] = {ERT_ATTR_I("keepdims", keep)};
+    CHECK_OK(ert_builder_node(c.b, mean ? "ReduceMean" : "ReduceSum", "red", in, 2, at, 1, &y, 1), ctx);
+    gc_check(&c, y, reduce_ref, ERT_BN_TRAIN);
+}
+
 /* ------------------------------------------------------------ data movement */
 
 /* One graph chains them: x (A,B,C) -> Transpose(perm) -> Reshape(flat 2-D)
@@ -864,6 +899,8 @@ int main(void) {
         case_ln();
         case_softmax(false);
         case_softmax(true);
+        case_reduce(true);
+        case_reduce(false);
         case_move();
         case_split_unused();
         case_loss(ERT_LOSS_CROSS_ENTROPY, 0.0, false);

@@ -63,6 +63,7 @@ static const ert_kernel_fn KERNELS[ERT_OP_COUNT] = {
     [ERT_OP_LOSS] = ert_cpu_loss,
     [ERT_OP_GRAD_NORM] = ert_cpu_grad_norm,
     [ERT_OP_OPTIM] = ert_cpu_optim,
+    [ERT_OP_BROADCAST_TO] = ert_cpu_broadcast_to,
 };
 
 ert_status ert_cpu_run_node(const ert_kargs *a) {

@@ -47,6 +47,7 @@ ert_status ert_cpu_resize(const ert_kargs *a);
  * outputs. A backward op whose output view has data == NULL skips it. */
 ert_status ert_cpu_conv_grad_weight(const ert_kargs *a);   /* grad_conv.c */
 ert_status ert_cpu_reduce_to(const ert_kargs *a);          /* grad_eltwise.c */
+ert_status ert_cpu_broadcast_to(const ert_kargs *a);
 ert_status ert_cpu_act_grad(const ert_kargs *a);
 ert_status ert_cpu_binary_grad(const ert_kargs *a);
 ert_status ert_cpu_fill_zero(const ert_kargs *a);

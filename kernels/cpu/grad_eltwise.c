@@ -5,6 +5,8 @@
  *   broadcasting: each output element's local gradient is added into the
  *   operand element it read (so broadcast dims are summed).
  * REDUCE_TO: dy summed down to a broadcast shape (bias gradients), times scale.
+ * BROADCAST_TO: the reverse (ReduceMean/ReduceSum backward): dy read with
+ *   stride 0 along the reduced dims, times scale (1/count for the mean).
  * The broadcast walks use an odometer over the output index with per-operand
  * strides (0 on broadcast dims): no division per element. */
 #include "cpu_kernels.h"
@@ -138,6 +140,27 @@ ert_status ert_cpu_reduce_to(const ert_kargs *a) {
     }
     if (p->scale != 1.0f)
         for (int64_t e = 0; e < O->n_elems; e++) o[e] *= p->scale;
+    return ERT_OK;
+}
+
+ert_status ert_cpu_broadcast_to(const ert_kargs *a) {
+    const ert_grad_params *p = &a->params->grad;
+    const float *dy = a->in[0].data;
+    ert_tview *O = &a->out[0];
+    float *o = O->data;
+    if (!o) return ERT_OK;
+    int n = O->ndim;
+    int64_t st[ERT_MAX_DIMS], idx[ERT_MAX_DIMS] = {0}, off = 0;
+    bstrides(p->ndim, p->shape, n, O->dims, st);
+    for (int64_t e = 0; e < O->n_elems; e++) {
+        o[e] = dy[off] * p->scale;
+        for (int d = n - 1; d >= 0; d--) {
+            off += st[d];
+            if (++idx[d] < O->dims[d]) break;
+            off -= st[d] * O->dims[d];
+            idx[d] = 0;
+        }
+    }
     return ERT_OK;
 }
 
