@@ -28,10 +28,11 @@
  * to its broadcast shape), MatMul (batched, broadcast batch dims summed),
  * Add/Sub/Mul/Div (broadcast dims summed), the activations, Max/Average/
  * GlobalAverage pooling, BatchNorm (batch statistics or frozen), LayerNorm,
- * Softmax/LogSoftmax, ReduceMean/ReduceSum, Reshape/Flatten/Squeeze/
+ * Softmax/LogSoftmax, ReduceMean/ReduceSum, Gather (data: embeddings, the
+ * class token x[:, 0]), Reshape/Flatten/Squeeze/
  * Unsqueeze/Identity, Transpose, Concat, Split, Slice, Dropout.
- * Limits: rank-1 MatMul operands, Conv with a fused epilogue, ConvTranspose,
- * Gather and other ops refuse with ERT_E_UNSUPPORTED when a gradient has to
+ * Limits: rank-1 MatMul operands, Conv with a fused epilogue, ConvTranspose
+ * and other ops refuse with ERT_E_UNSUPPORTED when a gradient has to
  * flow through them. Workspace sizes are the CPU kernels' (TODO(#5): ask the
  * backend when the CUDA trainer lands).
  */
@@ -49,6 +50,7 @@ bool ert_ad_diff_slot(ert_op op, int k) {
     case ERT_OP_LAYERNORM: return k <= 2;
     case ERT_OP_MATMUL: case ERT_OP_ADD: case ERT_OP_SUB: case ERT_OP_MUL: case ERT_OP_DIV: return k <= 1;
     case ERT_OP_REDUCE_MEAN: case ERT_OP_REDUCE_SUM: return k == 0;
+    case ERT_OP_GATHER: return k == 0; /* data; indices are integers */
     case ERT_OP_CONCAT: return true;
     case ERT_OP_RELU: case ERT_OP_LEAKY_RELU: case ERT_OP_CLIP: case ERT_OP_SIGMOID: case ERT_OP_TANH:
     case ERT_OP_HARD_SIGMOID: case ERT_OP_HARD_SWISH: case ERT_OP_SILU: case ERT_OP_GELU:
@@ -321,6 +323,10 @@ static ert_status rule(ad *a, int fi) {
         int32_t ins[1] = {dy};
         return simple(a, fi, 0, ERT_OP_BROADCAST_TO, ins, 1, &p, 0);
     }
+    case ERT_OP_GATHER: {
+        int32_t ins[2] = {dy, f.in[1]};
+        return simple(a, fi, 0, ERT_OP_GATHER_GRAD, ins, 2, &f.params, 0);
+    }
     case ERT_OP_SLICE: {
         int32_t ins[1] = {dy};
         return simple(a, fi, 0, ERT_OP_SLICE_GRAD, ins, 1, &f.params, 0);
@@ -433,7 +439,8 @@ ert_status ert_autodiff(ert_trainer *t, int32_t *grads) {
          * parameter through a slot without a rule: refuse rather than train
          * that parameter with a silently missing gradient */
         for (int k = 0; k < n->n_in; k++)
-            if (n->in[k] >= 0 && t->t[n->in[k]].need_grad && !ert_ad_diff_slot(n->op, k)) {
+            if (n->in[k] >= 0 && t->t[n->in[k]].need_grad && t->t[n->in[k]].dtype == ERT_DTYPE_F32 &&
+                !ert_ad_diff_slot(n->op, k)) { /* integer tensors (indices, masks) carry no gradient */
                 char why[64];
                 snprintf(why, sizeof why, "input %d depends on a trainable parameter", k);
                 st = unsupported(t, n, why);

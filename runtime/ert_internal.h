@@ -110,6 +110,7 @@ typedef enum ert_op {
     ERT_OP_GRAD_NORM,        /* (grads...) -> f32[2] {global L2 norm, clip scale}; optim params */
     ERT_OP_OPTIM,            /* (w, g, [m], [v], f32[2] norm) -> (); updates w, m, v in place; optim params */
     ERT_OP_BROADCAST_TO,     /* (dy) -> dy broadcast to the output's shape * scale (ReduceMean/Sum backward); grad params shape = dy's shape with the output's rank */
+    ERT_OP_GATHER_GRAD,      /* (dy, indices) -> d data (zeros, then dy rows added at the indices); gather params */
     ERT_OP_COUNT
 } ert_op;
 

@@ -679,6 +679,37 @@ static void case_reduce(bool mean) {
     gc_check(&c, y, reduce_ref, ERT_BN_TRAIN);
 }
 
+/* Gather of a weight (embedding rows, repeated indices) or along axis 1 with
+ * a scalar index (ViT's class token x[:, 0]). iv: d0 d1 d2 axis n_idx idx... */
+static void gather_ref(const gc *c, double *y) {
+    const int64_t *d = c->iv;
+    int64_t axis = c->iv[3], n = c->iv[4], outer = 1, inner = 1;
+    for (int i = 0; i < axis; i++) outer *= d[i];
+    for (int i = (int)axis + 1; i < 3; i++) inner *= d[i];
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t j = 0; j < n; j++) {
+            int64_t k = c->iv[5 + j] < 0 ? c->iv[5 + j] + d[axis] : c->iv[5 + j];
+            for (int64_t i = 0; i < inner; i++) y[(o * n + j) * inner + i] = c->pd[0][(o * d[axis] + k) * inner + i];
+        }
+}
+
+static void case_gather(bool scalar) {
+    gc c;
+    gc_begin(&c, scalar ? "Gather(scalar index)" : "Gather(embedding)");
+    int64_t d[3] = {ert_test_int(&rng, 2, 5), ert_test_int(&rng, 2, 4), ert_test_int(&rng, 1, 3)};
+    memcpy(c.iv, d, sizeof d);
+    int axis = scalar ? 1 : ert_test_int(&rng, 0, 2), n = scalar ? 1 : ert_test_int(&rng, 1, 6);
+    c.iv[3] = axis, c.iv[4] = n;
+    for (int j = 0; j < n; j++) c.iv[5 + j] = ert_test_int(&rng, -(int)d[axis], (int)d[axis] - 1); /* repeats, negatives */
+    int32_t x = addp(&c, "x", 3, d, -1, 1, 0), idx = -1, y = -1;
+    int64_t nd[1] = {n};
+    CHECK_OK(ert_builder_weight(c.b, "idx", ERT_DTYPE_I64, scalar ? 0 : 1, nd, c.iv + 5, &idx), ctx);
+    int32_t in[2] = {x, idx};
+    ert_attr at[1] = {ERT_ATTR_I("axis", axis)};
+    CHECK_OK(ert_builder_node(c.b, "Gather", "gather", in, 2, at, 1, &y, 1), ctx);
+    gc_check(&c, y, gather_ref, ERT_BN_TRAIN);
+}
+
 /* ------------------------------------------------------------ data movement */
 
 /* One graph chains them: x (A,B,C) -> Transpose(perm) -> Reshape(flat 2-D)
@@ -899,6 +930,8 @@ int main(void) {
         case_ln();
         case_softmax(false);
         case_softmax(true);
+        case_gather(false);
+        case_gather(true);
         case_reduce(true);
         case_reduce(false);
         case_move();

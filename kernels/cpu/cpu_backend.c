@@ -64,6 +64,7 @@ static const ert_kernel_fn KERNELS[ERT_OP_COUNT] = {
     [ERT_OP_GRAD_NORM] = ert_cpu_grad_norm,
     [ERT_OP_OPTIM] = ert_cpu_optim,
     [ERT_OP_BROADCAST_TO] = ert_cpu_broadcast_to,
+    [ERT_OP_GATHER_GRAD] = ert_cpu_gather_grad,
 };
 
 ert_status ert_cpu_run_node(const ert_kargs *a) {

@@ -56,6 +56,7 @@ ert_status ert_cpu_pool_grad(const ert_kargs *a);
 ert_status ert_cpu_global_avgpool_grad(const ert_kargs *a);
 ert_status ert_cpu_softmax_grad(const ert_kargs *a);
 ert_status ert_cpu_slice_grad(const ert_kargs *a);
+ert_status ert_cpu_gather_grad(const ert_kargs *a);
 ert_status ert_cpu_batchnorm_train(const ert_kargs *a);    /* grad_norm.c */
 ert_status ert_cpu_batchnorm_grad(const ert_kargs *a);
 ert_status ert_cpu_layernorm_grad(const ert_kargs *a);

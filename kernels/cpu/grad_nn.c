@@ -10,7 +10,10 @@
  *   dy / count over the window with the forward's count rule.
  * SOFTMAX_GRAD: dx = y * (dy - sum(dy * y)); LOGSOFTMAX_GRAD:
  *   dx = dy - exp(y) * sum(dy), sums along the axis.
- * SLICE_GRAD: zeros, then dy scattered to the sliced positions. */
+ * SLICE_GRAD: zeros, then dy scattered to the sliced positions.
+ * GATHER_GRAD: zeros, then each gathered row of dy added at its index (a
+ *   repeated index accumulates); indices are checked before anything is
+ *   written (they may come from the graph at run time). */
 #include "cpu_gemm.h"
 #include "cpu_kernels.h"
 
@@ -250,5 +253,34 @@ ert_status ert_cpu_slice_grad(const ert_kargs *a) {
             idx[d] = 0;
         }
     }
+    return ERT_OK;
+}
+
+/* ------------------------------------------------------------ gather */
+
+ert_status ert_cpu_gather_grad(const ert_kargs *a) {
+    const ert_tview *DY = &a->in[0], *I = &a->in[1];
+    ert_tview *DX = &a->out[0];
+    if (!DX->data) return ERT_OK;
+    if (I->dtype != ERT_DTYPE_I64 && I->dtype != ERT_DTYPE_I32) return ERT_E_UNSUPPORTED;
+    int64_t axis = a->params->gather.axis, dim = DX->dims[axis], outer = 1, inner = 1;
+    for (int d = 0; d < axis; d++) outer *= DX->dims[d];
+    for (int d = (int)axis + 1; d < DX->ndim; d++) inner *= DX->dims[d];
+    int64_t n_idx = I->n_elems;
+    for (int64_t j = 0; j < n_idx; j++) {
+        int64_t k = I->dtype == ERT_DTYPE_I64 ? ((const int64_t *)I->data)[j] : ((const int32_t *)I->data)[j];
+        if (k < -dim || k >= dim) return ERT_E_ARG;
+    }
+    float *dx = DX->data;
+    const float *dy = DY->data;
+    memset(dx, 0, (size_t)DX->n_elems * sizeof(float));
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t j = 0; j < n_idx; j++) {
+            int64_t k = I->dtype == ERT_DTYPE_I64 ? ((const int64_t *)I->data)[j] : ((const int32_t *)I->data)[j];
+            if (k < 0) k += dim;
+            float *dst = dx + (o * dim + k) * inner;
+            const float *src = dy + (o * n_idx + j) * inner;
+            for (int64_t i = 0; i < inner; i++) dst[i] += src[i];
+        }
     return ERT_OK;
 }
