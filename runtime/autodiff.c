@@ -29,7 +29,7 @@
  * Add/Sub/Mul/Div (broadcast dims summed), the activations, Max/Average/
  * GlobalAverage pooling, BatchNorm (batch statistics or frozen), LayerNorm,
  * Softmax/LogSoftmax, ReduceMean/ReduceSum, Gather (data: embeddings, the
- * class token x[:, 0]), Reshape/Flatten/Squeeze/
+ * class token x[:, 0]), Expand, Reshape/Flatten/Squeeze/
  * Unsqueeze/Identity, Transpose, Concat, Split, Slice, Dropout.
  * Limits: rank-1 MatMul operands, Conv with a fused epilogue, ConvTranspose
  * and other ops refuse with ERT_E_UNSUPPORTED when a gradient has to
@@ -51,6 +51,7 @@ bool ert_ad_diff_slot(ert_op op, int k) {
     case ERT_OP_MATMUL: case ERT_OP_ADD: case ERT_OP_SUB: case ERT_OP_MUL: case ERT_OP_DIV: return k <= 1;
     case ERT_OP_REDUCE_MEAN: case ERT_OP_REDUCE_SUM: return k == 0;
     case ERT_OP_GATHER: return k == 0; /* data; indices are integers */
+    case ERT_OP_EXPAND: return k == 0;
     case ERT_OP_CONCAT: return true;
     case ERT_OP_RELU: case ERT_OP_LEAKY_RELU: case ERT_OP_CLIP: case ERT_OP_SIGMOID: case ERT_OP_TANH:
     case ERT_OP_HARD_SIGMOID: case ERT_OP_HARD_SWISH: case ERT_OP_SILU: case ERT_OP_GELU:
@@ -323,6 +324,8 @@ static ert_status rule(ad *a, int fi) {
         int32_t ins[1] = {dy};
         return simple(a, fi, 0, ERT_OP_BROADCAST_TO, ins, 1, &p, 0);
     }
+    case ERT_OP_EXPAND: /* numpy broadcast: the gradient sums over the broadcast dims */
+        return reduce_to(a, fi, 0, dy, 1.0f, -1);
     case ERT_OP_GATHER: {
         int32_t ins[2] = {dy, f.in[1]};
         return simple(a, fi, 0, ERT_OP_GATHER_GRAD, ins, 2, &f.params, 0);

@@ -710,6 +710,26 @@ static void case_gather(bool scalar) {
     gc_check(&c, y, gather_ref, ERT_BN_TRAIN);
 }
 
+/* Expand (ViT's cls_token.expand(B, -1, -1)): x (1, C) or (B0, 1) -> (A, B0, C). iv: A B0 C, which */
+static void expand_ref(const gc *c, double *y) {
+    int64_t A = c->iv[0], B = c->iv[1], C = c->iv[2];
+    for (int64_t a = 0; a < A; a++)
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t k = 0; k < C; k++) y[(a * B + b) * C + k] = c->pd[0][c->iv[3] ? b : k];
+}
+
+static void case_expand(void) {
+    gc c;
+    gc_begin(&c, "Expand");
+    int64_t A = ert_test_int(&rng, 1, 3), B = ert_test_int(&rng, 2, 4), C = ert_test_int(&rng, 2, 5);
+    c.iv[0] = A, c.iv[1] = B, c.iv[2] = C, c.iv[3] = ert_test_int(&rng, 0, 1);
+    int64_t xd[2] = {c.iv[3] ? B : 1, c.iv[3] ? 1 : C}, shp[3] = {A, B, C};
+    int32_t x = addp(&c, "x", 2, xd, -1, 1, 0), y = -1;
+    int32_t in[2] = {x, iconst(&c, 3, shp)};
+    CHECK_OK(ert_builder_node(c.b, "Expand", "expand", in, 2, NULL, 0, &y, 1), ctx);
+    gc_check(&c, y, expand_ref, ERT_BN_TRAIN);
+}
+
 /* ------------------------------------------------------------ data movement */
 
 /* One graph chains them: x (A,B,C) -> Transpose(perm) -> Reshape(flat 2-D)
@@ -930,6 +950,7 @@ int main(void) {
         case_ln();
         case_softmax(false);
         case_softmax(true);
+        case_expand();
         case_gather(false);
         case_gather(true);
         case_reduce(true);

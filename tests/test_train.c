@@ -326,6 +326,120 @@ static void train_cnn(void) {
     ert_model_free(m);
 }
 
+/* A tiny ViT on the bar images, built as exporters write it: patch Conv
+ * (4x4, stride 4) -> Reshape/Transpose to tokens, cls token Expand + Concat,
+ * position embedding Add, one pre-norm block (LayerNorm, single-head
+ * attention with MatMul/Transpose/Mul/Softmax, residual Add, LayerNorm, MLP
+ * MatMul + bias Add + Gelu + MatMul, residual), Gather of the class token,
+ * Gemm head. Trains with AdamW and must separate the three classes. */
+static int32_t vw(ert_builder *b, const char *nm, int nd, const int64_t *d, float s) { return weight(b, nm, nd, d, s); }
+
+static int32_t ones(ert_builder *b, const char *nm, int64_t n) {
+    float v[64];
+    for (int i = 0; i < 64; i++) v[i] = 1.0f;
+    int32_t id = -1;
+    CHECK_OK(ert_builder_weight(b, nm, ERT_DTYPE_F32, 1, &n, v, &id), ctx);
+    return id;
+}
+
+static ert_model *tiny_vit(void) {
+    enum { D = 16, T = 5 };
+    ert_builder *b;
+    CHECK_OK(ert_builder_create(ctx, &b), ctx);
+    int64_t xd[4] = {-1, 1, 8, 8}, pw[4] = {D, 1, 4, 4}, dd[1] = {D}, dd2[2] = {D, D}, cls[3] = {1, 1, D};
+    int64_t pos[3] = {1, T, D}, m1[2] = {D, 32}, b1[1] = {32}, m2[2] = {32, D}, hw[2] = {3, D}, hb[1] = {3};
+    int32_t x, pe, tok, tr, clsx, cat, h, n1, q, k, v, kt, sc, scs, att, ctx_, r1, n2, f1, f1b, g, f2, r2, c0, out;
+    CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 4, xd, &x), ctx);
+    CHECK_OK(ert_builder_conv2d(b, x, vw(b, "patch.w", 4, pw, 0.3f), vw(b, "patch.b", 1, dd, 0.05f), 4, 0, 1, 1, &pe), ctx);
+    int64_t shp[3] = {0, D, -1}, perm[3] = {0, 2, 1}, one = 1;
+    int32_t sid, in2[2];
+    CHECK_OK(ert_builder_weight(b, "tok_shape", ERT_DTYPE_I64, 1, (int64_t[]){3}, shp, &sid), ctx);
+    in2[0] = pe, in2[1] = sid;
+    CHECK_OK(ert_builder_node(b, "Reshape", "tokens", in2, 2, NULL, 0, &tok, 1), ctx); /* (N, D, 4) */
+    ert_attr tp[1] = {ERT_ATTR_IS("perm", perm, 3)};
+    CHECK_OK(ert_builder_node(b, "Transpose", "tokens_t", &tok, 1, tp, 1, &tr, 1), ctx); /* (N, 4, D) */
+    /* cls token expanded to the batch: the batch size is a constant of this test (16) */
+    int64_t eshape[3] = {16, 1, D};
+    int32_t es;
+    CHECK_OK(ert_builder_weight(b, "cls_shape", ERT_DTYPE_I64, 1, (int64_t[]){3}, eshape, &es), ctx);
+    in2[0] = vw(b, "cls", 3, cls, 0.1f), in2[1] = es;
+    CHECK_OK(ert_builder_node(b, "Expand", "cls_expand", in2, 2, NULL, 0, &clsx, 1), ctx);
+    ert_attr ax1[1] = {ERT_ATTR_I("axis", 1)};
+    in2[0] = clsx, in2[1] = tr;
+    CHECK_OK(ert_builder_node(b, "Concat", "cat", in2, 2, ax1, 1, &cat, 1), ctx); /* (N, 5, D) */
+    CHECK_OK(ert_builder_binary(b, "Add", cat, vw(b, "pos", 3, pos, 0.1f), &h), ctx);
+    ert_attr lnax[1] = {ERT_ATTR_I("axis", -1)};
+    int32_t lin[3] = {h, ones(b, "ln1.g", D), vw(b, "ln1.b", 1, dd, 0.0f)};
+    (void)one;
+    CHECK_OK(ert_builder_node(b, "LayerNormalization", "ln1", lin, 3, lnax, 1, &n1, 1), ctx);
+    CHECK_OK(ert_builder_binary(b, "MatMul", n1, vw(b, "wq", 2, dd2, 0.3f), &q), ctx);
+    CHECK_OK(ert_builder_binary(b, "MatMul", n1, vw(b, "wk", 2, dd2, 0.3f), &k), ctx);
+    CHECK_OK(ert_builder_binary(b, "MatMul", n1, vw(b, "wv", 2, dd2, 0.3f), &v), ctx);
+    CHECK_OK(ert_builder_node(b, "Transpose", "kt", &k, 1, tp, 1, &kt, 1), ctx);
+    CHECK_OK(ert_builder_binary(b, "MatMul", q, kt, &sc), ctx); /* (N, 5, 5) */
+    float scale = 0.25f;
+    int32_t sw;
+    CHECK_OK(ert_builder_weight(b, "scale", ERT_DTYPE_F32, 0, NULL, &scale, &sw), ctx);
+    CHECK_OK(ert_builder_binary(b, "Mul", sc, sw, &scs), ctx);
+    ert_attr smax[1] = {ERT_ATTR_I("axis", -1)};
+    CHECK_OK(ert_builder_node(b, "Softmax", "attn", &scs, 1, smax, 1, &att, 1), ctx);
+    CHECK_OK(ert_builder_binary(b, "MatMul", att, v, &ctx_), ctx);
+    CHECK_OK(ert_builder_binary(b, "Add", ctx_, h, &r1), ctx);
+    int32_t lin2[3] = {r1, ones(b, "ln2.g", D), vw(b, "ln2.b", 1, dd, 0.0f)};
+    CHECK_OK(ert_builder_node(b, "LayerNormalization", "ln2", lin2, 3, lnax, 1, &n2, 1), ctx);
+    CHECK_OK(ert_builder_binary(b, "MatMul", n2, vw(b, "mlp.w1", 2, m1, 0.3f), &f1), ctx);
+    CHECK_OK(ert_builder_binary(b, "Add", f1, vw(b, "mlp.b1", 1, b1, 0.05f), &f1b), ctx);
+    CHECK_OK(ert_builder_unary(b, "Gelu", f1b, &g), ctx);
+    CHECK_OK(ert_builder_binary(b, "MatMul", g, vw(b, "mlp.w2", 2, m2, 0.2f), &f2), ctx);
+    CHECK_OK(ert_builder_binary(b, "Add", f2, r1, &r2), ctx);
+    int64_t zero = 0;
+    int32_t zi;
+    CHECK_OK(ert_builder_weight(b, "cls_index", ERT_DTYPE_I64, 0, NULL, &zero, &zi), ctx);
+    in2[0] = r2, in2[1] = zi;
+    CHECK_OK(ert_builder_node(b, "Gather", "take_cls", in2, 2, ax1, 1, &c0, 1), ctx); /* (N, D) */
+    CHECK_OK(ert_builder_linear(b, c0, vw(b, "head.w", 2, hw, 0.3f), vw(b, "head.b", 1, hb, 0.0f), &out), ctx);
+    return finish(b, out);
+}
+
+static void train_vit(void) {
+    ert_model *m = tiny_vit();
+    ert_trainer_options to = {0};
+    to.session.batch = 16;
+    to.optim.kind = ERT_OPTIM_ADAMW;
+    to.optim.lr = 3e-3f;
+    to.optim.weight_decay = 0.01f;
+    to.lr.warmup_steps = 10;
+    ert_trainer *t = NULL;
+    if (m) CHECK_OK(ert_trainer_create(m, &to, &t), ctx);
+    if (!t) {
+        ert_model_free(m);
+        return;
+    }
+    CHECK(ert_trainer_n_trainable(t) == 16, "tiny ViT: %d trainable tensors", ert_trainer_n_trainable(t));
+    float *x;
+    int64_t *y;
+    const float *z;
+    ert_trainer_input_data(t, 0, (void **)&x);
+    ert_trainer_target_data(t, (void **)&y);
+    ert_trainer_output_data(t, (const void **)&z);
+    float first = 0, last = 0;
+    for (int s = 0; s < 300; s++) {
+        bars_batch(x, y, 16);
+        CHECK_OK(ert_trainer_step(t, s == 0 ? &first : &last), ctx);
+    }
+    int ok = 0, n = 0;
+    for (int r = 0; r < 16; r++) {
+        bars_batch(x, y, 16);
+        CHECK_OK(ert_trainer_eval(t, NULL), ctx);
+        for (int i = 0; i < 16; i++, n++) ok += argmax(z + 3 * i, 3) == y[i];
+    }
+    double acc = (double)ok / n;
+    printf("tiny ViT: loss %.3f -> %.3f, held-out accuracy %.3f\n", first, last, acc);
+    CHECK(acc >= 0.9, "tiny ViT held-out accuracy %.3f < 0.9", acc);
+    ert_trainer_free(t);
+    ert_model_free(m);
+}
+
 /* ------------------------------------------------------------ bad input */
 
 static void bad_input(void) {
@@ -549,6 +663,7 @@ int main(void) {
                                                          .clip_grad_norm = 0.02f}, step);
     train_mlp();
     train_cnn();
+    train_vit();
     bad_input();
     checkpoints(getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     ert_context_free(ctx);
