@@ -42,8 +42,9 @@ static const char *USAGE =
     "      run once on inputs from .npy or ONNX TensorProto .pb files; with\n"
     "      --output-dir writes DIR/<output>.npy; NAME= may be left out when the\n"
     "      model has one input, or for a .pb that names its tensor\n"
-    "  convert IN OUT.ert\n"
-    "      load any supported model (.ert, ONNX) and save it as .ert\n"
+    "  convert IN OUT.ert [--fp16]\n"
+    "      load any supported model (.ert, ONNX) and save it as .ert; --fp16\n"
+    "      stores f32 weights as f16 (about half the file; computed in f32)\n"
     "  bench MODEL [--batch N] [--threads N] [--device cpu|cuda] [--iters N]\n"
     "              [--warmup N] [--precision f32|f16|bf16] [--json]\n"
     "      time ert_session_run on random inputs (fixed seed): p50/p90/mean/min\n"
@@ -155,7 +156,7 @@ static int opt_int(opt_parser *p, long lo, long hi, long *out) {
 
 typedef struct common_opts {
     long batch, threads, iters, warmup;
-    int json;
+    int json, fp16;
     const char *device;
     const char *precision;
     const char *output_dir;
@@ -166,7 +167,7 @@ typedef struct common_opts {
 } common_opts;
 
 enum { O_BATCH = 1, O_THREADS = 2, O_JSON = 4, O_DEVICE = 8, O_ITERS = 16, O_WARMUP = 32, O_INPUT = 64, O_OUTDIR = 128,
-       O_PRECISION = 256 };
+       O_PRECISION = 256, O_FP16 = 512 };
 
 /* Parse argv[2..] of a command; `allowed` is a mask of O_*; `npos` the exact
  * number of positional arguments. Returns 0 or an exit status. */
@@ -192,6 +193,8 @@ static int parse_opts(int argc, char **argv, unsigned allowed, int npos, common_
             opt_int(&p, 0, 100000000, &o->warmup);
         } else if ((allowed & O_JSON) && opt_match(&p, "--json", 0)) {
             o->json = 1;
+        } else if ((allowed & O_FP16) && opt_match(&p, "--fp16", 0)) {
+            o->fp16 = 1;
         } else if ((allowed & O_DEVICE) && opt_match(&p, "--device", 1)) {
             if (!p.err) o->device = p.val;
         } else if ((allowed & O_PRECISION) && opt_match(&p, "--precision", 1)) {
@@ -686,13 +689,14 @@ out:
 
 static int cmd_convert(int argc, char **argv) {
     common_opts o = {0};
-    int rc = parse_opts(argc, argv, 0, 2, &o);
+    int rc = parse_opts(argc, argv, O_FP16, 2, &o);
     if (rc) return rc;
     ert_context *ctx = make_context();
     if (!ctx) return 1;
     ert_model *m = NULL;
     if ((rc = load_model(ctx, o.pos[0], &m)) == 0) {
-        ert_status st = ert_model_save(m, o.pos[1]);
+        ert_save_options so = {.weights_dtype = o.fp16 ? ERT_DTYPE_F16 : ERT_DTYPE_UNDEFINED};
+        ert_status st = ert_model_save_opts(m, o.pos[1], &so);
         if (st != ERT_OK) {
             char what[600];
             snprintf(what, sizeof what, "cannot save '%s'", o.pos[1]);

@@ -12,6 +12,12 @@
  *   copy graph -> fix dynamic dims -> for each node in order: prepare (shape
  *   inference) and fold it if all inputs are constant -> passes (BN fold,
  *   fusion, dead nodes) -> memory plan -> arena -> run.
+ *
+ * Trainer pipeline (runtime/trainer.c, runtime/autodiff.c)
+ *   copy graph -> fix dims -> pick parameters -> prepare (parameters never
+ *   fold; BN/Dropout in training form) -> loss node -> backward nodes (the
+ *   training-only ops at the end of ert_op) -> gradient norm + optimizer
+ *   nodes -> one memory plan over the whole schedule -> arena -> step.
  */
 #ifndef ERT_INTERNAL_H
 #define ERT_INTERNAL_H

@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -494,6 +495,56 @@ ert_status ert_model_load_memory(ert_context *ctx, const void *data, size_t size
 ert_status ert_model_save(const ert_model *m, const char *path) {
     if (!m || !path) return ERT_E_ARG;
     return ert_format_write(m, path);
+}
+
+/* Weights worth storing as f16: f32, at least 16 elements (small ones are
+ * op parameters whose exact value matters more than 2 bytes each), every
+ * value finite and within f16's range (a huge mask constant must not turn
+ * into inf). */
+static bool f16_candidate(const ert_tensor *t, int64_t *ne) {
+    if (t->role != ERT_ROLE_WEIGHT || t->dtype != ERT_DTYPE_F32 || !t->data) return false;
+    if (!ert_dims_nelems(t->ndim, t->dims, ne) || *ne < 16) return false;
+    const float *f = t->data;
+    for (int64_t i = 0; i < *ne; i++)
+        if (!(fabsf(f[i]) <= 65504.0f)) return false; /* also false for NaN */
+    return true;
+}
+
+ert_status ert_model_save_opts(const ert_model *m, const char *path, const ert_save_options *opts) {
+    if (!m || !path) return ERT_E_ARG;
+    ert_dtype wd = opts ? opts->weights_dtype : ERT_DTYPE_UNDEFINED;
+    if (wd == ERT_DTYPE_UNDEFINED) return ert_format_write(m, path);
+    if (wd != ERT_DTYPE_F16)
+        return ert_set_error(m->ctx, ERT_E_UNSUPPORTED, "ert_model_save_opts: weights_dtype %s (only f16)",
+                             ert_dtype_name(wd));
+    /* A shallow copy whose tensor table points at converted data; the writer
+     * only reads, so names, nodes and the graph lists are shared. */
+    ert_model c = *m;
+    c.tensors = malloc((size_t)(m->n_tensors ? m->n_tensors : 1) * sizeof *c.tensors);
+    if (!c.tensors) return ert_set_error(m->ctx, ERT_E_NOMEM, "out of memory");
+    ert_status st = ERT_OK;
+    for (int i = 0; i < m->n_tensors; i++) {
+        ert_tensor *t = &c.tensors[i];
+        *t = m->tensors[i];
+        t->data_owned = false;
+        int64_t ne;
+        if (st != ERT_OK || !f16_candidate(t, &ne)) continue;
+        uint16_t *h = malloc((size_t)ne * sizeof *h);
+        if (!h) {
+            st = ert_set_error(m->ctx, ERT_E_NOMEM, "out of memory converting '%s' to f16", t->name);
+            continue;
+        }
+        const float *f = t->data;
+        for (int64_t k = 0; k < ne; k++) h[k] = ert_f32_to_f16(f[k]);
+        t->data = h;
+        t->dtype = ERT_DTYPE_F16;
+        t->data_owned = true; /* here: converted by us, freed below */
+    }
+    if (st == ERT_OK) st = ert_format_write(&c, path);
+    for (int i = 0; i < m->n_tensors; i++)
+        if (c.tensors[i].data_owned) free((void *)c.tensors[i].data);
+    free(c.tensors);
+    return st;
 }
 
 /* ------------------------------------------------------------------ queries */

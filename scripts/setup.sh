@@ -47,6 +47,7 @@ if [[ $minimal -eq 0 ]]; then
         clang libclang-rt-14-dev  # libFuzzer + sanitizer runtimes for scripts/fuzz.sh
         python3-venv python3-pip  # venv for the ONNX reference tooling
         libturbojpeg0-dev         # image I/O (ERT_JPEG=AUTO picks it up)
+        libjpeg-turbo-progs       # djpeg: reference decoder for the image_ref test
     )
     [[ "${ERT_SETUP_DATASETS:-0}" == 1 ]] && pkgs+=(dataset-fashion-mnist)
 fi

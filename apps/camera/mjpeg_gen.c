@@ -1,0 +1,141 @@
+/*
+ * edgert-mjpeg-gen - write a test MJPEG stream (concatenated JPEGs).
+ *
+ *   edgert-mjpeg-gen --width W --height H --frames N [--from DIR] [--corrupt-every K]
+ *                    [--quality Q] [--seed S] OUT.mjpeg
+ *
+ * Frames are the photographs in DIR (JPEG, cycled, resized bilinearly to
+ * WxH and shifted a little each frame so consecutive frames differ), or
+ * without --from synthetic gradients with noise and moving boxes. With
+ * --corrupt-every K, every K-th frame is followed by a corrupt one (alternately
+ * truncated and with garbage entropy data). Prints one line: frames written,
+ * corrupt ones, bytes.
+ */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE
+#include "cli_util.h"
+#include "edgert.h"
+#include "source.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void resize_u8(const uint8_t *s, int sw, int sh, uint8_t *d, int dw, int dh, int shift) {
+    for (int y = 0; y < dh; y++) {
+        double sy = (y + 0.5) * sh / dh - 0.5;
+        sy = sy < 0 ? 0 : sy > sh - 1 ? sh - 1 : sy;
+        int y0 = (int)sy, y1 = y0 + 1 < sh ? y0 + 1 : y0;
+        double wy = sy - y0;
+        for (int x = 0; x < dw; x++) {
+            double sx = (x + 0.5) * sw / dw - 0.5 + shift;
+            sx = sx < 0 ? 0 : sx > sw - 1 ? sw - 1 : sx;
+            int x0 = (int)sx, x1 = x0 + 1 < sw ? x0 + 1 : x0;
+            double wx = sx - x0;
+            for (int c = 0; c < 3; c++) {
+                double a = s[((size_t)y0 * sw + x0) * 3 + c] * (1 - wx) + s[((size_t)y0 * sw + x1) * 3 + c] * wx;
+                double b = s[((size_t)y1 * sw + x0) * 3 + c] * (1 - wx) + s[((size_t)y1 * sw + x1) * 3 + c] * wx;
+                d[((size_t)y * dw + x) * 3 + c] = (uint8_t)(a * (1 - wy) + b * wy + 0.5);
+            }
+        }
+    }
+}
+
+int main(int argc, char **argv) {
+    int w = 640, h = 480, frames = 100, every = 0, quality = 85;
+    unsigned long long seed = 1;
+    const char *from = NULL, *out = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : "";
+        if (strcmp(argv[i], "--width") == 0) w = atoi(v), i++;
+        else if (strcmp(argv[i], "--height") == 0) h = atoi(v), i++;
+        else if (strcmp(argv[i], "--frames") == 0) frames = atoi(v), i++;
+        else if (strcmp(argv[i], "--corrupt-every") == 0) every = atoi(v), i++;
+        else if (strcmp(argv[i], "--quality") == 0) quality = atoi(v), i++;
+        else if (strcmp(argv[i], "--seed") == 0) seed = strtoull(v, NULL, 0), i++;
+        else if (strcmp(argv[i], "--from") == 0) from = v, i++;
+        else if (argv[i][0] != '-' && !out) out = argv[i];
+        else { fprintf(stderr, "usage: edgert-mjpeg-gen --width W --height H --frames N [--from DIR] [--corrupt-every K] OUT\n"); return 2; }
+    }
+    if (!out || w < 1 || h < 1 || frames < 1 || quality < 1 || quality > 100) {
+        fprintf(stderr, "usage: edgert-mjpeg-gen --width W --height H --frames N [--from DIR] [--corrupt-every K] OUT\n");
+        return 2;
+    }
+    ert_context *ctx;
+    ert_jpeg *j;
+    if (ert_context_create(NULL, &ctx) != ERT_OK || ert_jpeg_create(ctx, &j) != ERT_OK) {
+        fprintf(stderr, "edgert-mjpeg-gen: no JPEG support in this build\n");
+        return 1;
+    }
+    /* Source photographs, decoded once. */
+    uint8_t *photos[64];
+    int pw[64], ph[64], n_photos = 0;
+    if (from) {
+        char err[256];
+        cam_source *src;
+        if (cam_source_open(from, NULL, &src, err, sizeof err) != CAM_OK) { fprintf(stderr, "%s\n", err); return 1; }
+        cam_frame f;
+        while (n_photos < 64 && cam_source_next(src, &f) == CAM_OK) {
+            int iw, ih;
+            if (f.kind != CAM_FRAME_JPEG || ert_jpeg_info(j, f.data, f.bytes, &iw, &ih, NULL) != ERT_OK) continue;
+            uint8_t *px = malloc((size_t)iw * ih * 3);
+            if (px && ert_jpeg_decode(j, f.data, f.bytes, ERT_PIXEL_RGB, px, (size_t)iw * ih * 3, 0, NULL, NULL) == ERT_OK) {
+                photos[n_photos] = px; pw[n_photos] = iw; ph[n_photos] = ih; n_photos++;
+            } else free(px);
+        }
+        cam_source_close(src);
+        if (!n_photos) { fprintf(stderr, "edgert-mjpeg-gen: no decodable JPEG in %s\n", from); return 1; }
+    }
+    FILE *f = fopen(out, "wb");
+    if (!f) { perror(out); return 1; }
+    cli_rng r;
+    cli_rng_seed(&r, seed);
+    uint8_t *px = malloc((size_t)w * h * 3);
+    size_t cap = ert_jpeg_encode_bound(w, h), len, total = 0;
+    uint8_t *jpg = malloc(cap);
+    int n_corrupt = 0;
+    for (int i = 0; i < frames; i++) {
+        if (n_photos) {
+            int k = i % n_photos;
+            resize_u8(photos[k], pw[k], ph[k], px, w, h, (i / n_photos) % 16);
+        } else {
+            for (int y = 0; y < h; y++)
+                for (int x = 0; x < w; x++) {
+                    uint8_t *p = px + ((size_t)y * w + x) * 3;
+                    int n = (int)(cli_rng_next(&r) & 15);
+                    p[0] = (uint8_t)((x * 255 / w + n + i * 3) & 255);
+                    p[1] = (uint8_t)(y * 255 / h + n / 2);
+                    p[2] = (uint8_t)(((x + y + i * 5) * 128 / (w + h)) + n);
+                    int bx = (i * 7) % (w > 64 ? w - 64 : 1), by = (i * 5) % (h > 64 ? h - 64 : 1);
+                    if (x >= bx && x < bx + 64 && y >= by && y < by + 64) p[0] = 250, p[1] = 40, p[2] = 40;
+                }
+        }
+        if (ert_jpeg_encode(j, px, w, h, 0, ERT_PIXEL_RGB, quality, jpg, cap, &len) != ERT_OK) {
+            fprintf(stderr, "encode: %s\n", ert_last_error(ctx));
+            return 1;
+        }
+        fwrite(jpg, 1, len, f);
+        total += len;
+        if (every > 0 && i % every == every - 1) {
+            if (n_corrupt % 2 == 0) {
+                fwrite(jpg, 1, len / 3, f); /* truncated */
+                total += len / 3;
+            } else {
+                fwrite(jpg, 1, len / 4, f); /* headers + some data, then garbage, then EOI */
+                for (size_t k = 0; k < len / 4; k++) fputc((int)(cli_rng_next(&r) % 255), f);
+                fputc(0xFF, f);
+                fputc(0xD9, f);
+                total += len / 2 + 2;
+            }
+            n_corrupt++;
+        }
+    }
+    fclose(f);
+    printf("%d frames (%dx%d), %d corrupt, %zu bytes -> %s\n", frames, w, h, n_corrupt, total, out);
+    for (int k = 0; k < n_photos; k++) free(photos[k]);
+    free(px);
+    free(jpg);
+    ert_jpeg_free(j);
+    ert_context_free(ctx);
+    return 0;
+}

@@ -1,0 +1,31 @@
+# Tests of the camera pipeline (apps/camera) link its internal library; they
+# are disabled when the apps are not built.
+foreach(t test_camera_source test_camera_proc test_camera_e2e test_camera_ppocr)
+  if(TARGET ${t})
+    if(TARGET ert_camera)
+      target_link_libraries(${t} PRIVATE ert_camera)
+    else()
+      string(REGEX REPLACE "^test_" "" _mod ${t})
+      set_target_properties(${t} PROPERTIES EXCLUDE_FROM_ALL TRUE)
+      set_tests_properties(${_mod} PROPERTIES DISABLED TRUE)
+    endif()
+  endif()
+endforeach()
+if(TARGET test_camera_e2e AND TARGET edgert_camera)
+  target_compile_definitions(test_camera_e2e PRIVATE ERT_CAMERA_BIN="$<TARGET_FILE:edgert_camera>")
+  add_dependencies(test_camera_e2e edgert_camera)
+  set_tests_properties(camera_e2e PROPERTIES TIMEOUT 120)
+endif()
+
+# test_camera_ppocr compares with onnxruntime: a Python that has it
+# (scripts/setup.sh makes .deps/venv); without one the test reports SKIPPED.
+if(TARGET test_camera_ppocr AND TARGET ert_camera)
+  target_link_libraries(test_camera_ppocr PRIVATE ert_apps_util)
+  set(_ert_py_default "")
+  if(EXISTS ${PROJECT_SOURCE_DIR}/.deps/venv/bin/python AND NOT CMAKE_CROSSCOMPILING)
+    set(_ert_py_default ${PROJECT_SOURCE_DIR}/.deps/venv/bin/python)
+  endif()
+  set(ERT_TEST_PYTHON "${_ert_py_default}" CACHE FILEPATH "Python with onnxruntime + numpy for reference tests")
+  set_tests_properties(camera_ppocr PROPERTIES TIMEOUT 120 ENVIRONMENT
+    "ERT_SHARED_DIR=${CMAKE_SOURCE_DIR}/../shared;ERT_TEST_PYTHON=${ERT_TEST_PYTHON};ERT_TEST_SRC_DIR=${CMAKE_CURRENT_SOURCE_DIR}")
+endif()
