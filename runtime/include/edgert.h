@@ -385,7 +385,96 @@ ert_status ert_session_get_output(ert_session *s, int i, void *data, size_t byte
 
 /* Per-node timing of the last run (after ERT_SESSION_PROFILE); reserved. */
 
-<<<<<<< HEAD
+/* ---------------------------------------------------------------- images */
+
+/* Interleaved 8-bit pixel layouts, rows top to bottom. Append-only. */
+typedef enum ert_pixel_format {
+    ERT_PIXEL_RGB = 0,
+    ERT_PIXEL_BGR = 1,
+    ERT_PIXEL_GRAY = 2,
+    ERT_PIXEL_RGBA = 3, /* alpha written as 255 by decode, ignored by encode */
+    ERT_PIXEL_BGRA = 4,
+    ERT_PIXEL_COUNT
+} ert_pixel_format;
+
+/* Bytes per pixel of a format (0 if unknown). */
+int ert_pixel_channels(ert_pixel_format fmt);
+
+/* JPEG codec (TurboJPEG). Only built when the library was configured with
+ * ERT_JPEG (see README); otherwise ert_jpeg_create returns ERT_E_UNSUPPORTED
+ * and the other calls ERT_E_ARG (no codec). ert_jpeg_available() tells which.
+ *
+ * A codec holds one TurboJPEG decompressor and one compressor; make it once
+ * and reuse it per frame. It reports errors on the context it was made with:
+ * a codec (and its context) belong to one thread at a time, so a decode
+ * thread gets its own context and codec. libjpeg-turbo itself allocates
+ * per image inside decode/encode. Every input is treated as hostile: corrupt,
+ * truncated or non-JPEG data, including data that libjpeg only warns about
+ * (e.g. a premature end), gives ERT_E_FORMAT and a message, never a crash. */
+typedef struct ert_jpeg ert_jpeg;
+
+/* 1 when the library was built with TurboJPEG, else 0. */
+int ert_jpeg_available(void);
+/* Errors: ERT_E_UNSUPPORTED (built without JPEG), ERT_E_NOMEM. */
+ert_status ert_jpeg_create(ert_context *ctx, ert_jpeg **out);
+void ert_jpeg_free(ert_jpeg *j);
+
+/* Width, height and colour channels in the file (1 grey, 3 colour) from the
+ * headers. Errors: ERT_E_ARG, ERT_E_FORMAT (also for images over 2^28 pixels,
+ * refused before any decoding). */
+ert_status ert_jpeg_info(ert_jpeg *j, const void *data, size_t size,
+                         int *width, int *height, int *channels);
+
+/* Decode straight into the caller's buffer `dst` (no intermediate copy):
+ * `height` rows of `dst_stride` bytes (0: width * channels(fmt), packed). The
+ * image is decoded at full size; dst_bytes must hold it, else ERT_E_ARG with
+ * the bytes needed (call ert_jpeg_info first to size it). On ERT_E_FORMAT the
+ * contents of dst are unspecified. width/height may be NULL.
+ * Errors: ERT_E_ARG, ERT_E_FORMAT. */
+ert_status ert_jpeg_decode(ert_jpeg *j, const void *data, size_t size,
+                           ert_pixel_format fmt, void *dst, size_t dst_bytes,
+                           size_t dst_stride, int *width, int *height);
+
+/* Decode at 1/denom of the full size (denom 1, 2, 4 or 8), scaled inside the
+ * IDCT: cheaper than a full decode plus a resize when the network input is
+ * far smaller than the camera frame (the entropy decoding stays). The image is ceil(w/denom) x
+ * ceil(h/denom) (ert_jpeg_scaled_size); otherwise as ert_jpeg_decode, which
+ * is denom 1. Errors: ERT_E_ARG (also for other denominators), ERT_E_FORMAT. */
+ert_status ert_jpeg_decode_scaled(ert_jpeg *j, const void *data, size_t size, int denom,
+                                  ert_pixel_format fmt, void *dst, size_t dst_bytes,
+                                  size_t dst_stride, int *width, int *height);
+/* ceil(width/denom), ceil(height/denom). */
+void ert_jpeg_scaled_size(int width, int height, int denom, int *scaled_width, int *scaled_height);
+
+/* Largest JPEG that ert_jpeg_encode can produce for a width x height image
+ * (0 when built without JPEG or on bad sizes). */
+size_t ert_jpeg_encode_bound(int width, int height);
+
+/* Encode pixels (rows of src_stride bytes, 0: packed) at quality 1..100
+ * (4:2:0 chroma for colour input, greyscale JPEG for ERT_PIXEL_GRAY) into the
+ * caller's buffer `out` of out_cap bytes; *out_bytes gets the JPEG's length.
+ * out_cap >= ert_jpeg_encode_bound(width, height) always suffices; a smaller
+ * one is refused with ERT_E_ARG unless it holds TurboJPEG's own bound for the
+ * chroma subsampling used. Errors: ERT_E_ARG, ERT_E_FORMAT (libjpeg error). */
+ert_status ert_jpeg_encode(ert_jpeg *j, const void *src, int width, int height,
+                           size_t src_stride, ert_pixel_format fmt, int quality,
+                           void *out, size_t out_cap, size_t *out_bytes);
+
+/* Binary PGM (P5, 1 channel) / PPM (P6, 3 channels), maxval 255. Always
+ * built. Read: *pixels (packed rows, malloc'd: release with ert_free).
+ * Errors: ERT_E_IO, ERT_E_FORMAT (incl. truncated, maxval != 255, sizes over
+ * 32768 or whose product overflows), ERT_E_NOMEM. */
+ert_status ert_image_read_pnm(ert_context *ctx, const char *path, int *width,
+                              int *height, int *channels, uint8_t **pixels);
+/* The same from memory. */
+ert_status ert_image_decode_pnm(ert_context *ctx, const void *data, size_t size,
+                                int *width, int *height, int *channels,
+                                uint8_t **pixels);
+/* Write P5 (channels 1) or P6 (channels 3) from packed rows. Errors:
+ * ERT_E_ARG, ERT_E_IO. */
+ert_status ert_image_write_pnm(ert_context *ctx, const char *path, const uint8_t *pixels,
+                               int width, int height, int channels);
+
 /* ---------------------------------------------------------------- training */
 /*
  * A trainer is a model planned for training: the forward graph (no BatchNorm
@@ -552,97 +641,6 @@ ert_status ert_trainer_export(ert_trainer *t, ert_model **out);
  * plain ONNX form (Silu, fused epilogues, internal ops) are refused.
  * Errors: ERT_E_UNSUPPORTED, ERT_E_IO, ERT_E_NOMEM. */
 ert_status ert_model_save_onnx(const ert_model *model, const char *path);
-=======
-/* ---------------------------------------------------------------- images */
-
-/* Interleaved 8-bit pixel layouts, rows top to bottom. Append-only. */
-typedef enum ert_pixel_format {
-    ERT_PIXEL_RGB = 0,
-    ERT_PIXEL_BGR = 1,
-    ERT_PIXEL_GRAY = 2,
-    ERT_PIXEL_RGBA = 3, /* alpha written as 255 by decode, ignored by encode */
-    ERT_PIXEL_BGRA = 4,
-    ERT_PIXEL_COUNT
-} ert_pixel_format;
-
-/* Bytes per pixel of a format (0 if unknown). */
-int ert_pixel_channels(ert_pixel_format fmt);
-
-/* JPEG codec (TurboJPEG). Only built when the library was configured with
- * ERT_JPEG (see README); otherwise ert_jpeg_create returns ERT_E_UNSUPPORTED
- * and the other calls ERT_E_ARG (no codec). ert_jpeg_available() tells which.
- *
- * A codec holds one TurboJPEG decompressor and one compressor; make it once
- * and reuse it per frame. It reports errors on the context it was made with:
- * a codec (and its context) belong to one thread at a time, so a decode
- * thread gets its own context and codec. libjpeg-turbo itself allocates
- * per image inside decode/encode. Every input is treated as hostile: corrupt,
- * truncated or non-JPEG data, including data that libjpeg only warns about
- * (e.g. a premature end), gives ERT_E_FORMAT and a message, never a crash. */
-typedef struct ert_jpeg ert_jpeg;
-
-/* 1 when the library was built with TurboJPEG, else 0. */
-int ert_jpeg_available(void);
-/* Errors: ERT_E_UNSUPPORTED (built without JPEG), ERT_E_NOMEM. */
-ert_status ert_jpeg_create(ert_context *ctx, ert_jpeg **out);
-void ert_jpeg_free(ert_jpeg *j);
-
-/* Width, height and colour channels in the file (1 grey, 3 colour) from the
- * headers. Errors: ERT_E_ARG, ERT_E_FORMAT (also for images over 2^28 pixels,
- * refused before any decoding). */
-ert_status ert_jpeg_info(ert_jpeg *j, const void *data, size_t size,
-                         int *width, int *height, int *channels);
-
-/* Decode straight into the caller's buffer `dst` (no intermediate copy):
- * `height` rows of `dst_stride` bytes (0: width * channels(fmt), packed). The
- * image is decoded at full size; dst_bytes must hold it, else ERT_E_ARG with
- * the bytes needed (call ert_jpeg_info first to size it). On ERT_E_FORMAT the
- * contents of dst are unspecified. width/height may be NULL.
- * Errors: ERT_E_ARG, ERT_E_FORMAT. */
-ert_status ert_jpeg_decode(ert_jpeg *j, const void *data, size_t size,
-                           ert_pixel_format fmt, void *dst, size_t dst_bytes,
-                           size_t dst_stride, int *width, int *height);
-
-/* Decode at 1/denom of the full size (denom 1, 2, 4 or 8), scaled inside the
- * IDCT: cheaper than a full decode plus a resize when the network input is
- * far smaller than the camera frame (the entropy decoding stays). The image is ceil(w/denom) x
- * ceil(h/denom) (ert_jpeg_scaled_size); otherwise as ert_jpeg_decode, which
- * is denom 1. Errors: ERT_E_ARG (also for other denominators), ERT_E_FORMAT. */
-ert_status ert_jpeg_decode_scaled(ert_jpeg *j, const void *data, size_t size, int denom,
-                                  ert_pixel_format fmt, void *dst, size_t dst_bytes,
-                                  size_t dst_stride, int *width, int *height);
-/* ceil(width/denom), ceil(height/denom). */
-void ert_jpeg_scaled_size(int width, int height, int denom, int *scaled_width, int *scaled_height);
-
-/* Largest JPEG that ert_jpeg_encode can produce for a width x height image
- * (0 when built without JPEG or on bad sizes). */
-size_t ert_jpeg_encode_bound(int width, int height);
-
-/* Encode pixels (rows of src_stride bytes, 0: packed) at quality 1..100
- * (4:2:0 chroma for colour input, greyscale JPEG for ERT_PIXEL_GRAY) into the
- * caller's buffer `out` of out_cap bytes; *out_bytes gets the JPEG's length.
- * out_cap >= ert_jpeg_encode_bound(width, height) always suffices; a smaller
- * one is refused with ERT_E_ARG unless it holds TurboJPEG's own bound for the
- * chroma subsampling used. Errors: ERT_E_ARG, ERT_E_FORMAT (libjpeg error). */
-ert_status ert_jpeg_encode(ert_jpeg *j, const void *src, int width, int height,
-                           size_t src_stride, ert_pixel_format fmt, int quality,
-                           void *out, size_t out_cap, size_t *out_bytes);
-
-/* Binary PGM (P5, 1 channel) / PPM (P6, 3 channels), maxval 255. Always
- * built. Read: *pixels (packed rows, malloc'd: release with ert_free).
- * Errors: ERT_E_IO, ERT_E_FORMAT (incl. truncated, maxval != 255, sizes over
- * 32768 or whose product overflows), ERT_E_NOMEM. */
-ert_status ert_image_read_pnm(ert_context *ctx, const char *path, int *width,
-                              int *height, int *channels, uint8_t **pixels);
-/* The same from memory. */
-ert_status ert_image_decode_pnm(ert_context *ctx, const void *data, size_t size,
-                                int *width, int *height, int *channels,
-                                uint8_t **pixels);
-/* Write P5 (channels 1) or P6 (channels 3) from packed rows. Errors:
- * ERT_E_ARG, ERT_E_IO. */
-ert_status ert_image_write_pnm(ert_context *ctx, const char *path, const uint8_t *pixels,
-                               int width, int height, int channels);
->>>>>>> main
 
 #ifdef __cplusplus
 }
