@@ -1,6 +1,6 @@
-/* ImageFolder of PGM/PPM images (see imgfolder.h). Steps: list the class
+/* ImageFolder of JPEG/PGM/PPM images (see imgfolder.h). Steps: list the class
  * directories (sorted), list each one's files (sorted, so the order is the
- * same on every run), read and parse each PGM/PPM, convert to gray, resize
+ * same on every run), read and decode each JPEG/PGM/PPM, convert to gray, resize
  * to the target size, append. */
 #define _POSIX_C_SOURCE 200809L
 #include "imgfolder.h"
@@ -133,8 +133,23 @@ void imgfolder_free(imgfolder *f) {
     memset(f, 0, sizeof *f);
 }
 
-int imgfolder_load(const char *root, int64_t h, int64_t w, imgfolder *out, char *err, size_t cap) {
-    static const char *const pnm[] = {"pgm", "ppm", "pnm", NULL};
+/* Decode a JPEG to gray with the library's codec (*px malloc'd). */
+static int jpeg_gray(ert_jpeg *j, const uint8_t *buf, size_t n, uint8_t **px, int64_t *ph, int64_t *pw) {
+    int w = 0, h = 0, ch = 0;
+    *px = NULL;
+    if (ert_jpeg_info(j, buf, n, &w, &h, &ch) != ERT_OK || w < 1 || h < 1 || w > PNM_MAX_DIM || h > PNM_MAX_DIM) return -1;
+    uint8_t *g = malloc((size_t)w * (size_t)h);
+    if (!g) return -1;
+    if (ert_jpeg_decode(j, buf, n, ERT_PIXEL_GRAY, g, (size_t)w * (size_t)h, 0, NULL, NULL) != ERT_OK) {
+        free(g);
+        return -1;
+    }
+    *px = g, *ph = h, *pw = w;
+    return 0;
+}
+
+int imgfolder_load(const char *root, int64_t h, int64_t w, ert_jpeg *jpeg, imgfolder *out, char *err, size_t cap) {
+    static const char *const pnm[] = {"pgm", "ppm", "pnm", NULL}, *const jpg[] = {"jpg", "jpeg", NULL};
     memset(out, 0, sizeof *out);
     int nc = 0;
     char **cls = list_dir(root, 1, &nc);
@@ -155,7 +170,8 @@ int imgfolder_load(const char *root, int64_t h, int64_t w, imgfolder *out, char 
         int nf = 0;
         char **files = list_dir(dir, 0, &nf);
         for (int i = 0; files && i < nf && rc == 0; i++) {
-            if (!has_ext(files[i], pnm)) {
+            bool is_jpg = jpeg && has_ext(files[i], jpg);
+            if (!has_ext(files[i], pnm) && !is_jpg) {
                 out->n_unsupported++;
                 continue;
             }
@@ -166,7 +182,7 @@ int imgfolder_load(const char *root, int64_t h, int64_t w, imgfolder *out, char 
             size_t n = 0;
             uint8_t *buf = read_file(path, &n), *g = NULL;
             int64_t ih = 0, iw = 0;
-            if (!buf || pnm_parse_gray(buf, n, &g, &ih, &iw) != 0) {
+            if (!buf || (is_jpg ? jpeg_gray(jpeg, buf, n, &g, &ih, &iw) : pnm_parse_gray(buf, n, &g, &ih, &iw)) != 0) {
                 free(buf);
                 out->n_corrupt++;
                 continue;

@@ -4,9 +4,10 @@
  * Trains a classifier with ert_trainer on an IDX dataset (MNIST / Fashion-
  * MNIST layout: DIR/train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte,
  * t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte) or an ImageFolder of
- * PGM/PPM images (DIR/<class>/<file>.pgm|ppm, or DIR/train/<class> + DIR/test/<class>;
- * apps/imgfolder.c: gray, resized to the first image's size, unreadable or
- * corrupt files skipped and counted). MODEL is a model file
+ * JPEG/PGM/PPM images (DIR/<class>/<file>, or DIR/train/<class> +
+ * DIR/test/<class>; apps/imgfolder.c: JPEG through the library's TurboJPEG
+ * codec when built with it, gray, resized to the first image's size,
+ * unreadable or corrupt files skipped and counted). MODEL is a model file
  * (.ert or ONNX) with one input (N, 1, H, W) and logits (N, classes), or the
  * word `small-cnn` (2 conv + 2 FC, built here with the builder API).
  *
@@ -21,8 +22,8 @@
  * the test accuracy; --export writes the trained model as .ert.
  * --max-steps N stops (with a checkpoint) once the step count reaches N: an
  * interruption on purpose, for resume tests and time-boxed runs.
- * Limits: no JPEG/PNG decoding yet (TODO(#5): TurboJPEG when it lands);
- * ImageFolder images are made gray (1-channel models); samples that do not fill a
+ * Limits: no PNG decoder; ImageFolder images are made gray (1-channel
+ * models); samples that do not fill a
  * whole batch at the end of an epoch are dropped.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -176,7 +177,7 @@ static void from_folder(imgfolder *f, idx_array *img, idx_array *lab) {
 /* ImageFolder: DIR/train and DIR/test when both exist, else DIR itself (the
  * validation part then doubles as the test set). The training list is
  * shuffled once with a fixed seed so the held-out tail mixes classes. */
-static int load_folder(const char *dir, dataset *ds, bool *test_is_val) {
+static int load_folder(const char *dir, dataset *ds, bool *test_is_val, ert_jpeg *jpeg) {
     char tr[4096], te[4096], err[1024];
     if (snprintf(tr, sizeof tr, "%s/train", dir) >= (int)sizeof tr || snprintf(te, sizeof te, "%s/test", dir) >= (int)sizeof te)
         return fail("%s: path too long", dir);
@@ -184,12 +185,12 @@ static int load_folder(const char *dir, dataset *ds, bool *test_is_val) {
     bool split = stat(tr, &st) == 0 && S_ISDIR(st.st_mode) && stat(te, &st) == 0 && S_ISDIR(st.st_mode);
     imgfolder f[2];
     memset(f, 0, sizeof f);
-    if (imgfolder_load(split ? tr : dir, 0, 0, &f[0], err, sizeof err) != 0) return fail("%s", err);
+    if (imgfolder_load(split ? tr : dir, 0, 0, jpeg, &f[0], err, sizeof err) != 0) return fail("%s", err);
     fprintf(stderr, "%s: %lld images in %d classes, %lldx%lld; skipped %lld unreadable/corrupt and %lld of other types\n",
             split ? tr : dir, (long long)f[0].n, f[0].n_classes, (long long)f[0].h, (long long)f[0].w,
             (long long)f[0].n_corrupt, (long long)f[0].n_unsupported);
     if (split) {
-        if (imgfolder_load(te, f[0].h, f[0].w, &f[1], err, sizeof err) != 0) {
+        if (imgfolder_load(te, f[0].h, f[0].w, jpeg, &f[1], err, sizeof err) != 0) {
             imgfolder_free(&f[0]);
             return fail("%s", err);
         }
@@ -306,11 +307,15 @@ int edgert_cmd_train(int argc, char **argv) {
     bool is_idx = access(probe, R_OK) == 0;
     snprintf(probe, sizeof probe, "%s/train-labels-idx1-ubyte.gz", o.data);
     is_idx = is_idx || access(probe, R_OK) == 0;
-    if (is_idx ? load_data(o.data, &ds) : load_folder(o.data, &ds, &test_is_val)) goto done;
     if (ert_context_create(NULL, &ctx) != ERT_OK) {
         fail("out of memory");
         goto done;
     }
+    ert_jpeg *jpeg = NULL; /* JPEG images in an ImageFolder need the library's codec */
+    if (!is_idx && ert_jpeg_available() && ert_jpeg_create(ctx, &jpeg) != ERT_OK) jpeg = NULL;
+    int ld = is_idx ? load_data(o.data, &ds) : load_folder(o.data, &ds, &test_is_val, jpeg);
+    ert_jpeg_free(jpeg);
+    if (ld) goto done;
     if (strcmp(o.model, "small-cnn") == 0) m = small_cnn(ctx, ds.H, ds.W, ds.classes, (uint64_t)o.seed);
     else if (ert_model_load_file(ctx, o.model, &m) != ERT_OK) fail("%s: %s", o.model, ert_last_error(ctx));
     if (!m) goto done;

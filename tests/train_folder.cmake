@@ -1,6 +1,6 @@
 # `edgert train` on an ImageFolder of PGM images (made here: 8x8 horizontal
 # vs vertical bars with noise, ASCII P2), with one truncated PGM and one
-# .jpg that must be skipped and counted; the held-out accuracy must reach 0.9.
+# broken .jpg that must be skipped and counted; the held-out accuracy must reach 0.9.
 # Two modes like train_cli.cmake: included (defines the test) or run as a
 # script (cmake -DERT_FOLDER_SCRIPT=1 -DEXE=... -DWORK=... -P).
 if(DEFINED ERT_FOLDER_SCRIPT)
@@ -34,7 +34,8 @@ if(DEFINED ERT_FOLDER_SCRIPT)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "edgert train failed (${rc}):\n${out}\n${err}")
   endif()
-  if(NOT err MATCHES "120 images in 2 classes, 8x8; skipped 1 unreadable/corrupt and 1 of other types")
+  # photo.jpg is corrupt for a build with TurboJPEG, of another type without
+  if(NOT err MATCHES "120 images in 2 classes, 8x8; skipped (1 unreadable/corrupt and 1|2 unreadable/corrupt and 0) of other types")
     message(FATAL_ERROR "skipped files not counted:\n${err}")
   endif()
   string(REGEX MATCH "\"test_acc\":([0-9.]+)" m "${out}")
