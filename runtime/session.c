@@ -676,6 +676,32 @@ static int32_t retyped_copy(ert_session *s, int32_t from, ert_dtype dt) {
 
 static ert_status lower_precision(ert_session *s, ert_dtype dt) {
     count_uses(s, NULL);
+    /* A backend may rewrite a conv's f16/bf16 filter in place once at create
+     * (CUDA stores it (K, R, S, C) for the tensor cores). A filter read by
+     * more than one node gets one private copy per conv, so no reader ever
+     * sees another node's layout (this failed on the GPU when two convs
+     * shared one filter). */
+    for (int i = 0; i < s->nn; i++) {
+        snode *n = &s->n[i];
+        if (n->dead || n->op != ERT_OP_CONV || n->n_in < 2) continue;
+        int32_t w = n->in[1];
+        if (!is_const(s, w) || s->t[w].dtype != ERT_DTYPE_F32 || s->t[w].n_uses < 2) continue;
+        size_t nb = s->t[w].nbytes;
+        int64_t dims[ERT_MAX_DIMS];
+        int nd = s->t[w].ndim;
+        const char *name = s->t[w].name;
+        memcpy(dims, s->t[w].dims, sizeof dims);
+        void *copy = malloc(nb ? nb : 1);
+        if (!copy) return oom(s);
+        memcpy(copy, s->t[w].cdata, nb);
+        int32_t id = -1;
+        ert_status st = new_const(s, name, ERT_DTYPE_F32, nd, dims, copy, &id);
+        if (st != ERT_OK) return st;
+        s->t[w].n_uses--;
+        s->t[id].n_uses = 1;
+        s->n[i].in[1] = id;
+    }
+    count_uses(s, NULL);
     /* weights */
     for (int i = 0; i < s->nt; i++) {
         stensor *t = &s->t[i];

@@ -645,6 +645,25 @@ static ert_status cuda_bind_node(void *bctx, ert_kargs *a) {
         conv_state *s = NULL;
         ert_status st = conv_describe(c, a, a->workspace ? a->workspace_bytes : 0, &s);
         if (st != ERT_OK) return st;
+        /* cudnnFind measured the algorithm on its own buffers; run it once on
+         * the real ones (values do not matter yet) before the filter is
+         * rewritten. cuDNN 9.14 on an H200 refused a pinned
+         * IMPLICIT_PRECOMP_GEMM with BAD_PARAM for one of two identical f16
+         * convs; whatever cuDNN refuses here runs on the direct kernel. */
+        if (s && s->use_dnn) {
+            const float one = 1.0f, zero = 0.0f;
+            cudnnStatus_t ds = cudnnConvolutionForward(c->dnn, &one, s->xd, a->in[0].data, s->wd, a->in[1].data,
+                                                       s->cd, s->algo, a->workspace, s->ws_bytes, &zero, s->yd,
+                                                       a->out[0].data);
+            cudaError_t e = cudaStreamSynchronize(c->stream);
+            cudaGetLastError();
+            if (ds != CUDNN_STATUS_SUCCESS || e != cudaSuccess) {
+                ert_log(c->ctx, ERT_LOG_DEBUG, "conv '%s': cuDNN refused algo %d on the real buffers (%s): direct kernel",
+                        a->name ? a->name : "?", (int)s->algo, cudnnGetErrorString(ds));
+                conv_state_free(s);
+                s = NULL;
+            }
+        }
         a->state = s;
         if (s && s->w_krsc) {
             const ert_conv_params *p = &a->params->conv;
