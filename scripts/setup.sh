@@ -37,7 +37,8 @@ fi
 # Native build: compiler, CMake >= 3.24 (Debian 12 has 3.25), Ninja, ccache
 # (CI rebuilds four configurations; the cache keeps re-runs short), pkgconf
 # (the install test builds a pkg-config consumer).
-pkgs=(build-essential cmake ninja-build ccache pkgconf)
+pkgs=(build-essential cmake ninja-build ccache pkgconf
+      zlib1g-dev) # gzip'd IDX datasets: `edgert train` and the Fashion-MNIST training test
 if [[ $minimal -eq 0 ]]; then
     pkgs+=(
         gcc-aarch64-linux-gnu libc6-dev-arm64-cross # Jetson cross build (static libc incl.)

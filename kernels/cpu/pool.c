@@ -32,8 +32,34 @@ static void tap_range(int64_t start, int64_t K, int64_t d, int64_t in, int64_t p
     *n_pad = np > K ? K : np;
 }
 
+/* MaxPool 2x2 stride 2 without padding or dilation, the common CNN case:
+ * the same taps in the same order as the general loop, without its per-dim
+ * clipping. */
+static bool max22(const pool_job *j) {
+    return j->is_max && j->k[0] == 1 && j->k[1] == 2 && j->k[2] == 2 && j->s[1] == 2 && j->s[2] == 2 &&
+           j->d[1] == 1 && j->d[2] == 1 && j->pb[1] == 0 && j->pb[2] == 0 && j->in[0] == 1 &&
+           j->out[1] * 2 <= j->in[1] && j->out[2] * 2 <= j->in[2];
+}
+
 static void pool_run(void *arg, int64_t t0, int64_t t1) {
     const pool_job *j = arg;
+    if (max22(j)) {
+        const int64_t W = j->in[2], OH = j->out[1], OW = j->out[2];
+        for (int64_t t = t0; t < t1; t++) {
+            const float *xp = j->x + t * j->in_sz;
+            float *yp = j->y + t * j->out_sz;
+            for (int64_t oh = 0; oh < OH; oh++) {
+                const float *r0 = xp + 2 * oh * W, *r1 = r0 + W;
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    float v[4] = {r0[2 * ow], r0[2 * ow + 1], r1[2 * ow], r1[2 * ow + 1]}, mx = -INFINITY;
+                    for (int q = 0; q < 4; q++)
+                        if (v[q] > mx || isnan(v[q])) mx = v[q];
+                    yp[oh * OW + ow] = mx;
+                }
+            }
+        }
+        return;
+    }
     for (int64_t t = t0; t < t1; t++) {
         const float *xp = j->x + t * j->in_sz;
         float *yp = j->y + t * j->out_sz;
@@ -43,6 +69,10 @@ static void pool_run(void *arg, int64_t t0, int64_t t1) {
                     int64_t o[3] = {od, oh, ow}, st[3], lo[3], hi[3], np[3];
                     for (int q = 0; q < 3; q++) {
                         st[q] = o[q] * j->s[q] - j->pb[q];
+                        if (st[q] >= 0 && st[q] + (j->k[q] - 1) * j->d[q] < j->in[q]) {
+                            lo[q] = 0, hi[q] = np[q] = j->k[q]; /* window inside: no divisions */
+                            continue;
+                        }
                         tap_range(st[q], j->k[q], j->d[q], j->in[q], j->pe[q], &lo[q], &hi[q], &np[q]);
                     }
                     float mx = -INFINITY, sum = 0.0f;
