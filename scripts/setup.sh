@@ -98,4 +98,21 @@ else
     fi
 fi
 
+# cuobjdump (not in the Debian CUDA install here): the CUDA phase of test.sh
+# lists the SASS of the Jetson chips (sm_87, sm_110) with it. PyPI's wheel
+# ships only the binary; any 13.x reads CUDA 13.0 objects.
+cuobj_glob="$venv/lib/python3*/site-packages/nvidia/cu13/bin/cuobjdump"
+if command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then
+    if compgen -G "$cuobj_glob" >/dev/null || command -v cuobjdump >/dev/null 2>&1 ||
+        [[ -x /usr/local/cuda/bin/cuobjdump ]]; then
+        step "cuobjdump present"
+    elif [[ -x "$venv/bin/python" ]] &&
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --timeout 30 --retries 2 \
+            "nvidia-cuda-cuobjdump>=13,<14" >>"$log" 2>&1; then
+        step "cuobjdump installed into $venv"
+    else
+        warn "cuobjdump not available: the sm_87/sm_110 SASS listing will be skipped"
+    fi
+fi
+
 step "done"
