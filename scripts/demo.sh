@@ -68,52 +68,9 @@ echo
 echo "== 0. edgert-demo: C builder API -> .ert -> reload -> run"
 "$bin/edgert-demo"
 
-out=build/demo
-mkdir -p "$out"
-n_train=${ERT_DEMO_TRAIN:-30000}
-n_frames=${ERT_DEMO_FRAMES:-500}
-every=25
-norm=(--mean 0.286 --std 0.353) # what `edgert train` standardises with (apps/train_cmd.c)
-
-echo
-echo "== 1. edgert train: small CNN on $n_train Fashion-MNIST training images, 1 epoch ($data)"
-threads=$(nproc 2>/dev/null || echo 2)
-((threads > 4)) && threads=4
-"$bin/edgert" train small-cnn --data "$data" --limit "$n_train" --epochs 1 --batch 32 \
-    --threads "$threads" --export "$out/fmnist.ert"
-
-echo
-echo "== 2. edgert-mjpeg-gen: $n_frames test images -> $out/stream.mjpeg, a corrupt frame after every ${every}th"
-"$bin/camera/edgert-mjpeg-gen" --from-idx "$data/t10k-images-idx3-ubyte.gz" \
-    --idx-labels "$data/t10k-labels-idx1-ubyte.gz" --labels-out "$out/truth.txt" \
-    --frames "$n_frames" --corrupt-every "$every" --quality 90 "$out/stream.mjpeg"
-printf '%s\n' T-shirt/top Trouser Pullover Dress Coat Sandal Shirt Sneaker Bag "Ankle boot" >"$out/classes.txt"
-
-echo
-echo "== 3. edgert-camera: classify the stream (--device auto)"
-"$bin/camera/edgert-camera" --model "$out/fmnist.ert" --source "$out/stream.mjpeg" \
-    --labels "$out/classes.txt" "${norm[@]}" --topk 1 --device auto --quiet \
-    --frames-jsonl "$out/results.jsonl" --json >"$out/summary.json"
-
-# Score: the k-th result line is the k-th good frame (corrupt ones produce none).
-sed -n 's/.*"top":\[\[\([0-9]*\),.*/\1/p' "$out/results.jsonl" >"$out/predicted.txt"
-good=$(wc -l <"$out/truth.txt")
-got=$(wc -l <"$out/predicted.txt")
-corrupt=$(sed -n 's/.*"corrupt":\([0-9]*\).*/\1/p' "$out/summary.json")
-want_corrupt=$((n_frames / every))
-fps=$(sed -n 's/.*"fps":\([0-9.]*\).*/\1/p' "$out/summary.json")
-device=$(sed -n 's/.*"device":"\([^"]*\)".*/\1/p' "$out/summary.json")
-echo
-echo "== result"
-paste -d' ' "$out/truth.txt" "$out/predicted.txt" | awk -v good="$good" -v got="$got" '
-    $1 == $2 { ok++ }
-    END { printf "accuracy (top-1 of the pipeline vs true labels): %.2f%% (%d of %d good frames; %d classified)\n",
-                 100 * ok / good, ok, good, got }'
-echo "corrupt frames: $corrupt skipped (inserted: $want_corrupt)"
-echo "throughput: $fps frames/s (--device $device, 28x28 frames, batch 1)"
-echo "per-stage latency: the edgert-camera summary above (mean/p50/p90 ms; full JSON: $out/summary.json)"
-echo "demo: done in $((SECONDS - t0)) s (outputs in $out/)"
-if [[ $got -ne $good || $corrupt -ne $want_corrupt ]]; then
-    echo "demo: FAILED: $got of $good good frames classified, $corrupt of $want_corrupt corrupt frames counted" >&2
-    exit 1
-fi
+# Steps 1-3 (also what the demo_pipeline test runs, smaller: tests/demo.cmake).
+ERT_DEMO_THREADS=${ERT_DEMO_THREADS:-$(nproc 2>/dev/null || echo 2)}
+if ((ERT_DEMO_THREADS > 4)); then ERT_DEMO_THREADS=4; fi
+export ERT_DEMO_THREADS
+bash scripts/demo_pipeline.sh "$bin" "$data" build/demo
+echo "demo: done in $((SECONDS - t0)) s (outputs in build/demo/)"
