@@ -15,7 +15,7 @@
 # corrupt frames skipped, FPS (the per-stage table is edgert-camera's summary).
 # Exit 1 unless every good frame was classified, exactly the inserted corrupt
 # frames were counted and the accuracy is >= ERT_DEMO_MIN_ACC (default 0);
-# 77 when the build has no JPEG support (cross builds).
+# 77 when the build has no JPEG support (the cross build) or no zlib.
 # ERT_DEMO_THREADS (default 2): training and inference threads.
 # ERT_DEMO_EMU: a command prefix for the binaries (qemu-aarch64 ...).
 set -euo pipefail
@@ -30,6 +30,18 @@ emu=()
 every=25
 norm=(--mean 0.286 --std 0.353) # what `edgert train` standardises with (apps/train_cmd.c)
 mkdir -p "$out"
+
+# Probe first (one frame): a build without JPEG (the cross build) or zlib
+# cannot run the demo; say so and skip before training.
+rc=0
+"${emu[@]}" "$bin/camera/edgert-mjpeg-gen" --from-idx "$data/t10k-images-idx3-ubyte.gz" --frames 1 \
+    "$out/probe.mjpeg" >/dev/null 2>"$out/gen.err" || rc=$?
+if [[ $rc -ne 0 ]]; then
+    cat "$out/gen.err" >&2
+    grep -q "no JPEG support" "$out/gen.err" && { echo "SKIP: this build has no JPEG support (ERT_JPEG)"; exit 77; }
+    grep -q "needs a build with zlib" "$out/gen.err" && { echo "SKIP: this build has no zlib for the gzip'd IDX files (the qemu cross build: no arm64 zlib, and ERT_JPEG off)"; exit 77; }
+    exit 1
+fi
 
 echo
 echo "== 1. edgert train: small CNN, 1 epoch on $n_train Fashion-MNIST training images ($data)"

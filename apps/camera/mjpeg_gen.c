@@ -107,6 +107,7 @@ int main(int argc, char **argv) {
         if (!frames_given || frames > ia.dims[0]) frames = (int)ia.dims[0];
     }
 #else
+    (void)frames_given;
     if (from_idx) {
         fprintf(stderr, "edgert-mjpeg-gen: --from-idx needs a build with zlib\n");
         return 1;
