@@ -11,8 +11,8 @@
 # offline, the script warns and goes on, and tests that need it skip.
 #
 # Output: one line per step; the details go to .deps/setup.log.
-# Knobs: ERT_SETUP_DATASETS=1 also installs dataset-fashion-mnist (not needed:
-# ../shared/data has it); ERT_PYTHON picks the interpreter for the venv.
+# Knobs: ERT_SETUP_DATASETS=1 also installs dataset-fashion-mnist (not needed
+# when ../shared/data has it; demo.sh sets it otherwise); ERT_PYTHON picks the interpreter for the venv.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -38,7 +38,8 @@ fi
 # (CI rebuilds four configurations; the cache keeps re-runs short), pkgconf
 # (the install test builds a pkg-config consumer).
 pkgs=(build-essential cmake ninja-build ccache pkgconf
-      zlib1g-dev) # gzip'd IDX datasets: `edgert train` and the Fashion-MNIST training test
+      zlib1g-dev        # gzip'd IDX datasets: `edgert train` and the Fashion-MNIST training test
+      libturbojpeg0-dev) # image I/O (ERT_JPEG=AUTO picks it up): the demo's MJPEG stream
 if [[ $minimal -eq 0 ]]; then
     pkgs+=(
         gcc-aarch64-linux-gnu libc6-dev-arm64-cross # Jetson cross build (static libc incl.)
@@ -46,11 +47,12 @@ if [[ $minimal -eq 0 ]]; then
                                   # dynamic build needs no binfmt setup (unlike -static's)
         clang libclang-rt-14-dev  # libFuzzer + sanitizer runtimes for scripts/fuzz.sh
         python3-venv python3-pip  # venv for the ONNX reference tooling
-        libturbojpeg0-dev         # image I/O (ERT_JPEG=AUTO picks it up)
         libjpeg-turbo-progs       # djpeg: reference decoder for the image_ref test
     )
-    [[ "${ERT_SETUP_DATASETS:-0}" == 1 ]] && pkgs+=(dataset-fashion-mnist)
 fi
+# Fashion-MNIST in /usr/share/datasets/fashion-mnist: demo.sh sets this when
+# ../shared/data has no copy.
+[[ "${ERT_SETUP_DATASETS:-0}" == 1 ]] && pkgs+=(dataset-fashion-mnist)
 
 missing=()
 for p in "${pkgs[@]}"; do
