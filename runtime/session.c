@@ -185,6 +185,49 @@ static void fill_view(ert_tview *v, const stensor *t, void *data) {
 
 /* ------------------------------------------------------------------ step 1-3 */
 
+/* Graph inputs given a value at create become session-owned constants
+ * (f16/bf16 values widened to f32 like weights). */
+static ert_status freeze_inputs(ert_session *s, const ert_session_options *o) {
+    const ert_model *m = s->model;
+    for (int k = 0; k < o->n_input_values; k++) {
+        const ert_input_value *iv = &o->input_values[k];
+        int32_t ti = -1;
+        for (int i = 0; i < m->n_inputs; i++)
+            if (iv->name && strcmp(m->tensors[m->inputs[i]].name, iv->name) == 0) ti = m->inputs[i];
+        if (ti < 0)
+            return ert_set_error(s->ctx, ERT_E_NOT_FOUND, "input_values[%d]: the model has no input '%s'", k,
+                                 iv->name ? iv->name : "(null)");
+        stensor *t = &s->t[ti];
+        if (t->mem != MEM_NONE)
+            return ert_set_error(s->ctx, ERT_E_ARG, "input '%s' is given a value twice", t->name);
+        if (!iv->data || iv->dtype != t->dtype || iv->ndim != t->ndim)
+            return ert_set_error(s->ctx, ERT_E_SHAPE, "input '%s': value given as %s rank %d, the model says %s rank %d",
+                                 t->name, ert_dtype_name(iv->dtype), iv->ndim, ert_dtype_name(t->dtype), t->ndim);
+        for (int d = 0; d < t->ndim; d++)
+            if (iv->dims[d] < 0 || (t->dims[d] >= 0 && t->dims[d] != iv->dims[d]))
+                return ert_set_error(s->ctx, ERT_E_SHAPE, "input '%s': value dim %d is %lld, the model says %lld", t->name,
+                                     d, (long long)iv->dims[d], (long long)t->dims[d]);
+        memcpy(t->dims, iv->dims, sizeof t->dims);
+        if (!set_nbytes(t)) return ert_set_error(s->ctx, ERT_E_SHAPE, "input '%s': size overflows", t->name);
+        int64_t ne = 0;
+        ert_dims_nelems(t->ndim, t->dims, &ne);
+        if (is_float16ish(t->dtype)) {
+            t->owned = widen(iv->data, ne, t->dtype);
+            t->orig_dtype = t->dtype;
+            t->dtype = ERT_DTYPE_F32;
+            set_nbytes(t);
+        } else {
+            t->owned = malloc(t->nbytes ? t->nbytes : 1);
+            if (t->owned) memcpy(t->owned, iv->data, t->nbytes);
+        }
+        if (!t->owned) return oom(s);
+        t->cdata = t->owned;
+        t->mem = MEM_OWNED;
+        t->defined = true;
+    }
+    return ERT_OK;
+}
+
 static ert_status fix_inputs(ert_session *s, const ert_session_options *o) {
     const ert_model *m = s->model;
     int64_t batch = o->batch > 0 ? o->batch : 1;
@@ -301,7 +344,7 @@ static ert_status infer(ert_session *s) {
     /* f16/bf16 graph inputs: Cast to f32 in front */
     for (int i = 0; i < m->n_inputs; i++) {
         int32_t ti = m->inputs[i];
-        if (!is_float16ish(s->t[ti].dtype)) continue;
+        if (!is_float16ish(s->t[ti].dtype) || s->t[ti].mem != MEM_NONE) continue; /* frozen: a constant */
         int32_t c = add_tensor(s, s->t[ti].name);
         snode *n = c >= 0 ? add_node(s, ERT_OP_CAST, NULL, s->t[ti].name, 1, 1) : NULL;
         if (!n) {
@@ -392,7 +435,9 @@ static ert_status infer(ert_session *s) {
         st = oom(s);
         goto done;
     }
-    for (int i = 0; i < m->n_inputs; i++) s->in_t[i] = m->inputs[i];
+    s->n_in = 0;
+    for (int i = 0; i < m->n_inputs; i++)
+        if (s->t[m->inputs[i]].mem == MEM_NONE) s->in_t[s->n_in++] = m->inputs[i]; /* frozen ones are constants */
     for (int i = 0; i < m->n_outputs; i++) {
         int32_t ti = map[m->outputs[i]];
         s->out_t[i] = ti;
@@ -1063,7 +1108,8 @@ static ert_status build(const ert_model *m, const ert_session_options *opts, boo
     ert_session_options dflt = {0};
     const ert_session_options *o = opts ? opts : &dflt;
     ert_context *ctx = m->ctx;
-    if (o->n_input_shapes < 0 || (o->n_input_shapes && !o->input_shapes) || o->batch < 0 || o->n_threads < 0 ||
+    if (o->n_input_shapes < 0 || (o->n_input_shapes && !o->input_shapes) || o->n_input_values < 0 ||
+        (o->n_input_values && !o->input_values) || o->batch < 0 || o->n_threads < 0 ||
         o->n_threads > 256)
         return ert_set_error(ctx, ERT_E_ARG, "invalid session options");
     if (o->precision != ERT_DTYPE_UNDEFINED && o->precision != ERT_DTYPE_F32 && o->precision != ERT_DTYPE_F16 &&
@@ -1119,6 +1165,7 @@ static ert_status build(const ert_model *m, const ert_session_options *opts, boo
     }
     for (int i = 0; i < m->n_inputs; i++) s->t[m->inputs[i]].defined = true;
     if ((st = fix_inputs(s, o))) goto fail;
+    if ((st = freeze_inputs(s, o))) goto fail;
     if ((st = infer(s))) goto fail;
     if (!(o->flags & ERT_SESSION_NO_FOLD)) {
         count_uses(s, NULL);

@@ -201,6 +201,60 @@ static void bad_input(void) {
     ert_model_free(NULL);
 }
 
+/* A shape operand given as a graph input: refused without a value, runs when
+ * the value is fixed at create (ert_session_options.input_values). */
+static void input_values(ert_test_rng *r) {
+    ert_builder *b;
+    CHECK_OK(ert_builder_create(ctx, &b), ctx);
+    int64_t xd[2] = {4, 6}, sd[1] = {3};
+    int32_t x, shp, y, z;
+    CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 2, xd, &x), ctx);
+    CHECK_OK(ert_builder_input(b, "shape", ERT_DTYPE_I64, 1, sd, &shp), ctx);
+    int32_t in[2] = {x, shp};
+    CHECK_OK(ert_builder_node(b, "Reshape", NULL, in, 2, NULL, 0, &y, 1), ctx);
+    CHECK_OK(ert_builder_unary(b, "Relu", y, &z), ctx);
+    CHECK_OK(ert_builder_output(b, z, "z"), ctx);
+    ert_model *m = NULL;
+    CHECK_OK(ert_builder_finish(b, &m), ctx);
+    ert_builder_free(b);
+    if (!m) return;
+    ert_session *s = NULL;
+    CHECK(ert_session_create(m, NULL, &s) == ERT_E_UNSUPPORTED && !s, "shape input without a value");
+    int64_t target[3] = {2, 3, 4};
+    ert_input_value iv = {.name = "shape", .dtype = ERT_DTYPE_I64, .ndim = 1, .dims = {3}, .data = target};
+    ert_session_options o = {.input_values = &iv, .n_input_values = 1};
+    CHECK_OK(ert_session_create(m, &o, &s), ctx);
+    target[0] = 99; /* the session copied the value */
+    if (s) {
+        CHECK(ert_session_n_inputs(s) == 1, "the fixed input is no longer listed: %d inputs", ert_session_n_inputs(s));
+        ert_tensor_info ti;
+        CHECK_OK(ert_session_output_info(s, 0, &ti), ctx);
+        CHECK(ti.ndim == 3 && ti.dims[0] == 2 && ti.dims[1] == 3 && ti.dims[2] == 4, "output shape from the value");
+        float xv[24], out[24];
+        double ref[24];
+        ert_test_fill(r, xv, 24, -1, 1);
+        for (int i = 0; i < 24; i++) ref[i] = fmax(0.0, xv[i]);
+        CHECK_OK(ert_session_set_input(s, 0, xv, sizeof xv), ctx);
+        CHECK_OK(ert_session_run(s), ctx);
+        CHECK_OK(ert_session_get_output(s, 0, out, sizeof out), ctx);
+        CHECK(ert_test_close("reshape(relu)", out, ref, 24, 1e-7, 1e-7), "values");
+        check_plan(s);
+        ert_session_free(s);
+        s = NULL;
+    }
+    iv.name = "nope";
+    CHECK(ert_session_create(m, &o, &s) == ERT_E_NOT_FOUND, "unknown input name");
+    iv.name = "shape";
+    iv.dtype = ERT_DTYPE_I32;
+    CHECK(ert_session_create(m, &o, &s) == ERT_E_SHAPE, "wrong dtype");
+    iv.dtype = ERT_DTYPE_I64;
+    iv.dims[0] = 4;
+    CHECK(ert_session_create(m, &o, &s) == ERT_E_SHAPE, "wrong dims");
+    o.n_input_values = -1;
+    CHECK(ert_session_create(m, &o, &s) == ERT_E_ARG, "negative count");
+    ert_model_free(m);
+}
+
 int main(void) {
     ert_test_rng r;
     ert_test_rng_init(&r, "session");
@@ -217,6 +271,7 @@ int main(void) {
         ert_model_free(m);
     }
     folding(&r);
+    input_values(&r);
     bad_input();
     ert_context_free(ctx);
     return ert_test_finish("session");

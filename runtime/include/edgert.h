@@ -333,7 +333,24 @@ typedef struct ert_session_options {
                                every f32 activation in it (half the activation bytes), accumulating
                                in f32; graph inputs and outputs stay f32 (converted inside the run).
                                The CPU backend ignores it (computes in f32). Other values: ERT_E_ARG. */
+    const struct ert_input_value *input_values; /* optional: graph inputs whose values are fixed at create */
+    int n_input_values;
 } ert_session_options;
+
+/* A graph input whose value is known when the session is created. A static
+ * plan needs shape-like operands (Reshape's shape, axes, pads, Clip bounds,
+ * Resize scales) to be constants; a model that takes them as graph inputs can
+ * still run when they are given here. The session copies `data` (dtype and
+ * dims as the model declares; a dynamic dim takes the given size), folds what
+ * depends on it, and no longer lists the input (ert_session_n_inputs counts
+ * the others). Unknown name: ERT_E_NOT_FOUND; dtype/shape mismatch: ERT_E_SHAPE. */
+typedef struct ert_input_value {
+    const char *name;
+    ert_dtype dtype;
+    int ndim;
+    int64_t dims[ERT_MAX_DIMS];
+    const void *data;       /* C order, little-endian; copied */
+} ert_input_value;
 
 /* Bytes of the arena by category. total_bytes = sum of the categories plus
  * alignment padding; it is what a caller-provided arena must hold. */
