@@ -165,6 +165,7 @@ typedef struct ert_norm_params {
     float epsilon;
     float momentum;          /* BatchNorm (training) */
     int64_t axis;            /* LayerNorm: normalised dims are [axis, ndim) (already made positive) */
+    bool training;           /* BatchNorm training_mode=1: batch statistics, outputs 1, 2 are running mean/var */
 } ert_norm_params;
 
 typedef struct ert_axis_params {

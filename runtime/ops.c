@@ -16,7 +16,7 @@ static const ert_op_def OPS[] = {
     {ERT_OP_AVGPOOL, "AveragePool", 1, 1, 1, 1, ert_prepare_pool},
     {ERT_OP_GLOBAL_AVGPOOL, "GlobalAveragePool", 1, 1, 1, 1, ert_prepare_global_pool},
     {ERT_OP_GLOBAL_MAXPOOL, "GlobalMaxPool", 1, 1, 1, 1, ert_prepare_global_pool},
-    {ERT_OP_LAYERNORM, "LayerNormalization", 2, 3, 1, 1, ert_prepare_layernorm},
+    {ERT_OP_LAYERNORM, "LayerNormalization", 2, 3, 1, 3, ert_prepare_layernorm},
     {ERT_OP_SOFTMAX, "Softmax", 1, 1, 1, 1, ert_prepare_softmax},
     {ERT_OP_LOGSOFTMAX, "LogSoftmax", 1, 1, 1, 1, ert_prepare_softmax},
     {ERT_OP_RELU, "Relu", 1, 1, 1, 1, ert_prepare_unary},

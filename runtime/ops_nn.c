@@ -34,13 +34,15 @@ static ert_status need_f32(ert_prep *p, int i) {
     return ERT_OK;
 }
 
-static void set_out(ert_prep *p, int ndim, const int64_t *dims) {
-    ert_tinfo *o = &p->out[0];
+static void set_out_k(ert_prep *p, int k, int ndim, const int64_t *dims) {
+    ert_tinfo *o = &p->out[k];
     o->dtype = ERT_DTYPE_F32;
     o->ndim = ndim;
     for (int i = 0; i < ndim; i++) o->dims[i] = dims[i];
     o->const_data = NULL;
 }
+
+static void set_out(ert_prep *p, int ndim, const int64_t *dims) { set_out_k(p, 0, ndim, dims); }
 
 static ert_status check_nelems(ert_prep *p, int ndim, const int64_t *dims) {
     int64_t n = 1;
@@ -330,10 +332,10 @@ ert_status ert_prepare_batchnorm(ert_prep *p) {
     ert_status st;
     for (int i = 0; i < 5; i++)
         if ((st = need_f32(p, i))) return st;
-    if (ert_attr_int(node_of(p), "training_mode", 0) != 0)
-        return ert_prep_error(p, ERT_E_UNSUPPORTED, "training_mode=1 is not supported");
-    if (wants_out(p, 1) || wants_out(p, 2))
-        return ert_prep_error(p, ERT_E_UNSUPPORTED, "running mean/var outputs are not supported");
+    np->training = ert_attr_int(node_of(p), "training_mode", 0) != 0;
+    /* opset 14+: the running mean/var outputs exist only in training mode */
+    if (!np->training && (wants_out(p, 1) || wants_out(p, 2)))
+        return ert_prep_error(p, ERT_E_UNSUPPORTED, "running mean/var outputs without training_mode=1 are not supported");
     const ert_tinfo *x = &p->in[0];
     if (x->ndim < 2) return ert_prep_error(p, ERT_E_SHAPE, "input has rank %d, expected >= 2", x->ndim);
     static const char *names[] = {"", "scale", "B", "mean", "var"};
@@ -345,6 +347,7 @@ ert_status ert_prepare_batchnorm(ert_prep *p) {
     np->momentum = ert_attr_float(node_of(p), "momentum", 0.9f);
     if (!(np->epsilon >= 0)) return ert_prep_error(p, ERT_E_FORMAT, "epsilon must be >= 0");
     set_out(p, x->ndim, x->dims);
+    for (int k = 1; k < p->n_out; k++) set_out_k(p, k, 1, &x->dims[1]); /* running mean/var: (C) */
     return ERT_OK;
 }
 
@@ -471,8 +474,6 @@ ert_status ert_prepare_layernorm(ert_prep *p) {
     ert_status st;
     for (int i = 0; i < 3; i++)
         if ((st = need_f32(p, i))) return st;
-    if (wants_out(p, 1) || wants_out(p, 2))
-        return ert_prep_error(p, ERT_E_UNSUPPORTED, "Mean/InvStdDev outputs are not supported");
     const ert_tinfo *x = &p->in[0];
     int64_t axis = ert_attr_int(node_of(p), "axis", -1);
     if (axis < -x->ndim || axis >= x->ndim || x->ndim == 0)
@@ -505,6 +506,11 @@ ert_status ert_prepare_layernorm(ert_prep *p) {
                                   k == 1 ? "scale" : "bias", (long long)axis);
     }
     set_out(p, x->ndim, x->dims);
+    /* Mean, InvStdDev: x's shape with the normalised dims [axis, ndim) set to
+     * 1; f32 whatever stash_type says (the kernel accumulates in double) */
+    int64_t sd[ERT_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) sd[i] = i < axis ? x->dims[i] : 1;
+    for (int k = 1; k < p->n_out; k++) set_out_k(p, k, x->ndim, sd);
     return ERT_OK;
 }
 

@@ -536,7 +536,9 @@ static ert_status fold_batchnorm(ert_session *s) {
         int32_t w = c->in[1], b = c->n_in > 2 ? c->in[2] : -1;
         if (!is_const(s, w) || s->t[w].dtype != ERT_DTYPE_F32 || (b >= 0 && !is_const(s, b))) continue;
         snode *bn = sole_consumer(s, c->out[0], i);
-        if (!bn || bn->op != ERT_OP_BATCHNORM || bn->in[0] != c->out[0] || bn->n_out != 1) continue;
+        if (!bn || bn->op != ERT_OP_BATCHNORM || bn->in[0] != c->out[0] || bn->n_out != 1 ||
+            bn->params.norm.training) /* batch statistics: not a per-channel affine of constants */
+            continue;
         bool ok = true;
         for (int k = 1; k < 5; k++) ok = ok && is_const(s, bn->in[k]) && s->t[bn->in[k]].dtype == ERT_DTYPE_F32;
         if (!ok) continue;

@@ -668,6 +668,99 @@ static void test_norms(void) {
         }
 }
 
+/* Runs op with n_out outputs on every pool; output k must have dims ed[k]
+ * (rank en[k]) and match ref[k]. */
+static void check_outs(const char *what, ert_op op, const attrs *A, int n_in, const tens *in, int n_out,
+                       const double *const *ref, const int *en, const int64_t *const *ed) {
+    for (int pi = 0; pi < N_POOLS; pi++) {
+        tens out[3];
+        ert_status st = run_op(op, A, n_in, in, n_out, out, pi);
+        CHECK(st == ERT_OK, "%s (pool %d): %s: %s", what, pi, ert_status_str(st), ert_last_error(ctx));
+        if (st) continue;
+        for (int k = 0; k < n_out; k++) {
+            char w[160];
+            snprintf(w, sizeof w, "%s output %d (threads %d)", what, k, pool_threads[pi]);
+            bool dims_ok = same_dims(&out[k], en[k], ed[k]);
+            CHECK(dims_ok, "%s: dims %s", w, dims_str(&out[k]));
+            if (dims_ok) CHECK(ert_test_close(w, out[k].data, ref[k], nel(&out[k]), 1e-4, 1e-4), "%s", w);
+            free_t(&out[k]);
+        }
+    }
+}
+
+/* BatchNorm training_mode=1 and LayerNorm's Mean/InvStdDev outputs against
+ * float64 references. */
+static void test_norm_stats(void) {
+    for (int variant = 0; variant < 2; variant++) { /* BatchNorm training, x (2,3,4,5) and (3,2) */
+        const int64_t N = variant ? 3 : 2, C = variant ? 2 : 3, sz = variant ? 1 : 20;
+        tens in[5] = {variant ? MK(3, 2) : MK(2, 3, 4, 5), MK(C), MK(C), MK(C), MK(C)};
+        for (int64_t c = 0; c < C; c++) in[4].data[c] = 0.5f + in[4].data[c] * 0.4f;
+        for (int64_t i = 0; i < N * C * sz; i++) in[0].data[i] = in[0].data[i] * 3 + 1; /* mean, var far from 0, 1 */
+        const double eps = 1e-2, mom = 0.8;
+        double y[120], rm[3], rv[3];
+        for (int64_t c = 0; c < C; c++) {
+            double m = 0, v = 0;
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t i = 0; i < sz; i++) m += in[0].data[(n * C + c) * sz + i];
+            m /= (double)(N * sz);
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t i = 0; i < sz; i++) v += pow(in[0].data[(n * C + c) * sz + i] - m, 2);
+            v /= (double)(N * sz); /* biased, as the ONNX reference */
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t i = 0; i < sz; i++) {
+                    int64_t e = (n * C + c) * sz + i;
+                    y[e] = (in[0].data[e] - m) / sqrt(v + eps) * in[1].data[c] + in[2].data[c];
+                }
+            rm[c] = in[3].data[c] * mom + m * (1 - mom);
+            rv[c] = in[4].data[c] * mom + v * (1 - mom);
+        }
+        attrs A = {.n = 0};
+        at_i(&A, "training_mode", 1);
+        at_f(&A, "epsilon", (float)eps);
+        at_f(&A, "momentum", (float)mom);
+        const double *ref[3] = {y, rm, rv};
+        const int64_t *ed[3] = {in[0].dims, &C, &C};
+        check_outs("batchnorm training", ERT_OP_BATCHNORM, &A, 5, in, 3, ref, (int[]){in[0].ndim, 1, 1}, ed);
+        check_outs("batchnorm training, y only", ERT_OP_BATCHNORM, &A, 5, in, 1, ref, (int[]){in[0].ndim}, ed);
+        for (int i = 0; i < 5; i++) free_t(&in[i]);
+    }
+    for (int axis = -3; axis < 3; axis++) { /* LayerNorm (3,4,5), every axis, with Mean and InvStdDev */
+        int a = axis < 0 ? axis + 3 : axis;
+        const int64_t d[3] = {3, 4, 5};
+        int64_t inner = 1, outer = 1, sd[3];
+        for (int i = 0; i < 3; i++) {
+            if (i < a) outer *= d[i];
+            else inner *= d[i];
+            sd[i] = i < a ? d[i] : 1;
+        }
+        tens in[3] = {MK(3, 4, 5), mk(3 - a, d + a), mk(3 - a, d + a)};
+        const double eps = 1e-3;
+        double y[60], mean[60], inv[60];
+        for (int64_t r = 0; r < outer; r++) {
+            double m = 0, v = 0;
+            for (int64_t i = 0; i < inner; i++) m += in[0].data[r * inner + i];
+            m /= (double)inner;
+            for (int64_t i = 0; i < inner; i++) v += pow(in[0].data[r * inner + i] - m, 2);
+            v /= (double)inner;
+            mean[r] = m;
+            inv[r] = 1 / sqrt(v + eps);
+            for (int64_t i = 0; i < inner; i++)
+                y[r * inner + i] = (in[0].data[r * inner + i] - m) * inv[r] * in[1].data[i] + in[2].data[i];
+        }
+        attrs A = {.n = 0};
+        at_i(&A, "axis", axis);
+        at_f(&A, "epsilon", (float)eps);
+        const double *ref[3] = {y, mean, inv};
+        const int64_t *ed[3] = {d, sd, sd};
+        char w[64];
+        snprintf(w, sizeof w, "layernorm stats axis %d", axis);
+        check_outs(w, ERT_OP_LAYERNORM, &A, 3, in, 3, ref, (int[]){3, 3, 3}, ed);
+        snprintf(w, sizeof w, "layernorm mean only axis %d", axis);
+        check_outs(w, ERT_OP_LAYERNORM, &A, 3, in, 2, ref, (int[]){3, 3}, ed);
+        for (int i = 0; i < 3; i++) free_t(&in[i]);
+    }
+}
+
 /* ------------------------------------------------------------ error paths */
 
 static void expect_err(const char *what, ert_op op, const attrs *A, int n_in, tens *in, int n_out, ert_status want,
@@ -749,16 +842,13 @@ static void test_errors(void) {
     for (int i = 0; i < 3; i++) free_t(&gm[i]);
 
     tens bn[5] = {MK(1, 3, 2, 2), MK(3), MK(3), MK(3), MK(3)};
-    A.n = 0;
-    at_i(&A, "training_mode", 1);
-    expect_err("bn training", ERT_OP_BATCHNORM, &A, 5, bn, 1, ERT_E_UNSUPPORTED, "training_mode");
+    expect_err("bn running outputs in inference", ERT_OP_BATCHNORM, NULL, 5, bn, 3, ERT_E_UNSUPPORTED, "training_mode");
     free_t(&bn[4]);
     bn[4] = MK(4);
     expect_err("bn var shape", ERT_OP_BATCHNORM, NULL, 5, bn, 1, ERT_E_SHAPE, "var");
     for (int i = 0; i < 5; i++) free_t(&bn[i]);
 
     tens ln[2] = {MK(2, 3), MK(3)};
-    expect_err("layernorm mean output", ERT_OP_LAYERNORM, NULL, 2, ln, 2, ERT_E_UNSUPPORTED, "Mean");
     free_t(&ln[1]);
     ln[1] = MK(4);
     expect_err("layernorm scale shape", ERT_OP_LAYERNORM, NULL, 2, ln, 1, ERT_E_SHAPE, "scale");
@@ -874,6 +964,7 @@ int main(void) {
     test_matmul_gemm();
     test_pools();
     test_norms();
+    test_norm_stats();
     test_errors();
     for (int i = 1; i < N_POOLS; i++) ert_threadpool_free(pools[i]);
     ert_context_free(ctx);

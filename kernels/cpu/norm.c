@@ -1,10 +1,16 @@
-/* BatchNormalization (inference) and LayerNormalization, f32.
+/* BatchNormalization and LayerNormalization, f32.
  * BatchNorm: x is (N, C, ...); per channel y = (x - mean) * scale / sqrt(var + eps) + B,
  * folded into one multiply-add per element; parallel over (image, channel).
+ * BatchNorm training_mode=1 (ONNX 14+): mean and biased variance of channel c
+ * over (N, spatial), accumulated in double, replace the mean/var inputs; the
+ * optional outputs 1, 2 are input_mean * momentum + mean * (1 - momentum) and
+ * the same for var (biased, as the ONNX reference and its test data).
+ * Parallel over channels.
  * LayerNorm: x viewed as (outer, inner) with inner = prod(dims[axis:]); each
  * row is normalised with its own mean and variance (two passes, accumulated
  * in double so long rows keep precision), then scale/bias (inner elements,
- * or one broadcast element). Parallel over rows. */
+ * or one broadcast element). The optional outputs Mean and InvStdDev hold
+ * one value per row (shape (outer dims, 1, ...)). Parallel over rows. */
 #include "cpu_kernels.h"
 
 #include <math.h>
@@ -28,6 +34,40 @@ static void bn_run(void *arg, int64_t t0, int64_t t1) {
     }
 }
 
+typedef struct bnt_job {
+    const float *x, *scale, *bias, *mean, *var;
+    float *y, *rmean, *rvar; /* rmean/rvar may be NULL (outputs not used) */
+    float eps, momentum;
+    int64_t N, C, sz;
+} bnt_job;
+
+static void bnt_run(void *arg, int64_t c0, int64_t c1) {
+    const bnt_job *j = arg;
+    const int64_t N = j->N, C = j->C, sz = j->sz, m = N * sz;
+    for (int64_t c = c0; c < c1; c++) {
+        double s = 0, s2 = 0;
+        for (int64_t n = 0; n < N; n++) {
+            const float *xp = j->x + (n * C + c) * sz;
+            for (int64_t i = 0; i < sz; i++) s += xp[i];
+        }
+        double mu = m ? s / (double)m : 0.0;
+        for (int64_t n = 0; n < N; n++) {
+            const float *xp = j->x + (n * C + c) * sz;
+            for (int64_t i = 0; i < sz; i++) s2 += (xp[i] - mu) * (xp[i] - mu);
+        }
+        double var = m ? s2 / (double)m : 0.0, mom = j->momentum;
+        if (j->rmean) j->rmean[c] = (float)(j->mean[c] * mom + mu * (1.0 - mom));
+        if (j->rvar) j->rvar[c] = (float)(j->var[c] * mom + var * (1.0 - mom));
+        double k = j->scale[c] / sqrt(var + (double)j->eps);
+        float kf = (float)k, bf = (float)(j->bias[c] - mu * k);
+        for (int64_t n = 0; n < N; n++) {
+            const float *xp = j->x + (n * C + c) * sz;
+            float *yp = j->y + (n * C + c) * sz;
+            for (int64_t i = 0; i < sz; i++) yp[i] = xp[i] * kf + bf;
+        }
+    }
+}
+
 ert_status ert_cpu_batchnorm(const ert_kargs *a) {
     const ert_tview *X = &a->in[0];
     for (int i = 0; i < 5; i++)
@@ -35,6 +75,13 @@ ert_status ert_cpu_batchnorm(const ert_kargs *a) {
     int64_t sz = 1;
     for (int i = 2; i < X->ndim; i++) sz *= X->dims[i];
     int64_t N = X->dims[0], C = X->ndim > 1 ? X->dims[1] : 1;
+    if (a->params->norm.training) {
+        bnt_job t = {X->data, a->in[1].data, a->in[2].data, a->in[3].data, a->in[4].data, a->out[0].data,
+                     a->n_out > 1 ? a->out[1].data : NULL, a->n_out > 2 ? a->out[2].data : NULL,
+                     a->params->norm.epsilon, a->params->norm.momentum, N, C, sz};
+        ert_parallel_for(a->pool, C, 1, bnt_run, &t);
+        return ERT_OK;
+    }
     bn_job j = {X->data, a->in[1].data, a->in[2].data, a->in[3].data, a->in[4].data,
                 a->out[0].data, a->params->norm.epsilon, C, sz};
     ert_parallel_for(a->pool, N * C, 1, bn_run, &j);
@@ -43,7 +90,7 @@ ert_status ert_cpu_batchnorm(const ert_kargs *a) {
 
 typedef struct ln_job {
     const float *x, *scale, *bias;
-    float *y;
+    float *y, *mean, *invstd; /* mean/invstd: one per row, may be NULL */
     float eps;
     int64_t inner;
     bool scale_bcast, bias_bcast;
@@ -64,6 +111,8 @@ static void ln_run(void *arg, int64_t r0, int64_t r1) {
         }
         float inv = (float)(1.0 / sqrt(v / (double)n + (double)j->eps));
         float mf = (float)mean;
+        if (j->mean) j->mean[r] = mf;
+        if (j->invstd) j->invstd[r] = inv;
         for (int64_t i = 0; i < n; i++) {
             float sc = j->scale[j->scale_bcast ? 0 : i];
             float bi = j->bias ? j->bias[j->bias_bcast ? 0 : i] : 0.0f;
@@ -83,7 +132,8 @@ ert_status ert_cpu_layernorm(const ert_kargs *a) {
         else inner *= X->dims[i];
     }
     if (inner == 0 || outer == 0) return ERT_OK;
-    ln_job j = {X->data, S->data, B ? B->data : NULL, a->out[0].data, a->params->norm.epsilon, inner,
+    ln_job j = {X->data, S->data, B ? B->data : NULL, a->out[0].data, a->n_out > 1 ? a->out[1].data : NULL,
+                a->n_out > 2 ? a->out[2].data : NULL, a->params->norm.epsilon, inner,
                 S->n_elems == 1, B && B->n_elems == 1};
     ert_parallel_for(a->pool, outer, 1 + 4096 / inner, ln_run, &j);
     return ERT_OK;

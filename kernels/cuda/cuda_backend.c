@@ -632,6 +632,13 @@ static ert_status cuda_bind_node(void *bctx, ert_kargs *a) {
     if (a->op == ERT_OP_WHERE && (!is_float(a->in[1].dtype) || a->in[2].dtype != a->in[1].dtype))
         return ert_set_error(c->ctx, ERT_E_UNSUPPORTED, "node '%s' (Where): the cuda backend does not implement it yet for %s data",
                              a->name ? a->name : "?", ert_dtype_name(a->in[1].dtype));
+    /* the CUDA norm kernels implement inference only: no batch statistics,
+     * no LayerNorm Mean/InvStdDev outputs (the CPU kernels do) */
+    if ((a->op == ERT_OP_BATCHNORM && a->params->norm.training) || (a->op == ERT_OP_LAYERNORM && a->n_out > 1))
+        return ert_set_error(c->ctx, ERT_E_UNSUPPORTED, "node '%s': the cuda backend does not implement %s yet",
+                             a->name ? a->name : "?",
+                             a->op == ERT_OP_BATCHNORM ? "BatchNormalization training_mode=1"
+                                                       : "LayerNormalization Mean/InvStdDev outputs");
     /* every float operand of a node has one dtype (a reduced-precision
      * session converts them all); a model mixing them needs a Cast */
     for (int k = 0; k < a->n_in + a->n_out && a->op != ERT_OP_CAST; k++) {
