@@ -5,6 +5,7 @@
  * ert_cpu_run_node, without a pool and with 2 and 3 threads, and is compared
  * with a float64 reference written here with plain loops. Error paths check
  * the status and the message. */
+#include "cpu_gemm.h"
 #include "cpu_kernels.h"
 #include "ert_internal.h"
 #include "testutil.h"
@@ -869,9 +870,15 @@ int main(void) {
     for (int i = 1; i < N_POOLS; i++)
         if (ert_threadpool_create(pool_threads[i], &pools[i]) != ERT_OK) return 1;
     test_threadpool();
-    test_conv();
-    test_convt();
-    test_matmul_gemm();
+    /* every SGEMM micro-kernel this CPU has (panel widths differ: 6x16, 12x32) */
+    for (int cap = ERT_CPU_GEMM_AVX512; cap >= ERT_CPU_GEMM_PORTABLE; cap--) {
+        ert_cpu_gemm_kernel used = ert_cpu_sgemm_set_kernel_cap((ert_cpu_gemm_kernel)cap);
+        if ((int)used != cap) continue; /* not on this CPU: already covered by a lower cap */
+        test_conv();
+        test_convt();
+        test_matmul_gemm();
+    }
+    ert_cpu_sgemm_set_kernel_cap(ERT_CPU_GEMM_AVX512);
     test_pools();
     test_norms();
     test_errors();
