@@ -576,6 +576,16 @@ static void test_pool_case(const char *what, poolcfg c) {
 static void test_pools(void) {
     test_pool_case("maxpool k3 s2 asym pads", (poolcfg){.nsp = 2, .is_max = true, .N = 1, .C = 3, .in = V3(7, 5, 0),
         .k = V3(3, 3, 0), .s = V3(2, 2, 0), .d = V3(1, 1, 0), .pb = V3(1, 0, 0), .pe = V3(1, 1, 0)});
+    /* the 2-D MaxPool fast paths (3x3/2, 2x2/2, other dilation-1 shapes): edges
+     * through the general code, the interior without bounds checks */
+    test_pool_case("maxpool 3x3/2 p1 (resnet stem)", (poolcfg){.nsp = 2, .is_max = true, .N = 2, .C = 3,
+        .in = V3(13, 12, 0), .k = V3(3, 3, 0), .s = V3(2, 2, 0), .d = V3(1, 1, 0), .pb = V3(1, 1, 0), .pe = V3(1, 1, 0)});
+    test_pool_case("maxpool 2x2/2 ceil odd", (poolcfg){.nsp = 2, .is_max = true, .N = 1, .C = 2, .in = V3(9, 7, 0),
+        .k = V3(2, 2, 0), .s = V3(2, 2, 0), .d = V3(1, 1, 0), .ceil_mode = true});
+    test_pool_case("maxpool 2x4/1 p2 wide pads", (poolcfg){.nsp = 2, .is_max = true, .N = 1, .C = 2, .in = V3(5, 6, 0),
+        .k = V3(2, 4, 0), .s = V3(1, 1, 0), .d = V3(1, 1, 0), .pb = V3(1, 2, 0), .pe = V3(0, 3, 0)});
+    test_pool_case("maxpool 1d k3 s2", (poolcfg){.nsp = 1, .is_max = true, .N = 1, .C = 3, .in = V3(10, 0, 0),
+        .k = V3(3, 0, 0), .s = V3(2, 0, 0), .d = V3(1, 0, 0), .pb = V3(1, 0, 0), .pe = V3(1, 0, 0)});
     test_pool_case("maxpool ceil d2", (poolcfg){.nsp = 2, .is_max = true, .N = 2, .C = 2, .in = V3(8, 7, 0),
         .k = V3(2, 3, 0), .s = V3(3, 2, 0), .d = V3(2, 1, 0), .ceil_mode = true, .give_dil = true});
     test_pool_case("avgpool ceil excl pad", (poolcfg){.nsp = 2, .N = 1, .C = 3, .in = V3(7, 5, 0), .k = V3(3, 2, 0),
