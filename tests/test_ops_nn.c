@@ -880,7 +880,7 @@ int main(void) {
     for (int i = 1; i < N_POOLS; i++)
         if (ert_threadpool_create(pool_threads[i], &pools[i]) != ERT_OK) return 1;
     test_threadpool();
-    /* every SGEMM micro-kernel this CPU has (panel widths differ: 6x16, 12x32) */
+    /* every SGEMM micro-kernel this CPU has (panel widths differ: 6x16, 8x32) */
     for (int cap = ERT_CPU_GEMM_AVX512; cap >= ERT_CPU_GEMM_PORTABLE; cap--) {
         ert_cpu_gemm_kernel used = ert_cpu_sgemm_set_kernel_cap((ert_cpu_gemm_kernel)cap);
         if ((int)used != cap) continue; /* not on this CPU: already covered by a lower cap */

@@ -45,7 +45,7 @@ typedef struct ert_sgemm_args {
 typedef enum ert_cpu_gemm_kernel {
     ERT_CPU_GEMM_PORTABLE = 0, /* 6x16, GNU vector types or plain C */
     ERT_CPU_GEMM_AVX2 = 1,     /* 6x16, x86-64 AVX2+FMA */
-    ERT_CPU_GEMM_AVX512 = 2,   /* 12x32, x86-64 AVX-512F */
+    ERT_CPU_GEMM_AVX512 = 2,   /* 8x32, x86-64 AVX-512F */
 } ert_cpu_gemm_kernel;
 
 /* Test hook: later SGEMMs use the fastest kernel the CPU supports that is
