@@ -75,17 +75,17 @@ static inline __attribute__((always_inline)) void max2d_plane(const pool_job *j,
         tap_range(st, j->k[1], 1, H, j->pe[1], &lo, &hi, &np);
         float *yr = yp + oh * OW;
         for (int64_t ow = 0; ow < ow_lo; ow++) yr[ow] = pool_one(j, xp, 0, oh, ow);
-        for (int64_t ow = ow_lo; ow < ow_hi; ow++) {
-            const float *xw = xp + ow * S - pw;
-            float mx = -INFINITY;
-            for (int64_t kh = lo; kh < hi; kh++) {
-                const float *xr = xw + (st + kh) * W;
-                for (int64_t kw = 0; kw < KW; kw++) {
-                    float v = xr[kw];
-                    if (v > mx || isnan(v)) mx = v;
+        /* tap-major over the whole interior span: a branchless select per
+         * element, so gcc vectorises across ow (the branchy per-output form
+         * cost 9% of ResNet-18) */
+        for (int64_t ow = ow_lo; ow < ow_hi; ow++) yr[ow] = -INFINITY;
+        for (int64_t kh = lo; kh < hi; kh++) {
+            const float *xr = xp + (st + kh) * W - pw;
+            for (int64_t kw = 0; kw < KW; kw++)
+                for (int64_t ow = ow_lo; ow < ow_hi; ow++) {
+                    float v = xr[ow * S + kw], m = yr[ow];
+                    yr[ow] = (v > m || v != v) ? v : m;
                 }
-            }
-            yr[ow] = mx;
         }
         for (int64_t ow = ow_hi; ow < OW; ow++) yr[ow] = pool_one(j, xp, 0, oh, ow);
     }
