@@ -1,13 +1,14 @@
 /* SGEMM (shared by Conv/ConvTranspose/MatMul/Gemm) and the MatMul/Gemm kernels.
  *
  * SGEMM algorithm (Goto/BLIS style, see cpu_gemm.h for the contract):
- *   1. Split C into tasks of MC x NC. Each worker slot (one scratch buffer
- *      each) claims tasks from an atomic counter. For each K block of KC:
- *        pack the KC x NC block of B into NR-column panels (for a conv input
- *        this is where im2col happens, straight from the image);
+ *   1. Split C into tasks of MC rows x a chunk of NC-column blocks. Each
+ *      worker slot (one scratch buffer each) claims tasks from an atomic
+ *      counter. For each K block of KC:
  *        pack the MC x KC block of alpha*A into MR-row panels (rows past M
- *        are zero); it is repacked once per N block, which costs 1/NC of
- *        the multiply-adds and keeps the block hot in L2;
+ *        are zero), once per task;
+ *        for each NC block of the chunk: pack the KC x NC block of B into
+ *        NR-column panels (for a conv input this is where im2col happens,
+ *        straight from the image);
  *        for each NR panel of B (kept in L1), for each MR panel of A (the
  *        MC x KC block stays in L2): the micro-kernel computes an MR x NR
  *        tile in registers over KC, then it is stored or added to C.
@@ -342,15 +343,20 @@ typedef struct sgemm_job {
     const ert_sgemm_args *g;
     float *slots;            /* per slot: packed B block, then packed A block */
     size_t slot_floats, b_floats;
-    int64_t n_slots, n_mb, n_nb;
+    int64_t n_slots, n_mb, n_nb, n_jc;
     const ukr_desc *uk;
     atomic_llong next_task;  /* tasks are claimed, so a late worker stalls nobody */
 } sgemm_job;
 
+/* A task is one MC row block times a chunk of consecutive NC column blocks.
+ * K is the middle loop so each A block is packed once per chunk, not once
+ * per NC block (repacking A per NC block was most of the packing cost on
+ * conv layers with thousands of output pixels); the C rows of the chunk are
+ * revisited once per KC block and stay in L2. */
 static void sgemm_slot(void *arg, int64_t s0, int64_t s1) {
     sgemm_job *jb = arg;
     const ert_sgemm_args *g = jb->g;
-    const int64_t n_tasks = jb->n_mb * jb->n_nb;
+    const int64_t n_tasks = jb->n_mb * jb->n_jc;
     const int64_t mr = jb->uk->mr, nr = jb->uk->nr;
     const ukr_fn ukr = jb->uk->fn;
     float acc[MR_MAX * NR_MAX] __attribute__((aligned(64)));
@@ -358,20 +364,25 @@ static void sgemm_slot(void *arg, int64_t s0, int64_t s1) {
         float *pb = jb->slots + (size_t)s * jb->slot_floats;
         float *pa = pb + jb->b_floats;
         for (int64_t t; (t = atomic_fetch_add_explicit(&jb->next_task, 1, memory_order_relaxed)) < n_tasks;) {
-            int64_t i0 = (t % jb->n_mb) * MC, j0 = (t / jb->n_mb) * NC;
-            int64_t mc = min64(MC, g->M - i0), nc = min64(NC, g->N - j0);
+            int64_t i0 = (t % jb->n_mb) * MC, jc = t / jb->n_mb;
+            int64_t mc = min64(MC, g->M - i0);
+            /* chunk jc covers column blocks [jc*n_nb/n_jc, (jc+1)*n_nb/n_jc) */
+            int64_t jb0 = jc * jb->n_nb / jb->n_jc, jb1 = (jc + 1) * jb->n_nb / jb->n_jc;
             for (int64_t pc = 0; pc < g->K; pc += KC) {
                 int64_t kc = min64(KC, g->K - pc);
-                if (g->conv) pack_b_conv(g->conv, pc, kc, j0, nc, nr, pb);
-                else pack_b_dense(g, pc, kc, j0, nc, nr, pb);
-                pack_a_block(g, i0, mc, pc, kc, mr, pa);
                 bool first = pc == 0, last = pc + kc >= g->K;
-                for (int64_t jr = 0; jr < nc; jr += nr) {
-                    const float *bp = pb + (jr / nr) * kc * nr;
-                    for (int64_t ir = 0; ir < mc; ir += mr) {
-                        ukr(kc, pa + (ir / mr) * kc * mr, bp, acc);
-                        store_tile(g, acc, nr, i0 + ir, j0 + jr, min64(mr, mc - ir), min64(nr, nc - jr), first,
-                                   last);
+                pack_a_block(g, i0, mc, pc, kc, mr, pa);
+                for (int64_t jblk = jb0; jblk < jb1; jblk++) {
+                    int64_t j0 = jblk * NC, nc = min64(NC, g->N - j0);
+                    if (g->conv) pack_b_conv(g->conv, pc, kc, j0, nc, nr, pb);
+                    else pack_b_dense(g, pc, kc, j0, nc, nr, pb);
+                    for (int64_t jr = 0; jr < nc; jr += nr) {
+                        const float *bp = pb + (jr / nr) * kc * nr;
+                        for (int64_t ir = 0; ir < mc; ir += mr) {
+                            ukr(kc, pa + (ir / mr) * kc * mr, bp, acc);
+                            store_tile(g, acc, nr, i0 + ir, j0 + jr, min64(mr, mc - ir), min64(nr, nc - jr), first,
+                                       last);
+                        }
                     }
                 }
             }
@@ -419,7 +430,11 @@ ert_status ert_cpu_sgemm(const ert_sgemm_args *g, void *ws, size_t ws_bytes, str
     };
     atomic_init(&jb.next_task, 0);
     int64_t fit = (int64_t)(ws_bytes / (sf * sizeof(float)));
-    jb.n_slots = min64(min64(ert_threadpool_size(pool), fit), jb.n_mb * jb.n_nb);
+    int64_t slots = min64(ert_threadpool_size(pool), fit);
+    /* one chunk per row block when single-threaded (each A block packed
+     * once); otherwise about two tasks per worker, for balance */
+    jb.n_jc = slots <= 1 ? 1 : min64(jb.n_nb, (2 * slots + jb.n_mb - 1) / jb.n_mb);
+    jb.n_slots = min64(slots, jb.n_mb * jb.n_jc);
     ert_parallel_for(pool, jb.n_slots, 1, sgemm_slot, &jb);
     return ERT_OK;
 }
