@@ -156,7 +156,7 @@ static inline __attribute__((always_inline)) void pack_a_rows(const float *src, 
 /* A block (rows [i0,i0+mc), cols [k0,k0+kc)) times alpha into mr-row panels:
  * dst[(ii/mr)*kc*mr + kk*mr + ii%mr]; rows past mc are zero. The loop order
  * follows whichever of A's strides is contiguous. */
-static void pack_a_block(const ert_sgemm_args *g, int64_t i0, int64_t mc, int64_t k0, int64_t kc, int64_t mr,
+static inline __attribute__((always_inline)) void pack_a_block(const ert_sgemm_args *g, int64_t i0, int64_t mc, int64_t k0, int64_t kc, int64_t mr,
                          float *dst) {
     const float alpha = g->alpha;
     for (int64_t ip = 0; ip < mc; ip += mr) {
@@ -187,7 +187,7 @@ static void pack_a_block(const ert_sgemm_args *g, int64_t i0, int64_t mc, int64_
 
 /* Dense B block (rows [k0,k0+kc), cols [j0,j0+nc)) into nr-column panels:
  * dst[(jj/nr)*kc*nr + kk*nr + jj%nr]; columns past nc are zero. */
-static void pack_b_dense(const ert_sgemm_args *g, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int64_t nr,
+static inline __attribute__((always_inline)) void pack_b_dense(const ert_sgemm_args *g, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int64_t nr,
                          float *dst) {
     for (int64_t jp = 0; jp < nc; jp += nr) {
         int64_t w = min64(nr, nc - jp);
@@ -215,7 +215,7 @@ static inline int64_t ceil_div_s(int64_t v, int64_t s) {
 /* Copies taps iw = iw0 + r*s, r in [0, n), of one input row into d (zero
  * where iw falls outside [0, W)); the in-range span is found up front so the
  * copy loop has no branch. */
-static inline void copy_taps(float *restrict d, const float *restrict row, int64_t iw0, int64_t s, int64_t n,
+static inline __attribute__((always_inline)) void copy_taps(float *restrict d, const float *restrict row, int64_t iw0, int64_t s, int64_t n,
                              int64_t W) {
     int64_t lo = iw0 >= 0 ? 0 : ceil_div_s(-iw0, s);
     int64_t hi = W - iw0 <= 0 ? 0 : ceil_div_s(W - iw0, s);
@@ -248,7 +248,7 @@ typedef struct conv_seg {
  * is first built contiguously in `line` (a memcpy per segment for stride 1,
  * no per-element index math), then split into the nr-wide panels with
  * fixed-size copies. */
-static void pack_b_conv(const ert_conv_geom *cg, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int64_t nr,
+static inline __attribute__((always_inline)) void pack_b_conv(const ert_conv_geom *cg, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int64_t nr,
                         float *dst) {
     const int64_t KH = cg->kernel[1], KW = cg->kernel[2];
     const int64_t D = cg->in[0], H = cg->in[1], W = cg->in[2];
@@ -315,7 +315,7 @@ static void pack_b_conv(const ert_conv_geom *cg, int64_t k0, int64_t kc, int64_t
 /* ------------------------------------------------------------ store + epilogue */
 
 /* acc is mr x nr with row stride ldacc */
-static void store_tile(const ert_sgemm_args *g, const float *acc, int64_t ldacc, int64_t i0, int64_t j0, int64_t mr,
+static inline __attribute__((always_inline)) void store_tile(const ert_sgemm_args *g, const float *acc, int64_t ldacc, int64_t i0, int64_t j0, int64_t mr,
                        int64_t nr, bool first, bool last) {
     for (int64_t i = 0; i < mr; i++) {
         float *crow = g->c + (i0 + i) * g->ldc + j0;
@@ -353,7 +353,7 @@ typedef struct sgemm_job {
  * per NC block (repacking A per NC block was most of the packing cost on
  * conv layers with thousands of output pixels); the C rows of the chunk are
  * revisited once per KC block and stay in L2. */
-static void sgemm_slot(void *arg, int64_t s0, int64_t s1) {
+static inline __attribute__((always_inline)) void sgemm_slot_body(void *arg, int64_t s0, int64_t s1) {
     sgemm_job *jb = arg;
     const ert_sgemm_args *g = jb->g;
     const int64_t n_tasks = jb->n_mb * jb->n_jc;
@@ -389,6 +389,27 @@ static void sgemm_slot(void *arg, int64_t s0, int64_t s1) {
         }
     }
 }
+
+static void sgemm_slot(void *arg, int64_t s0, int64_t s1) { sgemm_slot_body(arg, s0, s1); }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* With the AVX-512 kernel the packing and the tile stores are a third of the
+ * time; built for the baseline target they run on 4-wide SSE, so the whole
+ * driver is compiled again for AVX-512 (same code, same results: no
+ * multiply-add is contracted differently, packing and stores only copy,
+ * scale by alpha and add). */
+__attribute__((target("avx512f,avx2,fma"))) static void sgemm_slot_avx512(void *arg, int64_t s0, int64_t s1) {
+    sgemm_slot_body(arg, s0, s1);
+}
+static ert_par_fn pick_slot(const ukr_desc *uk) {
+    return uk->kind == ERT_CPU_GEMM_AVX512 ? sgemm_slot_avx512 : sgemm_slot;
+}
+#else
+static ert_par_fn pick_slot(const ukr_desc *uk) {
+    (void)uk;
+    return sgemm_slot;
+}
+#endif
 
 /* B block (KC x NC) + A block (MC x KC), both trimmed to the problem; sized
  * for the widest kernel so that any kernel can run in it. */
@@ -435,7 +456,7 @@ ert_status ert_cpu_sgemm(const ert_sgemm_args *g, void *ws, size_t ws_bytes, str
      * once); otherwise about two tasks per worker, for balance */
     jb.n_jc = slots <= 1 ? 1 : min64(jb.n_nb, (2 * slots + jb.n_mb - 1) / jb.n_mb);
     jb.n_slots = min64(slots, jb.n_mb * jb.n_jc);
-    ert_parallel_for(pool, jb.n_slots, 1, sgemm_slot, &jb);
+    ert_parallel_for(pool, jb.n_slots, 1, pick_slot(jb.uk), &jb);
     return ERT_OK;
 }
 
