@@ -303,6 +303,9 @@ static void test_conv(void) {
     test_conv_case("big conv 40->150 17x19", (convcfg){.nsp = 2, .N = 1, .C = 40, .M = 150, .group = 1,
         .in = V3(17, 19, 0), .k = V3(3, 3, 0), .s = V3(1, 1, 0), .d = V3(1, 1, 0), .pb = V3(1, 1, 0), .pe = V3(1, 1, 0),
         .bias = true, .residual = true, .act = ERT_ACT_RELU}, 2);
+    test_conv_case("conv 16->300 s2 (row blocks)", (convcfg){.nsp = 2, .N = 1, .C = 16, .M = 300, .group = 1,
+        .in = V3(9, 11, 0), .k = V3(3, 3, 0), .s = V3(2, 2, 0), .d = V3(1, 1, 0), .pb = V3(1, 1, 0), .pe = V3(1, 1, 0),
+        .bias = true, .act = ERT_ACT_RELU}, 2);
 }
 
 /* ------------------------------------------------------------ ConvTranspose */
@@ -488,6 +491,8 @@ static void test_matmul_gemm(void) {
     test_matmul_case("matmul 3-D x 1-D", MK(2, 3, 4), MK(4), N_POOLS, 0);
     test_matmul_case("matmul broadcast b + relu", MK(3, 4, 6), MK(1, 6, 5), N_POOLS, ERT_ACT_RELU);
     test_matmul_case("matmul big", MK(150, 300), MK(300, 270), 2, 0);
+    /* M > 288 (the largest SGEMM row block) and K > 320: several row and K blocks on one thread */
+    test_matmul_case("matmul tall", MK(601, 333), MK(333, 45), 2, 0);
     for (int t = 0; t < 4; t++)
         for (int ck = 0; ck < 6; ck++) test_gemm_case(t & 1, t >> 1, ck, 0.7f, 1.3f, 0);
     test_gemm_case(true, false, 4, 1.0f, 0.0f, ERT_ACT_RELU);

@@ -17,7 +17,7 @@
  * The micro-kernel (mr x nr) is picked at run time (see micro-kernels): the
  * default build targets baseline x86-64, so AVX2 and AVX-512 are only used
  * where the CPU has them. The panel widths follow the chosen kernel.
- * Workspace: per worker slot one B block and one A block (<= 400 KiB). */
+ * Workspace: per worker slot one B block and one A block (<= 544 KiB). */
 #include "cpu_gemm.h"
 #include "cpu_kernels.h"
 
@@ -27,7 +27,11 @@
 #define MR_MAX 8
 #define MR_LCM 24 /* multiple of every kernel's mr: A blocks are sized with it */
 #define NR_MAX 32
-#define MC 144 /* multiple of every kernel's mr (6, 8, 12) */
+/* Row blocks: M is split into equal blocks of at most MC rows (rounded up
+ * to MR_LCM), so a 256- or 512-row conv packs its im2col B once or twice
+ * rather than 2 or 4 times (M = 256 with MC = 144 was 144 + 112); the A
+ * block (<= 288 x 256 floats, 288 KiB) still sits in a 2 MiB L2. */
+#define MC 288 /* multiple of MR_LCM */
 #define NC 256 /* multiple of every kernel's nr (16, 32) */
 #define KC 256 /* 8x32 kernel: a 32 KiB B panel stays in a 48 KiB L1 */
 
@@ -343,7 +347,7 @@ typedef struct sgemm_job {
     const ert_sgemm_args *g;
     float *slots;            /* per slot: packed B block, then packed A block */
     size_t slot_floats, b_floats;
-    int64_t n_slots, n_mb, n_nb, n_jc;
+    int64_t n_slots, n_mb, n_nb, n_jc, mcb;
     const ukr_desc *uk;
     atomic_llong next_task;  /* tasks are claimed, so a late worker stalls nobody */
 } sgemm_job;
@@ -364,8 +368,8 @@ static inline __attribute__((always_inline)) void sgemm_slot_body(void *arg, int
         float *pb = jb->slots + (size_t)s * jb->slot_floats;
         float *pa = pb + jb->b_floats;
         for (int64_t t; (t = atomic_fetch_add_explicit(&jb->next_task, 1, memory_order_relaxed)) < n_tasks;) {
-            int64_t i0 = (t % jb->n_mb) * MC, jc = t / jb->n_mb;
-            int64_t mc = min64(MC, g->M - i0);
+            int64_t i0 = (t % jb->n_mb) * jb->mcb, jc = t / jb->n_mb;
+            int64_t mc = min64(jb->mcb, g->M - i0);
             /* chunk jc covers column blocks [jc*n_nb/n_jc, (jc+1)*n_nb/n_jc) */
             int64_t jb0 = jc * jb->n_nb / jb->n_jc, jb1 = (jc + 1) * jb->n_nb / jb->n_jc;
             for (int64_t pc = 0; pc < g->K; pc += KC) {
@@ -411,7 +415,7 @@ static ert_par_fn pick_slot(const ukr_desc *uk) {
 }
 #endif
 
-/* B block (KC x NC) + A block (MC x KC), both trimmed to the problem; sized
+/* B block (KC x NC) + A block (<= MC x KC), both trimmed to the problem; sized
  * for the widest kernel so that any kernel can run in it. */
 static void slot_sizes(int64_t M, int64_t N, int64_t K, size_t *b_floats, size_t *total) {
     int64_t kc = min64(K, KC);
@@ -445,13 +449,20 @@ ert_status ert_cpu_sgemm(const ert_sgemm_args *g, void *ws, size_t ws_bytes, str
         .slots = ws,
         .slot_floats = sf,
         .b_floats = bf,
-        .n_mb = (g->M + MC - 1) / MC,
         .n_nb = (g->N + NC - 1) / NC,
         .uk = pick_ukr(),
     };
     atomic_init(&jb.next_task, 0);
     int64_t fit = (int64_t)(ws_bytes / (sf * sizeof(float)));
     int64_t slots = min64(ert_threadpool_size(pool), fit);
+    /* fewest row blocks; more when the columns alone give too few tasks */
+    jb.n_mb = (g->M + MC - 1) / MC;
+    if (slots > 1 && jb.n_nb < 2 * slots) {
+        int64_t want = (2 * slots + jb.n_nb - 1) / jb.n_nb, most = (g->M + MR_LCM - 1) / MR_LCM;
+        if (want > jb.n_mb) jb.n_mb = min64(want, most);
+    }
+    jb.mcb = round_up((g->M + jb.n_mb - 1) / jb.n_mb, MR_LCM);
+    jb.n_mb = (g->M + jb.mcb - 1) / jb.mcb;
     /* one chunk per row block when single-threaded (each A block packed
      * once); otherwise about two tasks per worker, for balance */
     jb.n_jc = slots <= 1 ? 1 : min64(jb.n_nb, (2 * slots + jb.n_mb - 1) / jb.n_mb);
