@@ -49,7 +49,9 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
  *   mr = 8 rather than 12 because conv channel counts are multiples of 8 and
  *   64-row layers (a third of ResNet-18's FLOPs) would waste 1/8 at mr = 12:
  *   measured 55 -> 50.5 ms on ResNet-18. */
-typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *out);
+/* out rows are ldo apart; add: out += result, else out = result. Full
+ * tiles go straight to C this way (no round trip through a scratch tile). */
+typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *out, int64_t ldo, bool add);
 
 typedef struct ukr_desc {
     ukr_fn fn;
@@ -67,7 +69,8 @@ typedef float ert_v8f __attribute__((vector_size(32)));
 /* 6x16: the accumulators are 12 eight-float vectors (plain-array loops left
  * gcc spilling them to the stack on every k). */
 static inline __attribute__((always_inline)) void ukr_body(int64_t kc, const float *restrict a,
-                                                         const float *restrict b, float *restrict out) {
+                                                         const float *restrict b, float *restrict out,
+                                                         int64_t ldo, bool add) {
     ert_v8f c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0};
     ert_v8f c30 = {0}, c31 = {0}, c40 = {0}, c41 = {0}, c50 = {0}, c51 = {0};
     for (int64_t k = 0; k < kc; k++, a += 6, b += 16) {
@@ -82,19 +85,28 @@ static inline __attribute__((always_inline)) void ukr_body(int64_t kc, const flo
         c50 += a[5] * b0, c51 += a[5] * b1;
     }
     ert_v8f all[12] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
-    memcpy(out, all, sizeof all);
+    const float *t = (const float *)all;
+    for (int i = 0; i < 6; i++, out += ldo, t += 16)
+        if (add)
+            for (int j = 0; j < 16; j++) out[j] += t[j];
+        else
+            memcpy(out, t, 16 * sizeof(float));
 }
 #else
-static void ukr_body(int64_t kc, const float *restrict a, const float *restrict b, float *restrict out) {
+static void ukr_body(int64_t kc, const float *restrict a, const float *restrict b, float *restrict out,
+                     int64_t ldo, bool add) {
     float acc[6][16] = {{0}};
     for (int64_t k = 0; k < kc; k++)
         for (int i = 0; i < 6; i++)
             for (int j = 0; j < 16; j++) acc[i][j] += a[k * 6 + i] * b[k * 16 + j];
-    memcpy(out, acc, sizeof acc);
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 16; j++) out[i * ldo + j] = add ? out[i * ldo + j] + acc[i][j] : acc[i][j];
 }
 #endif
 
-static void ukr_generic(int64_t kc, const float *a, const float *b, float *out) { ukr_body(kc, a, b, out); }
+static void ukr_generic(int64_t kc, const float *a, const float *b, float *out, int64_t ldo, bool add) {
+    ukr_body(kc, a, b, out, ldo, add);
+}
 
 static const ukr_desc ukr_portable_desc = {ukr_generic, 6, 16, ERT_CPU_GEMM_PORTABLE};
 
@@ -105,8 +117,9 @@ static atomic_int ukr_cap = ERT_CPU_GEMM_AVX512;
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-__attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *a, const float *b, float *out) {
-    ukr_body(kc, a, b, out);
+__attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *a, const float *b, float *out,
+                                                         int64_t ldo, bool add) {
+    ukr_body(kc, a, b, out, ldo, add);
 }
 
 #define Z_ROW(i) __m512 c##i##0 = _mm512_setzero_ps(), c##i##1 = _mm512_setzero_ps()
@@ -116,10 +129,20 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
         c##i##0 = _mm512_fmadd_ps(av, b0, c##i##0);                                                                 \
         c##i##1 = _mm512_fmadd_ps(av, b1, c##i##1);                                                                 \
     } while (0)
-#define Z_ST(i) _mm512_storeu_ps(out + (i) * 32, c##i##0), _mm512_storeu_ps(out + (i) * 32 + 16, c##i##1)
+#define Z_ST(i)                                                                                                     \
+    do {                                                                                                            \
+        float *o = out + (i) * ldo;                                                                                 \
+        if (add) {                                                                                                  \
+            c##i##0 = _mm512_add_ps(c##i##0, _mm512_loadu_ps(o));                                                   \
+            c##i##1 = _mm512_add_ps(c##i##1, _mm512_loadu_ps(o + 16));                                              \
+        }                                                                                                           \
+        _mm512_storeu_ps(o, c##i##0);                                                                               \
+        _mm512_storeu_ps(o + 16, c##i##1);                                                                          \
+    } while (0)
 
 __attribute__((target("avx512f"))) static void ukr_avx512(int64_t kc, const float *restrict a,
-                                                          const float *restrict b, float *restrict out) {
+                                                          const float *restrict b, float *restrict out,
+                                                          int64_t ldo, bool add) {
     Z_ROW(0); Z_ROW(1); Z_ROW(2); Z_ROW(3); Z_ROW(4); Z_ROW(5); Z_ROW(6); Z_ROW(7);
     for (int64_t k = 0; k < kc; k++, a += 8, b += 32) {
         __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
@@ -318,6 +341,23 @@ static inline __attribute__((always_inline)) void pack_b_conv(const ert_conv_geo
 
 /* ------------------------------------------------------------ store + epilogue */
 
+/* bias, residual, activation on a finished tile of C */
+static inline __attribute__((always_inline)) void epilogue_tile(const ert_sgemm_args *g, int64_t i0, int64_t j0,
+                                                              int64_t mr, int64_t nr) {
+    for (int64_t i = 0; i < mr; i++) {
+        float *crow = g->c + (i0 + i) * g->ldc + j0;
+        if (g->bias_row) {
+            float bv = g->bias_row[i0 + i];
+            for (int64_t j = 0; j < nr; j++) crow[j] += bv;
+        }
+        if (g->residual) {
+            const float *rrow = g->residual + (i0 + i) * g->ldc + j0;
+            for (int64_t j = 0; j < nr; j++) crow[j] += rrow[j];
+        }
+        if (g->act) ert_cpu_act_inplace(crow, nr, g->act);
+    }
+}
+
 /* acc is mr x nr with row stride ldacc */
 static inline __attribute__((always_inline)) void store_tile(const ert_sgemm_args *g, const float *acc, int64_t ldacc, int64_t i0, int64_t j0, int64_t mr,
                        int64_t nr, bool first, bool last) {
@@ -363,6 +403,7 @@ static inline __attribute__((always_inline)) void sgemm_slot_body(void *arg, int
     const int64_t n_tasks = jb->n_mb * jb->n_jc;
     const int64_t mr = jb->uk->mr, nr = jb->uk->nr;
     const ukr_fn ukr = jb->uk->fn;
+    const bool has_epi = g->bias_row || g->residual || g->act;
     float acc[MR_MAX * NR_MAX] __attribute__((aligned(64)));
     for (int64_t s = s0; s < s1; s++) {
         float *pb = jb->slots + (size_t)s * jb->slot_floats;
@@ -383,7 +424,13 @@ static inline __attribute__((always_inline)) void sgemm_slot_body(void *arg, int
                     for (int64_t jr = 0; jr < nc; jr += nr) {
                         const float *bp = pb + (jr / nr) * kc * nr;
                         for (int64_t ir = 0; ir < mc; ir += mr) {
-                            ukr(kc, pa + (ir / mr) * kc * mr, bp, acc);
+                            const float *ap = pa + (ir / mr) * kc * mr;
+                            if (ir + mr <= mc && jr + nr <= nc) {
+                                ukr(kc, ap, bp, g->c + (i0 + ir) * g->ldc + j0 + jr, g->ldc, !first || g->accumulate);
+                                if (last && has_epi) epilogue_tile(g, i0 + ir, j0 + jr, mr, nr);
+                                continue;
+                            }
+                            ukr(kc, ap, bp, acc, nr, false);
                             store_tile(g, acc, nr, i0 + ir, j0 + jr, min64(mr, mc - ir), min64(nr, nc - jr), first,
                                        last);
                         }
