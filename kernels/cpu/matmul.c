@@ -306,7 +306,7 @@ static inline __attribute__((always_inline)) void copy_taps(float *restrict d, c
 /* One output-row segment of the NC columns of a B block: columns
  * [jj, jj+len) are outputs (od, oh, ow0 .. ow0+len). */
 typedef struct conv_seg {
-    int32_t od, oh, ow0, jj, len;
+    int64_t od, oh, ow0, jj, len; /* int64: output dims are only bounded by the element-count check */
 } conv_seg;
 
 /* im2col on the fly: B(k, j) with k = (c, kd, kh, kw), j = (od, oh, ow);
@@ -328,7 +328,7 @@ static inline __attribute__((always_inline)) void pack_b_conv(const ert_conv_geo
         int64_t ow = j0 % OW, t = j0 / OW, oh = t % OH, od = t / OH;
         for (int64_t jj = 0; jj < nc;) {
             int64_t len = min64(OW - ow, nc - jj);
-            seg[n_seg++] = (conv_seg){(int32_t)od, (int32_t)oh, (int32_t)ow, (int32_t)jj, (int32_t)len};
+            seg[n_seg++] = (conv_seg){od, oh, ow, jj, len};
             jj += len;
             ow += len;
             if (ow == OW) {
