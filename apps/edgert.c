@@ -22,6 +22,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#ifdef EDGERT_HAVE_TRAIN_CMD /* apps/train_cmd.c, built when zlib is found */
+#include "train_cmd.h"
+#else
+#define EDGERT_TRAIN_USAGE ""
+#endif
+
 #define EXIT_USAGE 2
 #define MAX_INPUTS 64
 
@@ -43,6 +49,7 @@ static const char *USAGE =
     "              [--warmup N] [--precision f32|f16|bf16] [--json]\n"
     "      time ert_session_run on random inputs (fixed seed): p50/p90/mean/min\n"
     "      latency, throughput, arena bytes (defaults: --iters 20 --warmup 3)\n"
+    EDGERT_TRAIN_USAGE
     "\n"
     "options:\n"
     "  -h, --help     this text          --version   library and CLI version\n"
@@ -834,5 +841,8 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "run") == 0) return cmd_run(argc, argv);
     if (strcmp(cmd, "convert") == 0) return cmd_convert(argc, argv);
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc, argv);
+#ifdef EDGERT_HAVE_TRAIN_CMD
+    if (strcmp(cmd, "train") == 0) return edgert_cmd_train(argc, argv);
+#endif
     return usage_error(cmd[0] == '-' ? "unknown option '%s'" : "unknown command '%s'", cmd);
 }

@@ -12,6 +12,12 @@
  *   copy graph -> fix dynamic dims -> for each node in order: prepare (shape
  *   inference) and fold it if all inputs are constant -> passes (BN fold,
  *   fusion, dead nodes) -> memory plan -> arena -> run.
+ *
+ * Trainer pipeline (runtime/trainer.c, runtime/autodiff.c)
+ *   copy graph -> fix dims -> pick parameters -> prepare (parameters never
+ *   fold; BN/Dropout in training form) -> loss node -> backward nodes (the
+ *   training-only ops at the end of ert_op) -> gradient norm + optimizer
+ *   nodes -> one memory plan over the whole schedule -> arena -> step.
  */
 #ifndef ERT_INTERNAL_H
 #define ERT_INTERNAL_H
@@ -88,6 +94,29 @@ typedef enum ert_op {
     ERT_OP_UNSQUEEZE, ERT_OP_TRANSPOSE, ERT_OP_CONCAT, ERT_OP_SPLIT, ERT_OP_SLICE,
     ERT_OP_GATHER, ERT_OP_PAD, ERT_OP_RESIZE, ERT_OP_EXPAND, ERT_OP_CAST,
     ERT_OP_SHAPE, ERT_OP_CONSTANT_OF_SHAPE, ERT_OP_RANGE,
+    /* training (made by the trainer only: their prepare refuses them in model
+     * files). Forward ops in training mode, backward ops, loss, optimizer. */
+    ERT_OP_BATCHNORM_TRAIN,  /* (x, scale, B, rmean, rvar) -> (y, mean, invstd); updates rmean/rvar in place */
+    ERT_OP_DROPOUT_TRAIN,    /* (x, rng u64[1]) -> (y, mask f32 = 0 or 1/(1-ratio)); advances rng */
+    ERT_OP_CONV_GRAD_WEIGHT, /* (dy, x) -> dw; conv params */
+    ERT_OP_REDUCE_TO,        /* (dy) -> sum of dy over broadcast dims * scale; grad params shape */
+    ERT_OP_ACT_GRAD,         /* (dy, x) -> dx; unary params of the forward op */
+    ERT_OP_BINARY_GRAD,      /* (dy, a, b) -> d(a or b); grad params which, fwd_op */
+    ERT_OP_MATMUL_GRAD,      /* (dy, a, b) -> d(a or b), batch broadcast reduced; grad params which */
+    ERT_OP_MAXPOOL_GRAD,     /* (dy, x) -> dx; pool params */
+    ERT_OP_AVGPOOL_GRAD,     /* (dy, x) -> dx; pool params */
+    ERT_OP_GLOBAL_AVGPOOL_GRAD, /* (dy, x) -> dx */
+    ERT_OP_BATCHNORM_GRAD,   /* (dy, x, scale, mean, invstd | rmean, rvar) -> (dx, dscale, dB); grad params */
+    ERT_OP_LAYERNORM_GRAD,   /* (dy, x, scale) -> (dx, dscale, dB); norm params */
+    ERT_OP_SOFTMAX_GRAD,     /* (dy, y) -> dx; axis params */
+    ERT_OP_LOGSOFTMAX_GRAD,  /* (dy, y) -> dx; axis params */
+    ERT_OP_SLICE_GRAD,       /* (dy) -> dx (zero outside the slice); slice params */
+    ERT_OP_FILL_ZERO,        /* () -> zeros */
+    ERT_OP_LOSS,             /* (logits, target, [class weights]) -> (loss f32[1], dlogits); loss params */
+    ERT_OP_GRAD_NORM,        /* (grads...) -> f32[2] {global L2 norm, clip scale}; optim params */
+    ERT_OP_OPTIM,            /* (w, g, [m], [v], f32[2] norm) -> (); updates w, m, v in place; optim params */
+    ERT_OP_BROADCAST_TO,     /* (dy) -> dy broadcast to the output's shape * scale (ReduceMean/Sum backward); grad params shape = dy's shape with the output's rank */
+    ERT_OP_GATHER_GRAD,      /* (dy, indices) -> d data (zeros, then dy rows added at the indices); gather params */
     ERT_OP_COUNT
 } ert_op;
 
@@ -191,7 +220,35 @@ typedef struct ert_range_params {
     int dummy;
 } ert_range_params;
 
+/* Training ops (see ert_op). */
+typedef struct ert_grad_params {
+    int which;               /* BINARY_GRAD/MATMUL_GRAD: input (0 or 1) whose gradient is made */
+    ert_op fwd_op;           /* BINARY_GRAD: ADD/SUB/MUL/DIV */
+    int ndim;                /* REDUCE_TO: output shape aligned to dy's rank (1 on reduced dims); BROADCAST_TO: dy's shape at the output's rank */
+    int64_t shape[ERT_MAX_DIMS];
+    float scale;             /* REDUCE_TO/BROADCAST_TO: result multiplier */
+    float eps, momentum;     /* BATCHNORM_*: ONNX momentum (running = running*m + batch*(1-m)) */
+    float ratio;             /* DROPOUT_TRAIN */
+    bool training;           /* BATCHNORM_TRAIN/DROPOUT_TRAIN: false in eval (running stats, no dropout) */
+    bool frozen;             /* BATCHNORM_GRAD: inputs 3, 4 are running mean/var (stats are constants) */
+} ert_grad_params;
+
+typedef struct ert_loss_params {
+    int kind;                /* ert_loss_kind */
+    float label_smoothing;
+} ert_loss_params;
+
+typedef struct ert_optim_params {
+    int kind;                /* ert_optim_kind */
+    float lr, momentum, weight_decay, beta1, beta2, eps, clip;
+    bool nesterov;
+    int64_t step;            /* steps taken before this one (Adam bias correction) */
+} ert_optim_params;
+
 typedef union ert_op_params {
+    ert_grad_params grad;
+    ert_loss_params loss;
+    ert_optim_params optim;
     ert_conv_params conv;
     ert_pool_params pool;
     ert_gemm_params gemm;
@@ -372,6 +429,8 @@ ert_status ert_prepare_cast(ert_prep *p);
 ert_status ert_prepare_shape(ert_prep *p);
 ert_status ert_prepare_constant_of_shape(ert_prep *p);
 ert_status ert_prepare_range(ert_prep *p);
+/* Training-only ops: refused when they appear in a model (runtime/ops.c). */
+ert_status ert_prepare_internal_only(ert_prep *p);
 
 /* Session introspection for tests (runtime/session.c). */
 bool ert_session_plan_check(const ert_session *s, char *why, size_t cap);

@@ -69,6 +69,29 @@ static const ert_op_def OPS[] = {
     {ERT_OP_SHAPE, "Shape", 1, 1, 1, 1, ert_prepare_shape},
     {ERT_OP_CONSTANT_OF_SHAPE, "ConstantOfShape", 1, 1, 1, 1, ert_prepare_constant_of_shape},
     {ERT_OP_RANGE, "Range", 3, 3, 1, 1, ert_prepare_range},
+    /* training-only ops: the trainer makes them with typed params; names are
+     * not ONNX and their prepare refuses them in model files */
+    {ERT_OP_BATCHNORM_TRAIN, "ert.BatchNormTrain", 5, 5, 3, 3, ert_prepare_internal_only},
+    {ERT_OP_DROPOUT_TRAIN, "ert.DropoutTrain", 2, 2, 2, 2, ert_prepare_internal_only},
+    {ERT_OP_CONV_GRAD_WEIGHT, "ert.ConvGradWeight", 2, 2, 1, 1, ert_prepare_internal_only},
+    {ERT_OP_REDUCE_TO, "ert.ReduceTo", 1, 1, 1, 1, ert_prepare_internal_only},
+    {ERT_OP_ACT_GRAD, "ert.ActGrad", 2, 2, 1, 1, ert_prepare_internal_only},
+    {ERT_OP_BINARY_GRAD, "ert.BinaryGrad", 3, 3, 1, 1, ert_prepare_internal_only},
+    {ERT_OP_MATMUL_GRAD, "ert.MatMulGrad", 3, 3, 1, 1, ert_prepare_internal_only},
+    {ERT_OP_MAXPOOL_GRAD, "ert.MaxPoolGrad", 2, 2, 1, 1, ert_prepare_internal_only},
+    {ERT_OP_AVGPOOL_GRAD, "ert.AveragePoolGrad", 2, 2, 1, 1, ert_prepare_internal_only},
+    {ERT_OP_GLOBAL_AVGPOOL_GRAD, "ert.GlobalAveragePoolGrad", 2, 2, 1, 1, ert_prepare_internal_only},
+    {ERT_OP_BATCHNORM_GRAD, "ert.BatchNormGrad", 5, 5, 3, 3, ert_prepare_internal_only},
+    {ERT_OP_LAYERNORM_GRAD, "ert.LayerNormGrad", 3, 3, 3, 3, ert_prepare_internal_only},
+    {ERT_OP_SOFTMAX_GRAD, "ert.SoftmaxGrad", 2, 2, 1, 1, ert_prepare_internal_only},
+    {ERT_OP_LOGSOFTMAX_GRAD, "ert.LogSoftmaxGrad", 2, 2, 1, 1, ert_prepare_internal_only},
+    {ERT_OP_SLICE_GRAD, "ert.SliceGrad", 1, 1, 1, 1, ert_prepare_internal_only},
+    {ERT_OP_FILL_ZERO, "ert.FillZero", 0, 0, 1, 1, ert_prepare_internal_only},
+    {ERT_OP_LOSS, "ert.Loss", 2, 3, 2, 2, ert_prepare_internal_only},
+    {ERT_OP_GRAD_NORM, "ert.GradNorm", 0, U, 1, 1, ert_prepare_internal_only},
+    {ERT_OP_OPTIM, "ert.Optim", 5, 5, 0, 0, ert_prepare_internal_only},
+    {ERT_OP_BROADCAST_TO, "ert.BroadcastTo", 1, 1, 1, 1, ert_prepare_internal_only},
+    {ERT_OP_GATHER_GRAD, "ert.GatherGrad", 2, 2, 1, 1, ert_prepare_internal_only},
 };
 #undef U
 
@@ -83,6 +106,10 @@ const ert_op_def *ert_op_find(const char *name) {
     for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++)
         if (strcmp(OPS[i].name, name) == 0) return &OPS[i];
     return NULL;
+}
+
+ert_status ert_prepare_internal_only(ert_prep *p) {
+    return ert_prep_error(p, ERT_E_UNSUPPORTED, "internal training op: not valid in a model");
 }
 
 ert_status ert_prep_error(ert_prep *p, ert_status st, const char *fmt, ...) {

@@ -11,8 +11,8 @@
 # offline, the script warns and goes on, and tests that need it skip.
 #
 # Output: one line per step; the details go to .deps/setup.log.
-# Knobs: ERT_SETUP_DATASETS=1 also installs dataset-fashion-mnist (not needed:
-# ../shared/data has it); ERT_PYTHON picks the interpreter for the venv.
+# Knobs: ERT_SETUP_DATASETS=1 also installs dataset-fashion-mnist (not needed
+# when ../shared/data has it; demo.sh sets it otherwise); ERT_PYTHON picks the interpreter for the venv.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -37,7 +37,9 @@ fi
 # Native build: compiler, CMake >= 3.24 (Debian 12 has 3.25), Ninja, ccache
 # (CI rebuilds four configurations; the cache keeps re-runs short), pkgconf
 # (the install test builds a pkg-config consumer).
-pkgs=(build-essential cmake ninja-build ccache pkgconf)
+pkgs=(build-essential cmake ninja-build ccache pkgconf
+      zlib1g-dev        # gzip'd IDX datasets: `edgert train` and the Fashion-MNIST training test
+      libturbojpeg0-dev) # image I/O (ERT_JPEG=AUTO picks it up): the demo's MJPEG stream
 if [[ $minimal -eq 0 ]]; then
     pkgs+=(
         gcc-aarch64-linux-gnu libc6-dev-arm64-cross # Jetson cross build (static libc incl.)
@@ -45,11 +47,12 @@ if [[ $minimal -eq 0 ]]; then
                                   # dynamic build needs no binfmt setup (unlike -static's)
         clang libclang-rt-14-dev  # libFuzzer + sanitizer runtimes for scripts/fuzz.sh
         python3-venv python3-pip  # venv for the ONNX reference tooling
-        libturbojpeg0-dev         # image I/O (ERT_JPEG=AUTO picks it up)
         libjpeg-turbo-progs       # djpeg: reference decoder for the image_ref test
     )
-    [[ "${ERT_SETUP_DATASETS:-0}" == 1 ]] && pkgs+=(dataset-fashion-mnist)
 fi
+# Fashion-MNIST in /usr/share/datasets/fashion-mnist: demo.sh sets this when
+# ../shared/data has no copy.
+[[ "${ERT_SETUP_DATASETS:-0}" == 1 ]] && pkgs+=(dataset-fashion-mnist)
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -94,6 +97,23 @@ else
         # Offline or PyPI down: only the tests that generate ONNX references
         # need these, and they skip without them.
         warn "pip install failed (offline?): continuing without onnx/onnxruntime"
+    fi
+fi
+
+# cuobjdump (not in the Debian CUDA install here): the CUDA phase of test.sh
+# lists the SASS of the Jetson chips (sm_87, sm_110) with it. PyPI's wheel
+# ships only the binary; any 13.x reads CUDA 13.0 objects.
+cuobj_glob="$venv/lib/python3*/site-packages/nvidia/cu13/bin/cuobjdump"
+if command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then
+    if compgen -G "$cuobj_glob" >/dev/null || command -v cuobjdump >/dev/null 2>&1 ||
+        [[ -x /usr/local/cuda/bin/cuobjdump ]]; then
+        step "cuobjdump present"
+    elif [[ -x "$venv/bin/python" ]] &&
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --timeout 30 --retries 2 \
+            "nvidia-cuda-cuobjdump>=13,<14" >>"$log" 2>&1; then
+        step "cuobjdump installed into $venv"
+    else
+        warn "cuobjdump not available: the sm_87/sm_110 SASS listing will be skipped"
     fi
 fi
 

@@ -2,7 +2,8 @@
  * YUYV->RGB, bilinear resize (stretch / letterbox / centre crop) with
  * mean/std normalisation into NCHW and NHWC, batched, BGR; top-k softmax;
  * NMS; YOLO decoding in both layouts mapped back through a letterbox; DB
- * text-detection boxes on a synthetic probability map. */
+ * text-detection boxes on a synthetic probability map; 1-channel (gray)
+ * output for models like the README demo's Fashion-MNIST CNN. */
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
 #include "proc.h"
@@ -101,6 +102,35 @@ static void test_pre(ert_test_rng *r) {
                 CHECK(poisoned, "%s: batch slot 0 untouched", what);
                 free(img); free(got); free(ref);
             }
+}
+
+/* gray: one plane of luma (BT.601) normalised with mean[0]/std[0]; with equal
+ * input and output size (the demo's 28x28 frames) the resize is the identity. */
+static void test_gray(ert_test_rng *r) {
+    enum { W = 28, H = 28 };
+    uint8_t img[H * W * 3];
+    for (int q = 0; q < W * H; q++) {
+        int g = ert_test_int(r, 0, 255);
+        int colour = q % 7 == 0; /* some coloured pixels: luma weights matter */
+        img[3 * q] = (uint8_t)(colour ? ert_test_int(r, 0, 255) : g);
+        img[3 * q + 1] = (uint8_t)(colour ? ert_test_int(r, 0, 255) : g);
+        img[3 * q + 2] = (uint8_t)(colour ? ert_test_int(r, 0, 255) : g);
+    }
+    float got[W * H + 1];
+    got[W * H] = 12345.0f; /* nothing past the one plane */
+    for (int nhwc = 0; nhwc < 2; nhwc++) {
+        cam_pre_options o = {.out_w = W, .out_h = H, .fit = CAM_FIT_CENTER_CROP, .gray = 1, .nhwc = nhwc,
+                             .mean = {0.286f, 0.9f, 0.9f}, .std = {0.353f, 5, 5}};
+        cam_preprocess(img, W, H, (size_t)W * 3, &o, got, NULL);
+        double worst = 0;
+        for (int q = 0; q < W * H; q++) {
+            double lum = 0.299 * img[3 * q] + 0.587 * img[3 * q + 1] + 0.114 * img[3 * q + 2];
+            double ref = (lum / 255.0 - 0.286) / 0.353, d = fabs(got[q] - ref);
+            if (d > worst) worst = d;
+        }
+        CHECK(worst < 1e-4, "gray (nhwc %d): off by %g", nhwc, worst);
+        CHECK(got[W * H] == 12345.0f, "gray wrote past one plane");
+    }
 }
 
 static void test_topk(ert_test_rng *r) {
@@ -209,6 +239,7 @@ int main(void) {
     ert_test_rng_init(&r, "camera_proc");
     test_yuyv(&r);
     test_pre(&r);
+    test_gray(&r);
     test_topk(&r);
     test_nms_yolo();
     test_db(&r);

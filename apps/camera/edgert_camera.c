@@ -223,7 +223,9 @@ static void usage(FILE *f) {
           "  --task T           classify | detect (YOLO boxes + NMS) | textdet (DB text boxes); default: from the output shape\n"
           "  --input-size WxH   network input size when the model's is dynamic (default 640x640)\n"
           "  --fit F            stretch | letterbox | crop (default: crop for classify, letterbox for detect, stretch for textdet)\n"
-          "  --mean R,G,B --std R,G,B --scale S   normalisation (default ImageNet; detect: 0,1 and 1/255)\n"
+          "  --mean R,G,B --std R,G,B --scale S   normalisation (default ImageNet; detect: 0,1 and 1/255);\n"
+          "                     one value sets all channels. A 1-channel model input gets the frame's luma\n"
+          "                     (BT.601), normalised with the first mean/std: e.g. --mean 0.286 --std 0.353\n"
           "  --topk K --score T --iou T           postprocessing (defaults 5, 0.25, 0.45)\n"
           "  --device cpu|cuda|auto  --threads N  --fp16\n"
           "  --out DIR          annotated JPEGs DIR/frame_NNNNNN.jpg\n"
@@ -243,7 +245,9 @@ static void usage(FILE *f) {
 }
 
 static int parse_floats3(const char *s, float v[3]) {
-    return sscanf(s, "%f,%f,%f", &v[0], &v[1], &v[2]) == 3 ? 0 : -1;
+    int n = sscanf(s, "%f,%f,%f", &v[0], &v[1], &v[2]);
+    if (n == 1) v[1] = v[2] = v[0]; /* one value: all channels (a gray model uses the first) */
+    return n == 1 || n == 3 ? 0 : -1;
 }
 
 static int parse_args(int argc, char **argv, opts *o) {
@@ -359,7 +363,7 @@ int main(int argc, char **argv) {
 
     /* Model and session. */
     task_kind task = o.task;
-    int in_nhwc = 0, in_w = 0, in_h = 0, out_n = 0, out_rows = 0, out_cols = 0, out_transposed = 0;
+    int in_nhwc = 0, in_gray = 0, in_w = 0, in_h = 0, out_n = 0, out_rows = 0, out_cols = 0, out_transposed = 0;
     float *in_data = NULL;
     if (!o.decode_only) {
         ert_status st;
@@ -375,12 +379,14 @@ int main(int argc, char **argv) {
             fprintf(stderr, "edgert-camera: input 0 must be a 4-D f32 image tensor\n");
             goto done;
         }
-        in_nhwc = ii.dims[3] == 3 && ii.dims[1] != 3;
+        /* NCHW (N, 3|1, H, W) unless the last dim is the channel one; 1 channel: gray */
+        in_nhwc = (ii.dims[3] == 3 || ii.dims[3] == 1) && ii.dims[1] != 3 && ii.dims[1] != 1;
+        in_gray = (in_nhwc ? ii.dims[3] : ii.dims[1]) == 1;
         ert_input_shape shape = {.name = ii.name, .ndim = 4};
         int64_t hh = in_nhwc ? ii.dims[1] : ii.dims[2], ww = in_nhwc ? ii.dims[2] : ii.dims[3];
         if (hh < 0) hh = o.in_h;
         if (ww < 0) ww = o.in_w;
-        int64_t dn[4] = {1, 3, hh, ww}, dh[4] = {1, hh, ww, 3};
+        int64_t ch = in_gray ? 1 : 3, dn[4] = {1, ch, hh, ww}, dh[4] = {1, hh, ww, ch};
         memcpy(shape.dims, in_nhwc ? dh : dn, sizeof dn);
         ert_session_options so = {.device = o.device, .n_threads = o.threads, .batch = 1,
                                   .input_shapes = &shape, .n_input_shapes = 1,
@@ -419,7 +425,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "edgert-camera: %s: cannot read labels\n", o.labels);
         goto done;
     }
-    cam_pre_options pre = {.out_w = in_w, .out_h = in_h, .nhwc = in_nhwc, .pad = 114, .scale = o.scale};
+    cam_pre_options pre = {.out_w = in_w, .out_h = in_h, .nhwc = in_nhwc, .gray = in_gray, .pad = 114, .scale = o.scale};
     pre.fit = o.fit >= 0 ? (cam_fit)o.fit : task == TASK_DETECT ? CAM_FIT_LETTERBOX : task == TASK_TEXTDET ? CAM_FIT_STRETCH : CAM_FIT_CENTER_CROP;
     static const float imnet_mean[3] = {0.485f, 0.456f, 0.406f}, imnet_std[3] = {0.229f, 0.224f, 0.225f};
     for (int c = 0; c < 3; c++) {

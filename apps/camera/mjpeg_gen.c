@@ -3,6 +3,8 @@
  *
  *   edgert-mjpeg-gen --width W --height H --frames N [--from DIR] [--corrupt-every K]
  *                    [--quality Q] [--seed S] OUT.mjpeg
+ *   edgert-mjpeg-gen --from-idx IMAGES.gz [--idx-labels LABELS.gz --labels-out FILE]
+ *                    [--frames N] [--corrupt-every K] [--quality Q] OUT.mjpeg
  *
  * Frames are the photographs in DIR (JPEG, cycled, resized bilinearly to
  * WxH and shifted a little each frame so consecutive frames differ), or
@@ -10,12 +12,22 @@
  * --corrupt-every K, every K-th frame is followed by a corrupt one (alternately
  * truncated and with garbage entropy data). Prints one line: frames written,
  * corrupt ones, bytes.
+ *
+ * --from-idx renders the first N images of an IDX image file (MNIST /
+ * Fashion-MNIST, gzip'd or not; N defaults to all) at their own size (e.g.
+ * 28x28 gray, written as RGB with R = G = B; --width/--height are ignored).
+ * With --idx-labels and --labels-out, the labels of the frames written go to
+ * FILE, one integer per line, in stream order (corrupt frames have none), so
+ * a consumer can score its answers. Needs zlib at build time (ERT_GEN_IDX).
  */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
 #include "cli_util.h"
 #include "edgert.h"
 #include "source.h"
+#ifdef ERT_GEN_IDX
+#include "idx.h"
+#endif
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,12 +56,16 @@ static void resize_u8(const uint8_t *s, int sw, int sh, uint8_t *d, int dw, int 
 int main(int argc, char **argv) {
     int w = 640, h = 480, frames = 100, every = 0, quality = 85;
     unsigned long long seed = 1;
-    const char *from = NULL, *out = NULL;
+    const char *from = NULL, *out = NULL, *from_idx = NULL, *idx_labels = NULL, *labels_out = NULL;
+    int frames_given = 0;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : "";
         if (strcmp(argv[i], "--width") == 0) w = atoi(v), i++;
         else if (strcmp(argv[i], "--height") == 0) h = atoi(v), i++;
-        else if (strcmp(argv[i], "--frames") == 0) frames = atoi(v), i++;
+        else if (strcmp(argv[i], "--frames") == 0) frames = atoi(v), frames_given = 1, i++;
+        else if (strcmp(argv[i], "--from-idx") == 0) from_idx = v, i++;
+        else if (strcmp(argv[i], "--idx-labels") == 0) idx_labels = v, i++;
+        else if (strcmp(argv[i], "--labels-out") == 0) labels_out = v, i++;
         else if (strcmp(argv[i], "--corrupt-every") == 0) every = atoi(v), i++;
         else if (strcmp(argv[i], "--quality") == 0) quality = atoi(v), i++;
         else if (strcmp(argv[i], "--seed") == 0) seed = strtoull(v, NULL, 0), i++;
@@ -61,6 +77,44 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: edgert-mjpeg-gen --width W --height H --frames N [--from DIR] [--corrupt-every K] OUT\n");
         return 2;
     }
+    if ((idx_labels || labels_out) && !from_idx) {
+        fprintf(stderr, "edgert-mjpeg-gen: --idx-labels and --labels-out go with --from-idx\n");
+        return 2;
+    }
+    if (!idx_labels != !labels_out) {
+        fprintf(stderr, "edgert-mjpeg-gen: --idx-labels and --labels-out go together\n");
+        return 2;
+    }
+    /* IDX images (and labels), read whole. */
+    const uint8_t *idx_px = NULL, *idx_lab = NULL;
+#ifdef ERT_GEN_IDX
+    idx_array ia = {0}, la = {0};
+    if (from_idx) {
+        char e[256];
+        if (idx_load(from_idx, &ia, e, sizeof e)) { fprintf(stderr, "edgert-mjpeg-gen: %s\n", e); return 1; }
+        if (ia.ndim != 3) { fprintf(stderr, "edgert-mjpeg-gen: %s: not an image file (N, H, W)\n", from_idx); return 1; }
+        if (idx_labels) {
+            if (idx_load(idx_labels, &la, e, sizeof e)) { fprintf(stderr, "edgert-mjpeg-gen: %s\n", e); return 1; }
+            if (la.ndim != 1 || la.dims[0] != ia.dims[0]) {
+                fprintf(stderr, "edgert-mjpeg-gen: %s: not %lld labels\n", idx_labels, (long long)ia.dims[0]);
+                return 1;
+            }
+            idx_lab = la.data;
+        }
+        idx_px = ia.data;
+        h = (int)ia.dims[1];
+        w = (int)ia.dims[2];
+        if (!frames_given || frames > ia.dims[0]) frames = (int)ia.dims[0];
+    }
+#else
+    (void)frames_given;
+    if (from_idx) {
+        fprintf(stderr, "edgert-mjpeg-gen: --from-idx needs a build with zlib\n");
+        return 1;
+    }
+#endif
+    FILE *lf = NULL;
+    if (labels_out && !(lf = fopen(labels_out, "w"))) { perror(labels_out); return 1; }
     ert_context *ctx;
     ert_jpeg *j;
     if (ert_context_create(NULL, &ctx) != ERT_OK || ert_jpeg_create(ctx, &j) != ERT_OK) {
@@ -95,7 +149,11 @@ int main(int argc, char **argv) {
     uint8_t *jpg = malloc(cap);
     int n_corrupt = 0;
     for (int i = 0; i < frames; i++) {
-        if (n_photos) {
+        if (idx_px) {
+            const uint8_t *g = idx_px + (size_t)i * w * h;
+            for (size_t q = 0; q < (size_t)w * h; q++) px[3 * q] = px[3 * q + 1] = px[3 * q + 2] = g[q];
+            if (lf) fprintf(lf, "%d\n", idx_lab[i]);
+        } else if (n_photos) {
             int k = i % n_photos;
             resize_u8(photos[k], pw[k], ph[k], px, w, h, (i / n_photos) % 16);
         } else {
@@ -131,11 +189,16 @@ int main(int argc, char **argv) {
         }
     }
     fclose(f);
+    if (lf && fclose(lf) != 0) { perror(labels_out); return 1; }
     printf("%d frames (%dx%d), %d corrupt, %zu bytes -> %s\n", frames, w, h, n_corrupt, total, out);
     for (int k = 0; k < n_photos; k++) free(photos[k]);
     free(px);
     free(jpg);
     ert_jpeg_free(j);
     ert_context_free(ctx);
+#ifdef ERT_GEN_IDX
+    idx_free(&ia);
+    idx_free(&la);
+#endif
     return 0;
 }

@@ -36,7 +36,7 @@ void cam_preprocess(const uint8_t *rgb, int src_w, int src_h, size_t stride,
     const float scale = o->scale != 0 ? o->scale : 1.0f / 255.0f;
     float mul[3], add[3]; /* out = v * mul + add, per output channel */
     for (int c = 0; c < 3; c++) {
-        int sc = o->bgr ? 2 - c : c; /* mean/std are given per RGB channel */
+        int sc = o->gray ? 0 : o->bgr ? 2 - c : c; /* mean/std are given per RGB channel */
         float sd = o->std[sc] != 0 ? o->std[sc] : 1.0f;
         mul[c] = scale / sd;
         add[c] = -o->mean[sc] / sd;
@@ -67,6 +67,11 @@ void cam_preprocess(const uint8_t *rgb, int src_w, int src_h, size_t stride,
                     float b = r1[x0 * 3 + c] + (r1[x1 * 3 + c] - r1[x0 * 3 + c]) * wx;
                     v[c] = a + (b - a) * wy;
                 }
+            }
+            if (o->gray) {
+                float lum = 0.299f * v[0] + 0.587f * v[1] + 0.114f * v[2];
+                dst[(size_t)y * W + x] = lum * mul[0] + add[0]; /* 1 channel: NCHW = NHWC */
+                continue;
             }
             for (int c = 0; c < 3; c++) {
                 float val = v[o->bgr ? 2 - c : c] * mul[c] + add[c];

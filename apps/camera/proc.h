@@ -32,13 +32,15 @@ typedef struct cam_pre_options {
     float mean[3], std[3];/* per RGB channel; std 0 means 1 */
     int nhwc;             /* 0: NCHW (C, H, W) planes; 1: NHWC */
     int bgr;              /* channel order of the output: BGR instead of RGB */
+    int gray;             /* 1 output channel: luma 0.299 R + 0.587 G + 0.114 B
+                           * (BT.601, as PIL's "L"), normalised with mean[0], std[0] */
 } cam_pre_options;
 
 /* The xform for a frame of src_w x src_h under o. */
 cam_xform cam_pre_xform(int src_w, int src_h, const cam_pre_options *o);
 
 /* rgb (src_w x src_h, rows of stride bytes, RGB u8) -> dst, one image of
- * out_h x out_w x 3 floats in o's layout (for batch element b of an NCHW
+ * out_h x out_w x 3 floats (x 1 with o->gray) in o's layout (for batch element b of an NCHW
  * input pass dst + b * 3 * out_h * out_w). Bilinear with half-pixel centres
  * (like OpenCV INTER_LINEAR / PyTorch align_corners=False), edges clamped. */
 void cam_preprocess(const uint8_t *rgb, int src_w, int src_h, size_t stride,

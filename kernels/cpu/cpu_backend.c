@@ -43,6 +43,28 @@ static const ert_kernel_fn KERNELS[ERT_OP_COUNT] = {
     [ERT_OP_SHAPE] = ert_cpu_shape,
     [ERT_OP_CONSTANT_OF_SHAPE] = ert_cpu_constant_of_shape,
     [ERT_OP_RANGE] = ert_cpu_range,
+    /* training */
+    [ERT_OP_BATCHNORM_TRAIN] = ert_cpu_batchnorm_train,
+    [ERT_OP_DROPOUT_TRAIN] = ert_cpu_dropout_train,
+    [ERT_OP_CONV_GRAD_WEIGHT] = ert_cpu_conv_grad_weight,
+    [ERT_OP_REDUCE_TO] = ert_cpu_reduce_to,
+    [ERT_OP_ACT_GRAD] = ert_cpu_act_grad,
+    [ERT_OP_BINARY_GRAD] = ert_cpu_binary_grad,
+    [ERT_OP_MATMUL_GRAD] = ert_cpu_matmul_grad,
+    [ERT_OP_MAXPOOL_GRAD] = ert_cpu_pool_grad,
+    [ERT_OP_AVGPOOL_GRAD] = ert_cpu_pool_grad,
+    [ERT_OP_GLOBAL_AVGPOOL_GRAD] = ert_cpu_global_avgpool_grad,
+    [ERT_OP_BATCHNORM_GRAD] = ert_cpu_batchnorm_grad,
+    [ERT_OP_LAYERNORM_GRAD] = ert_cpu_layernorm_grad,
+    [ERT_OP_SOFTMAX_GRAD] = ert_cpu_softmax_grad,
+    [ERT_OP_LOGSOFTMAX_GRAD] = ert_cpu_softmax_grad,
+    [ERT_OP_SLICE_GRAD] = ert_cpu_slice_grad,
+    [ERT_OP_FILL_ZERO] = ert_cpu_fill_zero,
+    [ERT_OP_LOSS] = ert_cpu_loss,
+    [ERT_OP_GRAD_NORM] = ert_cpu_grad_norm,
+    [ERT_OP_OPTIM] = ert_cpu_optim,
+    [ERT_OP_BROADCAST_TO] = ert_cpu_broadcast_to,
+    [ERT_OP_GATHER_GRAD] = ert_cpu_gather_grad,
 };
 
 ert_status ert_cpu_run_node(const ert_kargs *a) {

@@ -43,6 +43,32 @@ ert_status ert_cpu_range(const ert_kargs *a);
 /* resize.c */
 ert_status ert_cpu_resize(const ert_kargs *a);
 
+/* Training (grad_*.c, loss.c, optim.c): see ert_op for each op's inputs and
+ * outputs. A backward op whose output view has data == NULL skips it. */
+ert_status ert_cpu_conv_grad_weight(const ert_kargs *a);   /* grad_conv.c */
+ert_status ert_cpu_reduce_to(const ert_kargs *a);          /* grad_eltwise.c */
+ert_status ert_cpu_broadcast_to(const ert_kargs *a);
+ert_status ert_cpu_act_grad(const ert_kargs *a);
+ert_status ert_cpu_binary_grad(const ert_kargs *a);
+ert_status ert_cpu_fill_zero(const ert_kargs *a);
+ert_status ert_cpu_matmul_grad(const ert_kargs *a);        /* grad_nn.c */
+ert_status ert_cpu_pool_grad(const ert_kargs *a);
+ert_status ert_cpu_global_avgpool_grad(const ert_kargs *a);
+ert_status ert_cpu_softmax_grad(const ert_kargs *a);
+ert_status ert_cpu_slice_grad(const ert_kargs *a);
+ert_status ert_cpu_gather_grad(const ert_kargs *a);
+ert_status ert_cpu_batchnorm_train(const ert_kargs *a);    /* grad_norm.c */
+ert_status ert_cpu_batchnorm_grad(const ert_kargs *a);
+ert_status ert_cpu_layernorm_grad(const ert_kargs *a);
+ert_status ert_cpu_dropout_train(const ert_kargs *a);
+ert_status ert_cpu_loss(const ert_kargs *a);               /* loss.c */
+ert_status ert_cpu_grad_norm(const ert_kargs *a);          /* optim.c */
+ert_status ert_cpu_optim(const ert_kargs *a);
+/* Workspace of CONV_GRAD_WEIGHT (im2col of one image group + SGEMM scratch)
+ * and MATMUL_GRAD, for the trainer's planner. */
+size_t ert_cpu_conv_grad_weight_workspace(const ert_conv_params *p, const int64_t *x_dims, const int64_t *dy_dims,
+                                          int n_threads);
+
 /* act.c: apply an activation in place on n floats (Conv/Gemm epilogues, unary ops). */
 void ert_cpu_act_inplace(float *x, int64_t n, const ert_act_params *act);
 float ert_cpu_act1(float x, const ert_act_params *act);

@@ -37,6 +37,10 @@ static float pool_one(const pool_job *j, const float *xp, int64_t od, int64_t oh
     int64_t o[3] = {od, oh, ow}, st[3], lo[3], hi[3], np[3];
     for (int q = 0; q < 3; q++) {
         st[q] = o[q] * j->s[q] - j->pb[q];
+        if (st[q] >= 0 && st[q] + (j->k[q] - 1) * j->d[q] < j->in[q]) {
+            lo[q] = 0, hi[q] = np[q] = j->k[q]; /* window inside: no divisions */
+            continue;
+        }
         tap_range(st[q], j->k[q], j->d[q], j->in[q], j->pe[q], &lo[q], &hi[q], &np[q]);
     }
     float mx = -INFINITY, sum = 0.0f;

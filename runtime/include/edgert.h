@@ -475,6 +475,173 @@ ert_status ert_image_decode_pnm(ert_context *ctx, const void *data, size_t size,
 ert_status ert_image_write_pnm(ert_context *ctx, const char *path, const uint8_t *pixels,
                                int width, int height, int channels);
 
+/* ---------------------------------------------------------------- training */
+/*
+ * A trainer is a model planned for training: the forward graph (no BatchNorm
+ * folding, parameters never constant-folded), backward nodes made by reverse
+ * mode autodiff, a loss, and an optimizer, all in one arena planned once.
+ *
+ *     ert_trainer_options to = {0};
+ *     to.session.batch = 32;
+ *     to.loss.kind = ERT_LOSS_CROSS_ENTROPY;
+ *     to.optim.kind = ERT_OPTIM_ADAMW; to.optim.lr = 1e-3f;
+ *     ert_trainer *t;
+ *     ert_trainer_create(model, &to, &t);           // all allocation happens here
+ *     float *x; int64_t *y;
+ *     ert_trainer_input_data(t, 0, (void **)&x);    // write a batch in place
+ *     ert_trainer_target_data(t, (void **)&y);      // class indices for CE
+ *     float loss;
+ *     ert_trainer_step(t, &loss);                   // forward, backward, update
+ *
+ * The trainer keeps its own copy of every parameter (in the arena); the model
+ * is only read at create and must outlive the trainer. Training is CPU only
+ * for now (TODO(#5): CUDA trainer). One thread at a time per trainer.
+ */
+typedef struct ert_trainer ert_trainer;
+
+/* Append-only. */
+typedef enum ert_loss_kind {
+    ERT_LOSS_CROSS_ENTROPY = 0, /* softmax CE on logits (N, C); targets int64 class indices (N) */
+    ERT_LOSS_MSE = 1,           /* mean squared error; targets f32, the output's shape */
+    ERT_LOSS_BCE_LOGITS = 2,    /* sigmoid + binary CE on logits; targets f32 in [0, 1], the output's shape */
+} ert_loss_kind;
+
+typedef struct ert_loss_options {
+    ert_loss_kind kind;
+    float label_smoothing;      /* CE: in [0, 1); 0 none */
+    const float *class_weights; /* CE: NULL, or C weights (copied at create); the loss is the weighted mean */
+    int n_class_weights;
+} ert_loss_options;
+
+/* Append-only. */
+typedef enum ert_optim_kind {
+    ERT_OPTIM_SGD = 0,   /* v = mu*v + g (+wd*w in g); w -= lr*(nesterov ? g + mu*v : v) (PyTorch SGD) */
+    ERT_OPTIM_ADAM = 1,  /* L2 weight decay added to the gradient (PyTorch Adam) */
+    ERT_OPTIM_ADAMW = 2, /* decoupled weight decay: w -= lr*wd*w (PyTorch AdamW) */
+} ert_optim_kind;
+
+typedef struct ert_optim_options {
+    ert_optim_kind kind;
+    float lr;                   /* base learning rate; 0 keeps 0 (gradients are still computed) */
+    float momentum;             /* SGD */
+    int nesterov;               /* SGD: needs momentum > 0 */
+    float weight_decay;
+    float beta1, beta2;         /* Adam/AdamW; 0: 0.9, 0.999 */
+    float eps;                  /* Adam/AdamW; 0: 1e-8 */
+    float clip_grad_norm;       /* > 0: scale all gradients so their global L2 norm is at most this */
+} ert_optim_options;
+
+/* Append-only. lr(step) for step = 0, 1, ... (the step about to be taken):
+ * warm-up first (linear from lr/warmup_steps to lr over warmup_steps), then
+ * the schedule on (step - warmup_steps). */
+typedef enum ert_lr_schedule {
+    ERT_LR_CONSTANT = 0,
+    ERT_LR_STEP = 1,     /* lr * gamma^floor(s / step_size) */
+    ERT_LR_COSINE = 2,   /* min_lr + (lr - min_lr) * (1 + cos(pi * min(s, total_steps) / total_steps)) / 2 */
+} ert_lr_schedule;
+
+typedef struct ert_lr_options {
+    ert_lr_schedule kind;
+    int warmup_steps;
+    int step_size;              /* STEP */
+    float gamma;                /* STEP; 0: 0.1 */
+    int total_steps;            /* COSINE: steps after warm-up */
+    float min_lr;               /* COSINE */
+} ert_lr_options;
+
+/* Append-only. */
+typedef enum ert_trainable {
+    ERT_TRAIN_ALL = 0,          /* every float weight a differentiable input reads */
+    ERT_TRAIN_PATTERN = 1,      /* weights whose name matches `pattern` (fnmatch glob: * ? [..]) */
+    ERT_TRAIN_LAST_N = 2,       /* weights of the last `last_n` nodes that have any (in graph order) */
+} ert_trainable;
+
+/* Append-only. */
+typedef enum ert_bn_mode {
+    ERT_BN_TRAIN = 0,           /* batch statistics; running mean/var updated with the node's momentum */
+    ERT_BN_FROZEN = 1,          /* running statistics used and never updated (scale/bias may still train) */
+} ert_bn_mode;
+
+typedef struct ert_trainer_options {
+    ert_session_options session; /* device (CPU only for now), batch, threads, arena */
+    const char *output;         /* the graph output the loss reads; NULL: output 0 */
+    ert_loss_options loss;
+    ert_optim_options optim;
+    ert_lr_options lr;
+    ert_trainable trainable;
+    const char *pattern;        /* ERT_TRAIN_PATTERN; a pattern matching no weight is ERT_E_NOT_FOUND */
+    int last_n;                 /* ERT_TRAIN_LAST_N; >= 1 */
+    ert_bn_mode bn;
+    uint64_t seed;              /* Dropout RNG (Dropout keeps the model's ratio); 0: a fixed default */
+} ert_trainer_options;
+
+/* Plan without creating: training arena bytes by category. activations_bytes
+ * is the planned peak of everything with a lifetime (forward activations,
+ * saved_bytes, activation gradients, workspace: saved_bytes and
+ * workspace_bytes are included in it). weights_bytes = parameters and other
+ * weights copied into the arena; gradients_bytes = parameter gradients;
+ * optimizer_bytes = optimizer state. Errors as ert_trainer_create. */
+ert_status ert_trainer_plan(const ert_model *model, const ert_trainer_options *opts, ert_memory_report *out);
+
+/* Errors: ERT_E_ARG (bad options), ERT_E_NOT_FOUND (output name, or a
+ * trainable pattern that matches no weight), ERT_E_UNSUPPORTED (an op with no
+ * backward rule on the path to a trainable weight, device CUDA), ERT_E_SHAPE
+ * (loss vs output shape), ERT_E_ARENA, ERT_E_NOMEM. */
+ert_status ert_trainer_create(const ert_model *model, const ert_trainer_options *opts, ert_trainer **out);
+void ert_trainer_free(ert_trainer *t);
+
+ert_status ert_trainer_memory(const ert_trainer *t, ert_memory_report *out);
+int ert_trainer_n_inputs(const ert_trainer *t);
+ert_status ert_trainer_input_info(const ert_trainer *t, int i, ert_tensor_info *out);
+/* Graph input i's storage (valid for the trainer's life). */
+ert_status ert_trainer_input_data(ert_trainer *t, int i, void **data);
+/* Target storage: int64 (N) class indices for CE, else f32 with the output's
+ * shape. Checked at step: a class index out of range is ERT_E_ARG. */
+ert_status ert_trainer_target_data(ert_trainer *t, void **data);
+ert_status ert_trainer_target_info(const ert_trainer *t, ert_tensor_info *out);
+/* One training step: forward, loss, backward, gradient clipping, optimizer
+ * update, step count + 1. Never allocates. *loss (may be NULL) gets the
+ * batch's loss before the update. NaN/inf in the loss or gradients: the step
+ * is skipped (weights and optimizer state untouched, step count unchanged;
+ * BatchNorm running statistics have already seen the batch) and ERT_E_ARG
+ * says so. A target class out of range: ERT_E_ARG, nothing updated. */
+ert_status ert_trainer_step(ert_trainer *t, float *loss);
+/* Forward and loss only, BatchNorm with running statistics, Dropout off; no
+ * update. Never allocates. */
+ert_status ert_trainer_eval(ert_trainer *t, float *loss);
+/* The output the loss reads, after the last step or eval (valid until the
+ * next one). */
+ert_status ert_trainer_output_data(ert_trainer *t, const void **data);
+ert_status ert_trainer_output_info(const ert_trainer *t, ert_tensor_info *out);
+/* Steps taken and the learning rate the next step will use. */
+int64_t ert_trainer_step_count(const ert_trainer *t);
+float ert_trainer_lr(const ert_trainer *t);
+/* Number of trainable parameter tensors / elements. */
+int ert_trainer_n_trainable(const ert_trainer *t);
+int64_t ert_trainer_n_trainable_elems(const ert_trainer *t);
+
+/* Checkpoint: every weight the trainer holds (parameters, BatchNorm running
+ * statistics), optimizer state, step count and RNG state, with the model's
+ * fingerprint. Written atomically (PATH.tmp.XXXXXX, fsync, rename, directory
+ * fsync): on any failure or crash the previous file at PATH is intact.
+ * Errors: ERT_E_IO. */
+ert_status ert_trainer_save_checkpoint(ert_trainer *t, const char *path);
+/* Restore a checkpoint saved from a trainer of the same model and options
+ * (same parameters, shapes and optimizer). Checked completely before anything
+ * is changed. Errors: ERT_E_IO, ERT_E_FORMAT (malformed, bad CRC), ERT_E_ARG
+ * (made for another model or optimizer: the message says what differs). */
+ert_status ert_trainer_load_checkpoint(ert_trainer *t, const char *path);
+/* A new model: the trainer's model with its current weights (BatchNorm running
+ * statistics included), for inference or ert_model_save (.ert). Release with
+ * ert_model_free. Errors: ERT_E_NOMEM. */
+ert_status ert_trainer_export(ert_trainer *t, ert_model **out);
+
+/* Save a model as ONNX (opset 18, or 20 with Gelu; weights as initializers),
+ * atomically like ert_model_save. For exporting trained models; ops without a
+ * plain ONNX form (Silu, fused epilogues, internal ops) are refused.
+ * Errors: ERT_E_UNSUPPORTED, ERT_E_IO, ERT_E_NOMEM. */
+ert_status ert_model_save_onnx(const ert_model *model, const char *path);
+
 #ifdef __cplusplus
 }
 #endif

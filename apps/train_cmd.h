@@ -1,0 +1,18 @@
+/* `edgert train`: train a classifier on an IDX dataset (apps/train_cmd.c). */
+#ifndef ERT_APPS_TRAIN_CMD_H
+#define ERT_APPS_TRAIN_CMD_H
+
+/* argv[1] is "train". Returns the exit status (0 ok, 1 error, 2 usage). */
+int edgert_cmd_train(int argc, char **argv);
+/* Usage lines for the CLI's help text (a literal, concatenated into it). */
+#define EDGERT_TRAIN_USAGE                                                                  \
+    "  train MODEL|small-cnn --data DIR [--epochs N] [--batch N] [--lr F]\n"                 \
+    "        [--optim sgd|adam|adamw] [--momentum F] [--weight-decay F]\n"                   \
+    "        [--schedule constant|cosine] [--warmup N] [--val-split F] [--limit N]\n"        \
+    "        [--last-n N] [--checkpoint FILE] [--resume FILE] [--export OUT.ert]\n"          \
+    "        [--threads N] [--seed N] [--max-steps N] [--json]\n"                                            \
+    "      train on an IDX dataset (MNIST/Fashion-MNIST layout); progress on\n"              \
+    "      stderr (or JSON lines on stdout), validation accuracy per epoch,\n"               \
+    "      test accuracy at the end\n"
+
+#endif

@@ -1,0 +1,1030 @@
+/*
+ * Trainer: a model planned for training on the CPU.
+ *
+ * Why its own pipeline and not session.c: inference folds BatchNorm into
+ * Conv, fuses epilogues, folds every all-constant node and treats weights as
+ * immutable (used in place from the mmap'd file). Training needs the
+ * opposite for parameters, plus phases (forward, backward, optimizer) and
+ * more memory categories. Sharing: op prepare (shape inference), the CPU
+ * kernels, the planner (planner.c) and the backend's thread pool. session.c
+ * is untouched.
+ *
+ * Create (all allocation happens here; ert_trainer_plan runs steps 1-7):
+ *   1. Copy the model's tensors; fix dynamic input dims (batch / input_shapes).
+ *   2. Parameters: a float weight read at a differentiable input slot (Conv/
+ *      Gemm/MatMul/BN/LN/Add... see ert_ad_diff_slot), except one-element
+ *      weights of element-wise ops (exporters' constants such as 0.5 in Gelu).
+ *      The trainable subset: all, fnmatch pattern, or the last N nodes that
+ *      read parameters. BN running stats in train mode are mutable too.
+ *   3. Walk the nodes: prepare infers shapes; a node whose inputs are all
+ *      immutable constants (or a Shape node) is run once and becomes a
+ *      constant (shape chains); parameters never fold. BatchNorm becomes
+ *      BATCHNORM_TRAIN (batch statistics) unless frozen; Dropout with a
+ *      ratio becomes DROPOUT_TRAIN (seeded splitmix64 stream in a u64 tensor).
+ *   4. Loss node (logits, target) -> (loss, dlogits).
+ *   5. Autodiff (autodiff.c) appends the backward nodes.
+ *   6. Gradient norm node (clipping), one optimizer node per parameter with
+ *      its state tensors.
+ *   7. Lifetimes over the whole schedule; planned blocks (activations, saved
+ *      activations, activation gradients, workspaces) placed by the planner;
+ *      fixed regions: [weights | gradients | optimizer state | io | planned].
+ *   8. Take the arena; copy parameters and constants in, zero gradients and
+ *      state; resolve every kernel argument once.
+ * Step: run forward+backward+norm, check the loss and norm are finite, set
+ * lr/step in the optimizer nodes, run the optimizer nodes. No allocation.
+ * Limits: CPU only; f32 parameters and activations (f16/bf16 weights are
+ * refused); activations are never computed in place (only Reshape-like
+ * outputs alias their input, when it dies there).
+ */
+#include "trainer_internal.h"
+
+#include <fnmatch.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ helpers */
+
+ert_status ert_tr_oom(ert_trainer *t) { return ert_set_error(t->ctx, ERT_E_NOMEM, "out of memory creating the trainer"); }
+
+static char *dupstr(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+static bool set_nbytes(ttensor *x) {
+    ert_tensor tmp = {.dtype = x->dtype, .ndim = x->ndim};
+    memcpy(tmp.dims, x->dims, sizeof tmp.dims);
+    return ert_tensor_nbytes(&tmp, &x->nbytes);
+}
+
+static int32_t add_raw(ert_trainer *t) {
+    if (t->nt == t->cap_t) {
+        int cap = t->cap_t ? t->cap_t * 2 : 128;
+        ttensor *n = realloc(t->t, (size_t)cap * sizeof *n);
+        if (!n) return -1;
+        t->t = n;
+        t->cap_t = cap;
+    }
+    ttensor *x = &t->t[t->nt];
+    memset(x, 0, sizeof *x);
+    x->model_id = -1;
+    x->block = -1;
+    x->alias = -1;
+    x->first = x->last = -1;
+    return t->nt++;
+}
+
+int32_t ert_tr_add_tensor(ert_trainer *t, const char *name, ert_dtype dt, int ndim, const int64_t *dims) {
+    char *nm = dupstr(name ? name : "?");
+    if (!nm) return -1;
+    int32_t id = add_raw(t);
+    if (id < 0) {
+        free(nm);
+        return -1;
+    }
+    ttensor *x = &t->t[id];
+    x->name = x->name_owned = nm;
+    x->dtype = dt;
+    x->ndim = ndim;
+    if (ndim) memcpy(x->dims, dims, (size_t)ndim * sizeof *dims);
+    x->defined = true;
+    set_nbytes(x);
+    return id;
+}
+
+tnode *ert_tr_add_node(ert_trainer *t, ert_op op, const char *name, int n_in, int n_out, int phase) {
+    if (t->nn == t->cap_n) {
+        int cap = t->cap_n ? t->cap_n * 2 : 128;
+        tnode *n = realloc(t->n, (size_t)cap * sizeof *n);
+        if (!n) return NULL;
+        t->n = n;
+        t->cap_n = cap;
+    }
+    tnode *n = &t->n[t->nn];
+    memset(n, 0, sizeof *n);
+    n->in = malloc((size_t)(n_in + n_out + 1) * sizeof(int32_t));
+    n->name_owned = name ? dupstr(name) : NULL;
+    if (!n->in || (name && !n->name_owned)) {
+        free(n->in);
+        free(n->name_owned);
+        return NULL;
+    }
+    n->out = n->in + n_in;
+    for (int k = 0; k < n_in + n_out; k++) n->in[k] = -1;
+    n->name = n->name_owned ? n->name_owned : "?";
+    n->op = op;
+    n->n_in = n_in;
+    n->n_out = n_out;
+    n->ws_block = -1;
+    n->phase = phase;
+    t->nn++;
+    return n;
+}
+
+static const char *op_name(ert_op op) {
+    const ert_op_def *d = ert_op_get(op);
+    return d ? d->name : "?";
+}
+
+static void fill_view(ert_tview *v, const ttensor *x, void *data) {
+    memset(v, 0, sizeof *v);
+    v->data = data;
+    v->dtype = x->dtype;
+    v->ndim = x->ndim;
+    memcpy(v->dims, x->dims, sizeof v->dims);
+    int64_t ne = 0;
+    ert_dims_nelems(x->ndim, x->dims, &ne);
+    v->n_elems = ne;
+}
+
+static bool is_imm(const ttensor *x) { return x->mem == TM_CONST || x->mem == TM_FOLDED; }
+
+float ert_tr_lr_at(const ert_trainer_options *o, int64_t step) {
+    const ert_lr_options *l = &o->lr;
+    float lr = o->optim.lr;
+    if (l->warmup_steps > 0 && step < l->warmup_steps) return lr * (float)(step + 1) / (float)l->warmup_steps;
+    int64_t s = step - (l->warmup_steps > 0 ? l->warmup_steps : 0);
+    switch (l->kind) {
+    case ERT_LR_STEP: {
+        float gamma = l->gamma > 0 ? l->gamma : 0.1f;
+        return lr * (float)pow(gamma, (double)(s / l->step_size));
+    }
+    case ERT_LR_COSINE: {
+        double f = s >= l->total_steps ? 1.0 : (double)s / l->total_steps;
+        return (float)(l->min_lr + (lr - l->min_lr) * 0.5 * (1.0 + cos(3.14159265358979323846 * f)));
+    }
+    default: return lr;
+    }
+}
+
+/* ------------------------------------------------------------------ steps 1-3 */
+
+static ert_status fix_inputs(ert_trainer *t) {
+    const ert_model *m = t->model;
+    const ert_session_options *o = &t->o.session;
+    int64_t batch = o->batch > 0 ? o->batch : 1;
+    for (int i = 0; i < m->n_inputs; i++) {
+        ttensor *x = &t->t[m->inputs[i]];
+        const ert_input_shape *is = NULL;
+        for (int k = 0; k < o->n_input_shapes; k++)
+            if (o->input_shapes[k].name && strcmp(o->input_shapes[k].name, x->name) == 0) is = &o->input_shapes[k];
+        for (int d = 0; d < x->ndim; d++) {
+            if (is) {
+                if (is->ndim != x->ndim || is->dims[d] < 0 || (x->dims[d] >= 0 && x->dims[d] != is->dims[d]))
+                    return ert_set_error(t->ctx, ERT_E_SHAPE, "input '%s': input_shapes entry does not fit the model",
+                                         x->name);
+                x->dims[d] = is->dims[d];
+            } else if (x->dims[d] < 0) {
+                if (d != 0)
+                    return ert_set_error(t->ctx, ERT_E_SHAPE, "input '%s': dim %d is dynamic; give input_shapes",
+                                         x->name, d);
+                x->dims[d] = batch;
+            }
+        }
+        if (!set_nbytes(x)) return ert_set_error(t->ctx, ERT_E_SHAPE, "input '%s': size overflows", x->name);
+        x->defined = true;
+        x->mem = TM_IO;
+    }
+    return ERT_OK;
+}
+
+static bool eltwise(ert_op op) { return op == ERT_OP_ADD || op == ERT_OP_SUB || op == ERT_OP_MUL || op == ERT_OP_DIV; }
+
+/* Step 2: candidates, trainable subset, mutable BN stats. */
+static ert_status select_params(ert_trainer *t) {
+    const ert_model *m = t->model;
+    int n_layers = 0;
+    for (int i = 0; i < m->n_nodes; i++) {
+        const ert_node *nd = &m->nodes[i];
+        bool has = false;
+        for (int k = 0; k < nd->n_in; k++) {
+            int32_t id = nd->in[k];
+            if (id < 0 || m->tensors[id].role != ERT_ROLE_WEIGHT || !ert_ad_diff_slot(nd->op, k)) continue;
+            ttensor *x = &t->t[id];
+            int64_t ne = 0;
+            ert_dims_nelems(x->ndim, x->dims, &ne);
+            if (eltwise(nd->op) && ne == 1) continue;
+            if (x->dtype != ERT_DTYPE_F32 && x->dtype != ERT_DTYPE_F16 && x->dtype != ERT_DTYPE_BF16)
+                continue; /* integer data (shape pieces in a Concat): not a parameter */
+            if (x->dtype != ERT_DTYPE_F32)
+                return ert_set_error(t->ctx, ERT_E_UNSUPPORTED, "weight '%s': training needs f32 parameters, it is %s",
+                                     x->name, ert_dtype_name(x->dtype));
+            x->candidate = true;
+            has = true;
+        }
+        if (has) n_layers++;
+        if (nd->op == ERT_OP_BATCHNORM && t->o.bn == ERT_BN_TRAIN)
+            for (int k = 3; k < 5 && k < nd->n_in; k++)
+                if (nd->in[k] >= 0 && m->tensors[nd->in[k]].role == ERT_ROLE_WEIGHT) t->t[nd->in[k]].mem = TM_PARAM;
+    }
+    int layer = 0, first_layer = n_layers - t->o.last_n;
+    for (int i = 0; i < m->n_nodes; i++) {
+        const ert_node *nd = &m->nodes[i];
+        bool has = false;
+        for (int k = 0; k < nd->n_in; k++) {
+            int32_t id = nd->in[k];
+            if (id < 0 || !t->t[id].candidate || !ert_ad_diff_slot(nd->op, k)) continue;
+            has = true;
+            ttensor *x = &t->t[id];
+            switch (t->o.trainable) {
+            case ERT_TRAIN_ALL: x->trainable = true; break;
+            case ERT_TRAIN_PATTERN: x->trainable = x->trainable || fnmatch(t->o.pattern, x->name, 0) == 0; break;
+            case ERT_TRAIN_LAST_N: x->trainable = x->trainable || layer >= first_layer; break;
+            }
+        }
+        if (has) layer++;
+    }
+    t->n_params = 0;
+    t->params = malloc((size_t)(t->nt + 1) * sizeof *t->params);
+    if (!t->params) return ert_tr_oom(t);
+    for (int i = 0; i < t->nt; i++) {
+        ttensor *x = &t->t[i];
+        if (x->candidate) x->mem = TM_PARAM;
+        if (x->trainable) t->params[t->n_params++] = i;
+    }
+    if (t->n_params == 0) {
+        if (t->o.trainable == ERT_TRAIN_PATTERN)
+            return ert_set_error(t->ctx, ERT_E_NOT_FOUND, "trainable pattern '%s' matches no parameter", t->o.pattern);
+        return ert_set_error(t->ctx, ERT_E_NOT_FOUND, "the model has no trainable parameter");
+    }
+    return ERT_OK;
+}
+
+static ert_status fold_node(ert_trainer *t, tnode *n) {
+    ert_tview v[128]; /* infer() admits at most 64 inputs and 64 outputs */
+    void *ws = NULL;
+    ert_status st = ERT_OK;
+    for (int k = 0; k < n->n_in; k++) {
+        if (n->in[k] < 0) memset(&v[k], 0, sizeof v[k]);
+        else fill_view(&v[k], &t->t[n->in[k]], (void *)t->t[n->in[k]].cdata);
+    }
+    for (int k = 0; k < n->n_out; k++) {
+        ttensor *x = &t->t[n->out[k]];
+        x->owned = malloc(x->nbytes ? x->nbytes : 1);
+        if (!x->owned) return ert_tr_oom(t);
+        fill_view(&v[n->n_in + k], x, x->owned);
+    }
+    if (n->ws_bytes && !(ws = aligned_alloc(64, ert_align_up(n->ws_bytes, 64)))) return ert_tr_oom(t);
+    ert_kargs a = {.op = n->op, .params = &n->params, .n_in = n->n_in, .n_out = n->n_out, .in = v,
+                   .out = v + n->n_in, .workspace = ws, .workspace_bytes = n->ws_bytes};
+    st = ert_cpu_run_node(&a);
+    free(ws);
+    if (st != ERT_OK) return ert_set_error(t->ctx, st, "node '%s' (%s): constant folding failed", n->name, op_name(n->op));
+    for (int k = 0; k < n->n_out; k++) {
+        ttensor *x = &t->t[n->out[k]];
+        x->mem = TM_FOLDED;
+        x->cdata = x->owned;
+    }
+    return ERT_OK;
+}
+
+/* Dropout ratio of a model node: input 1 (opset 12+) or attribute (older). */
+static float dropout_ratio(const ert_trainer *t, const ert_node *mn) {
+    if (mn->n_in > 1 && mn->in[1] >= 0) {
+        const ttensor *r = &t->t[mn->in[1]];
+        if (is_imm(r) && r->dtype == ERT_DTYPE_F32 && r->cdata) return *(const float *)r->cdata;
+        return 0.5f;
+    }
+    return ert_attr_float(mn, "ratio", 0.5f);
+}
+
+static ert_status infer(ert_trainer *t) {
+    const ert_model *m = t->model;
+    ert_tinfo tin[64], tout[64];
+    for (int i = 0; i < m->n_nodes; i++) {
+        const ert_node *mn = &m->nodes[i];
+        if (mn->n_in > 64 || mn->n_out > 64)
+            return ert_set_error(t->ctx, ERT_E_UNSUPPORTED, "node '%s': more than 64 inputs or outputs", mn->name);
+        tnode *n = ert_tr_add_node(t, mn->op, NULL, mn->n_in, mn->n_out, PH_FWD);
+        if (!n) return ert_tr_oom(t);
+        n->src = mn;
+        n->name = mn->name;
+        bool all_imm = true;
+        for (int k = 0; k < mn->n_in; k++) {
+            n->in[k] = mn->in[k];
+            memset(&tin[k], 0, sizeof tin[k]);
+            if (n->in[k] < 0) continue;
+            const ttensor *x = &t->t[n->in[k]];
+            if (!x->defined)
+                return ert_set_error(t->ctx, ERT_E_INTERNAL, "node '%s': input %d not defined", mn->name, k);
+            tin[k].dtype = x->dtype;
+            tin[k].ndim = x->ndim;
+            memcpy(tin[k].dims, x->dims, sizeof tin[k].dims);
+            tin[k].const_data = is_imm(x) ? x->cdata : NULL;
+            if (!is_imm(x)) all_imm = false;
+        }
+        for (int k = 0; k < mn->n_out; k++) {
+            n->out[k] = mn->out[k];
+            memset(&tout[k], 0, sizeof tout[k]);
+        }
+        ert_prep p = {.ctx = t->ctx, .node = mn, .n_in = mn->n_in, .n_out = mn->n_out, .in = tin, .out = tout,
+                      .params = &n->params, .n_threads = t->n_threads, .fold_ok = true};
+        t->ctx->err[0] = 0;
+        ert_status st = ert_op_get(mn->op)->prepare(&p);
+        if (st != ERT_OK) {
+            char msg[ERT_ERRMSG_SIZE];
+            snprintf(msg, sizeof msg, "%s", ert_last_error(t->ctx));
+            return ert_set_error(t->ctx, st, "node '%s' (%s): %s", mn->name, op_name(mn->op), msg);
+        }
+        n->ws_bytes = p.workspace_bytes;
+        for (int k = 0; k < mn->n_out; k++) {
+            ttensor *x = &t->t[n->out[k]];
+            x->dtype = tout[k].dtype;
+            x->ndim = tout[k].ndim;
+            memcpy(x->dims, tout[k].dims, sizeof x->dims);
+            x->defined = true;
+            x->fwd = true;
+            if (x->dtype == ERT_DTYPE_F16 || x->dtype == ERT_DTYPE_BF16)
+                return ert_set_error(t->ctx, ERT_E_UNSUPPORTED, "node '%s': f16/bf16 tensors are not trainable yet",
+                                     mn->name);
+            if (!set_nbytes(x)) return ert_set_error(t->ctx, ERT_E_SHAPE, "node '%s': output size overflows", mn->name);
+        }
+        if (p.fold_ok && (all_imm || n->op == ERT_OP_SHAPE)) {
+            if ((st = fold_node(t, n))) return st;
+            free(n->in);
+            t->nn--;
+            continue;
+        }
+        if (n->op == ERT_OP_BATCHNORM && t->o.bn == ERT_BN_TRAIN) {
+            /* (x, scale, B, rmean, rvar) -> (y, mean, invstd) */
+            if (t->t[n->in[3]].mem != TM_PARAM || t->t[n->in[4]].mem != TM_PARAM)
+                return ert_set_error(t->ctx, ERT_E_UNSUPPORTED, "node '%s': running mean/var must be weights", mn->name);
+            int32_t y = n->out[0];
+            int64_t c = t->t[n->in[0]].dims[1];
+            char nm[256];
+            snprintf(nm, sizeof nm, "%s.mean", mn->name);
+            int32_t mu = ert_tr_add_tensor(t, nm, ERT_DTYPE_F32, 1, &c);
+            snprintf(nm, sizeof nm, "%s.invstd", mn->name);
+            int32_t is = ert_tr_add_tensor(t, nm, ERT_DTYPE_F32, 1, &c);
+            if (mu < 0 || is < 0) return ert_tr_oom(t);
+            n = &t->n[t->nn - 1];
+            int32_t *io = realloc(n->in, (size_t)(5 + 3) * sizeof *io);
+            if (!io) return ert_tr_oom(t);
+            n->in = io;
+            n->out = io + 5;
+            n->n_out = 3;
+            n->out[0] = y, n->out[1] = mu, n->out[2] = is;
+            t->t[mu].fwd = t->t[is].fwd = true;
+            float eps = n->params.norm.epsilon, mom = n->params.norm.momentum;
+            memset(&n->params, 0, sizeof n->params);
+            n->params.grad.eps = eps;
+            n->params.grad.momentum = mom;
+            n->params.grad.training = true;
+            n->op = ERT_OP_BATCHNORM_TRAIN;
+        } else if (n->op == ERT_OP_DROPOUT) {
+            float ratio = dropout_ratio(t, mn);
+            if (ratio > 0.0f) {
+                if (ratio >= 1.0f) return ert_set_error(t->ctx, ERT_E_ARG, "node '%s': dropout ratio >= 1", mn->name);
+                if (mn->n_out > 1 && mn->out[1] >= 0)
+                    return ert_set_error(t->ctx, ERT_E_UNSUPPORTED, "node '%s': Dropout mask output in training",
+                                         mn->name);
+                int32_t y = n->out[0], x = n->in[0];
+                char nm[256];
+                snprintf(nm, sizeof nm, "%s.mask", mn->name);
+                int32_t mk = ert_tr_add_tensor(t, nm, ERT_DTYPE_F32, t->t[y].ndim, t->t[y].dims);
+                if (mk < 0) return ert_tr_oom(t);
+                t->t[mk].fwd = true;
+                n = &t->n[t->nn - 1];
+                int32_t *io = malloc(4 * sizeof *io);
+                if (!io) return ert_tr_oom(t);
+                free(n->in);
+                n->in = io;
+                n->out = io + 2;
+                n->n_in = 2;
+                n->n_out = 2;
+                n->in[0] = x, n->in[1] = t->rng_t, n->out[0] = y, n->out[1] = mk;
+                memset(&n->params, 0, sizeof n->params);
+                n->params.grad.ratio = ratio;
+                n->params.grad.training = true;
+                n->op = ERT_OP_DROPOUT_TRAIN;
+            }
+        }
+    }
+    return ERT_OK;
+}
+
+/* ------------------------------------------------------------------ steps 4, 6 */
+
+static ert_status add_loss(ert_trainer *t) {
+    const ert_model *m = t->model;
+    int oi = 0;
+    if (t->o.output) {
+        oi = -1;
+        for (int i = 0; i < m->n_outputs; i++)
+            if (strcmp(m->tensors[m->outputs[i]].name, t->o.output) == 0) oi = i;
+        if (oi < 0) return ert_set_error(t->ctx, ERT_E_NOT_FOUND, "the model has no output '%s'", t->o.output);
+    }
+    if (m->n_outputs < 1) return ert_set_error(t->ctx, ERT_E_ARG, "the model has no output");
+    t->out_t = m->outputs[oi];
+    ttensor *y = &t->t[t->out_t];
+    if (!y->defined || y->dtype != ERT_DTYPE_F32 || is_imm(y) || y->mem == TM_IO)
+        return ert_set_error(t->ctx, ERT_E_SHAPE, "output '%s' is not a computed f32 tensor", y->name);
+    y->mem = TM_IO;
+    const ert_loss_options *lo = &t->o.loss;
+    int32_t tg;
+    if (lo->kind == ERT_LOSS_CROSS_ENTROPY) {
+        if (y->ndim != 2)
+            return ert_set_error(t->ctx, ERT_E_SHAPE, "cross-entropy needs logits (N, C); output '%s' has rank %d",
+                                 y->name, y->ndim);
+        if (t->class_weights && t->n_class_weights != y->dims[1])
+            return ert_set_error(t->ctx, ERT_E_ARG, "%d class weights given, the output has %lld classes",
+                                 t->n_class_weights, (long long)y->dims[1]);
+        int64_t n = y->dims[0];
+        tg = ert_tr_add_tensor(t, "target", ERT_DTYPE_I64, 1, &n);
+    } else {
+        ttensor c = *y;
+        tg = ert_tr_add_tensor(t, "target", ERT_DTYPE_F32, c.ndim, c.dims);
+    }
+    int64_t one = 1;
+    int32_t ls = ert_tr_add_tensor(t, "loss", ERT_DTYPE_F32, 1, &one);
+    ttensor yc = t->t[t->out_t];
+    char nm[256];
+    snprintf(nm, sizeof nm, "%s.grad", yc.name);
+    int32_t dl = ert_tr_add_tensor(t, nm, ERT_DTYPE_F32, yc.ndim, yc.dims);
+    int32_t cw = -1;
+    bool has_cw = t->class_weights != NULL;
+    if (lo->kind == ERT_LOSS_CROSS_ENTROPY && has_cw) {
+        int64_t c = yc.dims[1];
+        cw = ert_tr_add_tensor(t, "class_weights", ERT_DTYPE_F32, 1, &c);
+        if (cw >= 0) {
+            t->t[cw].mem = TM_FOLDED;
+            t->t[cw].owned = t->class_weights;
+            t->t[cw].cdata = t->class_weights;
+            t->class_weights = NULL;
+        }
+    }
+    if (tg < 0 || ls < 0 || dl < 0 || (has_cw && cw < 0)) return ert_tr_oom(t);
+    t->t[tg].mem = t->t[ls].mem = TM_IO;
+    tnode *n = ert_tr_add_node(t, ERT_OP_LOSS, "loss", cw >= 0 ? 3 : 2, 2, PH_FWD);
+    if (!n) return ert_tr_oom(t);
+    n->in[0] = t->out_t;
+    n->in[1] = tg;
+    if (cw >= 0) n->in[2] = cw;
+    n->out[0] = ls;
+    n->out[1] = dl;
+    n->params.loss.kind = lo->kind;
+    n->params.loss.label_smoothing = lo->label_smoothing;
+    t->target_t = tg;
+    t->loss_t = ls;
+    t->dlogits_t = dl;
+    return ERT_OK;
+}
+
+static ert_status add_optim(ert_trainer *t, const int32_t *grads) {
+    const ert_optim_options *op = &t->o.optim;
+    int64_t two = 2;
+    t->gnorm_t = ert_tr_add_tensor(t, "ert.train.grad_norm", ERT_DTYPE_F32, 1, &two);
+    tnode *gn = t->gnorm_t >= 0 ? ert_tr_add_node(t, ERT_OP_GRAD_NORM, "grad_norm", t->n_params, 1, PH_BWD) : NULL;
+    if (!gn) return ert_tr_oom(t);
+    t->t[t->gnorm_t].mem = TM_STATE;
+    for (int k = 0; k < t->n_params; k++) {
+        gn->in[k] = grads[k];
+        t->t[grads[k]].mem = TM_GRAD;
+    }
+    gn->out[0] = t->gnorm_t;
+    gn->params.optim.clip = op->clip_grad_norm;
+    t->bwd_end = t->nn;
+    for (int k = 0; k < t->n_params; k++) {
+        int32_t p = t->params[k], st[2] = {-1, -1};
+        int n_state = op->kind == ERT_OPTIM_SGD ? (op->momentum != 0.0f ? 1 : 0) : 2;
+        for (int s = 0; s < n_state; s++) {
+            char nm[256];
+            snprintf(nm, sizeof nm, "ert.train.%s.%s", t->t[p].name,
+                     s == 0 ? (op->kind == ERT_OPTIM_SGD ? "momentum" : "m") : "v");
+            ttensor c = t->t[p];
+            st[s] = ert_tr_add_tensor(t, nm, ERT_DTYPE_F32, c.ndim, c.dims);
+            if (st[s] < 0) return ert_tr_oom(t);
+            t->t[st[s]].mem = TM_STATE;
+        }
+        tnode *n = ert_tr_add_node(t, ERT_OP_OPTIM, t->t[p].name, 5, 0, PH_OPT);
+        if (!n) return ert_tr_oom(t);
+        n->in[0] = p;
+        n->in[1] = grads[k];
+        n->in[2] = st[0];
+        n->in[3] = st[1];
+        n->in[4] = t->gnorm_t;
+        ert_optim_params *q = &n->params.optim;
+        q->kind = op->kind;
+        q->lr = op->lr;
+        q->momentum = op->momentum;
+        q->nesterov = op->nesterov != 0;
+        q->weight_decay = op->weight_decay;
+        q->beta1 = op->beta1 > 0 ? op->beta1 : 0.9f;
+        q->beta2 = op->beta2 > 0 ? op->beta2 : 0.999f;
+        q->eps = op->eps > 0 ? op->eps : 1e-8f;
+    }
+    return ERT_OK;
+}
+
+/* ------------------------------------------------------------------ step 7 */
+
+static ert_status plan(ert_trainer *t) {
+    for (int i = 0; i < t->nt; i++) {
+        ttensor *x = &t->t[i];
+        if (x->mem == TM_NONE) x->mem = TM_ACT;
+        x->first = x->last = -1;
+    }
+    for (int k = 0; k < t->nn; k++) {
+        tnode *n = &t->n[k];
+        for (int j = 0; j < n->n_out; j++) {
+            if (n->out[j] < 0) continue;
+            ttensor *x = &t->t[n->out[j]];
+            if (x->first < 0) x->first = k;
+            if (x->last < k) x->last = k;
+        }
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] >= 0 && t->t[n->in[j]].last < k) t->t[n->in[j]].last = k;
+    }
+    /* Reshape-like outputs share their input's storage when the input dies
+     * there (the copy kernel then has nothing to move); alias chains point
+     * backwards in schedule order, so one pass extends the roots' lifetimes */
+    for (int k = 0; k < t->nn; k++) {
+        const tnode *n = &t->n[k];
+        bool copy = n->op == ERT_OP_IDENTITY || n->op == ERT_OP_FLATTEN || n->op == ERT_OP_RESHAPE ||
+                    n->op == ERT_OP_SQUEEZE || n->op == ERT_OP_UNSQUEEZE || n->op == ERT_OP_DROPOUT;
+        if (!copy || n->n_out < 1 || n->in[0] < 0 || n->out[0] < 0) continue;
+        ttensor *in = &t->t[n->in[0]], *o = &t->t[n->out[0]];
+        if (in->mem != TM_ACT || o->mem != TM_ACT || in->last != k || in->nbytes != o->nbytes) continue;
+        int32_t r = n->in[0];
+        while (t->t[r].alias >= 0) r = t->t[r].alias;
+        o->alias = r;
+        if (o->last > t->t[r].last) t->t[r].last = o->last;
+    }
+    int nb = 0;
+    for (int i = 0; i < t->nt; i++)
+        if (t->t[i].mem == TM_ACT && t->t[i].first >= 0 && t->t[i].alias < 0) nb++;
+    for (int k = 0; k < t->nn; k++)
+        if (t->n[k].ws_bytes) nb++;
+    t->blocks = calloc((size_t)(nb ? nb : 1), sizeof *t->blocks);
+    if (!t->blocks) return ert_tr_oom(t);
+    nb = 0;
+    size_t saved = 0, ws_max = 0;
+    for (int i = 0; i < t->nt; i++) {
+        ttensor *x = &t->t[i];
+        if (x->mem != TM_ACT || x->first < 0 || x->alias >= 0) continue;
+        x->block = nb;
+        t->blocks[nb++] = (ert_plan_block){.size = x->nbytes ? x->nbytes : 1, .first = x->first, .last = x->last};
+        if (x->first < t->fwd_end && x->last >= t->fwd_end) saved += ert_align_up(x->nbytes, ERT_ALIGN);
+    }
+    for (int k = 0; k < t->nn; k++) {
+        tnode *n = &t->n[k];
+        if (!n->ws_bytes) continue;
+        if (n->ws_bytes == SIZE_MAX) return ert_set_error(t->ctx, ERT_E_SHAPE, "node '%s': workspace overflows", n->name);
+        n->ws_block = nb;
+        t->blocks[nb++] = (ert_plan_block){.size = n->ws_bytes, .first = k, .last = k};
+        if (n->ws_bytes > ws_max) ws_max = n->ws_bytes;
+    }
+    t->n_blocks = nb;
+    size_t peak, lb;
+    ert_status st = ert_plan_offsets(t->blocks, nb, ERT_ALIGN, &peak, &lb);
+    if (st) return st == ERT_E_NOMEM ? ert_tr_oom(t) : ert_set_error(t->ctx, st, "activation sizes overflow");
+    /* fixed regions; a tensor nobody reads or writes gets no room */
+    size_t w = 0, g = 0, s = 0, io = 0;
+    for (int i = 0; i < t->nt; i++) {
+        ttensor *x = &t->t[i];
+        size_t *r = NULL;
+        switch (x->mem) {
+        case TM_PARAM: case TM_FOLDED: r = x->last >= 0 ? &w : NULL; break;
+        case TM_GRAD: r = &g; break;
+        case TM_STATE: r = &s; break;
+        case TM_IO: r = &io; break;
+        default: break;
+        }
+        if (!r) continue;
+        x->offset = *r;
+        *r = ert_align_up(*r + (x->nbytes ? x->nbytes : 1), ERT_ALIGN);
+    }
+    t->w_bytes = w, t->g_bytes = g, t->s_bytes = s, t->io_bytes = io;
+    t->act_bytes = ert_align_up(peak, ERT_ALIGN);
+    ert_memory_report *r = &t->mem;
+    memset(r, 0, sizeof *r);
+    r->weights_bytes = w;
+    r->gradients_bytes = g;
+    r->optimizer_bytes = s;
+    r->io_bytes = io;
+    r->activations_bytes = t->act_bytes;
+    r->activations_lower_bound = lb;
+    r->workspace_bytes = ws_max;
+    r->saved_bytes = saved;
+    r->total_bytes = w + g + s + io + t->act_bytes;
+    return ERT_OK;
+}
+
+/* ------------------------------------------------------------------ step 8 */
+
+static ert_status bind(ert_trainer *t) {
+    const ert_session_options *o = &t->o.session;
+    size_t total = t->mem.total_bytes;
+    if (o->arena) {
+        if ((uintptr_t)o->arena % ERT_HOST_ALIGN)
+            return ert_set_error(t->ctx, ERT_E_ARG, "arena must be %d-byte aligned", ERT_HOST_ALIGN);
+        if (o->arena_bytes < total)
+            return ert_set_error(t->ctx, ERT_E_ARENA,
+                                 "arena too small: %zu bytes given, %zu needed (weights %zu, gradients %zu, optimizer "
+                                 "%zu, io %zu, activations %zu)",
+                                 o->arena_bytes, total, t->w_bytes, t->g_bytes, t->s_bytes, t->io_bytes, t->act_bytes);
+        t->arena = o->arena;
+        t->arena_bytes = o->arena_bytes;
+    } else {
+        t->arena = aligned_alloc(ERT_ALIGN, ert_align_up(total ? total : 1, ERT_ALIGN));
+        if (!t->arena) return ert_set_error(t->ctx, ERT_E_NOMEM, "cannot allocate the %zu-byte training arena", total);
+        t->arena_owned = true;
+        t->arena_bytes = total;
+    }
+    uint8_t *wb = t->arena, *gb = wb + t->w_bytes, *sb = gb + t->g_bytes, *iob = sb + t->s_bytes, *ab = iob + t->io_bytes;
+    memset(gb, 0, t->g_bytes + t->s_bytes + t->io_bytes);
+    for (int i = 0; i < t->nt; i++) {
+        ttensor *x = &t->t[i];
+        switch (x->mem) {
+        case TM_CONST: x->data = (void *)x->cdata; break;
+        case TM_PARAM: case TM_FOLDED:
+            if (x->last < 0) break;
+            x->data = wb + x->offset;
+            memcpy(x->data, x->cdata, x->nbytes);
+            break;
+        case TM_GRAD: x->data = gb + x->offset; break;
+        case TM_STATE: x->data = sb + x->offset; break;
+        case TM_IO: x->data = iob + x->offset; break;
+        case TM_ACT: if (x->block >= 0) x->data = ab + t->blocks[x->block].offset; break;
+        default: break;
+        }
+    }
+    for (int i = 0; i < t->nt; i++)
+        if (t->t[i].mem == TM_ACT && t->t[i].alias >= 0) {
+            int32_t r = t->t[i].alias;
+            while (t->t[r].alias >= 0) r = t->t[r].alias;
+            t->t[i].data = t->t[r].data;
+        }
+    for (int i = 0; i < t->nt; i++) {
+        free(t->t[i].owned);
+        t->t[i].owned = NULL;
+        if (t->t[i].mem == TM_FOLDED) t->t[i].cdata = t->t[i].data;
+    }
+    if (t->rng_t >= 0) *(uint64_t *)t->t[t->rng_t].data = t->o.seed ? t->o.seed : 0x5eed5eed5eedull;
+    t->kptr = calloc((size_t)t->nn + 1, sizeof *t->kptr);
+    if (!t->kptr) return ert_tr_oom(t);
+    for (int k = 0; k < t->nn; k++) {
+        tnode *n = &t->n[k];
+        n->views = calloc((size_t)(n->n_in + n->n_out + 1), sizeof *n->views);
+        if (!n->views) return ert_tr_oom(t);
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] >= 0) fill_view(&n->views[j], &t->t[n->in[j]], t->t[n->in[j]].data);
+        for (int j = 0; j < n->n_out; j++)
+            if (n->out[j] >= 0) fill_view(&n->views[n->n_in + j], &t->t[n->out[j]], t->t[n->out[j]].data);
+        n->args = (ert_kargs){.op = n->op, .params = &n->params, .n_in = n->n_in, .n_out = n->n_out, .in = n->views,
+                              .out = n->views + n->n_in, .pool = t->pool, .name = n->name,
+                              .workspace = n->ws_block >= 0 ? ab + t->blocks[n->ws_block].offset : NULL,
+                              .workspace_bytes = n->ws_bytes};
+        t->kptr[k] = &n->args;
+    }
+    return ERT_OK;
+}
+
+/* ------------------------------------------------------------------ public */
+
+void ert_trainer_free(ert_trainer *t) {
+    if (!t) return;
+    for (int i = 0; i < t->nt; i++) {
+        free(t->t[i].owned);
+        free(t->t[i].name_owned);
+    }
+    for (int i = 0; i < t->nn; i++) {
+        free(t->n[i].in);
+        free(t->n[i].name_owned);
+        free(t->n[i].views);
+    }
+    free(t->t);
+    free(t->n);
+    free(t->in_t);
+    free(t->params);
+    free(t->blocks);
+    free(t->kptr);
+    free(t->class_weights);
+    if (t->arena_owned) free(t->arena);
+    ert_threadpool_free(t->pool);
+    free(t);
+}
+
+static ert_status check_options(ert_context *ctx, const ert_trainer_options *o) {
+    const ert_session_options *so = &o->session;
+    if (so->device == ERT_DEVICE_CUDA)
+        return ert_set_error(ctx, ERT_E_UNSUPPORTED, "training runs on the CPU only for now");
+    if (so->n_input_shapes < 0 || (so->n_input_shapes && !so->input_shapes) || so->batch < 0 || so->n_threads < 0 ||
+        so->n_threads > 256)
+        return ert_set_error(ctx, ERT_E_ARG, "invalid session options");
+    if ((unsigned)o->loss.kind > ERT_LOSS_BCE_LOGITS) return ert_set_error(ctx, ERT_E_ARG, "unknown loss %d", o->loss.kind);
+    if (!(o->loss.label_smoothing >= 0.0f && o->loss.label_smoothing < 1.0f))
+        return ert_set_error(ctx, ERT_E_ARG, "label_smoothing must be in [0, 1)");
+    if (o->loss.class_weights && o->loss.kind != ERT_LOSS_CROSS_ENTROPY)
+        return ert_set_error(ctx, ERT_E_ARG, "class weights apply to cross-entropy only");
+    const ert_optim_options *p = &o->optim;
+    if ((unsigned)p->kind > ERT_OPTIM_ADAMW) return ert_set_error(ctx, ERT_E_ARG, "unknown optimizer %d", p->kind);
+    if (!(p->lr >= 0) || !(p->weight_decay >= 0) || !(p->momentum >= 0 && p->momentum < 1) || !(p->eps >= 0) ||
+        !(p->beta1 >= 0 && p->beta1 < 1) || !(p->beta2 >= 0 && p->beta2 < 1) || !(p->clip_grad_norm >= 0))
+        return ert_set_error(ctx, ERT_E_ARG, "optimizer options out of range (lr, weight_decay, eps, clip >= 0; "
+                                             "momentum, betas in [0, 1))");
+    if (p->nesterov && (p->kind != ERT_OPTIM_SGD || p->momentum <= 0))
+        return ert_set_error(ctx, ERT_E_ARG, "nesterov needs SGD with momentum > 0");
+    const ert_lr_options *l = &o->lr;
+    if ((unsigned)l->kind > ERT_LR_COSINE || l->warmup_steps < 0 || (l->kind == ERT_LR_STEP && l->step_size < 1) ||
+        (l->kind == ERT_LR_COSINE && l->total_steps < 1) || !(l->gamma >= 0) || !(l->min_lr >= 0))
+        return ert_set_error(ctx, ERT_E_ARG, "invalid LR schedule (STEP needs step_size >= 1, COSINE total_steps >= 1)");
+    if ((unsigned)o->trainable > ERT_TRAIN_LAST_N || (o->trainable == ERT_TRAIN_PATTERN && !o->pattern) ||
+        (o->trainable == ERT_TRAIN_LAST_N && o->last_n < 1))
+        return ert_set_error(ctx, ERT_E_ARG, "invalid trainable selection (PATTERN needs a pattern, LAST_N last_n >= 1)");
+    if ((unsigned)o->bn > ERT_BN_FROZEN) return ert_set_error(ctx, ERT_E_ARG, "unknown BatchNorm mode %d", o->bn);
+    return ERT_OK;
+}
+
+/* FNV-1a over what a checkpoint must match: mutable tensors' names and
+ * shapes, trainable flags, optimizer kind and state layout. */
+static uint64_t fingerprint(const ert_trainer *t) {
+    uint64_t h = 1469598103934665603ull;
+#define MIX(p, n)                                                         \
+    do {                                                                  \
+        const unsigned char *b_ = (const unsigned char *)(p);             \
+        for (size_t i_ = 0; i_ < (n); i_++) h = (h ^ b_[i_]) * 1099511628211ull; \
+    } while (0)
+    for (int i = 0; i < t->nt; i++) {
+        const ttensor *x = &t->t[i];
+        if (x->mem != TM_PARAM && x->mem != TM_STATE) continue;
+        MIX(x->name, strlen(x->name) + 1);
+        MIX(&x->ndim, sizeof x->ndim);
+        MIX(x->dims, (size_t)x->ndim * sizeof x->dims[0]);
+        MIX(&x->trainable, 1);
+    }
+    int k = t->o.optim.kind;
+    MIX(&k, sizeof k);
+#undef MIX
+    return h;
+}
+
+static ert_status build(const ert_model *m, const ert_trainer_options *opts, bool plan_only, ert_trainer **out) {
+    ert_context *ctx = m->ctx;
+    ert_trainer_options dflt = {0};
+    const ert_trainer_options *o = opts ? opts : &dflt;
+    ert_status st = check_options(ctx, o);
+    if (st) return st;
+    ert_trainer *t = calloc(1, sizeof *t);
+    if (!t) return ert_set_error(ctx, ERT_E_NOMEM, "out of memory");
+    t->ctx = ctx;
+    t->model = m;
+    t->o = *o;
+    t->o.loss.class_weights = NULL; /* copied below */
+    t->rng_t = -1;
+    t->n_threads = o->session.n_threads > 0 ? o->session.n_threads : 1;
+    if (o->loss.class_weights) {
+        if (o->loss.n_class_weights < 1) {
+            st = ert_set_error(ctx, ERT_E_ARG, "class_weights given with n_class_weights %d", o->loss.n_class_weights);
+            goto fail;
+        }
+        t->class_weights = malloc((size_t)o->loss.n_class_weights * sizeof(float));
+        if (!t->class_weights) {
+            st = ert_tr_oom(t);
+            goto fail;
+        }
+        t->n_class_weights = o->loss.n_class_weights;
+        memcpy(t->class_weights, o->loss.class_weights, (size_t)o->loss.n_class_weights * sizeof(float));
+        for (int i = 0; i < o->loss.n_class_weights; i++)
+            if (!(o->loss.class_weights[i] >= 0)) {
+                st = ert_set_error(ctx, ERT_E_ARG, "class weight %d is negative or NaN", i);
+                goto fail;
+            }
+    }
+    for (int i = 0; i < m->n_tensors; i++) {
+        int32_t id = add_raw(t);
+        if (id < 0) {
+            st = ert_tr_oom(t);
+            goto fail;
+        }
+        ttensor *x = &t->t[id];
+        const ert_tensor *mt = &m->tensors[i];
+        x->name = mt->name;
+        x->dtype = mt->dtype;
+        x->ndim = mt->ndim;
+        memcpy(x->dims, mt->dims, sizeof x->dims);
+        x->model_id = i;
+        if (mt->role == ERT_ROLE_WEIGHT) {
+            x->mem = TM_CONST;
+            x->cdata = mt->data;
+            x->defined = true;
+            if (!set_nbytes(x)) {
+                st = ert_set_error(ctx, ERT_E_FORMAT, "weight '%s': invalid size", x->name);
+                goto fail;
+            }
+        }
+    }
+    {
+        int64_t one = 1;
+        t->rng_t = ert_tr_add_tensor(t, "ert.train.rng", ERT_DTYPE_I64, 1, &one); /* u64 state, stored as 8 bytes */
+        if (t->rng_t < 0) {
+            st = ert_tr_oom(t);
+            goto fail;
+        }
+        t->t[t->rng_t].mem = TM_STATE;
+    }
+    if ((st = fix_inputs(t)) || (st = select_params(t)) || (st = infer(t)) || (st = add_loss(t))) goto fail;
+    t->fwd_end = t->nn;
+    {
+        int32_t *grads = malloc((size_t)(t->n_params + 1) * sizeof *grads);
+        if (!grads) {
+            st = ert_tr_oom(t);
+            goto fail;
+        }
+        st = ert_autodiff(t, grads);
+        if (st == ERT_OK) st = add_optim(t, grads);
+        free(grads);
+        if (st) goto fail;
+    }
+    t->n_in = m->n_inputs;
+    t->in_t = malloc((size_t)(m->n_inputs + 1) * sizeof *t->in_t);
+    if (!t->in_t) {
+        st = ert_tr_oom(t);
+        goto fail;
+    }
+    for (int i = 0; i < m->n_inputs; i++) t->in_t[i] = m->inputs[i];
+    if ((st = plan(t))) goto fail;
+    t->fingerprint = fingerprint(t);
+    if (!plan_only) {
+        if (t->n_threads > 1 && (st = ert_threadpool_create(t->n_threads, &t->pool)) != ERT_OK) {
+            ert_set_error(ctx, st, "cannot start %d worker threads", t->n_threads);
+            goto fail;
+        }
+        if ((st = bind(t))) goto fail;
+    }
+    t->o.pattern = NULL; /* the caller's strings are not kept past create */
+    t->o.output = NULL;
+    *out = t;
+    return ERT_OK;
+fail:
+    ert_trainer_free(t);
+    return st;
+}
+
+ert_status ert_trainer_plan(const ert_model *m, const ert_trainer_options *o, ert_memory_report *out) {
+    if (!m || !out) return ERT_E_ARG;
+    ert_trainer *t;
+    ert_status st = build(m, o, true, &t);
+    if (st) return st;
+    *out = t->mem;
+    ert_trainer_free(t);
+    return ERT_OK;
+}
+
+ert_status ert_trainer_create(const ert_model *m, const ert_trainer_options *o, ert_trainer **out) {
+    if (!m || !out) return m ? ert_set_error(m->ctx, ERT_E_ARG, "ert_trainer_create: NULL out") : ERT_E_ARG;
+    return build(m, o, false, out);
+}
+
+static ert_status run_range(ert_trainer *t, int k0, int k1) {
+    for (int k = k0; k < k1; k++) {
+        ert_status st = ert_cpu_run_node(t->kptr[k]);
+        if (st != ERT_OK) {
+            const tnode *n = &t->n[k];
+            if (n->op == ERT_OP_LOSS && st == ERT_E_ARG)
+                return ert_set_error(t->ctx, st, "target class index out of range [0, %lld)",
+                                     (long long)t->t[t->out_t].dims[1]);
+            return ert_set_error(t->ctx, st, "node '%s' (%s) failed: %s", n->name, op_name(n->op), ert_status_str(st));
+        }
+    }
+    return ERT_OK;
+}
+
+static void set_training(ert_trainer *t, bool on) {
+    for (int k = 0; k < t->fwd_end; k++)
+        if (t->n[k].op == ERT_OP_BATCHNORM_TRAIN || t->n[k].op == ERT_OP_DROPOUT_TRAIN) t->n[k].params.grad.training = on;
+}
+
+ert_status ert_trainer_step(ert_trainer *t, float *loss) {
+    if (!t) return ERT_E_ARG;
+    set_training(t, true);
+    ert_status st = run_range(t, 0, t->bwd_end);
+    if (st) return st;
+    float l = *(const float *)t->t[t->loss_t].data, gn = ((const float *)t->t[t->gnorm_t].data)[0];
+    if (loss) *loss = l;
+    if (!isfinite(l) || !isfinite(gn))
+        return ert_set_error(t->ctx, ERT_E_ARG, "step %lld skipped: loss %g, gradient norm %g (NaN/inf in the inputs?)",
+                             (long long)t->step, (double)l, (double)gn);
+    float lr = ert_tr_lr_at(&t->o, t->step);
+    for (int k = t->bwd_end; k < t->nn; k++) {
+        t->n[k].params.optim.lr = lr;
+        t->n[k].params.optim.step = t->step;
+    }
+    if ((st = run_range(t, t->bwd_end, t->nn))) return st;
+    t->step++;
+    return ERT_OK;
+}
+
+ert_status ert_trainer_eval(ert_trainer *t, float *loss) {
+    if (!t) return ERT_E_ARG;
+    set_training(t, false);
+    ert_status st = run_range(t, 0, t->fwd_end);
+    set_training(t, true);
+    if (st) return st;
+    if (loss) *loss = *(const float *)t->t[t->loss_t].data;
+    return ERT_OK;
+}
+
+ert_status ert_trainer_memory(const ert_trainer *t, ert_memory_report *out) {
+    if (!t || !out) return ERT_E_ARG;
+    *out = t->mem;
+    return ERT_OK;
+}
+
+int ert_trainer_n_inputs(const ert_trainer *t) { return t ? t->n_in : 0; }
+
+static ert_status info_of(const ert_trainer *t, int32_t id, ert_tensor_info *out) {
+    const ttensor *x = &t->t[id];
+    memset(out, 0, sizeof *out);
+    out->name = x->name;
+    out->dtype = x->dtype;
+    out->ndim = x->ndim;
+    memcpy(out->dims, x->dims, sizeof out->dims);
+    return ERT_OK;
+}
+
+ert_status ert_trainer_input_info(const ert_trainer *t, int i, ert_tensor_info *out) {
+    if (!t || !out) return ERT_E_ARG;
+    if (i < 0 || i >= t->n_in) return ert_set_error(t->ctx, ERT_E_ARG, "input index %d out of range [0, %d)", i, t->n_in);
+    return info_of(t, t->in_t[i], out);
+}
+
+ert_status ert_trainer_input_data(ert_trainer *t, int i, void **data) {
+    if (!t || !data) return ERT_E_ARG;
+    if (i < 0 || i >= t->n_in) return ert_set_error(t->ctx, ERT_E_ARG, "input index %d out of range [0, %d)", i, t->n_in);
+    *data = t->t[t->in_t[i]].data;
+    return ERT_OK;
+}
+
+ert_status ert_trainer_target_data(ert_trainer *t, void **data) {
+    if (!t || !data) return ERT_E_ARG;
+    *data = t->t[t->target_t].data;
+    return ERT_OK;
+}
+
+ert_status ert_trainer_target_info(const ert_trainer *t, ert_tensor_info *out) {
+    if (!t || !out) return ERT_E_ARG;
+    return info_of(t, t->target_t, out);
+}
+
+ert_status ert_trainer_output_data(ert_trainer *t, const void **data) {
+    if (!t || !data) return ERT_E_ARG;
+    *data = t->t[t->out_t].data;
+    return ERT_OK;
+}
+
+ert_status ert_trainer_output_info(const ert_trainer *t, ert_tensor_info *out) {
+    if (!t || !out) return ERT_E_ARG;
+    return info_of(t, t->out_t, out);
+}
+
+int64_t ert_trainer_step_count(const ert_trainer *t) { return t ? t->step : 0; }
+float ert_trainer_lr(const ert_trainer *t) { return t ? ert_tr_lr_at(&t->o, t->step) : 0.0f; }
+int ert_trainer_n_trainable(const ert_trainer *t) { return t ? t->n_params : 0; }
+
+int64_t ert_trainer_n_trainable_elems(const ert_trainer *t) {
+    int64_t s = 0;
+    for (int k = 0; t && k < t->n_params; k++) {
+        int64_t ne = 0;
+        ert_dims_nelems(t->t[t->params[k]].ndim, t->t[t->params[k]].dims, &ne);
+        s += ne;
+    }
+    return s;
+}
+
+/* ------------------------------------------------------------------ introspection (tests) */
+
+ert_status ert_trainer_param(ert_trainer *t, const char *name, float **value, const float **grad, int64_t *n) {
+    if (!t || !name) return ERT_E_ARG;
+    for (int k = 0; k < t->n_params; k++) {
+        const ttensor *x = &t->t[t->params[k]];
+        if (strcmp(x->name, name) != 0) continue;
+        for (int j = t->bwd_end; j < t->nn; j++)
+            if (t->n[j].in[0] == t->params[k]) {
+                if (value) *value = x->data;
+                if (grad) *grad = t->t[t->n[j].in[1]].data;
+                if (n) ert_dims_nelems(x->ndim, x->dims, n);
+                return ERT_OK;
+            }
+    }
+    return ert_set_error(t->ctx, ERT_E_NOT_FOUND, "no trainable parameter '%s'", name);
+}
+
+/* Planner invariant for tests: no two planned blocks overlap in time and
+ * space, and every tensor with storage lies inside the arena. */
+bool ert_trainer_plan_check(const ert_trainer *t, char *why, size_t cap) {
+    if (!ert_plan_check(t->blocks, t->n_blocks, why, cap)) return false;
+    for (int i = 0; i < t->nt; i++) {
+        const ttensor *x = &t->t[i];
+        if (!x->data || x->mem == TM_CONST) continue;
+        const uint8_t *p = x->data;
+        if (p < t->arena || p + x->nbytes > t->arena + t->mem.total_bytes) {
+            snprintf(why, cap, "tensor '%s' outside the arena", x->name);
+            return false;
+        }
+    }
+    return true;
+}

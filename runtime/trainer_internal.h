@@ -1,0 +1,107 @@
+/* Trainer internals shared by runtime/trainer.c (pipeline, plan, step),
+ * runtime/autodiff.c (backward graph) and runtime/trainer_ckpt.c
+ * (checkpoints, export). */
+#ifndef ERT_TRAINER_INTERNAL_H
+#define ERT_TRAINER_INTERNAL_H
+#include "ert_internal.h"
+#include "planner_internal.h"
+
+typedef enum tmem {
+    TM_NONE = 0,
+    TM_CONST,   /* immutable model data (not copied on CPU) */
+    TM_FOLDED,  /* constant the trainer computed (heap until bind, then the weights region) */
+    TM_PARAM,   /* mutable weight (parameter or BN running stat): weights region */
+    TM_GRAD,    /* final gradient of a trainable parameter: gradients region */
+    TM_STATE,   /* optimizer state, RNG, gradient norm: state region */
+    TM_IO,      /* graph inputs, the loss's output, target, loss value */
+    TM_ACT,     /* planned: activations, saved tensors, activation gradients */
+} tmem;
+
+typedef struct ttensor {
+    const char *name;
+    char *name_owned;
+    ert_dtype dtype;
+    int ndim;
+    int64_t dims[ERT_MAX_DIMS];
+    size_t nbytes;
+    tmem mem;
+    const void *cdata;      /* TM_CONST/TM_FOLDED/TM_PARAM initial data */
+    void *owned;            /* heap data of TM_FOLDED until bind */
+    int32_t model_id;       /* model tensor, or -1 */
+    bool defined;
+    bool candidate;         /* float weight read at a differentiable slot */
+    bool trainable;
+    bool need_grad;         /* depends on a trainable parameter */
+    bool fwd;               /* produced by a forward node */
+    int first, last;        /* schedule steps (TM_ACT) */
+    int32_t alias;          /* TM_ACT sharing this tensor's storage (a Reshape-like output), -1: own */
+    int32_t block;
+    size_t offset;          /* within its region */
+    void *data;
+} ttensor;
+
+enum { PH_FWD = 0, PH_BWD = 1, PH_OPT = 2 };
+
+typedef struct tnode {
+    ert_op op;
+    const ert_node *src;    /* model node, NULL for made ones */
+    const char *name;
+    char *name_owned;
+    int n_in, n_out;
+    int32_t *in, *out;      /* -1: omitted */
+    ert_op_params params;
+    size_t ws_bytes;
+    int32_t ws_block;
+    int phase;
+    ert_tview *views;
+    ert_kargs args;
+} tnode;
+
+struct ert_trainer {
+    ert_context *ctx;
+    const ert_model *model;
+    ert_trainer_options o;
+    float *class_weights;   /* copy of the option's, until it becomes a tensor */
+    int n_class_weights;
+    ttensor *t;
+    int nt, cap_t;
+    tnode *n;
+    int nn, cap_n;
+    int fwd_end, bwd_end;   /* nodes [0,fwd_end) forward + loss, [fwd_end,bwd_end) backward + norm, rest optimizer */
+    int n_in;
+    int32_t *in_t;
+    int32_t out_t, target_t, loss_t, dlogits_t, gnorm_t, rng_t;
+    int32_t *params;        /* trainable parameters */
+    int n_params;
+    int n_threads;
+    struct ert_threadpool *pool;
+    uint8_t *arena;
+    size_t arena_bytes;
+    bool arena_owned;
+    size_t w_bytes, g_bytes, s_bytes, io_bytes, act_bytes;
+    ert_plan_block *blocks;
+    int n_blocks;
+    ert_kargs **kptr;
+    int64_t step;
+    ert_memory_report mem;
+    uint64_t fingerprint;
+};
+
+/* trainer.c */
+int32_t ert_tr_add_tensor(ert_trainer *t, const char *name, ert_dtype dt, int ndim, const int64_t *dims);
+tnode *ert_tr_add_node(ert_trainer *t, ert_op op, const char *name, int n_in, int n_out, int phase);
+ert_status ert_tr_oom(ert_trainer *t);
+float ert_tr_lr_at(const ert_trainer_options *o, int64_t step);
+
+/* Tests: a trainable parameter's storage and its gradient (after a step). */
+ert_status ert_trainer_param(ert_trainer *t, const char *name, float **value, const float **grad, int64_t *n);
+bool ert_trainer_plan_check(const ert_trainer *t, char *why, size_t cap);
+
+/* autodiff.c: emit backward nodes for the forward nodes [0, fwd_end) given
+ * the gradient of the loss's input (dlogits_t); on return every trainable
+ * parameter p has its gradient tensor in grads[k] (params order). */
+ert_status ert_autodiff(ert_trainer *t, int32_t *grads);
+/* Differentiable input slot of an op (false: no gradient flows there). */
+bool ert_ad_diff_slot(ert_op op, int slot);
+
+#endif

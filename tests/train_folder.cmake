@@ -1,0 +1,55 @@
+# `edgert train` on an ImageFolder of PGM images (made here: 8x8 horizontal
+# vs vertical bars with noise, ASCII P2), with one truncated PGM and one
+# broken .jpg that must be skipped and counted; the held-out accuracy must reach 0.9.
+# Two modes like train_cli.cmake: included (defines the test) or run as a
+# script (cmake -DERT_FOLDER_SCRIPT=1 -DEXE=... -DWORK=... -P).
+if(DEFINED ERT_FOLDER_SCRIPT)
+  set(root "${WORK}/folder")
+  file(REMOVE_RECURSE "${root}")
+  set(seed 1)
+  foreach(cls horizontal vertical)
+    file(MAKE_DIRECTORY "${root}/${cls}")
+    foreach(i RANGE 59)
+      math(EXPR pos "${i} % 6 + 1")
+      set(img "P2\n8 8\n255\n")
+      foreach(y RANGE 7)
+        foreach(x RANGE 7)
+          math(EXPR seed "${seed} + 1")
+          string(RANDOM LENGTH 1 ALPHABET "012345" RANDOM_SEED ${seed} noise)
+          math(EXPR v "${noise} * 10")
+          if((cls STREQUAL "horizontal" AND y EQUAL pos) OR (cls STREQUAL "vertical" AND x EQUAL pos))
+            set(v 220)
+          endif()
+          string(APPEND img "${v} ")
+        endforeach()
+        string(APPEND img "\n")
+      endforeach()
+      file(WRITE "${root}/${cls}/${i}.pgm" "${img}")
+    endforeach()
+  endforeach()
+  file(WRITE "${root}/vertical/truncated.pgm" "P5 8 8 255\n12")
+  file(WRITE "${root}/horizontal/photo.jpg" "not decoded")
+  execute_process(COMMAND ${EXE} train small-cnn --data ${root} --epochs 8 --batch 8 --val-split 0.25 --lr 0.01 --json
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "edgert train failed (${rc}):\n${out}\n${err}")
+  endif()
+  # photo.jpg is corrupt for a build with TurboJPEG, of another type without
+  if(NOT err MATCHES "120 images in 2 classes, 8x8; skipped (1 unreadable/corrupt and 1|2 unreadable/corrupt and 0) of other types")
+    message(FATAL_ERROR "skipped files not counted:\n${err}")
+  endif()
+  string(REGEX MATCH "\"test_acc\":([0-9.]+)" m "${out}")
+  if(NOT m OR CMAKE_MATCH_1 LESS 0.9)
+    message(FATAL_ERROR "held-out accuracy '${CMAKE_MATCH_1}' < 0.9:\n${out}")
+  endif()
+  message("ImageFolder: ${m}")
+  return()
+endif()
+
+find_package(ZLIB QUIET)
+if(TARGET edgert_cli AND ZLIB_FOUND)
+  add_test(NAME cli_train_folder
+           COMMAND ${CMAKE_COMMAND} -DERT_FOLDER_SCRIPT=1 -DEXE=$<TARGET_FILE:edgert_cli>
+                   -DWORK=${CMAKE_CURRENT_BINARY_DIR}/train_work -P ${CMAKE_CURRENT_LIST_FILE})
+  set_tests_properties(cli_train_folder PROPERTIES LABELS "cli;train" TIMEOUT 300)
+endif()
