@@ -5,6 +5,7 @@
  * ert_cpu_run_node, without a pool and with 2 and 3 threads, and is compared
  * with a float64 reference written here with plain loops. Error paths check
  * the status and the message. */
+#include "cpu_gemm.h"
 #include "cpu_kernels.h"
 #include "ert_internal.h"
 #include "testutil.h"
@@ -302,6 +303,9 @@ static void test_conv(void) {
     test_conv_case("big conv 40->150 17x19", (convcfg){.nsp = 2, .N = 1, .C = 40, .M = 150, .group = 1,
         .in = V3(17, 19, 0), .k = V3(3, 3, 0), .s = V3(1, 1, 0), .d = V3(1, 1, 0), .pb = V3(1, 1, 0), .pe = V3(1, 1, 0),
         .bias = true, .residual = true, .act = ERT_ACT_RELU}, 2);
+    test_conv_case("conv 16->300 s2 (row blocks)", (convcfg){.nsp = 2, .N = 1, .C = 16, .M = 300, .group = 1,
+        .in = V3(9, 11, 0), .k = V3(3, 3, 0), .s = V3(2, 2, 0), .d = V3(1, 1, 0), .pb = V3(1, 1, 0), .pe = V3(1, 1, 0),
+        .bias = true, .act = ERT_ACT_RELU}, 2);
 }
 
 /* ------------------------------------------------------------ ConvTranspose */
@@ -487,6 +491,8 @@ static void test_matmul_gemm(void) {
     test_matmul_case("matmul 3-D x 1-D", MK(2, 3, 4), MK(4), N_POOLS, 0);
     test_matmul_case("matmul broadcast b + relu", MK(3, 4, 6), MK(1, 6, 5), N_POOLS, ERT_ACT_RELU);
     test_matmul_case("matmul big", MK(150, 300), MK(300, 270), 2, 0);
+    /* M > 288 (the largest SGEMM row block) and K > 320: several row and K blocks on one thread */
+    test_matmul_case("matmul tall", MK(601, 333), MK(333, 45), 2, 0);
     for (int t = 0; t < 4; t++)
         for (int ck = 0; ck < 6; ck++) test_gemm_case(t & 1, t >> 1, ck, 0.7f, 1.3f, 0);
     test_gemm_case(true, false, 4, 1.0f, 0.0f, ERT_ACT_RELU);
@@ -575,6 +581,16 @@ static void test_pool_case(const char *what, poolcfg c) {
 static void test_pools(void) {
     test_pool_case("maxpool k3 s2 asym pads", (poolcfg){.nsp = 2, .is_max = true, .N = 1, .C = 3, .in = V3(7, 5, 0),
         .k = V3(3, 3, 0), .s = V3(2, 2, 0), .d = V3(1, 1, 0), .pb = V3(1, 0, 0), .pe = V3(1, 1, 0)});
+    /* the 2-D MaxPool fast paths (3x3/2, 2x2/2, other dilation-1 shapes): edges
+     * through the general code, the interior without bounds checks */
+    test_pool_case("maxpool 3x3/2 p1 (resnet stem)", (poolcfg){.nsp = 2, .is_max = true, .N = 2, .C = 3,
+        .in = V3(13, 12, 0), .k = V3(3, 3, 0), .s = V3(2, 2, 0), .d = V3(1, 1, 0), .pb = V3(1, 1, 0), .pe = V3(1, 1, 0)});
+    test_pool_case("maxpool 2x2/2 ceil odd", (poolcfg){.nsp = 2, .is_max = true, .N = 1, .C = 2, .in = V3(9, 7, 0),
+        .k = V3(2, 2, 0), .s = V3(2, 2, 0), .d = V3(1, 1, 0), .ceil_mode = true});
+    test_pool_case("maxpool 2x4/1 p2 wide pads", (poolcfg){.nsp = 2, .is_max = true, .N = 1, .C = 2, .in = V3(5, 6, 0),
+        .k = V3(2, 4, 0), .s = V3(1, 1, 0), .d = V3(1, 1, 0), .pb = V3(1, 2, 0), .pe = V3(0, 3, 0)});
+    test_pool_case("maxpool 1d k3 s2", (poolcfg){.nsp = 1, .is_max = true, .N = 1, .C = 3, .in = V3(10, 0, 0),
+        .k = V3(3, 0, 0), .s = V3(2, 0, 0), .d = V3(1, 0, 0), .pb = V3(1, 0, 0), .pe = V3(1, 0, 0)});
     test_pool_case("maxpool ceil d2", (poolcfg){.nsp = 2, .is_max = true, .N = 2, .C = 2, .in = V3(8, 7, 0),
         .k = V3(2, 3, 0), .s = V3(3, 2, 0), .d = V3(2, 1, 0), .ceil_mode = true, .give_dil = true});
     test_pool_case("avgpool ceil excl pad", (poolcfg){.nsp = 2, .N = 1, .C = 3, .in = V3(7, 5, 0), .k = V3(3, 2, 0),
@@ -959,9 +975,15 @@ int main(void) {
     for (int i = 1; i < N_POOLS; i++)
         if (ert_threadpool_create(pool_threads[i], &pools[i]) != ERT_OK) return 1;
     test_threadpool();
-    test_conv();
-    test_convt();
-    test_matmul_gemm();
+    /* every SGEMM micro-kernel this CPU has (panel widths differ: 6x16, 8x32) */
+    for (int cap = ERT_CPU_GEMM_AVX512; cap >= ERT_CPU_GEMM_PORTABLE; cap--) {
+        ert_cpu_gemm_kernel used = ert_cpu_sgemm_set_kernel_cap((ert_cpu_gemm_kernel)cap);
+        if ((int)used != cap) continue; /* not on this CPU: already covered by a lower cap */
+        test_conv();
+        test_convt();
+        test_matmul_gemm();
+    }
+    ert_cpu_sgemm_set_kernel_cap(ERT_CPU_GEMM_AVX512);
     test_pools();
     test_norms();
     test_norm_stats();

@@ -41,6 +41,19 @@ typedef struct ert_sgemm_args {
     const ert_act_params *act; /* NULL: none */
 } ert_sgemm_args;
 
+/* Micro-kernels, slowest first. */
+typedef enum ert_cpu_gemm_kernel {
+    ERT_CPU_GEMM_PORTABLE = 0, /* 6x16, GNU vector types or plain C */
+    ERT_CPU_GEMM_AVX2 = 1,     /* 6x16, x86-64 AVX2+FMA */
+    ERT_CPU_GEMM_AVX512 = 2,   /* 8x32, x86-64 AVX-512F */
+} ert_cpu_gemm_kernel;
+
+/* Test hook: later SGEMMs use the fastest kernel the CPU supports that is
+ * not above cap (default: ERT_CPU_GEMM_AVX512, i.e. the fastest). Returns
+ * the kernel that will be used. Process-wide; set it only while no SGEMM
+ * runs. The workspace size does not depend on it. */
+ert_cpu_gemm_kernel ert_cpu_sgemm_set_kernel_cap(ert_cpu_gemm_kernel cap);
+
 size_t ert_cpu_sgemm_workspace(int64_t M, int64_t N, int64_t K, int n_threads);
 /* Returns ERT_E_INTERNAL if ws is smaller than the one-worker size. */
 ert_status ert_cpu_sgemm(const ert_sgemm_args *g, void *ws, size_t ws_bytes, struct ert_threadpool *pool);

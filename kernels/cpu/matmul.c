@@ -1,44 +1,64 @@
 /* SGEMM (shared by Conv/ConvTranspose/MatMul/Gemm) and the MatMul/Gemm kernels.
  *
  * SGEMM algorithm (Goto/BLIS style, see cpu_gemm.h for the contract):
- *   1. Split C into tasks of MC x NC. Each worker slot (one scratch buffer
- *      each) claims tasks from an atomic counter. For each K block of KC:
- *        pack the KC x NC block of B into NR-column panels (for a conv input
- *        this is where im2col happens, straight from the image);
+ *   1. Split C into tasks of MC rows x a chunk of NC-column blocks. Each
+ *      worker slot (one scratch buffer each) claims tasks from an atomic
+ *      counter. For each K block of KC:
  *        pack the MC x KC block of alpha*A into MR-row panels (rows past M
- *        are zero); it is repacked once per N block, which costs 1/NC of
- *        the multiply-adds and keeps the block hot in L2;
+ *        are zero), once per task;
+ *        for each NC block of the chunk: pack the KC x NC block of B into
+ *        NR-column panels (for a conv input this is where im2col happens,
+ *        straight from the image);
  *        for each NR panel of B (kept in L1), for each MR panel of A (the
  *        MC x KC block stays in L2): the micro-kernel computes an MR x NR
  *        tile in registers over KC, then it is stored or added to C.
  *   2. After the last K block, the tile gets bias, residual and activation
  *      while it is still in cache.
- * The micro-kernel is C with GNU vector types (plain loops as a fallback):
- * the 6x16 accumulators stay in vector registers. On x86-64 it is also
- * compiled for AVX2+FMA and picked at run time (the default build targets
- * baseline x86-64).
- * Workspace: per worker slot one B block and one A block (<= 400 KiB). */
+ * The micro-kernel (mr x nr) is picked at run time (see micro-kernels): the
+ * default build targets baseline x86-64, so AVX2 and AVX-512 are only used
+ * where the CPU has them. The panel widths follow the chosen kernel.
+ * Workspace: per worker slot one B block and one A block (<= 544 KiB). */
 #include "cpu_gemm.h"
 #include "cpu_kernels.h"
 
 #include <stdatomic.h>
 #include <string.h>
 
-#define MR 6
-#define NR 16
-#define MC 144 /* multiple of MR */
-#define NC 256 /* multiple of NR */
-#define KC 256
+#define MR_MAX 8
+#define MR_LCM 24 /* multiple of every kernel's mr: A blocks are sized with it */
+#define NR_MAX 32
+/* Row blocks: M is split into equal blocks of at most MC rows (rounded up
+ * to MR_LCM), so a 256- or 512-row conv packs its im2col B once or twice
+ * rather than 2 or 4 times (M = 256 with MC = 144 was 144 + 112); the A
+ * block (<= 288 x 256 floats, 288 KiB) still sits in a 2 MiB L2. */
+#define MC 288 /* multiple of MR_LCM */
+#define NC 256 /* multiple of every kernel's nr (16, 32) */
+#define KC 256 /* 8x32 kernel: a 32 KiB B panel stays in a 48 KiB L1 */
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-/* ------------------------------------------------------------ micro-kernel */
+/* ------------------------------------------------------------ micro-kernels */
 
-/* out (MR x NR) = sum_k a[k*MR+i] * b[k*NR+j]; a and b are packed panels.
- * With GNU C the 6x16 accumulators are 12 eight-float vectors (gcc lowers
- * them to AVX2/NEON/SSE registers; plain-array loops left gcc spilling the
- * accumulators to the stack on every k). b panels are 64-byte aligned. */
+/* A micro-kernel computes out (mr x nr, row stride nr) = sum_k a[k*mr+i] *
+ * b[k*nr+j] over packed panels. Three exist, picked at run time:
+ *   portable 6x16 (GNU vector types: AVX/NEON/SSE registers, whatever the
+ *   build targets), the same body compiled for AVX2+FMA, and an 8x32 AVX-512
+ *   one (16 zmm accumulators: enough independent FMAs to cover the FMA
+ *   latency on two ports; 8 broadcasts and 2 loads feed 16 FMAs per k).
+ *   mr = 8 rather than 12 because conv channel counts are multiples of 8 and
+ *   64-row layers (a third of ResNet-18's FLOPs) would waste 1/8 at mr = 12:
+ *   measured 55 -> 50.5 ms on ResNet-18. */
+/* out rows are ldo apart; add: out += result, else out = result. Full
+ * tiles go straight to C this way (no round trip through a scratch tile). */
+typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *out, int64_t ldo, bool add);
+
+typedef struct ukr_desc {
+    ukr_fn fn;
+    int64_t mr, nr;
+    ert_cpu_gemm_kernel kind;
+} ukr_desc;
+
 #if defined(__GNUC__)
 typedef float ert_v8f __attribute__((vector_size(32)));
 
@@ -46,11 +66,14 @@ typedef float ert_v8f __attribute__((vector_size(32)));
  * the ABI between the AVX2 and baseline builds of the kernel (-Wpsabi) */
 #define LD8(v, p) memcpy(&(v), (p), sizeof(v))
 
+/* 6x16: the accumulators are 12 eight-float vectors (plain-array loops left
+ * gcc spilling them to the stack on every k). */
 static inline __attribute__((always_inline)) void ukr_body(int64_t kc, const float *restrict a,
-                                                         const float *restrict b, float *restrict out) {
+                                                         const float *restrict b, float *restrict out,
+                                                         int64_t ldo, bool add) {
     ert_v8f c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0};
     ert_v8f c30 = {0}, c31 = {0}, c40 = {0}, c41 = {0}, c50 = {0}, c51 = {0};
-    for (int64_t k = 0; k < kc; k++, a += MR, b += NR) {
+    for (int64_t k = 0; k < kc; k++, a += 6, b += 16) {
         ert_v8f b0, b1;
         LD8(b0, b);
         LD8(b1, b + 8);
@@ -62,141 +85,250 @@ static inline __attribute__((always_inline)) void ukr_body(int64_t kc, const flo
         c50 += a[5] * b0, c51 += a[5] * b1;
     }
     ert_v8f all[12] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
-    memcpy(out, all, sizeof all);
+    const float *t = (const float *)all;
+    for (int i = 0; i < 6; i++, out += ldo, t += 16)
+        if (add)
+            for (int j = 0; j < 16; j++) out[j] += t[j];
+        else
+            memcpy(out, t, 16 * sizeof(float));
 }
 #else
-static void ukr_body(int64_t kc, const float *restrict a, const float *restrict b, float *restrict out) {
-    float acc[MR][NR] = {{0}};
+static void ukr_body(int64_t kc, const float *restrict a, const float *restrict b, float *restrict out,
+                     int64_t ldo, bool add) {
+    float acc[6][16] = {{0}};
     for (int64_t k = 0; k < kc; k++)
-        for (int i = 0; i < MR; i++)
-            for (int j = 0; j < NR; j++) acc[i][j] += a[k * MR + i] * b[k * NR + j];
-    memcpy(out, acc, sizeof acc);
+        for (int i = 0; i < 6; i++)
+            for (int j = 0; j < 16; j++) acc[i][j] += a[k * 6 + i] * b[k * 16 + j];
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 16; j++) out[i * ldo + j] = add ? out[i * ldo + j] + acc[i][j] : acc[i][j];
 }
 #endif
 
-typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *out);
+#if defined(__GNUC__)
+/* The portable kernel uses 4-float vectors: eight-float ones are wider than
+ * the baseline target's registers (NEON, SSE2), and gcc 12 then kept all 12
+ * accumulators on the stack (ResNet-18 took 1.8 s on x86-64 without AVX2,
+ * and the aarch64 build showed the same spills). 24 accumulators + 4 B
+ * vectors fit NEON's 32 registers; SSE2 (16) spills a few. */
+typedef float ert_v4f __attribute__((vector_size(16)));
 
-static void ukr_generic(int64_t kc, const float *a, const float *b, float *out) { ukr_body(kc, a, b, out); }
+#define P_ROW(i) ert_v4f c##i##0 = {0}, c##i##1 = {0}, c##i##2 = {0}, c##i##3 = {0}
+#define P_FMA(i)                                                                                                    \
+    do {                                                                                                            \
+        const float av = a[i];                                                                                      \
+        c##i##0 += av * b0, c##i##1 += av * b1, c##i##2 += av * b2, c##i##3 += av * b3;                             \
+    } while (0)
+#define P_ST(i)                                                                                                     \
+    do {                                                                                                            \
+        ert_v4f r_[4] = {c##i##0, c##i##1, c##i##2, c##i##3};                                                       \
+        const float *t_ = (const float *)r_;                                                                        \
+        float *o_ = out + (i) * ldo;                                                                                \
+        if (add)                                                                                                    \
+            for (int j_ = 0; j_ < 16; j_++) o_[j_] += t_[j_];                                                       \
+        else                                                                                                        \
+            memcpy(o_, t_, 16 * sizeof(float));                                                                     \
+    } while (0)
+
+static void ukr_generic(int64_t kc, const float *restrict a, const float *restrict b, float *restrict out,
+                        int64_t ldo, bool add) {
+    P_ROW(0); P_ROW(1); P_ROW(2); P_ROW(3); P_ROW(4); P_ROW(5);
+    for (int64_t k = 0; k < kc; k++, a += 6, b += 16) {
+        ert_v4f b0, b1, b2, b3;
+        memcpy(&b0, b, sizeof b0);
+        memcpy(&b1, b + 4, sizeof b1);
+        memcpy(&b2, b + 8, sizeof b2);
+        memcpy(&b3, b + 12, sizeof b3);
+        P_FMA(0); P_FMA(1); P_FMA(2); P_FMA(3); P_FMA(4); P_FMA(5);
+    }
+    P_ST(0); P_ST(1); P_ST(2); P_ST(3); P_ST(4); P_ST(5);
+}
+#else
+static void ukr_generic(int64_t kc, const float *a, const float *b, float *out, int64_t ldo, bool add) {
+    ukr_body(kc, a, b, out, ldo, add);
+}
+#endif
+
+static const ukr_desc ukr_portable_desc = {ukr_generic, 6, 16, ERT_CPU_GEMM_PORTABLE};
+
+/* Upper bound on which kernel may be picked (tests lower it to cover the
+ * slower paths on a machine that has the faster ones). */
+static atomic_int ukr_cap = ERT_CPU_GEMM_AVX512;
 
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *a, const float *b, float *out) {
-    ukr_body(kc, a, b, out);
+#include <immintrin.h>
+
+__attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *a, const float *b, float *out,
+                                                         int64_t ldo, bool add) {
+    ukr_body(kc, a, b, out, ldo, add);
 }
-static ukr_fn pick_ukr(void) {
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return ukr_avx2;
-    return ukr_generic;
+
+#define Z_ROW(i) __m512 c##i##0 = _mm512_setzero_ps(), c##i##1 = _mm512_setzero_ps()
+#define Z_FMA(i)                                                                                                    \
+    do {                                                                                                            \
+        __m512 av = _mm512_set1_ps(a[i]);                                                                           \
+        c##i##0 = _mm512_fmadd_ps(av, b0, c##i##0);                                                                 \
+        c##i##1 = _mm512_fmadd_ps(av, b1, c##i##1);                                                                 \
+    } while (0)
+#define Z_ST(i)                                                                                                     \
+    do {                                                                                                            \
+        float *o = out + (i) * ldo;                                                                                 \
+        if (add) {                                                                                                  \
+            c##i##0 = _mm512_add_ps(c##i##0, _mm512_loadu_ps(o));                                                   \
+            c##i##1 = _mm512_add_ps(c##i##1, _mm512_loadu_ps(o + 16));                                              \
+        }                                                                                                           \
+        _mm512_storeu_ps(o, c##i##0);                                                                               \
+        _mm512_storeu_ps(o + 16, c##i##1);                                                                          \
+    } while (0)
+
+__attribute__((target("avx512f"))) static void ukr_avx512(int64_t kc, const float *restrict a,
+                                                          const float *restrict b, float *restrict out,
+                                                          int64_t ldo, bool add) {
+    Z_ROW(0); Z_ROW(1); Z_ROW(2); Z_ROW(3); Z_ROW(4); Z_ROW(5); Z_ROW(6); Z_ROW(7);
+    for (int64_t k = 0; k < kc; k++, a += 8, b += 32) {
+        __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+        Z_FMA(0); Z_FMA(1); Z_FMA(2); Z_FMA(3); Z_FMA(4); Z_FMA(5); Z_FMA(6); Z_FMA(7);
+    }
+    Z_ST(0); Z_ST(1); Z_ST(2); Z_ST(3); Z_ST(4); Z_ST(5); Z_ST(6); Z_ST(7);
+}
+
+static const ukr_desc ukr_avx2_desc = {ukr_avx2, 6, 16, ERT_CPU_GEMM_AVX2};
+static const ukr_desc ukr_avx512_desc = {ukr_avx512, 8, 32, ERT_CPU_GEMM_AVX512};
+
+static const ukr_desc *pick_ukr(void) {
+    int cap = atomic_load_explicit(&ukr_cap, memory_order_relaxed);
+    if (cap >= ERT_CPU_GEMM_AVX512 && __builtin_cpu_supports("avx512f")) return &ukr_avx512_desc;
+    if (cap >= ERT_CPU_GEMM_AVX2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return &ukr_avx2_desc;
+    return &ukr_portable_desc;
 }
 #else
-static ukr_fn pick_ukr(void) { return ukr_generic; }
+static const ukr_desc *pick_ukr(void) { return &ukr_portable_desc; }
 #endif
+
+ert_cpu_gemm_kernel ert_cpu_sgemm_set_kernel_cap(ert_cpu_gemm_kernel cap) {
+    atomic_store(&ukr_cap, (int)cap);
+    return pick_ukr()->kind;
+}
 
 /* ------------------------------------------------------------ packing */
 
-/* A block (rows [i0,i0+mc), cols [k0,k0+kc)) times alpha into MR-row panels:
- * dst[(ii/MR)*kc*MR + kk*MR + ii%MR]; rows past mc are zero. The loop order
+/* Row-major A (weights): mr row streams, contiguous writes; mr is a
+ * constant at each call site so the inner loop unrolls. */
+static inline __attribute__((always_inline)) void pack_a_rows(const float *src, int64_t a_rs, float alpha,
+                                                              int64_t kc, float *restrict d, const int64_t mr) {
+    for (int64_t kk = 0; kk < kc; kk++, d += mr)
+        for (int64_t r = 0; r < mr; r++) d[r] = alpha * src[r * a_rs + kk];
+}
+
+/* A block (rows [i0,i0+mc), cols [k0,k0+kc)) times alpha into mr-row panels:
+ * dst[(ii/mr)*kc*mr + kk*mr + ii%mr]; rows past mc are zero. The loop order
  * follows whichever of A's strides is contiguous. */
-static void pack_a_block(const ert_sgemm_args *g, int64_t i0, int64_t mc, int64_t k0, int64_t kc, float *dst) {
+static inline __attribute__((always_inline)) void pack_a_block(const ert_sgemm_args *g, int64_t i0, int64_t mc, int64_t k0, int64_t kc, int64_t mr,
+                         float *dst) {
     const float alpha = g->alpha;
-    for (int64_t ip = 0; ip < mc; ip += MR) {
-        int64_t h = min64(MR, mc - ip);
-        float *d = dst + (ip / MR) * kc * MR;
+    for (int64_t ip = 0; ip < mc; ip += mr) {
+        int64_t h = min64(mr, mc - ip);
+        float *d = dst + (ip / mr) * kc * mr;
         const float *src = g->a + (i0 + ip) * g->a_rs + k0 * g->a_cs;
-        if (g->a_rs == 1 && h == MR) {
+        if (g->a_rs == 1 && h == mr) {
             for (int64_t kk = 0; kk < kc; kk++)
-                for (int r = 0; r < MR; r++) d[kk * MR + r] = alpha * src[kk * g->a_cs + r];
+                for (int64_t r = 0; r < mr; r++) d[kk * mr + r] = alpha * src[kk * g->a_cs + r];
             continue;
         }
-        if (g->a_cs == 1 && h == MR) { /* row-major A (weights): six row streams, contiguous writes */
-            const float *s0 = src, *s1 = src + g->a_rs, *s2 = s1 + g->a_rs, *s3 = s2 + g->a_rs;
-            const float *s4 = s3 + g->a_rs, *s5 = s4 + g->a_rs;
-            for (int64_t kk = 0; kk < kc; kk++, d += MR) {
-                d[0] = alpha * s0[kk], d[1] = alpha * s1[kk], d[2] = alpha * s2[kk];
-                d[3] = alpha * s3[kk], d[4] = alpha * s4[kk], d[5] = alpha * s5[kk];
-            }
+        if (g->a_cs == 1 && h == mr) {
+            if (mr == 8) pack_a_rows(src, g->a_rs, alpha, kc, d, 8);
+            else if (mr == 6) pack_a_rows(src, g->a_rs, alpha, kc, d, 6);
+            else pack_a_rows(src, g->a_rs, alpha, kc, d, mr);
             continue;
         }
-        for (int64_t r = 0; r < MR; r++) {
+        for (int64_t r = 0; r < mr; r++) {
             if (r >= h) {
-                for (int64_t kk = 0; kk < kc; kk++) d[kk * MR + r] = 0.0f;
+                for (int64_t kk = 0; kk < kc; kk++) d[kk * mr + r] = 0.0f;
                 continue;
             }
             const float *sr = src + r * g->a_rs;
-            for (int64_t kk = 0; kk < kc; kk++) d[kk * MR + r] = alpha * sr[kk * g->a_cs];
+            for (int64_t kk = 0; kk < kc; kk++) d[kk * mr + r] = alpha * sr[kk * g->a_cs];
         }
     }
 }
 
-/* Dense B block (rows [k0,k0+kc), cols [j0,j0+nc)) into NR-column panels:
- * dst[(jj/NR)*kc*NR + kk*NR + jj%NR]; columns past nc are zero. */
-static void pack_b_dense(const ert_sgemm_args *g, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *dst) {
-    for (int64_t jp = 0; jp < nc; jp += NR) {
-        int64_t w = min64(NR, nc - jp);
-        float *d = dst + (jp / NR) * kc * NR;
+/* Dense B block (rows [k0,k0+kc), cols [j0,j0+nc)) into nr-column panels:
+ * dst[(jj/nr)*kc*nr + kk*nr + jj%nr]; columns past nc are zero. */
+static inline __attribute__((always_inline)) void pack_b_dense(const ert_sgemm_args *g, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int64_t nr,
+                         float *dst) {
+    for (int64_t jp = 0; jp < nc; jp += nr) {
+        int64_t w = min64(nr, nc - jp);
+        float *d = dst + (jp / nr) * kc * nr;
         for (int64_t kk = 0; kk < kc; kk++) {
             const float *src = g->b + (k0 + kk) * g->b_rs + (j0 + jp) * g->b_cs;
-            float *dk = d + kk * NR;
-            if (g->b_cs == 1 && w == NR) {
-                memcpy(dk, src, NR * sizeof(float));
+            float *dk = d + kk * nr;
+            if (g->b_cs == 1 && w == nr) {
+                if (nr == 32) memcpy(dk, src, 32 * sizeof(float));
+                else memcpy(dk, src, (size_t)nr * sizeof(float));
                 continue;
             }
             int64_t q = 0;
             for (; q < w; q++) dk[q] = src[q * g->b_cs];
-            for (; q < NR; q++) dk[q] = 0.0f;
+            for (; q < nr; q++) dk[q] = 0.0f;
         }
     }
+}
+
+/* ceil(v / s) for v >= 0, s >= 1 without a division for the usual strides */
+static inline int64_t ceil_div_s(int64_t v, int64_t s) {
+    return s == 1 ? v : s == 2 ? (v + 1) >> 1 : (v + s - 1) / s;
 }
 
 /* Copies taps iw = iw0 + r*s, r in [0, n), of one input row into d (zero
  * where iw falls outside [0, W)); the in-range span is found up front so the
  * copy loop has no branch. */
-static inline void copy_taps(float *restrict d, const float *restrict row, int64_t iw0, int64_t s, int64_t n,
+static inline __attribute__((always_inline)) void copy_taps(float *restrict d, const float *restrict row, int64_t iw0, int64_t s, int64_t n,
                              int64_t W) {
-    int64_t lo = iw0 >= 0 ? 0 : (-iw0 + s - 1) / s;
-    int64_t hi = W - iw0 <= 0 ? 0 : (W - iw0 + s - 1) / s;
+    int64_t lo = iw0 >= 0 ? 0 : ceil_div_s(-iw0, s);
+    int64_t hi = W - iw0 <= 0 ? 0 : ceil_div_s(W - iw0, s);
     if (lo > n) lo = n;
     if (hi > n) hi = n;
     if (hi < lo) hi = lo;
     int64_t r = 0;
     for (; r < lo; r++) d[r] = 0.0f;
     if (s == 1) {
-        for (; r < hi; r++) d[r] = row[iw0 + r];
+        memcpy(d + r, row + iw0 + r, (size_t)(hi - r) * sizeof(float));
+        r = hi;
+    } else if (s == 2) {
+        const float *p = row + iw0;
+        for (; r < hi; r++) d[r] = p[2 * r];
     } else {
         for (; r < hi; r++) d[r] = row[iw0 + r * s];
     }
     for (; r < n; r++) d[r] = 0.0f;
 }
 
+/* One output-row segment of the NC columns of a B block: columns
+ * [jj, jj+len) are outputs (od, oh, ow0 .. ow0+len). */
+typedef struct conv_seg {
+    int64_t od, oh, ow0, jj, len; /* int64: output dims are only bounded by the element-count check */
+} conv_seg;
+
 /* im2col on the fly: B(k, j) with k = (c, kd, kh, kw), j = (od, oh, ow);
- * out-of-image taps (padding) read as zero. Walks each output row segment,
- * split where it crosses an NR panel boundary. */
-static void pack_b_conv(const ert_conv_geom *cg, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *dst) {
-    const int64_t KD = cg->kernel[0], KH = cg->kernel[1], KW = cg->kernel[2];
+ * out-of-image taps (padding) read as zero. The column walk (segments of
+ * output rows) is the same for every k, so it is computed once; each B row
+ * is first built contiguously in `line` (a memcpy per segment for stride 1,
+ * no per-element index math), then split into the nr-wide panels with
+ * fixed-size copies. */
+static inline __attribute__((always_inline)) void pack_b_conv(const ert_conv_geom *cg, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int64_t nr,
+                        float *dst) {
+    const int64_t KH = cg->kernel[1], KW = cg->kernel[2];
     const int64_t D = cg->in[0], H = cg->in[1], W = cg->in[2];
     const int64_t OH = cg->out[1], OW = cg->out[2], sw = cg->stride[2];
-    const int64_t ksz = KD * KH * KW;
-    const int64_t ncp = round_up(nc, NR);
-    for (int64_t kk = 0; kk < kc; kk++) {
-        int64_t k = k0 + kk, c = k / ksz, r = k % ksz;
-        int64_t kd = r / (KH * KW), kh = (r / KW) % KH, kw = r % KW;
-        const float *xc = cg->x + c * D * H * W;
+    const int64_t ksz = cg->kernel[0] * KH * KW;
+    const int64_t ncp = round_up(nc, nr);
+    conv_seg seg[NC];
+    int64_t n_seg = 0;
+    {
         int64_t ow = j0 % OW, t = j0 / OW, oh = t % OH, od = t / OH;
-        int64_t jj = 0;
-        float *dk = dst + kk * NR;
-        while (jj < nc) {
+        for (int64_t jj = 0; jj < nc;) {
             int64_t len = min64(OW - ow, nc - jj);
-            int64_t id = od * cg->stride[0] - cg->pad[0] + kd * cg->dilation[0];
-            int64_t ih = oh * cg->stride[1] - cg->pad[1] + kh * cg->dilation[1];
-            bool row_ok = id >= 0 && id < D && ih >= 0 && ih < H;
-            const float *row = xc + (row_ok ? (id * H + ih) * W : 0);
-            int64_t iw = ow * sw - cg->pad[2] + kw * cg->dilation[2];
-            for (int64_t q = 0; q < len;) {
-                int64_t x = jj + q, pos = x % NR, run = min64(len - q, NR - pos);
-                float *d = dk + (x / NR) * kc * NR + pos;
-                if (row_ok) copy_taps(d, row, iw + q * sw, sw, run, W);
-                else
-                    for (int64_t e = 0; e < run; e++) d[e] = 0.0f;
-                q += run;
-            }
+            seg[n_seg++] = (conv_seg){od, oh, ow, jj, len};
             jj += len;
             ow += len;
             if (ow == OW) {
@@ -207,17 +339,71 @@ static void pack_b_conv(const ert_conv_geom *cg, int64_t k0, int64_t kc, int64_t
                 }
             }
         }
-        for (int64_t x = nc; x < ncp; x++) dk[(x / NR) * kc * NR + x % NR] = 0.0f;
+    }
+    float line[NC + NR_MAX] __attribute__((aligned(64)));
+    for (int64_t x = nc; x < ncp; x++) line[x] = 0.0f;
+    /* k -> (c, kd, kh, kw) by counting, not dividing, after the first */
+    int64_t c = k0 / ksz, r = k0 % ksz;
+    int64_t kd = r / (KH * KW), kh = (r / KW) % KH, kw = r % KW;
+    for (int64_t kk = 0; kk < kc; kk++) {
+        const float *xc = cg->x + c * D * H * W;
+        const int64_t d_off = kd * cg->dilation[0] - cg->pad[0];
+        const int64_t h_off = kh * cg->dilation[1] - cg->pad[1];
+        const int64_t w_off = kw * cg->dilation[2] - cg->pad[2];
+        for (int64_t si = 0; si < n_seg; si++) {
+            const conv_seg *sg = &seg[si];
+            int64_t id = sg->od * cg->stride[0] + d_off, ih = sg->oh * cg->stride[1] + h_off;
+            if (id >= 0 && id < D && ih >= 0 && ih < H)
+                copy_taps(line + sg->jj, xc + (id * H + ih) * W, sg->ow0 * sw + w_off, sw, sg->len, W);
+            else
+                memset(line + sg->jj, 0, (size_t)sg->len * sizeof(float));
+        }
+        float *dk = dst + kk * nr;
+        if (nr == 32) {
+            for (int64_t x = 0; x < ncp; x += 32, dk += kc * 32) memcpy(dk, line + x, 32 * sizeof(float));
+        } else if (nr == 16) {
+            for (int64_t x = 0; x < ncp; x += 16, dk += kc * 16) memcpy(dk, line + x, 16 * sizeof(float));
+        } else {
+            for (int64_t x = 0; x < ncp; x += nr, dk += kc * nr) memcpy(dk, line + x, (size_t)nr * sizeof(float));
+        }
+        if (++kw == KW) {
+            kw = 0;
+            if (++kh == KH) {
+                kh = 0;
+                if (++kd == cg->kernel[0]) {
+                    kd = 0;
+                    c++;
+                }
+            }
+        }
     }
 }
 
 /* ------------------------------------------------------------ store + epilogue */
 
-static void store_tile(const ert_sgemm_args *g, const float *acc, int64_t i0, int64_t j0, int64_t mr,
+/* bias, residual, activation on a finished tile of C */
+static inline __attribute__((always_inline)) void epilogue_tile(const ert_sgemm_args *g, int64_t i0, int64_t j0,
+                                                              int64_t mr, int64_t nr) {
+    for (int64_t i = 0; i < mr; i++) {
+        float *crow = g->c + (i0 + i) * g->ldc + j0;
+        if (g->bias_row) {
+            float bv = g->bias_row[i0 + i];
+            for (int64_t j = 0; j < nr; j++) crow[j] += bv;
+        }
+        if (g->residual) {
+            const float *rrow = g->residual + (i0 + i) * g->ldc + j0;
+            for (int64_t j = 0; j < nr; j++) crow[j] += rrow[j];
+        }
+        if (g->act) ert_cpu_act_inplace(crow, nr, g->act);
+    }
+}
+
+/* acc is mr x nr with row stride ldacc */
+static inline __attribute__((always_inline)) void store_tile(const ert_sgemm_args *g, const float *acc, int64_t ldacc, int64_t i0, int64_t j0, int64_t mr,
                        int64_t nr, bool first, bool last) {
     for (int64_t i = 0; i < mr; i++) {
         float *crow = g->c + (i0 + i) * g->ldc + j0;
-        const float *arow = acc + i * NR;
+        const float *arow = acc + i * ldacc;
         if (first && !g->accumulate)
             for (int64_t j = 0; j < nr; j++) crow[j] = arow[j];
         else
@@ -241,33 +427,53 @@ typedef struct sgemm_job {
     const ert_sgemm_args *g;
     float *slots;            /* per slot: packed B block, then packed A block */
     size_t slot_floats, b_floats;
-    int64_t n_slots, n_mb, n_nb;
-    ukr_fn ukr;
+    int64_t n_slots, n_mb, n_nb, n_jc, mcb;
+    const ukr_desc *uk;
     atomic_llong next_task;  /* tasks are claimed, so a late worker stalls nobody */
 } sgemm_job;
 
-static void sgemm_slot(void *arg, int64_t s0, int64_t s1) {
+/* A task is one MC row block times a chunk of consecutive NC column blocks.
+ * K is the middle loop so each A block is packed once per chunk, not once
+ * per NC block (repacking A per NC block was most of the packing cost on
+ * conv layers with thousands of output pixels); the C rows of the chunk are
+ * revisited once per KC block and stay in L2. */
+static inline __attribute__((always_inline)) void sgemm_slot_body(void *arg, int64_t s0, int64_t s1) {
     sgemm_job *jb = arg;
     const ert_sgemm_args *g = jb->g;
-    const int64_t n_tasks = jb->n_mb * jb->n_nb;
-    float acc[MR * NR];
+    const int64_t n_tasks = jb->n_mb * jb->n_jc;
+    const int64_t mr = jb->uk->mr, nr = jb->uk->nr;
+    const ukr_fn ukr = jb->uk->fn;
+    const bool has_epi = g->bias_row || g->residual || g->act;
+    float acc[MR_MAX * NR_MAX] __attribute__((aligned(64)));
     for (int64_t s = s0; s < s1; s++) {
         float *pb = jb->slots + (size_t)s * jb->slot_floats;
         float *pa = pb + jb->b_floats;
         for (int64_t t; (t = atomic_fetch_add_explicit(&jb->next_task, 1, memory_order_relaxed)) < n_tasks;) {
-            int64_t i0 = (t % jb->n_mb) * MC, j0 = (t / jb->n_mb) * NC;
-            int64_t mc = min64(MC, g->M - i0), nc = min64(NC, g->N - j0);
+            int64_t i0 = (t % jb->n_mb) * jb->mcb, jc = t / jb->n_mb;
+            int64_t mc = min64(jb->mcb, g->M - i0);
+            /* chunk jc covers column blocks [jc*n_nb/n_jc, (jc+1)*n_nb/n_jc) */
+            int64_t jb0 = jc * jb->n_nb / jb->n_jc, jb1 = (jc + 1) * jb->n_nb / jb->n_jc;
             for (int64_t pc = 0; pc < g->K; pc += KC) {
                 int64_t kc = min64(KC, g->K - pc);
-                if (g->conv) pack_b_conv(g->conv, pc, kc, j0, nc, pb);
-                else pack_b_dense(g, pc, kc, j0, nc, pb);
-                pack_a_block(g, i0, mc, pc, kc, pa);
                 bool first = pc == 0, last = pc + kc >= g->K;
-                for (int64_t jr = 0; jr < nc; jr += NR) {
-                    const float *bp = pb + (jr / NR) * kc * NR;
-                    for (int64_t ir = 0; ir < mc; ir += MR) {
-                        jb->ukr(kc, pa + (ir / MR) * kc * MR, bp, acc);
-                        store_tile(g, acc, i0 + ir, j0 + jr, min64(MR, mc - ir), min64(NR, nc - jr), first, last);
+                pack_a_block(g, i0, mc, pc, kc, mr, pa);
+                for (int64_t jblk = jb0; jblk < jb1; jblk++) {
+                    int64_t j0 = jblk * NC, nc = min64(NC, g->N - j0);
+                    if (g->conv) pack_b_conv(g->conv, pc, kc, j0, nc, nr, pb);
+                    else pack_b_dense(g, pc, kc, j0, nc, nr, pb);
+                    for (int64_t jr = 0; jr < nc; jr += nr) {
+                        const float *bp = pb + (jr / nr) * kc * nr;
+                        for (int64_t ir = 0; ir < mc; ir += mr) {
+                            const float *ap = pa + (ir / mr) * kc * mr;
+                            if (ir + mr <= mc && jr + nr <= nc) {
+                                ukr(kc, ap, bp, g->c + (i0 + ir) * g->ldc + j0 + jr, g->ldc, !first || g->accumulate);
+                                if (last && has_epi) epilogue_tile(g, i0 + ir, j0 + jr, mr, nr);
+                                continue;
+                            }
+                            ukr(kc, ap, bp, acc, nr, false);
+                            store_tile(g, acc, nr, i0 + ir, j0 + jr, min64(mr, mc - ir), min64(nr, nc - jr), first,
+                                       last);
+                        }
                     }
                 }
             }
@@ -275,11 +481,33 @@ static void sgemm_slot(void *arg, int64_t s0, int64_t s1) {
     }
 }
 
-/* B block (KC x NC) + A block (MC x KC), both trimmed to the problem. */
+static void sgemm_slot(void *arg, int64_t s0, int64_t s1) { sgemm_slot_body(arg, s0, s1); }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* With the AVX-512 kernel the packing and the tile stores are a third of the
+ * time; built for the baseline target they run on 4-wide SSE, so the whole
+ * driver is compiled again for AVX-512 (same code, same results: no
+ * multiply-add is contracted differently, packing and stores only copy,
+ * scale by alpha and add). */
+__attribute__((target("avx512f,avx2,fma"))) static void sgemm_slot_avx512(void *arg, int64_t s0, int64_t s1) {
+    sgemm_slot_body(arg, s0, s1);
+}
+static ert_par_fn pick_slot(const ukr_desc *uk) {
+    return uk->kind == ERT_CPU_GEMM_AVX512 ? sgemm_slot_avx512 : sgemm_slot;
+}
+#else
+static ert_par_fn pick_slot(const ukr_desc *uk) {
+    (void)uk;
+    return sgemm_slot;
+}
+#endif
+
+/* B block (KC x NC) + A block (<= MC x KC), both trimmed to the problem; sized
+ * for the widest kernel so that any kernel can run in it. */
 static void slot_sizes(int64_t M, int64_t N, int64_t K, size_t *b_floats, size_t *total) {
     int64_t kc = min64(K, KC);
-    *b_floats = (size_t)round_up(kc * min64(round_up(N, NR), NC), 16);
-    *total = *b_floats + (size_t)round_up(kc * min64(round_up(M, MR), MC), 16);
+    *b_floats = (size_t)round_up(kc * min64(round_up(N, NR_MAX), NC), 16);
+    *total = *b_floats + (size_t)round_up(kc * min64(round_up(M, MR_LCM), MC), 16);
 }
 
 size_t ert_cpu_sgemm_workspace(int64_t M, int64_t N, int64_t K, int n_threads) {
@@ -294,10 +522,10 @@ size_t ert_cpu_sgemm_workspace(int64_t M, int64_t N, int64_t K, int n_threads) {
 ert_status ert_cpu_sgemm(const ert_sgemm_args *g, void *ws, size_t ws_bytes, struct ert_threadpool *pool) {
     if (g->M <= 0 || g->N <= 0) return ERT_OK;
     if (g->K <= 0) { /* empty sum: C = 0 (or unchanged) + epilogue */
-        float zero[MR * NR] = {0};
-        for (int64_t i = 0; i < g->M; i += MR)
-            for (int64_t j = 0; j < g->N; j += NR)
-                store_tile(g, zero, i, j, min64(MR, g->M - i), min64(NR, g->N - j), true, true);
+        float zero[6 * 16] = {0};
+        for (int64_t i = 0; i < g->M; i += 6)
+            for (int64_t j = 0; j < g->N; j += 16)
+                store_tile(g, zero, 16, i, j, min64(6, g->M - i), min64(16, g->N - j), true, true);
         return ERT_OK;
     }
     size_t bf, sf;
@@ -308,14 +536,25 @@ ert_status ert_cpu_sgemm(const ert_sgemm_args *g, void *ws, size_t ws_bytes, str
         .slots = ws,
         .slot_floats = sf,
         .b_floats = bf,
-        .n_mb = (g->M + MC - 1) / MC,
         .n_nb = (g->N + NC - 1) / NC,
-        .ukr = pick_ukr(),
+        .uk = pick_ukr(),
     };
     atomic_init(&jb.next_task, 0);
     int64_t fit = (int64_t)(ws_bytes / (sf * sizeof(float)));
-    jb.n_slots = min64(min64(ert_threadpool_size(pool), fit), jb.n_mb * jb.n_nb);
-    ert_parallel_for(pool, jb.n_slots, 1, sgemm_slot, &jb);
+    int64_t slots = min64(ert_threadpool_size(pool), fit);
+    /* fewest row blocks; more when the columns alone give too few tasks */
+    jb.n_mb = (g->M + MC - 1) / MC;
+    if (slots > 1 && jb.n_nb < 2 * slots) {
+        int64_t want = (2 * slots + jb.n_nb - 1) / jb.n_nb, most = (g->M + MR_LCM - 1) / MR_LCM;
+        if (want > jb.n_mb) jb.n_mb = min64(want, most);
+    }
+    jb.mcb = round_up((g->M + jb.n_mb - 1) / jb.n_mb, MR_LCM);
+    jb.n_mb = (g->M + jb.mcb - 1) / jb.mcb;
+    /* one chunk per row block when single-threaded (each A block packed
+     * once); otherwise about two tasks per worker, for balance */
+    jb.n_jc = slots <= 1 ? 1 : min64(jb.n_nb, (2 * slots + jb.n_mb - 1) / jb.n_mb);
+    jb.n_slots = min64(slots, jb.n_mb * jb.n_jc);
+    ert_parallel_for(pool, jb.n_slots, 1, pick_slot(jb.uk), &jb);
     return ERT_OK;
 }
 
