@@ -218,12 +218,17 @@ static void run_test(const char *tdir, result *r, bool verbose) {
         ert_input_value vals[MAX_IO];
         bool frozen[MAX_IO] = {false};
         st = ert_session_create(m, &so, &s);
-        if (st == ERT_E_UNSUPPORTED && strstr(ert_last_error(ctx), "must be a constant")) {
+        /* pass 0: integer inputs and scalars; pass 1: every input after the
+         * first (e.g. Resize's float scales) */
+        for (int pass = 0; pass < 2 && st == ERT_E_UNSUPPORTED && strstr(ert_last_error(ctx), "must be a constant");
+             pass++) {
             int nv = 0;
             for (int k = 1; k < n_in; k++) {
                 int64_t ne = 1;
                 for (int d = 0; d < in_info[k].ndim; d++) ne *= in_info[k].dims[d];
-                if (!(in_info[k].dtype == ERT_DTYPE_I64 || in_info[k].dtype == ERT_DTYPE_I32 || ne <= 1)) continue;
+                frozen[k] = false;
+                if (pass == 0 && !(in_info[k].dtype == ERT_DTYPE_I64 || in_info[k].dtype == ERT_DTYPE_I32 || ne <= 1))
+                    continue;
                 memset(&vals[nv], 0, sizeof vals[nv]);
                 vals[nv].name = shapes[k].name;
                 vals[nv].dtype = in_info[k].dtype;
