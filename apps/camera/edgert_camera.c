@@ -47,6 +47,7 @@ typedef struct opts {
     int fit; /* -1: by task */
     float mean[3], std[3], scale;
     int have_mean, have_std;
+    int gpu_pre; /* -1: on with --device cuda|auto, 0 off, 1 on */
     float score_thr, iou_thr;
 } opts;
 
@@ -228,6 +229,8 @@ static void usage(FILE *f) {
           "                     (BT.601), normalised with the first mean/std: e.g. --mean 0.286 --std 0.353\n"
           "  --topk K --score T --iou T           postprocessing (defaults 5, 0.25, 0.45)\n"
           "  --device cpu|cuda|auto  --threads N  --fp16\n"
+          "  --gpu-preprocess on|off  resize + normalise frames on the GPU (default on with --device cuda|auto;\n"
+          "                     falls back to the CPU when no GPU can be used)\n"
           "  --out DIR          annotated JPEGs DIR/frame_NNNNNN.jpg\n"
           "  --mjpeg-out FILE   annotated frames as one MJPEG stream file\n"
           "  --serve [IP:]PORT  MJPEG over HTTP (default IP 127.0.0.1); open http://IP:PORT/\n"
@@ -258,6 +261,7 @@ static int parse_args(int argc, char **argv, opts *o) {
     o->score_thr = 0.25f;
     o->iou_thr = 0.45f;
     o->fit = -1;
+    o->gpu_pre = -1;
     o->in_w = o->in_h = 640;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -288,6 +292,11 @@ static int parse_args(int argc, char **argv, opts *o) {
         else if (ARG("--mean")) { if (parse_floats3(v, o->mean)) return -1; o->have_mean = 1; }
         else if (ARG("--std")) { if (parse_floats3(v, o->std)) return -1; o->have_std = 1; }
         else if (ARG("--input-size")) { if (sscanf(v, "%dx%d", &o->in_w, &o->in_h) != 2 || o->in_w < 1 || o->in_h < 1) return -1; }
+        else if (ARG("--gpu-preprocess")) {
+            if (strcmp(v, "on") == 0) o->gpu_pre = 1;
+            else if (strcmp(v, "off") == 0) o->gpu_pre = 0;
+            else return -1;
+        }
         else if (ARG("--device")) {
             if (strcmp(v, "cpu") == 0) o->device = ERT_DEVICE_CPU;
             else if (strcmp(v, "cuda") == 0) o->device = ERT_DEVICE_CUDA;
@@ -339,6 +348,8 @@ int main(int argc, char **argv) {
     ert_context *ctx = NULL;
     ert_model *model = NULL;
     ert_session *sess = NULL;
+    ert_preprocessor *gpre = NULL; /* made at the first frame (its size bounds the staging) */
+    int gpre_w = 0, gpre_h = 0;
     ert_jpeg *enc = NULL;
     cam_source *src = NULL;
     cam_http *http = NULL;
@@ -462,6 +473,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "edgert-camera: no viewer after %d ms; going on\n", o.serve_wait_ms);
     }
     int want_encode = o.out_dir || mjpeg || http;
+    int use_gpu_pre = !o.decode_only && (o.gpu_pre == 1 || (o.gpu_pre < 0 && o.device != ERT_DEVICE_CPU));
     if (!o.quiet)
         fprintf(stderr, "edgert-camera: %s -> %s%s\n", cam_source_describe(src),
                 o.decode_only ? "decode only" : o.model, o.decode_only ? "" : task == TASK_CLASSIFY ? " (classify)" : task == TASK_DETECT ? " (detect)" : " (textdet)");
@@ -495,7 +507,28 @@ int main(int argc, char **argv) {
         if (!o.decode_only) {
             double a = cli_now();
             cam_xform xf;
-            cam_preprocess(s->rgb, s->w, s->h, (size_t)s->w * 3, &pre, in_data, &xf);
+            if (use_gpu_pre && (s->w > gpre_w || s->h > gpre_h)) {
+                ert_preprocessor_free(gpre);
+                gpre = NULL;
+                gpre_w = s->w > gpre_w ? s->w : gpre_w;
+                gpre_h = s->h > gpre_h ? s->h : gpre_h;
+                ert_preprocess_options gpo = {.out_w = pre.out_w, .out_h = pre.out_h, .fit = (ert_fit)pre.fit,
+                                              .pad = pre.pad, .scale = pre.scale, .nhwc = pre.nhwc,
+                                              .bgr = pre.bgr, .gray = pre.gray};
+                memcpy(gpo.mean, pre.mean, sizeof gpo.mean);
+                memcpy(gpo.std, pre.std, sizeof gpo.std);
+                ert_status gst = ert_preprocessor_create(gpre_w, gpre_h, &gpo, &gpre);
+                if (gst != ERT_OK) {
+                    if (!o.quiet)
+                        fprintf(stderr, "edgert-camera: note: GPU preprocessing unavailable (%s); using the CPU\n",
+                                ert_status_str(gst));
+                    use_gpu_pre = 0;
+                }
+            }
+            if (gpre && ert_preprocessor_run(gpre, s->rgb, s->w, s->h, (size_t)s->w * 3, ERT_FRAME_RGB, in_data) == ERT_OK)
+                xf = cam_pre_xform(s->w, s->h, &pre);
+            else
+                cam_preprocess(s->rgb, s->w, s->h, (size_t)s->w * 3, &pre, in_data, &xf);
             double b = cli_now();
             if (ert_session_run(sess) != ERT_OK) {
                 fprintf(stderr, "edgert-camera: run: %s\n", ert_last_error(ctx));
@@ -668,6 +701,7 @@ done:
     free(work);
     free(boxes);
     ert_jpeg_free(enc);
+    ert_preprocessor_free(gpre);
     ert_session_free(sess);
     ert_model_free(model);
     ert_context_free(ctx);

@@ -659,6 +659,66 @@ ert_status ert_trainer_export(ert_trainer *t, ert_model **out);
  * Errors: ERT_E_UNSUPPORTED, ERT_E_IO, ERT_E_NOMEM. */
 ert_status ert_model_save_onnx(const ert_model *model, const char *path);
 
+/* ------------------------------------------------------ GPU preprocessing */
+
+/* A camera frame on the GPU: u8 RGB or YUYV 4:2:2 (BT.601 limited range) ->
+ * bilinear resize with half-pixel centres, edges clamped (OpenCV INTER_LINEAR)
+ * -> v * scale, then (v - mean) / std -> f32, in one kernel. Matches the CPU
+ * preprocessing of the camera app (apps/camera/proc.c) to within 1e-5.
+ *
+ *     ert_preprocess_options po = {.out_w = 224, .out_h = 224, .fit = ERT_FIT_CENTER_CROP,
+ *                                  .mean = {...}, .std = {...}};
+ *     ert_preprocessor *pp;
+ *     ert_preprocessor_create(1280, 720, &po, &pp);     // allocates everything
+ *     ert_session_input_data(s, 0, (void **)&in);
+ *     ert_preprocessor_run(pp, frame, w, h, stride, ERT_FRAME_YUYV, in); // no allocation
+ *
+ * One preprocessor is not thread-safe; several may run on several threads. */
+
+/* Append-only. */
+typedef enum ert_fit {
+    ERT_FIT_STRETCH = 0,     /* whole frame to the whole input (aspect not kept) */
+    ERT_FIT_LETTERBOX = 1,   /* whole frame, aspect kept, centred, padded with `pad` */
+    ERT_FIT_CENTER_CROP = 2, /* input filled, aspect kept, the frame's centre cropped */
+} ert_fit;
+
+/* Append-only. */
+typedef enum ert_frame_format {
+    ERT_FRAME_RGB = 0,  /* packed RGB u8, 3 bytes per pixel */
+    ERT_FRAME_YUYV = 1, /* YUYV 4:2:2, 2 bytes per pixel (odd widths: the last U/V serve one pixel) */
+} ert_frame_format;
+
+/* Zero-initialised means: stretch, pad 0, scale 1/255, mean 0, std 1, NCHW, RGB. */
+typedef struct ert_preprocess_options {
+    int out_w, out_h;       /* the network input's width and height */
+    ert_fit fit;
+    uint8_t pad;            /* letterbox fill, in pixel units (e.g. 114) */
+    float scale;            /* 0: 1/255 */
+    float mean[3], std[3];  /* per RGB channel; std 0 means 1 */
+    int nhwc;               /* 0: (3, H, W) planes; 1: (H, W, 3) */
+    int bgr;                /* output channel order BGR */
+    int gray;               /* 1 channel: 0.299 R + 0.587 G + 0.114 B, with mean[0], std[0] */
+} ert_preprocess_options;
+
+typedef struct ert_preprocessor ert_preprocessor;
+
+/* Allocates pinned staging and device buffers for frames up to max_w x max_h,
+ * and a CUDA stream. *out owned by the caller (ert_preprocessor_free).
+ * Errors: ERT_E_ARG, ERT_E_NOMEM, ERT_E_CUDA (no usable GPU),
+ * ERT_E_UNSUPPORTED (edgert built without CUDA). */
+ert_status ert_preprocessor_create(int max_w, int max_h, const ert_preprocess_options *o,
+                                   ert_preprocessor **out);
+/* Bytes one run writes: out_w * out_h * (3, or 1 with gray) * 4. */
+size_t ert_preprocessor_output_bytes(const ert_preprocessor *p);
+/* frame: w x h pixels (w <= max_w, h <= max_h), rows `stride` bytes apart,
+ * host memory (a YUYV row holds (w + 1) / 2 * 4 bytes), read during the call only. dst: host memory (e.g. a session's
+ * ert_session_input_data) of ert_preprocessor_output_bytes bytes, written
+ * before return. Never allocates. Errors: ERT_E_ARG, ERT_E_CUDA, ERT_E_UNSUPPORTED. */
+ert_status ert_preprocessor_run(ert_preprocessor *p, const uint8_t *frame, int w, int h, size_t stride,
+                                ert_frame_format fmt, float *dst);
+/* NULL is a no-op. */
+void ert_preprocessor_free(ert_preprocessor *p);
+
 #ifdef __cplusplus
 }
 #endif
