@@ -399,6 +399,9 @@ bool ert_broadcast_shape(int na, const int64_t *a, int nb, const int64_t *b, int
 /* Read a constant integer tensor (i32 or i64) into out (max entries); returns count or -1. */
 int ert_tinfo_ints(const ert_tinfo *t, int64_t *out, int max);
 
+/* ONNX TensorProto.DataType code -> ert_dtype, UNDEFINED if unsupported (ops_tensor.c). */
+ert_dtype ert_onnx_dtype(int code);
+
 /* prepare functions, by file: runtime/ops_nn.c, runtime/ops_eltwise.c, runtime/ops_tensor.c */
 ert_status ert_prepare_conv(ert_prep *p);
 ert_status ert_prepare_conv_transpose(ert_prep *p);

@@ -499,8 +499,10 @@ ert_status ert_prepare_expand(ert_prep *p) {
     return ERT_OK;
 }
 
-/* ONNX TensorProto.DataType -> ert_dtype (UNDEFINED if unsupported). */
-static ert_dtype onnx_dtype(int64_t code) {
+/* ONNX TensorProto.DataType -> ert_dtype (UNDEFINED if unsupported). The IR
+ * keeps Cast's `to` as an ONNX code, so the map lives here; the ONNX loader
+ * uses it for tensors too. */
+ert_dtype ert_onnx_dtype(int code) {
     switch (code) {
     case 1: return ERT_DTYPE_F32;
     case 2: return ERT_DTYPE_U8;
@@ -520,7 +522,7 @@ ert_status ert_prepare_cast(ert_prep *p) {
     if (st) return st;
     if (!ert_node_attr(p->node, "to")) return ert_prep_error(p, ERT_E_ARG, "attribute 'to' is required");
     int64_t code = ert_attr_int(p->node, "to", 0);
-    ert_dtype to = onnx_dtype(code);
+    ert_dtype to = ert_onnx_dtype(code);
     if (to == ERT_DTYPE_UNDEFINED) return ert_prep_error(p, ERT_E_UNSUPPORTED, "Cast to ONNX dtype %lld", (long long)code);
     p->params->cast.to = to;
     out_like(p, to, x->ndim, x->dims);

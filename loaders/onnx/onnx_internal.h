@@ -61,8 +61,7 @@ typedef struct ert_onnx_tensor {
 ert_status ert_onnx_decode_tensor(ert_context *ctx, ert_pb b, const char *dir, const char *what,
                                   ert_onnx_tensor *t);
 
-/* ONNX TensorProto.DataType -> ert dtype; ERT_DTYPE_UNDEFINED if unsupported. */
-ert_dtype ert_onnx_dtype(int onnx_type);
+/* ert_onnx_dtype() (ONNX elem type -> ert_dtype) is in ert_internal.h. */
 /* Name of an ONNX data type code ("DOUBLE"), "?" when unknown. */
 const char *ert_onnx_dtype_name(int onnx_type);
 

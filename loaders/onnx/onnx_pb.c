@@ -137,20 +137,6 @@ int64_t ert_pb_count_varints(ert_pb sub) {
 
 /* ------------------------------------------------------------ dtypes */
 
-ert_dtype ert_onnx_dtype(int t) {
-    switch (t) {
-    case 1: return ERT_DTYPE_F32;
-    case 2: return ERT_DTYPE_U8;
-    case 3: return ERT_DTYPE_I8;
-    case 6: return ERT_DTYPE_I32;
-    case 7: return ERT_DTYPE_I64;
-    case 9: return ERT_DTYPE_BOOL;
-    case 10: return ERT_DTYPE_F16;
-    case 16: return ERT_DTYPE_BF16;
-    default: return ERT_DTYPE_UNDEFINED;
-    }
-}
-
 const char *ert_onnx_dtype_name(int t) {
     static const char *names[] = {"UNDEFINED", "FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32",
                                   "INT64", "STRING", "BOOL", "FLOAT16", "DOUBLE", "UINT32", "UINT64",
