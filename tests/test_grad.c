@@ -46,7 +46,10 @@ static int64_t prod(int nd, const int64_t *d) {
     return n;
 }
 
-/* A parameter with values in [lo, hi); |v| >= gap away from 0 when gap > 0 (kinks). */
+/* A parameter with values in [lo, hi); |v| >= gap away from 0 when gap > 0
+ * (kinks). gap < 0: the values are a random permutation of an even grid on
+ * [lo, hi), no two closer than (hi - lo) / n, so max-like ops have no
+ * near-ties for the finite differences (step 1e-5) to straddle. */
 static int32_t addp(gc *c, const char *name, int nd, const int64_t *d, double lo, double hi, double gap) {
     int k = c->np++;
     c->pname[k] = name;
@@ -59,9 +62,15 @@ static int32_t addp(gc *c, const char *name, int nd, const int64_t *d, double lo
         double v;
         do v = ert_test_uniform(&rng, lo, hi);
         while (gap > 0 && fabs(v) < gap);
+        if (gap < 0) v = lo + ((double)i + 0.5) * (hi - lo) / (double)c->pn[k];
         c->pf[k][i] = (float)v;
-        c->pd[k][i] = c->pf[k][i];
     }
+    for (int64_t i = c->pn[k] - 1; gap < 0 && i > 0; i--) {
+        int64_t j = (int64_t)(ert_test_u64(&rng) % (uint64_t)(i + 1));
+        float t = c->pf[k][i];
+        c->pf[k][i] = c->pf[k][j], c->pf[k][j] = t;
+    }
+    for (int64_t i = 0; i < c->pn[k]; i++) c->pd[k][i] = c->pf[k][i];
     CHECK_OK(ert_builder_weight(c->b, name, ERT_DTYPE_F32, nd, d, c->pf[k], &c->pid[k]), ctx);
     return c->pid[k];
 }
@@ -488,7 +497,7 @@ static void case_pool(bool is_max) {
     v[13] = is_max ? 0 : ert_test_int(&rng, 0, 1);
     v[14] = is_max ? ert_test_int(&rng, 1, 2) : 1, v[15] = is_max ? ert_test_int(&rng, 1, 2) : 1;
     int64_t xd[4] = {v[0], v[1], v[2], v[3]};
-    int32_t x = addp(&c, "x", 4, xd, -1, 1, 0);
+    int32_t x = addp(&c, "x", 4, xd, -1, 1, -1);
     int64_t ks[2] = {v[4], v[5]}, st[2] = {v[6], v[7]}, pads[4] = {v[8], v[9], v[10], v[11]}, dl[2] = {v[14], v[15]};
     ert_attr at[4] = {ERT_ATTR_IS("kernel_shape", ks, 2), ERT_ATTR_IS("strides", st, 2), ERT_ATTR_IS("pads", pads, 4),
                       is_max ? ERT_ATTR_IS("dilations", dl, 2) : ERT_ATTR_I("count_include_pad", v[13])};
@@ -507,7 +516,7 @@ static void case_pool22(void) {
     v[4] = v[5] = v[6] = v[7] = 2;
     v[12] = 1, v[14] = v[15] = 1;
     int64_t xd[4] = {v[0], v[1], v[2], v[3]};
-    int32_t x = addp(&c, "x", 4, xd, -1, 1, 0), y = -1;
+    int32_t x = addp(&c, "x", 4, xd, -1, 1, -1), y = -1;
     CHECK_OK(ert_builder_maxpool2d(c.b, x, 2, 2, 0, &y), ctx);
     gc_check(&c, y, pool_ref, ERT_BN_TRAIN);
 }
@@ -866,6 +875,25 @@ static void case_share(void) {
     int64_t M = ert_test_int(&rng, 1, 4), K = ert_test_int(&rng, 2, 5), N = ert_test_int(&rng, 2, 6);
     c.iv[0] = M, c.iv[1] = K, c.iv[2] = N;
     int64_t xd[2] = {M, K}, wd[2] = {N, K};
+    /* The Relu's input x.w^T must stay clear of its kink at 0 (finite
+     * differences straddling it are wrong): draw x and w on a copy of the
+     * stream until min |h| >= 1e-2, then let addp draw the same values. */
+    for (int tries = 0; tries < 1000; tries++) {
+        ert_test_rng saved = rng;
+        double xv[4 * 5], wv[6 * 5], mn = INFINITY;
+        for (int64_t i = 0; i < M * K; i++) xv[i] = (float)ert_test_uniform(&rng, -1, 1);
+        for (int64_t i = 0; i < N * K; i++) wv[i] = (float)ert_test_uniform(&rng, -1, 1);
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < N; n++) {
+                double hv = 0;
+                for (int64_t k = 0; k < K; k++) hv += xv[m * K + k] * wv[n * K + k];
+                mn = fmin(mn, fabs(hv));
+            }
+        if (mn >= 1e-2) {
+            rng = saved;
+            break;
+        }
+    }
     int32_t x = addp(&c, "x", 2, xd, -1, 1, 0), w = addp(&c, "w", 2, wd, -1, 1, 0), h, r, o, y;
     int32_t in[2] = {x, w};
     ert_attr at[1] = {ERT_ATTR_I("transB", 1)};
