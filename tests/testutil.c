@@ -1,15 +1,22 @@
+#define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 int ert_test_pass, ert_test_fail;
 
 void ert_test_rng_init(ert_test_rng *r, const char *test_name) {
     const char *e = getenv("ERT_SEED");
-    uint64_t seed = e ? strtoull(e, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 20);
+    /* nanoseconds and the pid: two runs in the same second (ctest -j,
+     * --repeat) still draw different data */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t seed = e ? strtoull(e, NULL, 0)
+                      : ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^ ((uint64_t)getpid() << 32);
     if (!seed) seed = 0x9e3779b97f4a7c15ull;
     printf("%s: seed %llu (replay with ERT_SEED)\n", test_name, (unsigned long long)seed);
     r->s = seed;
