@@ -106,8 +106,7 @@ bool ert_trainer_plan_check(const ert_trainer *t, char *why, size_t cap);
 /* Tests, any device: copy a trainable parameter's value and gradient (either
  * may be NULL) into host buffers of at least *n floats (*n gets the count). */
 ert_status ert_trainer_param_copy(ert_trainer *t, const char *name, float *value, float *grad, int64_t *n);
-/* The device the trainer runs on (CPU or CUDA, never AUTO). */
-ert_device ert_trainer_device(const ert_trainer *t);
+
 
 /* autodiff.c: emit backward nodes for the forward nodes [0, fwd_end) given
  * the gradient of the loss's input (dlogits_t); on return every trainable
