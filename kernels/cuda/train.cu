@@ -15,11 +15,9 @@
 
 #include <math.h>
 
-namespace {
-
 constexpr int kThreads = 256;
 
-int blocks_for(int64_t n) {
+static int blocks_for(int64_t n) {
     int64_t b = (n + kThreads - 1) / kThreads;
     if (b > 65535 * 8) b = 65535 * 8;
     return b < 1 ? 1 : (int)b;
@@ -29,7 +27,7 @@ int blocks_for(int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
 /* Block sum of a double (every thread gets the result). */
-__device__ double block_sum(double v, double *sh) {
+static __device__ double block_sum(double v, double *sh) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     __syncthreads();
@@ -44,17 +42,17 @@ __device__ double block_sum(double v, double *sh) {
     return sh[32];
 }
 
-__device__ double warp_sum(double v) {
+static __device__ double warp_sum(double v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
-__device__ double warp_max(double v) {
+static __device__ double warp_max(double v) {
     for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
 
 /* Offset of operand k for output index e (map of cuda_internal.h). */
-__device__ int64_t map_off(const ert_cuda_map &m, int k, int64_t e) {
+static __device__ int64_t map_off(const ert_cuda_map &m, int k, int64_t e) {
     int64_t off = 0;
     for (int d = m.ndim - 1; d >= 0; d--) {
         int64_t i = e % m.dims[d];
@@ -66,7 +64,7 @@ __device__ int64_t map_off(const ert_cuda_map &m, int k, int64_t e) {
 
 /* ---------------------------------------------------------------- activations */
 
-__device__ float act_deriv(float x, const ert_unary_params &u) {
+static __device__ float act_deriv(float x, const ert_unary_params &u) {
     const ert_act_params &a = u.act;
     switch (a.kind) {
     case ERT_ACT_NONE: return 1.0f;
@@ -103,7 +101,7 @@ __device__ float act_deriv(float x, const ert_unary_params &u) {
     return 1.0f;
 }
 
-__global__ void act_grad_k(const float *__restrict__ dy, const float *__restrict__ x, float *__restrict__ dx,
+static __global__ void act_grad_k(const float *__restrict__ dy, const float *__restrict__ x, float *__restrict__ dx,
                            int64_t n, ert_unary_params u) {
     if (u.act.kind == ERT_ACT_RELU) {
         GRID_STRIDE(i, n) dx[i] = x[i] > 0 ? dy[i] : 0.0f;
@@ -115,7 +113,7 @@ __global__ void act_grad_k(const float *__restrict__ dy, const float *__restrict
 /* ---------------------------------------------------------------- broadcast walks */
 
 /* m: output = dy's shape; s[0] a, s[1] b, s[2] o (the operand whose gradient). */
-__global__ void binary_grad_k(const float *__restrict__ dy, const float *__restrict__ a, const float *__restrict__ b,
+static __global__ void binary_grad_k(const float *__restrict__ dy, const float *__restrict__ a, const float *__restrict__ b,
                               float *__restrict__ o, ert_cuda_map m, int64_t n, int fwd, int which, bool direct) {
     GRID_STRIDE(e, n) {
         float g = dy[e];
@@ -132,7 +130,7 @@ __global__ void binary_grad_k(const float *__restrict__ dy, const float *__restr
 }
 
 /* dy (outer, mid, inner) summed over outer and inner: one block per mid. */
-__global__ void reduce_block_k(const float *__restrict__ dy, float *__restrict__ o, int64_t outer, int64_t mid,
+static __global__ void reduce_block_k(const float *__restrict__ dy, float *__restrict__ o, int64_t outer, int64_t mid,
                                int64_t inner, float scale) {
     __shared__ double sh[33];
     int64_t m = blockIdx.x;
@@ -144,13 +142,13 @@ __global__ void reduce_block_k(const float *__restrict__ dy, float *__restrict__
 }
 
 /* General REDUCE_TO: m over dy's shape, s[0] = strides into the output. */
-__global__ void reduce_atomic_k(const float *__restrict__ dy, float *__restrict__ o, ert_cuda_map m, int64_t n,
+static __global__ void reduce_atomic_k(const float *__restrict__ dy, float *__restrict__ o, ert_cuda_map m, int64_t n,
                                 float scale) {
     GRID_STRIDE(e, n) atomicAdd(o + map_off(m, 0, e), dy[e] * scale);
 }
 
 /* BROADCAST_TO: m over the output's shape, s[0] = strides into dy. */
-__global__ void broadcast_k(const float *__restrict__ dy, float *__restrict__ o, ert_cuda_map m, int64_t n,
+static __global__ void broadcast_k(const float *__restrict__ dy, float *__restrict__ o, ert_cuda_map m, int64_t n,
                             float scale) {
     GRID_STRIDE(e, n) o[e] = dy[map_off(m, 0, e)] * scale;
 }
@@ -161,7 +159,7 @@ struct pgeom {
     int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
 };
 
-__device__ void taps(int64_t start, int64_t K, int64_t d, int64_t in, int64_t pe, int64_t *lo, int64_t *hi,
+static __device__ void taps(int64_t start, int64_t K, int64_t d, int64_t in, int64_t pe, int64_t *lo, int64_t *hi,
                      int64_t *np) {
     *lo = start >= 0 ? 0 : (-start + d - 1) / d;
     *hi = in - start <= 0 ? 0 : (in - start + d - 1) / d;
@@ -172,7 +170,7 @@ __device__ void taps(int64_t start, int64_t K, int64_t d, int64_t in, int64_t pe
 }
 
 /* One thread per dy element; dx zeroed before; overlapping windows add. */
-__global__ void pool_grad_k(const float *__restrict__ x, const float *__restrict__ dy, float *__restrict__ dx,
+static __global__ void pool_grad_k(const float *__restrict__ x, const float *__restrict__ dy, float *__restrict__ dx,
                             pgeom g, int64_t total, bool is_max, bool include_pad) {
     int64_t out_sz = g.out[0] * g.out[1] * g.out[2], in_sz = g.in[0] * g.in[1] * g.in[2];
     GRID_STRIDE(i, total) {
@@ -212,14 +210,14 @@ __global__ void pool_grad_k(const float *__restrict__ x, const float *__restrict
     }
 }
 
-__global__ void gap_grad_k(const float *__restrict__ dy, float *__restrict__ dx, int64_t sz, int64_t total) {
+static __global__ void gap_grad_k(const float *__restrict__ dy, float *__restrict__ dx, int64_t sz, int64_t total) {
     GRID_STRIDE(i, total) dx[i] = dy[i / sz] / (float)sz;
 }
 
 /* ---------------------------------------------------------------- batchnorm */
 
 /* One block per channel. x (N, C, sz). */
-__global__ void bn_train_k(const float *__restrict__ x, const float *__restrict__ scale, const float *__restrict__ bias,
+static __global__ void bn_train_k(const float *__restrict__ x, const float *__restrict__ scale, const float *__restrict__ bias,
                            float *rmean, float *rvar, float *__restrict__ y, float *mean, float *invstd, int64_t N,
                            int64_t C, int64_t sz, float eps, float mom, bool training) {
     __shared__ double sh[33];
@@ -258,7 +256,7 @@ __global__ void bn_train_k(const float *__restrict__ x, const float *__restrict_
         for (int64_t i = threadIdx.x; i < sz; i += blockDim.x) y[(n * C + c) * sz + i] = x[(n * C + c) * sz + i] * k + b;
 }
 
-__global__ void bn_grad_k(const float *__restrict__ dy, const float *__restrict__ x, const float *__restrict__ scale,
+static __global__ void bn_grad_k(const float *__restrict__ dy, const float *__restrict__ x, const float *__restrict__ scale,
                           const float *__restrict__ mean, const float *__restrict__ istd, float *__restrict__ dx,
                           float *__restrict__ dscale, float *__restrict__ dbias, int64_t N, int64_t C, int64_t sz,
                           float eps, bool frozen) {
@@ -293,7 +291,7 @@ __global__ void bn_grad_k(const float *__restrict__ dy, const float *__restrict_
 
 /* ---------------------------------------------------------------- softmax */
 
-__global__ void softmax_grad_k(const float *__restrict__ dy, const float *__restrict__ y, float *__restrict__ dx,
+static __global__ void softmax_grad_k(const float *__restrict__ dy, const float *__restrict__ y, float *__restrict__ dx,
                                int64_t outer, int64_t n, int64_t inner, bool lg) {
     GRID_STRIDE(r, outer * inner) {
         int64_t base = (r / inner) * n * inner + r % inner;
@@ -309,7 +307,7 @@ __global__ void softmax_grad_k(const float *__restrict__ dy, const float *__rest
 /* ---------------------------------------------------------------- gather */
 
 template <typename I>
-__global__ void gather_grad_k(const float *__restrict__ dy, const I *__restrict__ idx, float *__restrict__ dx,
+static __global__ void gather_grad_k(const float *__restrict__ dy, const I *__restrict__ idx, float *__restrict__ dx,
                               int64_t outer, int64_t dim, int64_t n_idx, int64_t inner) {
     GRID_STRIDE(e, outer * n_idx * inner) {
         int64_t i = e % inner, j = (e / inner) % n_idx, o = e / (inner * n_idx);
@@ -322,13 +320,13 @@ __global__ void gather_grad_k(const float *__restrict__ dy, const I *__restrict_
 
 /* ---------------------------------------------------------------- dropout */
 
-__device__ uint64_t mix64(uint64_t z) {
+static __device__ uint64_t mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
 
-__global__ void dropout_k(const float *__restrict__ x, const uint64_t *rng, float *__restrict__ y,
+static __global__ void dropout_k(const float *__restrict__ x, const uint64_t *rng, float *__restrict__ y,
                           float *__restrict__ mask, int64_t n, float ratio) {
     uint64_t s0 = *rng;
     float keep = 1.0f / (1.0f - ratio);
@@ -341,9 +339,9 @@ __global__ void dropout_k(const float *__restrict__ x, const uint64_t *rng, floa
     }
 }
 
-__global__ void rng_advance_k(uint64_t *rng, int64_t n) { *rng += (uint64_t)n * 0x9E3779B97F4A7C15ull; }
+static __global__ void rng_advance_k(uint64_t *rng, int64_t n) { *rng += (uint64_t)n * 0x9E3779B97F4A7C15ull; }
 
-__global__ void copy_mask_k(const float *__restrict__ x, float *__restrict__ y, float *__restrict__ mask, int64_t n) {
+static __global__ void copy_mask_k(const float *__restrict__ x, float *__restrict__ y, float *__restrict__ mask, int64_t n) {
     GRID_STRIDE(i, n) {
         y[i] = x[i];
         mask[i] = 1.0f;
@@ -353,7 +351,7 @@ __global__ void copy_mask_k(const float *__restrict__ x, float *__restrict__ y, 
 /* ---------------------------------------------------------------- loss */
 
 /* One block; a warp per row. */
-__global__ void ce_k(const float *__restrict__ z, const int64_t *__restrict__ y, const float *__restrict__ w,
+static __global__ void ce_k(const float *__restrict__ z, const int64_t *__restrict__ y, const float *__restrict__ w,
                      float *loss, float *__restrict__ dz, int64_t N, int64_t C, float eps_ls) {
     __shared__ double sh[33];
     __shared__ int bad;
@@ -397,7 +395,7 @@ __global__ void ce_k(const float *__restrict__ z, const int64_t *__restrict__ y,
     if (threadIdx.x == 0) *loss = (float)(total * inv);
 }
 
-__global__ void mse_bce_k(const float *__restrict__ z, const float *__restrict__ t, float *loss, float *__restrict__ dz,
+static __global__ void mse_bce_k(const float *__restrict__ z, const float *__restrict__ t, float *loss, float *__restrict__ dz,
                           int64_t n, bool mse) {
     __shared__ double sh[33];
     double total = 0, inv = n ? 1.0 / (double)n : 0.0;
@@ -417,7 +415,7 @@ __global__ void mse_bce_k(const float *__restrict__ z, const float *__restrict__
 
 /* ---------------------------------------------------------------- optimizer */
 
-__global__ void sumsq_k(const float *__restrict__ g, int64_t n, double *acc) {
+static __global__ void sumsq_k(const float *__restrict__ g, int64_t n, double *acc) {
     __shared__ double sh[33];
     double s = 0;
     GRID_STRIDE(i, n) s += (double)g[i] * g[i];
@@ -425,14 +423,14 @@ __global__ void sumsq_k(const float *__restrict__ g, int64_t n, double *acc) {
     if (threadIdx.x == 0) atomicAdd(acc, s);
 }
 
-__global__ void norm_final_k(const double *acc, float *o, float clip) {
+static __global__ void norm_final_k(const double *acc, float *o, float clip) {
     double n = sqrt(*acc);
     o[0] = (float)n;
     o[1] = clip > 0 && n > clip ? (float)(clip / (n + 1e-6)) : 1.0f;
 }
 
 /* hyper: {lr, 1 - b1^t, 1 - b2^t}; gn: {norm, clip scale}. */
-__global__ void optim_k(float *__restrict__ w, const float *__restrict__ g0, float *__restrict__ m,
+static __global__ void optim_k(float *__restrict__ w, const float *__restrict__ g0, float *__restrict__ m,
                         float *__restrict__ v, const float *gn, const float *hyper, const float *loss, int64_t n,
                         ert_optim_params p) {
     if (!isfinite(*loss) || !isfinite(gn[0])) return; /* the step is skipped (the trainer reports it) */
@@ -461,8 +459,6 @@ __global__ void optim_k(float *__restrict__ w, const float *__restrict__ g0, flo
         w[i] = wi - lr * (mi / bc1) / (sqrtf(vi) * rs + p.eps);
     }
 }
-
-} // namespace
 
 /* ---------------------------------------------------------------- launchers */
 
