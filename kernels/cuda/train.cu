@@ -130,7 +130,7 @@ static __global__ void binary_grad_k(const float *__restrict__ dy, const float *
 }
 
 /* dy (outer, mid, inner) summed over outer and inner: one block per mid. */
-static __global__ void reduce_block_k(const float *__restrict__ dy, float *__restrict__ o, int64_t outer, int64_t mid,
+static __global__ void __launch_bounds__(kThreads) reduce_block_k(const float *__restrict__ dy, float *__restrict__ o, int64_t outer, int64_t mid,
                                int64_t inner, float scale) {
     __shared__ double sh[33];
     int64_t m = blockIdx.x;
@@ -217,7 +217,7 @@ static __global__ void gap_grad_k(const float *__restrict__ dy, float *__restric
 /* ---------------------------------------------------------------- batchnorm */
 
 /* One block per channel. x (N, C, sz). */
-static __global__ void bn_train_k(const float *__restrict__ x, const float *__restrict__ scale, const float *__restrict__ bias,
+static __global__ void __launch_bounds__(kThreads) bn_train_k(const float *__restrict__ x, const float *__restrict__ scale, const float *__restrict__ bias,
                            float *rmean, float *rvar, float *__restrict__ y, float *mean, float *invstd, int64_t N,
                            int64_t C, int64_t sz, float eps, float mom, bool training) {
     __shared__ double sh[33];
@@ -256,7 +256,7 @@ static __global__ void bn_train_k(const float *__restrict__ x, const float *__re
         for (int64_t i = threadIdx.x; i < sz; i += blockDim.x) y[(n * C + c) * sz + i] = x[(n * C + c) * sz + i] * k + b;
 }
 
-static __global__ void bn_grad_k(const float *__restrict__ dy, const float *__restrict__ x, const float *__restrict__ scale,
+static __global__ void __launch_bounds__(kThreads) bn_grad_k(const float *__restrict__ dy, const float *__restrict__ x, const float *__restrict__ scale,
                           const float *__restrict__ mean, const float *__restrict__ istd, float *__restrict__ dx,
                           float *__restrict__ dscale, float *__restrict__ dbias, int64_t N, int64_t C, int64_t sz,
                           float eps, bool frozen) {
@@ -350,8 +350,9 @@ static __global__ void copy_mask_k(const float *__restrict__ x, float *__restric
 
 /* ---------------------------------------------------------------- loss */
 
-/* One block; a warp per row. */
-static __global__ void ce_k(const float *__restrict__ z, const int64_t *__restrict__ y, const float *__restrict__ w,
+/* One block of kThreads (1024 threads ran out of registers on an H200:
+ * cudaErrorLaunchOutOfResources); a warp per row. */
+static __global__ void __launch_bounds__(kThreads) ce_k(const float *__restrict__ z, const int64_t *__restrict__ y, const float *__restrict__ w,
                      float *loss, float *__restrict__ dz, int64_t N, int64_t C, float eps_ls) {
     __shared__ double sh[33];
     __shared__ int bad;
@@ -395,7 +396,7 @@ static __global__ void ce_k(const float *__restrict__ z, const int64_t *__restri
     if (threadIdx.x == 0) *loss = (float)(total * inv);
 }
 
-static __global__ void mse_bce_k(const float *__restrict__ z, const float *__restrict__ t, float *loss, float *__restrict__ dz,
+static __global__ void __launch_bounds__(kThreads) mse_bce_k(const float *__restrict__ z, const float *__restrict__ t, float *loss, float *__restrict__ dz,
                           int64_t n, bool mse) {
     __shared__ double sh[33];
     double total = 0, inv = n ? 1.0 / (double)n : 0.0;
@@ -415,7 +416,7 @@ static __global__ void mse_bce_k(const float *__restrict__ z, const float *__res
 
 /* ---------------------------------------------------------------- optimizer */
 
-static __global__ void sumsq_k(const float *__restrict__ g, int64_t n, double *acc) {
+static __global__ void __launch_bounds__(kThreads) sumsq_k(const float *__restrict__ g, int64_t n, double *acc) {
     __shared__ double sh[33];
     double s = 0;
     GRID_STRIDE(i, n) s += (double)g[i] * g[i];
@@ -581,9 +582,9 @@ cudaError_t ert_cuda_dropout_train_launch(const float *x, uint64_t *rng, float *
 cudaError_t ert_cuda_loss_launch(int kind, const float *z, const void *target, const float *w, float *loss, float *dz,
                                  int64_t N, int64_t C, int64_t n, float label_smoothing, cudaStream_t st) {
     if (kind == ERT_LOSS_CROSS_ENTROPY)
-        ce_k<<<1, 1024, 0, st>>>(z, (const int64_t *)target, w, loss, dz, N, C, label_smoothing);
+        ce_k<<<1, kThreads, 0, st>>>(z, (const int64_t *)target, w, loss, dz, N, C, label_smoothing);
     else if (kind == ERT_LOSS_MSE || kind == ERT_LOSS_BCE_LOGITS)
-        mse_bce_k<<<1, 1024, 0, st>>>(z, (const float *)target, loss, dz, n, kind == ERT_LOSS_MSE);
+        mse_bce_k<<<1, kThreads, 0, st>>>(z, (const float *)target, loss, dz, n, kind == ERT_LOSS_MSE);
     else return cudaErrorInvalidValue;
     LAUNCH_END;
 }
