@@ -44,7 +44,7 @@
 #include <unistd.h>
 
 typedef struct topts {
-    const char *model, *data, *ckpt, *resume, *export_path, *optim, *schedule;
+    const char *model, *data, *ckpt, *resume, *export_path, *optim, *schedule, *device;
     long epochs, batch, threads, limit, last_n, warmup, seed, max_steps;
     double lr, momentum, wd, val_split;
     int json;
@@ -97,6 +97,7 @@ static int parse(int argc, char **argv, topts *o) {
         else if (strcmp(a, "--export") == 0) { NEED(); o->export_path = v; }
         else if (strcmp(a, "--optim") == 0) { NEED(); o->optim = v; }
         else if (strcmp(a, "--schedule") == 0) { NEED(); o->schedule = v; }
+        else if (strcmp(a, "--device") == 0) { NEED(); o->device = v; }
         else if (strcmp(a, "--epochs") == 0) INT(epochs, 1, 1000);
         else if (strcmp(a, "--batch") == 0) INT(batch, 1, 65536);
         else if (strcmp(a, "--threads") == 0) INT(threads, 1, 256);
@@ -291,6 +292,7 @@ static int evaluate(ert_trainer *t, const dataset *ds, int set, int64_t lo, int6
 
 int edgert_cmd_train(int argc, char **argv) {
     topts o = {.epochs = 1, .batch = 32, .threads = 1, .lr = -1, .optim = "adam", .schedule = "cosine", .seed = 1,
+               .device = "cpu",
                .val_split = 0.1};
     int rc = parse(argc, argv, &o);
     if (rc) return rc;
@@ -331,6 +333,14 @@ int edgert_cmd_train(int argc, char **argv) {
     ert_trainer_options to = {0};
     to.session.batch = B;
     to.session.n_threads = (int)o.threads;
+    if (strcmp(o.device, "cpu") == 0) to.session.device = ERT_DEVICE_CPU;
+    else if (strcmp(o.device, "cuda") == 0) to.session.device = ERT_DEVICE_CUDA;
+    else if (strcmp(o.device, "auto") == 0) to.session.device = ERT_DEVICE_AUTO;
+    else {
+        rc = 2;
+        fprintf(stderr, "edgert train: --device must be cpu, cuda or auto\n");
+        goto done;
+    }
     if (strcmp(o.optim, "sgd") == 0) to.optim.kind = ERT_OPTIM_SGD;
     else if (strcmp(o.optim, "adam") == 0) to.optim.kind = ERT_OPTIM_ADAM;
     else if (strcmp(o.optim, "adamw") == 0) to.optim.kind = ERT_OPTIM_ADAMW;
@@ -374,8 +384,8 @@ int edgert_cmd_train(int argc, char **argv) {
     ert_trainer_memory(t, &mr);
     char b1[32];
     if (o.json) {
-        printf("{\"event\":\"start\",\"train\":%lld,\"val\":%lld,\"test\":%lld,\"batch\":%d,\"epochs\":%ld,\"trainable\":%lld,"
-               "\"arena_bytes\":%zu,\"step\":%lld}\n", (long long)n_train, (long long)n_val, (long long)(test_is_val ? n_val : ds.img[1].dims[0]), B,
+        printf("{\"event\":\"start\",\"device\":\"%s\",\"train\":%lld,\"val\":%lld,\"test\":%lld,\"batch\":%d,\"epochs\":%ld,\"trainable\":%lld,"
+               "\"arena_bytes\":%zu,\"step\":%lld}\n", ert_trainer_device(t) == ERT_DEVICE_CUDA ? "cuda" : "cpu", (long long)n_train, (long long)n_val, (long long)(test_is_val ? n_val : ds.img[1].dims[0]), B,
                o.epochs, (long long)ert_trainer_n_trainable_elems(t), mr.total_bytes,
                (long long)ert_trainer_step_count(t));
     } else {

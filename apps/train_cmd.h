@@ -10,9 +10,10 @@ int edgert_cmd_train(int argc, char **argv);
     "        [--optim sgd|adam|adamw] [--momentum F] [--weight-decay F]\n"                   \
     "        [--schedule constant|cosine] [--warmup N] [--val-split F] [--limit N]\n"        \
     "        [--last-n N] [--checkpoint FILE] [--resume FILE] [--export OUT.ert]\n"          \
-    "        [--threads N] [--seed N] [--max-steps N] [--json]\n"                                            \
+    "        [--threads N] [--seed N] [--max-steps N] [--device cpu|cuda|auto] [--json]\n"      \
     "      train on an IDX dataset (MNIST/Fashion-MNIST layout); progress on\n"              \
     "      stderr (or JSON lines on stdout), validation accuracy per epoch,\n"               \
-    "      test accuracy at the end\n"
+    "      test accuracy at the end; --device (default cpu): cuda trains on the\n"           \
+    "      GPU (no checkpoints there yet), auto picks cuda when it can\n"
 
 #endif

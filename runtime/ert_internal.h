@@ -517,6 +517,8 @@ typedef struct ert_backend {
     void (*io_host_free)(void *bctx, void *host, void *dev);
     /* copy host bytes to arena memory, at create */
     ert_status (*upload)(void *bctx, void *dst, const void *src, size_t n);
+    /* optional: copy arena bytes to host memory (synchronous; tests, checkpoints) */
+    ert_status (*download)(void *bctx, void *dst, const void *src, size_t n);
     /* optional: per-node state once pointers are final (descriptors, algorithms) */
     ert_status (*bind_node)(void *bctx, ert_kargs *a);
     void (*release_node)(void *bctx, ert_kargs *a);
@@ -526,6 +528,9 @@ typedef struct ert_backend {
     /* run every node in order; on failure return the status and write the
      * index of the failing node to *failed. */
     ert_status (*run)(void *bctx, ert_kargs *const *nodes, int n, int *failed);
+    /* optional: like run, without a CUDA graph (and leaving any captured one
+     * alone): nodes whose parameters differ from the captured run */
+    ert_status (*run_eager)(void *bctx, ert_kargs *const *nodes, int n, int *failed);
     bool (*supports)(ert_op op, ert_dtype dt);
 } ert_backend;
 

@@ -479,7 +479,13 @@ static ert_status add_optim(ert_trainer *t, const int32_t *grads) {
     t->gnorm_t = ert_tr_add_tensor(t, "ert.train.grad_norm", ERT_DTYPE_F32, 1, &two);
     tnode *gn = t->gnorm_t >= 0 ? ert_tr_add_node(t, ERT_OP_GRAD_NORM, "grad_norm", t->n_params, 1, PH_BWD) : NULL;
     if (!gn) return ert_tr_oom(t);
-    t->t[t->gnorm_t].mem = TM_STATE;
+    /* on a device the norm comes back with the loss (the step's finite check) */
+    t->t[t->gnorm_t].mem = t->be ? TM_IO : TM_STATE;
+    if (t->be) {
+        int64_t three = 3;
+        if ((t->hyper_t = ert_tr_add_tensor(t, "ert.train.hyper", ERT_DTYPE_F32, 1, &three)) < 0) return ert_tr_oom(t);
+        t->t[t->hyper_t].mem = TM_IO;
+    }
     for (int k = 0; k < t->n_params; k++) {
         gn->in[k] = grads[k];
         t->t[grads[k]].mem = TM_GRAD;
@@ -499,8 +505,15 @@ static ert_status add_optim(ert_trainer *t, const int32_t *grads) {
             if (st[s] < 0) return ert_tr_oom(t);
             t->t[st[s]].mem = TM_STATE;
         }
-        tnode *n = ert_tr_add_node(t, ERT_OP_OPTIM, t->t[p].name, 5, 0, PH_OPT);
+        /* device: + hyper (lr, bias corrections: per-step values live in device
+         * memory, not in the captured kernel arguments) and the loss (the
+         * update is skipped on device when it or the norm is not finite) */
+        tnode *n = ert_tr_add_node(t, ERT_OP_OPTIM, t->t[p].name, t->be ? 7 : 5, 0, PH_OPT);
         if (!n) return ert_tr_oom(t);
+        if (t->be) {
+            n->in[5] = t->hyper_t;
+            n->in[6] = t->loss_t;
+        }
         n->in[0] = p;
         n->in[1] = grads[k];
         n->in[2] = st[0];
@@ -588,6 +601,7 @@ static ert_status plan(ert_trainer *t) {
         size_t *r = NULL;
         switch (x->mem) {
         case TM_PARAM: case TM_FOLDED: r = x->last >= 0 ? &w : NULL; break;
+        case TM_CONST: r = t->be && x->last >= 0 ? &w : NULL; break; /* device: copied in once */
         case TM_GRAD: r = &g; break;
         case TM_STATE: r = &s; break;
         case TM_IO: r = &io; break;
@@ -613,6 +627,106 @@ static ert_status plan(ert_trainer *t) {
     return ERT_OK;
 }
 
+
+/* ------------------------------------------------------------------ device (CUDA) */
+
+/* Every node on the backend: supported op (named in the error otherwise),
+ * and its workspace as the backend sizes it (cuDNN, cuBLAS) instead of the
+ * CPU kernels'. Runs before plan(). */
+static ert_status dev_prepare(ert_trainer *t) {
+    for (int k = 0; k < t->nn; k++) {
+        tnode *n = &t->n[k];
+        ert_dtype dt = ERT_DTYPE_F32;
+        if (n->n_in > 0 && n->in[0] >= 0) dt = t->t[n->in[0]].dtype;
+        else if (n->n_out > 0 && n->out[0] >= 0) dt = t->t[n->out[0]].dtype;
+        if (!t->be->supports(n->op, dt))
+            return ert_set_error(t->ctx, ERT_E_UNSUPPORTED, "node '%s' (%s): no %s kernel for %s on %s", n->name,
+                                 op_name(n->op), n->phase == PH_FWD ? "forward" : "training",
+                                 ert_dtype_name(dt), t->be->name);
+    }
+    for (int k = 0; k < t->nn; k++) {
+        tnode *n = &t->n[k];
+        n->ws_bytes = 0;
+        if (!t->be->node_workspace) continue;
+        ert_tview *v = calloc((size_t)(n->n_in + n->n_out + 1), sizeof *v);
+        if (!v) return ert_tr_oom(t);
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] >= 0) fill_view(&v[j], &t->t[n->in[j]], NULL);
+        for (int j = 0; j < n->n_out; j++)
+            if (n->out[j] >= 0) fill_view(&v[n->n_in + j], &t->t[n->out[j]], NULL);
+        ert_kargs a = {.op = n->op, .params = &n->params, .n_in = n->n_in, .n_out = n->n_out, .in = v,
+                       .out = v + n->n_in, .name = n->name};
+        size_t ws = 0;
+        ert_status st = t->be->node_workspace(t->bctx, &a, &ws);
+        free(v);
+        if (st) return st;
+        n->ws_bytes = ws;
+    }
+    return ERT_OK;
+}
+
+/* Arena pointers are device addresses: copy parameters, constants and the
+ * RNG seed in once, zero the gradient/state/io regions, map the io region to
+ * the user's host mirror. */
+static ert_status dev_fill(ert_trainer *t, uint8_t *wb, uint8_t *iob) {
+    const ert_backend *be = t->be;
+    ert_status st;
+    size_t zn = t->g_bytes + t->s_bytes + t->io_bytes;
+    if (zn) {
+        void *z = calloc(1, zn);
+        if (!z) return ert_tr_oom(t);
+        st = be->upload(t->bctx, wb + t->w_bytes, z, zn);
+        free(z);
+        if (st) return st;
+    }
+    for (int i = 0; i < t->nt; i++) {
+        ttensor *x = &t->t[i];
+        if ((x->mem == TM_PARAM || x->mem == TM_FOLDED || x->mem == TM_CONST) && x->last >= 0 && x->data &&
+            (st = be->upload(t->bctx, x->data, x->cdata, x->nbytes)))
+            return st;
+    }
+    if (t->rng_t >= 0 && t->t[t->rng_t].data) {
+        uint64_t seed = t->o.seed ? t->o.seed : 0x5eed5eed5eedull;
+        if ((st = be->upload(t->bctx, t->t[t->rng_t].data, &seed, sizeof seed))) return st;
+    }
+    void *h = iob;
+    if (t->io_bytes && (st = be->io_host(t->bctx, iob, t->io_bytes, &h))) return st;
+    t->io_host = h;
+    for (int i = 0; i < t->nt; i++)
+        if (t->t[i].mem == TM_IO && t->t[i].data) t->t[i].host = (uint8_t *)h + t->t[i].offset;
+    return ERT_OK;
+}
+
+/* After the kernel arguments: per-node backend state (cuDNN descriptors and
+ * algorithms) and the step's copies: inputs, target and hyper in; loss,
+ * gradient norm and output back. */
+static ert_status dev_bind(ert_trainer *t, uint8_t *iob) {
+    ert_status st;
+    t->bound = true;
+    for (int k = 0; k < t->nn; k++)
+        if (t->be->bind_node && (st = t->be->bind_node(t->bctx, &t->n[k].args))) {
+            if (t->ctx->err[0] == 0)
+                ert_set_error(t->ctx, st, "node '%s' (%s): %s", t->n[k].name, op_name(t->n[k].op), ert_status_str(st));
+            return st;
+        }
+    if (t->io_host == (void *)iob || !t->be->bind_io) return ERT_OK; /* the user writes the io region itself */
+    ert_io_copy *in = calloc((size_t)t->n_in + 2, sizeof *in), out[3];
+    if (!in) return ert_tr_oom(t);
+    int ni = 0;
+    for (int i = 0; i < t->n_in + 2; i++) {
+        ttensor *x = &t->t[i < t->n_in ? t->in_t[i] : i == t->n_in ? t->target_t : t->hyper_t];
+        if (x->data) in[ni++] = (ert_io_copy){.host = x->host, .dev = x->data, .bytes = x->nbytes};
+    }
+    int32_t oid[3] = {t->loss_t, t->gnorm_t, t->out_t};
+    for (int i = 0; i < 3; i++) {
+        ttensor *x = &t->t[oid[i]];
+        out[i] = (ert_io_copy){.host = x->host, .dev = x->data, .bytes = x->nbytes};
+    }
+    st = t->be->bind_io(t->bctx, in, ni, out, 3);
+    free(in);
+    return st;
+}
+
 /* ------------------------------------------------------------------ step 8 */
 
 static ert_status bind(ert_trainer *t) {
@@ -628,6 +742,13 @@ static ert_status bind(ert_trainer *t) {
                                  o->arena_bytes, total, t->w_bytes, t->g_bytes, t->s_bytes, t->io_bytes, t->act_bytes);
         t->arena = o->arena;
         t->arena_bytes = o->arena_bytes;
+    } else if (t->be) {
+        void *p = NULL;
+        ert_status st = t->be->arena_alloc(t->bctx, total, &p);
+        if (st) return st;
+        t->arena = p;
+        t->arena_owned = true;
+        t->arena_bytes = total;
     } else {
         t->arena = aligned_alloc(ERT_ALIGN, ert_align_up(total ? total : 1, ERT_ALIGN));
         if (!t->arena) return ert_set_error(t->ctx, ERT_E_NOMEM, "cannot allocate the %zu-byte training arena", total);
@@ -635,15 +756,18 @@ static ert_status bind(ert_trainer *t) {
         t->arena_bytes = total;
     }
     uint8_t *wb = t->arena, *gb = wb + t->w_bytes, *sb = gb + t->g_bytes, *iob = sb + t->s_bytes, *ab = iob + t->io_bytes;
-    memset(gb, 0, t->g_bytes + t->s_bytes + t->io_bytes);
+    if (!t->be) memset(gb, 0, t->g_bytes + t->s_bytes + t->io_bytes);
     for (int i = 0; i < t->nt; i++) {
         ttensor *x = &t->t[i];
         switch (x->mem) {
-        case TM_CONST: x->data = (void *)x->cdata; break;
+        case TM_CONST:
+            if (t->be) x->data = x->last >= 0 ? wb + x->offset : NULL;
+            else x->data = (void *)x->cdata;
+            break;
         case TM_PARAM: case TM_FOLDED:
             if (x->last < 0) break;
             x->data = wb + x->offset;
-            memcpy(x->data, x->cdata, x->nbytes);
+            if (!t->be) memcpy(x->data, x->cdata, x->nbytes);
             break;
         case TM_GRAD: x->data = gb + x->offset; break;
         case TM_STATE: x->data = sb + x->offset; break;
@@ -658,12 +782,17 @@ static ert_status bind(ert_trainer *t) {
             while (t->t[r].alias >= 0) r = t->t[r].alias;
             t->t[i].data = t->t[r].data;
         }
+    for (int i = 0; i < t->nt; i++) t->t[i].host = t->t[i].data;
+    if (t->be) {
+        ert_status st = dev_fill(t, wb, iob);
+        if (st) return st;
+    }
     for (int i = 0; i < t->nt; i++) {
         free(t->t[i].owned);
         t->t[i].owned = NULL;
         if (t->t[i].mem == TM_FOLDED) t->t[i].cdata = t->t[i].data;
     }
-    if (t->rng_t >= 0) *(uint64_t *)t->t[t->rng_t].data = t->o.seed ? t->o.seed : 0x5eed5eed5eedull;
+    if (t->rng_t >= 0 && !t->be) *(uint64_t *)t->t[t->rng_t].data = t->o.seed ? t->o.seed : 0x5eed5eed5eedull;
     t->kptr = calloc((size_t)t->nn + 1, sizeof *t->kptr);
     if (!t->kptr) return ert_tr_oom(t);
     for (int k = 0; k < t->nn; k++) {
@@ -675,18 +804,27 @@ static ert_status bind(ert_trainer *t) {
         for (int j = 0; j < n->n_out; j++)
             if (n->out[j] >= 0) fill_view(&n->views[n->n_in + j], &t->t[n->out[j]], t->t[n->out[j]].data);
         n->args = (ert_kargs){.op = n->op, .params = &n->params, .n_in = n->n_in, .n_out = n->n_out, .in = n->views,
-                              .out = n->views + n->n_in, .pool = t->pool, .name = n->name,
+                              .out = n->views + n->n_in, .pool = t->be ? NULL : t->pool, .name = n->name,
                               .workspace = n->ws_block >= 0 ? ab + t->blocks[n->ws_block].offset : NULL,
                               .workspace_bytes = n->ws_bytes};
         t->kptr[k] = &n->args;
     }
-    return ERT_OK;
+    return t->be ? dev_bind(t, iob) : ERT_OK;
 }
 
 /* ------------------------------------------------------------------ public */
 
 void ert_trainer_free(ert_trainer *t) {
     if (!t) return;
+    if (t->be) {
+        for (int k = 0; t->bound && k < t->nn; k++)
+            if (t->be->release_node) t->be->release_node(t->bctx, &t->n[k].args);
+        if (t->io_host && t->be->io_host_free && t->io_bytes)
+            t->be->io_host_free(t->bctx, t->io_host, t->arena + t->w_bytes + t->g_bytes + t->s_bytes);
+        if (t->arena_owned && t->arena) t->be->arena_free(t->bctx, t->arena);
+        t->arena_owned = false;
+        t->be->release(t->bctx);
+    }
     for (int i = 0; i < t->nt; i++) {
         free(t->t[i].owned);
         free(t->t[i].name_owned);
@@ -710,8 +848,7 @@ void ert_trainer_free(ert_trainer *t) {
 
 static ert_status check_options(ert_context *ctx, const ert_trainer_options *o) {
     const ert_session_options *so = &o->session;
-    if (so->device == ERT_DEVICE_CUDA)
-        return ert_set_error(ctx, ERT_E_UNSUPPORTED, "training runs on the CPU only for now");
+    if ((unsigned)so->device > ERT_DEVICE_AUTO) return ert_set_error(ctx, ERT_E_ARG, "unknown device %d", (int)so->device);
     if (so->n_input_shapes < 0 || (so->n_input_shapes && !so->input_shapes) || so->batch < 0 || so->n_threads < 0 ||
         so->n_threads > 256)
         return ert_set_error(ctx, ERT_E_ARG, "invalid session options");
@@ -775,7 +912,20 @@ static ert_status build(const ert_model *m, const ert_trainer_options *opts, boo
     t->o = *o;
     t->o.loss.class_weights = NULL; /* copied below */
     t->rng_t = -1;
+    t->hyper_t = -1;
     t->n_threads = o->session.n_threads > 0 ? o->session.n_threads : 1;
+    if (o->session.device == ERT_DEVICE_CUDA) { /* AUTO was resolved by the caller */
+        const ert_backend *be = ert_cuda_backend_get();
+        if (!be) {
+            st = ert_set_error(ctx, ERT_E_UNSUPPORTED, "device CUDA: this edgert was built without the CUDA backend");
+            goto fail;
+        }
+        ert_session_options so = o->session;
+        void *bctx = NULL;
+        if ((st = be->init(ctx, &so, &bctx))) goto fail;
+        t->be = be;
+        t->bctx = bctx;
+    }
     if (o->loss.class_weights) {
         if (o->loss.n_class_weights < 1) {
             st = ert_set_error(ctx, ERT_E_ARG, "class_weights given with n_class_weights %d", o->loss.n_class_weights);
@@ -839,6 +989,7 @@ static ert_status build(const ert_model *m, const ert_trainer_options *opts, boo
         free(grads);
         if (st) goto fail;
     }
+    if (t->be && (st = dev_prepare(t))) goto fail;
     t->n_in = m->n_inputs;
     t->in_t = malloc((size_t)(m->n_inputs + 1) * sizeof *t->in_t);
     if (!t->in_t) {
@@ -864,10 +1015,25 @@ fail:
     return st;
 }
 
+/* AUTO: CUDA when this build has it, a device answers and every node has a
+ * CUDA kernel; otherwise the CPU (the reason is logged). */
+static ert_status build_auto(const ert_model *m, const ert_trainer_options *opts, bool plan_only, ert_trainer **out) {
+    if (!opts || opts->session.device != ERT_DEVICE_AUTO) return build(m, opts, plan_only, out);
+    ert_trainer_options o = *opts;
+    ert_status st = ERT_E_UNSUPPORTED;
+    if (ert_cuda_backend_get()) {
+        o.session.device = ERT_DEVICE_CUDA;
+        if ((st = build(m, &o, plan_only, out)) == ERT_OK) return ERT_OK;
+        ert_log(m->ctx, ERT_LOG_INFO, "training on the CPU: %s", ert_last_error(m->ctx));
+    }
+    o.session.device = ERT_DEVICE_CPU;
+    return build(m, &o, plan_only, out);
+}
+
 ert_status ert_trainer_plan(const ert_model *m, const ert_trainer_options *o, ert_memory_report *out) {
     if (!m || !out) return ERT_E_ARG;
     ert_trainer *t;
-    ert_status st = build(m, o, true, &t);
+    ert_status st = build_auto(m, o, true, &t);
     if (st) return st;
     *out = t->mem;
     ert_trainer_free(t);
@@ -876,7 +1042,7 @@ ert_status ert_trainer_plan(const ert_model *m, const ert_trainer_options *o, er
 
 ert_status ert_trainer_create(const ert_model *m, const ert_trainer_options *o, ert_trainer **out) {
     if (!m || !out) return m ? ert_set_error(m->ctx, ERT_E_ARG, "ert_trainer_create: NULL out") : ERT_E_ARG;
-    return build(m, o, false, out);
+    return build_auto(m, o, false, out);
 }
 
 static ert_status run_range(ert_trainer *t, int k0, int k1) {
@@ -898,8 +1064,41 @@ static void set_training(ert_trainer *t, bool on) {
         if (t->n[k].op == ERT_OP_BATCHNORM_TRAIN || t->n[k].op == ERT_OP_DROPOUT_TRAIN) t->n[k].params.grad.training = on;
 }
 
+/* Device step: the whole step is one backend run (a CUDA graph after the
+ * first); lr and the bias corrections go in through the staged hyper
+ * tensor, the finite check happens on device (the optimizer kernels skip the
+ * update) and is reported here from the copied-back loss and norm. */
+static ert_status dev_step(ert_trainer *t, float *loss) {
+    float *h = t->t[t->hyper_t].host;
+    const tnode *on = t->bwd_end < t->nn ? &t->n[t->bwd_end] : NULL;
+    double k = (double)(t->step + 1);
+    h[0] = ert_tr_lr_at(&t->o, t->step);
+    h[1] = on ? (float)(1.0 - pow(on->params.optim.beta1, k)) : 1.0f;
+    h[2] = on ? (float)(1.0 - pow(on->params.optim.beta2, k)) : 1.0f;
+    int failed = -1;
+    ert_status st = t->be->run(t->bctx, t->kptr, t->nn, &failed);
+    if (st) {
+        if (failed >= 0 && failed < t->nn) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", ert_last_error(t->ctx));
+            ert_set_error(t->ctx, st, "node '%s' (%s) failed: %s", t->n[failed].name, op_name(t->n[failed].op), why);
+        }
+        return st;
+    }
+    float l = *(const float *)t->t[t->loss_t].host, gn = ((const float *)t->t[t->gnorm_t].host)[0];
+    if (loss) *loss = l;
+    if (!isfinite(l) || !isfinite(gn))
+        return ert_set_error(t->ctx, ERT_E_ARG,
+                             "step %lld skipped: loss %g, gradient norm %g (NaN/inf in the inputs, or a target class "
+                             "out of range?)",
+                             (long long)t->step, (double)l, (double)gn);
+    t->step++;
+    return ERT_OK;
+}
+
 ert_status ert_trainer_step(ert_trainer *t, float *loss) {
     if (!t) return ERT_E_ARG;
+    if (t->be) return dev_step(t, loss);
     set_training(t, true);
     ert_status st = run_range(t, 0, t->bwd_end);
     if (st) return st;
@@ -921,10 +1120,13 @@ ert_status ert_trainer_step(ert_trainer *t, float *loss) {
 ert_status ert_trainer_eval(ert_trainer *t, float *loss) {
     if (!t) return ERT_E_ARG;
     set_training(t, false);
-    ert_status st = run_range(t, 0, t->fwd_end);
+    ert_status st;
+    int failed = -1;
+    if (t->be && !t->be->run_eager) st = ert_set_error(t->ctx, ERT_E_UNSUPPORTED, "eval on %s", t->be->name);
+    else st = t->be ? t->be->run_eager(t->bctx, t->kptr, t->fwd_end, &failed) : run_range(t, 0, t->fwd_end);
     set_training(t, true);
     if (st) return st;
-    if (loss) *loss = *(const float *)t->t[t->loss_t].data;
+    if (loss) *loss = *(const float *)t->t[t->loss_t].host;
     return ERT_OK;
 }
 
@@ -955,13 +1157,13 @@ ert_status ert_trainer_input_info(const ert_trainer *t, int i, ert_tensor_info *
 ert_status ert_trainer_input_data(ert_trainer *t, int i, void **data) {
     if (!t || !data) return ERT_E_ARG;
     if (i < 0 || i >= t->n_in) return ert_set_error(t->ctx, ERT_E_ARG, "input index %d out of range [0, %d)", i, t->n_in);
-    *data = t->t[t->in_t[i]].data;
+    *data = t->t[t->in_t[i]].host;
     return ERT_OK;
 }
 
 ert_status ert_trainer_target_data(ert_trainer *t, void **data) {
     if (!t || !data) return ERT_E_ARG;
-    *data = t->t[t->target_t].data;
+    *data = t->t[t->target_t].host;
     return ERT_OK;
 }
 
@@ -972,7 +1174,7 @@ ert_status ert_trainer_target_info(const ert_trainer *t, ert_tensor_info *out) {
 
 ert_status ert_trainer_output_data(ert_trainer *t, const void **data) {
     if (!t || !data) return ERT_E_ARG;
-    *data = t->t[t->out_t].data;
+    *data = t->t[t->out_t].host;
     return ERT_OK;
 }
 
@@ -1028,3 +1230,25 @@ bool ert_trainer_plan_check(const ert_trainer *t, char *why, size_t cap) {
     }
     return true;
 }
+
+ert_status ert_trainer_param_copy(ert_trainer *t, const char *name, float *value, float *grad, int64_t *n) {
+    if (!t || !name || !n) return ERT_E_ARG;
+    float *v = NULL;
+    const float *g = NULL;
+    int64_t cnt = 0;
+    ert_status st = ert_trainer_param(t, name, &v, &g, &cnt);
+    if (st) return st;
+    size_t nb = (size_t)cnt * sizeof(float);
+    if (t->be) {
+        if (!t->be->download) return ERT_E_UNSUPPORTED;
+        if (value && (st = t->be->download(t->bctx, value, v, nb))) return st;
+        if (grad && g && (st = t->be->download(t->bctx, grad, g, nb))) return st;
+    } else {
+        if (value) memcpy(value, v, nb);
+        if (grad && g) memcpy(grad, g, nb);
+    }
+    *n = cnt;
+    return ERT_OK;
+}
+
+ert_device ert_trainer_device(const ert_trainer *t) { return t && t->be ? t->be->device : ERT_DEVICE_CPU; }

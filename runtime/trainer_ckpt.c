@@ -106,11 +106,17 @@ static ert_status make_model(ert_trainer *t, bool with_state, ert_model **out) {
 }
 
 ert_status ert_trainer_export(ert_trainer *t, ert_model **out) {
+    if (t && t->be)
+        return ert_set_error(t->ctx, ERT_E_UNSUPPORTED, "checkpoints and export of a %s trainer: not yet (TODO(#5))",
+                             t->be->name);
     if (!t || !out) return ERT_E_ARG;
     return make_model(t, false, out);
 }
 
 ert_status ert_trainer_save_checkpoint(ert_trainer *t, const char *path) {
+    if (t && t->be)
+        return ert_set_error(t->ctx, ERT_E_UNSUPPORTED, "checkpoints and export of a %s trainer: not yet (TODO(#5))",
+                             t->be->name);
     if (!t || !path) return t ? ert_set_error(t->ctx, ERT_E_ARG, "checkpoint: NULL path") : ERT_E_ARG;
     ert_model *m = NULL;
     ert_status st = make_model(t, true, &m);
@@ -128,6 +134,9 @@ static void dims_str(int nd, const int64_t *d, char *buf, size_t cap) {
 }
 
 ert_status ert_trainer_load_checkpoint(ert_trainer *t, const char *path) {
+    if (t && t->be)
+        return ert_set_error(t->ctx, ERT_E_UNSUPPORTED, "checkpoints and export of a %s trainer: not yet (TODO(#5))",
+                             t->be->name);
     if (!t || !path) return t ? ert_set_error(t->ctx, ERT_E_ARG, "checkpoint: NULL path") : ERT_E_ARG;
     ert_context *ctx = t->ctx;
     ert_model *m = NULL;

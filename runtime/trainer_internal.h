@@ -37,7 +37,8 @@ typedef struct ttensor {
     int32_t alias;          /* TM_ACT sharing this tensor's storage (a Reshape-like output), -1: own */
     int32_t block;
     size_t offset;          /* within its region */
-    void *data;
+    void *data;             /* where kernels see it (device memory on CUDA) */
+    void *host;             /* TM_IO: where the user reads/writes it (a pinned mirror on a discrete GPU) */
 } ttensor;
 
 enum { PH_FWD = 0, PH_BWD = 1, PH_OPT = 2 };
@@ -85,6 +86,12 @@ struct ert_trainer {
     int64_t step;
     ert_memory_report mem;
     uint64_t fingerprint;
+    /* device: be NULL on the CPU; else the backend (CUDA) that owns the arena */
+    const ert_backend *be;
+    void *bctx;
+    void *io_host;          /* the io region as the user sees it */
+    int32_t hyper_t;        /* device: {lr, 1 - beta1^t, 1 - beta2^t} copied in at each step */
+    bool bound;             /* bind_node ran (release_node owed) */
 };
 
 /* trainer.c */
@@ -96,6 +103,10 @@ float ert_tr_lr_at(const ert_trainer_options *o, int64_t step);
 /* Tests: a trainable parameter's storage and its gradient (after a step). */
 ert_status ert_trainer_param(ert_trainer *t, const char *name, float **value, const float **grad, int64_t *n);
 bool ert_trainer_plan_check(const ert_trainer *t, char *why, size_t cap);
+/* Tests, any device: copy a trainable parameter's value and gradient (either
+ * may be NULL) into host buffers of at least *n floats (*n gets the count). */
+ert_status ert_trainer_param_copy(ert_trainer *t, const char *name, float *value, float *grad, int64_t *n);
+
 
 /* autodiff.c: emit backward nodes for the forward nodes [0, fwd_end) given
  * the gradient of the loss's input (dlogits_t); on return every trainable

@@ -120,6 +120,14 @@ static ert_status dnn_err(cuda_ctx *c, cudnnStatus_t s, const char *what) {
 }
 #endif
 
+static ert_cuda_env env_of(cuda_ctx *c) {
+    ert_cuda_env e = {.ctx = c->ctx, .stream = c->stream, .blas = c->blas, .dnn = NULL};
+#ifdef ERT_HAVE_CUDNN
+    e.dnn = c->dnn;
+#endif
+    return e;
+}
+
 /* ------------------------------------------------------------------ init */
 
 static void cuda_release(void *bctx) {
@@ -334,6 +342,14 @@ static ert_status cuda_upload(void *bctx, void *dst, const void *src, size_t n) 
     if (!n) return ERT_OK;
     cudaError_t e = cudaMemcpy(dst, src, n, cudaMemcpyDefault);
     return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "cudaMemcpy(upload)");
+}
+
+static ert_status cuda_download(void *bctx, void *dst, const void *src, size_t n) {
+    cuda_ctx *c = bctx;
+    if (!n) return ERT_OK;
+    cudaError_t e = cudaStreamSynchronize(c->stream);
+    if (e == cudaSuccess) e = cudaMemcpy(dst, src, n, cudaMemcpyDefault);
+    return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "cudaMemcpy(download)");
 }
 
 static ert_status cuda_bind_io(void *bctx, const ert_io_copy *in, int n_in, const ert_io_copy *out, int n_out) {
@@ -609,6 +625,10 @@ static ert_status cuda_node_workspace(void *bctx, const ert_kargs *a, size_t *by
     cuda_ctx *c = bctx;
     (void)c;
     *bytes = 0;
+    if (ert_cuda_train_op(a->op) || a->op == ERT_OP_CONV_TRANSPOSE) {
+        ert_cuda_env env = env_of(c);
+        return ert_cuda_train_workspace(&env, a, bytes);
+    }
     if (is_blas_op(a->op)) {
         *bytes = BLAS_WS;
         return ERT_OK;
@@ -628,6 +648,10 @@ static ert_status cuda_node_workspace(void *bctx, const ert_kargs *a, size_t *by
 static ert_status cuda_bind_node(void *bctx, ert_kargs *a) {
     cuda_ctx *c = bctx;
     a->state = NULL;
+    if (ert_cuda_train_op(a->op) || a->op == ERT_OP_CONV_TRANSPOSE) {
+        ert_cuda_env env = env_of(c);
+        return ert_cuda_train_bind(&env, a);
+    }
     /* supports() saw input 0's dtype only */
     if (a->op == ERT_OP_WHERE && (!is_float(a->in[1].dtype) || a->in[2].dtype != a->in[1].dtype))
         return ert_set_error(c->ctx, ERT_E_UNSUPPORTED, "node '%s' (Where): the cuda backend does not implement it yet for %s data",
@@ -694,6 +718,10 @@ static ert_status cuda_bind_node(void *bctx, ert_kargs *a) {
 
 static void cuda_release_node(void *bctx, ert_kargs *a) {
     (void)bctx;
+    if (ert_cuda_train_op(a->op) || a->op == ERT_OP_CONV_TRANSPOSE) {
+        ert_cuda_train_release(a);
+        return;
+    }
 #ifdef ERT_HAVE_CUDNN
     if (a->op == ERT_OP_CONV) conv_state_free(a->state);
 #endif
@@ -937,6 +965,10 @@ static ert_status run_copy(cuda_ctx *c, const ert_kargs *a) {
 static ert_status run_node(cuda_ctx *c, const ert_kargs *a) {
     cudaError_t e;
     const ert_tview *x = &a->in[0], *y = &a->out[0];
+    if (ert_cuda_train_op(a->op) || (a->op == ERT_OP_CONV_TRANSPOSE && a->state)) {
+        ert_cuda_env env = env_of(c);
+        return ert_cuda_train_run(&env, a);
+    }
     switch (a->op) {
     case ERT_OP_CONV: return run_conv(c, a);
     case ERT_OP_CONV_TRANSPOSE:
@@ -1067,7 +1099,18 @@ static ert_status cuda_run(void *bctx, ert_kargs *const *nodes, int n, int *fail
     return ERT_OK;
 }
 
+/* Every node enqueued directly, no graph: a trainer's eval (other node
+ * flags than the captured step) and runs that must not replace the graph. */
+static ert_status cuda_run_eager(void *bctx, ert_kargs *const *nodes, int n, int *failed) {
+    cuda_ctx *c = bctx;
+    ert_status st = enqueue_all(c, nodes, n, failed);
+    cudaError_t e = cudaStreamSynchronize(c->stream);
+    if (st != ERT_OK) return st;
+    return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "run");
+}
+
 static bool cuda_supports(ert_op op, ert_dtype dt) {
+    if (ert_cuda_train_op(op)) return ert_cuda_train_supports(op, dt);
     switch (op) {
     case ERT_OP_IDENTITY: case ERT_OP_DROPOUT: case ERT_OP_FLATTEN: case ERT_OP_RESHAPE: case ERT_OP_SQUEEZE:
     case ERT_OP_UNSQUEEZE: case ERT_OP_TRANSPOSE: case ERT_OP_EXPAND: case ERT_OP_SLICE: case ERT_OP_CONCAT:
@@ -1106,9 +1149,11 @@ const ert_backend ert_cuda_backend = {
     .io_host = cuda_io_host,
     .io_host_free = cuda_io_host_free,
     .upload = cuda_upload,
+    .download = cuda_download,
     .bind_node = cuda_bind_node,
     .release_node = cuda_release_node,
     .bind_io = cuda_bind_io,
     .run = cuda_run,
+    .run_eager = cuda_run_eager,
     .supports = cuda_supports,
 };

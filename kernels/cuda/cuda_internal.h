@@ -100,6 +100,67 @@ cudaError_t ert_cuda_conv_direct_launch(const ert_conv_params *p, const ert_tvie
 cudaError_t ert_cuda_conv_transpose_launch(const ert_conv_params *p, const ert_tview *x, const void *w,
                                            const void *bias, const ert_tview *y, cudaStream_t st);
 
+/* train.cu: training kernels, f32 (the CPU's kernels/cpu/grad_*.c, loss.c,
+ * optim.c). Maps as above: binary_grad s[0] a, s[1] b, s[2] the gradient's
+ * operand (all over dy's shape; o_elems == n writes directly, else zeroes and
+ * adds); reduce_to either blocks (m NULL: dy (outer, mid, inner) summed to
+ * (mid)) or s[0] = strides into the output over dy's shape; broadcast_to s[0]
+ * = strides into dy over the output's shape. */
+cudaError_t ert_cuda_act_grad_launch(const ert_unary_params *u, const float *dy, const float *x, float *dx, int64_t n,
+                                     cudaStream_t st);
+cudaError_t ert_cuda_binary_grad_launch(ert_op fwd, int which, const float *dy, const float *a, const float *b,
+                                        float *o, int64_t o_elems, const ert_cuda_map *m, int64_t n, cudaStream_t st);
+cudaError_t ert_cuda_reduce_to_launch(const float *dy, float *o, int64_t o_elems, int64_t outer, int64_t mid,
+                                      int64_t inner, const ert_cuda_map *m, int64_t n, float scale, cudaStream_t st);
+cudaError_t ert_cuda_broadcast_to_launch(const float *dy, float *o, const ert_cuda_map *m, int64_t n, float scale,
+                                         cudaStream_t st);
+cudaError_t ert_cuda_pool_grad_launch(bool is_max, const ert_pool_params *p, const ert_tview *x, const float *dy,
+                                      const ert_tview *dy_v, float *dx, cudaStream_t st);
+cudaError_t ert_cuda_gap_grad_launch(const float *dy, float *dx, int64_t planes, int64_t sz, cudaStream_t st);
+cudaError_t ert_cuda_bn_train_launch(const float *x, const float *scale, const float *bias, float *rmean, float *rvar,
+                                     float *y, float *mean, float *invstd, int64_t N, int64_t C, int64_t sz, float eps,
+                                     float momentum, bool training, cudaStream_t st);
+cudaError_t ert_cuda_bn_grad_launch(const float *dy, const float *x, const float *scale, const float *mean,
+                                    const float *istd, float *dx, float *dscale, float *dbias, int64_t N, int64_t C,
+                                    int64_t sz, float eps, bool frozen, cudaStream_t st);
+cudaError_t ert_cuda_softmax_grad_launch(bool log, const float *dy, const float *y, float *dx, int64_t outer, int64_t n,
+                                         int64_t inner, cudaStream_t st);
+cudaError_t ert_cuda_gather_grad_launch(const float *dy, const void *idx, bool i64, float *dx, int64_t dx_elems,
+                                        int64_t outer, int64_t dim, int64_t n_idx, int64_t inner, cudaStream_t st);
+/* rng: the u64 splitmix64 state in device memory, advanced by n. */
+cudaError_t ert_cuda_dropout_train_launch(const float *x, uint64_t *rng, float *y, float *mask, int64_t n, float ratio,
+                                          bool training, cudaStream_t st);
+/* CE: z (N, C), target i64 (N), w (C) or NULL; MSE/BCE: n elements. A CE
+ * target outside [0, C) gives a NaN loss (the step is then skipped). */
+cudaError_t ert_cuda_loss_launch(int kind, const float *z, const void *target, const float *w, float *loss, float *dz,
+                                 int64_t N, int64_t C, int64_t n, float label_smoothing, cudaStream_t st);
+/* Adds the squares of count gradients into acc (one double of scratch,
+ * zeroed first when `first`); then, when out is not NULL, out = {norm, clip
+ * scale}. */
+cudaError_t ert_cuda_grad_norm_launch(const float *const *g, const int64_t *n, int count, double *acc, bool first,
+                                      float *out, float clip, cudaStream_t st);
+/* hyper {lr, 1 - beta1^t, 1 - beta2^t}, gn {norm, scale}: device memory;
+ * nothing is written when *loss or gn[0] is not finite. */
+cudaError_t ert_cuda_optim_launch(const ert_optim_params *p, float *w, const float *g, float *m, float *v,
+                                  const float *gn, const float *hyper, const float *loss, int64_t n, cudaStream_t st);
+
+/* cuda_train.c: the training ops for the backend (cuda_backend.c calls these
+ * for ert_cuda_train_op(op) and for ConvTranspose, which is the trainer's
+ * conv data gradient: cuDNN backward-data when it can). */
+typedef struct ert_cuda_env {
+    ert_context *ctx;
+    cudaStream_t stream;
+    struct cublasContext *blas;
+    void *dnn;                  /* cudnnHandle_t, or NULL without cuDNN */
+} ert_cuda_env;
+bool ert_cuda_train_op(ert_op op);
+bool ert_cuda_train_supports(ert_op op, ert_dtype dt);
+ert_status ert_cuda_train_workspace(const ert_cuda_env *env, const ert_kargs *a, size_t *bytes);
+ert_status ert_cuda_train_bind(const ert_cuda_env *env, ert_kargs *a);
+void ert_cuda_train_release(ert_kargs *a);
+/* ERT_E_UNSUPPORTED: not handled here (ConvTranspose without state). */
+ert_status ert_cuda_train_run(const ert_cuda_env *env, const ert_kargs *a);
+
 #ifdef __cplusplus
 }
 #endif

@@ -511,8 +511,20 @@ ert_status ert_image_write_pnm(ert_context *ctx, const char *path, const uint8_t
  *     ert_trainer_step(t, &loss);                   // forward, backward, update
  *
  * The trainer keeps its own copy of every parameter (in the arena); the model
- * is only read at create and must outlive the trainer. Training is CPU only
- * for now (TODO(#5): CUDA trainer). One thread at a time per trainer.
+ * is only read at create and must outlive the trainer. One thread at a time
+ * per trainer.
+ *
+ * On CUDA (to.session.device): the arena is device memory allocated once at
+ * create; parameters are uploaded once; the input/target pointers are pinned
+ * host staging the step copies in, and the loss, gradient norm and output
+ * come back at the end of the step. The whole step (forward, backward,
+ * gradient norm, optimizer) is captured once as a CUDA graph and replayed;
+ * the learning rate and Adam's bias corrections reach it through device
+ * memory, and the NaN/inf check runs on the device (the update is skipped
+ * there, then reported by ert_trainer_step). f32 only; an op without a CUDA
+ * training kernel (LayerNorm's gradient for now) makes create fail with
+ * ERT_E_UNSUPPORTED naming it (AUTO then trains on the CPU). Checkpoints and
+ * export of a CUDA trainer: ERT_E_UNSUPPORTED for now (TODO(#5)).
  */
 typedef struct ert_trainer ert_trainer;
 
@@ -580,7 +592,8 @@ typedef enum ert_bn_mode {
 } ert_bn_mode;
 
 typedef struct ert_trainer_options {
-    ert_session_options session; /* device (CPU only for now), batch, threads, arena */
+    ert_session_options session; /* device (CPU default; CUDA; AUTO = CUDA when a GPU is there and every node has a
+                                  * CUDA kernel, else the CPU), batch, threads (CPU), arena (device memory on CUDA) */
     const char *output;         /* the graph output the loss reads; NULL: output 0 */
     ert_loss_options loss;
     ert_optim_options optim;
@@ -636,6 +649,9 @@ float ert_trainer_lr(const ert_trainer *t);
 /* Number of trainable parameter tensors / elements. */
 int ert_trainer_n_trainable(const ert_trainer *t);
 int64_t ert_trainer_n_trainable_elems(const ert_trainer *t);
+/* The device the trainer runs on: ERT_DEVICE_CPU or ERT_DEVICE_CUDA (AUTO
+ * resolved at create). */
+ert_device ert_trainer_device(const ert_trainer *t);
 
 /* Checkpoint: every weight the trainer holds (parameters, BatchNorm running
  * statistics), optimizer state, step count and RNG state, with the model's

@@ -1,0 +1,612 @@
+/* Training kernels (f32): the CUDA twins of kernels/cpu/grad_*.c, loss.c and
+ * optim.c, with the same formulas (see those files' headers). Layer 1 and 2
+ * of STYLE rule 3; cuda_train.c is the dispatch.
+ *
+ * Differences from the CPU that tests must tolerate: sums are reduced in a
+ * different order (blocks, atomics), in double where the CPU uses double.
+ * Exact: the Dropout mask (splitmix64 is a counter: element i of a call uses
+ * the state advanced i + 1 times, so every thread finds its draw directly).
+ *
+ * Step-dependent values never sit in kernel arguments (a CUDA graph bakes
+ * those in): OPTIM reads lr and the Adam bias corrections from `hyper` (device
+ * memory the trainer's pinned staging copies in at each step) and skips the
+ * update when the loss or the gradient norm is not finite. */
+#include "cuda_internal.h"
+
+#include <math.h>
+
+constexpr int kThreads = 256;
+
+static int blocks_for(int64_t n) {
+    int64_t b = (n + kThreads - 1) / kThreads;
+    if (b > 65535 * 8) b = 65535 * 8;
+    return b < 1 ? 1 : (int)b;
+}
+
+#define GRID_STRIDE(i, n)                                                                                              \
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+/* Block sum of a double (every thread gets the result). */
+static __device__ double block_sum(double v, double *sh) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    __syncthreads();
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double s = 0;
+        for (int i = 0; i < (int)(blockDim.x + 31) / 32; i++) s += sh[i];
+        sh[32] = s;
+    }
+    __syncthreads();
+    return sh[32];
+}
+
+static __device__ double warp_sum(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+static __device__ double warp_max(double v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Offset of operand k for output index e (map of cuda_internal.h). */
+static __device__ int64_t map_off(const ert_cuda_map &m, int k, int64_t e) {
+    int64_t off = 0;
+    for (int d = m.ndim - 1; d >= 0; d--) {
+        int64_t i = e % m.dims[d];
+        e /= m.dims[d];
+        off += i * m.s[k][d];
+    }
+    return off;
+}
+
+/* ---------------------------------------------------------------- activations */
+
+static __device__ float act_deriv(float x, const ert_unary_params &u) {
+    const ert_act_params &a = u.act;
+    switch (a.kind) {
+    case ERT_ACT_NONE: return 1.0f;
+    case ERT_ACT_RELU: return x > 0 ? 1.0f : 0.0f;
+    case ERT_ACT_LEAKY_RELU: return x >= 0 ? 1.0f : a.alpha;
+    case ERT_ACT_CLIP: return x >= a.alpha && x <= a.beta ? 1.0f : 0.0f;
+    case ERT_ACT_SIGMOID: {
+        float s = 1.0f / (1.0f + expf(-x));
+        return s * (1.0f - s);
+    }
+    case ERT_ACT_TANH: {
+        float t = tanhf(x);
+        return 1.0f - t * t;
+    }
+    case ERT_ACT_HARD_SIGMOID: {
+        float y = a.alpha * x + a.beta;
+        return y > 0 && y < 1 ? a.alpha : 0.0f;
+    }
+    case ERT_ACT_HARD_SWISH: return x < -3.0f ? 0.0f : (x > 3.0f ? 1.0f : (2.0f * x + 3.0f) / 6.0f);
+    case ERT_ACT_SILU: {
+        float s = 1.0f / (1.0f + expf(-x));
+        return s * (1.0f + x * (1.0f - s));
+    }
+    case ERT_ACT_GELU: {
+        if (u.alpha != 0.0f) {
+            const float k = 0.7978845608028654f, c = 0.044715f;
+            float in = k * (x + c * x * x * x), t = tanhf(in);
+            return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k * (1.0f + 3.0f * c * x * x);
+        }
+        float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
+        return cdf + x * 0.3989422804014327f * expf(-0.5f * x * x);
+    }
+    }
+    return 1.0f;
+}
+
+static __global__ void act_grad_k(const float *__restrict__ dy, const float *__restrict__ x, float *__restrict__ dx,
+                           int64_t n, ert_unary_params u) {
+    if (u.act.kind == ERT_ACT_RELU) {
+        GRID_STRIDE(i, n) dx[i] = x[i] > 0 ? dy[i] : 0.0f;
+        return;
+    }
+    GRID_STRIDE(i, n) dx[i] = dy[i] * act_deriv(x[i], u);
+}
+
+/* ---------------------------------------------------------------- broadcast walks */
+
+/* m: output = dy's shape; s[0] a, s[1] b, s[2] o (the operand whose gradient). */
+static __global__ void binary_grad_k(const float *__restrict__ dy, const float *__restrict__ a, const float *__restrict__ b,
+                              float *__restrict__ o, ert_cuda_map m, int64_t n, int fwd, int which, bool direct) {
+    GRID_STRIDE(e, n) {
+        float g = dy[e];
+        float va = a ? a[map_off(m, 0, e)] : 0.0f, vb = b ? b[map_off(m, 1, e)] : 0.0f;
+        switch (fwd) {
+        case ERT_OP_SUB: g = which == 0 ? g : -g; break;
+        case ERT_OP_MUL: g = which == 0 ? g * vb : g * va; break;
+        case ERT_OP_DIV: g = which == 0 ? g / vb : -g * va / (vb * vb); break;
+        default: break;
+        }
+        if (direct) o[e] = g;
+        else atomicAdd(o + map_off(m, 2, e), g);
+    }
+}
+
+/* dy (outer, mid, inner) summed over outer and inner: one block per mid. */
+static __global__ void __launch_bounds__(kThreads) reduce_block_k(const float *__restrict__ dy, float *__restrict__ o, int64_t outer, int64_t mid,
+                               int64_t inner, float scale) {
+    __shared__ double sh[33];
+    int64_t m = blockIdx.x;
+    double s = 0;
+    for (int64_t q = 0; q < outer; q++)
+        for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) s += dy[(q * mid + m) * inner + i];
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0) o[m] = (float)s * scale;
+}
+
+/* General REDUCE_TO: m over dy's shape, s[0] = strides into the output. */
+static __global__ void reduce_atomic_k(const float *__restrict__ dy, float *__restrict__ o, ert_cuda_map m, int64_t n,
+                                float scale) {
+    GRID_STRIDE(e, n) atomicAdd(o + map_off(m, 0, e), dy[e] * scale);
+}
+
+/* BROADCAST_TO: m over the output's shape, s[0] = strides into dy. */
+static __global__ void broadcast_k(const float *__restrict__ dy, float *__restrict__ o, ert_cuda_map m, int64_t n,
+                            float scale) {
+    GRID_STRIDE(e, n) o[e] = dy[map_off(m, 0, e)] * scale;
+}
+
+/* ---------------------------------------------------------------- pooling */
+
+struct pgeom {
+    int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
+};
+
+static __device__ void taps(int64_t start, int64_t K, int64_t d, int64_t in, int64_t pe, int64_t *lo, int64_t *hi,
+                     int64_t *np) {
+    *lo = start >= 0 ? 0 : (-start + d - 1) / d;
+    *hi = in - start <= 0 ? 0 : (in - start + d - 1) / d;
+    if (*hi > K) *hi = K;
+    if (*lo > *hi) *lo = *hi;
+    int64_t n = in + pe - start <= 0 ? 0 : (in + pe - start + d - 1) / d;
+    *np = n > K ? K : n;
+}
+
+/* One thread per dy element; dx zeroed before; overlapping windows add. */
+static __global__ void pool_grad_k(const float *__restrict__ x, const float *__restrict__ dy, float *__restrict__ dx,
+                            pgeom g, int64_t total, bool is_max, bool include_pad) {
+    int64_t out_sz = g.out[0] * g.out[1] * g.out[2], in_sz = g.in[0] * g.in[1] * g.in[2];
+    GRID_STRIDE(i, total) {
+        int64_t plane = i / out_sz, r = i % out_sz;
+        int64_t o[3] = {r / (g.out[2] * g.out[1]), (r / g.out[2]) % g.out[1], r % g.out[2]};
+        int64_t st[3], lo[3], hi[3], np[3];
+        for (int q = 0; q < 3; q++) {
+            st[q] = o[q] * g.s[q] - g.pb[q];
+            taps(st[q], g.k[q], g.d[q], g.in[q], g.pe[q], &lo[q], &hi[q], &np[q]);
+        }
+        const float *xp = x + plane * in_sz;
+        float *dp = dx + plane * in_sz;
+        float gv = dy[i];
+        if (!is_max) {
+            int64_t cnt = include_pad ? np[0] * np[1] * np[2] : (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]);
+            float w = cnt > 0 ? gv / (float)cnt : 0.0f;
+            for (int64_t kd = lo[0]; kd < hi[0]; kd++)
+                for (int64_t kh = lo[1]; kh < hi[1]; kh++)
+                    for (int64_t kw = lo[2]; kw < hi[2]; kw++)
+                        atomicAdd(dp + ((st[0] + kd * g.d[0]) * g.in[1] + st[1] + kh * g.d[1]) * g.in[2] + st[2] +
+                                      kw * g.d[2],
+                                  w);
+            continue;
+        }
+        float mx = -INFINITY;
+        int64_t arg = -1;
+        for (int64_t kd = lo[0]; kd < hi[0]; kd++)
+            for (int64_t kh = lo[1]; kh < hi[1]; kh++)
+                for (int64_t kw = lo[2]; kw < hi[2]; kw++) {
+                    int64_t j = ((st[0] + kd * g.d[0]) * g.in[1] + st[1] + kh * g.d[1]) * g.in[2] + st[2] + kw * g.d[2];
+                    if (xp[j] > mx || (arg < 0 && isnan(xp[j]))) {
+                        mx = xp[j];
+                        arg = j;
+                    }
+                }
+        if (arg >= 0) atomicAdd(dp + arg, gv);
+    }
+}
+
+static __global__ void gap_grad_k(const float *__restrict__ dy, float *__restrict__ dx, int64_t sz, int64_t total) {
+    GRID_STRIDE(i, total) dx[i] = dy[i / sz] / (float)sz;
+}
+
+/* ---------------------------------------------------------------- batchnorm */
+
+/* One block per channel. x (N, C, sz). */
+static __global__ void __launch_bounds__(kThreads) bn_train_k(const float *__restrict__ x, const float *__restrict__ scale, const float *__restrict__ bias,
+                           float *rmean, float *rvar, float *__restrict__ y, float *mean, float *invstd, int64_t N,
+                           int64_t C, int64_t sz, float eps, float mom, bool training) {
+    __shared__ double sh[33];
+    int64_t c = blockIdx.x, m = N * sz;
+    double mu, var;
+    if (training) {
+        double s = 0;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t i = threadIdx.x; i < sz; i += blockDim.x) s += x[(n * C + c) * sz + i];
+        s = block_sum(s, sh);
+        mu = m ? s / (double)m : 0.0;
+        double s2 = 0;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t i = threadIdx.x; i < sz; i += blockDim.x) {
+                double d = x[(n * C + c) * sz + i] - mu;
+                s2 += d * d;
+            }
+        s2 = block_sum(s2, sh);
+        var = m ? s2 / (double)m : 0.0;
+        if (threadIdx.x == 0) {
+            double unb = m > 1 ? s2 / (double)(m - 1) : var;
+            rmean[c] = (float)(rmean[c] * (double)mom + mu * (1.0 - mom));
+            rvar[c] = (float)(rvar[c] * (double)mom + unb * (1.0 - mom));
+        }
+    } else {
+        mu = rmean[c];
+        var = rvar[c];
+    }
+    float inv = (float)(1.0 / sqrt(var + eps));
+    if (threadIdx.x == 0 && mean && training) {
+        mean[c] = (float)mu;
+        invstd[c] = inv;
+    }
+    float k = inv * scale[c], b = bias[c] - (float)mu * k;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t i = threadIdx.x; i < sz; i += blockDim.x) y[(n * C + c) * sz + i] = x[(n * C + c) * sz + i] * k + b;
+}
+
+static __global__ void __launch_bounds__(kThreads) bn_grad_k(const float *__restrict__ dy, const float *__restrict__ x, const float *__restrict__ scale,
+                          const float *__restrict__ mean, const float *__restrict__ istd, float *__restrict__ dx,
+                          float *__restrict__ dscale, float *__restrict__ dbias, int64_t N, int64_t C, int64_t sz,
+                          float eps, bool frozen) {
+    __shared__ double sh[33];
+    int64_t c = blockIdx.x, m = N * sz;
+    float mu = mean[c];
+    float inv = frozen ? (float)(1.0 / sqrt((double)istd[c] + eps)) : istd[c];
+    double sg = 0, sgx = 0;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t i = threadIdx.x; i < sz; i += blockDim.x) {
+            int64_t k = (n * C + c) * sz + i;
+            float d = dy[k];
+            sg += d;
+            sgx += d * ((x[k] - mu) * inv);
+        }
+    sg = block_sum(sg, sh);
+    sgx = block_sum(sgx, sh);
+    if (threadIdx.x == 0) {
+        if (dscale) dscale[c] = (float)sgx;
+        if (dbias) dbias[c] = (float)sg;
+    }
+    if (!dx) return;
+    float sc = scale[c];
+    float mg = m ? (float)(sg / (double)m) : 0.0f, mgx = m ? (float)(sgx / (double)m) : 0.0f;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t i = threadIdx.x; i < sz; i += blockDim.x) {
+            int64_t k = (n * C + c) * sz + i;
+            if (frozen) dx[k] = dy[k] * sc * inv;
+            else dx[k] = sc * inv * (dy[k] - mg - ((x[k] - mu) * inv) * mgx);
+        }
+}
+
+/* ---------------------------------------------------------------- softmax */
+
+static __global__ void softmax_grad_k(const float *__restrict__ dy, const float *__restrict__ y, float *__restrict__ dx,
+                               int64_t outer, int64_t n, int64_t inner, bool lg) {
+    GRID_STRIDE(r, outer * inner) {
+        int64_t base = (r / inner) * n * inner + r % inner;
+        double s = 0;
+        for (int64_t i = 0; i < n; i++) s += lg ? dy[base + i * inner] : dy[base + i * inner] * y[base + i * inner];
+        for (int64_t i = 0; i < n; i++) {
+            int64_t k = base + i * inner;
+            dx[k] = lg ? dy[k] - expf(y[k]) * (float)s : y[k] * (dy[k] - (float)s);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- gather */
+
+template <typename I>
+static __global__ void gather_grad_k(const float *__restrict__ dy, const I *__restrict__ idx, float *__restrict__ dx,
+                              int64_t outer, int64_t dim, int64_t n_idx, int64_t inner) {
+    GRID_STRIDE(e, outer * n_idx * inner) {
+        int64_t i = e % inner, j = (e / inner) % n_idx, o = e / (inner * n_idx);
+        int64_t k = (int64_t)idx[j];
+        if (k < -dim || k >= dim) continue; /* TODO(#5): report it; the CPU returns ERT_E_ARG */
+        if (k < 0) k += dim;
+        atomicAdd(dx + (o * dim + k) * inner + i, dy[e]);
+    }
+}
+
+/* ---------------------------------------------------------------- dropout */
+
+static __device__ uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static __global__ void dropout_k(const float *__restrict__ x, const uint64_t *rng, float *__restrict__ y,
+                          float *__restrict__ mask, int64_t n, float ratio) {
+    uint64_t s0 = *rng;
+    float keep = 1.0f / (1.0f - ratio);
+    GRID_STRIDE(i, n) {
+        uint64_t z = mix64(s0 + (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ull);
+        double u = (double)(z >> 11) * 0x1.0p-53;
+        float mk = u >= ratio ? keep : 0.0f;
+        mask[i] = mk;
+        y[i] = x[i] * mk;
+    }
+}
+
+static __global__ void rng_advance_k(uint64_t *rng, int64_t n) { *rng += (uint64_t)n * 0x9E3779B97F4A7C15ull; }
+
+static __global__ void copy_mask_k(const float *__restrict__ x, float *__restrict__ y, float *__restrict__ mask, int64_t n) {
+    GRID_STRIDE(i, n) {
+        y[i] = x[i];
+        mask[i] = 1.0f;
+    }
+}
+
+/* ---------------------------------------------------------------- loss */
+
+/* One block of kThreads (1024 threads ran out of registers on an H200:
+ * cudaErrorLaunchOutOfResources); a warp per row. */
+static __global__ void __launch_bounds__(kThreads) ce_k(const float *__restrict__ z, const int64_t *__restrict__ y, const float *__restrict__ w,
+                     float *loss, float *__restrict__ dz, int64_t N, int64_t C, float eps_ls) {
+    __shared__ double sh[33];
+    __shared__ int bad;
+    if (threadIdx.x == 0) bad = 0;
+    __syncthreads();
+    double W = 0, nrm = 0;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) W += w ? w[c] : 1.0;
+    for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
+        if (y[i] < 0 || y[i] >= C) bad = 1;
+        else nrm += w ? w[y[i]] : 1.0;
+    }
+    W = block_sum(W, sh);
+    nrm = block_sum(nrm, sh);
+    if (bad) { /* a target outside [0, C): NaN loss, the step is skipped and reported */
+        if (threadIdx.x == 0) *loss = nanf("");
+        return;
+    }
+    double inv = nrm > 0 ? 1.0 / nrm : 0.0, e = eps_ls;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    double total = 0;
+    for (int64_t i = warp; i < N; i += nw) {
+        const float *zi = z + i * C;
+        float *gi = dz + i * C;
+        double mx = -INFINITY;
+        for (int64_t c = lane; c < C; c += 32) mx = fmax(mx, (double)zi[c]);
+        mx = warp_max(mx);
+        double s = 0;
+        for (int64_t c = lane; c < C; c += 32) s += exp(zi[c] - mx);
+        s = warp_sum(s);
+        double lse = mx + log(s), wy = w ? w[y[i]] : 1.0, li = 0;
+        for (int64_t c = lane; c < C; c += 32) {
+            double wc = w ? w[c] : 1.0, p = exp(zi[c] - lse), lp = zi[c] - lse;
+            li -= e / (double)C * wc * lp;
+            double g = (1.0 - e) * wy * (p - (c == y[i])) + e / (double)C * (W * p - wc);
+            gi[c] = (float)(g * inv);
+        }
+        li = warp_sum(li);
+        if (lane == 0) total += li - (1.0 - e) * wy * (zi[y[i]] - lse);
+    }
+    total = block_sum(total, sh);
+    if (threadIdx.x == 0) *loss = (float)(total * inv);
+}
+
+static __global__ void __launch_bounds__(kThreads) mse_bce_k(const float *__restrict__ z, const float *__restrict__ t, float *loss, float *__restrict__ dz,
+                          int64_t n, bool mse) {
+    __shared__ double sh[33];
+    double total = 0, inv = n ? 1.0 / (double)n : 0.0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        double zi = z[i], ti = t[i];
+        if (mse) {
+            total += (zi - ti) * (zi - ti);
+            dz[i] = (float)(2.0 * (zi - ti) * inv);
+        } else {
+            total += (zi > 0 ? zi : 0) - zi * ti + log1p(exp(-fabs(zi)));
+            dz[i] = (float)((1.0 / (1.0 + exp(-zi)) - ti) * inv);
+        }
+    }
+    total = block_sum(total, sh);
+    if (threadIdx.x == 0) *loss = (float)(total * inv);
+}
+
+/* ---------------------------------------------------------------- optimizer */
+
+static __global__ void __launch_bounds__(kThreads) sumsq_k(const float *__restrict__ g, int64_t n, double *acc) {
+    __shared__ double sh[33];
+    double s = 0;
+    GRID_STRIDE(i, n) s += (double)g[i] * g[i];
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0) atomicAdd(acc, s);
+}
+
+static __global__ void norm_final_k(const double *acc, float *o, float clip) {
+    double n = sqrt(*acc);
+    o[0] = (float)n;
+    o[1] = clip > 0 && n > clip ? (float)(clip / (n + 1e-6)) : 1.0f;
+}
+
+/* hyper: {lr, 1 - b1^t, 1 - b2^t}; gn: {norm, clip scale}. */
+static __global__ void optim_k(float *__restrict__ w, const float *__restrict__ g0, float *__restrict__ m,
+                        float *__restrict__ v, const float *gn, const float *hyper, const float *loss, int64_t n,
+                        ert_optim_params p) {
+    if (!isfinite(*loss) || !isfinite(gn[0])) return; /* the step is skipped (the trainer reports it) */
+    const float scale = gn[1], lr = hyper[0], wd = p.weight_decay, mu = p.momentum;
+    if (p.kind == ERT_OPTIM_SGD) {
+        GRID_STRIDE(i, n) {
+            float g = g0[i] * scale + wd * w[i];
+            if (mu != 0.0f) {
+                m[i] = mu * m[i] + g;
+                g = p.nesterov ? g + mu * m[i] : m[i];
+            }
+            w[i] -= lr * g;
+        }
+        return;
+    }
+    const float bc1 = hyper[1], bc2 = hyper[2], b1 = p.beta1, b2 = p.beta2;
+    const float decay = p.kind == ERT_OPTIM_ADAMW ? 1.0f - lr * wd : 1.0f, l2 = p.kind == ERT_OPTIM_ADAM ? wd : 0.0f;
+    const float rs = 1.0f / sqrtf(bc2);
+    GRID_STRIDE(i, n) {
+        float wi = w[i] * decay;
+        float g = g0[i] * scale + l2 * wi;
+        float mi = b1 * m[i] + (1.0f - b1) * g;
+        float vi = b2 * v[i] + (1.0f - b2) * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        w[i] = wi - lr * (mi / bc1) / (sqrtf(vi) * rs + p.eps);
+    }
+}
+
+/* ---------------------------------------------------------------- launchers */
+
+#define LAUNCH_END return cudaGetLastError()
+
+cudaError_t ert_cuda_act_grad_launch(const ert_unary_params *u, const float *dy, const float *x, float *dx, int64_t n,
+                                     cudaStream_t st) {
+    if (n <= 0) return cudaSuccess;
+    act_grad_k<<<blocks_for(n), kThreads, 0, st>>>(dy, x, dx, n, *u);
+    LAUNCH_END;
+}
+
+cudaError_t ert_cuda_binary_grad_launch(ert_op fwd, int which, const float *dy, const float *a, const float *b,
+                                        float *o, int64_t o_elems, const ert_cuda_map *m, int64_t n, cudaStream_t st) {
+    if (fwd != ERT_OP_ADD && fwd != ERT_OP_SUB && fwd != ERT_OP_MUL && fwd != ERT_OP_DIV) return cudaErrorInvalidValue;
+    bool direct = o_elems == n;
+    if (!direct) {
+        cudaError_t e = cudaMemsetAsync(o, 0, (size_t)o_elems * sizeof(float), st);
+        if (e != cudaSuccess) return e;
+    }
+    if (n <= 0) return cudaSuccess;
+    binary_grad_k<<<blocks_for(n), kThreads, 0, st>>>(dy, a, b, o, *m, n, (int)fwd, which, direct);
+    LAUNCH_END;
+}
+
+cudaError_t ert_cuda_reduce_to_launch(const float *dy, float *o, int64_t o_elems, int64_t outer, int64_t mid,
+                                      int64_t inner, const ert_cuda_map *m, int64_t n, float scale, cudaStream_t st) {
+    if (!m) {
+        if (mid <= 0) return cudaSuccess;
+        reduce_block_k<<<(unsigned)mid, kThreads, 0, st>>>(dy, o, outer, mid, inner, scale);
+        LAUNCH_END;
+    }
+    cudaError_t e = cudaMemsetAsync(o, 0, (size_t)o_elems * sizeof(float), st);
+    if (e != cudaSuccess || n <= 0) return e;
+    reduce_atomic_k<<<blocks_for(n), kThreads, 0, st>>>(dy, o, *m, n, scale);
+    LAUNCH_END;
+}
+
+cudaError_t ert_cuda_broadcast_to_launch(const float *dy, float *o, const ert_cuda_map *m, int64_t n, float scale,
+                                         cudaStream_t st) {
+    if (n <= 0) return cudaSuccess;
+    broadcast_k<<<blocks_for(n), kThreads, 0, st>>>(dy, o, *m, n, scale);
+    LAUNCH_END;
+}
+
+cudaError_t ert_cuda_pool_grad_launch(bool is_max, const ert_pool_params *p, const ert_tview *x, const float *dy,
+                                      const ert_tview *dy_v, float *dx, cudaStream_t st) {
+    pgeom g;
+    int off = 3 - p->nsp;
+    for (int i = 0; i < 3; i++) {
+        int s = i - off;
+        bool real = s >= 0;
+        g.in[i] = real ? x->dims[2 + s] : 1;
+        g.out[i] = real ? dy_v->dims[2 + s] : 1;
+        g.k[i] = real ? p->kernel[s] : 1;
+        g.s[i] = real ? p->stride[s] : 1;
+        g.d[i] = real ? p->dilation[s] : 1;
+        g.pb[i] = real ? p->pad_begin[s] : 0;
+        g.pe[i] = real ? p->pad_end[s] : 0;
+    }
+    cudaError_t e = cudaMemsetAsync(dx, 0, (size_t)x->n_elems * sizeof(float), st);
+    if (e != cudaSuccess || dy_v->n_elems <= 0) return e;
+    pool_grad_k<<<blocks_for(dy_v->n_elems), kThreads, 0, st>>>((const float *)x->data, dy, dx, g, dy_v->n_elems,
+                                                                 is_max, p->count_include_pad);
+    LAUNCH_END;
+}
+
+cudaError_t ert_cuda_gap_grad_launch(const float *dy, float *dx, int64_t planes, int64_t sz, cudaStream_t st) {
+    if (planes * sz <= 0) return cudaSuccess;
+    gap_grad_k<<<blocks_for(planes * sz), kThreads, 0, st>>>(dy, dx, sz, planes * sz);
+    LAUNCH_END;
+}
+
+cudaError_t ert_cuda_bn_train_launch(const float *x, const float *scale, const float *bias, float *rmean, float *rvar,
+                                     float *y, float *mean, float *invstd, int64_t N, int64_t C, int64_t sz, float eps,
+                                     float momentum, bool training, cudaStream_t st) {
+    if (C <= 0) return cudaSuccess;
+    bn_train_k<<<(unsigned)C, kThreads, 0, st>>>(x, scale, bias, rmean, rvar, y, mean, invstd, N, C, sz, eps, momentum,
+                                                 training);
+    LAUNCH_END;
+}
+
+cudaError_t ert_cuda_bn_grad_launch(const float *dy, const float *x, const float *scale, const float *mean,
+                                    const float *istd, float *dx, float *dscale, float *dbias, int64_t N, int64_t C,
+                                    int64_t sz, float eps, bool frozen, cudaStream_t st) {
+    if (C <= 0) return cudaSuccess;
+    bn_grad_k<<<(unsigned)C, kThreads, 0, st>>>(dy, x, scale, mean, istd, dx, dscale, dbias, N, C, sz, eps, frozen);
+    LAUNCH_END;
+}
+
+cudaError_t ert_cuda_softmax_grad_launch(bool log, const float *dy, const float *y, float *dx, int64_t outer, int64_t n,
+                                         int64_t inner, cudaStream_t st) {
+    if (outer * inner <= 0) return cudaSuccess;
+    softmax_grad_k<<<blocks_for(outer * inner), kThreads, 0, st>>>(dy, y, dx, outer, n, inner, log);
+    LAUNCH_END;
+}
+
+cudaError_t ert_cuda_gather_grad_launch(const float *dy, const void *idx, bool i64, float *dx, int64_t dx_elems,
+                                        int64_t outer, int64_t dim, int64_t n_idx, int64_t inner, cudaStream_t st) {
+    cudaError_t e = cudaMemsetAsync(dx, 0, (size_t)dx_elems * sizeof(float), st);
+    int64_t n = outer * n_idx * inner;
+    if (e != cudaSuccess || n <= 0) return e;
+    if (i64) gather_grad_k<<<blocks_for(n), kThreads, 0, st>>>(dy, (const int64_t *)idx, dx, outer, dim, n_idx, inner);
+    else gather_grad_k<<<blocks_for(n), kThreads, 0, st>>>(dy, (const int32_t *)idx, dx, outer, dim, n_idx, inner);
+    LAUNCH_END;
+}
+
+cudaError_t ert_cuda_dropout_train_launch(const float *x, uint64_t *rng, float *y, float *mask, int64_t n, float ratio,
+                                          bool training, cudaStream_t st) {
+    if (n <= 0) return cudaSuccess;
+    if (!training || ratio <= 0.0f) {
+        copy_mask_k<<<blocks_for(n), kThreads, 0, st>>>(x, y, mask, n);
+        LAUNCH_END;
+    }
+    dropout_k<<<blocks_for(n), kThreads, 0, st>>>(x, rng, y, mask, n, ratio);
+    rng_advance_k<<<1, 1, 0, st>>>(rng, n);
+    LAUNCH_END;
+}
+
+cudaError_t ert_cuda_loss_launch(int kind, const float *z, const void *target, const float *w, float *loss, float *dz,
+                                 int64_t N, int64_t C, int64_t n, float label_smoothing, cudaStream_t st) {
+    if (kind == ERT_LOSS_CROSS_ENTROPY)
+        ce_k<<<1, kThreads, 0, st>>>(z, (const int64_t *)target, w, loss, dz, N, C, label_smoothing);
+    else if (kind == ERT_LOSS_MSE || kind == ERT_LOSS_BCE_LOGITS)
+        mse_bce_k<<<1, kThreads, 0, st>>>(z, (const float *)target, loss, dz, n, kind == ERT_LOSS_MSE);
+    else return cudaErrorInvalidValue;
+    LAUNCH_END;
+}
+
+cudaError_t ert_cuda_grad_norm_launch(const float *const *g, const int64_t *n, int count, double *acc, bool first,
+                                      float *out, float clip, cudaStream_t st) {
+    if (first) {
+        cudaError_t e = cudaMemsetAsync(acc, 0, sizeof(double), st);
+        if (e != cudaSuccess) return e;
+    }
+    for (int k = 0; k < count; k++) {
+        if (!g[k] || n[k] <= 0) continue;
+        int b = blocks_for(n[k]);
+        sumsq_k<<<b > 1024 ? 1024 : b, kThreads, 0, st>>>(g[k], n[k], acc);
+    }
+    if (out) norm_final_k<<<1, 1, 0, st>>>(acc, out, clip);
+    LAUNCH_END;
+}
+
+cudaError_t ert_cuda_optim_launch(const ert_optim_params *p, float *w, const float *g, float *m, float *v,
+                                  const float *gn, const float *hyper, const float *loss, int64_t n, cudaStream_t st) {
+    if (n <= 0) return cudaSuccess;
+    optim_k<<<blocks_for(n), kThreads, 0, st>>>(w, g, m, v, gn, hyper, loss, n, *p);
+    LAUNCH_END;
+}
