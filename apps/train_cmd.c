@@ -44,7 +44,7 @@
 #include <unistd.h>
 
 typedef struct topts {
-    const char *model, *data, *ckpt, *resume, *export_path, *optim, *schedule, *device;
+    const char *model, *data, *ckpt, *resume, *export_path, *optim, *schedule, *device, *classes;
     long epochs, batch, threads, limit, last_n, warmup, seed, max_steps;
     double lr, momentum, wd, val_split;
     int json;
@@ -98,6 +98,7 @@ static int parse(int argc, char **argv, topts *o) {
         else if (strcmp(a, "--optim") == 0) { NEED(); o->optim = v; }
         else if (strcmp(a, "--schedule") == 0) { NEED(); o->schedule = v; }
         else if (strcmp(a, "--device") == 0) { NEED(); o->device = v; }
+        else if (strcmp(a, "--classes") == 0) { NEED(); o->classes = v; }
         else if (strcmp(a, "--epochs") == 0) INT(epochs, 1, 1000);
         else if (strcmp(a, "--batch") == 0) INT(batch, 1, 65536);
         else if (strcmp(a, "--threads") == 0) INT(threads, 1, 256);
@@ -250,6 +251,43 @@ static int load_data(const char *dir, dataset *ds) {
     return 0;
 }
 
+/* --classes LIST (IDX data): keep only the samples whose label is in LIST
+ * ("0-7", "1,3,5"); the class count (the head's size) stays that of the
+ * whole data set, so a model trained on part of the classes can later be
+ * fine-tuned on all of them. */
+static int keep_classes(dataset *ds, const char *list) {
+    bool keep[256] = {false};
+    const char *p = list;
+    while (*p) {
+        char *end;
+        long a = strtol(p, &end, 10), b = a;
+        if (end == p || a < 0 || a > 255) return fail("--classes: bad list '%s' (e.g. 0-7 or 1,3,5)", list);
+        p = end;
+        if (*p == '-') {
+            b = strtol(p + 1, &end, 10);
+            if (end == p + 1 || b < a || b > 255) return fail("--classes: bad range in '%s'", list);
+            p = end;
+        }
+        for (long c = a; c <= b; c++) keep[c] = true;
+        if (*p == ',') p++;
+        else if (*p) return fail("--classes: bad list '%s' (e.g. 0-7 or 1,3,5)", list);
+    }
+    const int64_t px = ds->H * ds->W;
+    for (int s = 0; s < 2; s++) {
+        int64_t n = 0;
+        for (int64_t i = 0; i < ds->img[s].dims[0]; i++) {
+            if (!keep[ds->lab[s].data[i]]) continue;
+            memmove(ds->img[s].data + n * px, ds->img[s].data + i * px, (size_t)px);
+            ds->lab[s].data[n++] = ds->lab[s].data[i];
+        }
+        if (n == 0) return fail("--classes %s: no %s sample has one of these labels", list, s ? "test" : "training");
+        ds->img[s].dims[0] = ds->lab[s].dims[0] = n;
+        ds->img[s].n = (size_t)(n * px);
+        ds->lab[s].n = (size_t)n;
+    }
+    return 0;
+}
+
 static void put_batch(const dataset *ds, int set, const int64_t *idx, int B, float *x, int64_t *y) {
     const int64_t px = ds->H * ds->W;
     for (int k = 0; k < B; k++) {
@@ -318,6 +356,11 @@ int edgert_cmd_train(int argc, char **argv) {
     int ld = is_idx ? load_data(o.data, &ds) : load_folder(o.data, &ds, &test_is_val, jpeg);
     ert_jpeg_free(jpeg);
     if (ld) goto done;
+    if (o.classes && !is_idx) {
+        fail("--classes applies to IDX data (an ImageFolder's classes are its folders)");
+        goto done;
+    }
+    if (o.classes && keep_classes(&ds, o.classes)) goto done;
     if (strcmp(o.model, "small-cnn") == 0) m = small_cnn(ctx, ds.H, ds.W, ds.classes, (uint64_t)o.seed);
     else if (ert_model_load_file(ctx, o.model, &m) != ERT_OK) fail("%s: %s", o.model, ert_last_error(ctx));
     if (!m) goto done;

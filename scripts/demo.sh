@@ -16,6 +16,11 @@
 #      is one) and writes one JSON line per frame; the script then prints the
 #      pipeline's top-1 accuracy against the true labels, the corrupt frames
 #      skipped (and checks both counts), FPS and the per-stage latency.
+#   4. fine-tune on the device (scripts/demo_finetune.sh): a factory model
+#      that never saw two of the classes, camera frames of each class
+#      collected into an ImageFolder (edgert-camera --collect), the head
+#      fine-tuned (edgert train --last-n 2), and both models served by
+#      edgert-camera: accuracy before/after, overall and on the new classes.
 # Data: ../shared/data/fashion-mnist when present, else Debian's
 # dataset-fashion-mnist (installed by setup.sh --minimal when ../shared has
 # no copy). Outputs in build/demo/. The build dir is build/release
@@ -73,4 +78,7 @@ ERT_DEMO_THREADS=${ERT_DEMO_THREADS:-$(nproc 2>/dev/null || echo 2)}
 if ((ERT_DEMO_THREADS > 4)); then ERT_DEMO_THREADS=4; fi
 export ERT_DEMO_THREADS
 bash scripts/demo_pipeline.sh "$bin" "$data" build/demo
+echo
+echo "== 4. fine-tune demo: learn two new objects from camera frames (scripts/demo_finetune.sh)"
+bash scripts/demo_finetune.sh "$bin" "$data" build/demo/finetune
 echo "demo: done in $((SECONDS - t0)) s (outputs in build/demo/)"

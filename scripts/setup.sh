@@ -48,6 +48,7 @@ if [[ $minimal -eq 0 ]]; then
         clang libclang-rt-14-dev  # libFuzzer + sanitizer runtimes for scripts/fuzz.sh
         python3-venv python3-pip  # venv for the ONNX reference tooling
         libjpeg-turbo-progs       # djpeg: reference decoder for the image_ref test
+        chromium                  # headless screenshot of edgert-camera's HTTP preview
     )
 fi
 # Fashion-MNIST in /usr/share/datasets/fashion-mnist: demo.sh sets this when

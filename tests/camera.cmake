@@ -29,3 +29,16 @@ if(TARGET test_camera_ppocr AND TARGET ert_camera)
   set_tests_properties(camera_ppocr PROPERTIES TIMEOUT 120 ENVIRONMENT
     "ERT_SHARED_DIR=${CMAKE_SOURCE_DIR}/../shared;ERT_TEST_PYTHON=${ERT_TEST_PYTHON};ERT_TEST_SRC_DIR=${CMAKE_CURRENT_SOURCE_DIR}")
 endif()
+
+# Scripts that drive the built apps: a 10,000-frame soak (exit 0, counts,
+# flat RSS; under the ASan phase also no LeakSanitizer report) and a headless
+# Chromium screenshot of the HTTP MJPEG preview (scripts/setup.sh installs
+# Debian's chromium; without it the test reports SKIPPED). Native builds only:
+# bash cannot run cross-built binaries without binfmt.
+if(TARGET edgert_camera AND TARGET edgert_mjpeg_gen AND NOT CMAKE_CROSSCOMPILING)
+  add_test(NAME camera_soak COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/camera_soak.sh ${CMAKE_BINARY_DIR})
+  add_test(NAME camera_http_screenshot
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/camera_http_screenshot.sh ${CMAKE_BINARY_DIR})
+  set_tests_properties(camera_soak camera_http_screenshot PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+    LABELS camera ENVIRONMENT "ERT_SHARED_DIR=${CMAKE_SOURCE_DIR}/../shared")
+endif()

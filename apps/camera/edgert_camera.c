@@ -37,8 +37,9 @@ typedef enum { TASK_AUTO, TASK_CLASSIFY, TASK_DETECT, TASK_TEXTDET } task_kind;
 
 typedef struct opts {
     const char *model, *source, *labels, *out_dir, *mjpeg_out, *serve, *json_path, *frames_jsonl;
-    const char *v4l2_format;
+    const char *v4l2_format, *collect_dir;
     ert_device device;
+    int collect_every, collect_max;
     double fps_limit;
     int threads, fp16, max_frames, json, decode_only, quiet, serve_wait_ms, topk, quality;
     int in_w, in_h;
@@ -213,6 +214,42 @@ static void log_add(stage_log *l, double x) {
     l->v[l->n++] = x;
 }
 
+/* ------------------------------------------------------------ collect */
+
+/* mkdir -p: ImageFolder roots are made on the fly (root/<class>). */
+static int mkdir_p(const char *dir) {
+    char path[1024];
+    size_t n = strlen(dir);
+    if (n == 0 || n >= sizeof path) return -1;
+    memcpy(path, dir, n + 1);
+    for (size_t i = 1; i <= n; i++)
+        if (path[i] == '/' || path[i] == 0) {
+            char c = path[i];
+            path[i] = 0;
+            if (mkdir(path, 0777) != 0 && errno != EEXIST) return -1;
+            path[i] = c;
+        }
+    struct stat st;
+    return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
+}
+
+/* One collected frame, written to a temporary name and renamed: a crash or a
+ * full disk mid-write never leaves a truncated image for the trainer. */
+static int save_frame(const char *dir, uint64_t seq, const uint8_t *jpg, size_t len) {
+    char path[1100], tmp[1110];
+    snprintf(path, sizeof path, "%s/frame_%06llu.jpg", dir, (unsigned long long)seq);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return -1;
+    int ok = fwrite(jpg, 1, len, f) == len;
+    ok &= fclose(f) == 0;
+    if (!ok || rename(tmp, path) != 0) {
+        remove(tmp);
+        return -1;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------ options */
 
 static void usage(FILE *f) {
@@ -242,6 +279,10 @@ static void usage(FILE *f) {
           "  --decode-scale S   JPEG decode at 1/S size (1, 2, 4, 8) or auto (default: the largest that still\n"
           "                     covers the network input; outputs are then annotated at that size)\n"
           "  --frames-jsonl F   one JSON line per processed frame (results)\n"
+          "  --collect DIR      save the frames (as captured, before annotation) as DIR/frame_NNNNNN.jpg, e.g.\n"
+          "                     into ImageFolder/<class>/ for `edgert train`; --model is optional then\n"
+          "  --collect-every K  save every K-th good frame (default 1)\n"
+          "  --collect-max N    stop after saving N frames\n"
           "  --json             JSON summary on stdout (human summary goes to stderr)\n"
           "  --quiet            no per-second status lines\n",
           f);
@@ -276,6 +317,9 @@ static int parse_args(int argc, char **argv, opts *o) {
         else if (ARG("--serve")) o->serve = v;
         else if (ARG("--serve-wait")) o->serve_wait_ms = atoi(v);
         else if (ARG("--frames-jsonl")) o->frames_jsonl = v;
+        else if (ARG("--collect")) o->collect_dir = v;
+        else if (ARG("--collect-every")) o->collect_every = atoi(v);
+        else if (ARG("--collect-max")) o->collect_max = atoi(v);
         else if (ARG("--v4l2-format")) o->v4l2_format = v;
         else if (ARG("--threads")) o->threads = atoi(v);
         else if (ARG("--max-frames")) o->max_frames = atoi(v);
@@ -320,7 +364,10 @@ static int parse_args(int argc, char **argv, opts *o) {
         else { fprintf(stderr, "edgert-camera: unknown or incomplete option '%s'\n", a); return -1; }
 #undef ARG
     }
+    if (o->collect_dir && !o->model) o->decode_only = 1; /* collecting needs no model */
     if (!o->source || (!o->model && !o->decode_only)) return -1;
+    if (o->collect_every < 0 || o->collect_max < 0) return -1;
+    if (o->collect_every == 0) o->collect_every = 1;
     if (o->threads < 1 || o->topk < 1 || o->quality < 1 || o->quality > 100) return -1;
     return 0;
 }
@@ -451,6 +498,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "edgert-camera: %s\n", err);
         goto done;
     }
+    if (o.collect_dir && mkdir_p(o.collect_dir) != 0) {
+        fprintf(stderr, "edgert-camera: --collect %s: %s\n", o.collect_dir, strerror(errno));
+        goto done;
+    }
     if (o.out_dir && mkdir(o.out_dir, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "edgert-camera: %s: %s\n", o.out_dir, strerror(errno));
         goto done;
@@ -490,7 +541,8 @@ int main(int argc, char **argv) {
     thread_started = 1;
 
     double t_start = cli_now(), t_window = t_start;
-    uint64_t processed = 0, window_frames = 0;
+    uint64_t processed = 0, window_frames = 0, collected = 0;
+    int collect_failed = 0;
     double window_sum[N_STAGES] = {0};
     float fps_shown = 0;
     int head = 0;
@@ -553,6 +605,26 @@ int main(int argc, char **argv) {
             t[ST_PRE] = b - a;
             t[ST_INFER] = c - b;
             t[ST_POST] = d - c;
+        }
+        if (o.collect_dir && (o.collect_max == 0 || collected < (uint64_t)o.collect_max) &&
+            (processed % (uint64_t)o.collect_every) == 0) {
+            /* the frame as decoded, before any annotation is drawn on it */
+            size_t need = ert_jpeg_encode_bound(s->w, s->h), len = 0;
+            if (need > jpg_cap) {
+                free(jpg_out);
+                jpg_out = malloc(need);
+                jpg_cap = jpg_out ? need : 0;
+            }
+            if (!jpg_out ||
+                ert_jpeg_encode(enc, s->rgb, s->w, s->h, 0, ERT_PIXEL_RGB, 95, jpg_out, jpg_cap, &len) != ERT_OK ||
+                save_frame(o.collect_dir, s->seq, jpg_out, len) != 0) {
+                fprintf(stderr, "edgert-camera: --collect: cannot write frame %llu to %s\n",
+                        (unsigned long long)s->seq, o.collect_dir);
+                g_stop = 1;
+                collect_failed = 1;
+            } else if (++collected == (uint64_t)o.collect_max) {
+                g_stop = 1; /* enough */
+            }
         }
         if (fjl) {
             fprintf(fjl, "{\"seq\":%llu,\"name\":", (unsigned long long)s->seq);
@@ -658,6 +730,8 @@ int main(int argc, char **argv) {
     for (int k = 0; k < N_STAGES; k++)
         fprintf(stderr, "  %-12s mean %7.3f  p50 %7.3f  p90 %7.3f ms\n", stage_names[k], stats[k].mean, stats[k].p50, stats[k].p90);
     if (ps.failed) fprintf(stderr, "edgert-camera: %s\n", ps.err);
+    if (o.collect_dir)
+        fprintf(stderr, "edgert-camera: collected %llu frames into %s\n", (unsigned long long)collected, o.collect_dir);
     if (o.json) {
         printf("{\"source\":");
         cli_json_str(stdout, o.source);
@@ -672,7 +746,7 @@ int main(int argc, char **argv) {
                (unsigned long long)ps.timeouts, (unsigned long long)cam_source_skipped_bytes(src), secs, fps);
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
-        printf("\"max_rss_kb\":%ld,", ru.ru_maxrss);
+        printf("\"max_rss_kb\":%ld,\"collected\":%llu,", ru.ru_maxrss, (unsigned long long)collected);
         printf("\"http_frames_sent\":%llu,\"error\":", (unsigned long long)(http ? cam_http_frames_sent(http) : 0));
         cli_json_str(stdout, ps.failed ? ps.err : "");
         printf(",\"stages_ms\":{");
@@ -681,7 +755,7 @@ int main(int argc, char **argv) {
                    stats[k].p50, stats[k].p90);
         printf("}}\n");
     }
-    rc = ps.failed ? 1 : 0;
+    rc = ps.failed || collect_failed ? 1 : 0;
 
 done:
     if (thread_started) {

@@ -3,8 +3,8 @@
  *
  *   edgert-mjpeg-gen --width W --height H --frames N [--from DIR] [--corrupt-every K]
  *                    [--quality Q] [--seed S] OUT.mjpeg
- *   edgert-mjpeg-gen --from-idx IMAGES.gz [--idx-labels LABELS.gz --labels-out FILE]
- *                    [--frames N] [--corrupt-every K] [--quality Q] OUT.mjpeg
+ *   edgert-mjpeg-gen --from-idx IMAGES.gz [--idx-labels LABELS.gz [--labels-out FILE]
+ *                    [--idx-class K]] [--frames N] [--corrupt-every K] [--quality Q] OUT.mjpeg
  *
  * Frames are the photographs in DIR (JPEG, cycled, resized bilinearly to
  * WxH and shifted a little each frame so consecutive frames differ), or
@@ -18,7 +18,10 @@
  * 28x28 gray, written as RGB with R = G = B; --width/--height are ignored).
  * With --idx-labels and --labels-out, the labels of the frames written go to
  * FILE, one integer per line, in stream order (corrupt frames have none), so
- * a consumer can score its answers. Needs zlib at build time (ERT_GEN_IDX).
+ * a consumer can score its answers. --idx-class K renders only the images
+ * labelled K (a camera looking at one kind of object: the fine-tune demo
+ * collects such streams into an ImageFolder). Needs zlib at build time
+ * (ERT_GEN_IDX).
  */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
@@ -57,7 +60,7 @@ int main(int argc, char **argv) {
     int w = 640, h = 480, frames = 100, every = 0, quality = 85;
     unsigned long long seed = 1;
     const char *from = NULL, *out = NULL, *from_idx = NULL, *idx_labels = NULL, *labels_out = NULL;
-    int frames_given = 0;
+    int frames_given = 0, idx_class = -1;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : "";
         if (strcmp(argv[i], "--width") == 0) w = atoi(v), i++;
@@ -66,6 +69,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--from-idx") == 0) from_idx = v, i++;
         else if (strcmp(argv[i], "--idx-labels") == 0) idx_labels = v, i++;
         else if (strcmp(argv[i], "--labels-out") == 0) labels_out = v, i++;
+        else if (strcmp(argv[i], "--idx-class") == 0) idx_class = atoi(v), i++;
         else if (strcmp(argv[i], "--corrupt-every") == 0) every = atoi(v), i++;
         else if (strcmp(argv[i], "--quality") == 0) quality = atoi(v), i++;
         else if (strcmp(argv[i], "--seed") == 0) seed = strtoull(v, NULL, 0), i++;
@@ -81,12 +85,17 @@ int main(int argc, char **argv) {
         fprintf(stderr, "edgert-mjpeg-gen: --idx-labels and --labels-out go with --from-idx\n");
         return 2;
     }
-    if (!idx_labels != !labels_out) {
-        fprintf(stderr, "edgert-mjpeg-gen: --idx-labels and --labels-out go together\n");
+    if (labels_out && !idx_labels) {
+        fprintf(stderr, "edgert-mjpeg-gen: --labels-out needs --idx-labels\n");
+        return 2;
+    }
+    if (idx_class >= 0 && !idx_labels) {
+        fprintf(stderr, "edgert-mjpeg-gen: --idx-class needs --idx-labels\n");
         return 2;
     }
     /* IDX images (and labels), read whole. */
     const uint8_t *idx_px = NULL, *idx_lab = NULL;
+    int64_t *sel = NULL; /* the IDX images rendered, in order */
 #ifdef ERT_GEN_IDX
     idx_array ia = {0}, la = {0};
     if (from_idx) {
@@ -104,7 +113,13 @@ int main(int argc, char **argv) {
         idx_px = ia.data;
         h = (int)ia.dims[1];
         w = (int)ia.dims[2];
-        if (!frames_given || frames > ia.dims[0]) frames = (int)ia.dims[0];
+        sel = malloc((size_t)ia.dims[0] * sizeof *sel);
+        if (!sel) { fprintf(stderr, "edgert-mjpeg-gen: out of memory\n"); return 1; }
+        int64_t n_sel = 0;
+        for (int64_t k = 0; k < ia.dims[0]; k++)
+            if (idx_class < 0 || idx_lab[k] == idx_class) sel[n_sel++] = k;
+        if (n_sel == 0) { fprintf(stderr, "edgert-mjpeg-gen: no image labelled %d\n", idx_class); return 1; }
+        if (!frames_given || frames > n_sel) frames = (int)n_sel;
     }
 #else
     (void)frames_given;
@@ -150,9 +165,9 @@ int main(int argc, char **argv) {
     int n_corrupt = 0;
     for (int i = 0; i < frames; i++) {
         if (idx_px) {
-            const uint8_t *g = idx_px + (size_t)i * w * h;
+            const uint8_t *g = idx_px + (size_t)sel[i] * w * h;
             for (size_t q = 0; q < (size_t)w * h; q++) px[3 * q] = px[3 * q + 1] = px[3 * q + 2] = g[q];
-            if (lf) fprintf(lf, "%d\n", idx_lab[i]);
+            if (lf) fprintf(lf, "%d\n", idx_lab[sel[i]]);
         } else if (n_photos) {
             int k = i % n_photos;
             resize_u8(photos[k], pw[k], ph[k], px, w, h, (i / n_photos) % 16);
@@ -194,6 +209,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < n_photos; k++) free(photos[k]);
     free(px);
     free(jpg);
+    free(sel);
     ert_jpeg_free(j);
     ert_context_free(ctx);
 #ifdef ERT_GEN_IDX
