@@ -22,6 +22,12 @@ ert_status ert_preprocessor_run(ert_preprocessor *p, const uint8_t *frame, int w
     return ERT_E_UNSUPPORTED;
 }
 
+ert_status ert_preprocessor_run_device(ert_preprocessor *p, const uint8_t *frame, int w, int h, size_t stride,
+                                       ert_frame_format fmt, float *dst_dev) {
+    (void)p, (void)frame, (void)w, (void)h, (void)stride, (void)fmt, (void)dst_dev;
+    return ERT_E_UNSUPPORTED;
+}
+
 void ert_preprocessor_free(ert_preprocessor *p) { (void)p; }
 #else
 typedef int ert_preprocess_stub_unused; /* ISO C: no empty translation unit */

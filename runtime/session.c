@@ -1063,7 +1063,9 @@ static ert_status bind(ert_session *s, const ert_session_options *o) {
             free(outs);
             return oom(s);
         }
-        for (int i = 0; i < s->n_in; i++) {
+        /* ERT_SESSION_DEVICE_INPUTS: the caller writes the inputs on the GPU */
+        int n_in_copy = (s->flags & ERT_SESSION_DEVICE_INPUTS) ? 0 : s->n_in;
+        for (int i = 0; i < n_in_copy; i++) {
             const stensor *t = &s->t[s->in_t[i]];
             ins[i] = (ert_io_copy){.host = t->host, .dev = t->data, .bytes = t->nbytes};
         }
@@ -1071,7 +1073,7 @@ static ert_status bind(ert_session *s, const ert_session_options *o) {
             const stensor *t = &s->t[s->out_t[i]];
             outs[i] = (ert_io_copy){.host = t->host, .dev = t->data, .bytes = t->nbytes};
         }
-        st = be->bind_io(s->bctx, ins, s->n_in, outs, s->n_out);
+        st = be->bind_io(s->bctx, ins, n_in_copy, outs, s->n_out);
         free(ins);
         free(outs);
         if (st != ERT_OK) return st;
@@ -1304,6 +1306,28 @@ ert_status ert_session_input_data(ert_session *s, int i, void **data) {
     if (!s || !data) return ERT_E_ARG;
     if (i < 0 || i >= s->n_in) return ert_set_error(s->ctx, ERT_E_ARG, "input index %d out of range [0, %d)", i, s->n_in);
     *data = s->t[s->in_t[i]].host;
+    return ERT_OK;
+}
+
+ert_status ert_session_input_device(ert_session *s, int i, void **dev) {
+    if (!s || !dev) return ERT_E_ARG;
+    if (i < 0 || i >= s->n_in) return ert_set_error(s->ctx, ERT_E_ARG, "input index %d out of range [0, %d)", i, s->n_in);
+    if (!s->be->weights_in_arena) /* the CPU backend: no device memory */
+        return ert_set_error(s->ctx, ERT_E_UNSUPPORTED, "ert_session_input_device: a %s session has no GPU memory",
+                             s->be->name);
+    *dev = s->t[s->in_t[i]].data;
+    return ERT_OK;
+}
+
+ert_status ert_session_sync_inputs(ert_session *s) {
+    if (!s) return ERT_E_ARG;
+    if (!(s->flags & ERT_SESSION_DEVICE_INPUTS) || !s->be->weights_in_arena) return ERT_OK;
+    for (int i = 0; i < s->n_in; i++) {
+        const stensor *t = &s->t[s->in_t[i]];
+        if (t->host == t->data) continue; /* host-visible arena: nothing to copy */
+        ert_status st = s->be->upload(s->bctx, t->data, t->host, t->nbytes);
+        if (st != ERT_OK) return ert_set_error(s->ctx, st, "cannot copy input '%s' to the GPU", t->name);
+    }
     return ERT_OK;
 }
 

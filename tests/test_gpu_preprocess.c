@@ -2,7 +2,12 @@
  * (cam_yuyv_to_rgb + cam_preprocess) on random frames of odd sizes: every
  * fit (stretch, letterbox, centre crop) x frame format (RGB, YUYV) x layout
  * (NCHW, NHWC, BGR, gray), up- and downscaling, padded source rows, poisoned
- * outputs. Max abs error <= 1e-5. SKIPPED (77) without CUDA or a GPU. */
+ * outputs. Max abs error <= 1e-5. Then straight into a session's GPU input
+ * (ERT_SESSION_DEVICE_INPUTS + ert_preprocessor_run_device): for every
+ * placement, the output equals a session fed through host memory, with the
+ * host view of the input poisoned (so run cannot have read it), and
+ * ert_session_sync_inputs carries a CPU-written input over. SKIPPED (77)
+ * without CUDA or a GPU. */
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
 #include "proc.h"
@@ -55,6 +60,92 @@ static void one(ert_test_rng *r, int w, int h, int ow, int oh, int fit, int yuyv
     free(got);
 }
 
+/* A small conv net on a 3 x 24 x 32 input (weights random). */
+static ert_model *small_net(ert_test_rng *r) {
+    ert_context *ctx = NULL;
+    ert_builder *b = NULL;
+    ert_model *m = NULL;
+    ert_context_create(NULL, &ctx);
+    if (!ctx || ert_builder_create(ctx, &b) != ERT_OK) return NULL;
+    int64_t xd[4] = {1, 3, 24, 32}, wd[4] = {8, 3, 3, 3}, bd[1] = {8};
+    float w[8 * 27], bias[8];
+    ert_test_fill(r, w, 8 * 27, -0.5f, 0.5f);
+    ert_test_fill(r, bias, 8, -0.1f, 0.1f);
+    int32_t x, wi, bi, c, y, g;
+    bool ok = ert_builder_input(b, "x", ERT_DTYPE_F32, 4, xd, &x) == ERT_OK &&
+              ert_builder_weight(b, "w", ERT_DTYPE_F32, 4, wd, w, &wi) == ERT_OK &&
+              ert_builder_weight(b, "b", ERT_DTYPE_F32, 1, bd, bias, &bi) == ERT_OK &&
+              ert_builder_conv2d(b, x, wi, bi, 1, 1, 1, 1, &c) == ERT_OK && ert_builder_unary(b, "Relu", c, &y) == ERT_OK &&
+              ert_builder_unary(b, "GlobalAveragePool", y, &g) == ERT_OK && ert_builder_output(b, g, "y") == ERT_OK &&
+              ert_builder_finish(b, &m) == ERT_OK;
+    CHECK(ok, "small net: %s", ert_last_error(ctx));
+    ert_builder_free(b);
+    /* the model keeps its context; freed with it at exit by the OS (test only) */
+    return m;
+}
+
+static void device_inputs(ert_test_rng *r) {
+    ert_model *m = small_net(r);
+    if (!m) return;
+    int w = 71, h = 53;
+    uint8_t *frame = malloc((size_t)w * h * 3);
+    for (int i = 0; i < w * h * 3; i++) frame[i] = (uint8_t)ert_test_int(r, 0, 255);
+    ert_preprocess_options po = {.out_w = 32, .out_h = 24, .fit = ERT_FIT_LETTERBOX, .pad = 114,
+                                 .mean = {0.485f, 0.456f, 0.406f}, .std = {0.229f, 0.224f, 0.225f}};
+    cam_pre_options co = {.out_w = 32, .out_h = 24, .fit = CAM_FIT_LETTERBOX, .pad = 114,
+                          .mean = {0.485f, 0.456f, 0.406f}, .std = {0.229f, 0.224f, 0.225f}};
+    ert_preprocessor *pp = NULL;
+    CHECK(ert_preprocessor_create(w, h, &po, &pp) == ERT_OK, "create");
+    const ert_placement pl[4] = {ERT_PLACEMENT_AUTO, ERT_PLACEMENT_DEVICE, ERT_PLACEMENT_UNIFIED, ERT_PLACEMENT_MAPPED};
+    for (int k = 0; k < 4 && pp; k++) {
+        ert_session_options ro = {.device = ERT_DEVICE_CUDA, .placement = pl[k]};
+        ert_session_options dro = ro;
+        dro.flags = ERT_SESSION_DEVICE_INPUTS;
+        ert_session *ref = NULL, *dev = NULL;
+        CHECK(ert_session_create(m, &ro, &ref) == ERT_OK, "placement %d: reference session", (int)pl[k]);
+        CHECK(ert_session_create(m, &dro, &dev) == ERT_OK, "placement %d: device-input session", (int)pl[k]);
+        if (!ref || !dev) {
+            ert_session_free(ref);
+            ert_session_free(dev);
+            continue;
+        }
+        float *in_ref = NULL, *in_host = NULL, *in_dev = NULL;
+        const float *y_ref = NULL, *y_dev = NULL;
+        ert_session_input_data(ref, 0, (void **)&in_ref);
+        ert_session_input_data(dev, 0, (void **)&in_host);
+        CHECK(ert_session_input_device(dev, 0, (void **)&in_dev) == ERT_OK && in_dev, "input_device");
+        for (int rep = 0; rep < 3 && in_dev; rep++) {
+            for (int i = 0; i < w * h * 3; i++) frame[i] = (uint8_t)ert_test_int(r, 0, 255);
+            CHECK(ert_preprocessor_run(pp, frame, w, h, (size_t)w * 3, ERT_FRAME_RGB, in_ref) == ERT_OK, "run host");
+            CHECK(ert_session_run(ref) == ERT_OK, "ref run");
+            ert_session_output_data(ref, 0, (const void **)&y_ref);
+            /* DEVICE placement: the host view is a separate mirror, poisoned to
+             * prove run reads only the GPU copy (UNIFIED/MAPPED: the same
+             * memory, written by the kernel after the poison). */
+            ert_test_poison(in_host, 32 * 24 * 3);
+            CHECK(ert_preprocessor_run_device(pp, frame, w, h, (size_t)w * 3, ERT_FRAME_RGB, in_dev) == ERT_OK,
+                  "run_device");
+            CHECK(ert_session_run(dev) == ERT_OK, "dev run");
+            ert_session_output_data(dev, 0, (const void **)&y_dev);
+            double worst = 0;
+            for (int i = 0; i < 8; i++) worst = fmax(worst, fabs((double)y_dev[i] - y_ref[i])) + (isnan(y_dev[i]) ? 1e9 : 0);
+            CHECK(worst <= 1e-6, "placement %d rep %d: device-input output off by %g", (int)pl[k], rep, worst);
+            /* the CPU fallback: host view written, then synced */
+            cam_preprocess(frame, w, h, (size_t)w * 3, &co, in_host, NULL);
+            CHECK(ert_session_sync_inputs(dev) == ERT_OK, "sync_inputs");
+            CHECK(ert_session_run(dev) == ERT_OK, "dev run after sync");
+            ert_session_output_data(dev, 0, (const void **)&y_dev);
+            worst = 0;
+            for (int i = 0; i < 8; i++) worst = fmax(worst, fabs((double)y_dev[i] - y_ref[i])) + (isnan(y_dev[i]) ? 1e9 : 0);
+            CHECK(worst <= 1e-4, "placement %d rep %d: synced CPU input off by %g", (int)pl[k], rep, worst);
+        }
+        ert_session_free(ref);
+        ert_session_free(dev);
+    }
+    ert_preprocessor_free(pp);
+    free(frame);
+}
+
 int main(void) {
     ert_test_rng r;
     ert_test_rng_init(&r, "gpu_preprocess");
@@ -75,5 +166,6 @@ int main(void) {
             for (int yuyv = 0; yuyv < 2; yuyv++)
                 for (int layout = 0; layout < 4; layout++)
                     one(&r, sizes[k][0], sizes[k][1], sizes[k][2], sizes[k][3], fit, yuyv, layout);
+    device_inputs(&r);
     return ert_test_finish("gpu_preprocess");
 }

@@ -268,6 +268,20 @@ int main(void) {
         run_relu_add(&r, m, 1);
         run_relu_add(&r, m, 3);
         arena_cases(m);
+        /* GPU-input calls on a CPU session: a clear refusal, and sync is a no-op */
+        ert_session_options co = {.flags = ERT_SESSION_DEVICE_INPUTS};
+        ert_session *cs = NULL;
+        CHECK_OK(ert_session_create(m, &co, &cs), ctx);
+        if (cs) {
+            void *dev = NULL;
+            CHECK(ert_session_input_device(cs, 0, &dev) == ERT_E_UNSUPPORTED && !dev,
+                  "input_device on a CPU session: %s", ert_last_error(ctx));
+            CHECK(strstr(ert_last_error(ctx), "no GPU memory") != NULL, "message: %s", ert_last_error(ctx));
+            CHECK(ert_session_input_device(cs, 99, &dev) == ERT_E_ARG, "input_device index");
+            CHECK_OK(ert_session_sync_inputs(cs), ctx);
+            CHECK_OK(ert_session_run(cs), ctx);
+            ert_session_free(cs);
+        }
         ert_model_free(m);
     }
     folding(&r);

@@ -422,7 +422,7 @@ int main(int argc, char **argv) {
     /* Model and session. */
     task_kind task = o.task;
     int in_nhwc = 0, in_gray = 0, in_w = 0, in_h = 0, out_n = 0, out_rows = 0, out_cols = 0, out_transposed = 0;
-    float *in_data = NULL;
+    float *in_data = NULL, *dev_in = NULL; /* dev_in: the input's GPU address (ERT_SESSION_DEVICE_INPUTS) */
     if (!o.decode_only) {
         ert_status st;
         if (strncmp(o.model, "builtin:", 8) == 0) {
@@ -446,9 +446,12 @@ int main(int argc, char **argv) {
         if (ww < 0) ww = o.in_w;
         int64_t ch = in_gray ? 1 : 3, dn[4] = {1, ch, hh, ww}, dh[4] = {1, hh, ww, ch};
         memcpy(shape.dims, in_nhwc ? dh : dn, sizeof dn);
+        /* GPU preprocessing writes the input on the GPU: no host round trip */
+        int want_dev_in = o.device != ERT_DEVICE_CPU && o.gpu_pre != 0;
         ert_session_options so = {.device = o.device, .n_threads = o.threads, .batch = 1,
                                   .input_shapes = &shape, .n_input_shapes = 1,
-                                  .precision = o.fp16 ? ERT_DTYPE_F16 : ERT_DTYPE_F32};
+                                  .precision = o.fp16 ? ERT_DTYPE_F16 : ERT_DTYPE_F32,
+                                  .flags = want_dev_in ? ERT_SESSION_DEVICE_INPUTS : 0};
         if (ert_session_create(model, &so, &sess) != ERT_OK) {
             fprintf(stderr, "edgert-camera: session: %s\n", ert_last_error(ctx));
             goto done;
@@ -456,6 +459,7 @@ int main(int argc, char **argv) {
         in_w = (int)ww;
         in_h = (int)hh;
         ert_session_input_data(sess, 0, (void **)&in_data);
+        if (want_dev_in && ert_session_input_device(sess, 0, (void **)&dev_in) != ERT_OK) dev_in = NULL; /* CPU session */
         ert_tensor_info oi;
         ert_session_output_info(sess, 0, &oi);
         if (task == TASK_AUTO)
@@ -577,10 +581,16 @@ int main(int argc, char **argv) {
                     use_gpu_pre = 0;
                 }
             }
-            if (gpre && ert_preprocessor_run(gpre, s->rgb, s->w, s->h, (size_t)s->w * 3, ERT_FRAME_RGB, in_data) == ERT_OK)
+            if (gpre && (dev_in ? ert_preprocessor_run_device(gpre, s->rgb, s->w, s->h, (size_t)s->w * 3, ERT_FRAME_RGB, dev_in)
+                                : ert_preprocessor_run(gpre, s->rgb, s->w, s->h, (size_t)s->w * 3, ERT_FRAME_RGB, in_data)) == ERT_OK) {
                 xf = cam_pre_xform(s->w, s->h, &pre);
-            else
+            } else {
                 cam_preprocess(s->rgb, s->w, s->h, (size_t)s->w * 3, &pre, in_data, &xf);
+                if (dev_in && ert_session_sync_inputs(sess) != ERT_OK) { /* the session reads the GPU copy */
+                    fprintf(stderr, "edgert-camera: %s\n", ert_last_error(ctx));
+                    g_stop = 1;
+                }
+            }
             double b = cli_now();
             if (ert_session_run(sess) != ERT_OK) {
                 fprintf(stderr, "edgert-camera: run: %s\n", ert_last_error(ctx));

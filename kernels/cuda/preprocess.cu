@@ -151,9 +151,10 @@ ert_status ert_preprocessor_create(int max_w, int max_h, const ert_preprocess_op
 
 size_t ert_preprocessor_output_bytes(const ert_preprocessor *p) { return p ? p->out_bytes : 0; }
 
-ert_status ert_preprocessor_run(ert_preprocessor *pp, const uint8_t *frame, int w, int h, size_t stride,
-                                ert_frame_format fmt, float *dst) {
-    if (!pp || !frame || !dst || w <= 0 || h <= 0 || w > pp->max_w || h > pp->max_h ||
+/* Stage the frame, enqueue the kernel writing to `out` (device memory). */
+static ert_status pre_enqueue(ert_preprocessor *pp, const uint8_t *frame, int w, int h, size_t stride,
+                              ert_frame_format fmt, float *out) {
+    if (!pp || !frame || !out || w <= 0 || h <= 0 || w > pp->max_w || h > pp->max_h ||
         (fmt != ERT_FRAME_RGB && fmt != ERT_FRAME_YUYV))
         return ERT_E_ARG;
     /* Bytes a row needs: an odd YUYV row ends with a whole Y U Y V group. */
@@ -207,14 +208,38 @@ ert_status ert_preprocessor_run(ert_preprocessor *pp, const uint8_t *frame, int 
     }
     for (int y = 0; y < h; y++) memcpy(pp->h_frame + (size_t)y * row, frame + (size_t)y * stride, row);
     cudaError_t e = cudaMemcpyAsync(pp->d_frame, pp->h_frame, row * h, cudaMemcpyHostToDevice, pp->st);
-    if (e == cudaSuccess) e = pre_launch(pp->d_frame, &p, pp->d_out, pp->st);
-    if (e == cudaSuccess) e = cudaMemcpyAsync(pp->h_out, pp->d_out, pp->out_bytes, cudaMemcpyDeviceToHost, pp->st);
+    if (e == cudaSuccess) e = pre_launch(pp->d_frame, &p, out, pp->st);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return ERT_E_CUDA;
+    }
+    return ERT_OK;
+}
+
+ert_status ert_preprocessor_run(ert_preprocessor *pp, const uint8_t *frame, int w, int h, size_t stride,
+                                ert_frame_format fmt, float *dst) {
+    if (!dst) return ERT_E_ARG;
+    ert_status st = pre_enqueue(pp, frame, w, h, stride, fmt, pp ? pp->d_out : NULL);
+    if (st != ERT_OK) return st;
+    cudaError_t e = cudaMemcpyAsync(pp->h_out, pp->d_out, pp->out_bytes, cudaMemcpyDeviceToHost, pp->st);
     if (e == cudaSuccess) e = cudaStreamSynchronize(pp->st);
     if (e != cudaSuccess) {
         cudaGetLastError();
         return ERT_E_CUDA;
     }
     memcpy(dst, pp->h_out, pp->out_bytes);
+    return ERT_OK;
+}
+
+ert_status ert_preprocessor_run_device(ert_preprocessor *pp, const uint8_t *frame, int w, int h, size_t stride,
+                                       ert_frame_format fmt, float *dst_dev) {
+    ert_status st = pre_enqueue(pp, frame, w, h, stride, fmt, dst_dev);
+    if (st != ERT_OK) return st;
+    cudaError_t e = cudaStreamSynchronize(pp->st);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return ERT_E_CUDA;
+    }
     return ERT_OK;
 }
 

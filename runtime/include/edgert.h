@@ -316,6 +316,12 @@ typedef struct ert_input_shape {
 /* Session flags. */
 #define ERT_SESSION_NO_FOLD 1u   /* skip BatchNorm folding (constant sub-graphs are always folded: shapes need them) */
 #define ERT_SESSION_NO_FUSE 2u   /* skip op fusion */
+/* CUDA sessions: the caller writes the inputs on the GPU (at
+ * ert_session_input_device, e.g. with ert_preprocessor_run_device) before
+ * each run, so run copies no input from host memory. The host view of the
+ * inputs (ert_session_input_data) is then not read by run. No effect on CPU
+ * sessions and where the arena is host-visible (UNIFIED/MAPPED: no copies). */
+#define ERT_SESSION_DEVICE_INPUTS 4u
 
 typedef struct ert_session_options {
     ert_device device;      /* default CPU */
@@ -391,6 +397,14 @@ ert_status ert_session_find_output(const ert_session *s, const char *name, int *
 /* Pointer to input i's storage in the arena, to write in place. Valid for the
  * session's life. */
 ert_status ert_session_input_data(ert_session *s, int i, void **data);
+/* GPU address of input i's storage (CUDA sessions), for a kernel that writes
+ * the input in place (ERT_SESSION_DEVICE_INPUTS). Valid for the session's
+ * life. A CPU session: ERT_E_UNSUPPORTED. */
+ert_status ert_session_input_device(ert_session *s, int i, void **dev);
+/* ERT_SESSION_DEVICE_INPUTS sessions: copy the host view of every input
+ * (ert_session_input_data) to the GPU now, for a run whose inputs were
+ * written on the CPU after all (e.g. a fallback path). Otherwise a no-op. */
+ert_status ert_session_sync_inputs(ert_session *s);
 /* Copy `bytes` (must equal the input's size) into input i. ERT_E_SHAPE if not. */
 ert_status ert_session_set_input(ert_session *s, int i, const void *data, size_t bytes);
 /* Run the graph. Never allocates. */
@@ -732,6 +746,12 @@ size_t ert_preprocessor_output_bytes(const ert_preprocessor *p);
  * before return. Never allocates. Errors: ERT_E_ARG, ERT_E_CUDA, ERT_E_UNSUPPORTED. */
 ert_status ert_preprocessor_run(ert_preprocessor *p, const uint8_t *frame, int w, int h, size_t stride,
                                 ert_frame_format fmt, float *dst);
+/* As ert_preprocessor_run, but dst is GPU memory (e.g. ert_session_input_device
+ * of a session created with ERT_SESSION_DEVICE_INPUTS): the result never goes
+ * back through host memory. Complete on return (the preprocessor's stream is
+ * synchronised), so a following ert_session_run on any stream sees it. */
+ert_status ert_preprocessor_run_device(ert_preprocessor *p, const uint8_t *frame, int w, int h, size_t stride,
+                                       ert_frame_format fmt, float *dst_dev);
 /* NULL is a no-op. */
 void ert_preprocessor_free(ert_preprocessor *p);
 
