@@ -2,7 +2,8 @@
  * `gpu`).
  *
  *   test_zoo_cuda [--python PY --make-models SCRIPT --work DIR]
- *   (or ERT_ZOO_PYTHON, ERT_ZOO_MAKE_MODELS, ERT_ZOO_WORK in the environment)
+ *   (or ERT_ZOO_PYTHON, ERT_ZOO_MAKE_MODELS, ERT_ZOO_WORK in the environment;
+ *   ERT_ZOO_MODELS=DIR: use the .onnx files in DIR, made beforehand)
  *
  * Models: the generated zoo (scripts/zoo/make_models.py, written to DIR/models
  * by PY when the test finds a GPU; tests/zoo_cuda.cmake sets the three), the
@@ -33,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #ifndef ERT_TEST_HAVE_CUDA
 int main(void) { return ert_test_skip("zoo_cuda", "this build has no CUDA backend (ERT_CUDA=OFF)"); }
@@ -81,25 +83,33 @@ static int cmp_entry(const void *a, const void *b) {
 }
 
 /* The generated zoo: run make_models.py into work/models (it writes the same
- * files on every run: fixed seeds). */
+ * files on every run: fixed seeds). ERT_ZOO_MODELS names a directory of
+ * models made beforehand instead (a GPU machine without onnx or network:
+ * `python scripts/zoo/make_models.py DIR` on the host, DIR carried along). */
 static void add_zoo(const char *py, const char *script, const char *work) {
-    if (!py || !script || !work) {
-        printf("  generated zoo: not configured (no --python/--make-models/--work): left out\n");
-        return;
-    }
     char dir[1024 - 16], cmd[4096];
-    snprintf(dir, sizeof dir, "%s/models", work);
-    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && '%s' '%s' '%s' > '%s/make_models.log' 2>&1", work, py, script, dir,
-             work);
-    int rc = system(cmd);
-    if (rc != 0) {
-        printf("  generated zoo: '%s' failed (exit %d; is onnx installed for that Python? scripts/setup.sh): "
-               "left out, see %s/make_models.log\n",
-               cmd, rc, work);
+    const char *given = getenv("ERT_ZOO_MODELS");
+    if (given && *given) {
+        snprintf(dir, sizeof dir, "%s", given);
+        printf("  generated zoo: the models in %s (ERT_ZOO_MODELS)\n", dir);
+    } else if (!py || !script || !work) {
+        printf("  generated zoo: not configured (no --python/--make-models/--work, no ERT_ZOO_MODELS): left out\n");
         return;
+    } else {
+        snprintf(dir, sizeof dir, "%s/models", work);
+        snprintf(cmd, sizeof cmd, "mkdir -p '%s' && '%s' '%s' '%s' > '%s/make_models.log' 2>&1", work, py, script,
+                 dir, work);
+        int rc = system(cmd);
+        if (rc != 0)
+            printf("  generated zoo: '%s' failed (exit %d; is onnx installed for that Python? scripts/setup.sh; "
+                   "or set ERT_ZOO_MODELS): see %s/make_models.log; models already in %s (if any) are used\n",
+                   cmd, WIFEXITED(rc) ? WEXITSTATUS(rc) : rc, work, dir);
     }
     DIR *d = opendir(dir);
-    if (!d) return;
+    if (!d) {
+        printf("  generated zoo: no directory %s: left out\n", dir);
+        return;
+    }
     int first = n_models;
     struct dirent *e;
     while ((e = readdir(d))) {
