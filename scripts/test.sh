@@ -13,7 +13,7 @@
 #   cuda     compile check of the CUDA backend, when nvcc and kernels/cuda/*.cu
 #            exist (no GPU needed: GPU tests report SKIPPED)
 #   cuda12   the same backend built with CUDA 12.4 (scripts/check_cuda12.sh:
-#            ~1.2 GB downloaded into .deps/cuda12, ~3 min on 2 cores) + the
+#            ~1.2 GB downloaded into .deps/cuda12, ~2 min on 2 cores) + the
 #            CPU ctest of that build. Runs in CI (CI=true) or when named in
 #            ERT_TEST_PHASES; skipped otherwise, and skipped (not failed) when
 #            the download is impossible (offline)
