@@ -18,4 +18,12 @@ if(TARGET test_zoo_cuda)
          "ERT_ZOO_WORK=${CMAKE_BINARY_DIR}/zoo/cuda")
   endif()
   set_tests_properties(zoo_cuda PROPERTIES ENVIRONMENT "${_zc_env}" TIMEOUT 900)
+  # The harness itself (model list, shapes, inputs, comparisons) with CPU
+  # sessions in place of the CUDA ones: runs without a GPU, so CI checks it.
+  if(ERT_HAVE_CUDA)
+    add_test(NAME zoo_cuda_selfcheck COMMAND test_zoo_cuda --cpu-selfcheck)
+    string(REPLACE "zoo/cuda" "zoo/cuda_selfcheck" _zc_env_self "${_zc_env}")
+    set_tests_properties(zoo_cuda_selfcheck PROPERTIES ENVIRONMENT "${_zc_env_self}" LABELS zoo
+                         SKIP_RETURN_CODE 77 TIMEOUT 600)
+  endif()
 endif()
