@@ -79,10 +79,18 @@ if [[ ! -f "$tk/.complete" ]]; then
     for d in "$dl"/*.deb; do dpkg -x "$d" "$base/x/deb"; done
     # only what a build needs of the wheels (cuDNN's engine libraries are
     # loaded at run time, not linked)
-    for w in "$dl"/*.whl; do
-        unzip -q -o "$w" 'nvidia/*/include/*' 'nvidia/*/lib/*.so*' -x 'nvidia/cudnn/lib/libcudnn_*' \
-            'nvidia/cublas/lib/libnvblas*' -d "$base/x/whl" 2>/dev/null || true
-    done
+    # (Python's zipfile: unzip is not on every Debian image)
+    python3 - "$base/x/whl" "$dl"/*.whl <<'PY'
+import fnmatch, sys, zipfile
+dest, wheels = sys.argv[1], sys.argv[2:]
+keep = ("nvidia/*/include/*", "nvidia/*/lib/*.so*")
+drop = ("nvidia/cudnn/lib/libcudnn_*", "nvidia/cublas/lib/libnvblas*")
+for w in wheels:
+    with zipfile.ZipFile(w) as z:
+        for n in z.namelist():
+            if any(fnmatch.fnmatch(n, k) for k in keep) and not any(fnmatch.fnmatch(n, d) for d in drop):
+                z.extract(n, dest)
+PY
     nt="$base/x/deb/usr/lib/nvidia-cuda-toolkit"
     # the real nvcc and the tools it calls, copied (nvcc finds nvcc.profile and
     # its tools next to /proc/self/exe: a symlink would point back into x/)
