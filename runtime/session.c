@@ -981,8 +981,14 @@ static ert_status bind(ert_session *s, const ert_session_options *o) {
         s->arena_bytes = o->arena_bytes;
     } else {
         void *p = NULL;
-        if ((st = be->arena_alloc(s->bctx, total, &p)) != ERT_OK)
-            return ert_set_error(s->ctx, st, "cannot allocate the %zu-byte arena on %s", total, be->name);
+        s->ctx->err[0] = 0; /* a backend that fails without a message leaves it empty */
+        if ((st = be->arena_alloc(s->bctx, total, &p)) != ERT_OK) {
+            char why[ERT_ERRMSG_SIZE / 2]; /* the backend's reason, kept: ert_set_error overwrites it */
+            snprintf(why, sizeof why, "%.200s", s->ctx->err[0] ? s->ctx->err : "out of memory");
+            return ert_set_error(s->ctx, st,
+                                 "cannot allocate the %zu-byte arena on %s (weights %zu, io %zu, activations %zu): %s",
+                                 total, be->name, s->w_bytes, s->io_bytes, s->act_bytes, why);
+        }
         s->arena = p;
         s->arena_owned = true;
         s->arena_bytes = total;

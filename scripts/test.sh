@@ -12,6 +12,11 @@
 #   fuzz     scripts/fuzz.sh with a short budget, when that script exists
 #   cuda     compile check of the CUDA backend, when nvcc and kernels/cuda/*.cu
 #            exist (no GPU needed: GPU tests report SKIPPED)
+#   cuda12   the same backend built with CUDA 12.4 (scripts/check_cuda12.sh:
+#            ~1.2 GB downloaded into .deps/cuda12, ~2 min on 2 cores) + the
+#            CPU ctest of that build. Runs in CI (CI=true) or when named in
+#            ERT_TEST_PHASES; skipped otherwise, and skipped (not failed) when
+#            the download is impossible (offline)
 # Each ctest phase prints ctest's own summary and a line
 # "<phase>: N passed, N failed, N skipped"; the last line is the total.
 # Exit status: non-zero if any phase failed.
@@ -28,7 +33,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 jobs=${ERT_JOBS:-2}
-phases=${ERT_TEST_PHASES:-release asan aarch64 fuzz cuda}
+phases=${ERT_TEST_PHASES:-release asan aarch64 fuzz cuda cuda12}
 logs="$root/build/logs"
 t_start=$SECONDS
 
@@ -196,6 +201,27 @@ phase_cuda() {
     fi
 }
 
+phase_cuda12() {
+    if [[ "${CI:-}" != true && -z "${ERT_TEST_PHASES:-}" ]]; then
+        echo "[cuda12] not in CI: skipped (ERT_TEST_PHASES=cuda12 bash scripts/test.sh runs it)"
+        return 77
+    fi
+    if ! compgen -G "kernels/cuda/*.cu" >/dev/null; then
+        echo "[cuda12] no CUDA backend yet (kernels/cuda/*.cu): skipped"; return 77
+    fi
+    local rc=0 log="$logs/cuda12-build.log"
+    ERT_JOBS=$jobs ERT_CUDA12_BUILD_ONLY=1 bash scripts/check_cuda12.sh >"$log" 2>&1 || rc=$?
+    grep -E "^\[cuda12\]" "$log" | sed 's/^/    /'
+    case $rc in
+        0) ;;
+        2) echo "[cuda12] could not download the CUDA 12 toolkit (offline?): skipped"; return 77 ;;
+        *) echo "[cuda12] FAILED; from $log:"; tail -n 60 "$log" | sed 's/^/    /'; return 1 ;;
+    esac
+    # the test binaries load the CUDA 12 shared libraries of that toolkit tree
+    LD_LIBRARY_PATH="$root/.deps/cuda12/toolkit/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        run_ctest cuda12 build/test-cuda12
+}
+
 for p in $phases; do
     case $p in
         release) phase release "native $(uname -m) Release -Werror" phase_release ;;
@@ -203,6 +229,7 @@ for p in $phases; do
         aarch64) phase aarch64 "aarch64 cross build (CPU), tests under qemu-aarch64" phase_aarch64 ;;
         fuzz) phase fuzz "fuzzers, ${FUZZ_SECONDS:-30} s per target" phase_fuzz ;;
         cuda) phase cuda "CUDA compile check" phase_cuda ;;
+        cuda12) phase cuda12 "CUDA 12.4 build + CPU ctest" phase_cuda12 ;;
         *) echo "test: unknown phase '$p'" >&2; exit 2 ;;
     esac
 done

@@ -5,8 +5,9 @@
 #   cmake -S . -B build/cuda -G Ninja -DCMAKE_TOOLCHAIN_FILE=toolchains/x86_64-dgpu.cmake \
 #         -DERT_CUDA=ON [-DERT_CUDA_ARCHS="75-real;120"]   # CI: a short list
 #
-# Needs CUDA >= 12.8 for 100 and 120 (CUDA 13 also works: its oldest is 75).
-# With an older toolkit pass ERT_CUDA_ARCHS, e.g. "75-real;80-real;86-real;89-real;90".
+# 100 and 120 need CUDA >= 12.8 (CUDA 13's oldest is 75): with an older
+# toolkit kernels/cuda/cuda.cmake drops what its nvcc cannot build, says so,
+# and gives the newest kept chip PTX (CUDA 12.4: 75-real ... 89-real;90).
 
 list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES ERT_CUDA_ARCHS)
 

@@ -7,6 +7,9 @@
 # Architectures: a toolchain file (toolchains/*.cmake) may set
 # CMAKE_CUDA_ARCHITECTURES and is respected; otherwise ERT_CUDA_ARCHS (cache)
 # gives them. Never detected from the build machine's GPU (STYLE rule 27).
+# Entries the nvcc in use cannot build (CUDA 12 has no 110, < 12.8 no 100/120;
+# CUDA 13 has nothing before 75) are dropped with a warning: see
+# _ert_cuda_supported_archs below.
 #
 # Linking: ERT_CUDA_STATIC (default ON, what firmware wants) links
 # CUDA::cudart_static and, where the toolkit ships them, cublas_static
@@ -35,6 +38,75 @@ if(NOT ERT_CUDA STREQUAL "OFF")
   endif()
 endif()
 
+# The chip lists (toolchains/*.cmake, ERT_CUDA_ARCHS) name chips of the newest
+# CUDA: 100/120 need nvcc >= 12.8, 110 (Thor) nvcc >= 13, while 13 dropped
+# everything before 75. Keep the entries this nvcc can build (asked with
+# --list-gpu-code / --list-gpu-arch, not guessed from its version), say which
+# were dropped, and when the PTX entry was among them give the newest kept
+# chip PTX as well, so a newer GPU can still JIT. Must run before
+# enable_language(CUDA): CMake's compiler check builds for the list.
+macro(_ert_cuda_supported_archs)
+  execute_process(COMMAND "${CMAKE_CUDA_COMPILER}" --list-gpu-code OUTPUT_VARIABLE _ert_codes
+                  RESULT_VARIABLE _ert_rc1 ERROR_QUIET)
+  execute_process(COMMAND "${CMAKE_CUDA_COMPILER}" --list-gpu-arch OUTPUT_VARIABLE _ert_virts
+                  RESULT_VARIABLE _ert_rc2 ERROR_QUIET)
+  if(_ert_rc1 EQUAL 0 AND _ert_rc2 EQUAL 0)
+    string(REGEX MATCHALL "sm_[0-9]+[af]?" _ert_codes "${_ert_codes}")
+    string(REGEX MATCHALL "compute_[0-9]+[af]?" _ert_virts "${_ert_virts}")
+    set(_ert_kept "")
+    set(_ert_dropped "")
+    set(_ert_lost_ptx FALSE)
+    set(_ert_has_ptx FALSE)
+    foreach(_a IN LISTS CMAKE_CUDA_ARCHITECTURES)
+      if(NOT _a MATCHES "^([0-9]+[af]?)(-real|-virtual)?$")
+        list(APPEND _ert_kept "${_a}")   # all, all-major, native: CMake's own
+        continue()
+      endif()
+      set(_n "${CMAKE_MATCH_1}")
+      set(_kind "${CMAKE_MATCH_2}")
+      set(_ok TRUE)
+      if(NOT _kind STREQUAL "-virtual" AND NOT "sm_${_n}" IN_LIST _ert_codes)
+        set(_ok FALSE)
+      endif()
+      if(NOT _kind STREQUAL "-real" AND NOT "compute_${_n}" IN_LIST _ert_virts)
+        set(_ok FALSE)
+      endif()
+      if(_ok)
+        list(APPEND _ert_kept "${_a}")
+        if(NOT _kind STREQUAL "-real")
+          set(_ert_has_ptx TRUE)
+        endif()
+      else()
+        list(APPEND _ert_dropped "${_a}")
+        if(NOT _kind STREQUAL "-real")
+          set(_ert_lost_ptx TRUE)
+        endif()
+      endif()
+    endforeach()
+    if(_ert_dropped)
+      if(_ert_lost_ptx AND NOT _ert_has_ptx)
+        # the highest kept N-real becomes N (SASS + PTX)
+        set(_ert_top "")
+        foreach(_a IN LISTS _ert_kept)
+          if(_a MATCHES "^([0-9]+)-real$" AND (_ert_top STREQUAL "" OR CMAKE_MATCH_1 GREATER _ert_top))
+            set(_ert_top "${CMAKE_MATCH_1}")
+          endif()
+        endforeach()
+        if(NOT _ert_top STREQUAL "")
+          list(TRANSFORM _ert_kept REPLACE "^${_ert_top}-real$" "${_ert_top}")
+        endif()
+      endif()
+      if(NOT _ert_kept)
+        message(FATAL_ERROR "edgert: nvcc ${CMAKE_CUDA_COMPILER} supports none of the CUDA "
+                            "architectures ${CMAKE_CUDA_ARCHITECTURES} (it knows ${_ert_codes})")
+      endif()
+      message(WARNING "edgert: nvcc ${CMAKE_CUDA_COMPILER} cannot build for ${_ert_dropped}: "
+                      "dropped; building for ${_ert_kept}")
+      set(CMAKE_CUDA_ARCHITECTURES "${_ert_kept}")
+    endif()
+  endif()
+endmacro()
+
 if(NOT ERT_CUDA STREQUAL "OFF" AND _ert_cuda_ok)
   set(ERT_CUDA_ARCHS "75-real;80-real;86-real;89-real;90-real;100-real;120-real;120-virtual" CACHE STRING
       "CUDA architectures when no toolchain file sets CMAKE_CUDA_ARCHITECTURES")
@@ -43,6 +115,7 @@ if(NOT ERT_CUDA STREQUAL "OFF" AND _ert_cuda_ok)
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "")
     set(CMAKE_CUDA_ARCHITECTURES "${ERT_CUDA_ARCHS}")
   endif()
+  _ert_cuda_supported_archs()
   enable_language(CUDA)
   set(CMAKE_CUDA_STANDARD 17)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)

@@ -110,6 +110,18 @@ static ert_status cuda_err(cuda_ctx *c, cudaError_t e, const char *what) {
     return ert_set_error(c->ctx, ERT_E_CUDA, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
+/* An allocation that failed: out of memory is ERT_E_NOMEM with the bytes
+ * asked and the device's free memory (the error is not sticky: cleared so
+ * the next call on this thread does not see it); anything else ERT_E_CUDA. */
+static ert_status alloc_err(cuda_ctx *c, cudaError_t e, const char *what, size_t bytes) {
+    if (e != cudaErrorMemoryAllocation) return cuda_err(c, e, what);
+    cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) cudaGetLastError();
+    return ert_set_error(c->ctx, ERT_E_NOMEM, "%s: out of memory for %zu bytes (device: %zu of %zu bytes free)", what,
+                         bytes, free_b, total_b);
+}
+
 static ert_status blas_err(cuda_ctx *c, cublasStatus_t s, const char *what) {
     return ert_set_error(c->ctx, ERT_E_CUDA, "%s: cuBLAS status %d", what, (int)s);
 }
@@ -229,7 +241,7 @@ static ert_status cuda_arena_alloc(void *bctx, size_t bytes, void **ptr) {
     switch (c->placement) {
     case ERT_PLACEMENT_UNIFIED:
         if ((e = cudaMallocManaged(&p, bytes, cudaMemAttachGlobal)) != cudaSuccess)
-            return cuda_err(c, e, "cudaMallocManaged(arena)");
+            return alloc_err(c, e, "cudaMallocManaged(arena)", bytes);
         if (!c->concurrent_managed) {
             /* Without concurrent access, a kernel running anywhere would fence
              * the CPU off every global managed allocation: tie it to our
@@ -244,7 +256,7 @@ static ert_status cuda_arena_alloc(void *bctx, size_t bytes, void **ptr) {
     case ERT_PLACEMENT_MAPPED: {
         void *d = NULL;
         if ((e = cudaHostAlloc(&p, bytes, cudaHostAllocMapped)) != cudaSuccess)
-            return cuda_err(c, e, "cudaHostAlloc(arena, mapped)");
+            return alloc_err(c, e, "cudaHostAlloc(arena, mapped)", bytes);
         if ((e = cudaHostGetDevicePointer(&d, p, 0)) != cudaSuccess) {
             cudaFreeHost(p);
             return cuda_err(c, e, "cudaHostGetDevicePointer(arena)");
@@ -255,7 +267,7 @@ static ert_status cuda_arena_alloc(void *bctx, size_t bytes, void **ptr) {
         break;
     }
     default:
-        if ((e = cudaMalloc(&p, bytes)) != cudaSuccess) return cuda_err(c, e, "cudaMalloc(arena)");
+        if ((e = cudaMalloc(&p, bytes)) != cudaSuccess) return alloc_err(c, e, "cudaMalloc(arena)", bytes);
         break;
     }
     c->own_arena = p;
@@ -318,7 +330,7 @@ static ert_status cuda_io_host(void *bctx, void *dev, size_t bytes, void **host)
     if (st != ERT_OK) return st;
     if (how == 0) {
         cudaError_t e = cudaHostAlloc(&h, bytes ? bytes : ERT_ALIGN, cudaHostAllocDefault);
-        if (e != cudaSuccess) return cuda_err(c, e, "cudaHostAlloc(io mirror)");
+        if (e != cudaSuccess) return alloc_err(c, e, "cudaHostAlloc(io mirror)", bytes);
         c->mirror = h;
         *host = h;
     } else {
