@@ -4,7 +4,9 @@
 # cudaGraphLaunch, cudaStreamSynchronize) so it can make them fail on
 # purpose. Without a GPU it returns 77: ctest reports it SKIPPED.
 if(TARGET test_cuda_bad)
-  set_tests_properties(cuda_bad PROPERTIES LABELS gpu)
+  # RUN_SERIAL: it compares free GPU memory before and after, which other GPU
+  # tests running at the same time (ctest -j) would move.
+  set_tests_properties(cuda_bad PROPERTIES LABELS gpu RUN_SERIAL TRUE)
   if(ERT_HAVE_CUDA)
     target_compile_definitions(test_cuda_bad PRIVATE ERT_TEST_HAVE_CUDA)
     target_link_libraries(test_cuda_bad PRIVATE CUDA::toolkit)
