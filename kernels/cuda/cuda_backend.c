@@ -123,6 +123,8 @@ static ert_status alloc_err(cuda_ctx *c, cudaError_t e, const char *what, size_t
 }
 
 static ert_status blas_err(cuda_ctx *c, cublasStatus_t s, const char *what) {
+    if (s == CUBLAS_STATUS_ALLOC_FAILED) /* e.g. cublasCreate when the GPU is full */
+        return ert_set_error(c->ctx, ERT_E_NOMEM, "%s: cuBLAS could not allocate its resources (GPU out of memory)", what);
     return ert_set_error(c->ctx, ERT_E_CUDA, "%s: cuBLAS status %d", what, (int)s);
 }
 
