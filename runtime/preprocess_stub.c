@@ -17,13 +17,13 @@ size_t ert_preprocessor_output_bytes(const ert_preprocessor *p) {
 }
 
 ert_status ert_preprocessor_run(ert_preprocessor *p, const uint8_t *frame, int w, int h, size_t stride,
-                                ert_frame_format fmt, float *dst) {
+                                ert_frame_format fmt, void *dst) {
     (void)p, (void)frame, (void)w, (void)h, (void)stride, (void)fmt, (void)dst;
     return ERT_E_UNSUPPORTED;
 }
 
 ert_status ert_preprocessor_run_device(ert_preprocessor *p, const uint8_t *frame, int w, int h, size_t stride,
-                                       ert_frame_format fmt, float *dst_dev) {
+                                       ert_frame_format fmt, void *dst_dev) {
     (void)p, (void)frame, (void)w, (void)h, (void)stride, (void)fmt, (void)dst_dev;
     return ERT_E_UNSUPPORTED;
 }

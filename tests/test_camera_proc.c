@@ -133,6 +133,62 @@ static void test_gray(ert_test_rng *r) {
     }
 }
 
+static double half_to_double(uint16_t h) {
+    int e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
+    return h & 0x8000 ? -v : v;
+}
+
+/* cam_f32_to_f16 gives the nearest half (ties to even) for normal,
+ * subnormal, overflowing and special values; f16 preprocessing equals the
+ * f32 output rounded that way. */
+static void test_f16(ert_test_rng *r) {
+    int bad = 0;
+    for (int i = 0; i < 200000; i++) {
+        float v;
+        switch (i % 4) {
+        case 0: v = (float)ert_test_uniform(r, -4, 4); break;
+        case 1: v = (float)ldexp(ert_test_uniform(r, -1, 1), ert_test_int(r, -26, -14)); break; /* subnormals */
+        case 2: v = (float)ldexp(ert_test_uniform(r, -1, 1), ert_test_int(r, 10, 17)); break;   /* near overflow */
+        default: { uint16_t h = (uint16_t)ert_test_int(r, 0, 0x7bff); v = (float)half_to_double(h); } /* exact */
+        }
+        uint16_t h = cam_f32_to_f16(v);
+        double g = half_to_double(h), err = fabs(g - v);
+        if (fabs((double)v) >= 65520.0) { bad += !isinf(g) || (g > 0) != (v > 0); continue; }
+        /* the neighbours (same sign) are no closer; on a tie the even one */
+        for (int d = -1; d <= 1; d += 2) {
+            int hn = (int)(h & 0x7fff) + d;
+            if (hn < 0 || hn > 0x7bff) continue;
+            double nb = half_to_double((uint16_t)((h & 0x8000) | hn)), en = fabs(nb - v);
+            if (en < err || (en == err && (h & 1))) bad++;
+        }
+    }
+    CHECK(bad == 0, "cam_f32_to_f16: %d values not rounded to the nearest half (ties to even)", bad);
+    uint16_t hn = cam_f32_to_f16(NAN);
+    CHECK((hn & 0x7c00) == 0x7c00 && (hn & 0x3ff), "NaN stays NaN: %04x", hn);
+    CHECK(cam_f32_to_f16(INFINITY) == 0x7c00 && cam_f32_to_f16(-0.0f) == 0x8000, "inf, -0");
+    int w = 37, h = 29;
+    uint8_t *img = malloc((size_t)w * h * 3);
+    for (int i = 0; i < w * h * 3; i++) img[i] = (uint8_t)ert_test_int(r, 0, 255);
+    for (int gray = 0; gray < 2; gray++) {
+        cam_pre_options o = {.out_w = 20, .out_h = 17, .fit = CAM_FIT_LETTERBOX, .pad = 114, .gray = gray,
+                             .mean = {0.485f, 0.456f, 0.406f}, .std = {0.229f, 0.224f, 0.225f}};
+        size_t n = (size_t)20 * 17 * (gray ? 1 : 3);
+        float *f = malloc(n * sizeof *f);
+        uint16_t *hv = malloc(n * sizeof *hv);
+        cam_preprocess(img, w, h, (size_t)w * 3, &o, f, NULL);
+        o.f16 = 1;
+        memset(hv, 0xff, n * sizeof *hv);
+        cam_preprocess(img, w, h, (size_t)w * 3, &o, hv, NULL);
+        int diff = 0;
+        for (size_t i = 0; i < n; i++) diff += hv[i] != cam_f32_to_f16(f[i]);
+        CHECK(diff == 0, "f16 preprocessing (gray %d): %d values differ from the f32 output rounded", gray, diff);
+        free(f);
+        free(hv);
+    }
+    free(img);
+}
+
 static void test_topk(ert_test_rng *r) {
     int n = 1000;
     float *l = malloc(n * sizeof *l);
@@ -241,6 +297,7 @@ int main(void) {
     test_pre(&r);
     test_gray(&r);
     test_topk(&r);
+    test_f16(&r);
     test_nms_yolo();
     test_db(&r);
     test_labels();

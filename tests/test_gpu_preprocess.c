@@ -16,6 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+static double half_to_double(uint16_t h) {
+    int e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
+    return h & 0x8000 ? -v : v;
+}
+
+/* layout: 0 NCHW, 1 NHWC, 2 BGR, 3 gray, 4 NCHW f16, 5 gray f16 */
 static void one(ert_test_rng *r, int w, int h, int ow, int oh, int fit, int yuyv, int layout) {
     ert_preprocess_options po = {.out_w = ow, .out_h = oh, .fit = (ert_fit)fit, .pad = 114};
     cam_pre_options co = {.out_w = ow, .out_h = oh, .fit = (cam_fit)fit, .pad = 114};
@@ -26,7 +33,8 @@ static void one(ert_test_rng *r, int w, int h, int ow, int oh, int fit, int yuyv
     memcpy(co.std, sd, sizeof sd);
     po.nhwc = co.nhwc = layout == 1;
     po.bgr = co.bgr = layout == 2;
-    po.gray = co.gray = layout == 3;
+    po.gray = co.gray = layout == 3 || layout == 5;
+    po.f16 = co.f16 = layout >= 4;
     size_t row = yuyv ? (size_t)(w + 1) / 2 * 4 : (size_t)w * 3, stride = row + (size_t)ert_test_int(r, 0, 5);
     uint8_t *frame = malloc(stride * h), *rgb = malloc((size_t)w * h * 3);
     size_t n = (size_t)ow * oh * (po.gray ? 1 : 3);
@@ -34,22 +42,27 @@ static void one(ert_test_rng *r, int w, int h, int ow, int oh, int fit, int yuyv
     for (size_t i = 0; i < stride * h; i++) frame[i] = (uint8_t)ert_test_int(r, 0, 255);
     if (yuyv) cam_yuyv_to_rgb(frame, w, h, stride, rgb);
     cam_preprocess(yuyv ? rgb : frame, w, h, yuyv ? (size_t)w * 3 : stride, &co, ref, NULL);
-    ert_test_poison(got, (int64_t)n);
+    memset(got, 0xff, n * sizeof *got); /* NaN as f32 and as f16 */
     ert_preprocessor *pp = NULL;
     ert_status st = ert_preprocessor_create(w + 3, h + 1, &po, &pp);
     CHECK(st == ERT_OK, "create: %s", ert_status_str(st));
     if (st == ERT_OK) {
-        CHECK(ert_preprocessor_output_bytes(pp) == n * sizeof(float), "output bytes");
+        CHECK(ert_preprocessor_output_bytes(pp) == n * (po.f16 ? 2 : sizeof(float)), "output bytes");
         st = ert_preprocessor_run(pp, frame, w, h, stride, yuyv ? ERT_FRAME_YUYV : ERT_FRAME_RGB, got);
         CHECK(st == ERT_OK, "run: %s", ert_status_str(st));
         double worst = 0;
         size_t at = 0;
         for (size_t i = 0; i < n; i++) {
-            double d = fabs((double)got[i] - ref[i]);
+            /* f16: both sides round values equal within 1e-5 to half: equal,
+             * or one half-ulp step apart when the f32 values straddle a tie */
+            double g = po.f16 ? half_to_double(((uint16_t *)got)[i]) : got[i];
+            double c = po.f16 ? half_to_double(((uint16_t *)ref)[i]) : ref[i];
+            double d = fabs(g - c), tol = po.f16 ? 1e-5 + fabs(c) * ldexp(1, -10) + ldexp(1, -24) : 1e-5;
+            d = d / tol * 1e-5;
             if (!(d <= worst)) { worst = d; at = i; } /* NaN (poison left) counts */
         }
-        CHECK(worst <= 1e-5, "%dx%d -> %dx%d fit %d %s layout %d: max err %g at %zu (gpu %g cpu %g)", w, h, ow,
-              oh, fit, yuyv ? "yuyv" : "rgb", layout, worst, at, got[at], ref[at]);
+        CHECK(worst <= 1e-5, "%dx%d -> %dx%d fit %d %s layout %d: max err %g (relative to tolerance) at %zu", w,
+              h, ow, oh, fit, yuyv ? "yuyv" : "rgb", layout, worst, at);
         /* Argument checks: a frame over the maximum is refused. */
         CHECK(ert_preprocessor_run(pp, frame, w + 4, h, stride + 16, ERT_FRAME_RGB, got) == ERT_E_ARG, "max_w");
         ert_preprocessor_free(pp);
@@ -164,7 +177,7 @@ int main(void) {
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
         for (int fit = 0; fit < 3; fit++)
             for (int yuyv = 0; yuyv < 2; yuyv++)
-                for (int layout = 0; layout < 4; layout++)
+                for (int layout = 0; layout < 6; layout++)
                     one(&r, sizes[k][0], sizes[k][1], sizes[k][2], sizes[k][3], fit, yuyv, layout);
     device_inputs(&r);
     return ert_test_finish("gpu_preprocess");

@@ -421,7 +421,7 @@ int main(int argc, char **argv) {
 
     /* Model and session. */
     task_kind task = o.task;
-    int in_nhwc = 0, in_gray = 0, in_w = 0, in_h = 0, out_n = 0, out_rows = 0, out_cols = 0, out_transposed = 0;
+    int in_nhwc = 0, in_gray = 0, in_f16 = 0, in_w = 0, in_h = 0, out_n = 0, out_rows = 0, out_cols = 0, out_transposed = 0;
     float *in_data = NULL, *dev_in = NULL; /* dev_in: the input's GPU address (ERT_SESSION_DEVICE_INPUTS) */
     if (!o.decode_only) {
         ert_status st;
@@ -433,13 +433,15 @@ int main(int argc, char **argv) {
         }
         if (st != ERT_OK) { fprintf(stderr, "edgert-camera: %s: %s\n", o.model, ert_last_error(ctx)); goto done; }
         ert_tensor_info ii;
-        if (ert_model_input_info(model, 0, &ii) != ERT_OK || ii.ndim != 4 || ii.dtype != ERT_DTYPE_F32) {
-            fprintf(stderr, "edgert-camera: input 0 must be a 4-D f32 image tensor\n");
+        if (ert_model_input_info(model, 0, &ii) != ERT_OK || ii.ndim != 4 ||
+            (ii.dtype != ERT_DTYPE_F32 && ii.dtype != ERT_DTYPE_F16)) {
+            fprintf(stderr, "edgert-camera: input 0 must be a 4-D f32 or f16 image tensor\n");
             goto done;
         }
         /* NCHW (N, 3|1, H, W) unless the last dim is the channel one; 1 channel: gray */
         in_nhwc = (ii.dims[3] == 3 || ii.dims[3] == 1) && ii.dims[1] != 3 && ii.dims[1] != 1;
         in_gray = (in_nhwc ? ii.dims[3] : ii.dims[1]) == 1;
+        in_f16 = ii.dtype == ERT_DTYPE_F16; /* preprocessing writes halves */
         ert_input_shape shape = {.name = ii.name, .ndim = 4};
         int64_t hh = in_nhwc ? ii.dims[1] : ii.dims[2], ww = in_nhwc ? ii.dims[2] : ii.dims[3];
         if (hh < 0) hh = o.in_h;
@@ -487,7 +489,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "edgert-camera: %s: cannot read labels\n", o.labels);
         goto done;
     }
-    cam_pre_options pre = {.out_w = in_w, .out_h = in_h, .nhwc = in_nhwc, .gray = in_gray, .pad = 114, .scale = o.scale};
+    cam_pre_options pre = {.out_w = in_w, .out_h = in_h, .nhwc = in_nhwc, .gray = in_gray, .f16 = in_f16, .pad = 114,
+                           .scale = o.scale};
     pre.fit = o.fit >= 0 ? (cam_fit)o.fit : task == TASK_DETECT ? CAM_FIT_LETTERBOX : task == TASK_TEXTDET ? CAM_FIT_STRETCH : CAM_FIT_CENTER_CROP;
     static const float imnet_mean[3] = {0.485f, 0.456f, 0.406f}, imnet_std[3] = {0.229f, 0.224f, 0.225f};
     for (int c = 0; c < 3; c++) {
@@ -570,7 +573,7 @@ int main(int argc, char **argv) {
                 gpre_h = s->h > gpre_h ? s->h : gpre_h;
                 ert_preprocess_options gpo = {.out_w = pre.out_w, .out_h = pre.out_h, .fit = (ert_fit)pre.fit,
                                               .pad = pre.pad, .scale = pre.scale, .nhwc = pre.nhwc,
-                                              .bgr = pre.bgr, .gray = pre.gray};
+                                              .bgr = pre.bgr, .gray = pre.gray, .f16 = pre.f16};
                 memcpy(gpo.mean, pre.mean, sizeof gpo.mean);
                 memcpy(gpo.std, pre.std, sizeof gpo.std);
                 ert_status gst = ert_preprocessor_create(gpre_w, gpre_h, &gpo, &gpre);

@@ -28,8 +28,33 @@ cam_xform cam_pre_xform(int src_w, int src_h, const cam_pre_options *o) {
     return x;
 }
 
+uint16_t cam_f32_to_f16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000u, e = (x >> 23) & 0xffu, m = x & 0x7fffffu;
+    if (e == 0xffu) return (uint16_t)(sign | 0x7c00u | (m ? 0x200u : 0)); /* inf, NaN */
+    int ne = (int)e - 127 + 15;
+    if (ne >= 31) return (uint16_t)(sign | 0x7c00u);                      /* overflow: inf */
+    if (ne <= 0) {                                                        /* subnormal or 0 */
+        if (ne < -10) return (uint16_t)sign;
+        m |= 0x800000u;
+        int shift = 14 - ne;
+        uint32_t h = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (h & 1))) h++;
+        return (uint16_t)(sign | h);
+    }
+    uint32_t h = ((uint32_t)ne << 10) | (m >> 13), rem = m & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++; /* may carry into the exponent: still right */
+    return (uint16_t)(sign | h);
+}
+
+static inline void put(void *dst, size_t i, float v, int f16) {
+    if (f16) ((uint16_t *)dst)[i] = cam_f32_to_f16(v);
+    else ((float *)dst)[i] = v;
+}
+
 void cam_preprocess(const uint8_t *rgb, int src_w, int src_h, size_t stride,
-                    const cam_pre_options *o, float *dst, cam_xform *xf_out) {
+                    const cam_pre_options *o, void *dst, cam_xform *xf_out) {
     const int W = o->out_w, H = o->out_h;
     cam_xform xf = cam_pre_xform(src_w, src_h, o);
     if (xf_out) *xf_out = xf;
@@ -70,13 +95,12 @@ void cam_preprocess(const uint8_t *rgb, int src_w, int src_h, size_t stride,
             }
             if (o->gray) {
                 float lum = 0.299f * v[0] + 0.587f * v[1] + 0.114f * v[2];
-                dst[(size_t)y * W + x] = lum * mul[0] + add[0]; /* 1 channel: NCHW = NHWC */
+                put(dst, (size_t)y * W + x, lum * mul[0] + add[0], o->f16); /* 1 channel: NCHW = NHWC */
                 continue;
             }
             for (int c = 0; c < 3; c++) {
                 float val = v[o->bgr ? 2 - c : c] * mul[c] + add[c];
-                if (o->nhwc) dst[((size_t)y * W + x) * 3 + c] = val;
-                else dst[c * plane + (size_t)y * W + x] = val;
+                put(dst, o->nhwc ? ((size_t)y * W + x) * 3 + c : c * plane + (size_t)y * W + x, val, o->f16);
             }
         }
     }

@@ -34,17 +34,21 @@ typedef struct cam_pre_options {
     int bgr;              /* channel order of the output: BGR instead of RGB */
     int gray;             /* 1 output channel: luma 0.299 R + 0.587 G + 0.114 B
                            * (BT.601, as PIL's "L"), normalised with mean[0], std[0] */
+    int f16;              /* dst holds IEEE half floats (uint16_t, round to nearest even) */
 } cam_pre_options;
 
 /* The xform for a frame of src_w x src_h under o. */
 cam_xform cam_pre_xform(int src_w, int src_h, const cam_pre_options *o);
 
 /* rgb (src_w x src_h, rows of stride bytes, RGB u8) -> dst, one image of
- * out_h x out_w x 3 floats (x 1 with o->gray) in o's layout (for batch element b of an NCHW
- * input pass dst + b * 3 * out_h * out_w). Bilinear with half-pixel centres
+ * out_h x out_w x 3 floats (x 1 with o->gray; f32, or f16 with o->f16) in o's layout (for batch element b of an NCHW
+ * input pass dst + b * 3 * out_h * out_w elements). Bilinear with half-pixel centres
  * (like OpenCV INTER_LINEAR / PyTorch align_corners=False), edges clamped. */
 void cam_preprocess(const uint8_t *rgb, int src_w, int src_h, size_t stride,
-                    const cam_pre_options *o, float *dst, cam_xform *xf_out);
+                    const cam_pre_options *o, void *dst, cam_xform *xf_out);
+
+/* f32 -> IEEE half, round to nearest even (inf/NaN kept). */
+uint16_t cam_f32_to_f16(float f);
 
 /* YUYV 4:2:2 (BT.601 limited range, as UVC webcams send it) -> packed RGB. */
 void cam_yuyv_to_rgb(const uint8_t *yuyv, int w, int h, size_t stride, uint8_t *rgb);

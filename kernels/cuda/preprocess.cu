@@ -9,10 +9,12 @@
  *
  * Memory: create allocates everything (pinned frame staging, device frame,
  * device output, pinned output staging, one stream); run never allocates.
- * Known limits: the result goes back through host memory (dst is a host
- * pointer, e.g. ert_session_input_data); f16 output is not provided. */
+ * Output: f32, or f16 (round to nearest even, as the CPU's cam_f32_to_f16)
+ * with o->f16; to host memory (ert_preprocessor_run) or straight to GPU
+ * memory (ert_preprocessor_run_device, e.g. a session's input). */
 #include "cuda_internal.h"
 
+#include <cuda_fp16.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +22,7 @@
 /* Geometry and normalisation of one frame, passed by value. */
 typedef struct pre_params {
     int src_w, src_h, stride, yuyv;
-    int W, H, nhwc, bgr, gray;
+    int W, H, nhwc, bgr, gray, f16;
     double sx0, sy0, fx, fy;
     int dx0, dy0, dx1, dy1;
     float pad, mul[3], add[3];
@@ -48,8 +50,13 @@ __device__ static inline void fetch(const uint8_t *src, const pre_params &p, int
 /* lerp as the CPU writes it: a + (b - a) * w, each op rounded on its own. */
 __device__ static inline float lerp_rn(float a, float b, float w) { return __fadd_rn(a, __fmul_rn(__fsub_rn(b, a), w)); }
 
+__device__ static inline void put(void *dst, size_t i, float v, int f16) {
+    if (f16) ((__half *)dst)[i] = __float2half_rn(v);
+    else ((float *)dst)[i] = v;
+}
+
 /* One thread per output pixel; dst (C, H, W) or (H, W, C), C = 3 (1 with gray). */
-__global__ static void pre_kernel(const uint8_t *src, pre_params p, float *dst) {
+__global__ static void pre_kernel(const uint8_t *src, pre_params p, void *dst) {
     int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
     if (x >= p.W || y >= p.H) return;
     float v[3];
@@ -80,17 +87,16 @@ __global__ static void pre_kernel(const uint8_t *src, pre_params p, float *dst) 
     size_t plane = (size_t)p.W * p.H, i = (size_t)y * p.W + x;
     if (p.gray) {
         float lum = __fadd_rn(__fadd_rn(__fmul_rn(0.299f, v[0]), __fmul_rn(0.587f, v[1])), __fmul_rn(0.114f, v[2]));
-        dst[i] = __fadd_rn(__fmul_rn(lum, p.mul[0]), p.add[0]);
+        put(dst, i, __fadd_rn(__fmul_rn(lum, p.mul[0]), p.add[0]), p.f16);
         return;
     }
     for (int c = 0; c < 3; c++) {
         float val = __fadd_rn(__fmul_rn(v[p.bgr ? 2 - c : c], p.mul[c]), p.add[c]);
-        if (p.nhwc) dst[i * 3 + c] = val;
-        else dst[c * plane + i] = val;
+        put(dst, p.nhwc ? i * 3 + c : c * plane + i, val, p.f16);
     }
 }
 
-static cudaError_t pre_launch(const uint8_t *src, const pre_params *p, float *dst, cudaStream_t st) {
+static cudaError_t pre_launch(const uint8_t *src, const pre_params *p, void *dst, cudaStream_t st) {
     if (p->W <= 0 || p->H <= 0 || p->src_w <= 0 || p->src_h <= 0) return cudaErrorInvalidValue;
     dim3 blk(32, 8), grid((unsigned)((p->W + 31) / 32), (unsigned)((p->H + 7) / 8));
     pre_kernel<<<grid, blk, 0, st>>>(src, *p, dst);
@@ -104,7 +110,7 @@ struct ert_preprocessor {
     int max_w, max_h;
     size_t frame_cap, out_bytes;
     uint8_t *h_frame, *d_frame; /* pinned staging, device copy (frame_cap bytes) */
-    float *d_out, *h_out;       /* device result, pinned staging (out_bytes) */
+    void *d_out, *h_out;        /* device result, pinned staging (out_bytes) */
     cudaStream_t st;
 };
 
@@ -135,12 +141,12 @@ ert_status ert_preprocessor_create(int max_w, int max_h, const ert_preprocess_op
     p->max_w = max_w;
     p->max_h = max_h;
     p->frame_cap = (size_t)(max_w + 1) * max_h * 3; /* RGB: 3 bytes per pixel; YUYV: 4 per pair of pixels */
-    p->out_bytes = (size_t)o->out_w * o->out_h * (o->gray ? 1 : 3) * sizeof(float);
+    p->out_bytes = (size_t)o->out_w * o->out_h * (o->gray ? 1 : 3) * (o->f16 ? 2 : 4);
     if (cudaStreamCreateWithFlags(&p->st, cudaStreamNonBlocking) != cudaSuccess ||
         cudaHostAlloc((void **)&p->h_frame, p->frame_cap, cudaHostAllocDefault) != cudaSuccess ||
         cudaMalloc((void **)&p->d_frame, p->frame_cap) != cudaSuccess ||
-        cudaMalloc((void **)&p->d_out, p->out_bytes) != cudaSuccess ||
-        cudaHostAlloc((void **)&p->h_out, p->out_bytes, cudaHostAllocDefault) != cudaSuccess) {
+        cudaMalloc(&p->d_out, p->out_bytes) != cudaSuccess ||
+        cudaHostAlloc(&p->h_out, p->out_bytes, cudaHostAllocDefault) != cudaSuccess) {
         cudaGetLastError();
         ert_preprocessor_free(p);
         return ERT_E_CUDA;
@@ -153,7 +159,7 @@ size_t ert_preprocessor_output_bytes(const ert_preprocessor *p) { return p ? p->
 
 /* Stage the frame, enqueue the kernel writing to `out` (device memory). */
 static ert_status pre_enqueue(ert_preprocessor *pp, const uint8_t *frame, int w, int h, size_t stride,
-                              ert_frame_format fmt, float *out) {
+                              ert_frame_format fmt, void *out) {
     if (!pp || !frame || !out || w <= 0 || h <= 0 || w > pp->max_w || h > pp->max_h ||
         (fmt != ERT_FRAME_RGB && fmt != ERT_FRAME_YUYV))
         return ERT_E_ARG;
@@ -190,6 +196,7 @@ static ert_status pre_enqueue(ert_preprocessor *pp, const uint8_t *frame, int w,
     p.nhwc = o->nhwc;
     p.bgr = o->bgr;
     p.gray = o->gray;
+    p.f16 = o->f16 != 0;
     p.sx0 = sx0;
     p.sy0 = sy0;
     p.fx = sw / dw;
@@ -217,7 +224,7 @@ static ert_status pre_enqueue(ert_preprocessor *pp, const uint8_t *frame, int w,
 }
 
 ert_status ert_preprocessor_run(ert_preprocessor *pp, const uint8_t *frame, int w, int h, size_t stride,
-                                ert_frame_format fmt, float *dst) {
+                                ert_frame_format fmt, void *dst) {
     if (!dst) return ERT_E_ARG;
     ert_status st = pre_enqueue(pp, frame, w, h, stride, fmt, pp ? pp->d_out : NULL);
     if (st != ERT_OK) return st;
@@ -232,7 +239,7 @@ ert_status ert_preprocessor_run(ert_preprocessor *pp, const uint8_t *frame, int 
 }
 
 ert_status ert_preprocessor_run_device(ert_preprocessor *pp, const uint8_t *frame, int w, int h, size_t stride,
-                                       ert_frame_format fmt, float *dst_dev) {
+                                       ert_frame_format fmt, void *dst_dev) {
     ert_status st = pre_enqueue(pp, frame, w, h, stride, fmt, dst_dev);
     if (st != ERT_OK) return st;
     cudaError_t e = cudaStreamSynchronize(pp->st);

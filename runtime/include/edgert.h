@@ -728,6 +728,7 @@ typedef struct ert_preprocess_options {
     int nhwc;               /* 0: (3, H, W) planes; 1: (H, W, 3) */
     int bgr;                /* output channel order BGR */
     int gray;               /* 1 channel: 0.299 R + 0.587 G + 0.114 B, with mean[0], std[0] */
+    int f16;                /* write IEEE half floats (round to nearest even), for f16 model inputs */
 } ert_preprocess_options;
 
 typedef struct ert_preprocessor ert_preprocessor;
@@ -738,20 +739,20 @@ typedef struct ert_preprocessor ert_preprocessor;
  * ERT_E_UNSUPPORTED (edgert built without CUDA). */
 ert_status ert_preprocessor_create(int max_w, int max_h, const ert_preprocess_options *o,
                                    ert_preprocessor **out);
-/* Bytes one run writes: out_w * out_h * (3, or 1 with gray) * 4. */
+/* Bytes one run writes: out_w * out_h * (3, or 1 with gray) * (4, or 2 with f16). */
 size_t ert_preprocessor_output_bytes(const ert_preprocessor *p);
 /* frame: w x h pixels (w <= max_w, h <= max_h), rows `stride` bytes apart,
  * host memory (a YUYV row holds (w + 1) / 2 * 4 bytes), read during the call only. dst: host memory (e.g. a session's
  * ert_session_input_data) of ert_preprocessor_output_bytes bytes, written
  * before return. Never allocates. Errors: ERT_E_ARG, ERT_E_CUDA, ERT_E_UNSUPPORTED. */
 ert_status ert_preprocessor_run(ert_preprocessor *p, const uint8_t *frame, int w, int h, size_t stride,
-                                ert_frame_format fmt, float *dst);
+                                ert_frame_format fmt, void *dst);
 /* As ert_preprocessor_run, but dst is GPU memory (e.g. ert_session_input_device
  * of a session created with ERT_SESSION_DEVICE_INPUTS): the result never goes
  * back through host memory. Complete on return (the preprocessor's stream is
  * synchronised), so a following ert_session_run on any stream sees it. */
 ert_status ert_preprocessor_run_device(ert_preprocessor *p, const uint8_t *frame, int w, int h, size_t stride,
-                                       ert_frame_format fmt, float *dst_dev);
+                                       ert_frame_format fmt, void *dst_dev);
 /* NULL is a no-op. */
 void ert_preprocessor_free(ert_preprocessor *p);
 
