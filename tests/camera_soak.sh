@@ -14,7 +14,7 @@ cam=$build/apps/camera/edgert-camera gen=$build/apps/camera/edgert-mjpeg-gen
 work=$(mktemp -d "${TMPDIR:-/tmp}/ert_soak.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 # A small quarantine keeps ASan's own memory from hiding the app's.
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:quarantine_size_mb=16}
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}:quarantine_size_mb=4"
 declare -A rss
 for n in 1000 10000; do
   "$gen" --width 64 --height 48 --frames $n --corrupt-every 50 "$work/s$n.mjpeg" >/dev/null ||
