@@ -4,7 +4,9 @@
 # tiny classifier with annotation + JPEG encode. Checks: exit 0, every good
 # frame processed, every corrupt one counted, no LeakSanitizer report (use an
 # ERT_SANITIZE=address build), and flat memory: the peak RSS after 10,000
-# frames within 8 MiB of the peak after 1,000.
+# frames within 8 MiB of the peak after 1,000 (16 MiB in an ASan build, whose
+# allocator metadata and fake stacks grow too: +6 MiB measured; a per-frame leak
+# of even one 2 KiB JPEG would add 18 MiB).
 #
 #   tests/camera_soak.sh [BUILD_DIR]     (default: build; an ASan build is best)
 set -euo pipefail
@@ -31,5 +33,8 @@ for n in 1000 10000; do
   rss[$n]=$r
 done
 grow=$(( ${rss[10000]} - ${rss[1000]} ))
-[[ $grow -lt 8192 ]] || { echo "camera_soak: FAILED: memory grew by $grow KiB from 1,000 to 10,000 frames"; exit 1; }
+limit=8192
+ldd "$cam" 2>/dev/null | grep -q libasan && limit=16384
+nm "$cam" 2>/dev/null | grep -q __asan_init && limit=16384
+[[ $grow -lt $limit ]] || { echo "camera_soak: FAILED: memory grew by $grow KiB from 1,000 to 10,000 frames"; exit 1; }
 echo "camera_soak: ok: no leak report, memory flat (+$grow KiB from 1,000 to 10,000 frames)"
