@@ -141,6 +141,8 @@ typedef struct ert_conv_params {
     bool has_bias;           /* input 2 present */
     bool has_residual;       /* fused Add: input 3 is added before the activation */
     ert_act_params act;      /* fused activation */
+    bool nhwc;               /* CUDA f16/bf16 sessions (session.c step 4c): x, y and the residual are stored
+                                channels-last, their dims are (N, H, W, C); the filter stays (K, C/group, R, S) */
 } ert_conv_params;
 /* Fused epilogues are expressed as extra attributes so fused graphs survive
  * .ert round trips and can be tested directly: Conv/ConvTranspose/Gemm/MatMul
@@ -152,6 +154,8 @@ typedef struct ert_pool_params {
     int64_t kernel[3], stride[3], dilation[3], pad_begin[3], pad_end[3];
     bool ceil_mode;
     bool count_include_pad;  /* AveragePool */
+    bool nhwc;               /* x and y stored channels-last, dims (N, H, W, C) (2-D only; also set on
+                                GlobalAverage/MaxPool, whose other fields are unused) */
 } ert_pool_params;
 
 typedef struct ert_gemm_params {

@@ -37,8 +37,11 @@
  * create). f16/bf16: conv + one epilogue kernel (cuDNN's legacy fused call
  * runs on its slow FMA kernel there), and the filter is rewritten at create
  * as (K, R, S, C) when cuDNN measures that faster (it saves a filter
- * transpose per call). Activations stay NCHW: cuDNN's tensor-core kernels
- * transpose x and y around each conv (TODO(#4): NHWC activations).
+ * transpose per call). Activations: f16/bf16 sessions keep conv activations
+ * channels-last (session.c step 4c marks those convs and pools nhwc; their
+ * tensors carry dims (N, H, W, C)), so cuDNN's tensor-core kernels read and
+ * write them directly instead of transposing x and y around each conv; the
+ * conv epilogue, pools and global pools have channels-last variants.
  */
 #include "cuda_internal.h"
 
@@ -477,8 +480,12 @@ static ert_status conv_describe(cuda_ctx *c, const ert_kargs *a, size_t ws_limit
     conv_state *s = calloc(1, sizeof *s);
     if (!s) return ert_set_error(c->ctx, ERT_E_NOMEM, "out of memory");
     int two = p->nsp == 2;
-    int xh = two ? (int)x->dims[2] : 1, xw = (int)x->dims[2 + two], yh = two ? (int)y->dims[2] : 1,
-        yw = (int)y->dims[2 + two];
+    /* channels-last x, y (session step 4c, 2-D only): dims (N, H, W, C) */
+    int sd = p->nhwc ? 1 : 2, cd = p->nhwc ? 3 : 1;
+    int xh = two ? (int)x->dims[sd] : 1, xw = (int)x->dims[sd + two], yh = two ? (int)y->dims[sd] : 1,
+        yw = (int)y->dims[sd + two];
+    int xc = (int)x->dims[cd], yc = (int)y->dims[cd];
+    cudnnTensorFormat_t fmt = p->nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
     int kh = two ? (int)w->dims[2] : 1, kw = (int)w->dims[2 + two];
     int ph = two ? (int)p->pad_begin[0] : 0, pw = (int)p->pad_begin[two];
     int sh = two ? (int)p->stride[0] : 1, sw = (int)p->stride[two];
@@ -488,8 +495,8 @@ static ert_status conv_describe(cuda_ctx *c, const ert_kargs *a, size_t ws_limit
     cudnnStatus_t ds;
     if ((ds = cudnnCreateTensorDescriptor(&s->xd)) || (ds = cudnnCreateTensorDescriptor(&s->yd)) ||
         (ds = cudnnCreateFilterDescriptor(&s->wd)) || (ds = cudnnCreateConvolutionDescriptor(&s->cd)) ||
-        (ds = cudnnSetTensor4dDescriptor(s->xd, CUDNN_TENSOR_NCHW, dt, (int)x->dims[0], (int)x->dims[1], xh, xw)) ||
-        (ds = cudnnSetTensor4dDescriptor(s->yd, CUDNN_TENSOR_NCHW, dt, (int)y->dims[0], (int)y->dims[1], yh, yw)) ||
+        (ds = cudnnSetTensor4dDescriptor(s->xd, fmt, dt, (int)x->dims[0], xc, xh, xw)) ||
+        (ds = cudnnSetTensor4dDescriptor(s->yd, fmt, dt, (int)y->dims[0], yc, yh, yw)) ||
         (ds = cudnnSetFilter4dDescriptor(s->wd, dt, CUDNN_TENSOR_NCHW, (int)w->dims[0], (int)w->dims[1], kh, kw)) ||
         (ds = cudnnSetConvolution2dDescriptor(s->cd, ph, pw, sh, sw, dh, dw, CUDNN_CROSS_CORRELATION,
                                               CUDNN_DATA_FLOAT)) ||
@@ -500,12 +507,12 @@ static ert_status conv_describe(cuda_ctx *c, const ert_kargs *a, size_t ws_limit
     }
     int on, oc, oh, ow;
     if (cudnnGetConvolution2dForwardOutputDim(s->cd, s->xd, s->wd, &on, &oc, &oh, &ow) != CUDNN_STATUS_SUCCESS ||
-        on != (int)y->dims[0] || oc != (int)y->dims[1] || oh != yh || ow != yw) {
+        on != (int)y->dims[0] || oc != yc || oh != yh || ow != yw) {
         conv_state_free(s); /* cuDNN sees another shape (ceil effects): direct kernel */
         return ERT_OK;
     }
-    int key[20] = {(int)x->dims[0], (int)x->dims[1], xh, xw, (int)w->dims[0], (int)w->dims[1], kh, kw,
-                   ph, pw, sh, sw, dh, dw, (int)p->group, (int)x->dtype, 0, 0, 0, 0};
+    int key[20] = {(int)x->dims[0], xc, xh, xw, (int)w->dims[0], (int)w->dims[1], kh, kw,
+                   ph, pw, sh, sw, dh, dw, (int)p->group, (int)x->dtype, 0, p->nhwc, 0, 0};
     const algo_entry *e = NULL;
     ert_status st = find_algo(c, s, key, f32, &e);
     if (st != ERT_OK) {
@@ -773,9 +780,9 @@ static ert_status run_conv(cuda_ctx *c, const ert_kargs *a) {
         if (ds != CUDNN_STATUS_SUCCESS) return dnn_err(c, ds, "cudnnConvolutionForward");
         /* bias (per channel), residual (like y), activation: one pass */
         int64_t sp = 1;
-        for (int i = 2; i < y->ndim; i++) sp *= y->dims[i];
-        e = ert_cuda_conv_epilogue_launch(y->dtype, y->data, bias, res, y->dims[0], y->dims[1], sp, &p->act,
-                                          c->stream);
+        for (int i = 1; i < y->ndim; i++) sp *= i == (p->nhwc ? y->ndim - 1 : 1) ? 1 : y->dims[i];
+        e = ert_cuda_conv_epilogue_launch(y->dtype, y->data, bias, res, y->dims[0],
+                                          y->dims[p->nhwc ? y->ndim - 1 : 1], sp, p->nhwc, &p->act, c->stream);
         return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "conv epilogue");
     }
 #endif
@@ -998,10 +1005,13 @@ static ert_status run_node(cuda_ctx *c, const ert_kargs *a) {
         e = ert_cuda_pool_launch(a->op == ERT_OP_MAXPOOL, &a->params->pool, x, y, c->stream);
         break;
     case ERT_OP_GLOBAL_AVGPOOL: case ERT_OP_GLOBAL_MAXPOOL: {
+        /* channels-last (pool.nhwc): x (N, H, W, C) -> y (N, 1, 1, C) */
+        bool nh = a->params->pool.nhwc && x->ndim > 2;
         int64_t sz = 1;
-        for (int i = 2; i < x->ndim; i++) sz *= x->dims[i];
+        for (int i = nh ? 1 : 2; i < (nh ? x->ndim - 1 : x->ndim); i++) sz *= x->dims[i];
+        int64_t C = x->ndim >= 2 ? x->dims[nh ? x->ndim - 1 : 1] : 1;
         e = ert_cuda_global_pool_launch(a->op == ERT_OP_GLOBAL_MAXPOOL, x->dtype, x->data, y->data,
-                                        x->ndim >= 2 ? x->dims[0] * x->dims[1] : 1, sz, c->stream);
+                                        x->ndim >= 2 ? x->dims[0] * C : 1, sz, nh ? C : 0, c->stream);
         break;
     }
     case ERT_OP_BATCHNORM: {
