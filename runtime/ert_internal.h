@@ -512,6 +512,10 @@ typedef struct ert_backend {
     /* optional: extra scratch a node needs on this backend (e.g. cuDNN workspace),
      * from concrete shapes (data pointers are NULL). Adds to prepare's bytes. */
     ert_status (*node_workspace)(void *bctx, const ert_kargs *a, size_t *bytes);
+    /* optional: measured time (ms) of a Conv in the layout its params say
+     * (data pointers NULL); *ms < 0: unknown. Session step 4c compares NCHW
+     * with NHWC. */
+    ert_status (*conv_time)(void *bctx, const ert_kargs *a, float *ms);
     ert_status (*arena_alloc)(void *bctx, size_t bytes, void **ptr);
     void (*arena_free)(void *bctx, void *ptr);
     /* The io region (graph inputs and outputs) lives in the arena at `dev`;

@@ -829,6 +829,8 @@ static ert_status lower_precision(ert_session *s, ert_dtype dt) {
 /* Channels-last activations (CUDA sessions in f16/bf16, unless
  * ERT_SESSION_NO_NHWC). cuDNN's tensor-core convolutions work on NHWC data;
  * given NCHW they transpose x and y around every call. So:
+ *   0. (after 1) Keep NCHW unless the backend's measurements say the convs
+ *      run faster NHWC, edges included (nhwc_pays; ERT_SESSION_NHWC skips it).
  *   1. Decide, in node order, which nodes run channels-last: every 2-D Conv
  *      with symmetric pads; MaxPool/AveragePool (2-D), GlobalAverage/MaxPool
  *      and unary element-wise ops whose input is channels-last; binary
@@ -933,6 +935,64 @@ static ert_status layout_node(ert_session *s, int32_t from, int32_t to, const in
     return ERT_OK;
 }
 
+/* Does the graph run faster channels-last? The backend measures every conv
+ * both ways (cuDNN's times of the picked algorithms: for NCHW they include
+ * cuDNN's own transposes); each layout edge costs a transpose, taken as
+ * EDGE_MS. Measured on an H200 (cuDNN 9.19, f16, batch 1): ResNet-50 ran 1.5x
+ * faster NHWC, while ResNet-18 (3x3 convs on small images) and MobileNetV2
+ * (depthwise) ran slower, hence a measurement rather than a rule. Without
+ * conv_time the answer is yes. */
+#define EDGE_MS 0.003
+static bool nhwc_pays(ert_session *s, const bool *nh, const bool *node_nh, int nn0) {
+    if (!s->be->conv_time) return true;
+    double t[2][2] = {{0}}; /* [nchw, nhwc][dense, grouped] */
+    int edges = 0, n_conv = 0;
+    for (int i = 0; i < nn0; i++) {
+        const snode *n = &s->n[i];
+        if (n->dead) continue;
+        for (int k = 0; k < n->n_in; k++) {
+            int32_t x = n->in[k];
+            if (x < 0 || (n->op == ERT_OP_CONV && (k == 1 || k == 2))) continue;
+            if (node_nh[i] != nh[x] && s->t[x].ndim == 4 && n_elems_of(&s->t[x]) != 1 &&
+                !(nh[x] && s->t[x].dims[2] == 1 && s->t[x].dims[3] == 1))
+                edges++; /* counted per use: an upper bound */
+        }
+        if (!node_nh[i] || n->op != ERT_OP_CONV) continue;
+        ert_tview v[2][ERT_MAX_NODE_IO + 2];
+        ert_op_params prm[2] = {n->params, n->params};
+        float ms[2] = {-1, -1};
+        for (int l = 0; l < 2; l++) {
+            prm[l].conv.nhwc = l == 1;
+            for (int k = 0; k < n->n_in + n->n_out && k < ERT_MAX_NODE_IO + 2; k++) {
+                int32_t id = k < n->n_in ? n->in[k] : n->out[k - n->n_in];
+                memset(&v[l][k], 0, sizeof v[l][k]);
+                if (id < 0) continue;
+                fill_view(&v[l][k], &s->t[id], NULL);
+                bool act = k == 0 || k == 3 || k >= n->n_in; /* x, residual, y */
+                if (l == 1 && act && v[l][k].ndim == 4) {
+                    int64_t c = v[l][k].dims[1];
+                    v[l][k].dims[1] = v[l][k].dims[2], v[l][k].dims[2] = v[l][k].dims[3], v[l][k].dims[3] = c;
+                }
+            }
+            ert_kargs a = {.op = n->op, .params = &prm[l], .n_in = n->n_in, .n_out = n->n_out, .in = v[l],
+                           .out = v[l] + n->n_in, .name = n->name};
+            if (s->be->conv_time(s->bctx, &a, &ms[l]) != ERT_OK) ms[l] = -1;
+        }
+        if (ms[0] < 0 || ms[1] < 0) continue;
+        int g = n->params.conv.group > 1;
+        t[0][g] += ms[0];
+        t[1][g] += ms[1];
+        n_conv++;
+    }
+    double nchw = t[0][0] + t[0][1], nhwc = t[1][0] + t[1][1] + edges * EDGE_MS;
+    bool yes = nhwc < nchw;
+    ert_log(s->ctx, ERT_LOG_INFO,
+            "channels-last: %d convs measured NCHW %.3f ms (dense %.3f, grouped %.3f), NHWC %.3f ms (dense %.3f, "
+            "grouped %.3f) + %d layout edges: %s",
+            n_conv, nchw, t[0][0], t[0][1], t[1][0] + t[1][1], t[1][0], t[1][1], edges, yes ? "NHWC" : "NCHW kept");
+    return yes;
+}
+
 static ert_status to_channels_last(ert_session *s) {
     static const int to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2};
     /* NCHW axis -> its position in (N, H, W, C) */
@@ -955,7 +1015,7 @@ static ert_status to_channels_last(ert_session *s) {
         n_nh++;
         nh[s->n[i].out[0]] = true;
     }
-    if (!n_nh) goto done;
+    if (!n_nh || (!(s->flags & ERT_SESSION_NHWC) && !nhwc_pays(s, nh, node_nh, nn0))) goto done;
     for (int t = 0; t < nt0; t++)
         if (nh[t] && (twin[t] = permuted_copy(s, t, to_nhwc)) < 0) {
             st = oom(s);

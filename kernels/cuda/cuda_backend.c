@@ -64,6 +64,7 @@ typedef struct algo_entry {
     size_t ws;
     float ms; /* cudnnFind's time of the pick */
     bool ok;  /* false: no usable algorithm, use the direct kernel */
+    float direct_ms; /* channels-last grouped convs: the direct kernel's time (< 0: not measured) */
 } algo_entry;
 
 typedef struct cuda_ctx {
@@ -107,6 +108,7 @@ typedef struct conv_state {
     size_t ws_bytes;
 #endif
 } conv_state;
+
 
 
 static ert_status cuda_err(cuda_ctx *c, cudaError_t e, const char *what) {
@@ -434,6 +436,7 @@ static ert_status find_algo(cuda_ctx *c, const conv_state *s, const int *key, bo
     algo_entry *e = &c->algos[c->n_algos];
     memset(e, 0, sizeof *e);
     memcpy(e->key, key, sizeof e->key);
+    e->direct_ms = -1;
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int got = 0;
     cudnnStatus_t ds = cudnnFindConvolutionForwardAlgorithm(c->dnn, s->xd, s->wd, s->cd, s->yd,
@@ -471,12 +474,54 @@ static ert_status find_algo(cuda_ctx *c, const conv_state *s, const int *key, bo
     return ERT_OK;
 }
 
+/* The direct kernel's time on zeroed scratch buffers (create time only), ms;
+ * < 0 if it could not be measured. Channels-last depthwise convs at batch 1
+ * are memory-bound, and one thread per output reading adjacent channels is
+ * as fast as it gets there; it also fuses the epilogue. */
+static float time_direct(cuda_ctx *c, const ert_kargs *a) {
+    const ert_tview *x = &a->in[0], *w = &a->in[1], *y = &a->out[0];
+    size_t es = ert_dtype_size(x->dtype);
+    void *bx = NULL, *bw = NULL, *by = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    float ms = -1;
+    const int reps = 10;
+    if (cudaMalloc(&bx, (size_t)x->n_elems * es) == cudaSuccess &&
+        cudaMalloc(&bw, (size_t)w->n_elems * es) == cudaSuccess &&
+        cudaMalloc(&by, (size_t)y->n_elems * es) == cudaSuccess && cudaEventCreate(&e0) == cudaSuccess &&
+        cudaEventCreate(&e1) == cudaSuccess &&
+        cudaMemsetAsync(bx, 0, (size_t)x->n_elems * es, c->stream) == cudaSuccess &&
+        cudaMemsetAsync(bw, 0, (size_t)w->n_elems * es, c->stream) == cudaSuccess) {
+        ert_tview xv = *x, yv = *y;
+        xv.data = bx;
+        yv.data = by;
+        cudaError_t e = ert_cuda_conv_direct_launch(&a->params->conv, &xv, bw, NULL, NULL, &yv, c->stream);
+        if (e == cudaSuccess) e = cudaEventRecord(e0, c->stream);
+        for (int i = 0; i < reps && e == cudaSuccess; i++)
+            e = ert_cuda_conv_direct_launch(&a->params->conv, &xv, bw, NULL, NULL, &yv, c->stream);
+        if (e == cudaSuccess) e = cudaEventRecord(e1, c->stream);
+        if (e == cudaSuccess) e = cudaEventSynchronize(e1);
+        float t = 0;
+        if (e == cudaSuccess && cudaEventElapsedTime(&t, e0, e1) == cudaSuccess) ms = t / reps;
+    }
+    cudaStreamSynchronize(c->stream);
+    cudaGetLastError();
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    cudaFree(bx);
+    cudaFree(bw);
+    cudaFree(by);
+    return ms;
+}
+
 /* Describe the conv and pick the algorithm (find_algo); NULL state: cuDNN
- * cannot do it, or its algorithm needs more workspace than ws_limit. */
-static ert_status conv_describe(cuda_ctx *c, const ert_kargs *a, size_t ws_limit, conv_state **out) {
+ * cannot do it, its algorithm needs more workspace than ws_limit, or (a
+ * channels-last grouped conv) the direct kernel measured faster. *ms: the
+ * measured time of what will run (< 0: unknown), for session step 4c. */
+static ert_status conv_describe(cuda_ctx *c, const ert_kargs *a, size_t ws_limit, conv_state **out, float *ms) {
     const ert_conv_params *p = &a->params->conv;
     const ert_tview *x = &a->in[0], *w = &a->in[1], *y = &a->out[0];
     *out = NULL;
+    *ms = -1;
     conv_state *s = calloc(1, sizeof *s);
     if (!s) return ert_set_error(c->ctx, ERT_E_NOMEM, "out of memory");
     int two = p->nsp == 2;
@@ -549,10 +594,21 @@ static ert_status conv_describe(cuda_ctx *c, const ert_kargs *a, size_t ws_limit
         }
     }
 #endif
+    if (p->nhwc && p->group > 1 && e->direct_ms < 0) {
+        algo_entry *m = (algo_entry *)e; /* the cache owns it */
+        m->direct_ms = time_direct(c, a);
+        if (m->direct_ms < 0) m->direct_ms = 0x1p30f;
+    }
+    if (p->nhwc && p->group > 1 && (!e->ok || e->direct_ms < e->ms)) {
+        *ms = e->direct_ms < 0x1p30f ? e->direct_ms : -1;
+        conv_state_free(s);
+        return ERT_OK;
+    }
     if (!e->ok || e->ws > ws_limit) {
         conv_state_free(s);
         return ERT_OK;
     }
+    *ms = e->ms;
     s->use_dnn = true;
     s->algo = (cudnnConvolutionFwdAlgo_t)e->algo;
     s->ws_bytes = e->ws;
@@ -657,13 +713,30 @@ static ert_status cuda_node_workspace(void *bctx, const ert_kargs *a, size_t *by
 #ifdef ERT_HAVE_CUDNN
     if (a->op == ERT_OP_CONV && dnn_can(a)) {
         conv_state *s = NULL;
-        ert_status st = conv_describe(c, a, CONV_WS_MAX, &s);
+        float ms;
+        ert_status st = conv_describe(c, a, CONV_WS_MAX, &s, &ms);
         if (st != ERT_OK) return st;
         if (s) *bytes = s->ws_bytes;
         conv_state_free(s);
     }
 #endif
     return ERT_OK;
+}
+
+/* Session step 4c weighs NCHW against NHWC with these. */
+static ert_status cuda_conv_time(void *bctx, const ert_kargs *a, float *ms) {
+    *ms = -1;
+#ifdef ERT_HAVE_CUDNN
+    cuda_ctx *c = bctx;
+    if (a->op != ERT_OP_CONV || !dnn_can(a)) return ERT_OK;
+    conv_state *s = NULL;
+    ert_status st = conv_describe(c, a, CONV_WS_MAX, &s, ms);
+    conv_state_free(s);
+    return st;
+#else
+    (void)bctx, (void)a;
+    return ERT_OK;
+#endif
 }
 
 static ert_status cuda_bind_node(void *bctx, ert_kargs *a) {
@@ -695,7 +768,8 @@ static ert_status cuda_bind_node(void *bctx, ert_kargs *a) {
 #ifdef ERT_HAVE_CUDNN
     if (a->op == ERT_OP_CONV && dnn_can(a)) {
         conv_state *s = NULL;
-        ert_status st = conv_describe(c, a, a->workspace ? a->workspace_bytes : 0, &s);
+        float ms;
+        ert_status st = conv_describe(c, a, a->workspace ? a->workspace_bytes : 0, &s, &ms);
         if (st != ERT_OK) return st;
         /* cudnnFind measured the algorithm on its own buffers; run it once on
          * the real ones (values do not matter yet) before the filter is
@@ -1168,6 +1242,7 @@ const ert_backend ert_cuda_backend = {
     .init = cuda_init,
     .release = cuda_release,
     .node_workspace = cuda_node_workspace,
+    .conv_time = cuda_conv_time,
     .arena_alloc = cuda_arena_alloc,
     .arena_free = cuda_arena_free,
     .io_host = cuda_io_host,
