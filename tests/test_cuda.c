@@ -119,9 +119,13 @@ static void *xmalloc(size_t n) {
     return p;
 }
 
+/* Session flags of the CUDA sessions under test (ERT_SESSION_NHWC: channels-last regions whatever cuDNN measures). */
+static unsigned g_flags;
+
 static bool make_session(ert_model *m, ert_device dev, ert_placement pl, ert_session **s, const char *name,
                          bool quiet) {
-    ert_session_options o = {.device = dev, .placement = pl, .precision = dev == gpu_dev ? g_prec : ERT_DTYPE_F32};
+    ert_session_options o = {.device = dev, .placement = pl, .precision = dev == gpu_dev ? g_prec : ERT_DTYPE_F32,
+                             .flags = dev == gpu_dev ? g_flags : 0};
     ert_status st = ert_session_create(m, &o, s);
     if (st == ERT_OK) return true;
     *s = NULL;
@@ -1232,7 +1236,16 @@ static void run_battery(bool gpu) {
     test_tensor_cpu_ref();
     test_new_ops();
     test_cnn();
+    /* channels-last regions, forced (the default measures and may keep NCHW) */
+    g_flags = ERT_SESSION_NHWC;
     test_nhwc();
+    if (g_prec != ERT_DTYPE_F32) {
+        test_conv();
+        test_pool();
+        test_cnn();
+    }
+    g_flags = 0;
+    test_nhwc(); /* as measured */
     (void)gpu;
 }
 
