@@ -452,11 +452,7 @@ static ert_status find_algo(cuda_ctx *c, const conv_state *s, const int *key, bo
      * non-fused Winograd with an f32 GEMM) that are 2-5x slower inside the
      * graph (ncu, H200: ResNet-18 b1 f16 0.70 vs 0.38 ms for the same build);
      * perf.mathType does not tell them apart (it echoes the descriptor's). */
-    int first = f32 || key[14] != 1 ? 1 : 0;
-#ifdef ERT_CUDA_NHWC_ANY_ALGO /* build-time switch for measurements: channels-last convs take cudnnFind's fastest */
-    if (key[17]) first = 1;
-#endif
-    for (int pass = first; pass < 2 && !e->ok; pass++) {
+    for (int pass = f32 || key[14] != 1 ? 1 : 0; pass < 2 && !e->ok; pass++) {
         float best = -1;
         for (int i = 0; i < got; i++) {
             bool tc = perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
