@@ -938,10 +938,11 @@ static ert_status layout_node(ert_session *s, int32_t from, int32_t to, const in
 /* Does the graph run faster channels-last? The backend measures every conv
  * both ways (cuDNN's times of the picked algorithms: for NCHW they include
  * cuDNN's own transposes); each layout edge costs a transpose, taken as
- * EDGE_MS. Measured on an H200 (cuDNN 9.19, f16, batch 1): ResNet-50 ran 1.5x
- * faster NHWC, while ResNet-18 (3x3 convs on small images) and MobileNetV2
- * (depthwise) ran slower, hence a measurement rather than a rule. Without
- * conv_time the answer is yes. */
+ * EDGE_MS. One graph-wide answer. Measured on an H200 (f16, batch 1, p50):
+ * ResNet-18 0.378 -> 0.239 ms and ResNet-50 0.691 -> 0.471 ms NHWC, while
+ * MobileNetV2 ran 0.329 NCHW vs 0.420 NHWC (cuDNN's NHWC 1x1 convs are slower
+ * there; this picks NCHW for it), hence a measurement rather than a rule
+ * (bench/RESULTS.md). Without conv_time the answer is yes. */
 #define EDGE_MS 0.003
 static bool nhwc_pays(ert_session *s, const bool *nh, const bool *node_nh, int nn0) {
     if (!s->be->conv_time) return true;
