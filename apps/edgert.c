@@ -46,9 +46,11 @@ static const char *USAGE =
     "      load any supported model (.ert, ONNX) and save it as .ert; --fp16\n"
     "      stores f32 weights as f16 (about half the file; computed in f32)\n"
     "  bench MODEL [--batch N] [--threads N] [--device cpu|cuda] [--iters N]\n"
-    "              [--warmup N] [--precision f32|f16|bf16] [--json]\n"
+    "              [--warmup N] [--precision f32|f16|bf16] [--nhwc|--no-nhwc] [--json]\n"
     "      time ert_session_run on random inputs (fixed seed): p50/p90/mean/min\n"
-    "      latency, throughput, arena bytes (defaults: --iters 20 --warmup 3)\n"
+    "      latency, throughput, arena bytes (defaults: --iters 20 --warmup 3);\n"
+    "      --nhwc/--no-nhwc: f16/bf16 CUDA activations channels-last always/never\n"
+    "      (default: when cuDNN measures it faster)\n"
     EDGERT_TRAIN_USAGE
     "\n"
     "options:\n"
@@ -156,7 +158,7 @@ static int opt_int(opt_parser *p, long lo, long hi, long *out) {
 
 typedef struct common_opts {
     long batch, threads, iters, warmup;
-    int json, fp16;
+    int json, fp16, no_nhwc, nhwc;
     const char *device;
     const char *precision;
     const char *output_dir;
@@ -167,7 +169,7 @@ typedef struct common_opts {
 } common_opts;
 
 enum { O_BATCH = 1, O_THREADS = 2, O_JSON = 4, O_DEVICE = 8, O_ITERS = 16, O_WARMUP = 32, O_INPUT = 64, O_OUTDIR = 128,
-       O_PRECISION = 256, O_FP16 = 512 };
+       O_PRECISION = 256, O_FP16 = 512, O_NO_NHWC = 1024 };
 
 /* Parse argv[2..] of a command; `allowed` is a mask of O_*; `npos` the exact
  * number of positional arguments. Returns 0 or an exit status. */
@@ -193,6 +195,10 @@ static int parse_opts(int argc, char **argv, unsigned allowed, int npos, common_
             opt_int(&p, 0, 100000000, &o->warmup);
         } else if ((allowed & O_JSON) && opt_match(&p, "--json", 0)) {
             o->json = 1;
+        } else if ((allowed & O_NO_NHWC) && opt_match(&p, "--no-nhwc", 0)) {
+            o->no_nhwc = 1;
+        } else if ((allowed & O_NO_NHWC) && opt_match(&p, "--nhwc", 0)) {
+            o->nhwc = 1;
         } else if ((allowed & O_FP16) && opt_match(&p, "--fp16", 0)) {
             o->fp16 = 1;
         } else if ((allowed & O_DEVICE) && opt_match(&p, "--device", 1)) {
@@ -717,7 +723,7 @@ static int cmd_convert(int argc, char **argv) {
 
 static int cmd_bench(int argc, char **argv) {
     common_opts o = {.batch = 1, .threads = 1, .iters = 20, .warmup = 3, .device = "cpu", .precision = "f32"};
-    int rc = parse_opts(argc, argv, O_BATCH | O_THREADS | O_JSON | O_DEVICE | O_ITERS | O_WARMUP | O_PRECISION, 1, &o);
+    int rc = parse_opts(argc, argv, O_BATCH | O_THREADS | O_JSON | O_DEVICE | O_ITERS | O_WARMUP | O_PRECISION | O_NO_NHWC, 1, &o);
     if (rc) return rc;
     ert_dtype prec;
     if (strcmp(o.precision, "f32") == 0) prec = ERT_DTYPE_F32;
@@ -739,6 +745,8 @@ static int cmd_bench(int argc, char **argv) {
     so.batch = (int)o.batch;
     so.n_threads = (int)o.threads;
     so.precision = prec; /* the CPU computes in f32 whatever this says */
+    if (o.no_nhwc) so.flags |= ERT_SESSION_NO_NHWC;
+    if (o.nhwc) so.flags |= ERT_SESSION_NHWC;
     ert_status st = ert_session_create(m, &so, &s);
     if (st != ERT_OK) {
         if (dev == ERT_DEVICE_CUDA && (st == ERT_E_CUDA || st == ERT_E_UNSUPPORTED))

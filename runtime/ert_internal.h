@@ -141,6 +141,8 @@ typedef struct ert_conv_params {
     bool has_bias;           /* input 2 present */
     bool has_residual;       /* fused Add: input 3 is added before the activation */
     ert_act_params act;      /* fused activation */
+    bool nhwc;               /* CUDA f16/bf16 sessions (session.c step 4c): x, y and the residual are stored
+                                channels-last, their dims are (N, H, W, C); the filter stays (K, C/group, R, S) */
 } ert_conv_params;
 /* Fused epilogues are expressed as extra attributes so fused graphs survive
  * .ert round trips and can be tested directly: Conv/ConvTranspose/Gemm/MatMul
@@ -152,6 +154,8 @@ typedef struct ert_pool_params {
     int64_t kernel[3], stride[3], dilation[3], pad_begin[3], pad_end[3];
     bool ceil_mode;
     bool count_include_pad;  /* AveragePool */
+    bool nhwc;               /* x and y stored channels-last, dims (N, H, W, C) (2-D only; also set on
+                                GlobalAverage/MaxPool, whose other fields are unused) */
 } ert_pool_params;
 
 typedef struct ert_gemm_params {
@@ -508,6 +512,10 @@ typedef struct ert_backend {
     /* optional: extra scratch a node needs on this backend (e.g. cuDNN workspace),
      * from concrete shapes (data pointers are NULL). Adds to prepare's bytes. */
     ert_status (*node_workspace)(void *bctx, const ert_kargs *a, size_t *bytes);
+    /* optional: measured time (ms) of a Conv in the layout its params say
+     * (data pointers NULL); *ms < 0: unknown. Session step 4c compares NCHW
+     * with NHWC. */
+    ert_status (*conv_time)(void *bctx, const ert_kargs *a, float *ms);
     ert_status (*arena_alloc)(void *bctx, size_t bytes, void **ptr);
     void (*arena_free)(void *bctx, void *ptr);
     /* The io region (graph inputs and outputs) lives in the arena at `dev`;

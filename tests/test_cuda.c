@@ -119,9 +119,13 @@ static void *xmalloc(size_t n) {
     return p;
 }
 
+/* Session flags of the CUDA sessions under test (ERT_SESSION_NHWC: channels-last regions whatever cuDNN measures). */
+static unsigned g_flags;
+
 static bool make_session(ert_model *m, ert_device dev, ert_placement pl, ert_session **s, const char *name,
                          bool quiet) {
-    ert_session_options o = {.device = dev, .placement = pl, .precision = dev == gpu_dev ? g_prec : ERT_DTYPE_F32};
+    ert_session_options o = {.device = dev, .placement = pl, .precision = dev == gpu_dev ? g_prec : ERT_DTYPE_F32,
+                             .flags = dev == gpu_dev ? g_flags : 0};
     ert_status st = ert_session_create(m, &o, s);
     if (st == ERT_OK) return true;
     *s = NULL;
@@ -967,6 +971,89 @@ static void test_new_ops(void) {
     }
 }
 
+/* ------------------------------------------------------------------ channels-last regions */
+
+/* f16/bf16 CUDA sessions keep conv activations NHWC (session step 4c) and
+ * convert at the region's edges; each model here crosses such an edge in a
+ * different way. In f32 they run NCHW (the same checks, a control). */
+static int32_t nconv(int32_t x, int64_t cin, int64_t cout, int k, int stride, int group, bool relu) {
+    int64_t wd[4] = {cout, cin / group, k, k}, bd[1] = {cout};
+    float *w = rnd(nel(4, wd), -0.3f, 0.3f), *b = rnd(cout, -0.1f, 0.1f);
+    int32_t y = -1;
+    BT(ert_builder_conv2d(B, x, bweight(4, wd, w), bweight(1, bd, b), stride, k / 2, 1, group, &y));
+    if (relu) BT(ert_builder_unary(B, "Relu", y, &y));
+    free(w), free(b);
+    return y;
+}
+
+static void test_nhwc(void) {
+    { /* residual Add, MaxPool, AveragePool, Concat of two convs (odd channel counts),
+       * GlobalAveragePool -> Flatten -> Gemm (the 1x1 edge is a Reshape) */
+        int64_t xd[4] = {2, 6, 11, 13}, fwd[2] = {5, 24}, fbd[1] = {5};
+        bstart();
+        int32_t x = binput("x", 4, xd), h, r, p, a, c1, c2, cat, g, f, y;
+        h = nconv(x, 6, 8, 3, 1, 1, true);
+        r = nconv(h, 8, 8, 3, 1, 1, false);
+        BT(ert_builder_binary(B, "Add", r, h, &r));
+        BT(ert_builder_unary(B, "Relu", r, &r));
+        BT(ert_builder_maxpool2d(B, r, 3, 2, 1, &p));
+        ert_attr pa[] = {ERT_ATTR_IS("kernel_shape", ((int64_t[]){2, 2}), 2), ERT_ATTR_IS("strides", ((int64_t[]){1, 1}), 2)};
+        a = bnode("AveragePool", (int32_t[]){p}, 1, pa, 2);
+        c1 = nconv(a, 8, 7, 1, 2, 1, true);
+        c2 = nconv(a, 8, 17, 3, 2, 1, false);
+        c2 = nconv(c2, 17, 17, 3, 1, 17, true); /* depthwise */
+        ert_attr ca[] = {ERT_ATTR_I("axis", 1)};
+        int32_t cin[2] = {c1, c2};
+        cat = bnode("Concat", cin, 2, ca, 1);
+        BT(ert_builder_unary(B, "GlobalAveragePool", cat, &g));
+        BT(ert_builder_unary(B, "Flatten", g, &f));
+        float *fw = rnd(5 * 24, -0.5f, 0.5f), *fb = rnd(5, -0.1f, 0.1f);
+        BT(ert_builder_linear(B, f, bweight(2, fwd, fw), bweight(1, fbd, fb), &y));
+        free(fw), free(fb);
+        ert_model *m = bfinish(y);
+        check_model("NHWC residual/pools/concat/GAP", m, NULL, NULL, -1, 1, 1e-4, ERT_PLACEMENT_AUTO);
+        ert_model_free(m);
+    }
+    { /* SE block: h * Sigmoid(Conv(Relu(Conv(GAP(h))))) broadcasts (N,C,1,1)
+       * over (N,C,H,W); then a scalar Mul, HardSwish, a Clip, a Mul by a
+       * (C,1,1) constant (ends the region) and a 4-D graph output */
+        int64_t xd[4] = {2, 16, 7, 9}, kd[3] = {10, 1, 1};
+        bstart();
+        int32_t x = binput("x", 4, xd), h, g, s, y, sc;
+        h = nconv(x, 16, 16, 3, 1, 1, true);
+        BT(ert_builder_unary(B, "GlobalAveragePool", h, &g));
+        s = nconv(g, 16, 4, 1, 1, 1, true);
+        s = nconv(s, 4, 16, 1, 1, 1, false);
+        BT(ert_builder_unary(B, "Sigmoid", s, &s));
+        BT(ert_builder_binary(B, "Mul", h, s, &y));
+        float two = 2.0f, *kc = rnd(10, 0.5f, 1.5f);
+        BT(ert_builder_binary(B, "Mul", y, bweight(0, NULL, &two), &y));
+        BT(ert_builder_unary(B, "HardSwish", y, &y));
+        y = nconv(y, 16, 10, 3, 2, 1, false);
+        BT(ert_builder_binary(B, "Mul", y, sc = bweight(3, kd, kc), &y));
+        (void)sc;
+        free(kc);
+        ert_model *m = bfinish(y);
+        check_model("NHWC SE block", m, NULL, NULL, -1, 1, 1e-4, ERT_PLACEMENT_AUTO);
+        ert_model_free(m);
+    }
+    { /* a region entered twice: conv -> Transpose (no NHWC path) -> conv, and a
+       * residual from before the Transpose (NCHW -> NHWC again) */
+        int64_t xd[4] = {1, 4, 9, 9};
+        bstart();
+        int32_t x = binput("x", 4, xd), h, t, y;
+        h = nconv(x, 4, 4, 3, 1, 1, true);
+        ert_attr ta[] = {ERT_ATTR_IS("perm", ((int64_t[]){0, 1, 3, 2}), 4)};
+        t = bnode("Transpose", (int32_t[]){h}, 1, ta, 1);
+        y = nconv(t, 4, 4, 3, 1, 1, false);
+        BT(ert_builder_binary(B, "Add", y, x, &y));
+        BT(ert_builder_binary(B, "Sub", y, h, &y));
+        ert_model *m = bfinish(y);
+        check_model("NHWC edges", m, NULL, NULL, -1, 1, 1e-4, ERT_PLACEMENT_AUTO);
+        ert_model_free(m);
+    }
+}
+
 /* ------------------------------------------------------------------ small CNN, placements, replay, allocations */
 
 /* x (2,3,16,16) -> Conv 3->8 k3 p1 + Relu -> MaxPool 2 -> Conv 8->16 k3 s2 p1
@@ -1149,6 +1236,16 @@ static void run_battery(bool gpu) {
     test_tensor_cpu_ref();
     test_new_ops();
     test_cnn();
+    /* channels-last regions, forced (the default measures and may keep NCHW) */
+    g_flags = ERT_SESSION_NHWC;
+    test_nhwc();
+    if (g_prec != ERT_DTYPE_F32) {
+        test_conv();
+        test_pool();
+        test_cnn();
+    }
+    g_flags = 0;
+    test_nhwc(); /* as measured */
     (void)gpu;
 }
 

@@ -13,6 +13,7 @@
 struct cgeom {
     int64_t N, C, M, group;
     int64_t in[3], out[3], k[3], s[3], d[3], pb[3];
+    bool nhwc; /* x, y, res channels-last: x (N, in..., C), y (N, out..., M) */
 };
 
 static __device__ __forceinline__ float act1(float x, int kind, float alpha, float beta) {
@@ -44,14 +45,22 @@ static __global__ void conv_kernel(const T *__restrict__ x, const T *__restrict_
     const int64_t Cg = g.C / g.group, Mg = g.M / g.group, k_sz = g.k[0] * g.k[1] * g.k[2];
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t r = i % out_sz, m = (i / out_sz) % g.M, n = i / (out_sz * g.M);
+        int64_t r, m, n;
+        if (g.nhwc) {
+            m = i % g.M, r = (i / g.M) % out_sz, n = i / (out_sz * g.M);
+        } else {
+            r = i % out_sz, m = (i / out_sz) % g.M, n = i / (out_sz * g.M);
+        }
         int64_t ow = r % g.out[2], oh = (r / g.out[2]) % g.out[1], od = r / (g.out[2] * g.out[1]);
         int64_t gi = m / Mg;
-        const T *xg = x + (n * g.C + gi * Cg) * in_sz;
+        /* NCHW: channel c's plane is contiguous (stride in_sz, pixel stride 1);
+         * NHWC: channel stride 1, pixel stride C */
+        const T *xg = g.nhwc ? x + n * in_sz * g.C + gi * Cg : x + (n * g.C + gi * Cg) * in_sz;
+        const int64_t cs = g.nhwc ? 1 : in_sz, ps = g.nhwc ? g.C : 1;
         const T *wm = w + m * Cg * k_sz;
         float acc = 0.0f;
         for (int64_t c = 0; c < Cg; c++) {
-            const T *xc = xg + c * in_sz;
+            const T *xc = xg + c * cs;
             const T *wc = wm + c * k_sz;
             for (int64_t kd = 0; kd < g.k[0]; kd++) {
                 int64_t id = od * g.s[0] - g.pb[0] + kd * g.d[0];
@@ -62,7 +71,7 @@ static __global__ void conv_kernel(const T *__restrict__ x, const T *__restrict_
                     for (int64_t kw = 0; kw < g.k[2]; kw++) {
                         int64_t iw = ow * g.s[2] - g.pb[2] + kw * g.d[2];
                         if (iw < 0 || iw >= g.in[2]) continue;
-                        acc += ert_ld(xc[(id * g.in[1] + ih) * g.in[2] + iw]) * ert_ld(wc[(kd * g.k[1] + kh) * g.k[2] + kw]);
+                        acc += ert_ld(xc[((id * g.in[1] + ih) * g.in[2] + iw) * ps]) * ert_ld(wc[(kd * g.k[1] + kh) * g.k[2] + kw]);
                     }
                 }
             }
@@ -114,19 +123,22 @@ static __global__ void convt_kernel(const T *__restrict__ x, const T *__restrict
 }
 
 static bool make_geom(const ert_conv_params *p, const ert_tview *x, const ert_tview *y, cgeom *g) {
+    /* channels-last: dims (N, spatial..., C) */
+    const int cd = p->nhwc ? x->ndim - 1 : 1, sd = p->nhwc ? 1 : 2;
     if (p->nsp < 1 || p->nsp > 3 || x->ndim != p->nsp + 2 || y->ndim != x->ndim || p->group < 1 ||
-        x->dims[1] % p->group || y->dims[1] % p->group)
+        x->dims[cd] % p->group || y->dims[cd] % p->group)
         return false;
     g->N = x->dims[0];
-    g->C = x->dims[1];
-    g->M = y->dims[1];
+    g->C = x->dims[cd];
+    g->M = y->dims[cd];
+    g->nhwc = p->nhwc;
     g->group = p->group;
     int off = 3 - p->nsp;
     for (int i = 0; i < 3; i++) {
         int s = i - off;
         bool real = s >= 0;
-        g->in[i] = real ? x->dims[2 + s] : 1;
-        g->out[i] = real ? y->dims[2 + s] : 1;
+        g->in[i] = real ? x->dims[sd + s] : 1;
+        g->out[i] = real ? y->dims[sd + s] : 1;
         g->k[i] = real ? p->kernel[s] : 1;
         g->s[i] = real ? p->stride[s] : 1;
         g->d[i] = real ? p->dilation[s] : 1;

@@ -47,20 +47,25 @@ cudaError_t ert_cuda_where_launch(ert_dtype dt, const uint8_t *cond, const void 
  * may be NULL. Used after cuDNN/cuBLAS for bias, residual, Gemm's C. */
 cudaError_t ert_cuda_epilogue_launch(ert_dtype dt, void *y, const void *add0, float scale0, const void *add1,
                                      const ert_cuda_map *m, int64_t n, const ert_act_params *act, cudaStream_t st);
-/* The conv epilogue in place, y (N, C, HW): y = act(y + bias[c] + res);
- * bias (C) and res (like y) may be NULL. Faster than the general one. */
+/* The conv epilogue in place, y (N, C, HW), stored (N, HW, C) when nhwc:
+ * y = act(y + bias[c] + res); bias (C) and res (like y) may be NULL. Faster
+ * than the general one. */
 cudaError_t ert_cuda_conv_epilogue_launch(ert_dtype dt, void *y, const void *bias, const void *res, int64_t N,
-                                          int64_t C, int64_t HW, const ert_act_params *act, cudaStream_t st);
+                                          int64_t C, int64_t HW, bool nhwc, const ert_act_params *act,
+                                          cudaStream_t st);
 /* out[map1] = in[in_off + map0] for every index of m->dims; esize 1, 2, 4 or 8
  * bytes. Transpose, Slice, Expand, Concat and Split are all this. */
 cudaError_t ert_cuda_strided_copy_launch(const void *in, int64_t in_off, void *out, int64_t out_off, size_t esize,
                                          const ert_cuda_map *m, int64_t n, cudaStream_t st);
 
-/* pool.cu: x (N, C, spatial...) with nsp spatial dims; y likewise. */
+/* pool.cu: x (N, C, spatial...) with nsp spatial dims; y likewise; with
+ * p->nhwc (2-D only) x and y are (N, H, W, C). */
 cudaError_t ert_cuda_pool_launch(bool is_max, const ert_pool_params *p, const ert_tview *x, const ert_tview *y,
                                  cudaStream_t st);
+/* x (planes, plane_sz) -> y (planes); channels-last (channels > 0): x is
+ * (N, plane_sz, channels) -> y (N, channels), planes = N * channels. */
 cudaError_t ert_cuda_global_pool_launch(bool is_max, ert_dtype dt, const void *x, void *y, int64_t planes,
-                                        int64_t plane_sz, cudaStream_t st);
+                                        int64_t plane_sz, int64_t channels, cudaStream_t st);
 
 /* norm.cu */
 /* x (N, C, sz...): y = (x - mean[c]) * scale[c] / sqrt(var[c] + eps) + bias[c] */

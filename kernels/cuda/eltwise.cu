@@ -143,18 +143,21 @@ struct alignas(V * sizeof(T)) vec_t {
     T v[V];
 };
 
-template <typename T, int V, typename I>
+/* NCHW (NH false): element i's channel is (i / HW) % C, and the V elements of
+ * a vector share it (HW % V == 0). NHWC (NH true): channel i % C, the V
+ * elements are V consecutive channels (C % V == 0). */
+template <typename T, int V, typename I, bool NH>
 static __global__ void conv_epi_kernel(T *__restrict__ y, const T *__restrict__ bias, const T *__restrict__ res, I C,
                                        I HW, I nv, int kind, float alpha, float beta) {
     for (I j = blockIdx.x * (I)blockDim.x + threadIdx.x; j < nv; j += (I)gridDim.x * blockDim.x) {
-        I c = (j * V / HW) % C;
+        I c = NH ? (j * V) % C : (j * V / HW) % C;
         vec_t<T, V> a = ((vec_t<T, V> *)y)[j];
-        float b = bias ? ert_ld(bias[c]) : 0.0f;
+        float b = bias && !NH ? ert_ld(bias[c]) : 0.0f;
         vec_t<T, V> r;
         if (res) r = ((const vec_t<T, V> *)res)[j];
 #pragma unroll
         for (int k = 0; k < V; k++) {
-            float v = ert_ld(a.v[k]) + b;
+            float v = ert_ld(a.v[k]) + (NH ? (bias ? ert_ld(bias[c + k]) : 0.0f) : b);
             if (res) v += ert_ld(r.v[k]);
             ert_put(&a.v[k], act1(v, kind, alpha, beta));
         }
@@ -274,17 +277,24 @@ cudaError_t ert_cuda_epilogue_launch(ert_dtype dt, void *y, const void *add0, fl
 }
 
 cudaError_t ert_cuda_conv_epilogue_launch(ert_dtype dt, void *y, const void *bias, const void *res, int64_t N,
-                                          int64_t C, int64_t HW, const ert_act_params *act, cudaStream_t st) {
+                                          int64_t C, int64_t HW, bool nhwc, const ert_act_params *act,
+                                          cudaStream_t st) {
     int64_t n = N * C * HW;
     if (n <= 0 || (!bias && !res && act->kind == ERT_ACT_NONE)) return cudaSuccess;
-    bool two = HW % 2 == 0, small = n < INT32_MAX;
+    bool two = (nhwc ? C : HW) % 2 == 0, small = n < INT32_MAX;
     int64_t nv = two ? n / 2 : n;
     unsigned g = grid_for(nv);
     int k = (int)act->kind;
     float al = act->alpha, be = act->beta;
 #define ERT_EPI(T, V, I)                                                                                               \
-    conv_epi_kernel<T, V, I><<<g, kThreads, 0, st>>>((T *)y, (const T *)bias, (const T *)res, (I)C, (I)HW, (I)nv, k,   \
-                                                     al, be)
+    do {                                                                                                               \
+        if (nhwc)                                                                                                      \
+            conv_epi_kernel<T, V, I, true><<<g, kThreads, 0, st>>>((T *)y, (const T *)bias, (const T *)res, (I)C,      \
+                                                                   (I)HW, (I)nv, k, al, be);                           \
+        else                                                                                                           \
+            conv_epi_kernel<T, V, I, false><<<g, kThreads, 0, st>>>((T *)y, (const T *)bias, (const T *)res, (I)C,     \
+                                                                    (I)HW, (I)nv, k, al, be);                          \
+    } while (0)
     ERT_CUDA_FLOAT_SWITCH(dt, T,
         if (two && small) ERT_EPI(T, 2, int32_t);
         else if (two) ERT_EPI(T, 2, int64_t);

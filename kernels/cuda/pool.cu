@@ -4,7 +4,11 @@
  * the AveragePool divisor with count_include_pad counts taps inside
  * [-pad_begin, in + pad_end), otherwise taps inside the input; a MaxPool
  * window with no tap inside the input gives -inf; NaN propagates.
- * Pool: one thread per output element. Global pool: one block per plane. */
+ * Pool: one thread per output element. Global pool: one block per plane.
+ * Channels-last (CUDA f16/bf16 sessions keep conv activations NHWC): the
+ * thread index runs over channels fastest, so a warp reads 32 adjacent
+ * channels of one pixel; the global pool gives each (n, c) one thread that
+ * walks the pixels (stride C), coalesced across the warp. */
 #include "cuda_internal.h"
 #include "cuda_types.cuh"
 
@@ -12,6 +16,7 @@
 
 struct geom3 {
     int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
+    int64_t C; /* > 0: channels-last with C channels; 0: planes */
 };
 
 template <typename T>
@@ -20,9 +25,18 @@ static __global__ void pool_kernel(const T *__restrict__ x, T *__restrict__ y, g
     int64_t out_sz = g.out[0] * g.out[1] * g.out[2], in_sz = g.in[0] * g.in[1] * g.in[2];
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t plane = i / out_sz, r = i % out_sz;
+        int64_t plane, r, ps = 1; /* ps: stride between pixels */
+        const T *xp;
+        if (g.C > 0) {
+            int64_t c = i % g.C, p = i / g.C;
+            r = p % out_sz;
+            xp = x + (p / out_sz) * in_sz * g.C + c;
+            ps = g.C;
+        } else {
+            plane = i / out_sz, r = i % out_sz;
+            xp = x + plane * in_sz;
+        }
         int64_t ow = r % g.out[2], oh = (r / g.out[2]) % g.out[1], od = r / (g.out[2] * g.out[1]);
-        const T *xp = x + plane * in_sz;
         float mx = -INFINITY, sum = 0.0f;
         int64_t n_in = 0, n_pad = 0;
         for (int64_t kd = 0; kd < g.k[0]; kd++) {
@@ -36,7 +50,7 @@ static __global__ void pool_kernel(const T *__restrict__ x, T *__restrict__ y, g
                     if (iw >= g.in[2] + g.pe[2]) break;
                     n_pad++;
                     if (id < 0 || ih < 0 || iw < 0 || id >= g.in[0] || ih >= g.in[1] || iw >= g.in[2]) continue;
-                    float v = ert_ld(xp[(id * g.in[1] + ih) * g.in[2] + iw]);
+                    float v = ert_ld(xp[((id * g.in[1] + ih) * g.in[2] + iw) * ps]);
                     n_in++;
                     if (v > mx || isnan(v)) mx = v;
                     sum += v;
@@ -77,19 +91,39 @@ static __global__ void global_pool_kernel(const T *__restrict__ x, T *__restrict
     if (threadIdx.x == 0) ert_put(y + blockIdx.x, is_max ? red[0] : (sz ? red[0] / (float)sz : 0.0f));
 }
 
+/* x (N, sz, C) -> y (N, C): thread (n, c) sums its channel over the pixels. */
+template <typename T>
+static __global__ void global_pool_nhwc_kernel(const T *__restrict__ x, T *__restrict__ y, int64_t total, int64_t sz,
+                                               int64_t C, bool is_max) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const T *xp = x + (i / C) * sz * C + i % C;
+        float acc = is_max ? -INFINITY : 0.0f;
+        for (int64_t p = 0; p < sz; p++) {
+            float v = ert_ld(xp[p * C]);
+            if (is_max) acc = (v > acc || isnan(v)) ? v : acc;
+            else acc += v;
+        }
+        ert_put(y + i, is_max ? acc : (sz ? acc / (float)sz : 0.0f));
+    }
+}
+
 extern "C" {
 
 cudaError_t ert_cuda_pool_launch(bool is_max, const ert_pool_params *p, const ert_tview *x, const ert_tview *y,
                                  cudaStream_t st) {
     if (p->nsp < 1 || p->nsp > 3 || x->ndim != p->nsp + 2 || y->ndim != x->ndim) return cudaErrorInvalidValue;
+    if (p->nhwc && (p->nsp != 2 || x->dims[3] != y->dims[3])) return cudaErrorInvalidValue;
     if (y->n_elems <= 0) return cudaSuccess;
     geom3 g;
+    g.C = p->nhwc ? x->dims[3] : 0;
+    const int sd = p->nhwc ? 1 : 2; /* first spatial dim */
     int off = 3 - p->nsp;
     for (int i = 0; i < 3; i++) {
         int s = i - off;
         bool real = s >= 0;
-        g.in[i] = real ? x->dims[2 + s] : 1;
-        g.out[i] = real ? y->dims[2 + s] : 1;
+        g.in[i] = real ? x->dims[sd + s] : 1;
+        g.out[i] = real ? y->dims[sd + s] : 1;
         g.k[i] = real ? p->kernel[s] : 1;
         g.s[i] = real ? p->stride[s] : 1;
         g.d[i] = real ? p->dilation[s] : 1;
@@ -106,8 +140,16 @@ cudaError_t ert_cuda_pool_launch(bool is_max, const ert_pool_params *p, const er
 }
 
 cudaError_t ert_cuda_global_pool_launch(bool is_max, ert_dtype dt, const void *x, void *y, int64_t planes,
-                                        int64_t plane_sz, cudaStream_t st) {
+                                        int64_t plane_sz, int64_t channels, cudaStream_t st) {
     if (planes <= 0) return cudaSuccess;
+    if (channels > 0) {
+        int64_t blocks = (planes + 255) / 256;
+        if (blocks > (1 << 20)) blocks = 1 << 20;
+        ERT_CUDA_FLOAT_SWITCH(dt, T,
+            global_pool_nhwc_kernel<T><<<(unsigned)blocks, 256, 0, st>>>((const T *)x, (T *)y, planes, plane_sz,
+                                                                        channels, is_max))
+        return cudaGetLastError();
+    }
     if (planes > 0x7fffffff) return cudaErrorInvalidValue;
     ERT_CUDA_FLOAT_SWITCH(dt, T,
         global_pool_kernel<T><<<(unsigned)planes, kGpThreads, 0, st>>>((const T *)x, (T *)y, plane_sz, is_max))

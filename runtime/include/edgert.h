@@ -322,6 +322,14 @@ typedef struct ert_input_shape {
  * inputs (ert_session_input_data) is then not read by run. No effect on CPU
  * sessions and where the arena is host-visible (UNIFIED/MAPPED: no copies). */
 #define ERT_SESSION_DEVICE_INPUTS 4u
+/* CUDA sessions with precision F16/BF16 keep convolution activations
+ * channels-last (NHWC), which cuDNN's tensor-core kernels read directly, and
+ * convert at the edges of those regions, when cuDNN's measurements at create
+ * say the graph's convolutions run faster that way. NO_NHWC keeps them NCHW,
+ * NHWC makes them channels-last without measuring (comparisons, tests).
+ * No effect elsewhere. */
+#define ERT_SESSION_NO_NHWC 8u
+#define ERT_SESSION_NHWC 16u
 
 typedef struct ert_session_options {
     ert_device device;      /* default CPU */
