@@ -32,9 +32,21 @@
  *      state; resolve every kernel argument once.
  * Step: run forward+backward+norm, check the loss and norm are finite, set
  * lr/step in the optimizer nodes, run the optimizer nodes. No allocation.
- * Limits: CPU only; f32 parameters and activations (f16/bf16 weights are
- * refused); activations are never computed in place (only Reshape-like
- * outputs alias their input, when it dies there).
+ * Mixed precision (CUDA, session.precision F16/BF16): after step 3,
+ * amp_rewrite() wraps every eligible Conv in Casts (x and the f32 master
+ * weight to the half type, the output back to f32), so autodiff emits the
+ * conv's gradients in the half type and the Casts' gradients bring them back
+ * to f32. Why casts in the graph and not half storage everywhere: every
+ * other training kernel (BatchNorm statistics, activation and pooling
+ * gradients, loss, optimizer) stays the checked f32 code, and the half copy
+ * of a weight is made by the step itself from the freshly updated master
+ * (no separate refresh pass to forget). F16 adds a device loss scaler (a
+ * state tensor read by the loss kernel, which scales dlogits, and by the
+ * gradient norm kernel, which unscales the norm, folds 1/S into the factor
+ * the optimizer applies, and updates the scale).
+ * Limits: f32 parameters and activations outside the AMP convs (f16/bf16
+ * weights are refused); activations are never computed in place (only
+ * Reshape-like outputs alias their input, when it dies there).
  */
 #include "trainer_internal.h"
 
@@ -406,6 +418,95 @@ static ert_status infer(ert_trainer *t) {
     return ERT_OK;
 }
 
+/* ------------------------------------------------------------------ step 3b: mixed precision */
+
+/* A Conv the half type can run: 2-D, f32, no bias and no fused epilogue (the
+ * conv+BN blocks that carry the FLOPs; a bias would need a half REDUCE_TO). */
+static bool amp_conv(const ert_trainer *t, const tnode *n) {
+    if (n->op != ERT_OP_CONV || n->n_in < 2 || n->n_out < 1 || n->in[0] < 0 || n->in[1] < 0 || n->out[0] < 0)
+        return false;
+    const ert_conv_params *p = &n->params.conv;
+    if (p->has_bias || (n->n_in > 2 && n->in[2] >= 0) || p->act.kind != ERT_ACT_NONE || p->has_residual ||
+        p->nsp != 2)
+        return false;
+    return t->t[n->in[0]].dtype == ERT_DTYPE_F32 && t->t[n->in[1]].dtype == ERT_DTYPE_F32 &&
+           t->t[n->out[0]].dtype == ERT_DTYPE_F32;
+}
+
+/* x cast to h, once per tensor (memo: its cast, -1 none). */
+static int32_t amp_cast(ert_trainer *t, int32_t *memo, int32_t x, ert_dtype h) {
+    if (memo[x] >= 0) return memo[x];
+    char nm[256];
+    snprintf(nm, sizeof nm, "%s.%s", t->t[x].name, ert_dtype_name(h));
+    ttensor c = t->t[x];
+    int32_t y = ert_tr_add_tensor(t, nm, h, c.ndim, c.dims);
+    tnode *n = y >= 0 ? ert_tr_add_node(t, ERT_OP_CAST, nm, 1, 1, PH_FWD) : NULL;
+    if (!n) return -1;
+    t->t[y].fwd = true;
+    n->in[0] = x;
+    n->out[0] = y;
+    n->params.cast.to = h;
+    memo[x] = y;
+    return y;
+}
+
+static ert_status amp_rewrite(ert_trainer *t) {
+    ert_dtype h = t->amp;
+    if (h == ERT_DTYPE_F32) return ERT_OK;
+    int nold = t->nn, n_orig = t->nt;
+    /* each conv becomes at most 4 nodes: the new list never reallocates, so
+     * a failure can still hand every old node over (ert_trainer_free) */
+    int cap = 4 * nold + 16;
+    tnode *old = t->n, *nw = malloc((size_t)cap * sizeof *nw);
+    int32_t *memo = malloc((size_t)(n_orig + 1) * sizeof *memo);
+    if (!nw || !memo) {
+        free(nw);
+        free(memo);
+        return ert_tr_oom(t);
+    }
+    for (int i = 0; i < n_orig; i++) memo[i] = -1;
+    t->n = nw;
+    t->nn = 0;
+    t->cap_n = cap;
+    ert_status st = ERT_OK;
+    int k = 0;
+    for (; k < nold && st == ERT_OK; k++) {
+        tnode f = old[k];
+        if (!amp_conv(t, &f)) {
+            t->n[t->nn++] = f;
+            continue;
+        }
+        int32_t y = f.out[0];
+        int32_t xh = amp_cast(t, memo, f.in[0], h), wh = xh >= 0 ? amp_cast(t, memo, f.in[1], h) : -1;
+        char nm[256];
+        snprintf(nm, sizeof nm, "%s.%s", t->t[y].name, ert_dtype_name(h));
+        ttensor c = t->t[y];
+        int32_t yh = wh >= 0 ? ert_tr_add_tensor(t, nm, h, c.ndim, c.dims) : -1;
+        if (yh < 0) {
+            t->n[t->nn++] = f;
+            st = ert_tr_oom(t);
+            break;
+        }
+        t->t[yh].fwd = true;
+        f.in[0] = xh;
+        f.in[1] = wh;
+        f.out[0] = yh;
+        t->n[t->nn++] = f;
+        tnode *b = ert_tr_add_node(t, ERT_OP_CAST, t->t[y].name, 1, 1, PH_FWD);
+        if (!b) {
+            st = ert_tr_oom(t);
+            continue;
+        }
+        b->in[0] = yh;
+        b->out[0] = y;
+        b->params.cast.to = ERT_DTYPE_F32;
+    }
+    for (; k < nold; k++) t->n[t->nn++] = old[k];
+    free(old);
+    free(memo);
+    return st;
+}
+
 /* ------------------------------------------------------------------ steps 4, 6 */
 
 static ert_status add_loss(ert_trainer *t) {
@@ -458,11 +559,19 @@ static ert_status add_loss(ert_trainer *t) {
     }
     if (tg < 0 || ls < 0 || dl < 0 || (has_cw && cw < 0)) return ert_tr_oom(t);
     t->t[tg].mem = t->t[ls].mem = TM_IO;
-    tnode *n = ert_tr_add_node(t, ERT_OP_LOSS, "loss", cw >= 0 ? 3 : 2, 2, PH_FWD);
+    if (t->amp == ERT_DTYPE_F16 && t->o.loss_scale >= 0) {
+        int64_t three = 3;
+        if ((t->scaler_t = ert_tr_add_tensor(t, "ert.train.loss_scale", ERT_DTYPE_F32, 1, &three)) < 0)
+            return ert_tr_oom(t);
+        t->t[t->scaler_t].mem = TM_STATE;
+    }
+    /* device + F16: the scaler (dlogits *= scale) in slot 3 */
+    tnode *n = ert_tr_add_node(t, ERT_OP_LOSS, "loss", t->scaler_t >= 0 ? 4 : cw >= 0 ? 3 : 2, 2, PH_FWD);
     if (!n) return ert_tr_oom(t);
     n->in[0] = t->out_t;
     n->in[1] = tg;
     if (cw >= 0) n->in[2] = cw;
+    if (t->scaler_t >= 0) n->in[3] = t->scaler_t;
     n->out[0] = ls;
     n->out[1] = dl;
     n->params.loss.kind = lo->kind;
@@ -475,10 +584,19 @@ static ert_status add_loss(ert_trainer *t) {
 
 static ert_status add_optim(ert_trainer *t, const int32_t *grads) {
     const ert_optim_options *op = &t->o.optim;
-    int64_t two = 2;
-    t->gnorm_t = ert_tr_add_tensor(t, "ert.train.grad_norm", ERT_DTYPE_F32, 1, &two);
-    tnode *gn = t->gnorm_t >= 0 ? ert_tr_add_node(t, ERT_OP_GRAD_NORM, "grad_norm", t->n_params, 1, PH_BWD) : NULL;
+    /* {norm, clip factor} (device: + {next loss scale, skipped steps}) */
+    int64_t nn = t->be ? 4 : 2;
+    bool sc = t->scaler_t >= 0;
+    t->gnorm_t = ert_tr_add_tensor(t, "ert.train.grad_norm", ERT_DTYPE_F32, 1, &nn);
+    tnode *gn = t->gnorm_t >= 0 ? ert_tr_add_node(t, ERT_OP_GRAD_NORM, "grad_norm", t->n_params + (sc ? 2 : 0), 1,
+                                                  PH_BWD)
+                                : NULL;
     if (!gn) return ert_tr_oom(t);
+    if (sc) { /* + the loss and the scaler: the norm is unscaled, the scale updated */
+        gn->in[t->n_params] = t->loss_t;
+        gn->in[t->n_params + 1] = t->scaler_t;
+        gn->params.optim.scale_interval = t->o.loss_scale_interval > 0 ? t->o.loss_scale_interval : 2000;
+    }
     /* on a device the norm comes back with the loss (the step's finite check) */
     t->t[t->gnorm_t].mem = t->be ? TM_IO : TM_STATE;
     if (t->be) {
@@ -689,6 +807,10 @@ static ert_status dev_fill(ert_trainer *t, uint8_t *wb, uint8_t *iob) {
         uint64_t seed = t->o.seed ? t->o.seed : 0x5eed5eed5eedull;
         if ((st = be->upload(t->bctx, t->t[t->rng_t].data, &seed, sizeof seed))) return st;
     }
+    if (t->scaler_t >= 0 && t->t[t->scaler_t].data) {
+        float s0[3] = {t->scale_now, 0.0f, 0.0f};
+        if ((st = be->upload(t->bctx, t->t[t->scaler_t].data, s0, sizeof s0))) return st;
+    }
     void *h = iob;
     if (t->io_bytes && (st = be->io_host(t->bctx, iob, t->io_bytes, &h))) return st;
     t->io_host = h;
@@ -873,6 +995,11 @@ static ert_status check_options(ert_context *ctx, const ert_trainer_options *o) 
         (o->trainable == ERT_TRAIN_LAST_N && o->last_n < 1))
         return ert_set_error(ctx, ERT_E_ARG, "invalid trainable selection (PATTERN needs a pattern, LAST_N last_n >= 1)");
     if ((unsigned)o->bn > ERT_BN_FROZEN) return ert_set_error(ctx, ERT_E_ARG, "unknown BatchNorm mode %d", o->bn);
+    ert_dtype pr = so->precision;
+    if (pr != ERT_DTYPE_UNDEFINED && pr != ERT_DTYPE_F32 && pr != ERT_DTYPE_F16 && pr != ERT_DTYPE_BF16)
+        return ert_set_error(ctx, ERT_E_ARG, "precision must be F32, F16 or BF16");
+    if (!(o->loss_scale == o->loss_scale) || o->loss_scale_interval < 0 || isinf(o->loss_scale))
+        return ert_set_error(ctx, ERT_E_ARG, "loss_scale must be finite, loss_scale_interval >= 0");
     return ERT_OK;
 }
 
@@ -913,6 +1040,17 @@ static ert_status build(const ert_model *m, const ert_trainer_options *opts, boo
     t->o.loss.class_weights = NULL; /* copied below */
     t->rng_t = -1;
     t->hyper_t = -1;
+    t->scaler_t = -1;
+    t->amp = o->session.precision == ERT_DTYPE_F16 || o->session.precision == ERT_DTYPE_BF16 ? o->session.precision
+                                                                                              : ERT_DTYPE_F32;
+    t->scale_now = t->amp == ERT_DTYPE_F16 && o->loss_scale >= 0 ? (o->loss_scale > 0 ? o->loss_scale : 65536.0f)
+                                                                  : 1.0f;
+    if (t->amp != ERT_DTYPE_F32 && o->session.device != ERT_DEVICE_CUDA) {
+        st = ert_set_error(ctx, ERT_E_UNSUPPORTED,
+                           "mixed precision training (precision %s) needs the CUDA device; the CPU trainer is f32",
+                           ert_dtype_name(t->amp));
+        goto fail;
+    }
     t->n_threads = o->session.n_threads > 0 ? o->session.n_threads : 1;
     if (o->session.device == ERT_DEVICE_CUDA) { /* AUTO was resolved by the caller */
         const ert_backend *be = ert_cuda_backend_get();
@@ -921,6 +1059,8 @@ static ert_status build(const ert_model *m, const ert_trainer_options *opts, boo
             goto fail;
         }
         ert_session_options so = o->session;
+        so.precision = ERT_DTYPE_F32; /* the trainer chooses each tensor's dtype itself */
+        so.flags |= ERT_SESSION_TRAINER_;
         void *bctx = NULL;
         if ((st = be->init(ctx, &so, &bctx))) goto fail;
         t->be = be;
@@ -976,7 +1116,9 @@ static ert_status build(const ert_model *m, const ert_trainer_options *opts, boo
         }
         t->t[t->rng_t].mem = TM_STATE;
     }
-    if ((st = fix_inputs(t)) || (st = select_params(t)) || (st = infer(t)) || (st = add_loss(t))) goto fail;
+    if ((st = fix_inputs(t)) || (st = select_params(t)) || (st = infer(t)) || (st = amp_rewrite(t)) ||
+        (st = add_loss(t)))
+        goto fail;
     t->fwd_end = t->nn;
     {
         int32_t *grads = malloc((size_t)(t->n_params + 1) * sizeof *grads);
@@ -1085,8 +1227,14 @@ static ert_status dev_step(ert_trainer *t, float *loss) {
         }
         return st;
     }
-    float l = *(const float *)t->t[t->loss_t].host, gn = ((const float *)t->t[t->gnorm_t].host)[0];
+    const float *g = t->t[t->gnorm_t].host;
+    float l = *(const float *)t->t[t->loss_t].host, gn = g[0];
     if (loss) *loss = l;
+    if (t->scaler_t >= 0) {
+        t->scale_now = g[2];
+        t->skipped = (int64_t)g[3];
+        if (isfinite(l) && !isfinite(gn)) return ERT_OK; /* gradient overflow: skipped, the scale halved */
+    }
     if (!isfinite(l) || !isfinite(gn))
         return ert_set_error(t->ctx, ERT_E_ARG,
                              "step %lld skipped: loss %g, gradient norm %g (NaN/inf in the inputs, or a target class "
@@ -1251,4 +1399,6 @@ ert_status ert_trainer_param_copy(ert_trainer *t, const char *name, float *value
     return ERT_OK;
 }
 
+float ert_trainer_loss_scale(const ert_trainer *t) { return t ? t->scale_now : 1.0f; }
+int64_t ert_trainer_skipped_steps(const ert_trainer *t) { return t ? t->skipped : 0; }
 ert_device ert_trainer_device(const ert_trainer *t) { return t && t->be ? t->be->device : ERT_DEVICE_CPU; }

@@ -132,13 +132,20 @@ cudaError_t ert_cuda_dropout_train_launch(const float *x, uint64_t *rng, float *
                                           bool training, cudaStream_t st);
 /* CE: z (N, C), target i64 (N), w (C) or NULL; MSE/BCE: n elements. A CE
  * target outside [0, C) gives a NaN loss (the step is then skipped). */
+/* scale: NULL, or the loss scaler {S, ...}: dz is multiplied by S (the loss is not) */
 cudaError_t ert_cuda_loss_launch(int kind, const float *z, const void *target, const float *w, float *loss, float *dz,
-                                 int64_t N, int64_t C, int64_t n, float label_smoothing, cudaStream_t st);
+                                 int64_t N, int64_t C, int64_t n, float label_smoothing, const float *scale,
+                                 cudaStream_t st);
 /* Adds the squares of count gradients into acc (one double of scratch,
  * zeroed first when `first`); then, when out is not NULL, out = {norm, clip
  * scale}. */
+/* out: {norm, clip factor}; with a scaler sc = {S, good steps, skipped} (and
+ * the loss): the gradients are scaled by S, so out gets {norm / S, clip
+ * factor / S, next S, skipped}, and sc is updated (inf/NaN: S/2 and a skip;
+ * `interval` good steps in a row: 2S). */
 cudaError_t ert_cuda_grad_norm_launch(const float *const *g, const int64_t *n, int count, double *acc, bool first,
-                                      float *out, float clip, cudaStream_t st);
+                                      float *out, float clip, const float *loss, float *sc, int interval,
+                                      cudaStream_t st);
 /* hyper {lr, 1 - beta1^t, 1 - beta2^t}, gn {norm, scale}: device memory;
  * nothing is written when *loss or gn[0] is not finite. */
 cudaError_t ert_cuda_optim_launch(const ert_optim_params *p, float *w, const float *g, float *m, float *v,

@@ -1,6 +1,9 @@
 /*
  * CUDA backend, training ops: dispatch of the backward, loss and optimizer
- * nodes the trainer (runtime/trainer.c, autodiff.c) emits, f32 only.
+ * nodes the trainer (runtime/trainer.c, autodiff.c) emits: f32, plus the
+ * f16/bf16 convolution gradients of mixed precision (tensor cores, f32
+ * accumulation) and the f16 loss scaler (LOSS slot 3, GRAD_NORM's last two
+ * inputs).
  *
  * Convolutions: CONV_GRAD_WEIGHT is cudnnConvolutionBackwardFilter and the
  * data gradient (a ConvTranspose(dy, W) node with the forward's geometry) is
@@ -44,6 +47,9 @@ bool ert_cuda_train_supports(ert_op op, ert_dtype dt) {
     if (op == ERT_OP_LAYERNORM_GRAD) return false;
 #ifndef ERT_HAVE_CUDNN
     if (op == ERT_OP_CONV_GRAD_WEIGHT) return false;
+#else
+    /* mixed precision: the weight gradient of a half conv, on the tensor cores */
+    if (op == ERT_OP_CONV_GRAD_WEIGHT) return dt == ERT_DTYPE_F32 || dt == ERT_DTYPE_F16 || dt == ERT_DTYPE_BF16;
 #endif
     if (op == ERT_OP_FILL_ZERO) return ert_dtype_size(dt) != 0;
     return dt == ERT_DTYPE_F32;
@@ -63,6 +69,7 @@ typedef struct bwd_state {
     cudnnConvolutionDescriptor_t cd;
     int algo;
     size_t ws;
+    bool half; /* f16/bf16 data: tensor-core algorithms allowed */
 } bwd_state;
 
 static void bwd_free(bwd_state *s) {
@@ -91,19 +98,28 @@ static ert_status bwd_describe(const ert_cuda_env *env, const ert_conv_params *p
     int ph = two ? (int)p->pad_begin[0] : 0, pw = (int)p->pad_begin[two];
     int sh = two ? (int)p->stride[0] : 1, sw = (int)p->stride[two];
     int dh = two ? (int)p->dilation[0] : 1, dw = (int)p->dilation[two];
+    /* f32: FMA math (the CPU is the oracle); f16/bf16 (mixed precision): the
+     * tensor cores, f32 accumulation (compute type FLOAT) */
+    bool half = x->dtype == ERT_DTYPE_F16 || x->dtype == ERT_DTYPE_BF16;
+    if ((x->dtype != ERT_DTYPE_F32 && !half) || y->dtype != x->dtype || w->dtype != x->dtype) {
+        free(s);
+        *out = NULL;
+        return ERT_OK;
+    }
+    cudnnDataType_t dt = x->dtype == ERT_DTYPE_F16    ? CUDNN_DATA_HALF
+                         : x->dtype == ERT_DTYPE_BF16 ? CUDNN_DATA_BFLOAT16
+                                                      : CUDNN_DATA_FLOAT;
+    s->half = half;
     cudnnStatus_t ds;
     if ((ds = cudnnCreateTensorDescriptor(&s->xd)) || (ds = cudnnCreateTensorDescriptor(&s->yd)) ||
         (ds = cudnnCreateFilterDescriptor(&s->wd)) || (ds = cudnnCreateConvolutionDescriptor(&s->cd)) ||
-        (ds = cudnnSetTensor4dDescriptor(s->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)x->dims[0], (int)x->dims[1],
-                                         xh, xw)) ||
-        (ds = cudnnSetTensor4dDescriptor(s->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)y->dims[0], (int)y->dims[1],
-                                         yh, yw)) ||
-        (ds = cudnnSetFilter4dDescriptor(s->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, (int)w->dims[0], (int)w->dims[1],
-                                         kh, kw)) ||
+        (ds = cudnnSetTensor4dDescriptor(s->xd, CUDNN_TENSOR_NCHW, dt, (int)x->dims[0], (int)x->dims[1], xh, xw)) ||
+        (ds = cudnnSetTensor4dDescriptor(s->yd, CUDNN_TENSOR_NCHW, dt, (int)y->dims[0], (int)y->dims[1], yh, yw)) ||
+        (ds = cudnnSetFilter4dDescriptor(s->wd, dt, CUDNN_TENSOR_NCHW, (int)w->dims[0], (int)w->dims[1], kh, kw)) ||
         (ds = cudnnSetConvolution2dDescriptor(s->cd, ph, pw, sh, sw, dh, dw, CUDNN_CROSS_CORRELATION,
                                               CUDNN_DATA_FLOAT)) ||
         (ds = cudnnSetConvolutionGroupCount(s->cd, (int)p->group)) ||
-        (ds = cudnnSetConvolutionMathType(s->cd, CUDNN_FMA_MATH))) {
+        (ds = cudnnSetConvolutionMathType(s->cd, half ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH))) {
         bwd_free(s);
         return ert_set_error(env->ctx, ERT_E_CUDA, "cuDNN backward descriptors: %s", cudnnGetErrorString(ds));
     }
@@ -135,7 +151,8 @@ static ert_status bwd_pick(const ert_cuda_env *env, bwd_state *s, bool filter, s
                                  cudnnGetErrorString(ds));
         for (int i = 0; i < got; i++) {
             if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > limit ||
-                perf[i].mathType == CUDNN_TENSOR_OP_MATH || perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
+                (!s->half && (perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
+                              perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)))
                 continue;
             if (!*ok || perf[i].time < best) {
                 *ok = true;
@@ -156,7 +173,8 @@ static ert_status bwd_pick(const ert_cuda_env *env, bwd_state *s, bool filter, s
                                  cudnnGetErrorString(ds));
         for (int i = 0; i < got; i++) {
             if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > limit ||
-                perf[i].mathType == CUDNN_TENSOR_OP_MATH || perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
+                (!s->half && (perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
+                              perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)))
                 continue;
             if (!*ok || perf[i].time < best) {
                 *ok = true;
@@ -178,7 +196,7 @@ static bool conv_views(const ert_kargs *a, ert_tview *x, ert_tview *w, ert_tview
         return true;
     }
     const ert_conv_params *p = &a->params->conv;
-    if (p->has_bias || p->act.kind != ERT_ACT_NONE || p->has_residual || a->in[0].dtype != ERT_DTYPE_F32) return false;
+    if (p->has_bias || p->act.kind != ERT_ACT_NONE || p->has_residual) return false;
     for (int i = 0; i < p->nsp; i++)
         if (p->out_pad[i]) return false;
     *x = a->out[0], *w = a->in[1], *y = a->in[0];
@@ -474,7 +492,7 @@ ert_status ert_cuda_train_run(const ert_cuda_env *env, const ert_kargs *a) {
         const ert_tview *Z = &in[0];
         e = ert_cuda_loss_launch(a->params->loss.kind, Z->data, in[1].data, a->n_in > 2 ? in[2].data : NULL,
                                  out[0].data, out[1].data, Z->ndim > 0 ? Z->dims[0] : 1, Z->ndim > 1 ? Z->dims[1] : 1,
-                                 Z->n_elems, a->params->loss.label_smoothing, st);
+                                 Z->n_elems, a->params->loss.label_smoothing, a->n_in > 3 ? in[3].data : NULL, st);
         break;
     }
     case ERT_OP_GRAD_NORM: {
@@ -483,12 +501,17 @@ ert_status ert_cuda_train_run(const ert_cuda_env *env, const ert_kargs *a) {
         const float *g[CHUNK];
         int64_t n[CHUNK];
         if (!a->workspace || a->workspace_bytes < sizeof(double)) return ERT_E_INTERNAL;
-        for (int k0 = 0; k0 < a->n_in || k0 == 0; k0 += CHUNK) {
-            int c = a->n_in - k0 < CHUNK ? a->n_in - k0 : CHUNK;
+        /* with a loss scaler (mixed precision f16): + (loss, scaler) after the gradients */
+        int interval = a->params->optim.scale_interval, ng = a->n_in - (interval > 0 ? 2 : 0);
+        const float *ls = interval > 0 ? in[ng].data : NULL;
+        float *sc = interval > 0 ? in[ng + 1].data : NULL;
+        if (ng < 0) return ERT_E_INTERNAL;
+        for (int k0 = 0; k0 < ng || k0 == 0; k0 += CHUNK) {
+            int c = ng - k0 < CHUNK ? ng - k0 : CHUNK;
             for (int k = 0; k < c; k++) g[k] = in[k0 + k].data, n[k] = in[k0 + k].n_elems;
-            bool last = k0 + c >= a->n_in;
+            bool last = k0 + c >= ng;
             e = ert_cuda_grad_norm_launch(g, n, c, a->workspace, k0 == 0, last ? out[0].data : NULL,
-                                          a->params->optim.clip, st);
+                                          a->params->optim.clip, ls, sc, interval, st);
             if (e != cudaSuccess || last) break;
         }
         break;

@@ -353,7 +353,7 @@ static __global__ void copy_mask_k(const float *__restrict__ x, float *__restric
 /* One block of kThreads (1024 threads ran out of registers on an H200:
  * cudaErrorLaunchOutOfResources); a warp per row. */
 static __global__ void __launch_bounds__(kThreads) ce_k(const float *__restrict__ z, const int64_t *__restrict__ y, const float *__restrict__ w,
-                     float *loss, float *__restrict__ dz, int64_t N, int64_t C, float eps_ls) {
+                     float *loss, float *__restrict__ dz, int64_t N, int64_t C, float eps_ls, const float *scale) {
     __shared__ double sh[33];
     __shared__ int bad;
     if (threadIdx.x == 0) bad = 0;
@@ -370,7 +370,7 @@ static __global__ void __launch_bounds__(kThreads) ce_k(const float *__restrict_
         if (threadIdx.x == 0) *loss = nanf("");
         return;
     }
-    double inv = nrm > 0 ? 1.0 / nrm : 0.0, e = eps_ls;
+    double inv = nrm > 0 ? 1.0 / nrm : 0.0, e = eps_ls, S = scale ? (double)*scale : 1.0;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     double total = 0;
     for (int64_t i = warp; i < N; i += nw) {
@@ -387,7 +387,7 @@ static __global__ void __launch_bounds__(kThreads) ce_k(const float *__restrict_
             double wc = w ? w[c] : 1.0, p = exp(zi[c] - lse), lp = zi[c] - lse;
             li -= e / (double)C * wc * lp;
             double g = (1.0 - e) * wy * (p - (c == y[i])) + e / (double)C * (W * p - wc);
-            gi[c] = (float)(g * inv);
+            gi[c] = (float)(g * inv * S);
         }
         li = warp_sum(li);
         if (lane == 0) total += li - (1.0 - e) * wy * (zi[y[i]] - lse);
@@ -397,17 +397,17 @@ static __global__ void __launch_bounds__(kThreads) ce_k(const float *__restrict_
 }
 
 static __global__ void __launch_bounds__(kThreads) mse_bce_k(const float *__restrict__ z, const float *__restrict__ t, float *loss, float *__restrict__ dz,
-                          int64_t n, bool mse) {
+                          int64_t n, bool mse, const float *scale) {
     __shared__ double sh[33];
-    double total = 0, inv = n ? 1.0 / (double)n : 0.0;
+    double total = 0, inv = n ? 1.0 / (double)n : 0.0, S = scale ? (double)*scale : 1.0;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
         double zi = z[i], ti = t[i];
         if (mse) {
             total += (zi - ti) * (zi - ti);
-            dz[i] = (float)(2.0 * (zi - ti) * inv);
+            dz[i] = (float)(2.0 * (zi - ti) * inv * S);
         } else {
             total += (zi > 0 ? zi : 0) - zi * ti + log1p(exp(-fabs(zi)));
-            dz[i] = (float)((1.0 / (1.0 + exp(-zi)) - ti) * inv);
+            dz[i] = (float)((1.0 / (1.0 + exp(-zi)) - ti) * inv * S);
         }
     }
     total = block_sum(total, sh);
@@ -424,10 +424,29 @@ static __global__ void __launch_bounds__(kThreads) sumsq_k(const float *__restri
     if (threadIdx.x == 0) atomicAdd(acc, s);
 }
 
-static __global__ void norm_final_k(const double *acc, float *o, float clip) {
-    double n = sqrt(*acc);
+/* The optimizer multiplies every gradient by o[1]: with a scaler that is
+ * clip factor / S, so unscaling costs no pass of its own. The update reads
+ * o[0] (skips on inf/NaN), so o[1] uses the S the gradients were made with
+ * and the scaler moves on after. S stays in [2^-24, 2^64]. */
+static __global__ void norm_final_k(const double *acc, float *o, float clip, const float *loss, float *sc,
+                                    int interval) {
+    double S = sc ? (double)sc[0] : 1.0;
+    double n = sqrt(*acc) / S;
     o[0] = (float)n;
-    o[1] = clip > 0 && n > clip ? (float)(clip / (n + 1e-6)) : 1.0f;
+    o[1] = (float)((clip > 0 && n > clip ? clip / (n + 1e-6) : 1.0) / S);
+    if (!sc) return;
+    if (!isfinite(*loss) || !isfinite(o[0])) {
+        sc[0] = (float)fmax(S * 0.5, 5.9604644775390625e-8);
+        sc[1] = 0.0f;
+        sc[2] += 1.0f;
+    } else if (sc[1] + 1.0f >= (float)interval) {
+        sc[0] = (float)fmin(S * 2.0, 1.8446744073709552e19);
+        sc[1] = 0.0f;
+    } else {
+        sc[1] += 1.0f;
+    }
+    o[2] = sc[0];
+    o[3] = sc[2];
 }
 
 /* hyper: {lr, 1 - b1^t, 1 - b2^t}; gn: {norm, clip scale}. */
@@ -580,17 +599,19 @@ cudaError_t ert_cuda_dropout_train_launch(const float *x, uint64_t *rng, float *
 }
 
 cudaError_t ert_cuda_loss_launch(int kind, const float *z, const void *target, const float *w, float *loss, float *dz,
-                                 int64_t N, int64_t C, int64_t n, float label_smoothing, cudaStream_t st) {
+                                 int64_t N, int64_t C, int64_t n, float label_smoothing, const float *scale,
+                                 cudaStream_t st) {
     if (kind == ERT_LOSS_CROSS_ENTROPY)
-        ce_k<<<1, kThreads, 0, st>>>(z, (const int64_t *)target, w, loss, dz, N, C, label_smoothing);
+        ce_k<<<1, kThreads, 0, st>>>(z, (const int64_t *)target, w, loss, dz, N, C, label_smoothing, scale);
     else if (kind == ERT_LOSS_MSE || kind == ERT_LOSS_BCE_LOGITS)
-        mse_bce_k<<<1, kThreads, 0, st>>>(z, (const float *)target, loss, dz, n, kind == ERT_LOSS_MSE);
+        mse_bce_k<<<1, kThreads, 0, st>>>(z, (const float *)target, loss, dz, n, kind == ERT_LOSS_MSE, scale);
     else return cudaErrorInvalidValue;
     LAUNCH_END;
 }
 
 cudaError_t ert_cuda_grad_norm_launch(const float *const *g, const int64_t *n, int count, double *acc, bool first,
-                                      float *out, float clip, cudaStream_t st) {
+                                      float *out, float clip, const float *loss, float *sc, int interval,
+                                      cudaStream_t st) {
     if (first) {
         cudaError_t e = cudaMemsetAsync(acc, 0, sizeof(double), st);
         if (e != cudaSuccess) return e;
@@ -600,7 +621,7 @@ cudaError_t ert_cuda_grad_norm_launch(const float *const *g, const int64_t *n, i
         int b = blocks_for(n[k]);
         sumsq_k<<<b > 1024 ? 1024 : b, kThreads, 0, st>>>(g[k], n[k], acc);
     }
-    if (out) norm_final_k<<<1, 1, 0, st>>>(acc, out, clip);
+    if (out) norm_final_k<<<1, 1, 0, st>>>(acc, out, clip, loss, sc, interval);
     LAUNCH_END;
 }
 
