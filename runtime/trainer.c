@@ -418,6 +418,146 @@ static ert_status infer(ert_trainer *t) {
     return ERT_OK;
 }
 
+/* ------------------------------------------------------------------ step 3a: frozen prefix */
+
+/* A frozen tensor: a constant, or a weight that is not trained. */
+static bool frozen_w(const ttensor *x) { return (is_imm(x) || x->mem == TM_PARAM) && !x->trainable && x->cdata; }
+
+static int n_uses(const ert_trainer *t, int32_t x) {
+    int u = 0;
+    for (int k = 0; k < t->nn; k++)
+        for (int j = 0; j < t->n[k].n_in; j++) u += t->n[k].in[j] == x;
+    for (int i = 0; i < t->model->n_outputs; i++) u += t->model->outputs[i] == x;
+    return u;
+}
+
+static int find_user(const ert_trainer *t, int32_t x, int from) {
+    for (int k = from; k < t->nn; k++)
+        for (int j = 0; j < t->n[k].n_in; j++)
+            if (t->n[k].in[j] == x) return k;
+    return -1;
+}
+
+static void drop_node(ert_trainer *t, int k) {
+    free(t->n[k].in);
+    free(t->n[k].name_owned);
+    memmove(&t->n[k], &t->n[k + 1], (size_t)(t->nn - k - 1) * sizeof *t->n);
+    t->nn--;
+}
+
+/* A new f32 constant computed by the trainer (TM_FOLDED, owns data). */
+static int32_t folded(ert_trainer *t, const char *name, int ndim, const int64_t *dims, float **data) {
+    int32_t id = ert_tr_add_tensor(t, name, ERT_DTYPE_F32, ndim, dims);
+    if (id < 0) return -1;
+    ttensor *x = &t->t[id];
+    x->owned = malloc(x->nbytes ? x->nbytes : 1);
+    if (!x->owned) return -1;
+    x->mem = TM_FOLDED;
+    x->cdata = x->owned;
+    *data = x->owned;
+    return id;
+}
+
+/*
+ * The part of the graph no gradient reaches is inference: plan it so.
+ * 1. Conv -> BatchNorm (inference: frozen statistics) where the conv's
+ *    weight and bias and all four BN tensors are frozen: the BN is folded into
+ *    a new weight and bias (W' = W s, b' = (b - mean) s + beta, s = gamma /
+ *    sqrt(var + eps)); valid even when the conv's input needs a gradient
+ *    (the folded conv is the same function of its input).
+ * 2. Conv -> Relu where no input of the conv needs a gradient (a frozen
+ *    prefix: the fused epilogue has no backward rule, and needs none here):
+ *    one node, cuDNN's fused conv+bias+relu on CUDA.
+ * Each removes an activation tensor from the plan. The folded-away weights
+ * keep their model values (frozen: never updated), so checkpoints and export
+ * still read them from the model.
+ */
+static ert_status fold_frozen(ert_trainer *t) {
+    /* need[x]: x depends on a trainable parameter */
+    int n0 = t->nt;
+    bool *need = calloc((size_t)n0 + 1, 1);
+    if (!need) return ert_tr_oom(t);
+    for (int i = 0; i < t->nt; i++) need[i] = t->t[i].trainable;
+    for (int k = 0; k < t->nn; k++) {
+        bool any = false;
+        for (int j = 0; j < t->n[k].n_in; j++) any = any || (t->n[k].in[j] >= 0 && need[t->n[k].in[j]]);
+        for (int j = 0; j < t->n[k].n_out; j++)
+            if (t->n[k].out[j] >= 0 && t->n[k].out[j] < n0) need[t->n[k].out[j]] = any;
+    }
+    ert_status st = ERT_OK;
+    for (int k = 0; k < t->nn && st == ERT_OK; k++) {
+        tnode *c = &t->n[k];
+        if (c->op != ERT_OP_CONV || c->n_out < 1 || c->out[0] < 0 || c->params.conv.has_residual) continue;
+        ert_conv_params *cp = &c->params.conv;
+        int32_t y = c->out[0], w = c->in[1], b = cp->has_bias && c->n_in > 2 ? c->in[2] : -1;
+        const ttensor *W = &t->t[w];
+        if (W->dtype != ERT_DTYPE_F32 || t->t[y].dtype != ERT_DTYPE_F32 || !frozen_w(W) ||
+            (b >= 0 && !frozen_w(&t->t[b])) || n_uses(t, y) != 1)
+            continue;
+        int u = find_user(t, y, k + 1);
+        tnode *bn = u >= 0 ? &t->n[u] : NULL;
+        if (bn && bn->op == ERT_OP_BATCHNORM && cp->act.kind == ERT_ACT_NONE && bn->n_in >= 5 && bn->in[0] == y &&
+            bn->n_out >= 1 && bn->out[0] >= 0 && (bn->n_out < 2 || bn->out[1] < 0)) {
+            bool ok = true;
+            for (int j = 1; j < 5; j++) ok = ok && bn->in[j] >= 0 && frozen_w(&t->t[bn->in[j]]) &&
+                                             t->t[bn->in[j]].dtype == ERT_DTYPE_F32;
+            int64_t M = W->dims[0], per = M ? (int64_t)(W->nbytes / sizeof(float)) / M : 0;
+            if (ok && t->t[y].ndim >= 2 && t->t[y].dims[1] == M) {
+                const float *g = t->t[bn->in[1]].cdata, *be = t->t[bn->in[2]].cdata, *mu = t->t[bn->in[3]].cdata,
+                            *var = t->t[bn->in[4]].cdata, *w0 = W->cdata,
+                            *b0 = b >= 0 ? (const float *)t->t[b].cdata : NULL;
+                float eps = bn->params.norm.epsilon, *w1 = NULL, *b1 = NULL;
+                char nm[256];
+                snprintf(nm, sizeof nm, "%s.bnfold", W->name);
+                int32_t wn = folded(t, nm, W->ndim, W->dims, &w1);
+                snprintf(nm, sizeof nm, "%s.bnfold_bias", c->name);
+                int32_t bnid = wn >= 0 ? folded(t, nm, 1, &M, &b1) : -1;
+                if (bnid < 0) {
+                    st = ert_tr_oom(t);
+                    break;
+                }
+                c = &t->n[k];
+                bn = &t->n[u];
+                for (int64_t m = 0; m < M; m++) {
+                    double sc = (double)g[m] / sqrt((double)var[m] + eps);
+                    for (int64_t i = 0; i < per; i++) w1[m * per + i] = (float)(w0[m * per + i] * sc);
+                    b1[m] = (float)(((b0 ? b0[m] : 0.0) - mu[m]) * sc + be[m]);
+                }
+                int32_t *io = malloc((size_t)(3 + c->n_out + 1) * sizeof *io);
+                if (!io) {
+                    st = ert_tr_oom(t);
+                    break;
+                }
+                io[0] = c->in[0], io[1] = wn, io[2] = bnid;
+                for (int j = 0; j < c->n_out; j++) io[3 + j] = c->out[j];
+                io[3] = bn->out[0];
+                free(c->in);
+                c->in = io;
+                c->n_in = 3;
+                c->out = io + 3;
+                cp->has_bias = true;
+                drop_node(t, u);
+                c = &t->n[k];
+                cp = &c->params.conv;
+                y = c->out[0]; /* the BN's output: need[] already right (same inputs) */
+                if (n_uses(t, y) != 1) continue;
+                u = find_user(t, y, k + 1);
+            }
+        }
+        /* 2. relu into a conv of the frozen prefix (folded constants: no need) */
+        bool in_need = false;
+        for (int j = 0; j < c->n_in; j++) in_need = in_need || (c->in[j] >= 0 && c->in[j] < n0 && need[c->in[j]]);
+        tnode *r = u >= 0 ? &t->n[u] : NULL;
+        if (!in_need && r && r->op == ERT_OP_RELU && r->in[0] == y && r->out[0] >= 0 && cp->act.kind == ERT_ACT_NONE) {
+            cp->act.kind = ERT_ACT_RELU;
+            c->out[0] = r->out[0];
+            drop_node(t, u);
+        }
+    }
+    free(need);
+    return st;
+}
+
 /* ------------------------------------------------------------------ step 3b: mixed precision */
 
 /* A Conv the half type can run: 2-D, f32, no bias and no fused epilogue (the
@@ -447,38 +587,112 @@ static int32_t amp_cast(ert_trainer *t, int32_t *memo, int32_t x, ert_dtype h) {
     n->out[0] = y;
     n->params.cast.to = h;
     memo[x] = y;
+    if (frozen_w(&t->t[x])) { /* a frozen weight: converted once, here */
+        if (fold_node(t, n) != ERT_OK) return -1;
+        free(n->in);
+        free(n->name_owned);
+        t->nn--;
+    }
     return y;
 }
 
+/* Frozen-prefix ops that run in the half type end to end (the CUDA
+ * inference kernels take f16/bf16 for all of them). */
+static bool amp_half_op(const ert_trainer *t, const tnode *n) {
+    switch (n->op) {
+    case ERT_OP_CONV: return n->params.conv.nsp == 2 && t->t[n->in[0]].dtype == ERT_DTYPE_F32;
+    case ERT_OP_BATCHNORM: case ERT_OP_RELU: case ERT_OP_MAXPOOL: case ERT_OP_AVGPOOL: case ERT_OP_GLOBAL_AVGPOOL:
+    case ERT_OP_ADD: case ERT_OP_FLATTEN: case ERT_OP_RESHAPE: case ERT_OP_IDENTITY:
+        return n->n_in >= 1 && n->in[0] >= 0 && t->t[n->in[0]].dtype == ERT_DTYPE_F32;
+    default: return false;
+    }
+}
+
+/* Nodes: frozen prefix (no input needs a gradient, an amp_half_op): every
+ * f32 input and output becomes its half twin, the f32 tensor is made only
+ * when a later f32 node (or the loss) reads it (missing[]); trainable convs
+ * (amp_conv): casts around; the rest: f32, as before. */
 static ert_status amp_rewrite(ert_trainer *t) {
     ert_dtype h = t->amp;
     if (h == ERT_DTYPE_F32) return ERT_OK;
     int nold = t->nn, n_orig = t->nt;
-    /* each conv becomes at most 4 nodes: the new list never reallocates, so
-     * a failure can still hand every old node over (ert_trainer_free) */
-    int cap = 4 * nold + 16;
+    /* a node becomes at most n_in casts + itself + 1 cast: the new list never
+     * reallocates, so a failure can still hand every old node over */
+    int cap = 16 + t->model->n_outputs;
+    for (int k = 0; k < nold; k++) cap += t->n[k].n_in + 2;
     tnode *old = t->n, *nw = malloc((size_t)cap * sizeof *nw);
     int32_t *memo = malloc((size_t)(n_orig + 1) * sizeof *memo);
-    if (!nw || !memo) {
+    bool *need = calloc((size_t)n_orig + 1, 1), *missing = calloc((size_t)n_orig + 1, 1);
+    if (!nw || !memo || !need || !missing) {
         free(nw);
         free(memo);
+        free(need);
+        free(missing);
         return ert_tr_oom(t);
     }
-    for (int i = 0; i < n_orig; i++) memo[i] = -1;
+    for (int i = 0; i < n_orig; i++) {
+        memo[i] = -1;
+        need[i] = t->t[i].trainable;
+    }
     t->n = nw;
     t->nn = 0;
     t->cap_n = cap;
     ert_status st = ERT_OK;
     int k = 0;
+    char nm[256];
     for (; k < nold && st == ERT_OK; k++) {
         tnode f = old[k];
-        if (!amp_conv(t, &f)) {
+        bool any = false;
+        for (int j = 0; j < f.n_in; j++) any = any || (f.in[j] >= 0 && need[f.in[j]]);
+        for (int j = 0; j < f.n_out; j++)
+            if (f.out[j] >= 0) need[f.out[j]] = any;
+        if (!any && amp_half_op(t, &f)) {
+            for (int j = 0; j < f.n_in && st == ERT_OK; j++) {
+                if (f.in[j] < 0 || t->t[f.in[j]].dtype != ERT_DTYPE_F32) continue;
+                int32_t xh = amp_cast(t, memo, f.in[j], h);
+                if (xh < 0) st = ert_tr_oom(t);
+                else f.in[j] = xh;
+            }
+            for (int j = 0; j < f.n_out && st == ERT_OK; j++) {
+                int32_t y = f.out[j];
+                if (y < 0 || t->t[y].dtype != ERT_DTYPE_F32) continue;
+                snprintf(nm, sizeof nm, "%s.%s", t->t[y].name, ert_dtype_name(h));
+                ttensor c = t->t[y];
+                int32_t yh = ert_tr_add_tensor(t, nm, h, c.ndim, c.dims);
+                if (yh < 0) {
+                    st = ert_tr_oom(t);
+                    break;
+                }
+                t->t[yh].fwd = true;
+                memo[y] = yh;
+                missing[y] = true;
+                f.out[j] = yh;
+            }
+            t->n[t->nn++] = f;
+            continue;
+        }
+        /* f32 node: its half-only inputs cast back first (a trainable AMP
+         * conv reads x and W in the half type anyway) */
+        bool ac = amp_conv(t, &f);
+        for (int j = 0; j < f.n_in && st == ERT_OK; j++) {
+            int32_t x = f.in[j];
+            if (x < 0 || x >= n_orig || !missing[x] || (ac && j < 2)) continue;
+            tnode *b = ert_tr_add_node(t, ERT_OP_CAST, t->t[x].name, 1, 1, PH_FWD);
+            if (!b) {
+                st = ert_tr_oom(t);
+                break;
+            }
+            b->in[0] = memo[x];
+            b->out[0] = x;
+            b->params.cast.to = ERT_DTYPE_F32;
+            missing[x] = false;
+        }
+        if (st != ERT_OK || !ac) {
             t->n[t->nn++] = f;
             continue;
         }
         int32_t y = f.out[0];
         int32_t xh = amp_cast(t, memo, f.in[0], h), wh = xh >= 0 ? amp_cast(t, memo, f.in[1], h) : -1;
-        char nm[256];
         snprintf(nm, sizeof nm, "%s.%s", t->t[y].name, ert_dtype_name(h));
         ttensor c = t->t[y];
         int32_t yh = wh >= 0 ? ert_tr_add_tensor(t, nm, h, c.ndim, c.dims) : -1;
@@ -502,8 +716,23 @@ static ert_status amp_rewrite(ert_trainer *t) {
         b->params.cast.to = ERT_DTYPE_F32;
     }
     for (; k < nold; k++) t->n[t->nn++] = old[k];
+    for (int i = 0; i < t->model->n_outputs && st == ERT_OK; i++) {
+        int32_t x = t->model->outputs[i];
+        if (x < 0 || x >= n_orig || !missing[x]) continue;
+        tnode *b = ert_tr_add_node(t, ERT_OP_CAST, t->t[x].name, 1, 1, PH_FWD);
+        if (!b) {
+            st = ert_tr_oom(t);
+            break;
+        }
+        b->in[0] = memo[x];
+        b->out[0] = x;
+        b->params.cast.to = ERT_DTYPE_F32;
+        missing[x] = false;
+    }
     free(old);
     free(memo);
+    free(need);
+    free(missing);
     return st;
 }
 
@@ -1116,7 +1345,7 @@ static ert_status build(const ert_model *m, const ert_trainer_options *opts, boo
         }
         t->t[t->rng_t].mem = TM_STATE;
     }
-    if ((st = fix_inputs(t)) || (st = select_params(t)) || (st = infer(t)) || (st = amp_rewrite(t)) ||
+    if ((st = fix_inputs(t)) || (st = select_params(t)) || (st = infer(t)) || (st = fold_frozen(t)) || (st = amp_rewrite(t)) ||
         (st = add_loss(t)))
         goto fail;
     t->fwd_end = t->nn;
