@@ -1243,7 +1243,8 @@ static uint64_t fingerprint(const ert_trainer *t) {
     } while (0)
     for (int i = 0; i < t->nt; i++) {
         const ttensor *x = &t->t[i];
-        if (x->mem != TM_PARAM && x->mem != TM_STATE) continue;
+        /* the gradient norm is state on the CPU, io on a device: not checkpointed */
+        if ((x->mem != TM_PARAM && x->mem != TM_STATE) || i == t->gnorm_t) continue;
         MIX(x->name, strlen(x->name) + 1);
         MIX(&x->ndim, sizeof x->ndim);
         MIX(x->dims, (size_t)x->ndim * sizeof x->dims[0]);

@@ -525,7 +525,8 @@ ert_status ert_image_write_pnm(ert_context *ctx, const char *path, const uint8_t
  * (session.precision F16/BF16, see ert_trainer_options); an op without a CUDA
  * training kernel (LayerNorm's gradient for now) makes create fail with
  * ERT_E_UNSUPPORTED naming it (AUTO then trains on the CPU). Checkpoints and
- * export of a CUDA trainer: ERT_E_UNSUPPORTED for now (TODO(#5)).
+ * export of a CUDA trainer copy its weights and state to the host (load
+ * uploads them): a checkpoint saved on either device loads on the other.
  */
 typedef struct ert_trainer ert_trainer;
 
@@ -679,7 +680,7 @@ int64_t ert_trainer_skipped_steps(const ert_trainer *t);
  * statistics), optimizer state, step count and RNG state, with the model's
  * fingerprint. Written atomically (PATH.tmp.XXXXXX, fsync, rename, directory
  * fsync): on any failure or crash the previous file at PATH is intact.
- * Errors: ERT_E_IO. */
+ * Errors: ERT_E_IO, ERT_E_CUDA (copying a device trainer's weights). */
 ert_status ert_trainer_save_checkpoint(ert_trainer *t, const char *path);
 /* Restore a checkpoint saved from a trainer of the same model and options
  * (same parameters, shapes and optimizer). Checked completely before anything
