@@ -132,6 +132,11 @@ cudaError_t ert_cuda_dropout_train_launch(const float *x, uint64_t *rng, float *
                                           bool training, cudaStream_t st);
 /* CE: z (N, C), target i64 (N), w (C) or NULL; MSE/BCE: n elements. A CE
  * target outside [0, C) gives a NaN loss (the step is then skipped). */
+/* LayerNorm backward over rows (outer, inner): dx, dscale (ds_n = inner or
+ * 1), dB (db_n = inner or 1); any output may be NULL. */
+cudaError_t ert_cuda_layernorm_grad_launch(const float *dy, const float *x, const float *scale, int64_t scale_n,
+                                           float *dx, float *ds, int64_t ds_n, float *db, int64_t db_n, int64_t outer,
+                                           int64_t inner, float eps, cudaStream_t st);
 /* scale: NULL, or the loss scaler {S, ...}: dz is multiplied by S (the loss is not) */
 cudaError_t ert_cuda_loss_launch(int kind, const float *z, const void *target, const float *w, float *loss, float *dz,
                                  int64_t N, int64_t C, int64_t n, float label_smoothing, const float *scale,

@@ -14,8 +14,7 @@
  * backend's direct kernel; a CONV_GRAD_WEIGHT it cannot describe is refused
  * at create. MatMul gradients: cuBLAS per batch entry, accumulating where
  * a batch dim was broadcast. Everything else: kernels in train.cu.
- * LayerNorm's gradient has no CUDA kernel yet (TODO(#5)): a trainer on CUDA
- * refuses it at create with ERT_E_UNSUPPORTED naming the op.
+ * LayerNorm's gradient: one block per row (train.cu), like the CPU kernel.
  */
 #include "cuda_internal.h"
 
@@ -44,7 +43,6 @@ bool ert_cuda_train_op(ert_op op) {
 }
 
 bool ert_cuda_train_supports(ert_op op, ert_dtype dt) {
-    if (op == ERT_OP_LAYERNORM_GRAD) return false;
 #ifndef ERT_HAVE_CUDNN
     if (op == ERT_OP_CONV_GRAD_WEIGHT) return false;
 #else
@@ -468,6 +466,16 @@ ert_status ert_cuda_train_run(const ert_cuda_env *env, const ert_kargs *a) {
         }
         e = ert_cuda_softmax_grad_launch(a->op == ERT_OP_LOGSOFTMAX_GRAD, in[0].data, Y->data, out[0].data, outer,
                                          Y->ndim ? Y->dims[axis] : 1, inner, st);
+        break;
+    }
+    case ERT_OP_LAYERNORM_GRAD: { /* (dy, x, scale) -> (dx, dscale, dB), like ert_cpu_layernorm_grad */
+        const ert_tview *X = &in[1];
+        int64_t axis = a->params->norm.axis, inner = 1, outer = 1;
+        for (int i = 0; i < X->ndim; i++) *(i < axis ? &outer : &inner) *= X->dims[i];
+        e = ert_cuda_layernorm_grad_launch(in[0].data, X->data, in[2].data, in[2].n_elems, out[0].data,
+                                           a->n_out > 1 ? out[1].data : NULL, a->n_out > 1 ? out[1].n_elems : 0,
+                                           a->n_out > 2 ? out[2].data : NULL, a->n_out > 2 ? out[2].n_elems : 0, outer,
+                                           inner, a->params->norm.epsilon, st);
         break;
     }
     case ERT_OP_SLICE_GRAD: if (out[0].data) e = slice_grad(a, st); break;

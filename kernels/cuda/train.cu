@@ -348,6 +348,40 @@ static __global__ void copy_mask_k(const float *__restrict__ x, float *__restric
     }
 }
 
+/* ---------------------------------------------------------------- LayerNorm */
+
+/* One block per row of `inner` elements (the normalised trailing dims),
+ * statistics recomputed from x in double like the CPU kernel; dx from the
+ * row sums; dscale/dB accumulate over rows with atomics (zeroed by the
+ * launcher; sb / db1: a one-element scale / bias broadcast over the row). */
+static __global__ void __launch_bounds__(kThreads) ln_grad_k(const float *__restrict__ dy, const float *__restrict__ x,
+                                                             const float *__restrict__ sc, bool sb, float *dx, float *ds,
+                                                             float *db, bool db1, int64_t inner, double eps) {
+    __shared__ double sh[33];
+    const int64_t r = blockIdx.x;
+    const float *xp = x + r * inner, *gp = dy + r * inner;
+    double s = 0;
+    for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) s += xp[i];
+    double mu = block_sum(s, sh) / (double)inner, v = 0;
+    for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) v += (xp[i] - mu) * (xp[i] - mu);
+    double inv = 1.0 / sqrt(block_sum(v, sh) / (double)inner + eps), sg = 0, sgx = 0;
+    for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) {
+        double xh = (xp[i] - mu) * inv, g = gp[i] * (double)sc[sb ? 0 : i];
+        sg += g;
+        sgx += g * xh;
+        if (ds) atomicAdd(&ds[sb ? 0 : i], (float)(gp[i] * xh));
+        if (db) atomicAdd(&db[db1 ? 0 : i], gp[i]);
+    }
+    sg = block_sum(sg, sh);
+    sgx = block_sum(sgx, sh);
+    if (!dx) return;
+    double mg = sg / (double)inner, mgx = sgx / (double)inner;
+    for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) {
+        double xh = (xp[i] - mu) * inv, g = gp[i] * (double)sc[sb ? 0 : i];
+        dx[r * inner + i] = (float)(inv * (g - mg - xh * mgx));
+    }
+}
+
 /* ---------------------------------------------------------------- loss */
 
 /* One block of kThreads (1024 threads ran out of registers on an H200:
@@ -629,5 +663,17 @@ cudaError_t ert_cuda_optim_launch(const ert_optim_params *p, float *w, const flo
                                   const float *gn, const float *hyper, const float *loss, int64_t n, cudaStream_t st) {
     if (n <= 0) return cudaSuccess;
     optim_k<<<blocks_for(n), kThreads, 0, st>>>(w, g, m, v, gn, hyper, loss, n, *p);
+    LAUNCH_END;
+}
+
+cudaError_t ert_cuda_layernorm_grad_launch(const float *dy, const float *x, const float *scale, int64_t scale_n,
+                                           float *dx, float *ds, int64_t ds_n, float *db, int64_t db_n, int64_t outer,
+                                           int64_t inner, float eps, cudaStream_t st) {
+    cudaError_t e = cudaSuccess;
+    if (ds && (e = cudaMemsetAsync(ds, 0, (size_t)ds_n * sizeof(float), st)) != cudaSuccess) return e;
+    if (db && (e = cudaMemsetAsync(db, 0, (size_t)db_n * sizeof(float), st)) != cudaSuccess) return e;
+    if (outer <= 0 || inner <= 0) return cudaSuccess;
+    if (outer > INT32_MAX) return cudaErrorInvalidValue;
+    ln_grad_k<<<(unsigned)outer, kThreads, 0, st>>>(dy, x, scale, scale_n == 1, dx, ds, db, db_n == 1, inner, eps);
     LAUNCH_END;
 }
