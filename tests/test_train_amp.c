@@ -118,44 +118,6 @@ static void cpu_refuses(ert_model *m) {
 }
 
 #ifndef ERT_TEST_HAVE_CUDA
-/* Head-only (fc.*, BN frozen) in f16: the frozen prefix runs in f16 end to
- * end (every conv, including the one with a bias); fc gradients vs the f32
- * CPU trainer; the arena is smaller than full AMP training's. */
-static void head_only(ert_model *m) {
-    ert_trainer_options oc = opts(ERT_DEVICE_CPU, ERT_DTYPE_F32), og = opts(ERT_DEVICE_CUDA, ERT_DTYPE_F16),
-                        ofull = og;
-    oc.trainable = og.trainable = ERT_TRAIN_PATTERN;
-    oc.pattern = og.pattern = "fc.*";
-    oc.bn = og.bn = ofull.bn = ERT_BN_FROZEN;
-    og.loss_scale = 1024.0f;
-    ert_trainer *t[2] = {NULL, NULL}, *full = NULL;
-    CHECK_OK(ert_trainer_create(m, &oc, &t[0]), ctx);
-    CHECK_OK(ert_trainer_create(m, &og, &t[1]), ctx);
-    CHECK_OK(ert_trainer_create(m, &ofull, &full), ctx);
-    if (!t[0] || !t[1] || !full) goto out;
-    CHECK(n_half_convs(t[1], ERT_DTYPE_F16) == 4, "head-only f16: %d of 4 convs in f16",
-          n_half_convs(t[1], ERT_DTYPE_F16));
-    fill(t, 2);
-    float lc = 0, lg = 0;
-    CHECK_OK(ert_trainer_step(t[0], &lc), ctx);
-    CHECK_OK(ert_trainer_step(t[1], &lg), ctx);
-    CHECK(fabs((double)lc - lg) <= 2e-2 * fabs((double)lc), "head-only: loss cpu %.6g cuda f16 %.6g", (double)lc,
-          (double)lg);
-    double e = grad_err(t[0], t[1], 1024.0, "head-only f16", 2e-2);
-    ert_memory_report rh, rf;
-    ert_trainer_memory(t[1], &rh);
-    ert_trainer_memory(full, &rf);
-    CHECK(rh.total_bytes < rf.total_bytes && rh.activations_bytes < rf.activations_bytes,
-          "head-only f16 arena %zu (activations %zu) vs full f16 %zu (%zu)", rh.total_bytes, rh.activations_bytes,
-          rf.total_bytes, rf.activations_bytes);
-    printf("  head-only f16: loss %.6f vs %.6f, fc gradient rel err %.3g; arena %zu vs full f16 %zu bytes\n",
-           (double)lg, (double)lc, e, rh.total_bytes, rf.total_bytes);
-out:
-    ert_trainer_free(t[0]);
-    ert_trainer_free(t[1]);
-    ert_trainer_free(full);
-}
-
 int main(void) {
     ert_test_rng_init(&rng, "train_amp");
     if (ert_context_create(NULL, &ctx) != ERT_OK) return 1;

@@ -122,7 +122,7 @@ static ert_status dnn_err(cuda_ctx *c, cudnnStatus_t s, const char *what) {
 #endif
 
 static ert_cuda_env env_of(cuda_ctx *c) {
-    ert_cuda_env e = {.ctx = c->ctx, .stream = c->stream, .blas = c->blas, .dnn = NULL};
+    ert_cuda_env e = {.ctx = c->ctx, .stream = c->stream, .blas = c->blas, .dnn = NULL, .trainer = c->trainer};
 #ifdef ERT_HAVE_CUDNN
     e.dnn = c->dnn;
 #endif

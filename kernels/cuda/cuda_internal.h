@@ -164,6 +164,7 @@ typedef struct ert_cuda_env {
     cudaStream_t stream;
     struct cublasContext *blas;
     void *dnn;                  /* cudnnHandle_t, or NULL without cuDNN */
+    bool trainer;               /* serving a trainer (half ConvTranspose = an AMP data gradient) */
 } ert_cuda_env;
 bool ert_cuda_train_op(ert_op op);
 bool ert_cuda_train_supports(ert_op op, ert_dtype dt);

@@ -205,6 +205,8 @@ static ert_status conv_state(const ert_cuda_env *env, const ert_kargs *a, size_t
     ert_tview x, w, y;
     *out = NULL;
     if (!env->dnn || !conv_views(a, &x, &w, &y)) return ERT_OK;
+    /* an inference session's f16/bf16 ConvTranspose keeps the backend's kernel */
+    if (a->op == ERT_OP_CONV_TRANSPOSE && x.dtype != ERT_DTYPE_F32 && !env->trainer) return ERT_OK;
     bwd_state *s = NULL;
     ert_status st = bwd_describe(env, &a->params->conv, &x, &w, &y, &s);
     if (st != ERT_OK || !s) return st;
