@@ -608,10 +608,38 @@ static bool amp_half_op(const ert_trainer *t, const tnode *n) {
     }
 }
 
+/* Trainable-region ops whose activations (slot 0; both for Add) are kept in
+ * the half type, with their gradients (the CUDA kernels of cuda_train.c take
+ * f16/bf16 activations with f32 parameters); *slots: how many leading inputs
+ * are activations. */
+static bool amp_act_op(const ert_trainer *t, const tnode *n, int *slots) {
+    *slots = 1;
+    if (n->n_in < 1 || n->in[0] < 0 || n->n_out < 1 || n->out[0] < 0 || t->t[n->in[0]].dtype != ERT_DTYPE_F32 ||
+        t->t[n->out[0]].dtype != ERT_DTYPE_F32)
+        return false;
+    switch (n->op) {
+    case ERT_OP_BATCHNORM_TRAIN: case ERT_OP_RELU: case ERT_OP_LEAKY_RELU: case ERT_OP_CLIP: case ERT_OP_SIGMOID:
+    case ERT_OP_TANH: case ERT_OP_HARD_SIGMOID: case ERT_OP_HARD_SWISH: case ERT_OP_SILU: case ERT_OP_GELU:
+    case ERT_OP_AVGPOOL: case ERT_OP_GLOBAL_AVGPOOL: case ERT_OP_FLATTEN: case ERT_OP_RESHAPE: case ERT_OP_IDENTITY:
+    case ERT_OP_SQUEEZE: case ERT_OP_UNSQUEEZE:
+        return true;
+    case ERT_OP_MAXPOOL: return n->n_out < 2 || n->out[1] < 0;
+    case ERT_OP_ADD: /* same shapes: the gradient passes through, no reduction */
+        *slots = 2;
+        return n->n_in == 2 && n->in[1] >= 0 && t->t[n->in[1]].dtype == ERT_DTYPE_F32 &&
+               t->t[n->in[0]].ndim == t->t[n->in[1]].ndim &&
+               !memcmp(t->t[n->in[0]].dims, t->t[n->in[1]].dims, (size_t)t->t[n->in[0]].ndim * sizeof(int64_t)) &&
+               !memcmp(t->t[n->in[0]].dims, t->t[n->out[0]].dims, (size_t)t->t[n->in[0]].ndim * sizeof(int64_t));
+    default: return false;
+    }
+}
+
 /* Nodes: frozen prefix (no input needs a gradient, an amp_half_op): every
  * f32 input and output becomes its half twin, the f32 tensor is made only
  * when a later f32 node (or the loss) reads it (missing[]); trainable convs
- * (amp_conv): casts around; the rest: f32, as before. */
+ * and amp_act_op nodes: their activation inputs and output 0 likewise (with
+ * amp_conv_only: casts around each conv instead); the rest: f32, with casts
+ * of half-only inputs back. */
 static ert_status amp_rewrite(ert_trainer *t) {
     ert_dtype h = t->amp;
     if (h == ERT_DTYPE_F32) return ERT_OK;
@@ -646,16 +674,20 @@ static ert_status amp_rewrite(ert_trainer *t) {
         for (int j = 0; j < f.n_in; j++) any = any || (f.in[j] >= 0 && need[f.in[j]]);
         for (int j = 0; j < f.n_out; j++)
             if (f.out[j] >= 0) need[f.out[j]] = any;
-        if (!any && amp_half_op(t, &f)) {
+        int slots = 0;
+        bool frozen_half = !any && amp_half_op(t, &f);
+        bool act_half = !frozen_half && !t->o.amp_conv_only && (amp_act_op(t, &f, &slots) || amp_conv(t, &f));
+        if (act_half && f.op == ERT_OP_CONV) slots = 2; /* x and the weight's half copy */
+        if (frozen_half || act_half) {
             for (int j = 0; j < f.n_in && st == ERT_OK; j++) {
-                if (f.in[j] < 0 || t->t[f.in[j]].dtype != ERT_DTYPE_F32) continue;
+                if (f.in[j] < 0 || t->t[f.in[j]].dtype != ERT_DTYPE_F32 || (act_half && j >= slots)) continue;
                 int32_t xh = amp_cast(t, memo, f.in[j], h);
                 if (xh < 0) st = ert_tr_oom(t);
                 else f.in[j] = xh;
             }
             for (int j = 0; j < f.n_out && st == ERT_OK; j++) {
                 int32_t y = f.out[j];
-                if (y < 0 || t->t[y].dtype != ERT_DTYPE_F32) continue;
+                if (y < 0 || t->t[y].dtype != ERT_DTYPE_F32 || (act_half && j > 0)) continue; /* BN statistics: f32 */
                 snprintf(nm, sizeof nm, "%s.%s", t->t[y].name, ert_dtype_name(h));
                 ttensor c = t->t[y];
                 int32_t yh = ert_tr_add_tensor(t, nm, h, c.ndim, c.dims);

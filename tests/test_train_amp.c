@@ -4,7 +4,8 @@
  * Model: a CNN whose convs have no bias (conv+BN blocks: they run in the
  * half type) plus one conv with a bias (stays f32), Relu, MaxPool, a
  * residual Add, GlobalAveragePool, Gemm. Per precision (f16, bf16):
- *   - the graph really runs those convs in the half type;
+ *   - the graph really runs those convs in the half type, and (default) the
+ *     BatchNorms on half activations (amp_conv_only: f32 activations);
  *   - one step on fresh random data: loss and every parameter gradient vs
  *     the CPU (relative to the gradient's largest magnitude: 2e-2 f16, 5e-2
  *     bf16; the f16 gradients come back scaled by the loss scale, divided
@@ -202,16 +203,26 @@ static double grad_err(ert_trainer *cpu, ert_trainer *gpu, double div, const cha
     return worst_all;
 }
 
-static void vs_cpu(ert_model *m, ert_dtype h, double tol) {
-    const char *hn = ert_dtype_name(h);
+static int n_half_bn(const ert_trainer *t, ert_dtype h) {
+    int n = 0;
+    for (int k = 0; k < t->fwd_end; k++)
+        if (t->n[k].op == ERT_OP_BATCHNORM_TRAIN && t->t[t->n[k].in[0]].dtype == h) n++;
+    return n;
+}
+
+static void vs_cpu(ert_model *m, ert_dtype h, double tol, int conv_only) {
+    char hn[48];
+    snprintf(hn, sizeof hn, "%s%s", ert_dtype_name(h), conv_only ? " (convs only)" : "");
     ert_trainer_options oc = opts(ERT_DEVICE_CPU, ERT_DTYPE_F32), og = opts(ERT_DEVICE_CUDA, h);
     og.loss_scale = 1024.0f;
+    og.amp_conv_only = conv_only;
     ert_trainer *t[2] = {NULL, NULL};
     CHECK_OK(ert_trainer_create(m, &oc, &t[0]), ctx);
     CHECK_OK(ert_trainer_create(m, &og, &t[1]), ctx);
     if (!t[0] || !t[1]) goto out;
-    CHECK(n_half_convs(t[1], h) == 3, "%s: %d convs run in %s, want 3 (conv4 has a bias: f32)", hn,
-          n_half_convs(t[1], h), hn);
+    CHECK(n_half_convs(t[1], h) == 3, "%s: %d convs run in the half type, want 3 (conv4 has a bias: f32)", hn,
+          n_half_convs(t[1], h));
+    CHECK(n_half_bn(t[1], h) == (conv_only ? 0 : 3), "%s: %d BatchNorms on half activations", hn, n_half_bn(t[1], h));
     float s_used = ert_trainer_loss_scale(t[1]);
     CHECK(s_used == (h == ERT_DTYPE_F16 ? 1024.0f : 1.0f), "%s: initial loss scale %g", hn, (double)s_used);
     fill(t, 2);
@@ -407,8 +418,9 @@ int main(void) {
         if (ert_test_fail) return ert_test_finish("train_amp");
         return ert_test_skip("train_amp", e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device");
     }
-    vs_cpu(m, ERT_DTYPE_F16, 2e-2);
-    vs_cpu(m, ERT_DTYPE_BF16, 5e-2);
+    vs_cpu(m, ERT_DTYPE_F16, 2e-2, 0);
+    vs_cpu(m, ERT_DTYPE_F16, 2e-2, 1);
+    vs_cpu(m, ERT_DTYPE_BF16, 5e-2, 0);
     converge(m, ERT_DTYPE_F16);
     converge(m, ERT_DTYPE_BF16);
     scaling(m);

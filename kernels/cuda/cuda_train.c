@@ -50,6 +50,11 @@ bool ert_cuda_train_supports(ert_op op, ert_dtype dt) {
     if (op == ERT_OP_CONV_GRAD_WEIGHT) return dt == ERT_DTYPE_F32 || dt == ERT_DTYPE_F16 || dt == ERT_DTYPE_BF16;
 #endif
     if (op == ERT_OP_FILL_ZERO) return ert_dtype_size(dt) != 0;
+    /* mixed precision: these run on f16/bf16 activations too */
+    bool half = dt == ERT_DTYPE_F16 || dt == ERT_DTYPE_BF16;
+    if (half && (op == ERT_OP_ACT_GRAD || op == ERT_OP_MAXPOOL_GRAD || op == ERT_OP_AVGPOOL_GRAD ||
+                 op == ERT_OP_GLOBAL_AVGPOOL_GRAD || op == ERT_OP_BATCHNORM_TRAIN || op == ERT_OP_BATCHNORM_GRAD))
+        return true;
     return dt == ERT_DTYPE_F32;
 }
 
@@ -225,6 +230,10 @@ ert_status ert_cuda_train_workspace(const ert_cuda_env *env, const ert_kargs *a,
     switch (a->op) {
     case ERT_OP_MATMUL_GRAD: *bytes = BLAS_WS; return ERT_OK;
     case ERT_OP_GRAD_NORM: *bytes = sizeof(double); return ERT_OK;
+    case ERT_OP_BATCHNORM_TRAIN: case ERT_OP_BATCHNORM_GRAD: /* half activations: per-channel sums in double */
+        if (a->in[0].dtype != ERT_DTYPE_F32 && a->in[0].ndim >= 2) /* dy and x have the same shape */
+            *bytes = 2 * sizeof(double) * (size_t)a->in[0].dims[1];
+        return ERT_OK;
     case ERT_OP_CONV_GRAD_WEIGHT: case ERT_OP_CONV_TRANSPOSE: {
 #ifdef ERT_HAVE_CUDNN
         bwd_state *s = NULL;
@@ -408,8 +417,11 @@ ert_status ert_cuda_train_run(const ert_cuda_env *env, const ert_kargs *a) {
             e = cudaMemsetAsync(out[0].data, 0, (size_t)out[0].n_elems * ert_dtype_size(out[0].dtype), st);
         break;
     case ERT_OP_ACT_GRAD:
-        if (out[0].data) e = ert_cuda_act_grad_launch(&a->params->unary, in[0].data, in[1].data, out[0].data,
-                                                      out[0].n_elems, st);
+        if (out[0].data && in[0].dtype != ERT_DTYPE_F32)
+            e = ert_cuda_act_grad_h_launch(in[0].dtype, &a->params->unary, in[0].data, in[1].data, out[0].data,
+                                           out[0].n_elems, st);
+        else if (out[0].data)
+            e = ert_cuda_act_grad_launch(&a->params->unary, in[0].data, in[1].data, out[0].data, out[0].n_elems, st);
         break;
     case ERT_OP_BINARY_GRAD: {
         if (!out[0].data) break;
@@ -435,16 +447,29 @@ ert_status ert_cuda_train_run(const ert_cuda_env *env, const ert_kargs *a) {
     }
     case ERT_OP_MATMUL_GRAD: return out[0].data ? matmul_grad(env, a) : ERT_OK;
     case ERT_OP_MAXPOOL_GRAD: case ERT_OP_AVGPOOL_GRAD:
-        if (out[0].data)
+        if (out[0].data && in[0].dtype != ERT_DTYPE_F32)
+            e = ert_cuda_pool_grad_h_launch(a->op == ERT_OP_MAXPOOL_GRAD, &a->params->pool, &in[1], in[0].data,
+                                            &in[0], out[0].data, st);
+        else if (out[0].data)
             e = ert_cuda_pool_grad_launch(a->op == ERT_OP_MAXPOOL_GRAD, &a->params->pool, &in[1], in[0].data, &in[0],
                                           out[0].data, st);
         break;
     case ERT_OP_GLOBAL_AVGPOOL_GRAD:
-        if (out[0].data) e = ert_cuda_gap_grad_launch(in[0].data, out[0].data, in[1].dims[0] * in[1].dims[1],
+        if (out[0].data && in[0].dtype != ERT_DTYPE_F32)
+            e = ert_cuda_gap_grad_h_launch(in[0].dtype, in[0].data, out[0].data, in[1].dims[0] * in[1].dims[1],
+                                           spatial(&in[1]), st);
+        else if (out[0].data) e = ert_cuda_gap_grad_launch(in[0].data, out[0].data, in[1].dims[0] * in[1].dims[1],
                                                       spatial(&in[1]), st);
         break;
     case ERT_OP_BATCHNORM_TRAIN: {
         const ert_grad_params *p = &a->params->grad;
+        if (in[0].dtype != ERT_DTYPE_F32) {
+            e = ert_cuda_bn_train_h_launch(in[0].dtype, in[0].data, in[1].data, in[2].data, in[3].data, in[4].data,
+                                           out[0].data, a->n_out > 1 ? out[1].data : NULL,
+                                           a->n_out > 2 ? out[2].data : NULL, in[0].dims[0], in[0].dims[1],
+                                           spatial(&in[0]), p->eps, p->momentum, p->training, a->workspace, st);
+            break;
+        }
         e = ert_cuda_bn_train_launch(in[0].data, in[1].data, in[2].data, in[3].data, in[4].data, out[0].data,
                                      a->n_out > 1 ? out[1].data : NULL, a->n_out > 2 ? out[2].data : NULL,
                                      in[0].dims[0], in[0].dims[1], spatial(&in[0]), p->eps, p->momentum, p->training,
@@ -453,6 +478,13 @@ ert_status ert_cuda_train_run(const ert_cuda_env *env, const ert_kargs *a) {
     }
     case ERT_OP_BATCHNORM_GRAD: {
         const ert_grad_params *p = &a->params->grad;
+        if (in[0].dtype != ERT_DTYPE_F32) {
+            e = ert_cuda_bn_grad_h_launch(in[0].dtype, in[0].data, in[1].data, in[2].data, in[3].data, in[4].data,
+                                          out[0].data, a->n_out > 1 ? out[1].data : NULL,
+                                          a->n_out > 2 ? out[2].data : NULL, in[1].dims[0], in[1].dims[1],
+                                          spatial(&in[1]), p->eps, p->frozen, a->workspace, st);
+            break;
+        }
         e = ert_cuda_bn_grad_launch(in[0].data, in[1].data, in[2].data, in[3].data, in[4].data, out[0].data,
                                     a->n_out > 1 ? out[1].data : NULL, a->n_out > 2 ? out[2].data : NULL,
                                     in[1].dims[0], in[1].dims[1], spatial(&in[1]), p->eps, p->frozen, st);

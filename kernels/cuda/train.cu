@@ -1,4 +1,5 @@
-/* Training kernels (f32): the CUDA twins of kernels/cpu/grad_*.c, loss.c and
+/* Training kernels (f32, and f16/bf16 activations of mixed precision: the
+ * *_h launchers at the end, f32 math and statistics): the CUDA twins of kernels/cpu/grad_*.c, loss.c and
  * optim.c, with the same formulas (see those files' headers). Layer 1 and 2
  * of STYLE rule 3; cuda_train.c is the dispatch.
  *
@@ -12,6 +13,7 @@
  * memory the trainer's pinned staging copies in at each step) and skips the
  * update when the loss or the gradient norm is not finite. */
 #include "cuda_internal.h"
+#include "cuda_types.cuh"
 
 #include <math.h>
 
@@ -675,5 +677,263 @@ cudaError_t ert_cuda_layernorm_grad_launch(const float *dy, const float *x, cons
     if (outer <= 0 || inner <= 0) return cudaSuccess;
     if (outer > INT32_MAX) return cudaErrorInvalidValue;
     ln_grad_k<<<(unsigned)outer, kThreads, 0, st>>>(dy, x, scale, scale_n == 1, dx, ds, db, db_n == 1, inner, eps);
+    LAUNCH_END;
+}
+
+/* ---------------------------------------------------------------- mixed precision (f16/bf16 activations) */
+
+/* 16-bit atomic add through a 32-bit CAS (every architecture; MaxPool
+ * windows overlap, so their gradients add). */
+template <typename T> static __device__ void add16(T *p, float v) {
+    unsigned int *w = (unsigned int *)((size_t)p & ~(size_t)3);
+    const bool hi = ((size_t)p & 2) != 0;
+    unsigned int old = *w, assumed;
+    do {
+        assumed = old;
+        unsigned short h = hi ? (unsigned short)(assumed >> 16) : (unsigned short)(assumed & 0xffffu);
+        T cur, nv;
+        memcpy(&cur, &h, 2);
+        ert_put(&nv, ert_ld(cur) + v);
+        unsigned short nh;
+        memcpy(&nh, &nv, 2);
+        unsigned int nw = hi ? (assumed & 0xffffu) | ((unsigned int)nh << 16) : (assumed & 0xffff0000u) | nh;
+        old = atomicCAS(w, assumed, nw);
+    } while (assumed != old);
+}
+
+template <typename T>
+static __global__ void act_grad_hk(const T *__restrict__ dy, const T *__restrict__ x, T *__restrict__ dx, int64_t n,
+                                   ert_unary_params u) {
+    GRID_STRIDE(i, n) {
+        float xv = ert_ld(x[i]), g = ert_ld(dy[i]);
+        ert_put(dx + i, u.act.kind == ERT_ACT_RELU ? (xv > 0 ? g : 0.0f) : g * act_deriv(xv, u));
+    }
+}
+
+template <typename T>
+static __global__ void pool_grad_hk(const T *__restrict__ x, const T *__restrict__ dy, T *__restrict__ dx, pgeom g,
+                                    int64_t total, bool is_max, bool include_pad) {
+    int64_t out_sz = g.out[0] * g.out[1] * g.out[2], in_sz = g.in[0] * g.in[1] * g.in[2];
+    GRID_STRIDE(i, total) {
+        int64_t plane = i / out_sz, r = i % out_sz;
+        int64_t o[3] = {r / (g.out[2] * g.out[1]), (r / g.out[2]) % g.out[1], r % g.out[2]};
+        int64_t st[3], lo[3], hi[3], np[3];
+        for (int q = 0; q < 3; q++) {
+            st[q] = o[q] * g.s[q] - g.pb[q];
+            taps(st[q], g.k[q], g.d[q], g.in[q], g.pe[q], &lo[q], &hi[q], &np[q]);
+        }
+        const T *xp = x + plane * in_sz;
+        T *dp = dx + plane * in_sz;
+        float gv = ert_ld(dy[i]);
+        if (!is_max) {
+            int64_t cnt = include_pad ? np[0] * np[1] * np[2] : (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]);
+            float w = cnt > 0 ? gv / (float)cnt : 0.0f;
+            for (int64_t kd = lo[0]; kd < hi[0]; kd++)
+                for (int64_t kh = lo[1]; kh < hi[1]; kh++)
+                    for (int64_t kw = lo[2]; kw < hi[2]; kw++)
+                        add16(dp + ((st[0] + kd * g.d[0]) * g.in[1] + st[1] + kh * g.d[1]) * g.in[2] + st[2] +
+                                  kw * g.d[2],
+                              w);
+            continue;
+        }
+        float mx = -INFINITY;
+        int64_t arg = -1;
+        for (int64_t kd = lo[0]; kd < hi[0]; kd++)
+            for (int64_t kh = lo[1]; kh < hi[1]; kh++)
+                for (int64_t kw = lo[2]; kw < hi[2]; kw++) {
+                    int64_t j = ((st[0] + kd * g.d[0]) * g.in[1] + st[1] + kh * g.d[1]) * g.in[2] + st[2] + kw * g.d[2];
+                    float v = ert_ld(xp[j]);
+                    if (v > mx || (arg < 0 && isnan(v))) {
+                        mx = v;
+                        arg = j;
+                    }
+                }
+        if (arg >= 0) add16(dp + arg, gv);
+    }
+}
+
+template <typename T>
+static __global__ void gap_grad_hk(const T *__restrict__ dy, T *__restrict__ dx, int64_t sz, int64_t total) {
+    GRID_STRIDE(i, total) ert_put(dx + i, ert_ld(dy[i / sz]) / (float)sz);
+}
+
+/* BatchNorm over x (N, C, sz) in T with f32 parameters and statistics: the
+ * per-channel sums are split over chunks of N*sz (grid (chunks, C): many
+ * blocks per channel, unlike the f32 kernels' one) and added in double into
+ * ws[2C] (zeroed by the launcher); a C-thread kernel finishes them; the
+ * element-wise pass runs on the whole grid. */
+template <typename T>
+static __global__ void __launch_bounds__(kThreads) bn_sums_hk(const T *__restrict__ x, const T *__restrict__ dy,
+                                                              const float *mean, const float *istd, int64_t C,
+                                                              int64_t sz, int64_t m, int64_t chunk, double *ws,
+                                                              bool frozen, float eps) {
+    __shared__ double sh[33];
+    const int64_t c = blockIdx.y, j0 = blockIdx.x * chunk, j1 = j0 + chunk < m ? j0 + chunk : m;
+    float a = 0, b = 0, mu = 0, inv = 0;
+    if (dy) {
+        mu = mean[c];
+        inv = frozen ? rsqrtf(istd[c] + eps) : istd[c];
+    }
+    for (int64_t j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
+        int64_t k = ((j / sz) * C + c) * sz + j % sz;
+        float xv = ert_ld(x[k]);
+        if (dy) { /* backward: sum dy, sum dy * xhat */
+            float d = ert_ld(dy[k]);
+            a += d;
+            b += d * (xv - mu) * inv;
+        } else { /* forward: sum x, sum x^2 */
+            a += xv;
+            b += xv * xv;
+        }
+    }
+    double sa = block_sum(a, sh), sb = block_sum(b, sh);
+    if (threadIdx.x == 0) {
+        atomicAdd(ws + c, sa);
+        atomicAdd(ws + C + c, sb);
+    }
+}
+
+static __global__ void bn_stats_hk(const double *ws, float *rmean, float *rvar, float *mean, float *invstd, int64_t C,
+                                   int64_t m, float eps, float mom) {
+    int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    double mu = m ? ws[c] / (double)m : 0.0, var = m ? fmax(ws[C + c] / (double)m - mu * mu, 0.0) : 0.0;
+    double unb = m > 1 ? var * (double)m / (double)(m - 1) : var;
+    rmean[c] = (float)(rmean[c] * (double)mom + mu * (1.0 - mom));
+    rvar[c] = (float)(rvar[c] * (double)mom + unb * (1.0 - mom));
+    mean[c] = (float)mu;
+    invstd[c] = (float)(1.0 / sqrt(var + eps));
+}
+
+/* y = x * k + b per channel; training: from mean/invstd, else the running
+ * statistics. */
+template <typename T>
+static __global__ void bn_apply_hk(const T *__restrict__ x, T *__restrict__ y, const float *scale, const float *bias,
+                                   const float *mean, const float *invstd, const float *rmean, const float *rvar,
+                                   int64_t C, int64_t sz, int64_t n, float eps, bool training) {
+    GRID_STRIDE(i, n) {
+        int64_t c = (i / sz) % C;
+        float mu = training ? mean[c] : rmean[c], inv = training ? invstd[c] : rsqrtf(rvar[c] + eps);
+        float k = inv * scale[c];
+        ert_put(y + i, ert_ld(x[i]) * k + (bias[c] - mu * k));
+    }
+}
+
+static __global__ void bn_dparams_hk(const double *ws, float *dscale, float *dbias, int64_t C) {
+    int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    if (dbias) dbias[c] = (float)ws[c];
+    if (dscale) dscale[c] = (float)ws[C + c];
+}
+
+template <typename T>
+static __global__ void bn_dx_hk(const T *__restrict__ dy, const T *__restrict__ x, T *__restrict__ dx,
+                                const float *scale, const float *mean, const float *istd, const double *ws, int64_t C,
+                                int64_t sz, int64_t n, int64_t m, float eps, bool frozen) {
+    GRID_STRIDE(i, n) {
+        int64_t c = (i / sz) % C;
+        float inv = frozen ? rsqrtf(istd[c] + eps) : istd[c], sc = scale[c], d = ert_ld(dy[i]);
+        if (frozen) {
+            ert_put(dx + i, d * sc * inv);
+            continue;
+        }
+        float mg = m ? (float)(ws[c] / (double)m) : 0.0f, mgx = m ? (float)(ws[C + c] / (double)m) : 0.0f;
+        ert_put(dx + i, sc * inv * (d - mg - ((ert_ld(x[i]) - mean[c]) * inv) * mgx));
+    }
+}
+
+static int64_t bn_chunk(int64_t m, int64_t C, unsigned *chunks) {
+    /* about 4 waves of 132 SMs over all channels, at least 2048 elements a block */
+    int64_t want = C > 0 ? (4 * 132 + C - 1) / C : 1, ch = (m + want - 1) / (want ? want : 1);
+    if (ch < 2048) ch = 2048;
+    int64_t n = (m + ch - 1) / ch;
+    *chunks = (unsigned)(n > 0 ? n : 1);
+    return ch;
+}
+
+cudaError_t ert_cuda_act_grad_h_launch(ert_dtype dt, const ert_unary_params *u, const void *dy, const void *x,
+                                       void *dx, int64_t n, cudaStream_t st) {
+    if (n <= 0) return cudaSuccess;
+    ERT_CUDA_FLOAT_SWITCH(dt, T, act_grad_hk<T><<<blocks_for(n), kThreads, 0, st>>>((const T *)dy, (const T *)x,
+                                                                                    (T *)dx, n, *u))
+    LAUNCH_END;
+}
+
+cudaError_t ert_cuda_pool_grad_h_launch(bool is_max, const ert_pool_params *p, const ert_tview *x, const void *dy,
+                                        const ert_tview *dy_v, void *dx, cudaStream_t st) {
+    if (x->dtype != ERT_DTYPE_F16 && x->dtype != ERT_DTYPE_BF16) return cudaErrorInvalidValue;
+    pgeom g;
+    int off = 3 - p->nsp;
+    for (int i = 0; i < 3; i++) {
+        int s = i - off;
+        bool real = s >= 0;
+        g.in[i] = real ? x->dims[2 + s] : 1;
+        g.out[i] = real ? dy_v->dims[2 + s] : 1;
+        g.k[i] = real ? p->kernel[s] : 1;
+        g.s[i] = real ? p->stride[s] : 1;
+        g.d[i] = real ? p->dilation[s] : 1;
+        g.pb[i] = real ? p->pad_begin[s] : 0;
+        g.pe[i] = real ? p->pad_end[s] : 0;
+    }
+    cudaError_t e = cudaMemsetAsync(dx, 0, (size_t)x->n_elems * 2, st);
+    if (e != cudaSuccess || dy_v->n_elems <= 0) return e;
+    if (x->dtype == ERT_DTYPE_F16)
+        pool_grad_hk<__half><<<blocks_for(dy_v->n_elems), kThreads, 0, st>>>(
+            (const __half *)x->data, (const __half *)dy, (__half *)dx, g, dy_v->n_elems, is_max, p->count_include_pad);
+    else
+        pool_grad_hk<__nv_bfloat16><<<blocks_for(dy_v->n_elems), kThreads, 0, st>>>(
+            (const __nv_bfloat16 *)x->data, (const __nv_bfloat16 *)dy, (__nv_bfloat16 *)dx, g, dy_v->n_elems, is_max,
+            p->count_include_pad);
+    LAUNCH_END;
+}
+
+cudaError_t ert_cuda_gap_grad_h_launch(ert_dtype dt, const void *dy, void *dx, int64_t planes, int64_t sz,
+                                       cudaStream_t st) {
+    if (planes * sz <= 0) return cudaSuccess;
+    ERT_CUDA_FLOAT_SWITCH(dt, T, gap_grad_hk<T><<<blocks_for(planes * sz), kThreads, 0, st>>>((const T *)dy, (T *)dx,
+                                                                                              sz, planes * sz))
+    LAUNCH_END;
+}
+
+cudaError_t ert_cuda_bn_train_h_launch(ert_dtype dt, const void *x, const float *scale, const float *bias, float *rmean,
+                                       float *rvar, void *y, float *mean, float *invstd, int64_t N, int64_t C,
+                                       int64_t sz, float eps, float momentum, bool training, double *ws,
+                                       cudaStream_t st) {
+    if (C <= 0 || C > 65535) return C <= 0 ? cudaSuccess : cudaErrorInvalidValue;
+    int64_t m = N * sz, n = m * C;
+    if (training) {
+        if (!ws || !mean || !invstd) return cudaErrorInvalidValue;
+        cudaError_t e = cudaMemsetAsync(ws, 0, (size_t)(2 * C) * sizeof(double), st);
+        if (e != cudaSuccess) return e;
+        unsigned chunks;
+        int64_t ch = bn_chunk(m, C, &chunks);
+        ERT_CUDA_FLOAT_SWITCH(dt, T, bn_sums_hk<T><<<dim3(chunks, (unsigned)C), kThreads, 0, st>>>(
+                                         (const T *)x, (const T *)NULL, NULL, NULL, C, sz, m, ch, ws, false, eps))
+        bn_stats_hk<<<(unsigned)((C + 127) / 128), 128, 0, st>>>(ws, rmean, rvar, mean, invstd, C, m, eps, momentum);
+    }
+    if (n <= 0) return cudaGetLastError();
+    ERT_CUDA_FLOAT_SWITCH(dt, T, bn_apply_hk<T><<<blocks_for(n), kThreads, 0, st>>>(
+                                     (const T *)x, (T *)y, scale, bias, mean, invstd, rmean, rvar, C, sz, n, eps,
+                                     training))
+    LAUNCH_END;
+}
+
+cudaError_t ert_cuda_bn_grad_h_launch(ert_dtype dt, const void *dy, const void *x, const float *scale,
+                                      const float *mean, const float *istd, void *dx, float *dscale, float *dbias,
+                                      int64_t N, int64_t C, int64_t sz, float eps, bool frozen, double *ws,
+                                      cudaStream_t st) {
+    if (C <= 0 || C > 65535 || !ws) return C <= 0 ? cudaSuccess : cudaErrorInvalidValue;
+    int64_t m = N * sz, n = m * C;
+    cudaError_t e = cudaMemsetAsync(ws, 0, (size_t)(2 * C) * sizeof(double), st);
+    if (e != cudaSuccess) return e;
+    unsigned chunks;
+    int64_t ch = bn_chunk(m, C, &chunks);
+    ERT_CUDA_FLOAT_SWITCH(dt, T, bn_sums_hk<T><<<dim3(chunks, (unsigned)C), kThreads, 0, st>>>(
+                                     (const T *)x, (const T *)dy, mean, istd, C, sz, m, ch, ws, frozen, eps))
+    if (dscale || dbias) bn_dparams_hk<<<(unsigned)((C + 127) / 128), 128, 0, st>>>(ws, dscale, dbias, C);
+    if (dx && n > 0)
+        ERT_CUDA_FLOAT_SWITCH(dt, T, bn_dx_hk<T><<<blocks_for(n), kThreads, 0, st>>>(
+                                         (const T *)dy, (const T *)x, (T *)dx, scale, mean, istd, ws, C, sz, n, m, eps,
+                                         frozen))
     LAUNCH_END;
 }

@@ -608,16 +608,23 @@ typedef struct ert_trainer_options {
     /* Mixed precision (like torch.autocast + GradScaler) is session.precision:
      * F16 or BF16 on CUDA runs every eligible convolution (no bias, no fused
      * epilogue, 2-D; its forward and both gradients) in that type on the
-     * tensor cores with f32 accumulation, through casts of its input and of
-     * an f32 master weight; everything else (BatchNorm statistics, Gemm,
-     * activations, loss, gradients of parameters, optimizer) stays f32. On the
-     * CPU it is ERT_E_UNSUPPORTED. F16 adds dynamic loss scaling: */
+     * tensor cores with f32 accumulation, from a half copy of its f32 master
+     * weight cast in the step; BatchNorm in training mode, the activations
+     * (Relu, Gelu...), Max/Average/GlobalAverage pooling, same-shape Add and
+     * reshapes keep their activations and activation gradients in the half
+     * type (half the bytes) and compute in f32, BatchNorm statistics in f32/
+     * double; Gemm/MatMul, softmax, the loss, parameter gradients and the
+     * optimizer stay f32 (casts at the boundaries). A frozen prefix (no
+     * gradient reaches it) runs wholly in the half type. On the CPU it is
+     * ERT_E_UNSUPPORTED. F16 adds dynamic loss scaling: */
     float loss_scale;           /* F16: initial loss scale; 0: 65536 (torch's GradScaler); < 0: no scaling.
                                  * The loss gradient is multiplied by the scale, gradients are unscaled
                                  * before clipping and the update; a step whose gradients overflow is
                                  * skipped and the scale halved; after loss_scale_interval good steps in
                                  * a row it doubles. All on the device, inside the captured step. */
     int loss_scale_interval;    /* F16: good steps before the scale doubles; 0: 2000 */
+    int amp_conv_only;          /* F16/BF16: 0 (default) = activations in the half type too (see above);
+                                 * 1 = only convolutions run in it, every activation stays f32 */
 } ert_trainer_options;
 
 /* Plan without creating: training arena bytes by category. activations_bytes
