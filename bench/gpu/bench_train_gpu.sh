@@ -17,7 +17,8 @@
 #   bench/gpu/bench_train_gpu.sh [BUILD_DIR] [RESULTS_DIR]
 #   env: PYTHON (torch, torchvision, onnx), STEPS (200), WARMUP (20),
 #        SKIP_BUILD=1 (use BUILD_DIR as it is), ERT_CUDA_ARCHS (90),
-#        CASES (an extended regex on the case labels; default all)
+#        CASES (an extended regex on the case labels; default all),
+#        TORCH_MODES ("eager graph"; the AMP cases run eager only)
 # Writes RESULTS_DIR/train_gpu_<date>.json and prints a table.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -58,14 +59,16 @@ run() { # label, command...
 r18=$work/resnet18_train.onnx
 cases=("small-cnn b64|small-cnn|64|adam||" "resnet18 b32 full|$r18|32|sgd||"
        "resnet18 b32 head-only|$r18|32|sgd|fc.*|" "resnet18 b32 AMP f16 full|$r18|32|sgd||f16"
-       "resnet18 b32 AMP f16 head-only|$r18|32|sgd|fc.*|f16")
+       "resnet18 b32 AMP f16 head-only|$r18|32|sgd|fc.*|f16"
+       "resnet18 b32 AMP f16 full, convs only|$r18|32|sgd||f16-convs")
 for c in "${cases[@]}"; do
   IFS='|' read -r label model batch optim head amp <<<"$c"
   [[ -n ${CASES:-} && ! $label =~ $CASES ]] && continue
   tmodel=$([[ $model == small-cnn ]] && echo small-cnn || echo resnet18)
   run "$label/edgert" "$drv" "$model" --batch "$batch" --optim "$optim" --steps "$steps" --warmup "$warmup" \
-    ${head:+--head "$head"} ${amp:+--precision "$amp"}
-  for mode in eager graph; do
+    ${head:+--head "$head"} ${amp:+--precision "${amp%-convs}"} $([[ $amp == *-convs ]] && echo --amp-conv-only 1)
+  [[ $amp == *-convs ]] && continue # an edgert variant: PyTorch's AMP is measured in the case above
+  for mode in ${TORCH_MODES:-eager graph}; do
     [[ -n $amp && $mode == graph ]] && continue
     run "$label/pytorch-$mode" "$py" "$here/bench_train_gpu_torch.py" --model "$tmodel" --batch "$batch" \
       --optim "$optim" --mode "$mode" --steps "$steps" --warmup "$warmup" ${head:+--head} ${amp:+--amp "$amp"}
