@@ -522,9 +522,10 @@ ert_status ert_image_write_pnm(ert_context *ctx, const char *path, const uint8_t
  * the learning rate and Adam's bias corrections reach it through device
  * memory, and the NaN/inf check runs on the device (the update is skipped
  * there, then reported by ert_trainer_step). f32, or mixed precision
- * (session.precision F16/BF16, see ert_trainer_options); an op without a CUDA
- * training kernel (LayerNorm's gradient for now) makes create fail with
- * ERT_E_UNSUPPORTED naming it (AUTO then trains on the CPU). Checkpoints and
+ * (session.precision F16/BF16, see ert_trainer_options); a gradient the CUDA
+ * kernels cannot take (a conv weight gradient cuDNN cannot describe: 3-D,
+ * asymmetric pads) makes create fail with ERT_E_UNSUPPORTED naming it (AUTO
+ * then trains on the CPU). Checkpoints and
  * export of a CUDA trainer copy its weights and state to the host (load
  * uploads them): a checkpoint saved on either device loads on the other.
  */
