@@ -468,6 +468,8 @@ static int32_t folded(ert_trainer *t, const char *name, int ndim, const int64_t 
  * 2. Conv -> Relu where no input of the conv needs a gradient (a frozen
  *    prefix: the fused epilogue has no backward rule, and needs none here):
  *    one node, cuDNN's fused conv+bias+relu on CUDA.
+ * 3. Such a conv -> Add (-> Relu), the Add's other input made earlier: the
+ *    Add becomes the conv's residual epilogue (ResNet block ends).
  * Each removes an activation tensor from the plan. The folded-away weights
  * keep their model values (frozen: never updated), so checkpoints and export
  * still read them from the model.
@@ -553,6 +555,56 @@ static ert_status fold_frozen(ert_trainer *t) {
             c->out[0] = r->out[0];
             drop_node(t, u);
         }
+    }
+    /* 3. Add (-> Relu) into the later-made of its two inputs when that is a
+     * frozen-prefix conv read only there: the other input, made before it,
+     * becomes the conv's residual (ResNet's block ends) */
+    for (int k = 0; k < t->nn && st == ERT_OK; k++) {
+        tnode *ad = &t->n[k];
+        if (ad->op != ERT_OP_ADD || ad->n_in != 2 || ad->in[0] < 0 || ad->in[1] < 0 || ad->out[0] < 0) continue;
+        const ttensor *A = &t->t[ad->in[0]], *Bt = &t->t[ad->in[1]], *S = &t->t[ad->out[0]];
+        if (A->dtype != ERT_DTYPE_F32 || Bt->dtype != ERT_DTYPE_F32 || A->ndim != S->ndim || Bt->ndim != S->ndim ||
+            memcmp(A->dims, S->dims, (size_t)S->ndim * sizeof S->dims[0]) ||
+            memcmp(Bt->dims, S->dims, (size_t)S->ndim * sizeof S->dims[0]) ||
+            (ad->in[0] < n0 && need[ad->in[0]]) || (ad->in[1] < n0 && need[ad->in[1]]))
+            continue;
+        int pa = -1, pb = -1; /* producers */
+        for (int j = 0; j < k; j++)
+            for (int o = 0; o < t->n[j].n_out; o++) {
+                if (t->n[j].out[o] == ad->in[0]) pa = j;
+                if (t->n[j].out[o] == ad->in[1]) pb = j;
+            }
+        int ci = pa > pb ? pa : pb;
+        int32_t res = pa > pb ? ad->in[1] : ad->in[0];
+        tnode *c = ci >= 0 ? &t->n[ci] : NULL;
+        if (!c || c->op != ERT_OP_CONV || c->params.conv.has_residual || c->params.conv.act.kind != ERT_ACT_NONE ||
+            c->n_out != 1 || n_uses(t, c->out[0]) != 1 || res == c->out[0])
+            continue;
+        bool in_need = false;
+        for (int j = 0; j < c->n_in; j++) in_need = in_need || (c->in[j] >= 0 && c->in[j] < n0 && need[c->in[j]]);
+        if (in_need) continue;
+        int32_t *io = malloc((size_t)(4 + 1 + 1) * sizeof *io);
+        if (!io) {
+            st = ert_tr_oom(t);
+            break;
+        }
+        io[0] = c->in[0], io[1] = c->in[1], io[2] = c->n_in > 2 ? c->in[2] : -1, io[3] = res;
+        io[4] = ad->out[0];
+        free(c->in);
+        c->in = io;
+        c->n_in = 4;
+        c->out = io + 4;
+        c->params.conv.has_residual = true;
+        drop_node(t, k); /* the Add: after c, so c's index holds */
+        c = &t->n[ci];
+        int32_t y = c->out[0];
+        int u = n_uses(t, y) == 1 ? find_user(t, y, ci + 1) : -1;
+        if (u >= 0 && t->n[u].op == ERT_OP_RELU && t->n[u].in[0] == y && t->n[u].out[0] >= 0) {
+            c->params.conv.act.kind = ERT_ACT_RELU;
+            c->out[0] = t->n[u].out[0];
+            drop_node(t, u);
+        }
+        k = ci; /* the loop's k++ moves past the conv */
     }
     free(need);
     return st;
