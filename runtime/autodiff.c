@@ -28,7 +28,8 @@
  * to its broadcast shape), MatMul (batched, broadcast batch dims summed),
  * Add/Sub/Mul/Div (broadcast dims summed), the activations, Max/Average/
  * GlobalAverage pooling, BatchNorm (batch statistics or frozen), LayerNorm,
- * Softmax/LogSoftmax, ReduceMean/ReduceSum, Gather (data: embeddings, the
+ * Softmax/LogSoftmax, ReduceMean/ReduceSum, Cast between float types (mixed
+ * precision: the gradient is cast back), Gather (data: embeddings, the
  * class token x[:, 0]), Expand, Reshape/Flatten/Squeeze/
  * Unsqueeze/Identity, Transpose, Concat, Split, Slice, Dropout.
  * Limits: rank-1 MatMul operands, Conv with a fused epilogue, ConvTranspose
@@ -59,6 +60,7 @@ bool ert_ad_diff_slot(ert_op op, int k) {
     case ERT_OP_SOFTMAX: case ERT_OP_LOGSOFTMAX:
     case ERT_OP_IDENTITY: case ERT_OP_DROPOUT: case ERT_OP_DROPOUT_TRAIN: case ERT_OP_FLATTEN: case ERT_OP_RESHAPE:
     case ERT_OP_SQUEEZE: case ERT_OP_UNSQUEEZE: case ERT_OP_TRANSPOSE: case ERT_OP_SPLIT: case ERT_OP_SLICE:
+    case ERT_OP_CAST:
         return k == 0;
     default: return false;
     }
@@ -81,12 +83,15 @@ static ert_status grow(ad *a) {
     return ERT_OK;
 }
 
-/* A new f32 tensor shaped like `like`, named "<like>.grad". */
+/* A new tensor shaped like `like`, named "<like>.grad": f32, or f16/bf16
+ * for the half tensors of mixed precision (their gradients stay half until
+ * the Cast's gradient brings them back). */
 static int32_t grad_tensor(ad *a, int32_t like) {
     char nm[256];
     snprintf(nm, sizeof nm, "%s.grad", a->t->t[like].name);
     ttensor c = a->t->t[like];
-    int32_t id = ert_tr_add_tensor(a->t, nm, ERT_DTYPE_F32, c.ndim, c.dims);
+    ert_dtype dt = c.dtype == ERT_DTYPE_F16 || c.dtype == ERT_DTYPE_BF16 ? c.dtype : ERT_DTYPE_F32;
+    int32_t id = ert_tr_add_tensor(a->t, nm, dt, c.ndim, c.dims);
     if (id >= 0 && grow(a) != ERT_OK) return -1;
     return id;
 }
@@ -168,6 +173,16 @@ static ert_status rule(ad *a, int fi) {
     int32_t dy = a->gacc[f.out[0]];
     ert_status st = ERT_OK;
     switch (f.op) {
+    case ERT_OP_CAST: { /* float -> float only (mixed precision): the gradient is cast back */
+        ert_dtype xd = t->t[f.in[0]].dtype;
+        if (xd != ERT_DTYPE_F32 && xd != ERT_DTYPE_F16 && xd != ERT_DTYPE_BF16)
+            return unsupported(t, &f, "cast from a non-float type");
+        ert_op_params p;
+        memset(&p, 0, sizeof p);
+        p.cast.to = xd;
+        int32_t ins[1] = {dy};
+        return simple(a, fi, 0, ERT_OP_CAST, ins, 1, &p, 0);
+    }
     case ERT_OP_CONV: {
         const ert_conv_params *cp = &f.params.conv;
         if (cp->act.kind != ERT_ACT_NONE || cp->has_residual) return unsupported(t, &f, "fused epilogue");
@@ -442,7 +457,9 @@ ert_status ert_autodiff(ert_trainer *t, int32_t *grads) {
          * parameter through a slot without a rule: refuse rather than train
          * that parameter with a silently missing gradient */
         for (int k = 0; k < n->n_in; k++)
-            if (n->in[k] >= 0 && t->t[n->in[k]].need_grad && t->t[n->in[k]].dtype == ERT_DTYPE_F32 &&
+            if (n->in[k] >= 0 && t->t[n->in[k]].need_grad &&
+                (t->t[n->in[k]].dtype == ERT_DTYPE_F32 || t->t[n->in[k]].dtype == ERT_DTYPE_F16 ||
+                 t->t[n->in[k]].dtype == ERT_DTYPE_BF16) &&
                 !ert_ad_diff_slot(n->op, k)) { /* integer tensors (indices, masks) carry no gradient */
                 char why[64];
                 snprintf(why, sizeof why, "input %d depends on a trainable parameter", k);

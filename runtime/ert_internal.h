@@ -30,6 +30,9 @@
 #include <stdint.h>
 
 #define ERT_ALIGN 256          /* arena alignment of every planned block */
+/* Internal session flag (never in edgert.h): the backend serves a trainer,
+ * whose conv filters are recomputed every step (no create-time rewrites). */
+#define ERT_SESSION_TRAINER_ (1u << 31)
 #define ERT_HOST_ALIGN 64      /* alignment of weights in .ert and host blocks */
 #define ERT_MAX_NODE_IO 16     /* not a hard limit of the IR: Concat/Sum may have more; see ert_node */
 #define ERT_ERRMSG_SIZE 512
@@ -248,6 +251,7 @@ typedef struct ert_optim_params {
     float lr, momentum, weight_decay, beta1, beta2, eps, clip;
     bool nesterov;
     int64_t step;            /* steps taken before this one (Adam bias correction) */
+    int scale_interval;      /* GRAD_NORM with a loss scaler input: good steps before the scale doubles */
 } ert_optim_params;
 
 typedef union ert_op_params {

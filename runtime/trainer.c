@@ -32,9 +32,21 @@
  *      state; resolve every kernel argument once.
  * Step: run forward+backward+norm, check the loss and norm are finite, set
  * lr/step in the optimizer nodes, run the optimizer nodes. No allocation.
- * Limits: CPU only; f32 parameters and activations (f16/bf16 weights are
- * refused); activations are never computed in place (only Reshape-like
- * outputs alias their input, when it dies there).
+ * Mixed precision (CUDA, session.precision F16/BF16): after step 3,
+ * amp_rewrite() wraps every eligible Conv in Casts (x and the f32 master
+ * weight to the half type, the output back to f32), so autodiff emits the
+ * conv's gradients in the half type and the Casts' gradients bring them back
+ * to f32. Why casts in the graph and not half storage everywhere: every
+ * other training kernel (BatchNorm statistics, activation and pooling
+ * gradients, loss, optimizer) stays the checked f32 code, and the half copy
+ * of a weight is made by the step itself from the freshly updated master
+ * (no separate refresh pass to forget). F16 adds a device loss scaler (a
+ * state tensor read by the loss kernel, which scales dlogits, and by the
+ * gradient norm kernel, which unscales the norm, folds 1/S into the factor
+ * the optimizer applies, and updates the scale).
+ * Limits: f32 parameters and activations outside the AMP convs (f16/bf16
+ * weights are refused); activations are never computed in place (only
+ * Reshape-like outputs alias their input, when it dies there).
  */
 #include "trainer_internal.h"
 
@@ -406,6 +418,408 @@ static ert_status infer(ert_trainer *t) {
     return ERT_OK;
 }
 
+/* ------------------------------------------------------------------ step 3a: frozen prefix */
+
+/* A frozen tensor: a constant, or a weight that is not trained. */
+static bool frozen_w(const ttensor *x) { return (is_imm(x) || x->mem == TM_PARAM) && !x->trainable && x->cdata; }
+
+static int n_uses(const ert_trainer *t, int32_t x) {
+    int u = 0;
+    for (int k = 0; k < t->nn; k++)
+        for (int j = 0; j < t->n[k].n_in; j++) u += t->n[k].in[j] == x;
+    for (int i = 0; i < t->model->n_outputs; i++) u += t->model->outputs[i] == x;
+    return u;
+}
+
+static int find_user(const ert_trainer *t, int32_t x, int from) {
+    for (int k = from; k < t->nn; k++)
+        for (int j = 0; j < t->n[k].n_in; j++)
+            if (t->n[k].in[j] == x) return k;
+    return -1;
+}
+
+static void drop_node(ert_trainer *t, int k) {
+    free(t->n[k].in);
+    free(t->n[k].name_owned);
+    memmove(&t->n[k], &t->n[k + 1], (size_t)(t->nn - k - 1) * sizeof *t->n);
+    t->nn--;
+}
+
+/* A new f32 constant computed by the trainer (TM_FOLDED, owns data). */
+static int32_t folded(ert_trainer *t, const char *name, int ndim, const int64_t *dims, float **data) {
+    int32_t id = ert_tr_add_tensor(t, name, ERT_DTYPE_F32, ndim, dims);
+    if (id < 0) return -1;
+    ttensor *x = &t->t[id];
+    x->owned = malloc(x->nbytes ? x->nbytes : 1);
+    if (!x->owned) return -1;
+    x->mem = TM_FOLDED;
+    x->cdata = x->owned;
+    *data = x->owned;
+    return id;
+}
+
+/*
+ * The part of the graph no gradient reaches is inference: plan it so.
+ * 1. Conv -> BatchNorm (inference: frozen statistics) where the conv's
+ *    weight and bias and all four BN tensors are frozen: the BN is folded into
+ *    a new weight and bias (W' = W s, b' = (b - mean) s + beta, s = gamma /
+ *    sqrt(var + eps)); valid even when the conv's input needs a gradient
+ *    (the folded conv is the same function of its input).
+ * 2. Conv -> Relu where no input of the conv needs a gradient (a frozen
+ *    prefix: the fused epilogue has no backward rule, and needs none here):
+ *    one node, cuDNN's fused conv+bias+relu on CUDA.
+ * 3. Such a conv -> Add (-> Relu), the Add's other input made earlier: the
+ *    Add becomes the conv's residual epilogue (ResNet block ends).
+ * Each removes an activation tensor from the plan. The folded-away weights
+ * keep their model values (frozen: never updated), so checkpoints and export
+ * still read them from the model.
+ */
+static ert_status fold_frozen(ert_trainer *t) {
+    /* need[x]: x depends on a trainable parameter */
+    int n0 = t->nt;
+    bool *need = calloc((size_t)n0 + 1, 1);
+    if (!need) return ert_tr_oom(t);
+    for (int i = 0; i < t->nt; i++) need[i] = t->t[i].trainable;
+    for (int k = 0; k < t->nn; k++) {
+        bool any = false;
+        for (int j = 0; j < t->n[k].n_in; j++) any = any || (t->n[k].in[j] >= 0 && need[t->n[k].in[j]]);
+        for (int j = 0; j < t->n[k].n_out; j++)
+            if (t->n[k].out[j] >= 0 && t->n[k].out[j] < n0) need[t->n[k].out[j]] = any;
+    }
+    ert_status st = ERT_OK;
+    for (int k = 0; k < t->nn && st == ERT_OK; k++) {
+        tnode *c = &t->n[k];
+        if (c->op != ERT_OP_CONV || c->n_out < 1 || c->out[0] < 0 || c->params.conv.has_residual) continue;
+        ert_conv_params *cp = &c->params.conv;
+        int32_t y = c->out[0], w = c->in[1], b = cp->has_bias && c->n_in > 2 ? c->in[2] : -1;
+        const ttensor *W = &t->t[w];
+        if (W->dtype != ERT_DTYPE_F32 || t->t[y].dtype != ERT_DTYPE_F32 || !frozen_w(W) ||
+            (b >= 0 && !frozen_w(&t->t[b])) || n_uses(t, y) != 1)
+            continue;
+        int u = find_user(t, y, k + 1);
+        tnode *bn = u >= 0 ? &t->n[u] : NULL;
+        if (bn && bn->op == ERT_OP_BATCHNORM && cp->act.kind == ERT_ACT_NONE && bn->n_in >= 5 && bn->in[0] == y &&
+            bn->n_out >= 1 && bn->out[0] >= 0 && (bn->n_out < 2 || bn->out[1] < 0)) {
+            bool ok = true;
+            for (int j = 1; j < 5; j++) ok = ok && bn->in[j] >= 0 && frozen_w(&t->t[bn->in[j]]) &&
+                                             t->t[bn->in[j]].dtype == ERT_DTYPE_F32;
+            int64_t M = W->dims[0], per = M ? (int64_t)(W->nbytes / sizeof(float)) / M : 0;
+            if (ok && t->t[y].ndim >= 2 && t->t[y].dims[1] == M) {
+                const float *g = t->t[bn->in[1]].cdata, *be = t->t[bn->in[2]].cdata, *mu = t->t[bn->in[3]].cdata,
+                            *var = t->t[bn->in[4]].cdata, *w0 = W->cdata,
+                            *b0 = b >= 0 ? (const float *)t->t[b].cdata : NULL;
+                float eps = bn->params.norm.epsilon, *w1 = NULL, *b1 = NULL;
+                char nm[256];
+                snprintf(nm, sizeof nm, "%s.bnfold", W->name);
+                int32_t wn = folded(t, nm, W->ndim, W->dims, &w1);
+                snprintf(nm, sizeof nm, "%s.bnfold_bias", c->name);
+                int32_t bnid = wn >= 0 ? folded(t, nm, 1, &M, &b1) : -1;
+                if (bnid < 0) {
+                    st = ert_tr_oom(t);
+                    break;
+                }
+                c = &t->n[k];
+                bn = &t->n[u];
+                for (int64_t m = 0; m < M; m++) {
+                    double sc = (double)g[m] / sqrt((double)var[m] + eps);
+                    for (int64_t i = 0; i < per; i++) w1[m * per + i] = (float)(w0[m * per + i] * sc);
+                    b1[m] = (float)(((b0 ? b0[m] : 0.0) - mu[m]) * sc + be[m]);
+                }
+                int32_t *io = malloc((size_t)(3 + c->n_out + 1) * sizeof *io);
+                if (!io) {
+                    st = ert_tr_oom(t);
+                    break;
+                }
+                io[0] = c->in[0], io[1] = wn, io[2] = bnid;
+                for (int j = 0; j < c->n_out; j++) io[3 + j] = c->out[j];
+                io[3] = bn->out[0];
+                free(c->in);
+                c->in = io;
+                c->n_in = 3;
+                c->out = io + 3;
+                cp->has_bias = true;
+                drop_node(t, u);
+                c = &t->n[k];
+                cp = &c->params.conv;
+                y = c->out[0]; /* the BN's output: need[] already right (same inputs) */
+                if (n_uses(t, y) != 1) continue;
+                u = find_user(t, y, k + 1);
+            }
+        }
+        /* 2. relu into a conv of the frozen prefix (folded constants: no need) */
+        bool in_need = false;
+        for (int j = 0; j < c->n_in; j++) in_need = in_need || (c->in[j] >= 0 && c->in[j] < n0 && need[c->in[j]]);
+        tnode *r = u >= 0 ? &t->n[u] : NULL;
+        if (!in_need && r && r->op == ERT_OP_RELU && r->in[0] == y && r->out[0] >= 0 && cp->act.kind == ERT_ACT_NONE) {
+            cp->act.kind = ERT_ACT_RELU;
+            c->out[0] = r->out[0];
+            drop_node(t, u);
+        }
+    }
+    /* 3. Add (-> Relu) into the later-made of its two inputs when that is a
+     * frozen-prefix conv read only there: the other input, made before it,
+     * becomes the conv's residual (ResNet's block ends) */
+    for (int k = 0; k < t->nn && st == ERT_OK; k++) {
+        tnode *ad = &t->n[k];
+        if (ad->op != ERT_OP_ADD || ad->n_in != 2 || ad->in[0] < 0 || ad->in[1] < 0 || ad->out[0] < 0) continue;
+        const ttensor *A = &t->t[ad->in[0]], *Bt = &t->t[ad->in[1]], *S = &t->t[ad->out[0]];
+        if (A->dtype != ERT_DTYPE_F32 || Bt->dtype != ERT_DTYPE_F32 || A->ndim != S->ndim || Bt->ndim != S->ndim ||
+            memcmp(A->dims, S->dims, (size_t)S->ndim * sizeof S->dims[0]) ||
+            memcmp(Bt->dims, S->dims, (size_t)S->ndim * sizeof S->dims[0]) ||
+            (ad->in[0] < n0 && need[ad->in[0]]) || (ad->in[1] < n0 && need[ad->in[1]]))
+            continue;
+        int pa = -1, pb = -1; /* producers */
+        for (int j = 0; j < k; j++)
+            for (int o = 0; o < t->n[j].n_out; o++) {
+                if (t->n[j].out[o] == ad->in[0]) pa = j;
+                if (t->n[j].out[o] == ad->in[1]) pb = j;
+            }
+        int ci = pa > pb ? pa : pb;
+        int32_t res = pa > pb ? ad->in[1] : ad->in[0];
+        tnode *c = ci >= 0 ? &t->n[ci] : NULL;
+        if (!c || c->op != ERT_OP_CONV || c->params.conv.has_residual || c->params.conv.act.kind != ERT_ACT_NONE ||
+            c->n_out != 1 || n_uses(t, c->out[0]) != 1 || res == c->out[0])
+            continue;
+        bool in_need = false;
+        for (int j = 0; j < c->n_in; j++) in_need = in_need || (c->in[j] >= 0 && c->in[j] < n0 && need[c->in[j]]);
+        if (in_need) continue;
+        int32_t *io = malloc((size_t)(4 + 1 + 1) * sizeof *io);
+        if (!io) {
+            st = ert_tr_oom(t);
+            break;
+        }
+        io[0] = c->in[0], io[1] = c->in[1], io[2] = c->n_in > 2 ? c->in[2] : -1, io[3] = res;
+        io[4] = ad->out[0];
+        free(c->in);
+        c->in = io;
+        c->n_in = 4;
+        c->out = io + 4;
+        c->params.conv.has_residual = true;
+        drop_node(t, k); /* the Add: after c, so c's index holds */
+        c = &t->n[ci];
+        int32_t y = c->out[0];
+        int u = n_uses(t, y) == 1 ? find_user(t, y, ci + 1) : -1;
+        if (u >= 0 && t->n[u].op == ERT_OP_RELU && t->n[u].in[0] == y && t->n[u].out[0] >= 0) {
+            c->params.conv.act.kind = ERT_ACT_RELU;
+            c->out[0] = t->n[u].out[0];
+            drop_node(t, u);
+        }
+        k = ci; /* the loop's k++ moves past the conv */
+    }
+    free(need);
+    return st;
+}
+
+/* ------------------------------------------------------------------ step 3b: mixed precision */
+
+/* A Conv the half type can run: 2-D, f32, no bias and no fused epilogue (the
+ * conv+BN blocks that carry the FLOPs; a bias would need a half REDUCE_TO). */
+static bool amp_conv(const ert_trainer *t, const tnode *n) {
+    if (n->op != ERT_OP_CONV || n->n_in < 2 || n->n_out < 1 || n->in[0] < 0 || n->in[1] < 0 || n->out[0] < 0)
+        return false;
+    const ert_conv_params *p = &n->params.conv;
+    if (p->has_bias || (n->n_in > 2 && n->in[2] >= 0) || p->act.kind != ERT_ACT_NONE || p->has_residual ||
+        p->nsp != 2)
+        return false;
+    return t->t[n->in[0]].dtype == ERT_DTYPE_F32 && t->t[n->in[1]].dtype == ERT_DTYPE_F32 &&
+           t->t[n->out[0]].dtype == ERT_DTYPE_F32;
+}
+
+/* x cast to h, once per tensor (memo: its cast, -1 none). */
+static int32_t amp_cast(ert_trainer *t, int32_t *memo, int32_t x, ert_dtype h) {
+    if (memo[x] >= 0) return memo[x];
+    char nm[256];
+    snprintf(nm, sizeof nm, "%s.%s", t->t[x].name, ert_dtype_name(h));
+    ttensor c = t->t[x];
+    int32_t y = ert_tr_add_tensor(t, nm, h, c.ndim, c.dims);
+    tnode *n = y >= 0 ? ert_tr_add_node(t, ERT_OP_CAST, nm, 1, 1, PH_FWD) : NULL;
+    if (!n) return -1;
+    t->t[y].fwd = true;
+    n->in[0] = x;
+    n->out[0] = y;
+    n->params.cast.to = h;
+    memo[x] = y;
+    if (frozen_w(&t->t[x])) { /* a frozen weight: converted once, here */
+        if (fold_node(t, n) != ERT_OK) return -1;
+        free(n->in);
+        free(n->name_owned);
+        t->nn--;
+    }
+    return y;
+}
+
+/* Frozen-prefix ops that run in the half type end to end (the CUDA
+ * inference kernels take f16/bf16 for all of them). */
+static bool amp_half_op(const ert_trainer *t, const tnode *n) {
+    switch (n->op) {
+    case ERT_OP_CONV: return n->params.conv.nsp == 2 && t->t[n->in[0]].dtype == ERT_DTYPE_F32;
+    case ERT_OP_BATCHNORM: case ERT_OP_RELU: case ERT_OP_MAXPOOL: case ERT_OP_AVGPOOL: case ERT_OP_GLOBAL_AVGPOOL:
+    case ERT_OP_ADD: case ERT_OP_FLATTEN: case ERT_OP_RESHAPE: case ERT_OP_IDENTITY:
+        return n->n_in >= 1 && n->in[0] >= 0 && t->t[n->in[0]].dtype == ERT_DTYPE_F32;
+    default: return false;
+    }
+}
+
+/* Trainable-region ops whose activations (slot 0; both for Add) are kept in
+ * the half type, with their gradients (the CUDA kernels of cuda_train.c take
+ * f16/bf16 activations with f32 parameters); *slots: how many leading inputs
+ * are activations. */
+static bool amp_act_op(const ert_trainer *t, const tnode *n, int *slots) {
+    *slots = 1;
+    if (n->n_in < 1 || n->in[0] < 0 || n->n_out < 1 || n->out[0] < 0 || t->t[n->in[0]].dtype != ERT_DTYPE_F32 ||
+        t->t[n->out[0]].dtype != ERT_DTYPE_F32)
+        return false;
+    switch (n->op) {
+    case ERT_OP_BATCHNORM_TRAIN: case ERT_OP_RELU: case ERT_OP_LEAKY_RELU: case ERT_OP_CLIP: case ERT_OP_SIGMOID:
+    case ERT_OP_TANH: case ERT_OP_HARD_SIGMOID: case ERT_OP_HARD_SWISH: case ERT_OP_SILU: case ERT_OP_GELU:
+    case ERT_OP_AVGPOOL: case ERT_OP_GLOBAL_AVGPOOL: case ERT_OP_FLATTEN: case ERT_OP_RESHAPE: case ERT_OP_IDENTITY:
+    case ERT_OP_SQUEEZE: case ERT_OP_UNSQUEEZE:
+        return true;
+    case ERT_OP_MAXPOOL: return n->n_out < 2 || n->out[1] < 0;
+    case ERT_OP_ADD: /* same shapes: the gradient passes through, no reduction */
+        *slots = 2;
+        return n->n_in == 2 && n->in[1] >= 0 && t->t[n->in[1]].dtype == ERT_DTYPE_F32 &&
+               t->t[n->in[0]].ndim == t->t[n->in[1]].ndim &&
+               !memcmp(t->t[n->in[0]].dims, t->t[n->in[1]].dims, (size_t)t->t[n->in[0]].ndim * sizeof(int64_t)) &&
+               !memcmp(t->t[n->in[0]].dims, t->t[n->out[0]].dims, (size_t)t->t[n->in[0]].ndim * sizeof(int64_t));
+    default: return false;
+    }
+}
+
+/* Nodes: frozen prefix (no input needs a gradient, an amp_half_op): every
+ * f32 input and output becomes its half twin, the f32 tensor is made only
+ * when a later f32 node (or the loss) reads it (missing[]); trainable convs
+ * and amp_act_op nodes: their activation inputs and output 0 likewise (with
+ * amp_conv_only: casts around each conv instead); the rest: f32, with casts
+ * of half-only inputs back. */
+static ert_status amp_rewrite(ert_trainer *t) {
+    ert_dtype h = t->amp;
+    if (h == ERT_DTYPE_F32) return ERT_OK;
+    int nold = t->nn, n_orig = t->nt;
+    /* a node becomes at most n_in casts + itself + 1 cast: the new list never
+     * reallocates, so a failure can still hand every old node over */
+    int cap = 16 + t->model->n_outputs;
+    for (int k = 0; k < nold; k++) cap += t->n[k].n_in + 2;
+    tnode *old = t->n, *nw = malloc((size_t)cap * sizeof *nw);
+    int32_t *memo = malloc((size_t)(n_orig + 1) * sizeof *memo);
+    bool *need = calloc((size_t)n_orig + 1, 1), *missing = calloc((size_t)n_orig + 1, 1);
+    if (!nw || !memo || !need || !missing) {
+        free(nw);
+        free(memo);
+        free(need);
+        free(missing);
+        return ert_tr_oom(t);
+    }
+    for (int i = 0; i < n_orig; i++) {
+        memo[i] = -1;
+        need[i] = t->t[i].trainable;
+    }
+    t->n = nw;
+    t->nn = 0;
+    t->cap_n = cap;
+    ert_status st = ERT_OK;
+    int k = 0;
+    char nm[256];
+    for (; k < nold && st == ERT_OK; k++) {
+        tnode f = old[k];
+        bool any = false;
+        for (int j = 0; j < f.n_in; j++) any = any || (f.in[j] >= 0 && need[f.in[j]]);
+        for (int j = 0; j < f.n_out; j++)
+            if (f.out[j] >= 0) need[f.out[j]] = any;
+        int slots = 0;
+        bool frozen_half = !any && amp_half_op(t, &f);
+        bool act_half = !frozen_half && !t->o.amp_conv_only && (amp_act_op(t, &f, &slots) || amp_conv(t, &f));
+        if (act_half && f.op == ERT_OP_CONV) slots = 2; /* x and the weight's half copy */
+        if (frozen_half || act_half) {
+            for (int j = 0; j < f.n_in && st == ERT_OK; j++) {
+                if (f.in[j] < 0 || t->t[f.in[j]].dtype != ERT_DTYPE_F32 || (act_half && j >= slots)) continue;
+                int32_t xh = amp_cast(t, memo, f.in[j], h);
+                if (xh < 0) st = ert_tr_oom(t);
+                else f.in[j] = xh;
+            }
+            for (int j = 0; j < f.n_out && st == ERT_OK; j++) {
+                int32_t y = f.out[j];
+                if (y < 0 || t->t[y].dtype != ERT_DTYPE_F32 || (act_half && j > 0)) continue; /* BN statistics: f32 */
+                snprintf(nm, sizeof nm, "%s.%s", t->t[y].name, ert_dtype_name(h));
+                ttensor c = t->t[y];
+                int32_t yh = ert_tr_add_tensor(t, nm, h, c.ndim, c.dims);
+                if (yh < 0) {
+                    st = ert_tr_oom(t);
+                    break;
+                }
+                t->t[yh].fwd = true;
+                memo[y] = yh;
+                missing[y] = true;
+                f.out[j] = yh;
+            }
+            t->n[t->nn++] = f;
+            continue;
+        }
+        /* f32 node: its half-only inputs cast back first (a trainable AMP
+         * conv reads x and W in the half type anyway) */
+        bool ac = amp_conv(t, &f);
+        for (int j = 0; j < f.n_in && st == ERT_OK; j++) {
+            int32_t x = f.in[j];
+            if (x < 0 || x >= n_orig || !missing[x] || (ac && j < 2)) continue;
+            tnode *b = ert_tr_add_node(t, ERT_OP_CAST, t->t[x].name, 1, 1, PH_FWD);
+            if (!b) {
+                st = ert_tr_oom(t);
+                break;
+            }
+            b->in[0] = memo[x];
+            b->out[0] = x;
+            b->params.cast.to = ERT_DTYPE_F32;
+            missing[x] = false;
+        }
+        if (st != ERT_OK || !ac) {
+            t->n[t->nn++] = f;
+            continue;
+        }
+        int32_t y = f.out[0];
+        int32_t xh = amp_cast(t, memo, f.in[0], h), wh = xh >= 0 ? amp_cast(t, memo, f.in[1], h) : -1;
+        snprintf(nm, sizeof nm, "%s.%s", t->t[y].name, ert_dtype_name(h));
+        ttensor c = t->t[y];
+        int32_t yh = wh >= 0 ? ert_tr_add_tensor(t, nm, h, c.ndim, c.dims) : -1;
+        if (yh < 0) {
+            t->n[t->nn++] = f;
+            st = ert_tr_oom(t);
+            break;
+        }
+        t->t[yh].fwd = true;
+        f.in[0] = xh;
+        f.in[1] = wh;
+        f.out[0] = yh;
+        t->n[t->nn++] = f;
+        tnode *b = ert_tr_add_node(t, ERT_OP_CAST, t->t[y].name, 1, 1, PH_FWD);
+        if (!b) {
+            st = ert_tr_oom(t);
+            continue;
+        }
+        b->in[0] = yh;
+        b->out[0] = y;
+        b->params.cast.to = ERT_DTYPE_F32;
+    }
+    for (; k < nold; k++) t->n[t->nn++] = old[k];
+    for (int i = 0; i < t->model->n_outputs && st == ERT_OK; i++) {
+        int32_t x = t->model->outputs[i];
+        if (x < 0 || x >= n_orig || !missing[x]) continue;
+        tnode *b = ert_tr_add_node(t, ERT_OP_CAST, t->t[x].name, 1, 1, PH_FWD);
+        if (!b) {
+            st = ert_tr_oom(t);
+            break;
+        }
+        b->in[0] = memo[x];
+        b->out[0] = x;
+        b->params.cast.to = ERT_DTYPE_F32;
+        missing[x] = false;
+    }
+    free(old);
+    free(memo);
+    free(need);
+    free(missing);
+    return st;
+}
+
 /* ------------------------------------------------------------------ steps 4, 6 */
 
 static ert_status add_loss(ert_trainer *t) {
@@ -458,11 +872,19 @@ static ert_status add_loss(ert_trainer *t) {
     }
     if (tg < 0 || ls < 0 || dl < 0 || (has_cw && cw < 0)) return ert_tr_oom(t);
     t->t[tg].mem = t->t[ls].mem = TM_IO;
-    tnode *n = ert_tr_add_node(t, ERT_OP_LOSS, "loss", cw >= 0 ? 3 : 2, 2, PH_FWD);
+    if (t->amp == ERT_DTYPE_F16 && t->o.loss_scale >= 0) {
+        int64_t three = 3;
+        if ((t->scaler_t = ert_tr_add_tensor(t, "ert.train.loss_scale", ERT_DTYPE_F32, 1, &three)) < 0)
+            return ert_tr_oom(t);
+        t->t[t->scaler_t].mem = TM_STATE;
+    }
+    /* device + F16: the scaler (dlogits *= scale) in slot 3 */
+    tnode *n = ert_tr_add_node(t, ERT_OP_LOSS, "loss", t->scaler_t >= 0 ? 4 : cw >= 0 ? 3 : 2, 2, PH_FWD);
     if (!n) return ert_tr_oom(t);
     n->in[0] = t->out_t;
     n->in[1] = tg;
     if (cw >= 0) n->in[2] = cw;
+    if (t->scaler_t >= 0) n->in[3] = t->scaler_t;
     n->out[0] = ls;
     n->out[1] = dl;
     n->params.loss.kind = lo->kind;
@@ -475,10 +897,19 @@ static ert_status add_loss(ert_trainer *t) {
 
 static ert_status add_optim(ert_trainer *t, const int32_t *grads) {
     const ert_optim_options *op = &t->o.optim;
-    int64_t two = 2;
-    t->gnorm_t = ert_tr_add_tensor(t, "ert.train.grad_norm", ERT_DTYPE_F32, 1, &two);
-    tnode *gn = t->gnorm_t >= 0 ? ert_tr_add_node(t, ERT_OP_GRAD_NORM, "grad_norm", t->n_params, 1, PH_BWD) : NULL;
+    /* {norm, clip factor} (device: + {next loss scale, skipped steps}) */
+    int64_t nn = t->be ? 4 : 2;
+    bool sc = t->scaler_t >= 0;
+    t->gnorm_t = ert_tr_add_tensor(t, "ert.train.grad_norm", ERT_DTYPE_F32, 1, &nn);
+    tnode *gn = t->gnorm_t >= 0 ? ert_tr_add_node(t, ERT_OP_GRAD_NORM, "grad_norm", t->n_params + (sc ? 2 : 0), 1,
+                                                  PH_BWD)
+                                : NULL;
     if (!gn) return ert_tr_oom(t);
+    if (sc) { /* + the loss and the scaler: the norm is unscaled, the scale updated */
+        gn->in[t->n_params] = t->loss_t;
+        gn->in[t->n_params + 1] = t->scaler_t;
+        gn->params.optim.scale_interval = t->o.loss_scale_interval > 0 ? t->o.loss_scale_interval : 2000;
+    }
     /* on a device the norm comes back with the loss (the step's finite check) */
     t->t[t->gnorm_t].mem = t->be ? TM_IO : TM_STATE;
     if (t->be) {
@@ -689,6 +1120,10 @@ static ert_status dev_fill(ert_trainer *t, uint8_t *wb, uint8_t *iob) {
         uint64_t seed = t->o.seed ? t->o.seed : 0x5eed5eed5eedull;
         if ((st = be->upload(t->bctx, t->t[t->rng_t].data, &seed, sizeof seed))) return st;
     }
+    if (t->scaler_t >= 0 && t->t[t->scaler_t].data) {
+        float s0[3] = {t->scale_now, 0.0f, 0.0f};
+        if ((st = be->upload(t->bctx, t->t[t->scaler_t].data, s0, sizeof s0))) return st;
+    }
     void *h = iob;
     if (t->io_bytes && (st = be->io_host(t->bctx, iob, t->io_bytes, &h))) return st;
     t->io_host = h;
@@ -873,6 +1308,11 @@ static ert_status check_options(ert_context *ctx, const ert_trainer_options *o) 
         (o->trainable == ERT_TRAIN_LAST_N && o->last_n < 1))
         return ert_set_error(ctx, ERT_E_ARG, "invalid trainable selection (PATTERN needs a pattern, LAST_N last_n >= 1)");
     if ((unsigned)o->bn > ERT_BN_FROZEN) return ert_set_error(ctx, ERT_E_ARG, "unknown BatchNorm mode %d", o->bn);
+    ert_dtype pr = so->precision;
+    if (pr != ERT_DTYPE_UNDEFINED && pr != ERT_DTYPE_F32 && pr != ERT_DTYPE_F16 && pr != ERT_DTYPE_BF16)
+        return ert_set_error(ctx, ERT_E_ARG, "precision must be F32, F16 or BF16");
+    if (!(o->loss_scale == o->loss_scale) || o->loss_scale_interval < 0 || isinf(o->loss_scale))
+        return ert_set_error(ctx, ERT_E_ARG, "loss_scale must be finite, loss_scale_interval >= 0");
     return ERT_OK;
 }
 
@@ -887,7 +1327,8 @@ static uint64_t fingerprint(const ert_trainer *t) {
     } while (0)
     for (int i = 0; i < t->nt; i++) {
         const ttensor *x = &t->t[i];
-        if (x->mem != TM_PARAM && x->mem != TM_STATE) continue;
+        /* the gradient norm is state on the CPU, io on a device: not checkpointed */
+        if ((x->mem != TM_PARAM && x->mem != TM_STATE) || i == t->gnorm_t) continue;
         MIX(x->name, strlen(x->name) + 1);
         MIX(&x->ndim, sizeof x->ndim);
         MIX(x->dims, (size_t)x->ndim * sizeof x->dims[0]);
@@ -913,6 +1354,17 @@ static ert_status build(const ert_model *m, const ert_trainer_options *opts, boo
     t->o.loss.class_weights = NULL; /* copied below */
     t->rng_t = -1;
     t->hyper_t = -1;
+    t->scaler_t = -1;
+    t->amp = o->session.precision == ERT_DTYPE_F16 || o->session.precision == ERT_DTYPE_BF16 ? o->session.precision
+                                                                                              : ERT_DTYPE_F32;
+    t->scale_now = t->amp == ERT_DTYPE_F16 && o->loss_scale >= 0 ? (o->loss_scale > 0 ? o->loss_scale : 65536.0f)
+                                                                  : 1.0f;
+    if (t->amp != ERT_DTYPE_F32 && o->session.device != ERT_DEVICE_CUDA) {
+        st = ert_set_error(ctx, ERT_E_UNSUPPORTED,
+                           "mixed precision training (precision %s) needs the CUDA device; the CPU trainer is f32",
+                           ert_dtype_name(t->amp));
+        goto fail;
+    }
     t->n_threads = o->session.n_threads > 0 ? o->session.n_threads : 1;
     if (o->session.device == ERT_DEVICE_CUDA) { /* AUTO was resolved by the caller */
         const ert_backend *be = ert_cuda_backend_get();
@@ -921,6 +1373,8 @@ static ert_status build(const ert_model *m, const ert_trainer_options *opts, boo
             goto fail;
         }
         ert_session_options so = o->session;
+        so.precision = ERT_DTYPE_F32; /* the trainer chooses each tensor's dtype itself */
+        so.flags |= ERT_SESSION_TRAINER_;
         void *bctx = NULL;
         if ((st = be->init(ctx, &so, &bctx))) goto fail;
         t->be = be;
@@ -976,7 +1430,9 @@ static ert_status build(const ert_model *m, const ert_trainer_options *opts, boo
         }
         t->t[t->rng_t].mem = TM_STATE;
     }
-    if ((st = fix_inputs(t)) || (st = select_params(t)) || (st = infer(t)) || (st = add_loss(t))) goto fail;
+    if ((st = fix_inputs(t)) || (st = select_params(t)) || (st = infer(t)) || (st = fold_frozen(t)) || (st = amp_rewrite(t)) ||
+        (st = add_loss(t)))
+        goto fail;
     t->fwd_end = t->nn;
     {
         int32_t *grads = malloc((size_t)(t->n_params + 1) * sizeof *grads);
@@ -1085,8 +1541,14 @@ static ert_status dev_step(ert_trainer *t, float *loss) {
         }
         return st;
     }
-    float l = *(const float *)t->t[t->loss_t].host, gn = ((const float *)t->t[t->gnorm_t].host)[0];
+    const float *g = t->t[t->gnorm_t].host;
+    float l = *(const float *)t->t[t->loss_t].host, gn = g[0];
     if (loss) *loss = l;
+    if (t->scaler_t >= 0) {
+        t->scale_now = g[2];
+        t->skipped = (int64_t)g[3];
+        if (isfinite(l) && !isfinite(gn)) return ERT_OK; /* gradient overflow: skipped, the scale halved */
+    }
     if (!isfinite(l) || !isfinite(gn))
         return ert_set_error(t->ctx, ERT_E_ARG,
                              "step %lld skipped: loss %g, gradient norm %g (NaN/inf in the inputs, or a target class "
@@ -1251,4 +1713,6 @@ ert_status ert_trainer_param_copy(ert_trainer *t, const char *name, float *value
     return ERT_OK;
 }
 
+float ert_trainer_loss_scale(const ert_trainer *t) { return t ? t->scale_now : 1.0f; }
+int64_t ert_trainer_skipped_steps(const ert_trainer *t) { return t ? t->skipped : 0; }
 ert_device ert_trainer_device(const ert_trainer *t) { return t && t->be ? t->be->device : ERT_DEVICE_CPU; }

@@ -13,6 +13,12 @@
  * Loading reads and validates the whole file with the .ert reader (CRCs,
  * bounds), then checks the fingerprint and every tensor's name, dtype and
  * shape against the trainer before changing anything.
+ * A device trainer (CUDA) copies parameters and state to the host to save
+ * (the step is synchronous: nothing is in flight between steps) and uploads
+ * them on load, so checkpoints move freely between CPU and CUDA trainers of
+ * the same options (the gradient-norm tensor, state on the CPU and io on a
+ * device, is not part of a checkpoint). An f16 mixed-precision trainer's
+ * loss scaler is state: its checkpoints load into such trainers only.
  */
 #include "trainer_internal.h"
 
@@ -48,7 +54,12 @@ static ert_status make_model(ert_trainer *t, bool with_state, ert_model **out) {
             break;
         }
         const ttensor *x = &t->t[i];
-        memcpy(d, x->mem == TM_PARAM && x->data ? x->data : s->data, nb);
+        if (x->mem == TM_PARAM && x->data && t->be) st = t->be->download(t->bctx, d, x->data, nb);
+        else memcpy(d, x->mem == TM_PARAM && x->data ? x->data : s->data, nb);
+        if (st != ERT_OK) {
+            free(d);
+            break;
+        }
         m->tensors[id].data = d;
         m->tensors[id].data_owned = true;
     }
@@ -71,14 +82,15 @@ static ert_status make_model(ert_trainer *t, bool with_state, ert_model **out) {
     for (int i = 0; i < src->n_outputs && st == ERT_OK; i++) st = ert_model_add_graph_output(m, src->outputs[i]);
     for (int i = 0; with_state && i < t->nt && st == ERT_OK; i++) {
         const ttensor *x = &t->t[i];
-        if (x->mem != TM_STATE || !x->data) continue;
+        if (x->mem != TM_STATE || !x->data || i == t->gnorm_t) continue;
         int32_t id = ert_model_add_tensor(m, x->name, x->dtype, ERT_ROLE_OPT_STATE, x->ndim, x->dims);
         void *d = id >= 0 ? malloc(x->nbytes ? x->nbytes : 1) : NULL;
         if (!d) {
             st = ert_set_error(ctx, ERT_E_NOMEM, "out of memory building the checkpoint");
             break;
         }
-        memcpy(d, x->data, x->nbytes);
+        if (t->be) st = t->be->download(t->bctx, d, x->data, x->nbytes);
+        else memcpy(d, x->data, x->nbytes);
         m->tensors[id].data = d;
         m->tensors[id].data_owned = true;
     }
@@ -106,17 +118,11 @@ static ert_status make_model(ert_trainer *t, bool with_state, ert_model **out) {
 }
 
 ert_status ert_trainer_export(ert_trainer *t, ert_model **out) {
-    if (t && t->be)
-        return ert_set_error(t->ctx, ERT_E_UNSUPPORTED, "checkpoints and export of a %s trainer: not yet (TODO(#5))",
-                             t->be->name);
     if (!t || !out) return ERT_E_ARG;
     return make_model(t, false, out);
 }
 
 ert_status ert_trainer_save_checkpoint(ert_trainer *t, const char *path) {
-    if (t && t->be)
-        return ert_set_error(t->ctx, ERT_E_UNSUPPORTED, "checkpoints and export of a %s trainer: not yet (TODO(#5))",
-                             t->be->name);
     if (!t || !path) return t ? ert_set_error(t->ctx, ERT_E_ARG, "checkpoint: NULL path") : ERT_E_ARG;
     ert_model *m = NULL;
     ert_status st = make_model(t, true, &m);
@@ -134,9 +140,6 @@ static void dims_str(int nd, const int64_t *d, char *buf, size_t cap) {
 }
 
 ert_status ert_trainer_load_checkpoint(ert_trainer *t, const char *path) {
-    if (t && t->be)
-        return ert_set_error(t->ctx, ERT_E_UNSUPPORTED, "checkpoints and export of a %s trainer: not yet (TODO(#5))",
-                             t->be->name);
     if (!t || !path) return t ? ert_set_error(t->ctx, ERT_E_ARG, "checkpoint: NULL path") : ERT_E_ARG;
     ert_context *ctx = t->ctx;
     ert_model *m = NULL;
@@ -145,7 +148,7 @@ ert_status ert_trainer_load_checkpoint(ert_trainer *t, const char *path) {
     /* 1. every mutable tensor present with the same dtype and shape */
     for (int i = 0; i < t->nt && st == ERT_OK; i++) {
         const ttensor *x = &t->t[i];
-        if ((x->mem != TM_PARAM && x->mem != TM_STATE) || !x->data) continue;
+        if ((x->mem != TM_PARAM && x->mem != TM_STATE) || !x->data || i == t->gnorm_t) continue;
         int32_t id = ert_model_find_tensor(m, x->name);
         if (id < 0) {
             st = ert_set_error(ctx, ERT_E_ARG, "checkpoint '%s' has no tensor '%s': it was made for another model or "
@@ -180,12 +183,28 @@ ert_status ert_trainer_load_checkpoint(ert_trainer *t, const char *path) {
     }
     /* 2. all checked: copy */
     if (st == ERT_OK) {
-        for (int i = 0; i < t->nt; i++) {
+        for (int i = 0; i < t->nt && st == ERT_OK; i++) {
             ttensor *x = &t->t[i];
-            if ((x->mem != TM_PARAM && x->mem != TM_STATE) || !x->data) continue;
-            memcpy(x->data, m->tensors[ert_model_find_tensor(m, x->name)].data, x->nbytes);
+            if ((x->mem != TM_PARAM && x->mem != TM_STATE) || !x->data || i == t->gnorm_t) continue;
+            const void *src = m->tensors[ert_model_find_tensor(m, x->name)].data;
+            if (t->be) st = t->be->upload(t->bctx, x->data, src, x->nbytes);
+            else memcpy(x->data, src, x->nbytes);
+            if (i == t->scaler_t) { /* the host's view of the loss scaler */
+                const float *sc = src;
+                t->scale_now = sc[0];
+                t->skipped = (int64_t)sc[2];
+            }
         }
-        t->step = meta[1];
+        /* an upload failing half way leaves a mix: say so (the trainer must
+         * be reloaded or recreated) */
+        if (st != ERT_OK) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", ert_last_error(ctx));
+            st = ert_set_error(ctx, st, "checkpoint '%s': upload failed part way (%s); the trainer's weights are "
+                                        "inconsistent until a load succeeds", path, why);
+        } else {
+            t->step = meta[1];
+        }
     }
     ert_model_free(m);
     return st;

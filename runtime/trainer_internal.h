@@ -92,6 +92,13 @@ struct ert_trainer {
     void *io_host;          /* the io region as the user sees it */
     int32_t hyper_t;        /* device: {lr, 1 - beta1^t, 1 - beta2^t} copied in at each step */
     bool bound;             /* bind_node ran (release_node owed) */
+    /* mixed precision (device only): the half type convs run in (F32: off),
+     * the loss scaler {scale, good steps, skipped steps} (-1: none), and
+     * what the last step reported back */
+    ert_dtype amp;
+    int32_t scaler_t;
+    float scale_now;
+    int64_t skipped;
 };
 
 /* trainer.c */

@@ -15,9 +15,10 @@
  * Then: no cudaMalloc/cudaHostAlloc/... during 100 steps (the link wraps
  * them, as for test_cuda; tests/train_cuda.cmake), the step captured as a
  * CUDA graph (the backend logs when it cannot), a NaN input skips the update
- * on device and is reported, and a model with an op that has no CUDA
- * backward (LayerNorm) fails create with ERT_E_UNSUPPORTED naming it, while
- * AUTO falls back to the CPU.
+ * on device and is reported, and a model whose weight gradient cuDNN cannot
+ * take (asymmetric conv pads) fails create with ERT_E_UNSUPPORTED naming it,
+ * while AUTO falls back to the CPU. A ViT-style block (LayerNorm, MatMul,
+ * Gelu) is among the compared models.
  *
  * Without a GPU, or in a build without CUDA: returns 77 (ctest SKIPPED). */
 #include "testutil.h"
@@ -156,17 +157,40 @@ static ert_model *residual(void) {
     return finish(b, o);
 }
 
-/* x (N, 3, 4) -> LayerNorm -> Flatten -> 2: LayerNorm's gradient has no CUDA kernel. */
+/* A ViT-style block: x (N, 5, 12) -> h = x + MatMul(LayerNorm(x), W1) ->
+ * LayerNorm -> Gelu -> Flatten -> C classes. LayerNorm's gradient (dx,
+ * dscale, dB) on CUDA. */
 static ert_model *layernorm_model(void) {
     ert_builder *b;
     CHECK_OK(ert_builder_create(ctx, &b), ctx);
-    int64_t xd[3] = {-1, 3, 4}, fw[2] = {2, 12};
-    int32_t x, n, f, o;
+    int64_t xd[3] = {-1, 5, 12}, w1[2] = {12, 12}, fw[2] = {3, 60}, c12[1] = {12};
+    int32_t x, n1, m1, h, n2, gl, f, o;
     CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 3, xd, &x), ctx);
     ert_attr ax[1] = {ERT_ATTR_I("axis", -1)};
-    int32_t lin[3] = {x, constant(b, "ln.g", 4, 1.0f), constant(b, "ln.b", 4, 0.0f)};
-    CHECK_OK(ert_builder_node(b, "LayerNormalization", "ln", lin, 3, ax, 1, &n, 1), ctx);
-    CHECK_OK(ert_builder_unary(b, "Flatten", n, &f), ctx);
+    int32_t l1[3] = {x, weight(b, "ln1.g", 1, c12, 0.2f), weight(b, "ln1.b", 1, c12, 0.1f)};
+    CHECK_OK(ert_builder_node(b, "LayerNormalization", "ln1", l1, 3, ax, 1, &n1, 1), ctx);
+    CHECK_OK(ert_builder_binary(b, "MatMul", n1, weight(b, "w1", 2, w1, 0.3f), &m1), ctx);
+    CHECK_OK(ert_builder_binary(b, "Add", m1, x, &h), ctx);
+    int32_t l2[3] = {h, weight(b, "ln2.g", 1, c12, 0.2f), weight(b, "ln2.b", 1, c12, 0.1f)};
+    CHECK_OK(ert_builder_node(b, "LayerNormalization", "ln2", l2, 3, ax, 1, &n2, 1), ctx);
+    CHECK_OK(ert_builder_unary(b, "Gelu", n2, &gl), ctx);
+    CHECK_OK(ert_builder_unary(b, "Flatten", gl, &f), ctx);
+    CHECK_OK(ert_builder_linear(b, f, weight(b, "fc.w", 2, fw, 0.3f), -1, &o), ctx);
+    return finish(b, o);
+}
+
+/* x (N, 2, 6, 6) -> Conv with asymmetric pads (cuDNN cannot take its weight
+ * gradient) -> Flatten -> 2. */
+static ert_model *asym_conv_model(void) {
+    ert_builder *b;
+    CHECK_OK(ert_builder_create(ctx, &b), ctx);
+    int64_t xd[4] = {-1, 2, 6, 6}, wd[4] = {3, 2, 3, 3}, fw[2] = {2, 108}, k3[2] = {3, 3}, pd[4] = {0, 0, 2, 2};
+    int32_t x, c, f, o;
+    CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 4, xd, &x), ctx);
+    ert_attr at[2] = {ERT_ATTR_IS("kernel_shape", k3, 2), ERT_ATTR_IS("pads", pd, 4)};
+    int32_t in[2] = {x, weight(b, "conv.w", 4, wd, 0.3f)};
+    CHECK_OK(ert_builder_node(b, "Conv", "conv", in, 2, at, 2, &c, 1), ctx);
+    CHECK_OK(ert_builder_unary(b, "Flatten", c, &f), ctx);
     CHECK_OK(ert_builder_linear(b, f, weight(b, "fc.w", 2, fw, 0.3f), -1, &o), ctx);
     return finish(b, o);
 }
@@ -337,6 +361,10 @@ static void equivalence(void) {
     o = opts(ERT_LOSS_CROSS_ENTROPY, ERT_OPTIM_SGD);
     check_model("residual Add + broadcast Mul, SGD", m, &o, 20, 4, 20, 1e-3);
     ert_model_free(m);
+    m = layernorm_model();
+    o = opts(ERT_LOSS_CROSS_ENTROPY, ERT_OPTIM_ADAMW);
+    check_model("ViT-style LayerNorm + MatMul + Gelu, AdamW", m, &o, 12, 3, 20, 1e-3);
+    ert_model_free(m);
 }
 
 static void no_alloc_and_nan(void) {
@@ -403,22 +431,22 @@ static void no_alloc_and_nan(void) {
 
 static void bad_input(void) {
     if (gdev != ERT_DEVICE_CUDA) return;
-    ert_model *m = layernorm_model();
+    ert_model *m = asym_conv_model();
     if (!m) return;
     ert_trainer_options o = opts(ERT_LOSS_CROSS_ENTROPY, ERT_OPTIM_SGD);
     o.session.batch = 4;
     o.session.device = ERT_DEVICE_CUDA;
     ert_trainer *t = NULL;
     ert_status st = ert_trainer_create(m, &o, &t);
-    CHECK(st == ERT_E_UNSUPPORTED && strstr(ert_last_error(ctx), "LayerNormGrad"),
-          "LayerNorm model on CUDA: %s (%s), want ERT_E_UNSUPPORTED naming LayerNormGrad", ert_status_str(st),
+    CHECK(st == ERT_E_UNSUPPORTED && strstr(ert_last_error(ctx), "ConvGradWeight"),
+          "asymmetric-pad conv on CUDA: %s (%s), want ERT_E_UNSUPPORTED naming ConvGradWeight", ert_status_str(st),
           ert_last_error(ctx));
-    printf("  LayerNorm on CUDA: %s\n", ert_last_error(ctx));
+    printf("  asymmetric-pad conv on CUDA: %s\n", ert_last_error(ctx));
     ert_trainer_free(t);
     t = NULL;
     o.session.device = ERT_DEVICE_AUTO;
     CHECK_OK(ert_trainer_create(m, &o, &t), ctx);
-    CHECK(t && ert_trainer_device(t) == ERT_DEVICE_CPU, "AUTO with an op without CUDA backward did not fall back to the CPU");
+    CHECK(t && ert_trainer_device(t) == ERT_DEVICE_CPU, "AUTO with a gradient CUDA cannot take did not fall back to the CPU");
     ert_trainer_free(t);
     ert_model_free(m);
 }

@@ -3,7 +3,10 @@
 #   small-cnn (the network of `edgert train small-cnn`, Fashion-MNIST-sized
 #     28x28 inputs) batch 64 f32, Adam;
 #   ResNet-18 batch 32 224x224 f32 full training, SGD momentum 0.9;
-#   ResNet-18 head-only fine-tuning (fc only, BatchNorm frozen), same SGD.
+#   ResNet-18 head-only fine-tuning (fc only, BatchNorm frozen), same SGD;
+#   ResNet-18 full and head-only again in mixed precision f16 (edgert
+#     session.precision F16 with dynamic loss scaling; PyTorch torch.autocast
+#     + GradScaler, eager: GradScaler is not capturable).
 # Each: edgert (bench/gpu/train_gpu.c: wall clock per step, inputs written
 # through the trainer's pinned staging, loss back on the host), PyTorch eager
 # and PyTorch CUDA-graph'd (bench_train_gpu_torch.py, the same per-step
@@ -13,7 +16,9 @@
 #
 #   bench/gpu/bench_train_gpu.sh [BUILD_DIR] [RESULTS_DIR]
 #   env: PYTHON (torch, torchvision, onnx), STEPS (200), WARMUP (20),
-#        SKIP_BUILD=1 (use BUILD_DIR as it is), ERT_CUDA_ARCHS (90)
+#        SKIP_BUILD=1 (use BUILD_DIR as it is), ERT_CUDA_ARCHS (90),
+#        CASES (an extended regex on the case labels; default all),
+#        TORCH_MODES ("eager graph"; the AMP cases run eager only)
 # Writes RESULTS_DIR/train_gpu_<date>.json and prints a table.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -51,16 +56,22 @@ run() { # label, command...
   fi
   echo "${lines[-1]}"
 }
-cases=("small-cnn b64|small-cnn|64|adam|" "resnet18 b32 full|$work/resnet18_train.onnx|32|sgd|"
-       "resnet18 b32 head-only|$work/resnet18_train.onnx|32|sgd|fc.*")
+r18=$work/resnet18_train.onnx
+cases=("small-cnn b64|small-cnn|64|adam||" "resnet18 b32 full|$r18|32|sgd||"
+       "resnet18 b32 head-only|$r18|32|sgd|fc.*|" "resnet18 b32 AMP f16 full|$r18|32|sgd||f16"
+       "resnet18 b32 AMP f16 head-only|$r18|32|sgd|fc.*|f16"
+       "resnet18 b32 AMP f16 full, convs only|$r18|32|sgd||f16-convs")
 for c in "${cases[@]}"; do
-  IFS='|' read -r label model batch optim head <<<"$c"
+  IFS='|' read -r label model batch optim head amp <<<"$c"
+  [[ -n ${CASES:-} && ! $label =~ $CASES ]] && continue
   tmodel=$([[ $model == small-cnn ]] && echo small-cnn || echo resnet18)
   run "$label/edgert" "$drv" "$model" --batch "$batch" --optim "$optim" --steps "$steps" --warmup "$warmup" \
-    ${head:+--head "$head"}
-  for mode in eager graph; do
+    ${head:+--head "$head"} ${amp:+--precision "${amp%-convs}"} $([[ $amp == *-convs ]] && echo --amp-conv-only 1)
+  [[ $amp == *-convs ]] && continue # an edgert variant: PyTorch's AMP is measured in the case above
+  for mode in ${TORCH_MODES:-eager graph}; do
+    [[ -n $amp && $mode == graph ]] && continue
     run "$label/pytorch-$mode" "$py" "$here/bench_train_gpu_torch.py" --model "$tmodel" --batch "$batch" \
-      --optim "$optim" --mode "$mode" --steps "$steps" --warmup "$warmup" ${head:+--head}
+      --optim "$optim" --mode "$mode" --steps "$steps" --warmup "$warmup" ${head:+--head} ${amp:+--amp "$amp"}
   done
 done
 json=$results/train_gpu_$stamp.json
@@ -72,14 +83,14 @@ json=$results/train_gpu_$stamp.json
 "$py" - "$json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-print(f"\n{'case':<34}{'p50 ms':>10}{'mean ms':>10}{'memory MiB':>12}  loss first -> last")
+print(f"\n{'case':<48}{'p50 ms':>9}{'p90 ms':>9}{'memory MiB':>12}  loss first -> last")
 for c in d["cases"]:
     r = c["result"]
     if "error" in r:
-        print(f"{c['case']:<34}  error: {r['error'][:90]}")
+        print(f"{c['case']:<48}  error: {r['error'][:90]}")
         continue
     mem = r.get("arena_bytes", r.get("peak_bytes", 0)) / 2**20
-    print(f"{c['case']:<34}{r['p50_ms']:>10.3f}{r['mean_ms']:>10.3f}{mem:>12.1f}  {r['loss_first']:.4f} -> {r['loss_last']:.4f}")
+    print(f"{c['case']:<48}{r['p50_ms']:>9.3f}{r['p90_ms']:>9.3f}{mem:>12.1f}  {r['loss_first']:.4f} -> {r['loss_last']:.4f}")
 print("memory: edgert = trainer arena bytes; pytorch = torch.cuda.max_memory_allocated")
 PY
 echo "wrote $json"

@@ -8,7 +8,7 @@
         residual Add, GlobalAveragePool, Flatten, Gemm(transB=1) named
         fc.weight/fc.bias. Input "input" (B, 3, 224, 224), output "logits".
     bench_train_gpu_torch.py --model small-cnn|resnet18 --batch B
-        [--head] [--optim adam|sgd] [--mode eager|graph] [--steps N] [--warmup N]
+        [--head] [--optim adam|sgd] [--mode eager|graph] [--amp f16|bf16] [--steps N] [--warmup N]
         One JSON line: step time p50/mean (wall clock per step, inputs copied
         from pinned host memory, loss.item() each step: what edgert's step
         does), peak torch.cuda.max_memory_allocated.
@@ -16,6 +16,9 @@
 Same recipes as train_gpu.c: small-cnn Adam lr 2e-3; ResNet-18 SGD
 momentum 0.9 lr 0.01; --head trains fc only with the backbone in eval mode
 (frozen BatchNorm). f32, TF32 off (edgert keeps f32 convs/GEMMs on FMA).
+--amp: torch.autocast(cuda, f16|bf16) around forward + loss, and for f16 a
+GradScaler (scale, unscale + inf check + step, update): PyTorch's AMP recipe.
+Eager only (GradScaler's step reads found_inf on the host: not capturable).
 """
 import argparse, json, sys, time
 
@@ -105,6 +108,7 @@ def main():
     ap.add_argument("--mode", default="eager")
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--amp", default="")
     a = ap.parse_args()
     if a.export_resnet18:
         export_resnet18(a.export_resnet18, a.batch)
@@ -132,6 +136,10 @@ def main():
         net.train()
         params = list(net.parameters())
     cap = a.mode == "graph"
+    if a.amp and cap:
+        sys.exit("--amp runs eager only (GradScaler is not capturable)")
+    amp_dt = {"f16": torch.float16, "bf16": torch.bfloat16, "": None}[a.amp]
+    scaler = torch.amp.GradScaler("cuda") if amp_dt == torch.float16 else None
     if a.optim == "adam":
         opt = torch.optim.Adam(params, lr=2e-3, capturable=cap)
     else:
@@ -144,9 +152,20 @@ def main():
 
     def step():
         opt.zero_grad(set_to_none=not cap)
-        loss = lossf(net(sx), sy)
-        loss.backward()
-        opt.step()
+        if amp_dt is None:
+            loss = lossf(net(sx), sy)
+            loss.backward()
+            opt.step()
+            return loss
+        with torch.autocast("cuda", dtype=amp_dt):
+            loss = lossf(net(sx), sy)
+        if scaler is None:
+            loss.backward()
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
         return loss
 
     graph = None
@@ -183,7 +202,7 @@ def main():
             times.append((t1 - t0) * 1e3)
     times.sort()
     print(json.dumps({"runtime": "pytorch-" + a.mode, "torch": torch.__version__, "model": a.model, "batch": a.batch,
-                      "head_only": a.head, "optim": a.optim, "steps": a.steps, "p50_ms": times[len(times) // 2],
+                      "head_only": a.head, "precision": a.amp or "f32", "optim": a.optim, "steps": a.steps, "p50_ms": times[len(times) // 2],
                       "mean_ms": sum(times) / len(times), "min_ms": times[0],
                       "p90_ms": times[(len(times) * 9) // 10],
                       "peak_bytes": torch.cuda.max_memory_allocated(), "loss_first": first, "loss_last": last}))

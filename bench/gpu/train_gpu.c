@@ -1,7 +1,7 @@
 /* train_gpu: time edgert training steps (bench/gpu/bench_train_gpu.sh).
  *
  *   train_gpu MODEL --batch B [--device cuda|cpu] [--optim adam|sgd] [--lr X]
- *             [--head PATTERN] [--steps 200] [--warmup 20]
+ *             [--head PATTERN] [--precision f32|f16|bf16] [--amp-conv-only 0|1] [--steps 200] [--warmup 20]
  *
  * MODEL is `small-cnn` (the network of `edgert train small-cnn`: conv3x3
  * 1->16, relu, maxpool2, conv3x3 16->32, relu, maxpool2, fc 1568->64, relu,
@@ -84,11 +84,11 @@ static ert_model *small_cnn(ert_context *ctx) {
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: train_gpu MODEL --batch B [--device cuda|cpu] [--optim adam|sgd] [--lr X] "
-                        "[--head PATTERN] [--steps N] [--warmup N]\n");
+                        "[--head PATTERN] [--precision f32|f16|bf16] [--amp-conv-only 0|1] [--steps N] [--warmup N]\n");
         return 2;
     }
-    const char *model = argv[1], *device = "cuda", *optim = "sgd", *head = NULL;
-    int batch = 32, steps = 200, warmup = 20;
+    const char *model = argv[1], *device = "cuda", *optim = "sgd", *head = NULL, *prec = "f32";
+    int batch = 32, steps = 200, warmup = 20, conv_only = 0;
     double lr = -1;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--batch")) batch = atoi(argv[i + 1]);
@@ -96,6 +96,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--optim")) optim = argv[i + 1];
         else if (!strcmp(argv[i], "--lr")) lr = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--head")) head = argv[i + 1];
+        else if (!strcmp(argv[i], "--precision")) prec = argv[i + 1];
+        else if (!strcmp(argv[i], "--amp-conv-only")) conv_only = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--warmup")) warmup = atoi(argv[i + 1]);
         else {
@@ -114,6 +116,9 @@ int main(int argc, char **argv) {
     to.session.batch = batch;
     to.session.device = !strcmp(device, "cpu") ? ERT_DEVICE_CPU : !strcmp(device, "auto") ? ERT_DEVICE_AUTO : ERT_DEVICE_CUDA;
     to.session.n_threads = 1;
+    /* mixed precision: f16 with the default dynamic loss scaling (65536, x2 every 2000 good steps) */
+    to.amp_conv_only = conv_only;
+    to.session.precision = !strcmp(prec, "f16") ? ERT_DTYPE_F16 : !strcmp(prec, "bf16") ? ERT_DTYPE_BF16 : ERT_DTYPE_F32;
     to.loss.kind = ERT_LOSS_CROSS_ENTROPY;
     if (!strcmp(optim, "adam")) {
         to.optim.kind = ERT_OPTIM_ADAM;
@@ -165,11 +170,12 @@ int main(int argc, char **argv) {
     ert_memory_report r;
     ert_trainer_memory(t, &r);
     printf("{\"runtime\":\"edgert\",\"model\":\"%s\",\"device\":\"%s\",\"batch\":%d,\"head_only\":%s,\"optim\":\"%s\","
-           "\"steps\":%d,\"p50_ms\":%.4f,\"mean_ms\":%.4f,\"min_ms\":%.4f,\"p90_ms\":%.4f,\"create_ms\":%.1f,"
-           "\"arena_bytes\":%zu,\"activations_bytes\":%zu,\"trainable\":%d,\"loss_first\":%.5f,\"loss_last\":%.5f}\n",
-           model, device, batch, head ? "true" : "false", optim, steps, ms[steps / 2], sum / steps, ms[0],
+           "\"precision\":\"%s%s\",\"steps\":%d,\"p50_ms\":%.4f,\"mean_ms\":%.4f,\"min_ms\":%.4f,\"p90_ms\":%.4f,\"create_ms\":%.1f,"
+           "\"arena_bytes\":%zu,\"activations_bytes\":%zu,\"trainable\":%d,\"loss_first\":%.5f,\"loss_last\":%.5f,"
+           "\"loss_scale\":%g,\"skipped\":%lld}\n",
+           model, device, batch, head ? "true" : "false", optim, prec, conv_only ? "-convs-only" : "", steps, ms[steps / 2], sum / steps, ms[0],
            ms[(steps * 9) / 10], create_ms, r.total_bytes, r.activations_bytes, ert_trainer_n_trainable(t),
-           (double)first, (double)loss);
+           (double)first, (double)loss, (double)ert_trainer_loss_scale(t), (long long)ert_trainer_skipped_steps(t));
     free(ms);
     ert_trainer_free(t);
     ert_model_free(m);

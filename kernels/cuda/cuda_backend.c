@@ -95,6 +95,7 @@ typedef struct cuda_ctx {
     int n_algos, cap_algos;
     void **krsc; /* f16/bf16 filters already rewritten in place as (K, R, S, C) */
     int n_krsc, cap_krsc;
+    bool trainer; /* ERT_SESSION_TRAINER_: filters are activations (cast from master weights each step) */
 } cuda_ctx;
 
 /* Per-node state (bind_node). */
@@ -143,7 +144,7 @@ static ert_status dnn_err(cuda_ctx *c, cudnnStatus_t s, const char *what) {
 #endif
 
 static ert_cuda_env env_of(cuda_ctx *c) {
-    ert_cuda_env e = {.ctx = c->ctx, .stream = c->stream, .blas = c->blas, .dnn = NULL};
+    ert_cuda_env e = {.ctx = c->ctx, .stream = c->stream, .blas = c->blas, .dnn = NULL, .trainer = c->trainer};
 #ifdef ERT_HAVE_CUDNN
     e.dnn = c->dnn;
 #endif
@@ -195,6 +196,7 @@ static ert_status cuda_init(ert_context *ctx, const ert_session_options *o, void
     }
     cudaDeviceGetAttribute(&v, cudaDevAttrIntegrated, c->device);
     c->integrated = v != 0;
+    c->trainer = (o->flags & ERT_SESSION_TRAINER_) != 0;
     cudaDeviceGetAttribute(&v, cudaDevAttrConcurrentManagedAccess, c->device);
     c->concurrent_managed = v != 0;
     cudaDeviceGetAttribute(&v, cudaDevAttrPageableMemoryAccess, c->device);
@@ -571,7 +573,7 @@ static ert_status conv_describe(cuda_ctx *c, const ert_kargs *a, size_t ws_limit
     /* f16/bf16: the tensor-core kernels want the filter as (K, R, S, C); given
      * (K, C, R, S) cuDNN transposes it on every call. Measure the filter
      * stored that way too and keep the faster (bind_node rewrites it). */
-    if (!f32 && p->group == 1) {
+    if (!f32 && p->group == 1 && !c->trainer) {
         cudnnFilterDescriptor_t wd2 = NULL;
         const algo_entry *e2 = NULL;
         if (cudnnCreateFilterDescriptor(&wd2) == CUDNN_STATUS_SUCCESS &&

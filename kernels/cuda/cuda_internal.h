@@ -137,13 +137,42 @@ cudaError_t ert_cuda_dropout_train_launch(const float *x, uint64_t *rng, float *
                                           bool training, cudaStream_t st);
 /* CE: z (N, C), target i64 (N), w (C) or NULL; MSE/BCE: n elements. A CE
  * target outside [0, C) gives a NaN loss (the step is then skipped). */
+/* Mixed precision: the same gradients with f16/bf16 activations (x, y, dy,
+ * dx of dtype dt), f32 parameters and statistics. BatchNorm needs ws: 2*C
+ * doubles (the trainer plans it as the node's workspace). */
+cudaError_t ert_cuda_act_grad_h_launch(ert_dtype dt, const ert_unary_params *u, const void *dy, const void *x,
+                                       void *dx, int64_t n, cudaStream_t st);
+cudaError_t ert_cuda_pool_grad_h_launch(bool is_max, const ert_pool_params *p, const ert_tview *x, const void *dy,
+                                        const ert_tview *dy_v, void *dx, cudaStream_t st);
+cudaError_t ert_cuda_gap_grad_h_launch(ert_dtype dt, const void *dy, void *dx, int64_t planes, int64_t sz,
+                                       cudaStream_t st);
+cudaError_t ert_cuda_bn_train_h_launch(ert_dtype dt, const void *x, const float *scale, const float *bias, float *rmean,
+                                       float *rvar, void *y, float *mean, float *invstd, int64_t N, int64_t C,
+                                       int64_t sz, float eps, float momentum, bool training, double *ws,
+                                       cudaStream_t st);
+cudaError_t ert_cuda_bn_grad_h_launch(ert_dtype dt, const void *dy, const void *x, const float *scale,
+                                      const float *mean, const float *istd, void *dx, float *dscale, float *dbias,
+                                      int64_t N, int64_t C, int64_t sz, float eps, bool frozen, double *ws,
+                                      cudaStream_t st);
+/* LayerNorm backward over rows (outer, inner): dx, dscale (ds_n = inner or
+ * 1), dB (db_n = inner or 1); any output may be NULL. */
+cudaError_t ert_cuda_layernorm_grad_launch(const float *dy, const float *x, const float *scale, int64_t scale_n,
+                                           float *dx, float *ds, int64_t ds_n, float *db, int64_t db_n, int64_t outer,
+                                           int64_t inner, float eps, cudaStream_t st);
+/* scale: NULL, or the loss scaler {S, ...}: dz is multiplied by S (the loss is not) */
 cudaError_t ert_cuda_loss_launch(int kind, const float *z, const void *target, const float *w, float *loss, float *dz,
-                                 int64_t N, int64_t C, int64_t n, float label_smoothing, cudaStream_t st);
+                                 int64_t N, int64_t C, int64_t n, float label_smoothing, const float *scale,
+                                 cudaStream_t st);
 /* Adds the squares of count gradients into acc (one double of scratch,
  * zeroed first when `first`); then, when out is not NULL, out = {norm, clip
  * scale}. */
+/* out: {norm, clip factor}; with a scaler sc = {S, good steps, skipped} (and
+ * the loss): the gradients are scaled by S, so out gets {norm / S, clip
+ * factor / S, next S, skipped}, and sc is updated (inf/NaN: S/2 and a skip;
+ * `interval` good steps in a row: 2S). */
 cudaError_t ert_cuda_grad_norm_launch(const float *const *g, const int64_t *n, int count, double *acc, bool first,
-                                      float *out, float clip, cudaStream_t st);
+                                      float *out, float clip, const float *loss, float *sc, int interval,
+                                      cudaStream_t st);
 /* hyper {lr, 1 - beta1^t, 1 - beta2^t}, gn {norm, scale}: device memory;
  * nothing is written when *loss or gn[0] is not finite. */
 cudaError_t ert_cuda_optim_launch(const ert_optim_params *p, float *w, const float *g, float *m, float *v,
@@ -157,6 +186,7 @@ typedef struct ert_cuda_env {
     cudaStream_t stream;
     struct cublasContext *blas;
     void *dnn;                  /* cudnnHandle_t, or NULL without cuDNN */
+    bool trainer;               /* serving a trainer (half ConvTranspose = an AMP data gradient) */
 } ert_cuda_env;
 bool ert_cuda_train_op(ert_op op);
 bool ert_cuda_train_supports(ert_op op, ert_dtype dt);

@@ -1,6 +1,9 @@
 /*
  * CUDA backend, training ops: dispatch of the backward, loss and optimizer
- * nodes the trainer (runtime/trainer.c, autodiff.c) emits, f32 only.
+ * nodes the trainer (runtime/trainer.c, autodiff.c) emits: f32, plus the
+ * f16/bf16 convolution gradients of mixed precision (tensor cores, f32
+ * accumulation) and the f16 loss scaler (LOSS slot 3, GRAD_NORM's last two
+ * inputs).
  *
  * Convolutions: CONV_GRAD_WEIGHT is cudnnConvolutionBackwardFilter and the
  * data gradient (a ConvTranspose(dy, W) node with the forward's geometry) is
@@ -11,8 +14,7 @@
  * backend's direct kernel; a CONV_GRAD_WEIGHT it cannot describe is refused
  * at create. MatMul gradients: cuBLAS per batch entry, accumulating where
  * a batch dim was broadcast. Everything else: kernels in train.cu.
- * LayerNorm's gradient has no CUDA kernel yet (TODO(#5)): a trainer on CUDA
- * refuses it at create with ERT_E_UNSUPPORTED naming the op.
+ * LayerNorm's gradient: one block per row (train.cu), like the CPU kernel.
  */
 #include "cuda_internal.h"
 
@@ -41,11 +43,18 @@ bool ert_cuda_train_op(ert_op op) {
 }
 
 bool ert_cuda_train_supports(ert_op op, ert_dtype dt) {
-    if (op == ERT_OP_LAYERNORM_GRAD) return false;
 #ifndef ERT_HAVE_CUDNN
     if (op == ERT_OP_CONV_GRAD_WEIGHT) return false;
+#else
+    /* mixed precision: the weight gradient of a half conv, on the tensor cores */
+    if (op == ERT_OP_CONV_GRAD_WEIGHT) return dt == ERT_DTYPE_F32 || dt == ERT_DTYPE_F16 || dt == ERT_DTYPE_BF16;
 #endif
     if (op == ERT_OP_FILL_ZERO) return ert_dtype_size(dt) != 0;
+    /* mixed precision: these run on f16/bf16 activations too */
+    bool half = dt == ERT_DTYPE_F16 || dt == ERT_DTYPE_BF16;
+    if (half && (op == ERT_OP_ACT_GRAD || op == ERT_OP_MAXPOOL_GRAD || op == ERT_OP_AVGPOOL_GRAD ||
+                 op == ERT_OP_GLOBAL_AVGPOOL_GRAD || op == ERT_OP_BATCHNORM_TRAIN || op == ERT_OP_BATCHNORM_GRAD))
+        return true;
     return dt == ERT_DTYPE_F32;
 }
 
@@ -63,6 +72,7 @@ typedef struct bwd_state {
     cudnnConvolutionDescriptor_t cd;
     int algo;
     size_t ws;
+    bool half; /* f16/bf16 data: tensor-core algorithms allowed */
 } bwd_state;
 
 static void bwd_free(bwd_state *s) {
@@ -91,19 +101,28 @@ static ert_status bwd_describe(const ert_cuda_env *env, const ert_conv_params *p
     int ph = two ? (int)p->pad_begin[0] : 0, pw = (int)p->pad_begin[two];
     int sh = two ? (int)p->stride[0] : 1, sw = (int)p->stride[two];
     int dh = two ? (int)p->dilation[0] : 1, dw = (int)p->dilation[two];
+    /* f32: FMA math (the CPU is the oracle); f16/bf16 (mixed precision): the
+     * tensor cores, f32 accumulation (compute type FLOAT) */
+    bool half = x->dtype == ERT_DTYPE_F16 || x->dtype == ERT_DTYPE_BF16;
+    if ((x->dtype != ERT_DTYPE_F32 && !half) || y->dtype != x->dtype || w->dtype != x->dtype) {
+        free(s);
+        *out = NULL;
+        return ERT_OK;
+    }
+    cudnnDataType_t dt = x->dtype == ERT_DTYPE_F16    ? CUDNN_DATA_HALF
+                         : x->dtype == ERT_DTYPE_BF16 ? CUDNN_DATA_BFLOAT16
+                                                      : CUDNN_DATA_FLOAT;
+    s->half = half;
     cudnnStatus_t ds;
     if ((ds = cudnnCreateTensorDescriptor(&s->xd)) || (ds = cudnnCreateTensorDescriptor(&s->yd)) ||
         (ds = cudnnCreateFilterDescriptor(&s->wd)) || (ds = cudnnCreateConvolutionDescriptor(&s->cd)) ||
-        (ds = cudnnSetTensor4dDescriptor(s->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)x->dims[0], (int)x->dims[1],
-                                         xh, xw)) ||
-        (ds = cudnnSetTensor4dDescriptor(s->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)y->dims[0], (int)y->dims[1],
-                                         yh, yw)) ||
-        (ds = cudnnSetFilter4dDescriptor(s->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, (int)w->dims[0], (int)w->dims[1],
-                                         kh, kw)) ||
+        (ds = cudnnSetTensor4dDescriptor(s->xd, CUDNN_TENSOR_NCHW, dt, (int)x->dims[0], (int)x->dims[1], xh, xw)) ||
+        (ds = cudnnSetTensor4dDescriptor(s->yd, CUDNN_TENSOR_NCHW, dt, (int)y->dims[0], (int)y->dims[1], yh, yw)) ||
+        (ds = cudnnSetFilter4dDescriptor(s->wd, dt, CUDNN_TENSOR_NCHW, (int)w->dims[0], (int)w->dims[1], kh, kw)) ||
         (ds = cudnnSetConvolution2dDescriptor(s->cd, ph, pw, sh, sw, dh, dw, CUDNN_CROSS_CORRELATION,
                                               CUDNN_DATA_FLOAT)) ||
         (ds = cudnnSetConvolutionGroupCount(s->cd, (int)p->group)) ||
-        (ds = cudnnSetConvolutionMathType(s->cd, CUDNN_FMA_MATH))) {
+        (ds = cudnnSetConvolutionMathType(s->cd, half ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH))) {
         bwd_free(s);
         return ert_set_error(env->ctx, ERT_E_CUDA, "cuDNN backward descriptors: %s", cudnnGetErrorString(ds));
     }
@@ -135,7 +154,8 @@ static ert_status bwd_pick(const ert_cuda_env *env, bwd_state *s, bool filter, s
                                  cudnnGetErrorString(ds));
         for (int i = 0; i < got; i++) {
             if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > limit ||
-                perf[i].mathType == CUDNN_TENSOR_OP_MATH || perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
+                (!s->half && (perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
+                              perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)))
                 continue;
             if (!*ok || perf[i].time < best) {
                 *ok = true;
@@ -156,7 +176,8 @@ static ert_status bwd_pick(const ert_cuda_env *env, bwd_state *s, bool filter, s
                                  cudnnGetErrorString(ds));
         for (int i = 0; i < got; i++) {
             if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > limit ||
-                perf[i].mathType == CUDNN_TENSOR_OP_MATH || perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
+                (!s->half && (perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
+                              perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)))
                 continue;
             if (!*ok || perf[i].time < best) {
                 *ok = true;
@@ -178,7 +199,7 @@ static bool conv_views(const ert_kargs *a, ert_tview *x, ert_tview *w, ert_tview
         return true;
     }
     const ert_conv_params *p = &a->params->conv;
-    if (p->has_bias || p->act.kind != ERT_ACT_NONE || p->has_residual || a->in[0].dtype != ERT_DTYPE_F32) return false;
+    if (p->has_bias || p->act.kind != ERT_ACT_NONE || p->has_residual) return false;
     for (int i = 0; i < p->nsp; i++)
         if (p->out_pad[i]) return false;
     *x = a->out[0], *w = a->in[1], *y = a->in[0];
@@ -189,6 +210,8 @@ static ert_status conv_state(const ert_cuda_env *env, const ert_kargs *a, size_t
     ert_tview x, w, y;
     *out = NULL;
     if (!env->dnn || !conv_views(a, &x, &w, &y)) return ERT_OK;
+    /* an inference session's f16/bf16 ConvTranspose keeps the backend's kernel */
+    if (a->op == ERT_OP_CONV_TRANSPOSE && x.dtype != ERT_DTYPE_F32 && !env->trainer) return ERT_OK;
     bwd_state *s = NULL;
     ert_status st = bwd_describe(env, &a->params->conv, &x, &w, &y, &s);
     if (st != ERT_OK || !s) return st;
@@ -207,6 +230,10 @@ ert_status ert_cuda_train_workspace(const ert_cuda_env *env, const ert_kargs *a,
     switch (a->op) {
     case ERT_OP_MATMUL_GRAD: *bytes = BLAS_WS; return ERT_OK;
     case ERT_OP_GRAD_NORM: *bytes = sizeof(double); return ERT_OK;
+    case ERT_OP_BATCHNORM_TRAIN: case ERT_OP_BATCHNORM_GRAD: /* half activations: per-channel sums in double */
+        if (a->in[0].dtype != ERT_DTYPE_F32 && a->in[0].ndim >= 2) /* dy and x have the same shape */
+            *bytes = 2 * sizeof(double) * (size_t)a->in[0].dims[1];
+        return ERT_OK;
     case ERT_OP_CONV_GRAD_WEIGHT: case ERT_OP_CONV_TRANSPOSE: {
 #ifdef ERT_HAVE_CUDNN
         bwd_state *s = NULL;
@@ -390,8 +417,11 @@ ert_status ert_cuda_train_run(const ert_cuda_env *env, const ert_kargs *a) {
             e = cudaMemsetAsync(out[0].data, 0, (size_t)out[0].n_elems * ert_dtype_size(out[0].dtype), st);
         break;
     case ERT_OP_ACT_GRAD:
-        if (out[0].data) e = ert_cuda_act_grad_launch(&a->params->unary, in[0].data, in[1].data, out[0].data,
-                                                      out[0].n_elems, st);
+        if (out[0].data && in[0].dtype != ERT_DTYPE_F32)
+            e = ert_cuda_act_grad_h_launch(in[0].dtype, &a->params->unary, in[0].data, in[1].data, out[0].data,
+                                           out[0].n_elems, st);
+        else if (out[0].data)
+            e = ert_cuda_act_grad_launch(&a->params->unary, in[0].data, in[1].data, out[0].data, out[0].n_elems, st);
         break;
     case ERT_OP_BINARY_GRAD: {
         if (!out[0].data) break;
@@ -417,16 +447,29 @@ ert_status ert_cuda_train_run(const ert_cuda_env *env, const ert_kargs *a) {
     }
     case ERT_OP_MATMUL_GRAD: return out[0].data ? matmul_grad(env, a) : ERT_OK;
     case ERT_OP_MAXPOOL_GRAD: case ERT_OP_AVGPOOL_GRAD:
-        if (out[0].data)
+        if (out[0].data && in[0].dtype != ERT_DTYPE_F32)
+            e = ert_cuda_pool_grad_h_launch(a->op == ERT_OP_MAXPOOL_GRAD, &a->params->pool, &in[1], in[0].data,
+                                            &in[0], out[0].data, st);
+        else if (out[0].data)
             e = ert_cuda_pool_grad_launch(a->op == ERT_OP_MAXPOOL_GRAD, &a->params->pool, &in[1], in[0].data, &in[0],
                                           out[0].data, st);
         break;
     case ERT_OP_GLOBAL_AVGPOOL_GRAD:
-        if (out[0].data) e = ert_cuda_gap_grad_launch(in[0].data, out[0].data, in[1].dims[0] * in[1].dims[1],
+        if (out[0].data && in[0].dtype != ERT_DTYPE_F32)
+            e = ert_cuda_gap_grad_h_launch(in[0].dtype, in[0].data, out[0].data, in[1].dims[0] * in[1].dims[1],
+                                           spatial(&in[1]), st);
+        else if (out[0].data) e = ert_cuda_gap_grad_launch(in[0].data, out[0].data, in[1].dims[0] * in[1].dims[1],
                                                       spatial(&in[1]), st);
         break;
     case ERT_OP_BATCHNORM_TRAIN: {
         const ert_grad_params *p = &a->params->grad;
+        if (in[0].dtype != ERT_DTYPE_F32) {
+            e = ert_cuda_bn_train_h_launch(in[0].dtype, in[0].data, in[1].data, in[2].data, in[3].data, in[4].data,
+                                           out[0].data, a->n_out > 1 ? out[1].data : NULL,
+                                           a->n_out > 2 ? out[2].data : NULL, in[0].dims[0], in[0].dims[1],
+                                           spatial(&in[0]), p->eps, p->momentum, p->training, a->workspace, st);
+            break;
+        }
         e = ert_cuda_bn_train_launch(in[0].data, in[1].data, in[2].data, in[3].data, in[4].data, out[0].data,
                                      a->n_out > 1 ? out[1].data : NULL, a->n_out > 2 ? out[2].data : NULL,
                                      in[0].dims[0], in[0].dims[1], spatial(&in[0]), p->eps, p->momentum, p->training,
@@ -435,6 +478,13 @@ ert_status ert_cuda_train_run(const ert_cuda_env *env, const ert_kargs *a) {
     }
     case ERT_OP_BATCHNORM_GRAD: {
         const ert_grad_params *p = &a->params->grad;
+        if (in[0].dtype != ERT_DTYPE_F32) {
+            e = ert_cuda_bn_grad_h_launch(in[0].dtype, in[0].data, in[1].data, in[2].data, in[3].data, in[4].data,
+                                          out[0].data, a->n_out > 1 ? out[1].data : NULL,
+                                          a->n_out > 2 ? out[2].data : NULL, in[1].dims[0], in[1].dims[1],
+                                          spatial(&in[1]), p->eps, p->frozen, a->workspace, st);
+            break;
+        }
         e = ert_cuda_bn_grad_launch(in[0].data, in[1].data, in[2].data, in[3].data, in[4].data, out[0].data,
                                     a->n_out > 1 ? out[1].data : NULL, a->n_out > 2 ? out[2].data : NULL,
                                     in[1].dims[0], in[1].dims[1], spatial(&in[1]), p->eps, p->frozen, st);
@@ -450,6 +500,16 @@ ert_status ert_cuda_train_run(const ert_cuda_env *env, const ert_kargs *a) {
         }
         e = ert_cuda_softmax_grad_launch(a->op == ERT_OP_LOGSOFTMAX_GRAD, in[0].data, Y->data, out[0].data, outer,
                                          Y->ndim ? Y->dims[axis] : 1, inner, st);
+        break;
+    }
+    case ERT_OP_LAYERNORM_GRAD: { /* (dy, x, scale) -> (dx, dscale, dB), like ert_cpu_layernorm_grad */
+        const ert_tview *X = &in[1];
+        int64_t axis = a->params->norm.axis, inner = 1, outer = 1;
+        for (int i = 0; i < X->ndim; i++) *(i < axis ? &outer : &inner) *= X->dims[i];
+        e = ert_cuda_layernorm_grad_launch(in[0].data, X->data, in[2].data, in[2].n_elems, out[0].data,
+                                           a->n_out > 1 ? out[1].data : NULL, a->n_out > 1 ? out[1].n_elems : 0,
+                                           a->n_out > 2 ? out[2].data : NULL, a->n_out > 2 ? out[2].n_elems : 0, outer,
+                                           inner, a->params->norm.epsilon, st);
         break;
     }
     case ERT_OP_SLICE_GRAD: if (out[0].data) e = slice_grad(a, st); break;
@@ -474,7 +534,7 @@ ert_status ert_cuda_train_run(const ert_cuda_env *env, const ert_kargs *a) {
         const ert_tview *Z = &in[0];
         e = ert_cuda_loss_launch(a->params->loss.kind, Z->data, in[1].data, a->n_in > 2 ? in[2].data : NULL,
                                  out[0].data, out[1].data, Z->ndim > 0 ? Z->dims[0] : 1, Z->ndim > 1 ? Z->dims[1] : 1,
-                                 Z->n_elems, a->params->loss.label_smoothing, st);
+                                 Z->n_elems, a->params->loss.label_smoothing, a->n_in > 3 ? in[3].data : NULL, st);
         break;
     }
     case ERT_OP_GRAD_NORM: {
@@ -483,12 +543,17 @@ ert_status ert_cuda_train_run(const ert_cuda_env *env, const ert_kargs *a) {
         const float *g[CHUNK];
         int64_t n[CHUNK];
         if (!a->workspace || a->workspace_bytes < sizeof(double)) return ERT_E_INTERNAL;
-        for (int k0 = 0; k0 < a->n_in || k0 == 0; k0 += CHUNK) {
-            int c = a->n_in - k0 < CHUNK ? a->n_in - k0 : CHUNK;
+        /* with a loss scaler (mixed precision f16): + (loss, scaler) after the gradients */
+        int interval = a->params->optim.scale_interval, ng = a->n_in - (interval > 0 ? 2 : 0);
+        const float *ls = interval > 0 ? in[ng].data : NULL;
+        float *sc = interval > 0 ? in[ng + 1].data : NULL;
+        if (ng < 0) return ERT_E_INTERNAL;
+        for (int k0 = 0; k0 < ng || k0 == 0; k0 += CHUNK) {
+            int c = ng - k0 < CHUNK ? ng - k0 : CHUNK;
             for (int k = 0; k < c; k++) g[k] = in[k0 + k].data, n[k] = in[k0 + k].n_elems;
-            bool last = k0 + c >= a->n_in;
+            bool last = k0 + c >= ng;
             e = ert_cuda_grad_norm_launch(g, n, c, a->workspace, k0 == 0, last ? out[0].data : NULL,
-                                          a->params->optim.clip, st);
+                                          a->params->optim.clip, ls, sc, interval, st);
             if (e != cudaSuccess || last) break;
         }
         break;

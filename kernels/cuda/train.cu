@@ -1,4 +1,5 @@
-/* Training kernels (f32): the CUDA twins of kernels/cpu/grad_*.c, loss.c and
+/* Training kernels (f32, and f16/bf16 activations of mixed precision: the
+ * *_h launchers at the end, f32 math and statistics): the CUDA twins of kernels/cpu/grad_*.c, loss.c and
  * optim.c, with the same formulas (see those files' headers). Layer 1 and 2
  * of STYLE rule 3; cuda_train.c is the dispatch.
  *
@@ -12,6 +13,7 @@
  * memory the trainer's pinned staging copies in at each step) and skips the
  * update when the loss or the gradient norm is not finite. */
 #include "cuda_internal.h"
+#include "cuda_types.cuh"
 
 #include <math.h>
 
@@ -348,12 +350,46 @@ static __global__ void copy_mask_k(const float *__restrict__ x, float *__restric
     }
 }
 
+/* ---------------------------------------------------------------- LayerNorm */
+
+/* One block per row of `inner` elements (the normalised trailing dims),
+ * statistics recomputed from x in double like the CPU kernel; dx from the
+ * row sums; dscale/dB accumulate over rows with atomics (zeroed by the
+ * launcher; sb / db1: a one-element scale / bias broadcast over the row). */
+static __global__ void __launch_bounds__(kThreads) ln_grad_k(const float *__restrict__ dy, const float *__restrict__ x,
+                                                             const float *__restrict__ sc, bool sb, float *dx, float *ds,
+                                                             float *db, bool db1, int64_t inner, double eps) {
+    __shared__ double sh[33];
+    const int64_t r = blockIdx.x;
+    const float *xp = x + r * inner, *gp = dy + r * inner;
+    double s = 0;
+    for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) s += xp[i];
+    double mu = block_sum(s, sh) / (double)inner, v = 0;
+    for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) v += (xp[i] - mu) * (xp[i] - mu);
+    double inv = 1.0 / sqrt(block_sum(v, sh) / (double)inner + eps), sg = 0, sgx = 0;
+    for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) {
+        double xh = (xp[i] - mu) * inv, g = gp[i] * (double)sc[sb ? 0 : i];
+        sg += g;
+        sgx += g * xh;
+        if (ds) atomicAdd(&ds[sb ? 0 : i], (float)(gp[i] * xh));
+        if (db) atomicAdd(&db[db1 ? 0 : i], gp[i]);
+    }
+    sg = block_sum(sg, sh);
+    sgx = block_sum(sgx, sh);
+    if (!dx) return;
+    double mg = sg / (double)inner, mgx = sgx / (double)inner;
+    for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) {
+        double xh = (xp[i] - mu) * inv, g = gp[i] * (double)sc[sb ? 0 : i];
+        dx[r * inner + i] = (float)(inv * (g - mg - xh * mgx));
+    }
+}
+
 /* ---------------------------------------------------------------- loss */
 
 /* One block of kThreads (1024 threads ran out of registers on an H200:
  * cudaErrorLaunchOutOfResources); a warp per row. */
 static __global__ void __launch_bounds__(kThreads) ce_k(const float *__restrict__ z, const int64_t *__restrict__ y, const float *__restrict__ w,
-                     float *loss, float *__restrict__ dz, int64_t N, int64_t C, float eps_ls) {
+                     float *loss, float *__restrict__ dz, int64_t N, int64_t C, float eps_ls, const float *scale) {
     __shared__ double sh[33];
     __shared__ int bad;
     if (threadIdx.x == 0) bad = 0;
@@ -370,7 +406,7 @@ static __global__ void __launch_bounds__(kThreads) ce_k(const float *__restrict_
         if (threadIdx.x == 0) *loss = nanf("");
         return;
     }
-    double inv = nrm > 0 ? 1.0 / nrm : 0.0, e = eps_ls;
+    double inv = nrm > 0 ? 1.0 / nrm : 0.0, e = eps_ls, S = scale ? (double)*scale : 1.0;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     double total = 0;
     for (int64_t i = warp; i < N; i += nw) {
@@ -387,7 +423,7 @@ static __global__ void __launch_bounds__(kThreads) ce_k(const float *__restrict_
             double wc = w ? w[c] : 1.0, p = exp(zi[c] - lse), lp = zi[c] - lse;
             li -= e / (double)C * wc * lp;
             double g = (1.0 - e) * wy * (p - (c == y[i])) + e / (double)C * (W * p - wc);
-            gi[c] = (float)(g * inv);
+            gi[c] = (float)(g * inv * S);
         }
         li = warp_sum(li);
         if (lane == 0) total += li - (1.0 - e) * wy * (zi[y[i]] - lse);
@@ -397,17 +433,17 @@ static __global__ void __launch_bounds__(kThreads) ce_k(const float *__restrict_
 }
 
 static __global__ void __launch_bounds__(kThreads) mse_bce_k(const float *__restrict__ z, const float *__restrict__ t, float *loss, float *__restrict__ dz,
-                          int64_t n, bool mse) {
+                          int64_t n, bool mse, const float *scale) {
     __shared__ double sh[33];
-    double total = 0, inv = n ? 1.0 / (double)n : 0.0;
+    double total = 0, inv = n ? 1.0 / (double)n : 0.0, S = scale ? (double)*scale : 1.0;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
         double zi = z[i], ti = t[i];
         if (mse) {
             total += (zi - ti) * (zi - ti);
-            dz[i] = (float)(2.0 * (zi - ti) * inv);
+            dz[i] = (float)(2.0 * (zi - ti) * inv * S);
         } else {
             total += (zi > 0 ? zi : 0) - zi * ti + log1p(exp(-fabs(zi)));
-            dz[i] = (float)((1.0 / (1.0 + exp(-zi)) - ti) * inv);
+            dz[i] = (float)((1.0 / (1.0 + exp(-zi)) - ti) * inv * S);
         }
     }
     total = block_sum(total, sh);
@@ -424,10 +460,29 @@ static __global__ void __launch_bounds__(kThreads) sumsq_k(const float *__restri
     if (threadIdx.x == 0) atomicAdd(acc, s);
 }
 
-static __global__ void norm_final_k(const double *acc, float *o, float clip) {
-    double n = sqrt(*acc);
+/* The optimizer multiplies every gradient by o[1]: with a scaler that is
+ * clip factor / S, so unscaling costs no pass of its own. The update reads
+ * o[0] (skips on inf/NaN), so o[1] uses the S the gradients were made with
+ * and the scaler moves on after. S stays in [2^-24, 2^64]. */
+static __global__ void norm_final_k(const double *acc, float *o, float clip, const float *loss, float *sc,
+                                    int interval) {
+    double S = sc ? (double)sc[0] : 1.0;
+    double n = sqrt(*acc) / S;
     o[0] = (float)n;
-    o[1] = clip > 0 && n > clip ? (float)(clip / (n + 1e-6)) : 1.0f;
+    o[1] = (float)((clip > 0 && n > clip ? clip / (n + 1e-6) : 1.0) / S);
+    if (!sc) return;
+    if (!isfinite(*loss) || !isfinite(o[0])) {
+        sc[0] = (float)fmax(S * 0.5, 5.9604644775390625e-8);
+        sc[1] = 0.0f;
+        sc[2] += 1.0f;
+    } else if (sc[1] + 1.0f >= (float)interval) {
+        sc[0] = (float)fmin(S * 2.0, 1.8446744073709552e19);
+        sc[1] = 0.0f;
+    } else {
+        sc[1] += 1.0f;
+    }
+    o[2] = sc[0];
+    o[3] = sc[2];
 }
 
 /* hyper: {lr, 1 - b1^t, 1 - b2^t}; gn: {norm, clip scale}. */
@@ -580,17 +635,19 @@ cudaError_t ert_cuda_dropout_train_launch(const float *x, uint64_t *rng, float *
 }
 
 cudaError_t ert_cuda_loss_launch(int kind, const float *z, const void *target, const float *w, float *loss, float *dz,
-                                 int64_t N, int64_t C, int64_t n, float label_smoothing, cudaStream_t st) {
+                                 int64_t N, int64_t C, int64_t n, float label_smoothing, const float *scale,
+                                 cudaStream_t st) {
     if (kind == ERT_LOSS_CROSS_ENTROPY)
-        ce_k<<<1, kThreads, 0, st>>>(z, (const int64_t *)target, w, loss, dz, N, C, label_smoothing);
+        ce_k<<<1, kThreads, 0, st>>>(z, (const int64_t *)target, w, loss, dz, N, C, label_smoothing, scale);
     else if (kind == ERT_LOSS_MSE || kind == ERT_LOSS_BCE_LOGITS)
-        mse_bce_k<<<1, kThreads, 0, st>>>(z, (const float *)target, loss, dz, n, kind == ERT_LOSS_MSE);
+        mse_bce_k<<<1, kThreads, 0, st>>>(z, (const float *)target, loss, dz, n, kind == ERT_LOSS_MSE, scale);
     else return cudaErrorInvalidValue;
     LAUNCH_END;
 }
 
 cudaError_t ert_cuda_grad_norm_launch(const float *const *g, const int64_t *n, int count, double *acc, bool first,
-                                      float *out, float clip, cudaStream_t st) {
+                                      float *out, float clip, const float *loss, float *sc, int interval,
+                                      cudaStream_t st) {
     if (first) {
         cudaError_t e = cudaMemsetAsync(acc, 0, sizeof(double), st);
         if (e != cudaSuccess) return e;
@@ -600,7 +657,7 @@ cudaError_t ert_cuda_grad_norm_launch(const float *const *g, const int64_t *n, i
         int b = blocks_for(n[k]);
         sumsq_k<<<b > 1024 ? 1024 : b, kThreads, 0, st>>>(g[k], n[k], acc);
     }
-    if (out) norm_final_k<<<1, 1, 0, st>>>(acc, out, clip);
+    if (out) norm_final_k<<<1, 1, 0, st>>>(acc, out, clip, loss, sc, interval);
     LAUNCH_END;
 }
 
@@ -608,5 +665,275 @@ cudaError_t ert_cuda_optim_launch(const ert_optim_params *p, float *w, const flo
                                   const float *gn, const float *hyper, const float *loss, int64_t n, cudaStream_t st) {
     if (n <= 0) return cudaSuccess;
     optim_k<<<blocks_for(n), kThreads, 0, st>>>(w, g, m, v, gn, hyper, loss, n, *p);
+    LAUNCH_END;
+}
+
+cudaError_t ert_cuda_layernorm_grad_launch(const float *dy, const float *x, const float *scale, int64_t scale_n,
+                                           float *dx, float *ds, int64_t ds_n, float *db, int64_t db_n, int64_t outer,
+                                           int64_t inner, float eps, cudaStream_t st) {
+    cudaError_t e = cudaSuccess;
+    if (ds && (e = cudaMemsetAsync(ds, 0, (size_t)ds_n * sizeof(float), st)) != cudaSuccess) return e;
+    if (db && (e = cudaMemsetAsync(db, 0, (size_t)db_n * sizeof(float), st)) != cudaSuccess) return e;
+    if (outer <= 0 || inner <= 0) return cudaSuccess;
+    if (outer > INT32_MAX) return cudaErrorInvalidValue;
+    ln_grad_k<<<(unsigned)outer, kThreads, 0, st>>>(dy, x, scale, scale_n == 1, dx, ds, db, db_n == 1, inner, eps);
+    LAUNCH_END;
+}
+
+/* ---------------------------------------------------------------- mixed precision (f16/bf16 activations) */
+
+/* 16-bit atomic add through a 32-bit CAS (every architecture; MaxPool
+ * windows overlap, so their gradients add). */
+template <typename T> static __device__ void add16(T *p, float v) {
+    unsigned int *w = (unsigned int *)((size_t)p & ~(size_t)3);
+    const bool hi = ((size_t)p & 2) != 0;
+    unsigned int old = *w, assumed;
+    do {
+        assumed = old;
+        unsigned short h = hi ? (unsigned short)(assumed >> 16) : (unsigned short)(assumed & 0xffffu);
+        T cur, nv;
+        memcpy(&cur, &h, 2);
+        ert_put(&nv, ert_ld(cur) + v);
+        unsigned short nh;
+        memcpy(&nh, &nv, 2);
+        unsigned int nw = hi ? (assumed & 0xffffu) | ((unsigned int)nh << 16) : (assumed & 0xffff0000u) | nh;
+        old = atomicCAS(w, assumed, nw);
+    } while (assumed != old);
+}
+
+template <typename T>
+static __global__ void act_grad_hk(const T *__restrict__ dy, const T *__restrict__ x, T *__restrict__ dx, int64_t n,
+                                   ert_unary_params u) {
+    GRID_STRIDE(i, n) {
+        float xv = ert_ld(x[i]), g = ert_ld(dy[i]);
+        ert_put(dx + i, u.act.kind == ERT_ACT_RELU ? (xv > 0 ? g : 0.0f) : g * act_deriv(xv, u));
+    }
+}
+
+template <typename T>
+static __global__ void pool_grad_hk(const T *__restrict__ x, const T *__restrict__ dy, T *__restrict__ dx, pgeom g,
+                                    int64_t total, bool is_max, bool include_pad) {
+    int64_t out_sz = g.out[0] * g.out[1] * g.out[2], in_sz = g.in[0] * g.in[1] * g.in[2];
+    GRID_STRIDE(i, total) {
+        int64_t plane = i / out_sz, r = i % out_sz;
+        int64_t o[3] = {r / (g.out[2] * g.out[1]), (r / g.out[2]) % g.out[1], r % g.out[2]};
+        int64_t st[3], lo[3], hi[3], np[3];
+        for (int q = 0; q < 3; q++) {
+            st[q] = o[q] * g.s[q] - g.pb[q];
+            taps(st[q], g.k[q], g.d[q], g.in[q], g.pe[q], &lo[q], &hi[q], &np[q]);
+        }
+        const T *xp = x + plane * in_sz;
+        T *dp = dx + plane * in_sz;
+        float gv = ert_ld(dy[i]);
+        if (!is_max) {
+            int64_t cnt = include_pad ? np[0] * np[1] * np[2] : (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]);
+            float w = cnt > 0 ? gv / (float)cnt : 0.0f;
+            for (int64_t kd = lo[0]; kd < hi[0]; kd++)
+                for (int64_t kh = lo[1]; kh < hi[1]; kh++)
+                    for (int64_t kw = lo[2]; kw < hi[2]; kw++)
+                        add16(dp + ((st[0] + kd * g.d[0]) * g.in[1] + st[1] + kh * g.d[1]) * g.in[2] + st[2] +
+                                  kw * g.d[2],
+                              w);
+            continue;
+        }
+        float mx = -INFINITY;
+        int64_t arg = -1;
+        for (int64_t kd = lo[0]; kd < hi[0]; kd++)
+            for (int64_t kh = lo[1]; kh < hi[1]; kh++)
+                for (int64_t kw = lo[2]; kw < hi[2]; kw++) {
+                    int64_t j = ((st[0] + kd * g.d[0]) * g.in[1] + st[1] + kh * g.d[1]) * g.in[2] + st[2] + kw * g.d[2];
+                    float v = ert_ld(xp[j]);
+                    if (v > mx || (arg < 0 && isnan(v))) {
+                        mx = v;
+                        arg = j;
+                    }
+                }
+        if (arg >= 0) add16(dp + arg, gv);
+    }
+}
+
+template <typename T>
+static __global__ void gap_grad_hk(const T *__restrict__ dy, T *__restrict__ dx, int64_t sz, int64_t total) {
+    GRID_STRIDE(i, total) ert_put(dx + i, ert_ld(dy[i / sz]) / (float)sz);
+}
+
+/* BatchNorm over x (N, C, sz) in T with f32 parameters and statistics: the
+ * per-channel sums are split over chunks of N*sz (grid (chunks, C): many
+ * blocks per channel, unlike the f32 kernels' one) and added in double into
+ * ws[2C] (zeroed by the launcher); a C-thread kernel finishes them; the
+ * element-wise pass runs on the whole grid. */
+template <typename T>
+static __global__ void __launch_bounds__(kThreads) bn_sums_hk(const T *__restrict__ x, const T *__restrict__ dy,
+                                                              const float *mean, const float *istd, int64_t C,
+                                                              int64_t sz, int64_t m, int64_t chunk, double *ws,
+                                                              bool frozen, float eps) {
+    __shared__ double sh[33];
+    const int64_t c = blockIdx.y, j0 = blockIdx.x * chunk, j1 = j0 + chunk < m ? j0 + chunk : m;
+    float a = 0, b = 0, mu = 0, inv = 0;
+    if (dy) {
+        mu = mean[c];
+        inv = frozen ? rsqrtf(istd[c] + eps) : istd[c];
+    }
+    for (int64_t j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
+        int64_t k = ((j / sz) * C + c) * sz + j % sz;
+        float xv = ert_ld(x[k]);
+        if (dy) { /* backward: sum dy, sum dy * xhat */
+            float d = ert_ld(dy[k]);
+            a += d;
+            b += d * (xv - mu) * inv;
+        } else { /* forward: sum x, sum x^2 */
+            a += xv;
+            b += xv * xv;
+        }
+    }
+    double sa = block_sum(a, sh), sb = block_sum(b, sh);
+    if (threadIdx.x == 0) {
+        atomicAdd(ws + c, sa);
+        atomicAdd(ws + C + c, sb);
+    }
+}
+
+static __global__ void bn_stats_hk(const double *ws, float *rmean, float *rvar, float *mean, float *invstd, int64_t C,
+                                   int64_t m, float eps, float mom) {
+    int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    double mu = m ? ws[c] / (double)m : 0.0, var = m ? fmax(ws[C + c] / (double)m - mu * mu, 0.0) : 0.0;
+    double unb = m > 1 ? var * (double)m / (double)(m - 1) : var;
+    rmean[c] = (float)(rmean[c] * (double)mom + mu * (1.0 - mom));
+    rvar[c] = (float)(rvar[c] * (double)mom + unb * (1.0 - mom));
+    mean[c] = (float)mu;
+    invstd[c] = (float)(1.0 / sqrt(var + eps));
+}
+
+/* y = x * k + b per channel; training: from mean/invstd, else the running
+ * statistics. */
+template <typename T>
+static __global__ void bn_apply_hk(const T *__restrict__ x, T *__restrict__ y, const float *scale, const float *bias,
+                                   const float *mean, const float *invstd, const float *rmean, const float *rvar,
+                                   int64_t C, int64_t sz, int64_t n, float eps, bool training) {
+    GRID_STRIDE(i, n) {
+        int64_t c = (i / sz) % C;
+        float mu = training ? mean[c] : rmean[c], inv = training ? invstd[c] : rsqrtf(rvar[c] + eps);
+        float k = inv * scale[c];
+        ert_put(y + i, ert_ld(x[i]) * k + (bias[c] - mu * k));
+    }
+}
+
+static __global__ void bn_dparams_hk(const double *ws, float *dscale, float *dbias, int64_t C) {
+    int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    if (dbias) dbias[c] = (float)ws[c];
+    if (dscale) dscale[c] = (float)ws[C + c];
+}
+
+template <typename T>
+static __global__ void bn_dx_hk(const T *__restrict__ dy, const T *__restrict__ x, T *__restrict__ dx,
+                                const float *scale, const float *mean, const float *istd, const double *ws, int64_t C,
+                                int64_t sz, int64_t n, int64_t m, float eps, bool frozen) {
+    GRID_STRIDE(i, n) {
+        int64_t c = (i / sz) % C;
+        float inv = frozen ? rsqrtf(istd[c] + eps) : istd[c], sc = scale[c], d = ert_ld(dy[i]);
+        if (frozen) {
+            ert_put(dx + i, d * sc * inv);
+            continue;
+        }
+        float mg = m ? (float)(ws[c] / (double)m) : 0.0f, mgx = m ? (float)(ws[C + c] / (double)m) : 0.0f;
+        ert_put(dx + i, sc * inv * (d - mg - ((ert_ld(x[i]) - mean[c]) * inv) * mgx));
+    }
+}
+
+static int64_t bn_chunk(int64_t m, int64_t C, unsigned *chunks) {
+    /* about 4 waves of 132 SMs over all channels, at least 2048 elements a block */
+    int64_t want = C > 0 ? (4 * 132 + C - 1) / C : 1, ch = (m + want - 1) / (want ? want : 1);
+    if (ch < 2048) ch = 2048;
+    int64_t n = (m + ch - 1) / ch;
+    *chunks = (unsigned)(n > 0 ? n : 1);
+    return ch;
+}
+
+cudaError_t ert_cuda_act_grad_h_launch(ert_dtype dt, const ert_unary_params *u, const void *dy, const void *x,
+                                       void *dx, int64_t n, cudaStream_t st) {
+    if (n <= 0) return cudaSuccess;
+    ERT_CUDA_FLOAT_SWITCH(dt, T, act_grad_hk<T><<<blocks_for(n), kThreads, 0, st>>>((const T *)dy, (const T *)x,
+                                                                                    (T *)dx, n, *u))
+    LAUNCH_END;
+}
+
+cudaError_t ert_cuda_pool_grad_h_launch(bool is_max, const ert_pool_params *p, const ert_tview *x, const void *dy,
+                                        const ert_tview *dy_v, void *dx, cudaStream_t st) {
+    if (x->dtype != ERT_DTYPE_F16 && x->dtype != ERT_DTYPE_BF16) return cudaErrorInvalidValue;
+    pgeom g;
+    int off = 3 - p->nsp;
+    for (int i = 0; i < 3; i++) {
+        int s = i - off;
+        bool real = s >= 0;
+        g.in[i] = real ? x->dims[2 + s] : 1;
+        g.out[i] = real ? dy_v->dims[2 + s] : 1;
+        g.k[i] = real ? p->kernel[s] : 1;
+        g.s[i] = real ? p->stride[s] : 1;
+        g.d[i] = real ? p->dilation[s] : 1;
+        g.pb[i] = real ? p->pad_begin[s] : 0;
+        g.pe[i] = real ? p->pad_end[s] : 0;
+    }
+    cudaError_t e = cudaMemsetAsync(dx, 0, (size_t)x->n_elems * 2, st);
+    if (e != cudaSuccess || dy_v->n_elems <= 0) return e;
+    if (x->dtype == ERT_DTYPE_F16)
+        pool_grad_hk<__half><<<blocks_for(dy_v->n_elems), kThreads, 0, st>>>(
+            (const __half *)x->data, (const __half *)dy, (__half *)dx, g, dy_v->n_elems, is_max, p->count_include_pad);
+    else
+        pool_grad_hk<__nv_bfloat16><<<blocks_for(dy_v->n_elems), kThreads, 0, st>>>(
+            (const __nv_bfloat16 *)x->data, (const __nv_bfloat16 *)dy, (__nv_bfloat16 *)dx, g, dy_v->n_elems, is_max,
+            p->count_include_pad);
+    LAUNCH_END;
+}
+
+cudaError_t ert_cuda_gap_grad_h_launch(ert_dtype dt, const void *dy, void *dx, int64_t planes, int64_t sz,
+                                       cudaStream_t st) {
+    if (planes * sz <= 0) return cudaSuccess;
+    ERT_CUDA_FLOAT_SWITCH(dt, T, gap_grad_hk<T><<<blocks_for(planes * sz), kThreads, 0, st>>>((const T *)dy, (T *)dx,
+                                                                                              sz, planes * sz))
+    LAUNCH_END;
+}
+
+cudaError_t ert_cuda_bn_train_h_launch(ert_dtype dt, const void *x, const float *scale, const float *bias, float *rmean,
+                                       float *rvar, void *y, float *mean, float *invstd, int64_t N, int64_t C,
+                                       int64_t sz, float eps, float momentum, bool training, double *ws,
+                                       cudaStream_t st) {
+    if (C <= 0 || C > 65535) return C <= 0 ? cudaSuccess : cudaErrorInvalidValue;
+    int64_t m = N * sz, n = m * C;
+    if (training) {
+        if (!ws || !mean || !invstd) return cudaErrorInvalidValue;
+        cudaError_t e = cudaMemsetAsync(ws, 0, (size_t)(2 * C) * sizeof(double), st);
+        if (e != cudaSuccess) return e;
+        unsigned chunks;
+        int64_t ch = bn_chunk(m, C, &chunks);
+        ERT_CUDA_FLOAT_SWITCH(dt, T, bn_sums_hk<T><<<dim3(chunks, (unsigned)C), kThreads, 0, st>>>(
+                                         (const T *)x, (const T *)NULL, NULL, NULL, C, sz, m, ch, ws, false, eps))
+        bn_stats_hk<<<(unsigned)((C + 127) / 128), 128, 0, st>>>(ws, rmean, rvar, mean, invstd, C, m, eps, momentum);
+    }
+    if (n <= 0) return cudaGetLastError();
+    ERT_CUDA_FLOAT_SWITCH(dt, T, bn_apply_hk<T><<<blocks_for(n), kThreads, 0, st>>>(
+                                     (const T *)x, (T *)y, scale, bias, mean, invstd, rmean, rvar, C, sz, n, eps,
+                                     training))
+    LAUNCH_END;
+}
+
+cudaError_t ert_cuda_bn_grad_h_launch(ert_dtype dt, const void *dy, const void *x, const float *scale,
+                                      const float *mean, const float *istd, void *dx, float *dscale, float *dbias,
+                                      int64_t N, int64_t C, int64_t sz, float eps, bool frozen, double *ws,
+                                      cudaStream_t st) {
+    if (C <= 0 || C > 65535 || !ws) return C <= 0 ? cudaSuccess : cudaErrorInvalidValue;
+    int64_t m = N * sz, n = m * C;
+    cudaError_t e = cudaMemsetAsync(ws, 0, (size_t)(2 * C) * sizeof(double), st);
+    if (e != cudaSuccess) return e;
+    unsigned chunks;
+    int64_t ch = bn_chunk(m, C, &chunks);
+    ERT_CUDA_FLOAT_SWITCH(dt, T, bn_sums_hk<T><<<dim3(chunks, (unsigned)C), kThreads, 0, st>>>(
+                                     (const T *)x, (const T *)dy, mean, istd, C, sz, m, ch, ws, frozen, eps))
+    if (dscale || dbias) bn_dparams_hk<<<(unsigned)((C + 127) / 128), 128, 0, st>>>(ws, dscale, dbias, C);
+    if (dx && n > 0)
+        ERT_CUDA_FLOAT_SWITCH(dt, T, bn_dx_hk<T><<<blocks_for(n), kThreads, 0, st>>>(
+                                         (const T *)dy, (const T *)x, (T *)dx, scale, mean, istd, ws, C, sz, n, m, eps,
+                                         frozen))
     LAUNCH_END;
 }

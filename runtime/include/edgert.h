@@ -543,10 +543,13 @@ ert_status ert_image_write_pnm(ert_context *ctx, const char *path, const uint8_t
  * gradient norm, optimizer) is captured once as a CUDA graph and replayed;
  * the learning rate and Adam's bias corrections reach it through device
  * memory, and the NaN/inf check runs on the device (the update is skipped
- * there, then reported by ert_trainer_step). f32 only; an op without a CUDA
- * training kernel (LayerNorm's gradient for now) makes create fail with
- * ERT_E_UNSUPPORTED naming it (AUTO then trains on the CPU). Checkpoints and
- * export of a CUDA trainer: ERT_E_UNSUPPORTED for now (TODO(#5)).
+ * there, then reported by ert_trainer_step). f32, or mixed precision
+ * (session.precision F16/BF16, see ert_trainer_options); a gradient the CUDA
+ * kernels cannot take (a conv weight gradient cuDNN cannot describe: 3-D,
+ * asymmetric pads) makes create fail with ERT_E_UNSUPPORTED naming it (AUTO
+ * then trains on the CPU). Checkpoints and
+ * export of a CUDA trainer copy its weights and state to the host (load
+ * uploads them): a checkpoint saved on either device loads on the other.
  */
 typedef struct ert_trainer ert_trainer;
 
@@ -625,6 +628,26 @@ typedef struct ert_trainer_options {
     int last_n;                 /* ERT_TRAIN_LAST_N; >= 1 */
     ert_bn_mode bn;
     uint64_t seed;              /* Dropout RNG (Dropout keeps the model's ratio); 0: a fixed default */
+    /* Mixed precision (like torch.autocast + GradScaler) is session.precision:
+     * F16 or BF16 on CUDA runs every eligible convolution (no bias, no fused
+     * epilogue, 2-D; its forward and both gradients) in that type on the
+     * tensor cores with f32 accumulation, from a half copy of its f32 master
+     * weight cast in the step; BatchNorm in training mode, the activations
+     * (Relu, Gelu...), Max/Average/GlobalAverage pooling, same-shape Add and
+     * reshapes keep their activations and activation gradients in the half
+     * type (half the bytes) and compute in f32, BatchNorm statistics in f32/
+     * double; Gemm/MatMul, softmax, the loss, parameter gradients and the
+     * optimizer stay f32 (casts at the boundaries). A frozen prefix (no
+     * gradient reaches it) runs wholly in the half type. On the CPU it is
+     * ERT_E_UNSUPPORTED. F16 adds dynamic loss scaling: */
+    float loss_scale;           /* F16: initial loss scale; 0: 65536 (torch's GradScaler); < 0: no scaling.
+                                 * The loss gradient is multiplied by the scale, gradients are unscaled
+                                 * before clipping and the update; a step whose gradients overflow is
+                                 * skipped and the scale halved; after loss_scale_interval good steps in
+                                 * a row it doubles. All on the device, inside the captured step. */
+    int loss_scale_interval;    /* F16: good steps before the scale doubles; 0: 2000 */
+    int amp_conv_only;          /* F16/BF16: 0 (default) = activations in the half type too (see above);
+                                 * 1 = only convolutions run in it, every activation stays f32 */
 } ert_trainer_options;
 
 /* Plan without creating: training arena bytes by category. activations_bytes
@@ -656,7 +679,10 @@ ert_status ert_trainer_target_info(const ert_trainer *t, ert_tensor_info *out);
  * batch's loss before the update. NaN/inf in the loss or gradients: the step
  * is skipped (weights and optimizer state untouched, step count unchanged;
  * BatchNorm running statistics have already seen the batch) and ERT_E_ARG
- * says so. A target class out of range: ERT_E_ARG, nothing updated. */
+ * says so. A target class out of range: ERT_E_ARG, nothing updated. With
+ * F16 loss scaling, a step whose loss is finite but whose gradients overflow
+ * is skipped the same way and returns ERT_OK (the scale halves: see
+ * ert_trainer_loss_scale / ert_trainer_skipped_steps). */
 ert_status ert_trainer_step(ert_trainer *t, float *loss);
 /* Forward and loss only, BatchNorm with running statistics, Dropout off; no
  * update. Never allocates. */
@@ -674,12 +700,17 @@ int64_t ert_trainer_n_trainable_elems(const ert_trainer *t);
 /* The device the trainer runs on: ERT_DEVICE_CPU or ERT_DEVICE_CUDA (AUTO
  * resolved at create). */
 ert_device ert_trainer_device(const ert_trainer *t);
+/* Mixed precision (F16): the loss scale the next step will use (1 without
+ * loss scaling) and the number of steps skipped because their gradients
+ * overflowed (inf/NaN); both as of the last step. */
+float ert_trainer_loss_scale(const ert_trainer *t);
+int64_t ert_trainer_skipped_steps(const ert_trainer *t);
 
 /* Checkpoint: every weight the trainer holds (parameters, BatchNorm running
  * statistics), optimizer state, step count and RNG state, with the model's
  * fingerprint. Written atomically (PATH.tmp.XXXXXX, fsync, rename, directory
  * fsync): on any failure or crash the previous file at PATH is intact.
- * Errors: ERT_E_IO. */
+ * Errors: ERT_E_IO, ERT_E_CUDA (copying a device trainer's weights). */
 ert_status ert_trainer_save_checkpoint(ert_trainer *t, const char *path);
 /* Restore a checkpoint saved from a trainer of the same model and options
  * (same parameters, shapes and optimizer). Checked completely before anything
