@@ -3,7 +3,7 @@
 #
 #   bash scripts/demo.sh
 #
-# The demo, offline, in about a minute on 2 CPU cores (README "The two commands"):
+# The demo, offline, in about 35 s on 2 CPU cores after the build (README "The two commands"):
 #   0. edgert-demo: a small CNN built with the C API, saved as .ert, reloaded,
 #      run; prints the arena report (a second; kept as the library's smoke test)
 #   1. `edgert train small-cnn` on part of Fashion-MNIST (1 epoch on
