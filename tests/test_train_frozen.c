@@ -6,8 +6,9 @@
  *     (nothing folded there: the conv weights train) on the same batch
  *     (rel 1e-4), and its arena is smaller;
  *   - a ResNet-18-shaped model (random weights, batch 8, 224x224), planned
- *     only: head-only fine-tuning needs at most 0.25x the arena of full
- *     training (the issue's goal). */
+ *     only: head-only fine-tuning needs at most 0.30x the arena of full
+ *     training (0.25x, the issue's goal, before full training stopped
+ *     saving Relu inputs). */
 #include "testutil.h"
 #include "trainer_internal.h"
 
@@ -178,7 +179,10 @@ static void resnet_case(void) {
     o.bn = ERT_BN_FROZEN;
     CHECK_OK(ert_trainer_plan(m, &o, &head), ctx);
     double r = (double)head.total_bytes / (double)full.total_bytes;
-    CHECK(r <= 0.25, "ResNet-18 head-only arena %zu vs full %zu: %.3fx (goal <= 0.25x)", head.total_bytes,
+    /* The issue's goal was 0.25x of full training's arena as it was then;
+     * full training has since stopped saving the Relu inputs (b8: 364 ->
+     * 295 MiB) while head-only is unchanged, so the ratio allows 0.30x. */
+    CHECK(r <= 0.30, "ResNet-18 head-only arena %zu vs full %zu: %.3fx (goal <= 0.30x)", head.total_bytes,
           full.total_bytes, r);
     printf("  ResNet-18 b8 plan: full %.1f MiB (activations %.1f), head-only %.1f MiB (activations %.1f): %.3fx\n",
            full.total_bytes / 1048576.0, full.activations_bytes / 1048576.0, head.total_bytes / 1048576.0,
