@@ -466,13 +466,13 @@ ert_status ert_cuda_train_run(const ert_cuda_env *env, const ert_kargs *a) {
         e = ert_cuda_bn_train_h_launch(in[0].dtype, in[0].data, in[1].data, in[2].data, in[3].data, in[4].data,
                                        out[0].data, a->n_out > 1 ? out[1].data : NULL,
                                        a->n_out > 2 ? out[2].data : NULL, in[0].dims[0], in[0].dims[1],
-                                       spatial(&in[0]), p->eps, p->momentum, p->training, a->workspace, st);
+                                       spatial(&in[0]), p->eps, p->momentum, p->training, p->relu, a->workspace, st);
         break;
     }
     case ERT_OP_BATCHNORM_GRAD: {
         const ert_grad_params *p = &a->params->grad;
         e = ert_cuda_bn_grad_h_launch(in[0].dtype, in[0].data, in[1].data, in[2].data, in[3].data, in[4].data,
-                                      out[0].data, a->n_out > 1 ? out[1].data : NULL,
+                                      p->relu && a->n_in > 5 ? in[5].data : NULL, out[0].data, a->n_out > 1 ? out[1].data : NULL,
                                       a->n_out > 2 ? out[2].data : NULL, in[1].dims[0], in[1].dims[1],
                                       spatial(&in[1]), p->eps, p->frozen, a->workspace, st);
         break;

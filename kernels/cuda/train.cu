@@ -674,7 +674,9 @@ static __global__ void gap_grad_hk(const T *__restrict__ dy, T *__restrict__ dx,
  * doubles, then to ws[2C] (zeroed by the launcher) by one double atomicAdd
  * per block; the next kernel finishes them (each block for its channel).
  * Forward sums are shifted by the channel's first element (sum of x - K and
- * (x - K)^2), so E[x^2] - E[x]^2 does not cancel when |mean| >> std. */
+ * (x - K)^2), so E[x^2] - E[x]^2 does not cancel when |mean| >> std.
+ * relu (a Relu fused, grad.relu): the forward stores max(y, 0); the backward
+ * reads that output (ry) and takes dy only where it is > 0. */
 struct bn_walk {
     int64_t r, R, col, istep; /* first row, rows per step, first column, column step */
     bool on;
@@ -693,7 +695,8 @@ static __device__ bn_walk bn_walk_at(int64_t sz) {
 
 template <typename T>
 static __global__ void __launch_bounds__(kThreads) bn_sums_k(const T *__restrict__ x, const T *__restrict__ dy,
-                                                             const float *mean, const float *istd, int64_t N,
+                                                             const T *__restrict__ ry, const float *mean,
+                                                             const float *istd, int64_t N,
                                                              int64_t C, int64_t sz, int64_t nb, double *ws,
                                                              bool frozen, float eps) {
     __shared__ double sh[33];
@@ -711,10 +714,10 @@ static __global__ void __launch_bounds__(kThreads) bn_sums_k(const T *__restrict
         for (int64_t n = n0 + w.r; n < n1; n += w.R) {
             const T *xr = x + (n * C + c) * sz;
             if (dy) { /* backward: sum dy, sum dy * xhat */
-                const T *dr = dy + (n * C + c) * sz;
+                const T *dr = dy + (n * C + c) * sz, *rr = ry ? ry + (n * C + c) * sz : NULL;
 #pragma unroll 4
                 for (int64_t i = w.col; i < sz; i += w.istep) {
-                    float d = ert_ld(dr[i]);
+                    float d = rr && !(ert_ld(rr[i]) > 0.0f) ? 0.0f : ert_ld(dr[i]);
                     a += d;
                     b += (double)(d * ((ert_ld(xr[i]) - mu) * inv));
                 }
@@ -742,7 +745,7 @@ static __global__ void __launch_bounds__(kThreads) bn_apply_k(const T *__restric
                                                               const float *scale, const float *bias, float *mean,
                                                               float *invstd, float *rmean, float *rvar,
                                                               const double *ws, int64_t N, int64_t C, int64_t sz,
-                                                              float eps, float mom, bool training) {
+                                                              float eps, float mom, bool training, bool relu) {
     const int64_t c = blockIdx.y, nb = (N + gridDim.x - 1) / gridDim.x, n0 = blockIdx.x * nb,
                   n1 = n0 + nb < N ? n0 + nb : N;
     float mu, inv;
@@ -769,8 +772,13 @@ static __global__ void __launch_bounds__(kThreads) bn_apply_k(const T *__restric
     for (int64_t n = n0 + w.r; n < n1; n += w.R) {
         const T *xr = x + (n * C + c) * sz;
         T *yr = y + (n * C + c) * sz;
+        if (relu) {
 #pragma unroll 4
-        for (int64_t i = w.col; i < sz; i += w.istep) ert_put(yr + i, ert_ld(xr[i]) * k + b);
+            for (int64_t i = w.col; i < sz; i += w.istep) ert_put(yr + i, fmaxf(ert_ld(xr[i]) * k + b, 0.0f));
+        } else {
+#pragma unroll 4
+            for (int64_t i = w.col; i < sz; i += w.istep) ert_put(yr + i, ert_ld(xr[i]) * k + b);
+        }
     }
 }
 
@@ -784,7 +792,8 @@ static __global__ void bn_dparams_k(const double *ws, float *dscale, float *dbia
 /* dx from the sums in ws; block (0, c) also stores dscale/dbias. */
 template <typename T>
 static __global__ void __launch_bounds__(kThreads) bn_dx_k(const T *__restrict__ dy, const T *__restrict__ x,
-                                                           T *__restrict__ dx, const float *scale, const float *mean,
+                                                           const T *__restrict__ ry, T *__restrict__ dx,
+                                                           const float *scale, const float *mean,
                                                            const float *istd, const double *ws, float *dscale,
                                                            float *dbias, int64_t N, int64_t C, int64_t sz, float eps,
                                                            bool frozen) {
@@ -806,9 +815,12 @@ static __global__ void __launch_bounds__(kThreads) bn_dx_k(const T *__restrict__
 #pragma unroll 4
             for (int64_t i = w.col; i < sz; i += w.istep) ert_put(o + i, ert_ld(dr[i]) * sc);
         } else {
+            const T *rr = ry ? ry + (n * C + c) * sz : NULL;
 #pragma unroll 4
-            for (int64_t i = w.col; i < sz; i += w.istep)
-                ert_put(o + i, sc * (ert_ld(dr[i]) - mg - ((ert_ld(xr[i]) - mu) * inv) * mgx));
+            for (int64_t i = w.col; i < sz; i += w.istep) {
+                float d = rr && !(ert_ld(rr[i]) > 0.0f) ? 0.0f : ert_ld(dr[i]);
+                ert_put(o + i, sc * (d - mg - ((ert_ld(xr[i]) - mu) * inv) * mgx));
+            }
         }
     }
 }
@@ -872,7 +884,7 @@ cudaError_t ert_cuda_gap_grad_h_launch(ert_dtype dt, const void *dy, void *dx, i
 
 cudaError_t ert_cuda_bn_train_h_launch(ert_dtype dt, const void *x, const float *scale, const float *bias, float *rmean,
                                        float *rvar, void *y, float *mean, float *invstd, int64_t N, int64_t C,
-                                       int64_t sz, float eps, float momentum, bool training, double *ws,
+                                       int64_t sz, float eps, float momentum, bool training, bool relu, double *ws,
                                        cudaStream_t st) {
     if (C <= 0 || C > 65535) return C <= 0 ? cudaSuccess : cudaErrorInvalidValue;
     if (N * sz <= 0) return cudaSuccess; /* CPU: no statistics either */
@@ -883,18 +895,19 @@ cudaError_t ert_cuda_bn_train_h_launch(ert_dtype dt, const void *x, const float 
         cudaError_t e = cudaMemsetAsync(ws, 0, (size_t)(2 * C) * sizeof(double), st);
         if (e != cudaSuccess) return e;
         ERT_CUDA_FLOAT_SWITCH(dt, T, bn_sums_k<T><<<dim3(chunks, (unsigned)C), kThreads, 0, st>>>(
-                                         (const T *)x, (const T *)NULL, NULL, NULL, N, C, sz, nb, ws, false, eps))
+                                         (const T *)x, (const T *)NULL, (const T *)NULL, NULL, NULL, N, C, sz, nb,
+                                         ws, false, eps))
     }
     ERT_CUDA_FLOAT_SWITCH(dt, T, bn_apply_k<T><<<dim3(chunks, (unsigned)C), kThreads, 0, st>>>(
                                      (const T *)x, (T *)y, scale, bias, mean, invstd, rmean, rvar, ws, N, C, sz, eps,
-                                     momentum, training))
+                                     momentum, training, relu))
     LAUNCH_END;
 }
 
 cudaError_t ert_cuda_bn_grad_h_launch(ert_dtype dt, const void *dy, const void *x, const float *scale,
-                                      const float *mean, const float *istd, void *dx, float *dscale, float *dbias,
-                                      int64_t N, int64_t C, int64_t sz, float eps, bool frozen, double *ws,
-                                      cudaStream_t st) {
+                                      const float *mean, const float *istd, const void *relu_y, void *dx,
+                                      float *dscale, float *dbias, int64_t N, int64_t C, int64_t sz, float eps,
+                                      bool frozen, double *ws, cudaStream_t st) {
     if (C <= 0 || C > 65535 || !ws) return C <= 0 ? cudaSuccess : cudaErrorInvalidValue;
     cudaError_t e = cudaMemsetAsync(ws, 0, (size_t)(2 * C) * sizeof(double), st);
     if (e != cudaSuccess) return e;
@@ -902,11 +915,12 @@ cudaError_t ert_cuda_bn_grad_h_launch(ert_dtype dt, const void *dy, const void *
     int64_t nb = bn_rows(N, C, sz, &chunks);
     if (N * sz > 0 && (dscale || dbias || !frozen))
         ERT_CUDA_FLOAT_SWITCH(dt, T, bn_sums_k<T><<<dim3(chunks, (unsigned)C), kThreads, 0, st>>>(
-                                         (const T *)x, (const T *)dy, mean, istd, N, C, sz, nb, ws, frozen, eps))
+                                         (const T *)x, (const T *)dy, (const T *)relu_y, mean, istd, N, C, sz, nb,
+                                         ws, frozen, eps))
     if (dx && N * sz > 0)
         ERT_CUDA_FLOAT_SWITCH(dt, T, bn_dx_k<T><<<dim3(chunks, (unsigned)C), kThreads, 0, st>>>(
-                                         (const T *)dy, (const T *)x, (T *)dx, scale, mean, istd, ws, dscale, dbias, N,
-                                         C, sz, eps, frozen))
+                                         (const T *)dy, (const T *)x, (const T *)relu_y, (T *)dx, scale, mean, istd,
+                                         ws, dscale, dbias, N, C, sz, eps, frozen))
     else if (dscale || dbias)
         bn_dparams_k<<<(unsigned)((C + 127) / 128), 128, 0, st>>>(ws, dscale, dbias, C);
     LAUNCH_END;
