@@ -27,7 +27,8 @@
  * im2col GEMM; db = sum), Gemm (Gemm nodes with swapped transposes; dC sum
  * to its broadcast shape), MatMul (batched, broadcast batch dims summed),
  * Add/Sub/Mul/Div (broadcast dims summed), the activations, Max/Average/
- * GlobalAverage pooling, BatchNorm (batch statistics or frozen), LayerNorm,
+ * GlobalAverage pooling, BatchNorm (batch statistics or frozen; with a fused
+ * Relu its gradient node masks dy by the output), LayerNorm,
  * Softmax/LogSoftmax, ReduceMean/ReduceSum, Cast between float types (mixed
  * precision: the gradient is cast back), Gather (data: embeddings, the
  * class token x[:, 0]), Expand, Reshape/Flatten/Squeeze/
@@ -289,7 +290,13 @@ static ert_status rule(ad *a, int fi) {
     }
     case ERT_OP_RELU: case ERT_OP_LEAKY_RELU: case ERT_OP_CLIP: case ERT_OP_SIGMOID: case ERT_OP_TANH:
     case ERT_OP_HARD_SIGMOID: case ERT_OP_HARD_SWISH: case ERT_OP_SILU: case ERT_OP_GELU: {
-        int32_t ins[2] = {dy, f.in[0]};
+        /* Relu (and LeakyRelu with alpha > 0) keep the sign: f'(x) = f'(y),
+         * so the rule reads the output, which the next layer saves anyway
+         * (a conv's input), and the input (a BatchNorm's or an Add's
+         * output) dies in the forward: a third of ResNet-18's saved bytes. */
+        const ert_act_params *ap = &f.params.unary.act;
+        bool by_out = ap->kind == ERT_ACT_RELU || (ap->kind == ERT_ACT_LEAKY_RELU && ap->alpha > 0);
+        int32_t ins[2] = {dy, by_out ? f.out[0] : f.in[0]};
         return simple(a, fi, 0, ERT_OP_ACT_GRAD, ins, 2, &f.params, 0);
     }
     case ERT_OP_MAXPOOL: case ERT_OP_AVGPOOL: {
@@ -395,8 +402,11 @@ static ert_status rule(ad *a, int fi) {
         int32_t outs[3] = {-1, -1, -1};
         for (int k = 0; k < 3; k++)
             if (need(t, &f, k) && (outs[k] = grad_tensor(a, f.in[k])) < 0) return ert_tr_oom(t);
-        tnode *n = node(a, ERT_OP_BATCHNORM_GRAD, &f, 5, 3);
+        bool relu = !frozen && f.params.grad.relu;
+        tnode *n = node(a, ERT_OP_BATCHNORM_GRAD, &f, relu ? 6 : 5, 3);
         if (!n) return ert_tr_oom(t);
+        if (relu) n->in[5] = f.out[0]; /* the fused Relu's output: its gradient rule reads y > 0 */
+        n->params.grad.relu = relu;
         n->in[0] = dy;
         n->in[1] = f.in[0];
         n->in[2] = f.in[1];

@@ -239,6 +239,8 @@ typedef struct ert_grad_params {
     float ratio;             /* DROPOUT_TRAIN */
     bool training;           /* BATCHNORM_TRAIN/DROPOUT_TRAIN: false in eval (running stats, no dropout) */
     bool frozen;             /* BATCHNORM_GRAD: inputs 3, 4 are running mean/var (stats are constants) */
+    bool relu;               /* BATCHNORM_TRAIN: y = max(bn(x), 0) (a Relu fused); BATCHNORM_GRAD: in[0] is the
+                              * gradient of that y, in[5] is y (dy counts where y > 0) */
 } ert_grad_params;
 
 typedef struct ert_loss_params {

@@ -81,7 +81,7 @@ static const ert_op_def OPS[] = {
     {ERT_OP_MAXPOOL_GRAD, "ert.MaxPoolGrad", 2, 2, 1, 1, ert_prepare_internal_only},
     {ERT_OP_AVGPOOL_GRAD, "ert.AveragePoolGrad", 2, 2, 1, 1, ert_prepare_internal_only},
     {ERT_OP_GLOBAL_AVGPOOL_GRAD, "ert.GlobalAveragePoolGrad", 2, 2, 1, 1, ert_prepare_internal_only},
-    {ERT_OP_BATCHNORM_GRAD, "ert.BatchNormGrad", 5, 5, 3, 3, ert_prepare_internal_only},
+    {ERT_OP_BATCHNORM_GRAD, "ert.BatchNormGrad", 5, 6, 3, 3, ert_prepare_internal_only},
     {ERT_OP_LAYERNORM_GRAD, "ert.LayerNormGrad", 3, 3, 3, 3, ert_prepare_internal_only},
     {ERT_OP_SOFTMAX_GRAD, "ert.SoftmaxGrad", 2, 2, 1, 1, ert_prepare_internal_only},
     {ERT_OP_LOGSOFTMAX_GRAD, "ert.LogSoftmaxGrad", 2, 2, 1, 1, ert_prepare_internal_only},

@@ -610,6 +610,31 @@ static ert_status fold_frozen(ert_trainer *t) {
     return st;
 }
 
+/* BatchNorm (batch statistics) + Relu: when the BatchNorm's output is read
+ * only by a Relu, the Relu becomes the BatchNorm's epilogue (grad.relu): one
+ * pass over the activation instead of two in the forward, and the backward
+ * masks dy by the output inside the BatchNorm gradient (no Relu gradient
+ * tensor). The Relu's output is what both rules read, and it is saved anyway
+ * (the next conv's input). options.bn_relu_unfused keeps them apart. */
+static ert_status fuse_bn_relu(ert_trainer *t) {
+    if (t->o.bn_relu_unfused) return ERT_OK;
+    for (int k = 0; k < t->nn; k++) {
+        tnode *bn = &t->n[k];
+        if (bn->op != ERT_OP_BATCHNORM_TRAIN || bn->params.grad.relu || bn->n_out < 1 || bn->out[0] < 0) continue;
+        int32_t y = bn->out[0];
+        int u = n_uses(t, y) == 1 ? find_user(t, y, k + 1) : -1;
+        if (u < 0) continue;
+        tnode *r = &t->n[u];
+        if (r->op != ERT_OP_RELU || r->n_in < 1 || r->in[0] != y || r->n_out < 1 || r->out[0] < 0 ||
+            t->t[r->out[0]].dtype != t->t[y].dtype)
+            continue;
+        bn->params.grad.relu = true;
+        bn->out[0] = r->out[0];
+        drop_node(t, u); /* after k: bn's index holds */
+    }
+    return ERT_OK;
+}
+
 /* ------------------------------------------------------------------ step 3b: mixed precision */
 
 /* A Conv the half type can run: 2-D, f32, no bias and no fused epilogue (the
@@ -1430,7 +1455,8 @@ static ert_status build(const ert_model *m, const ert_trainer_options *opts, boo
         }
         t->t[t->rng_t].mem = TM_STATE;
     }
-    if ((st = fix_inputs(t)) || (st = select_params(t)) || (st = infer(t)) || (st = fold_frozen(t)) || (st = amp_rewrite(t)) ||
+    if ((st = fix_inputs(t)) || (st = select_params(t)) || (st = infer(t)) || (st = fold_frozen(t)) || (st = fuse_bn_relu(t)) ||
+        (st = amp_rewrite(t)) ||
         (st = add_loss(t)))
         goto fail;
     t->fwd_end = t->nn;

@@ -314,7 +314,9 @@ static void train_cnn(void) {
     ft.last_n = 1;
     ert_memory_report head;
     CHECK_OK(ert_trainer_plan(m, &ft, &head), ctx);
-    CHECK(head.total_bytes * 2 < full.total_bytes && head.gradients_bytes < full.gradients_bytes,
+    /* 0.6x: full training's arena no longer keeps the Relu inputs (the
+     * rule reads the output), so the ratio is not 0.5x any more */
+    CHECK(head.total_bytes * 5 < full.total_bytes * 3 && head.gradients_bytes < full.gradients_bytes,
           "head-only arena %zu vs full %zu", head.total_bytes, full.total_bytes);
     ft.trainable = ERT_TRAIN_PATTERN;
     ft.pattern = "conv2.*";

@@ -6,8 +6,9 @@
  *     (nothing folded there: the conv weights train) on the same batch
  *     (rel 1e-4), and its arena is smaller;
  *   - a ResNet-18-shaped model (random weights, batch 8, 224x224), planned
- *     only: head-only fine-tuning needs at most 0.25x the arena of full
- *     training (the issue's goal). */
+ *     only: head-only fine-tuning needs at most 0.30x the arena of full
+ *     training (0.25x, the issue's goal, before full training stopped
+ *     saving Relu inputs). */
 #include "testutil.h"
 #include "trainer_internal.h"
 
@@ -163,6 +164,60 @@ out:
     ert_model_free(m);
 }
 
+/* BatchNorm (batch statistics) + Relu fused (runtime/trainer.c fuse_bn_relu)
+ * vs the two nodes (bn_relu_unfused): the same math in the same order on the
+ * CPU, so the loss and every gradient agree exactly, two steps running (the
+ * second also checks the running statistics feed nothing wrong). */
+static void bn_relu_case(void) {
+    ert_model *m = small();
+    if (!m) return;
+    ert_trainer_options o = {0};
+    o.session.batch = 6;
+    o.loss.kind = ERT_LOSS_CROSS_ENTROPY;
+    o.optim.kind = ERT_OPTIM_SGD;
+    o.optim.lr = 0.1f;
+    o.optim.momentum = 0.9f;
+    ert_trainer *tf = NULL, *tu = NULL;
+    CHECK_OK(ert_trainer_create(m, &o, &tf), ctx);
+    o.bn_relu_unfused = 1;
+    CHECK_OK(ert_trainer_create(m, &o, &tu), ctx);
+    if (!tf || !tu) goto out;
+    CHECK(count_op(tf, ERT_OP_RELU, false) == 1 && count_op(tu, ERT_OP_RELU, false) == 3,
+          "Relus fused %d (want 1: the block end's, after an Add), unfused %d (want 3)", count_op(tf, ERT_OP_RELU, false),
+          count_op(tu, ERT_OP_RELU, false));
+    for (int step = 0; step < 2; step++) {
+        float *xf, *xu;
+        int64_t *yf, *yu;
+        ert_trainer_input_data(tf, 0, (void **)&xf);
+        ert_trainer_input_data(tu, 0, (void **)&xu);
+        ert_trainer_target_data(tf, (void **)&yf);
+        ert_trainer_target_data(tu, (void **)&yu);
+        ert_test_fill(&rng, xf, 6 * 3 * 144, -1, 1);
+        memcpy(xu, xf, 6 * 3 * 144 * sizeof(float));
+        for (int i = 0; i < 6; i++) yf[i] = yu[i] = ert_test_int(&rng, 0, 3);
+        float lf = 0, lu = 0;
+        CHECK_OK(ert_trainer_step(tf, &lf), ctx);
+        CHECK_OK(ert_trainer_step(tu, &lu), ctx);
+        CHECK(lf == lu, "step %d: loss fused %.9g, unfused %.9g", step, (double)lf, (double)lu);
+        for (int k = 0; k < n_w; k++) {
+            char nm[32];
+            static float a[4096], g[4096];
+            int64_t na = 4096, ng = 4096;
+            snprintf(nm, sizeof nm, "w%d", k);
+            if (ert_trainer_param_copy(tf, nm, NULL, NULL, &na) != ERT_OK || na > 4096) continue; /* running stats */
+            CHECK_OK(ert_trainer_param_copy(tf, nm, NULL, a, &na), ctx);
+            CHECK_OK(ert_trainer_param_copy(tu, nm, NULL, g, &ng), ctx);
+            CHECK(na == ng && !memcmp(a, g, (size_t)na * sizeof(float)), "step %d: gradient of '%s' fused != unfused",
+                  step, nm);
+        }
+    }
+    printf("  BatchNorm+Relu fused: loss and gradients equal the unfused trainer's\n");
+out:
+    ert_trainer_free(tf);
+    ert_trainer_free(tu);
+    ert_model_free(m);
+}
+
 static void resnet_case(void) {
     ert_model *m = resnet18();
     if (!m) return;
@@ -178,7 +233,10 @@ static void resnet_case(void) {
     o.bn = ERT_BN_FROZEN;
     CHECK_OK(ert_trainer_plan(m, &o, &head), ctx);
     double r = (double)head.total_bytes / (double)full.total_bytes;
-    CHECK(r <= 0.25, "ResNet-18 head-only arena %zu vs full %zu: %.3fx (goal <= 0.25x)", head.total_bytes,
+    /* The issue's goal was 0.25x of full training's arena as it was then;
+     * full training has since stopped saving the Relu inputs (b8: 364 ->
+     * 295 MiB) while head-only is unchanged, so the ratio allows 0.30x. */
+    CHECK(r <= 0.30, "ResNet-18 head-only arena %zu vs full %zu: %.3fx (goal <= 0.30x)", head.total_bytes,
           full.total_bytes, r);
     printf("  ResNet-18 b8 plan: full %.1f MiB (activations %.1f), head-only %.1f MiB (activations %.1f): %.3fx\n",
            full.total_bytes / 1048576.0, full.activations_bytes / 1048576.0, head.total_bytes / 1048576.0,
@@ -190,6 +248,7 @@ int main(void) {
     ert_test_rng_init(&rng, "train_frozen");
     if (ert_context_create(NULL, &ctx) != ERT_OK) return 1;
     small_case();
+    bn_relu_case();
     resnet_case();
     ert_context_free(ctx);
     return ert_test_finish("train_frozen");

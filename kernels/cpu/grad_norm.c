@@ -10,6 +10,9 @@
  *   dx = invstd * (g - mean(g) - xh * mean(g * xh)); dscale = sum dy*xh;
  *   dB = sum dy. Frozen statistics (running mean/var are constants):
  *   dx = g * invstd.
+ * grad.relu (a Relu fused): BATCHNORM_TRAIN stores max(y, 0); BATCHNORM_GRAD
+ *   reads that output (in[5]) and uses dy where it is > 0, else 0 (the Relu's
+ *   gradient, folded into the sums and dx).
  * LAYERNORM_GRAD: the same formula per row (stats recomputed from x, in
  *   double); dscale and dB summed over rows.
  * DROPOUT_TRAIN: mask = (u >= ratio) / (1 - ratio) with u from a
@@ -67,7 +70,10 @@ static void bnt_run(void *arg, int64_t c0, int64_t c1) {
         for (int64_t n = 0; n < N; n++) {
             const float *xp = j->x + (n * C + c) * sz;
             float *yp = j->y + (n * C + c) * sz;
-            for (int64_t i = 0; i < sz; i++) yp[i] = xp[i] * k + b;
+            if (j->p->relu)
+                for (int64_t i = 0; i < sz; i++) yp[i] = fmaxf(xp[i] * k + b, 0.0f);
+            else
+                for (int64_t i = 0; i < sz; i++) yp[i] = xp[i] * k + b;
         }
     }
 }
@@ -84,6 +90,7 @@ ert_status ert_cpu_batchnorm_train(const ert_kargs *a) {
 typedef struct bng_job {
     const ert_grad_params *p;
     const float *dy, *x, *scale, *mean, *istd;  /* frozen: mean/istd hold running mean/var */
+    const float *y;                             /* relu: the fused Relu's output (dy counts where y > 0) */
     float *dx, *dscale, *dbias;
     int64_t N, C, sz;
 } bng_job;
@@ -97,9 +104,11 @@ static void bng_run(void *arg, int64_t c0, int64_t c1) {
         double sg = 0, sgx = 0;
         for (int64_t n = 0; n < N; n++) {
             const float *dp = j->dy + (n * C + c) * sz, *xp = j->x + (n * C + c) * sz;
+            const float *yp = j->y ? j->y + (n * C + c) * sz : NULL;
             for (int64_t i = 0; i < sz; i++) {
-                sg += dp[i];
-                sgx += dp[i] * (xp[i] - mu) * inv;
+                float d = yp && !(yp[i] > 0) ? 0.0f : dp[i];
+                sg += d;
+                sgx += d * (xp[i] - mu) * inv;
             }
         }
         if (j->dscale) j->dscale[c] = (float)sgx;
@@ -110,12 +119,13 @@ static void bng_run(void *arg, int64_t c0, int64_t c1) {
         for (int64_t n = 0; n < N; n++) {
             const float *dp = j->dy + (n * C + c) * sz, *xp = j->x + (n * C + c) * sz;
             float *o = j->dx + (n * C + c) * sz;
+            const float *yp = j->y ? j->y + (n * C + c) * sz : NULL;
             if (j->p->frozen) {
                 for (int64_t i = 0; i < sz; i++) o[i] = dp[i] * sc * inv;
             } else {
                 for (int64_t i = 0; i < sz; i++) {
-                    float xh = (xp[i] - mu) * inv;
-                    o[i] = sc * inv * (dp[i] - mg - xh * mgx);
+                    float xh = (xp[i] - mu) * inv, d = yp && !(yp[i] > 0) ? 0.0f : dp[i];
+                    o[i] = sc * inv * (d - mg - xh * mgx);
                 }
             }
         }
@@ -126,7 +136,8 @@ ert_status ert_cpu_batchnorm_grad(const ert_kargs *a) {
     int64_t N, C, sz;
     bn_dims(&a->in[1], &N, &C, &sz);
     bng_job j = {&a->params->grad, a->in[0].data, a->in[1].data, a->in[2].data, a->in[3].data, a->in[4].data,
-                 a->out[0].data, a->out[1].data, a->out[2].data, N, C, sz};
+                 a->params->grad.relu && a->n_in > 5 ? a->in[5].data : NULL, a->out[0].data, a->out[1].data,
+                 a->out[2].data, N, C, sz};
     ert_parallel_for(a->pool, C, 1, bng_run, &j);
     return ERT_OK;
 }

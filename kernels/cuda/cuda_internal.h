@@ -122,12 +122,6 @@ cudaError_t ert_cuda_broadcast_to_launch(const float *dy, float *o, const ert_cu
 cudaError_t ert_cuda_pool_grad_launch(bool is_max, const ert_pool_params *p, const ert_tview *x, const float *dy,
                                       const ert_tview *dy_v, float *dx, cudaStream_t st);
 cudaError_t ert_cuda_gap_grad_launch(const float *dy, float *dx, int64_t planes, int64_t sz, cudaStream_t st);
-cudaError_t ert_cuda_bn_train_launch(const float *x, const float *scale, const float *bias, float *rmean, float *rvar,
-                                     float *y, float *mean, float *invstd, int64_t N, int64_t C, int64_t sz, float eps,
-                                     float momentum, bool training, cudaStream_t st);
-cudaError_t ert_cuda_bn_grad_launch(const float *dy, const float *x, const float *scale, const float *mean,
-                                    const float *istd, float *dx, float *dscale, float *dbias, int64_t N, int64_t C,
-                                    int64_t sz, float eps, bool frozen, cudaStream_t st);
 cudaError_t ert_cuda_softmax_grad_launch(bool log, const float *dy, const float *y, float *dx, int64_t outer, int64_t n,
                                          int64_t inner, cudaStream_t st);
 cudaError_t ert_cuda_gather_grad_launch(const float *dy, const void *idx, bool i64, float *dx, int64_t dx_elems,
@@ -138,8 +132,9 @@ cudaError_t ert_cuda_dropout_train_launch(const float *x, uint64_t *rng, float *
 /* CE: z (N, C), target i64 (N), w (C) or NULL; MSE/BCE: n elements. A CE
  * target outside [0, C) gives a NaN loss (the step is then skipped). */
 /* Mixed precision: the same gradients with f16/bf16 activations (x, y, dy,
- * dx of dtype dt), f32 parameters and statistics. BatchNorm needs ws: 2*C
- * doubles (the trainer plans it as the node's workspace). */
+ * dx of dtype dt), f32 parameters and statistics. BatchNorm (any float dt,
+ * f32 included) needs ws: 2*C doubles (the trainer plans it as the node's
+ * workspace). */
 cudaError_t ert_cuda_act_grad_h_launch(ert_dtype dt, const ert_unary_params *u, const void *dy, const void *x,
                                        void *dx, int64_t n, cudaStream_t st);
 cudaError_t ert_cuda_pool_grad_h_launch(bool is_max, const ert_pool_params *p, const ert_tview *x, const void *dy,
@@ -148,12 +143,12 @@ cudaError_t ert_cuda_gap_grad_h_launch(ert_dtype dt, const void *dy, void *dx, i
                                        cudaStream_t st);
 cudaError_t ert_cuda_bn_train_h_launch(ert_dtype dt, const void *x, const float *scale, const float *bias, float *rmean,
                                        float *rvar, void *y, float *mean, float *invstd, int64_t N, int64_t C,
-                                       int64_t sz, float eps, float momentum, bool training, double *ws,
+                                       int64_t sz, float eps, float momentum, bool training, bool relu, double *ws,
                                        cudaStream_t st);
 cudaError_t ert_cuda_bn_grad_h_launch(ert_dtype dt, const void *dy, const void *x, const float *scale,
-                                      const float *mean, const float *istd, void *dx, float *dscale, float *dbias,
-                                      int64_t N, int64_t C, int64_t sz, float eps, bool frozen, double *ws,
-                                      cudaStream_t st);
+                                      const float *mean, const float *istd, const void *relu_y, void *dx,
+                                      float *dscale, float *dbias, int64_t N, int64_t C, int64_t sz, float eps,
+                                      bool frozen, double *ws, cudaStream_t st);
 /* LayerNorm backward over rows (outer, inner): dx, dscale (ds_n = inner or
  * 1), dB (db_n = inner or 1); any output may be NULL. */
 cudaError_t ert_cuda_layernorm_grad_launch(const float *dy, const float *x, const float *scale, int64_t scale_n,

@@ -230,8 +230,8 @@ ert_status ert_cuda_train_workspace(const ert_cuda_env *env, const ert_kargs *a,
     switch (a->op) {
     case ERT_OP_MATMUL_GRAD: *bytes = BLAS_WS; return ERT_OK;
     case ERT_OP_GRAD_NORM: *bytes = sizeof(double); return ERT_OK;
-    case ERT_OP_BATCHNORM_TRAIN: case ERT_OP_BATCHNORM_GRAD: /* half activations: per-channel sums in double */
-        if (a->in[0].dtype != ERT_DTYPE_F32 && a->in[0].ndim >= 2) /* dy and x have the same shape */
+    case ERT_OP_BATCHNORM_TRAIN: case ERT_OP_BATCHNORM_GRAD: /* per-channel sums in double (train.cu) */
+        if (a->in[0].ndim >= 2) /* dy and x have the same shape */
             *bytes = 2 * sizeof(double) * (size_t)a->in[0].dims[1];
         return ERT_OK;
     case ERT_OP_CONV_GRAD_WEIGHT: case ERT_OP_CONV_TRANSPOSE: {
@@ -463,31 +463,18 @@ ert_status ert_cuda_train_run(const ert_cuda_env *env, const ert_kargs *a) {
         break;
     case ERT_OP_BATCHNORM_TRAIN: {
         const ert_grad_params *p = &a->params->grad;
-        if (in[0].dtype != ERT_DTYPE_F32) {
-            e = ert_cuda_bn_train_h_launch(in[0].dtype, in[0].data, in[1].data, in[2].data, in[3].data, in[4].data,
-                                           out[0].data, a->n_out > 1 ? out[1].data : NULL,
-                                           a->n_out > 2 ? out[2].data : NULL, in[0].dims[0], in[0].dims[1],
-                                           spatial(&in[0]), p->eps, p->momentum, p->training, a->workspace, st);
-            break;
-        }
-        e = ert_cuda_bn_train_launch(in[0].data, in[1].data, in[2].data, in[3].data, in[4].data, out[0].data,
-                                     a->n_out > 1 ? out[1].data : NULL, a->n_out > 2 ? out[2].data : NULL,
-                                     in[0].dims[0], in[0].dims[1], spatial(&in[0]), p->eps, p->momentum, p->training,
-                                     st);
+        e = ert_cuda_bn_train_h_launch(in[0].dtype, in[0].data, in[1].data, in[2].data, in[3].data, in[4].data,
+                                       out[0].data, a->n_out > 1 ? out[1].data : NULL,
+                                       a->n_out > 2 ? out[2].data : NULL, in[0].dims[0], in[0].dims[1],
+                                       spatial(&in[0]), p->eps, p->momentum, p->training, p->relu, a->workspace, st);
         break;
     }
     case ERT_OP_BATCHNORM_GRAD: {
         const ert_grad_params *p = &a->params->grad;
-        if (in[0].dtype != ERT_DTYPE_F32) {
-            e = ert_cuda_bn_grad_h_launch(in[0].dtype, in[0].data, in[1].data, in[2].data, in[3].data, in[4].data,
-                                          out[0].data, a->n_out > 1 ? out[1].data : NULL,
-                                          a->n_out > 2 ? out[2].data : NULL, in[1].dims[0], in[1].dims[1],
-                                          spatial(&in[1]), p->eps, p->frozen, a->workspace, st);
-            break;
-        }
-        e = ert_cuda_bn_grad_launch(in[0].data, in[1].data, in[2].data, in[3].data, in[4].data, out[0].data,
-                                    a->n_out > 1 ? out[1].data : NULL, a->n_out > 2 ? out[2].data : NULL,
-                                    in[1].dims[0], in[1].dims[1], spatial(&in[1]), p->eps, p->frozen, st);
+        e = ert_cuda_bn_grad_h_launch(in[0].dtype, in[0].data, in[1].data, in[2].data, in[3].data, in[4].data,
+                                      p->relu && a->n_in > 5 ? in[5].data : NULL, out[0].data, a->n_out > 1 ? out[1].data : NULL,
+                                      a->n_out > 2 ? out[2].data : NULL, in[1].dims[0], in[1].dims[1],
+                                      spatial(&in[1]), p->eps, p->frozen, a->workspace, st);
         break;
     }
     case ERT_OP_SOFTMAX_GRAD: case ERT_OP_LOGSOFTMAX_GRAD: {

@@ -216,81 +216,6 @@ static __global__ void gap_grad_k(const float *__restrict__ dy, float *__restric
     GRID_STRIDE(i, total) dx[i] = dy[i / sz] / (float)sz;
 }
 
-/* ---------------------------------------------------------------- batchnorm */
-
-/* One block per channel. x (N, C, sz). */
-static __global__ void __launch_bounds__(kThreads) bn_train_k(const float *__restrict__ x, const float *__restrict__ scale, const float *__restrict__ bias,
-                           float *rmean, float *rvar, float *__restrict__ y, float *mean, float *invstd, int64_t N,
-                           int64_t C, int64_t sz, float eps, float mom, bool training) {
-    __shared__ double sh[33];
-    int64_t c = blockIdx.x, m = N * sz;
-    double mu, var;
-    if (training) {
-        double s = 0;
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t i = threadIdx.x; i < sz; i += blockDim.x) s += x[(n * C + c) * sz + i];
-        s = block_sum(s, sh);
-        mu = m ? s / (double)m : 0.0;
-        double s2 = 0;
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t i = threadIdx.x; i < sz; i += blockDim.x) {
-                double d = x[(n * C + c) * sz + i] - mu;
-                s2 += d * d;
-            }
-        s2 = block_sum(s2, sh);
-        var = m ? s2 / (double)m : 0.0;
-        if (threadIdx.x == 0) {
-            double unb = m > 1 ? s2 / (double)(m - 1) : var;
-            rmean[c] = (float)(rmean[c] * (double)mom + mu * (1.0 - mom));
-            rvar[c] = (float)(rvar[c] * (double)mom + unb * (1.0 - mom));
-        }
-    } else {
-        mu = rmean[c];
-        var = rvar[c];
-    }
-    float inv = (float)(1.0 / sqrt(var + eps));
-    if (threadIdx.x == 0 && mean && training) {
-        mean[c] = (float)mu;
-        invstd[c] = inv;
-    }
-    float k = inv * scale[c], b = bias[c] - (float)mu * k;
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t i = threadIdx.x; i < sz; i += blockDim.x) y[(n * C + c) * sz + i] = x[(n * C + c) * sz + i] * k + b;
-}
-
-static __global__ void __launch_bounds__(kThreads) bn_grad_k(const float *__restrict__ dy, const float *__restrict__ x, const float *__restrict__ scale,
-                          const float *__restrict__ mean, const float *__restrict__ istd, float *__restrict__ dx,
-                          float *__restrict__ dscale, float *__restrict__ dbias, int64_t N, int64_t C, int64_t sz,
-                          float eps, bool frozen) {
-    __shared__ double sh[33];
-    int64_t c = blockIdx.x, m = N * sz;
-    float mu = mean[c];
-    float inv = frozen ? (float)(1.0 / sqrt((double)istd[c] + eps)) : istd[c];
-    double sg = 0, sgx = 0;
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t i = threadIdx.x; i < sz; i += blockDim.x) {
-            int64_t k = (n * C + c) * sz + i;
-            float d = dy[k];
-            sg += d;
-            sgx += d * ((x[k] - mu) * inv);
-        }
-    sg = block_sum(sg, sh);
-    sgx = block_sum(sgx, sh);
-    if (threadIdx.x == 0) {
-        if (dscale) dscale[c] = (float)sgx;
-        if (dbias) dbias[c] = (float)sg;
-    }
-    if (!dx) return;
-    float sc = scale[c];
-    float mg = m ? (float)(sg / (double)m) : 0.0f, mgx = m ? (float)(sgx / (double)m) : 0.0f;
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t i = threadIdx.x; i < sz; i += blockDim.x) {
-            int64_t k = (n * C + c) * sz + i;
-            if (frozen) dx[k] = dy[k] * sc * inv;
-            else dx[k] = sc * inv * (dy[k] - mg - ((x[k] - mu) * inv) * mgx);
-        }
-}
-
 /* ---------------------------------------------------------------- softmax */
 
 static __global__ void softmax_grad_k(const float *__restrict__ dy, const float *__restrict__ y, float *__restrict__ dx,
@@ -588,23 +513,6 @@ cudaError_t ert_cuda_gap_grad_launch(const float *dy, float *dx, int64_t planes,
     LAUNCH_END;
 }
 
-cudaError_t ert_cuda_bn_train_launch(const float *x, const float *scale, const float *bias, float *rmean, float *rvar,
-                                     float *y, float *mean, float *invstd, int64_t N, int64_t C, int64_t sz, float eps,
-                                     float momentum, bool training, cudaStream_t st) {
-    if (C <= 0) return cudaSuccess;
-    bn_train_k<<<(unsigned)C, kThreads, 0, st>>>(x, scale, bias, rmean, rvar, y, mean, invstd, N, C, sz, eps, momentum,
-                                                 training);
-    LAUNCH_END;
-}
-
-cudaError_t ert_cuda_bn_grad_launch(const float *dy, const float *x, const float *scale, const float *mean,
-                                    const float *istd, float *dx, float *dscale, float *dbias, int64_t N, int64_t C,
-                                    int64_t sz, float eps, bool frozen, cudaStream_t st) {
-    if (C <= 0) return cudaSuccess;
-    bn_grad_k<<<(unsigned)C, kThreads, 0, st>>>(dy, x, scale, mean, istd, dx, dscale, dbias, N, C, sz, eps, frozen);
-    LAUNCH_END;
-}
-
 cudaError_t ert_cuda_softmax_grad_launch(bool log, const float *dy, const float *y, float *dx, int64_t outer, int64_t n,
                                          int64_t inner, cudaStream_t st) {
     if (outer * inner <= 0) return cudaSuccess;
@@ -757,98 +665,177 @@ static __global__ void gap_grad_hk(const T *__restrict__ dy, T *__restrict__ dx,
     GRID_STRIDE(i, total) ert_put(dx + i, ert_ld(dy[i / sz]) / (float)sz);
 }
 
-/* BatchNorm over x (N, C, sz) in T with f32 parameters and statistics: the
- * per-channel sums are split over chunks of N*sz (grid (chunks, C): many
- * blocks per channel, unlike the f32 kernels' one) and added in double into
- * ws[2C] (zeroed by the launcher); a C-thread kernel finishes them; the
- * element-wise pass runs on the whole grid. */
+/* BatchNorm over x (N, C, sz) in T (f32, f16, bf16) with f32 parameters and
+ * statistics. Grid (row chunks, C): block (b, c) owns rows (images)
+ * [b*nb, b*nb + nb) of channel c, so every pass reads the channel's scale and
+ * statistics once per block and no thread divides per element. A plane of
+ * at least kThreads elements is walked by the whole block; smaller planes
+ * (7x7, 14x14) put kThreads / sz rows side by side. Sums go to per-thread
+ * doubles, then to ws[2C] (zeroed by the launcher) by one double atomicAdd
+ * per block; the next kernel finishes them (each block for its channel).
+ * Forward sums are shifted by the channel's first element (sum of x - K and
+ * (x - K)^2), so E[x^2] - E[x]^2 does not cancel when |mean| >> std.
+ * relu (a Relu fused, grad.relu): the forward stores max(y, 0); the backward
+ * reads that output (ry) and takes dy only where it is > 0. */
+struct bn_walk {
+    int64_t r, R, col, istep; /* first row, rows per step, first column, column step */
+    bool on;
+};
+
+static __device__ bn_walk bn_walk_at(int64_t sz) {
+    bn_walk w;
+    int t = threadIdx.x, B = blockDim.x;
+    if (sz >= B) {
+        w.r = 0, w.R = 1, w.col = t, w.istep = B, w.on = true;
+    } else {
+        w.R = B / sz, w.r = t / sz, w.col = t % sz, w.istep = sz, w.on = w.r < w.R;
+    }
+    return w;
+}
+
 template <typename T>
-static __global__ void __launch_bounds__(kThreads) bn_sums_hk(const T *__restrict__ x, const T *__restrict__ dy,
-                                                              const float *mean, const float *istd, int64_t C,
-                                                              int64_t sz, int64_t m, int64_t chunk, double *ws,
-                                                              bool frozen, float eps) {
+static __global__ void __launch_bounds__(kThreads) bn_sums_k(const T *__restrict__ x, const T *__restrict__ dy,
+                                                             const T *__restrict__ ry, const float *mean,
+                                                             const float *istd, int64_t N,
+                                                             int64_t C, int64_t sz, int64_t nb, double *ws,
+                                                             bool frozen, float eps) {
     __shared__ double sh[33];
-    const int64_t c = blockIdx.y, j0 = blockIdx.x * chunk, j1 = j0 + chunk < m ? j0 + chunk : m;
-    float a = 0, b = 0, mu = 0, inv = 0;
+    const int64_t c = blockIdx.y, n0 = blockIdx.x * nb, n1 = n0 + nb < N ? n0 + nb : N;
+    float mu = 0, inv = 0;
     if (dy) {
         mu = mean[c];
         inv = frozen ? rsqrtf(istd[c] + eps) : istd[c];
+    } else {
+        mu = ert_ld(x[c * sz]); /* shift K */
     }
-    for (int64_t j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
-        int64_t k = ((j / sz) * C + c) * sz + j % sz;
-        float xv = ert_ld(x[k]);
-        if (dy) { /* backward: sum dy, sum dy * xhat */
-            float d = ert_ld(dy[k]);
-            a += d;
-            b += d * (xv - mu) * inv;
-        } else { /* forward: sum x, sum x^2 */
-            a += xv;
-            b += xv * xv;
+    double a = 0, b = 0;
+    bn_walk w = bn_walk_at(sz);
+    if (w.on)
+        for (int64_t n = n0 + w.r; n < n1; n += w.R) {
+            const T *xr = x + (n * C + c) * sz;
+            if (dy) { /* backward: sum dy, sum dy * xhat */
+                const T *dr = dy + (n * C + c) * sz, *rr = ry ? ry + (n * C + c) * sz : NULL;
+#pragma unroll 4
+                for (int64_t i = w.col; i < sz; i += w.istep) {
+                    float d = rr && !(ert_ld(rr[i]) > 0.0f) ? 0.0f : ert_ld(dr[i]);
+                    a += d;
+                    b += (double)(d * ((ert_ld(xr[i]) - mu) * inv));
+                }
+            } else { /* forward: shifted sum x, sum x^2 */
+#pragma unroll 4
+                for (int64_t i = w.col; i < sz; i += w.istep) {
+                    double d = (double)(ert_ld(xr[i]) - mu);
+                    a += d;
+                    b += d * d;
+                }
+            }
+        }
+    a = block_sum(a, sh);
+    b = block_sum(b, sh);
+    if (threadIdx.x == 0) {
+        atomicAdd(ws + c, a);
+        atomicAdd(ws + C + c, b);
+    }
+}
+
+/* y = x * k + b per channel; training: the statistics from ws (block (0, c)
+ * stores mean, invstd and the running statistics), else the running ones. */
+template <typename T>
+static __global__ void __launch_bounds__(kThreads) bn_apply_k(const T *__restrict__ x, T *__restrict__ y,
+                                                              const float *scale, const float *bias, float *mean,
+                                                              float *invstd, float *rmean, float *rvar,
+                                                              const double *ws, int64_t N, int64_t C, int64_t sz,
+                                                              float eps, float mom, bool training, bool relu) {
+    const int64_t c = blockIdx.y, nb = (N + gridDim.x - 1) / gridDim.x, n0 = blockIdx.x * nb,
+                  n1 = n0 + nb < N ? n0 + nb : N;
+    float mu, inv;
+    if (training) {
+        int64_t m = N * sz;
+        double s1 = m ? ws[c] / (double)m : 0.0, K = (double)ert_ld(x[c * sz]);
+        double var = m ? fmax(ws[C + c] / (double)m - s1 * s1, 0.0) : 0.0;
+        mu = (float)(K + s1);
+        inv = (float)(1.0 / sqrt(var + eps));
+        if (blockIdx.x == 0 && threadIdx.x == 0) {
+            double unb = m > 1 ? var * (double)m / (double)(m - 1) : var;
+            rmean[c] = (float)(rmean[c] * (double)mom + (K + s1) * (1.0 - mom));
+            rvar[c] = (float)(rvar[c] * (double)mom + unb * (1.0 - mom));
+            if (mean) mean[c] = mu;
+            if (invstd) invstd[c] = inv;
+        }
+    } else {
+        mu = rmean[c];
+        inv = rsqrtf(rvar[c] + eps);
+    }
+    const float k = inv * scale[c], b = bias[c] - mu * k;
+    bn_walk w = bn_walk_at(sz);
+    if (!w.on) return;
+    for (int64_t n = n0 + w.r; n < n1; n += w.R) {
+        const T *xr = x + (n * C + c) * sz;
+        T *yr = y + (n * C + c) * sz;
+        if (relu) {
+#pragma unroll 4
+            for (int64_t i = w.col; i < sz; i += w.istep) ert_put(yr + i, fmaxf(ert_ld(xr[i]) * k + b, 0.0f));
+        } else {
+#pragma unroll 4
+            for (int64_t i = w.col; i < sz; i += w.istep) ert_put(yr + i, ert_ld(xr[i]) * k + b);
         }
     }
-    double sa = block_sum(a, sh), sb = block_sum(b, sh);
-    if (threadIdx.x == 0) {
-        atomicAdd(ws + c, sa);
-        atomicAdd(ws + C + c, sb);
-    }
 }
 
-static __global__ void bn_stats_hk(const double *ws, float *rmean, float *rvar, float *mean, float *invstd, int64_t C,
-                                   int64_t m, float eps, float mom) {
-    int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    double mu = m ? ws[c] / (double)m : 0.0, var = m ? fmax(ws[C + c] / (double)m - mu * mu, 0.0) : 0.0;
-    double unb = m > 1 ? var * (double)m / (double)(m - 1) : var;
-    rmean[c] = (float)(rmean[c] * (double)mom + mu * (1.0 - mom));
-    rvar[c] = (float)(rvar[c] * (double)mom + unb * (1.0 - mom));
-    mean[c] = (float)mu;
-    invstd[c] = (float)(1.0 / sqrt(var + eps));
-}
-
-/* y = x * k + b per channel; training: from mean/invstd, else the running
- * statistics. */
-template <typename T>
-static __global__ void bn_apply_hk(const T *__restrict__ x, T *__restrict__ y, const float *scale, const float *bias,
-                                   const float *mean, const float *invstd, const float *rmean, const float *rvar,
-                                   int64_t C, int64_t sz, int64_t n, float eps, bool training) {
-    GRID_STRIDE(i, n) {
-        int64_t c = (i / sz) % C;
-        float mu = training ? mean[c] : rmean[c], inv = training ? invstd[c] : rsqrtf(rvar[c] + eps);
-        float k = inv * scale[c];
-        ert_put(y + i, ert_ld(x[i]) * k + (bias[c] - mu * k));
-    }
-}
-
-static __global__ void bn_dparams_hk(const double *ws, float *dscale, float *dbias, int64_t C) {
+static __global__ void bn_dparams_k(const double *ws, float *dscale, float *dbias, int64_t C) {
     int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (c >= C) return;
     if (dbias) dbias[c] = (float)ws[c];
     if (dscale) dscale[c] = (float)ws[C + c];
 }
 
+/* dx from the sums in ws; block (0, c) also stores dscale/dbias. */
 template <typename T>
-static __global__ void bn_dx_hk(const T *__restrict__ dy, const T *__restrict__ x, T *__restrict__ dx,
-                                const float *scale, const float *mean, const float *istd, const double *ws, int64_t C,
-                                int64_t sz, int64_t n, int64_t m, float eps, bool frozen) {
-    GRID_STRIDE(i, n) {
-        int64_t c = (i / sz) % C;
-        float inv = frozen ? rsqrtf(istd[c] + eps) : istd[c], sc = scale[c], d = ert_ld(dy[i]);
+static __global__ void __launch_bounds__(kThreads) bn_dx_k(const T *__restrict__ dy, const T *__restrict__ x,
+                                                           const T *__restrict__ ry, T *__restrict__ dx,
+                                                           const float *scale, const float *mean,
+                                                           const float *istd, const double *ws, float *dscale,
+                                                           float *dbias, int64_t N, int64_t C, int64_t sz, float eps,
+                                                           bool frozen) {
+    const int64_t c = blockIdx.y, nb = (N + gridDim.x - 1) / gridDim.x, n0 = blockIdx.x * nb,
+                  n1 = n0 + nb < N ? n0 + nb : N, m = N * sz;
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        if (dbias) dbias[c] = (float)ws[c];
+        if (dscale) dscale[c] = (float)ws[C + c];
+    }
+    const float inv = frozen ? rsqrtf(istd[c] + eps) : istd[c], sc = scale[c] * inv, mu = mean[c];
+    const float mg = m && !frozen ? (float)(ws[c] / (double)m) : 0.0f,
+                mgx = m && !frozen ? (float)(ws[C + c] / (double)m) : 0.0f;
+    bn_walk w = bn_walk_at(sz);
+    if (!w.on) return;
+    for (int64_t n = n0 + w.r; n < n1; n += w.R) {
+        const T *dr = dy + (n * C + c) * sz, *xr = x + (n * C + c) * sz;
+        T *o = dx + (n * C + c) * sz;
         if (frozen) {
-            ert_put(dx + i, d * sc * inv);
-            continue;
+#pragma unroll 4
+            for (int64_t i = w.col; i < sz; i += w.istep) ert_put(o + i, ert_ld(dr[i]) * sc);
+        } else {
+            const T *rr = ry ? ry + (n * C + c) * sz : NULL;
+#pragma unroll 4
+            for (int64_t i = w.col; i < sz; i += w.istep) {
+                float d = rr && !(ert_ld(rr[i]) > 0.0f) ? 0.0f : ert_ld(dr[i]);
+                ert_put(o + i, sc * (d - mg - ((ert_ld(xr[i]) - mu) * inv) * mgx));
+            }
         }
-        float mg = m ? (float)(ws[c] / (double)m) : 0.0f, mgx = m ? (float)(ws[C + c] / (double)m) : 0.0f;
-        ert_put(dx + i, sc * inv * (d - mg - ((ert_ld(x[i]) - mean[c]) * inv) * mgx));
     }
 }
 
-static int64_t bn_chunk(int64_t m, int64_t C, unsigned *chunks) {
-    /* about 4 waves of 132 SMs over all channels, at least 2048 elements a block */
-    int64_t want = C > 0 ? (4 * 132 + C - 1) / C : 1, ch = (m + want - 1) / (want ? want : 1);
-    if (ch < 2048) ch = 2048;
-    int64_t n = (m + ch - 1) / ch;
+/* Rows per block: about 4 waves of 132 SMs over all channels, at least 4096
+ * elements a block. */
+static int64_t bn_rows(int64_t N, int64_t C, int64_t sz, unsigned *chunks) {
+    int64_t want = C > 0 ? (4 * 132 + C - 1) / C : 1, nb = (N + want - 1) / (want ? want : 1);
+    int64_t min_rows = sz > 0 ? (4096 + sz - 1) / sz : 1;
+    if (nb < min_rows) nb = min_rows;
+    if (nb > N) nb = N;
+    if (nb < 1) nb = 1;
+    int64_t n = (N + nb - 1) / nb;
     *chunks = (unsigned)(n > 0 ? n : 1);
-    return ch;
+    return nb;
 }
 
 cudaError_t ert_cuda_act_grad_h_launch(ert_dtype dt, const ert_unary_params *u, const void *dy, const void *x,
@@ -897,43 +884,44 @@ cudaError_t ert_cuda_gap_grad_h_launch(ert_dtype dt, const void *dy, void *dx, i
 
 cudaError_t ert_cuda_bn_train_h_launch(ert_dtype dt, const void *x, const float *scale, const float *bias, float *rmean,
                                        float *rvar, void *y, float *mean, float *invstd, int64_t N, int64_t C,
-                                       int64_t sz, float eps, float momentum, bool training, double *ws,
+                                       int64_t sz, float eps, float momentum, bool training, bool relu, double *ws,
                                        cudaStream_t st) {
     if (C <= 0 || C > 65535) return C <= 0 ? cudaSuccess : cudaErrorInvalidValue;
-    int64_t m = N * sz, n = m * C;
+    if (N * sz <= 0) return cudaSuccess; /* CPU: no statistics either */
+    unsigned chunks;
+    int64_t nb = bn_rows(N, C, sz, &chunks);
     if (training) {
-        if (!ws || !mean || !invstd) return cudaErrorInvalidValue;
+        if (!ws) return cudaErrorInvalidValue;
         cudaError_t e = cudaMemsetAsync(ws, 0, (size_t)(2 * C) * sizeof(double), st);
         if (e != cudaSuccess) return e;
-        unsigned chunks;
-        int64_t ch = bn_chunk(m, C, &chunks);
-        ERT_CUDA_FLOAT_SWITCH(dt, T, bn_sums_hk<T><<<dim3(chunks, (unsigned)C), kThreads, 0, st>>>(
-                                         (const T *)x, (const T *)NULL, NULL, NULL, C, sz, m, ch, ws, false, eps))
-        bn_stats_hk<<<(unsigned)((C + 127) / 128), 128, 0, st>>>(ws, rmean, rvar, mean, invstd, C, m, eps, momentum);
+        ERT_CUDA_FLOAT_SWITCH(dt, T, bn_sums_k<T><<<dim3(chunks, (unsigned)C), kThreads, 0, st>>>(
+                                         (const T *)x, (const T *)NULL, (const T *)NULL, NULL, NULL, N, C, sz, nb,
+                                         ws, false, eps))
     }
-    if (n <= 0) return cudaGetLastError();
-    ERT_CUDA_FLOAT_SWITCH(dt, T, bn_apply_hk<T><<<blocks_for(n), kThreads, 0, st>>>(
-                                     (const T *)x, (T *)y, scale, bias, mean, invstd, rmean, rvar, C, sz, n, eps,
-                                     training))
+    ERT_CUDA_FLOAT_SWITCH(dt, T, bn_apply_k<T><<<dim3(chunks, (unsigned)C), kThreads, 0, st>>>(
+                                     (const T *)x, (T *)y, scale, bias, mean, invstd, rmean, rvar, ws, N, C, sz, eps,
+                                     momentum, training, relu))
     LAUNCH_END;
 }
 
 cudaError_t ert_cuda_bn_grad_h_launch(ert_dtype dt, const void *dy, const void *x, const float *scale,
-                                      const float *mean, const float *istd, void *dx, float *dscale, float *dbias,
-                                      int64_t N, int64_t C, int64_t sz, float eps, bool frozen, double *ws,
-                                      cudaStream_t st) {
+                                      const float *mean, const float *istd, const void *relu_y, void *dx,
+                                      float *dscale, float *dbias, int64_t N, int64_t C, int64_t sz, float eps,
+                                      bool frozen, double *ws, cudaStream_t st) {
     if (C <= 0 || C > 65535 || !ws) return C <= 0 ? cudaSuccess : cudaErrorInvalidValue;
-    int64_t m = N * sz, n = m * C;
     cudaError_t e = cudaMemsetAsync(ws, 0, (size_t)(2 * C) * sizeof(double), st);
     if (e != cudaSuccess) return e;
     unsigned chunks;
-    int64_t ch = bn_chunk(m, C, &chunks);
-    ERT_CUDA_FLOAT_SWITCH(dt, T, bn_sums_hk<T><<<dim3(chunks, (unsigned)C), kThreads, 0, st>>>(
-                                     (const T *)x, (const T *)dy, mean, istd, C, sz, m, ch, ws, frozen, eps))
-    if (dscale || dbias) bn_dparams_hk<<<(unsigned)((C + 127) / 128), 128, 0, st>>>(ws, dscale, dbias, C);
-    if (dx && n > 0)
-        ERT_CUDA_FLOAT_SWITCH(dt, T, bn_dx_hk<T><<<blocks_for(n), kThreads, 0, st>>>(
-                                         (const T *)dy, (const T *)x, (T *)dx, scale, mean, istd, ws, C, sz, n, m, eps,
-                                         frozen))
+    int64_t nb = bn_rows(N, C, sz, &chunks);
+    if (N * sz > 0 && (dscale || dbias || !frozen))
+        ERT_CUDA_FLOAT_SWITCH(dt, T, bn_sums_k<T><<<dim3(chunks, (unsigned)C), kThreads, 0, st>>>(
+                                         (const T *)x, (const T *)dy, (const T *)relu_y, mean, istd, N, C, sz, nb,
+                                         ws, frozen, eps))
+    if (dx && N * sz > 0)
+        ERT_CUDA_FLOAT_SWITCH(dt, T, bn_dx_k<T><<<dim3(chunks, (unsigned)C), kThreads, 0, st>>>(
+                                         (const T *)dy, (const T *)x, (const T *)relu_y, (T *)dx, scale, mean, istd,
+                                         ws, dscale, dbias, N, C, sz, eps, frozen))
+    else if (dscale || dbias)
+        bn_dparams_k<<<(unsigned)((C + 127) / 128), 128, 0, st>>>(ws, dscale, dbias, C);
     LAUNCH_END;
 }

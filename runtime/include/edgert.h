@@ -648,6 +648,8 @@ typedef struct ert_trainer_options {
     int loss_scale_interval;    /* F16: good steps before the scale doubles; 0: 2000 */
     int amp_conv_only;          /* F16/BF16: 0 (default) = activations in the half type too (see above);
                                  * 1 = only convolutions run in it, every activation stays f32 */
+    int bn_relu_unfused;        /* 0 (default): a Relu that alone reads a batch-statistics BatchNorm's output
+                                 * runs inside it (forward and gradient); 1: two nodes (comparisons) */
 } ert_trainer_options;
 
 /* Plan without creating: training arena bytes by category. activations_bytes
