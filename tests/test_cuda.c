@@ -1274,8 +1274,9 @@ static void run_battery(bool gpu) {
     test_tensor_cpu_ref();
     test_new_ops();
     test_cnn();
-    /* channels-last regions, forced (the default measures and may keep NCHW) */
-    g_flags = ERT_SESSION_NHWC;
+    /* channels-last regions, forced (the default measures and may keep NCHW),
+     * with 1x1 convs as cuBLASLt GEMMs (ERT_SESSION_GEMM_1X1, off by default) */
+    g_flags = ERT_SESSION_NHWC | ERT_SESSION_GEMM_1X1;
     test_nhwc();
     if (g_prec != ERT_DTYPE_F32) {
         test_conv();

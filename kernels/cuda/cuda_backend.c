@@ -111,6 +111,7 @@ typedef struct cuda_ctx {
     void **krsc; /* f16/bf16 filters already rewritten in place as (K, R, S, C) */
     int n_krsc, cap_krsc;
     bool trainer; /* ERT_SESSION_TRAINER_: filters are activations (cast from master weights each step) */
+    bool gemm1x1; /* ERT_SESSION_GEMM_1X1: channels-last 1x1 convs as cuBLASLt GEMMs */
 } cuda_ctx;
 
 /* Per-node state (bind_node). */
@@ -223,6 +224,7 @@ static ert_status cuda_init(ert_context *ctx, const ert_session_options *o, void
     cudaDeviceGetAttribute(&v, cudaDevAttrIntegrated, c->device);
     c->integrated = v != 0;
     c->trainer = (o->flags & ERT_SESSION_TRAINER_) != 0;
+    c->gemm1x1 = (o->flags & ERT_SESSION_GEMM_1X1) != 0;
     cudaDeviceGetAttribute(&v, cudaDevAttrConcurrentManagedAccess, c->device);
     c->concurrent_managed = v != 0;
     cudaDeviceGetAttribute(&v, cudaDevAttrPageableMemoryAccess, c->device);
@@ -564,7 +566,9 @@ static float time_direct(cuda_ctx *c, const ert_kargs *a) {
  * 4.955 vs 3.766 ms summed, bench/RESULTS.md). Trainer sessions keep cuDNN
  * (their filters are recast from master weights each step; untested here).
  * The filter bytes are the same in (K, C, R, S) and (K, R, S, C) for 1x1, so
- * a shared filter rewritten by filter_to_krsc does not matter. */
+ * a shared filter rewritten by filter_to_krsc does not matter. Only in
+ * sessions created with ERT_SESSION_GEMM_1X1 (off by default: measured
+ * slower end to end on MobileNetV2, see edgert.h). */
 static bool gemm_can(const cuda_ctx *c, const ert_kargs *a) {
 #ifdef ERT_CUDA_NO_GEMM1X1 /* build-time switch for measurements: cuDNN for every conv */
     (void)c, (void)a;
@@ -572,7 +576,7 @@ static bool gemm_can(const cuda_ctx *c, const ert_kargs *a) {
 #else
     const ert_conv_params *p = &a->params->conv;
     const ert_tview *x = &a->in[0], *w = &a->in[1], *y = &a->out[0];
-    if (!c->lt || c->trainer || !p->nhwc || p->nsp != 2 || p->group != 1) return false;
+    if (!c->gemm1x1 || !c->lt || c->trainer || !p->nhwc || p->nsp != 2 || p->group != 1) return false;
     if (x->dtype != ERT_DTYPE_F16 && x->dtype != ERT_DTYPE_BF16) return false;
     if (x->ndim != 4 || w->ndim != 4 || y->ndim != 4 || w->dims[2] != 1 || w->dims[3] != 1) return false;
     for (int i = 0; i < 2; i++)
