@@ -44,7 +44,11 @@
  * write them directly instead of transposing x and y around each conv; the
  * conv epilogue, pools and global pools have channels-last variants, and a
  * channels-last grouped conv runs on the direct kernel when that measures
- * faster than cuDNN (MobileNetV2's depthwise convs: 3.8x).
+ * faster than cuDNN (MobileNetV2's depthwise convs: 3.8x). With
+ * ERT_SESSION_GEMM_1X1, channels-last f16/bf16 1x1 stride-1 ungrouped convs
+ * run as one cuBLASLt GEMM (bias + ReLU fused in its epilogue, the residual
+ * as its C matrix; algorithm timed among cuBLASLt's heuristic candidates at
+ * create, workspace planned like cuDNN's) and conv_time reports its time.
  */
 #include "cuda_internal.h"
 
