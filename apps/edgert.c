@@ -46,11 +46,12 @@ static const char *USAGE =
     "      load any supported model (.ert, ONNX) and save it as .ert; --fp16\n"
     "      stores f32 weights as f16 (about half the file; computed in f32)\n"
     "  bench MODEL [--batch N] [--threads N] [--device cpu|cuda] [--iters N]\n"
-    "              [--warmup N] [--precision f32|f16|bf16] [--nhwc|--no-nhwc] [--json]\n"
+    "              [--warmup N] [--precision f32|f16|bf16] [--nhwc|--no-nhwc] [--gemm1x1] [--json]\n"
     "      time ert_session_run on random inputs (fixed seed): p50/p90/mean/min\n"
     "      latency, throughput, arena bytes (defaults: --iters 20 --warmup 3);\n"
     "      --nhwc/--no-nhwc: f16/bf16 CUDA activations channels-last always/never\n"
-    "      (default: when cuDNN measures it faster)\n"
+    "      (default: when cuDNN measures it faster); --gemm1x1: channels-last 1x1\n"
+    "      convs as cuBLASLt GEMMs (ERT_SESSION_GEMM_1X1)\n"
     EDGERT_TRAIN_USAGE
     "\n"
     "options:\n"
@@ -158,7 +159,7 @@ static int opt_int(opt_parser *p, long lo, long hi, long *out) {
 
 typedef struct common_opts {
     long batch, threads, iters, warmup;
-    int json, fp16, no_nhwc, nhwc;
+    int json, fp16, no_nhwc, nhwc, gemm1x1;
     const char *device;
     const char *precision;
     const char *output_dir;
@@ -199,6 +200,8 @@ static int parse_opts(int argc, char **argv, unsigned allowed, int npos, common_
             o->no_nhwc = 1;
         } else if ((allowed & O_NO_NHWC) && opt_match(&p, "--nhwc", 0)) {
             o->nhwc = 1;
+        } else if ((allowed & O_NO_NHWC) && opt_match(&p, "--gemm1x1", 0)) {
+            o->gemm1x1 = 1;
         } else if ((allowed & O_FP16) && opt_match(&p, "--fp16", 0)) {
             o->fp16 = 1;
         } else if ((allowed & O_DEVICE) && opt_match(&p, "--device", 1)) {
@@ -747,6 +750,7 @@ static int cmd_bench(int argc, char **argv) {
     so.precision = prec; /* the CPU computes in f32 whatever this says */
     if (o.no_nhwc) so.flags |= ERT_SESSION_NO_NHWC;
     if (o.nhwc) so.flags |= ERT_SESSION_NHWC;
+    if (o.gemm1x1) so.flags |= ERT_SESSION_GEMM_1X1;
     ert_status st = ert_session_create(m, &so, &s);
     if (st != ERT_OK) {
         if (dev == ERT_DEVICE_CUDA && (st == ERT_E_CUDA || st == ERT_E_UNSUPPORTED))

@@ -496,6 +496,26 @@ static void test_conv(void) {
                                                            .in = {7, 7}, .k = {1, 1}, .s = {1, 1}, .d = {1, 1},
                                                            .bias = true, .residual = true},
                   ERT_PLACEMENT_AUTO);
+    /* 1x1 stride-1 convs: in f16/bf16 channels-last sessions a cuBLASLt GEMM
+     * with bias/ReLU fused, the residual as its C matrix and other
+     * activations in the epilogue kernel; odd C, K, H, W */
+    {
+        static const struct { int64_t N, C, M, H, W; bool bias, res; int act; } g1[] = {
+            {1, 7, 5, 3, 5, true, false, 1},  {2, 13, 9, 5, 3, true, false, 3}, {1, 17, 11, 7, 9, true, true, 1},
+            {1, 9, 3, 1, 1, false, false, 0}, {3, 5, 19, 3, 3, false, true, 0}, {1, 33, 15, 5, 7, true, true, 3},
+            {1, 24, 40, 9, 9, true, false, 0}, {2, 3, 7, 11, 13, false, false, 1},
+        };
+        for (size_t i = 0; i < sizeof g1 / sizeof g1[0]; i++) {
+            char nm[96];
+            snprintf(nm, sizeof nm, "conv 1x1 N%d C%d K%d %dx%d%s%s%s", (int)g1[i].N, (int)g1[i].C, (int)g1[i].M,
+                     (int)g1[i].H, (int)g1[i].W, g1[i].bias ? " bias" : "", g1[i].res ? " +res" : "",
+                     g1[i].act == 1 ? " relu" : g1[i].act == 3 ? " clip" : "");
+            run_conv_case(nm, (conv_case){.nsp = 2, .N = g1[i].N, .C = g1[i].C, .M = g1[i].M, .group = 1,
+                                          .in = {g1[i].H, g1[i].W}, .k = {1, 1}, .s = {1, 1}, .d = {1, 1},
+                                          .bias = g1[i].bias, .residual = g1[i].res, .act = g1[i].act},
+                          ERT_PLACEMENT_AUTO);
+        }
+    }
     run_conv_case("conv asym pads (direct)", (conv_case){.nsp = 2, .N = 1, .C = 3, .M = 4, .group = 1,
                                                         .in = {9, 8}, .k = {3, 3}, .s = {2, 1}, .d = {1, 1},
                                                         .pb = {0, 1}, .pe = {1, 2}, .bias = true, .act = 1},
@@ -1037,6 +1057,24 @@ static void test_nhwc(void) {
         check_model("NHWC SE block", m, NULL, NULL, -1, 1, 1e-4, ERT_PLACEMENT_AUTO);
         ert_model_free(m);
     }
+    { /* inverted residual (MobileNetV2) and bottleneck (ResNet-50) ends: 1x1
+       * expand + ReLU, depthwise, 1x1 project + Add (the residual becomes the
+       * project conv's: the cuBLASLt GEMM's C matrix), odd sizes */
+        int64_t xd[4] = {1, 9, 7, 5};
+        bstart();
+        int32_t x = binput("x", 4, xd), h, y;
+        h = nconv(x, 9, 27, 1, 1, 1, true);
+        h = nconv(h, 27, 27, 3, 1, 27, true);
+        h = nconv(h, 27, 9, 1, 1, 1, false);
+        BT(ert_builder_binary(B, "Add", h, x, &y));
+        h = nconv(y, 9, 5, 1, 1, 1, false);
+        h = nconv(h, 5, 9, 1, 1, 1, false);
+        BT(ert_builder_binary(B, "Add", h, y, &y));
+        BT(ert_builder_unary(B, "Relu", y, &y));
+        ert_model *m = bfinish(y);
+        check_model("NHWC inverted residual/bottleneck 1x1", m, NULL, NULL, -1, 1, 1e-4, ERT_PLACEMENT_AUTO);
+        ert_model_free(m);
+    }
     { /* a region entered twice: conv -> Transpose (no NHWC path) -> conv, and a
        * residual from before the Transpose (NCHW -> NHWC again) */
         int64_t xd[4] = {1, 4, 9, 9};
@@ -1236,8 +1274,9 @@ static void run_battery(bool gpu) {
     test_tensor_cpu_ref();
     test_new_ops();
     test_cnn();
-    /* channels-last regions, forced (the default measures and may keep NCHW) */
-    g_flags = ERT_SESSION_NHWC;
+    /* channels-last regions, forced (the default measures and may keep NCHW),
+     * with 1x1 convs as cuBLASLt GEMMs (ERT_SESSION_GEMM_1X1, off by default) */
+    g_flags = ERT_SESSION_NHWC | ERT_SESSION_GEMM_1X1;
     test_nhwc();
     if (g_prec != ERT_DTYPE_F32) {
         test_conv();

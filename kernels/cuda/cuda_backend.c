@@ -44,10 +44,15 @@
  * write them directly instead of transposing x and y around each conv; the
  * conv epilogue, pools and global pools have channels-last variants, and a
  * channels-last grouped conv runs on the direct kernel when that measures
- * faster than cuDNN (MobileNetV2's depthwise convs: 3.8x).
+ * faster than cuDNN (MobileNetV2's depthwise convs: 3.8x). With
+ * ERT_SESSION_GEMM_1X1, channels-last f16/bf16 1x1 stride-1 ungrouped convs
+ * run as one cuBLASLt GEMM (bias + ReLU fused in its epilogue, the residual
+ * as its C matrix; algorithm timed among cuBLASLt's heuristic candidates at
+ * create, workspace planned like cuDNN's) and conv_time reports its time.
  */
 #include "cuda_internal.h"
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #ifdef ERT_HAVE_CUDNN
 #include <cudnn.h>
@@ -58,6 +63,8 @@
 
 #define CONV_WS_MAX ((size_t)64 << 20) /* largest cuDNN workspace a conv may plan */
 #define BLAS_WS ((size_t)4 << 20)      /* cuBLAS workspace per GEMM node (transient) */
+#define LT_WS_MAX ((size_t)16 << 20)   /* largest cuBLASLt workspace a 1x1 conv GEMM may plan */
+#define LT_ALGOS 8                     /* cuBLASLt heuristic candidates timed per 1x1 conv shape */
 
 /* cudnnFind's answer for one conv shape, measured once per session (shapes
  * repeat: ResNet-50 has 53 convs of 20 shapes). */
@@ -70,6 +77,15 @@ typedef struct algo_entry {
     float direct_ms; /* channels-last grouped convs: the direct kernel's time (< 0: not measured) */
 } algo_entry;
 
+/* cuBLASLt's pick for one channels-last 1x1 conv GEMM shape (gemm_find). */
+typedef struct lt_entry {
+    int key[8]; /* M, C, K, dtype, epilogue, residual */
+    cublasLtMatmulAlgo_t algo;
+    size_t ws;
+    float ms;
+    bool ok;
+} lt_entry;
+
 typedef struct cuda_ctx {
     ert_context *ctx;
     int device, cc_major, cc_minor;
@@ -77,6 +93,9 @@ typedef struct cuda_ctx {
     ert_placement placement; /* resolved: never AUTO */
     cudaStream_t stream;
     cublasHandle_t blas;
+    cublasLtHandle_t lt; /* channels-last 1x1 convs as GEMMs with a fused epilogue */
+    lt_entry *lts;       /* their algorithm cache (create time only) */
+    int n_lts, cap_lts;
 #ifdef ERT_HAVE_CUDNN
     cudnnHandle_t dnn;
 #endif
@@ -96,11 +115,21 @@ typedef struct cuda_ctx {
     void **krsc; /* f16/bf16 filters already rewritten in place as (K, R, S, C) */
     int n_krsc, cap_krsc;
     bool trainer; /* ERT_SESSION_TRAINER_: filters are activations (cast from master weights each step) */
+    bool gemm1x1; /* ERT_SESSION_GEMM_1X1: channels-last 1x1 convs as cuBLASLt GEMMs */
 } cuda_ctx;
 
 /* Per-node state (bind_node). */
 typedef struct conv_state {
     bool use_dnn;
+    /* channels-last f16/bf16 1x1 stride-1 ungrouped conv as one cuBLASLt GEMM:
+     * y[N*H*W, K] = x[N*H*W, C] W[K, C]^T (+ bias, + residual as C with
+     * beta = 1, ReLU in its epilogue); other activations: the epilogue kernel
+     * after it (gemm_post). */
+    bool gemm, gemm_post;
+    cublasLtMatmulDesc_t md;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t lalgo;
+    size_t lws;
 #ifdef ERT_HAVE_CUDNN
     bool fused; /* one cudnnConvolutionBiasActivationForward does bias, residual and activation */
     bool w_krsc; /* the filter is stored (K, R, S, C) (cuDNN "NHWC" filter format) */
@@ -161,11 +190,13 @@ static void cuda_release(void *bctx) {
 #ifdef ERT_HAVE_CUDNN
     if (c->dnn) cudnnDestroy(c->dnn);
 #endif
+    if (c->lt) cublasLtDestroy(c->lt);
     if (c->blas) cublasDestroy(c->blas);
     if (c->stream) cudaStreamDestroy(c->stream);
     free(c->in);
     free(c->out);
     free(c->algos);
+    free(c->lts);
     free(c->krsc);
     free(c);
 }
@@ -197,6 +228,7 @@ static ert_status cuda_init(ert_context *ctx, const ert_session_options *o, void
     cudaDeviceGetAttribute(&v, cudaDevAttrIntegrated, c->device);
     c->integrated = v != 0;
     c->trainer = (o->flags & ERT_SESSION_TRAINER_) != 0;
+    c->gemm1x1 = (o->flags & ERT_SESSION_GEMM_1X1) != 0;
     cudaDeviceGetAttribute(&v, cudaDevAttrConcurrentManagedAccess, c->device);
     c->concurrent_managed = v != 0;
     cudaDeviceGetAttribute(&v, cudaDevAttrPageableMemoryAccess, c->device);
@@ -219,6 +251,11 @@ static ert_status cuda_init(ert_context *ctx, const ert_session_options *o, void
     if ((bs = cublasSetStream(c->blas, c->stream)) != CUBLAS_STATUS_SUCCESS ||
         (bs = cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH)) != CUBLAS_STATUS_SUCCESS) {
         st = blas_err(c, bs, "cublasSetStream/SetMathMode");
+        goto fail;
+    }
+    if ((bs = cublasLtCreate(&c->lt)) != CUBLAS_STATUS_SUCCESS) {
+        c->lt = NULL;
+        st = blas_err(c, bs, "cublasLtCreate");
         goto fail;
     }
 #ifdef ERT_HAVE_CUDNN
@@ -395,6 +432,10 @@ static ert_status cuda_bind_io(void *bctx, const ert_io_copy *in, int n_in, cons
 #ifdef ERT_HAVE_CUDNN
 static void conv_state_free(conv_state *s) {
     if (!s) return;
+    if (s->md) cublasLtMatmulDescDestroy(s->md);
+    if (s->la) cublasLtMatrixLayoutDestroy(s->la);
+    if (s->lb) cublasLtMatrixLayoutDestroy(s->lb);
+    if (s->lc) cublasLtMatrixLayoutDestroy(s->lc);
     if (s->xd) cudnnDestroyTensorDescriptor(s->xd);
     if (s->yd) cudnnDestroyTensorDescriptor(s->yd);
     if (s->bd) cudnnDestroyTensorDescriptor(s->bd);
@@ -518,15 +559,220 @@ static float time_direct(cuda_ctx *c, const ert_kargs *a) {
     return ms;
 }
 
+/* ------------------------------------------------------------------ 1x1 conv (cuBLASLt) */
+
+/* Channels-last f16/bf16 2-D 1x1 convs with stride 1, no pad and one group
+ * are a plain GEMM: x (N, H, W, C) is a row-major [N*H*W, C] matrix, y
+ * (N, H, W, K) a row-major [N*H*W, K] one and the filter (K, C, 1, 1) a
+ * row-major [K, C] one, so y = x W^T. cuBLASLt fuses bias + ReLU into that
+ * GEMM and adds the residual as its C matrix (beta = 1); cuDNN's NHWC 1x1
+ * convs plus our epilogue kernel were slower (MobileNetV2 stayed NCHW:
+ * 4.955 vs 3.766 ms summed, bench/RESULTS.md). Trainer sessions keep cuDNN
+ * (their filters are recast from master weights each step; untested here).
+ * The filter bytes are the same in (K, C, R, S) and (K, R, S, C) for 1x1, so
+ * a shared filter rewritten by filter_to_krsc does not matter. Only in
+ * sessions created with ERT_SESSION_GEMM_1X1 (off by default: measured
+ * slower end to end on MobileNetV2, see edgert.h). */
+static bool gemm_can(const cuda_ctx *c, const ert_kargs *a) {
+#ifdef ERT_CUDA_NO_GEMM1X1 /* build-time switch for measurements: cuDNN for every conv */
+    (void)c, (void)a;
+    return false;
+#else
+    const ert_conv_params *p = &a->params->conv;
+    const ert_tview *x = &a->in[0], *w = &a->in[1], *y = &a->out[0];
+    if (!c->gemm1x1 || !c->lt || c->trainer || !p->nhwc || p->nsp != 2 || p->group != 1) return false;
+    if (x->dtype != ERT_DTYPE_F16 && x->dtype != ERT_DTYPE_BF16) return false;
+    if (x->ndim != 4 || w->ndim != 4 || y->ndim != 4 || w->dims[2] != 1 || w->dims[3] != 1) return false;
+    for (int i = 0; i < 2; i++)
+        if (p->stride[i] != 1 || p->pad_begin[i] != 0 || p->pad_end[i] != 0) return false;
+    for (int i = 0; i < 3; i++)
+        if (y->dims[i] != x->dims[i]) return false;
+    if (y->dims[3] != w->dims[0] || x->dims[3] != w->dims[1]) return false;
+    int64_t M = x->dims[0] * x->dims[1] * x->dims[2];
+    return M > 0 && M <= INT32_MAX && w->dims[0] > 0 && w->dims[0] <= INT32_MAX && w->dims[1] > 0 &&
+           w->dims[1] <= INT32_MAX;
+#endif
+}
+
+static bool gemm_bias(const ert_kargs *a) { return a->params->conv.has_bias && a->n_in > 2; }
+static bool gemm_res(const ert_kargs *a) { return a->params->conv.has_residual && a->n_in > 3; }
+
+/* ReLU (and none) run in cuBLASLt's epilogue; any other activation (ReLU6 =
+ * Clip(0, 6): cuBLASLt has no clamp) in the epilogue kernel after it. */
+static cublasLtEpilogue_t gemm_epilogue(const ert_kargs *a, bool *post) {
+    ert_act k = a->params->conv.act.kind;
+    *post = k != ERT_ACT_NONE && k != ERT_ACT_RELU;
+    if (k == ERT_ACT_RELU) return gemm_bias(a) ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    return gemm_bias(a) ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+/* Column-major, as cuBLASLt takes it: y^T [K, M] = (W as [C, K])^T x^T [C, M]. */
+static ert_status gemm_descs(cuda_ctx *c, const ert_kargs *a, conv_state *s, int *key) {
+    const ert_tview *x = &a->in[0], *w = &a->in[1];
+    uint64_t M = (uint64_t)(x->dims[0] * x->dims[1] * x->dims[2]), C = (uint64_t)w->dims[1], K = (uint64_t)w->dims[0];
+    cudaDataType_t t = x->dtype == ERT_DTYPE_F16 ? CUDA_R_16F : CUDA_R_16BF;
+    cublasLtEpilogue_t epi = gemm_epilogue(a, &s->gemm_post);
+    cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
+    int32_t bt = (int32_t)t;
+    cublasStatus_t bs;
+    if ((bs = cublasLtMatmulDescCreate(&s->md, CUBLAS_COMPUTE_32F, CUDA_R_32F)) ||
+        (bs = cublasLtMatmulDescSetAttribute(s->md, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT)) ||
+        (bs = cublasLtMatmulDescSetAttribute(s->md, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof opN)) ||
+        (bs = cublasLtMatmulDescSetAttribute(s->md, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi)) ||
+        (gemm_bias(a) && (bs = cublasLtMatmulDescSetAttribute(s->md, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt))) ||
+        (bs = cublasLtMatrixLayoutCreate(&s->la, t, C, K, (int64_t)C)) ||
+        (bs = cublasLtMatrixLayoutCreate(&s->lb, t, C, M, (int64_t)C)) ||
+        (bs = cublasLtMatrixLayoutCreate(&s->lc, t, K, M, (int64_t)K)))
+        return blas_err(c, bs, "cuBLASLt 1x1 conv descriptors");
+    int k[8] = {(int)M, (int)C, (int)K, (int)x->dtype, (int)epi, gemm_res(a), 0, 0};
+    memcpy(key, k, sizeof k);
+    return ERT_OK;
+}
+
+/* One GEMM (+ the epilogue kernel when needed) on the given buffers; the
+ * bias pointer is the descriptor's. */
+static cublasStatus_t gemm_call(cuda_ctx *c, const conv_state *s, const cublasLtMatmulAlgo_t *algo, const void *w,
+                                const void *x, const void *res, void *y, void *ws, size_t ws_bytes) {
+    const float one = 1.0f, zero = 0.0f;
+    return cublasLtMatmul(c->lt, s->md, &one, w, s->la, x, s->lb, res ? &one : &zero, res ? res : y, s->lc, y, s->lc,
+                          algo, ws, ws_bytes, c->stream);
+}
+
+/* cuBLASLt's heuristic candidates for this shape, each timed on zeroed
+ * scratch buffers (create time only); the fastest, or one needing less
+ * workspace within 5% of it, cached in c->lts. Its time is the GEMM's alone
+ * (like cudnnFind's for cuDNN's convs, which also leave out the epilogue). */
+static ert_status gemm_find(cuda_ctx *c, conv_state *s, const int *key, const lt_entry **out) {
+    for (int i = 0; i < c->n_lts; i++)
+        if (!memcmp(c->lts[i].key, key, sizeof c->lts[i].key)) {
+            *out = &c->lts[i];
+            return ERT_OK;
+        }
+    if (c->n_lts == c->cap_lts) {
+        int cap = c->cap_lts ? 2 * c->cap_lts : 32;
+        lt_entry *n = realloc(c->lts, (size_t)cap * sizeof *n);
+        if (!n) return ert_set_error(c->ctx, ERT_E_NOMEM, "out of memory");
+        c->lts = n;
+        c->cap_lts = cap;
+    }
+    lt_entry *e = &c->lts[c->n_lts];
+    memset(e, 0, sizeof *e);
+    memcpy(e->key, key, sizeof e->key);
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t r[LT_ALGOS];
+    int got = 0;
+    size_t wsmax = LT_WS_MAX;
+    if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsmax, sizeof wsmax) !=
+            CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulAlgoGetHeuristic(c->lt, s->md, s->la, s->lb, s->lc, s->lc, pref, LT_ALGOS, r, &got) !=
+            CUBLAS_STATUS_SUCCESS)
+        got = 0;
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    size_t M = (size_t)key[0], C = (size_t)key[1], K = (size_t)key[2], es = 2;
+    void *bx = NULL, *bw = NULL, *by = NULL, *bb = NULL, *br = NULL, *bws = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    const int reps = 20;
+    if (got > 0 && cudaMalloc(&bx, M * C * es) == cudaSuccess && cudaMalloc(&bw, K * C * es) == cudaSuccess &&
+        cudaMalloc(&by, M * K * es) == cudaSuccess && cudaMalloc(&bb, K * es) == cudaSuccess &&
+        (!key[5] || cudaMalloc(&br, M * K * es) == cudaSuccess) && cudaMalloc(&bws, LT_WS_MAX) == cudaSuccess &&
+        cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess &&
+        cudaMemsetAsync(bx, 0, M * C * es, c->stream) == cudaSuccess &&
+        cudaMemsetAsync(bw, 0, K * C * es, c->stream) == cudaSuccess &&
+        cudaMemsetAsync(bb, 0, K * es, c->stream) == cudaSuccess &&
+        (!br || cudaMemsetAsync(br, 0, M * K * es, c->stream) == cudaSuccess) &&
+        cublasLtMatmulDescSetAttribute(s->md, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bb, sizeof bb) ==
+            CUBLAS_STATUS_SUCCESS) {
+        float ts[LT_ALGOS], best = -1;
+        for (int i = 0; i < got; i++) {
+            ts[i] = -1;
+            if (r[i].state != CUBLAS_STATUS_SUCCESS || r[i].workspaceSize > LT_WS_MAX) continue;
+            cublasStatus_t bs = gemm_call(c, s, &r[i].algo, bw, bx, br, by, bws, r[i].workspaceSize);
+            if (bs != CUBLAS_STATUS_SUCCESS || cudaEventRecord(e0, c->stream) != cudaSuccess) continue;
+            for (int k = 0; k < reps && bs == CUBLAS_STATUS_SUCCESS; k++)
+                bs = gemm_call(c, s, &r[i].algo, bw, bx, br, by, bws, r[i].workspaceSize);
+            float t = 0;
+            if (bs != CUBLAS_STATUS_SUCCESS || cudaEventRecord(e1, c->stream) != cudaSuccess ||
+                cudaEventSynchronize(e1) != cudaSuccess || cudaEventElapsedTime(&t, e0, e1) != cudaSuccess)
+                continue;
+            ts[i] = t / reps;
+            if (best < 0 || ts[i] < best) best = ts[i];
+        }
+        for (int i = 0; i < got; i++) {
+            if (ts[i] < 0 || ts[i] > best * 1.05f) continue;
+            if (!e->ok || r[i].workspaceSize < e->ws || (r[i].workspaceSize == e->ws && ts[i] < e->ms)) {
+                e->ok = true;
+                e->algo = r[i].algo;
+                e->ws = r[i].workspaceSize;
+                e->ms = ts[i];
+            }
+        }
+    }
+    cudaStreamSynchronize(c->stream);
+    cudaGetLastError();
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    cudaFree(bx);
+    cudaFree(bw);
+    cudaFree(by);
+    cudaFree(bb);
+    cudaFree(br);
+    cudaFree(bws);
+    c->n_lts++;
+    *out = e;
+    return ERT_OK;
+}
+
+/* The GEMM state for a conv gemm_can accepts; NULL (and ERT_OK) when
+ * cuBLASLt has nothing that runs or its pick needs more than ws_limit. */
+static ert_status gemm_describe(cuda_ctx *c, const ert_kargs *a, size_t ws_limit, conv_state **out, float *ms) {
+    conv_state *s = calloc(1, sizeof *s);
+    if (!s) return ert_set_error(c->ctx, ERT_E_NOMEM, "out of memory");
+    s->gemm = true;
+    int key[8];
+    const lt_entry *e = NULL;
+    ert_status st = gemm_descs(c, a, s, key);
+    if (st == ERT_OK) st = gemm_find(c, s, key, &e);
+    if (st != ERT_OK || !e->ok || e->ws > ws_limit) {
+        conv_state_free(s);
+        return st;
+    }
+    s->lalgo = e->algo;
+    s->lws = e->ws;
+    *ms = e->ms;
+    *out = s;
+    return ERT_OK;
+}
+
+/* bind_node: point the descriptor at the real bias and run the GEMM once on
+ * the real buffers (values do not matter yet); false: cuBLASLt refused them. */
+static bool gemm_bind(cuda_ctx *c, const ert_kargs *a, conv_state *s) {
+    const void *bias = gemm_bias(a) ? a->in[2].data : NULL;
+    if (gemm_bias(a) && (!bias || cublasLtMatmulDescSetAttribute(s->md, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                                 sizeof bias) != CUBLAS_STATUS_SUCCESS))
+        return false;
+    cublasStatus_t bs = gemm_call(c, s, &s->lalgo, a->in[1].data, a->in[0].data, gemm_res(a) ? a->in[3].data : NULL,
+                                  a->out[0].data, a->workspace, s->lws);
+    cudaError_t e = cudaStreamSynchronize(c->stream);
+    cudaGetLastError();
+    return bs == CUBLAS_STATUS_SUCCESS && e == cudaSuccess;
+}
+
 /* Describe the conv and pick the algorithm (find_algo); NULL state: cuDNN
  * cannot do it, its algorithm needs more workspace than ws_limit, or (a
  * channels-last grouped conv) the direct kernel measured faster. *ms: the
- * measured time of what will run (< 0: unknown), for session step 4c. */
-static ert_status conv_describe(cuda_ctx *c, const ert_kargs *a, size_t ws_limit, conv_state **out, float *ms) {
+ * measured time of what will run (< 0: unknown), for session step 4c.
+ * gemm_ok: a 1x1 conv gemm_can accepts runs as a cuBLASLt GEMM when it can. */
+static ert_status conv_describe(cuda_ctx *c, const ert_kargs *a, size_t ws_limit, bool gemm_ok, conv_state **out,
+                                float *ms) {
     const ert_conv_params *p = &a->params->conv;
     const ert_tview *x = &a->in[0], *w = &a->in[1], *y = &a->out[0];
     *out = NULL;
     *ms = -1;
+    if (gemm_ok && gemm_can(c, a)) {
+        ert_status st = gemm_describe(c, a, ws_limit, out, ms);
+        if (st != ERT_OK || *out) return st;
+    }
     conv_state *s = calloc(1, sizeof *s);
     if (!s) return ert_set_error(c->ctx, ERT_E_NOMEM, "out of memory");
     int two = p->nsp == 2;
@@ -719,7 +965,7 @@ static ert_status cuda_node_workspace(void *bctx, const ert_kargs *a, size_t *by
     if (a->op == ERT_OP_CONV && dnn_can(a)) {
         conv_state *s = NULL;
         float ms;
-        ert_status st = conv_describe(c, a, CONV_WS_MAX, &s, &ms);
+        ert_status st = conv_describe(c, a, CONV_WS_MAX, true, &s, &ms);
         if (st != ERT_OK) return st;
         if (s) *bytes = s->ws_bytes;
         conv_state_free(s);
@@ -735,7 +981,7 @@ static ert_status cuda_conv_time(void *bctx, const ert_kargs *a, float *ms) {
     cuda_ctx *c = bctx;
     if (a->op != ERT_OP_CONV || !dnn_can(a)) return ERT_OK;
     conv_state *s = NULL;
-    ert_status st = conv_describe(c, a, CONV_WS_MAX, &s, ms);
+    ert_status st = conv_describe(c, a, CONV_WS_MAX, true, &s, ms);
     conv_state_free(s);
     return st;
 #else
@@ -774,8 +1020,23 @@ static ert_status cuda_bind_node(void *bctx, ert_kargs *a) {
     if (a->op == ERT_OP_CONV && dnn_can(a)) {
         conv_state *s = NULL;
         float ms;
-        ert_status st = conv_describe(c, a, a->workspace ? a->workspace_bytes : 0, &s, &ms);
+        size_t ws_limit = a->workspace ? a->workspace_bytes : 0;
+        ert_status st = conv_describe(c, a, ws_limit, true, &s, &ms);
         if (st != ERT_OK) return st;
+        if (s && s->gemm) {
+            if (gemm_bind(c, a, s)) {
+                a->state = s;
+                ert_log(c->ctx, ERT_LOG_DEBUG, "conv '%s' (%s): cuBLASLt GEMM (1x1), workspace %zu%s",
+                        a->name ? a->name : "?", ert_dtype_name(a->in[0].dtype), s->lws,
+                        s->gemm_post ? ", epilogue kernel" : "");
+                return ERT_OK;
+            }
+            ert_log(c->ctx, ERT_LOG_DEBUG, "conv '%s': cuBLASLt refused the real buffers: cuDNN",
+                    a->name ? a->name : "?");
+            conv_state_free(s);
+            s = NULL;
+            if ((st = conv_describe(c, a, ws_limit, false, &s, &ms)) != ERT_OK) return st;
+        }
         /* cudnnFind measured the algorithm on its own buffers; run it once on
          * the real ones (values do not matter yet) before the filter is
          * rewritten. cuDNN 9.14 on an H200 refused a pinned
@@ -845,6 +1106,15 @@ static ert_status run_conv(cuda_ctx *c, const ert_kargs *a) {
     cudaError_t e;
 #ifdef ERT_HAVE_CUDNN
     const conv_state *s = a->state;
+    if (s && s->gemm) {
+        cublasStatus_t bs = gemm_call(c, s, &s->lalgo, a->in[1].data, a->in[0].data, res, y->data, a->workspace,
+                                      s->lws);
+        if (bs != CUBLAS_STATUS_SUCCESS) return blas_err(c, bs, "cublasLtMatmul (1x1 conv)");
+        if (!s->gemm_post) return ERT_OK;
+        e = ert_cuda_conv_epilogue_launch(y->dtype, y->data, NULL, NULL, y->dims[0], y->dims[3],
+                                          y->dims[1] * y->dims[2], true, &p->act, c->stream);
+        return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "conv epilogue");
+    }
     if (s && s->fused) {
         const float one = 1.0f, zero = 0.0f;
         cudnnStatus_t ds = cudnnConvolutionBiasActivationForward(

@@ -330,6 +330,12 @@ typedef struct ert_input_shape {
  * No effect elsewhere. */
 #define ERT_SESSION_NO_NHWC 8u
 #define ERT_SESSION_NHWC 16u
+/* CUDA f16/bf16 sessions: channels-last 1x1 stride-1 convolutions run as one
+ * cuBLASLt GEMM (bias, ReLU and the residual in its epilogue) instead of
+ * cuDNN, and the NHWC/NCHW measurement counts the GEMM's time. Off by
+ * default: on an H200 it made MobileNetV2 pick NHWC at 0.361 ms where NCHW
+ * ran 0.329 (ResNet-50 0.478 -> 0.455 ms); see bench/RESULTS.md. */
+#define ERT_SESSION_GEMM_1X1 32u
 
 typedef struct ert_session_options {
     ert_device device;      /* default CPU */
