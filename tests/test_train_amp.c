@@ -427,9 +427,11 @@ int main(void) {
         if (ert_test_fail) return ert_test_finish("train_amp");
         return ert_test_skip("train_amp", e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device");
     }
-    /* 100 x the unit roundoff (f16 2^-11, bf16 2^-8), relative L2 */
-    vs_cpu(m, ERT_DTYPE_F16, 100.0 / 2048, 0);
-    vs_cpu(m, ERT_DTYPE_F16, 100.0 / 2048, 1);
+    /* relative L2: f16 200 x its unit roundoff 2^-11 (a bn2.bias gradient
+     * measured 0.062 on the H200 on fresh data: BN's backward cancels),
+     * bf16 100 x 2^-8; a wrong gradient is off by ~1 */
+    vs_cpu(m, ERT_DTYPE_F16, 200.0 / 2048, 0);
+    vs_cpu(m, ERT_DTYPE_F16, 200.0 / 2048, 1);
     vs_cpu(m, ERT_DTYPE_BF16, 100.0 / 256, 0);
     converge(m, ERT_DTYPE_F16);
     converge(m, ERT_DTYPE_BF16);

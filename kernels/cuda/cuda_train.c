@@ -73,6 +73,9 @@ typedef struct bwd_state {
     int algo;
     size_t ws;
     bool half; /* f16/bf16 data: tensor-core algorithms allowed */
+    int n_cand; /* cudnnFind's usable answers, fastest first (tried on the real buffers at bind) */
+    int cand_algo[16];
+    size_t cand_ws[16];
 } bwd_state;
 
 static void bwd_free(bwd_state *s) {
@@ -157,6 +160,10 @@ static ert_status bwd_pick(const ert_cuda_env *env, bwd_state *s, bool filter, s
                 (!s->half && (perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
                               perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)))
                 continue;
+            if (s->n_cand < 16) {
+                s->cand_algo[s->n_cand] = (int)perf[i].algo;
+                s->cand_ws[s->n_cand++] = perf[i].memory;
+            }
             if (!*ok || perf[i].time < best) {
                 *ok = true;
                 best = perf[i].time;
@@ -179,6 +186,10 @@ static ert_status bwd_pick(const ert_cuda_env *env, bwd_state *s, bool filter, s
                 (!s->half && (perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
                               perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)))
                 continue;
+            if (s->n_cand < 16) {
+                s->cand_algo[s->n_cand] = (int)perf[i].algo;
+                s->cand_ws[s->n_cand++] = perf[i].memory;
+            }
             if (!*ok || perf[i].time < best) {
                 *ok = true;
                 best = perf[i].time;
@@ -250,13 +261,60 @@ ert_status ert_cuda_train_workspace(const ert_cuda_env *env, const ert_kargs *a,
     }
 }
 
+#ifdef ERT_HAVE_CUDNN
+/* cudnnFind measures on its own scratch buffers; the algorithm it ranks first
+ * can still refuse the bound ones (seen once on an H200 under ctest -j8: a
+ * bf16 backward-data conv failed every step with CUDNN_STATUS_BAD_PARAM).
+ * So each candidate that fits the planned workspace is run once on the real
+ * buffers, fastest first, and the first cuDNN accepts is kept; the output
+ * (computed from whatever the buffers hold now) is zeroed again after. */
+static ert_status bwd_try(const ert_cuda_env *env, const ert_kargs *a, bwd_state *s) {
+    const ert_tview *in = a->in, *out = a->out;
+    if (!out[0].data || !in[0].data || !in[1].data) return ERT_OK;
+    const float one = 1.0f, zero = 0.0f;
+    size_t have = a->workspace ? a->workspace_bytes : 0;
+    cudnnStatus_t ds = CUDNN_STATUS_NOT_SUPPORTED;
+    for (int k = 0; k < s->n_cand; k++) {
+        if (s->cand_ws[k] > have) continue;
+        if (a->op == ERT_OP_CONV_GRAD_WEIGHT)
+            ds = cudnnConvolutionBackwardFilter(env->dnn, &one, s->xd, in[1].data, s->yd, in[0].data, s->cd,
+                                                (cudnnConvolutionBwdFilterAlgo_t)s->cand_algo[k], a->workspace,
+                                                s->cand_ws[k], &zero, s->wd, out[0].data);
+        else
+            ds = cudnnConvolutionBackwardData(env->dnn, &one, s->wd, in[1].data, s->yd, in[0].data, s->cd,
+                                              (cudnnConvolutionBwdDataAlgo_t)s->cand_algo[k], a->workspace,
+                                              s->cand_ws[k], &zero, s->xd, out[0].data);
+        if (ds == CUDNN_STATUS_SUCCESS) {
+            s->algo = s->cand_algo[k];
+            s->ws = s->cand_ws[k];
+            break;
+        }
+    }
+    cudaError_t e = cudaStreamSynchronize(env->stream);
+    if (ds != CUDNN_STATUS_SUCCESS)
+        return ert_set_error(env->ctx, ERT_E_CUDA, "node '%s': no cuDNN backward algorithm (of %d) accepts its buffers: %s",
+                             a->name ? a->name : "?", s->n_cand, cudnnGetErrorString(ds));
+    if (e == cudaSuccess)
+        e = cudaMemsetAsync(out[0].data, 0, (size_t)out[0].n_elems * ert_dtype_size(out[0].dtype), env->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(env->stream);
+    if (e != cudaSuccess)
+        return ert_set_error(env->ctx, ERT_E_CUDA, "node '%s': trying the cuDNN backward algorithm: %s",
+                             a->name ? a->name : "?", cudaGetErrorString(e));
+    return ERT_OK;
+}
+#endif
+
 ert_status ert_cuda_train_bind(const ert_cuda_env *env, ert_kargs *a) {
     a->state = NULL;
     if (a->op != ERT_OP_CONV_GRAD_WEIGHT && a->op != ERT_OP_CONV_TRANSPOSE) return ERT_OK;
 #ifdef ERT_HAVE_CUDNN
     bwd_state *s = NULL;
     ert_status st = conv_state(env, a, a->workspace ? a->workspace_bytes : 0, &s);
-    if (st != ERT_OK) return st;
+    if (st == ERT_OK && s) st = bwd_try(env, a, s);
+    if (st != ERT_OK) {
+        bwd_free(s);
+        return st;
+    }
     a->state = s;
 #endif
     if (a->op == ERT_OP_CONV_GRAD_WEIGHT && !a->state)
