@@ -556,11 +556,7 @@ extern const ert_backend ert_cpu_backend;
 /* Direct CPU kernel dispatch (also used for constant folding). */
 ert_status ert_cpu_run_node(const ert_kargs *a);
 
-/* fp16 / bf16 conversion (kernels/cpu/convert.c) */
-float ert_f16_to_f32(uint16_t h);
-uint16_t ert_f32_to_f16(float f);
-float ert_bf16_to_f32(uint16_t h);
-uint16_t ert_f32_to_bf16(float f);
+/* fp16 / bf16 conversion: public (edgert.h), in kernels/cpu/convert.c */
 
 /* CRC-32 (IEEE 802.3, as zlib) (runtime/crc32.c) */
 uint32_t ert_crc32(uint32_t crc, const void *data, size_t n);

@@ -133,13 +133,7 @@ static void test_gray(ert_test_rng *r) {
     }
 }
 
-static double half_to_double(uint16_t h) {
-    int e = (h >> 10) & 31, m = h & 1023;
-    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
-    return h & 0x8000 ? -v : v;
-}
-
-/* cam_f32_to_f16 gives the nearest half (ties to even) for normal,
+/* ert_f32_to_f16 gives the nearest half (ties to even) for normal,
  * subnormal, overflowing and special values; f16 preprocessing equals the
  * f32 output rounded that way. */
 static void test_f16(ert_test_rng *r) {
@@ -150,23 +144,23 @@ static void test_f16(ert_test_rng *r) {
         case 0: v = (float)ert_test_uniform(r, -4, 4); break;
         case 1: v = (float)ldexp(ert_test_uniform(r, -1, 1), ert_test_int(r, -26, -14)); break; /* subnormals */
         case 2: v = (float)ldexp(ert_test_uniform(r, -1, 1), ert_test_int(r, 10, 17)); break;   /* near overflow */
-        default: { uint16_t h = (uint16_t)ert_test_int(r, 0, 0x7bff); v = (float)half_to_double(h); } /* exact */
+        default: { uint16_t h = (uint16_t)ert_test_int(r, 0, 0x7bff); v = (float)ert_test_half_to_double(h); } /* exact */
         }
-        uint16_t h = cam_f32_to_f16(v);
-        double g = half_to_double(h), err = fabs(g - v);
+        uint16_t h = ert_f32_to_f16(v);
+        double g = ert_test_half_to_double(h), err = fabs(g - v);
         if (fabs((double)v) >= 65520.0) { bad += !isinf(g) || (g > 0) != (v > 0); continue; }
         /* the neighbours (same sign) are no closer; on a tie the even one */
         for (int d = -1; d <= 1; d += 2) {
             int hn = (int)(h & 0x7fff) + d;
             if (hn < 0 || hn > 0x7bff) continue;
-            double nb = half_to_double((uint16_t)((h & 0x8000) | hn)), en = fabs(nb - v);
+            double nb = ert_test_half_to_double((uint16_t)((h & 0x8000) | hn)), en = fabs(nb - v);
             if (en < err || (en == err && (h & 1))) bad++;
         }
     }
-    CHECK(bad == 0, "cam_f32_to_f16: %d values not rounded to the nearest half (ties to even)", bad);
-    uint16_t hn = cam_f32_to_f16(NAN);
+    CHECK(bad == 0, "ert_f32_to_f16: %d values not rounded to the nearest half (ties to even)", bad);
+    uint16_t hn = ert_f32_to_f16(NAN);
     CHECK((hn & 0x7c00) == 0x7c00 && (hn & 0x3ff), "NaN stays NaN: %04x", hn);
-    CHECK(cam_f32_to_f16(INFINITY) == 0x7c00 && cam_f32_to_f16(-0.0f) == 0x8000, "inf, -0");
+    CHECK(ert_f32_to_f16(INFINITY) == 0x7c00 && ert_f32_to_f16(-0.0f) == 0x8000, "inf, -0");
     int w = 37, h = 29;
     uint8_t *img = malloc((size_t)w * h * 3);
     for (int i = 0; i < w * h * 3; i++) img[i] = (uint8_t)ert_test_int(r, 0, 255);
@@ -181,7 +175,7 @@ static void test_f16(ert_test_rng *r) {
         memset(hv, 0xff, n * sizeof *hv);
         cam_preprocess(img, w, h, (size_t)w * 3, &o, hv, NULL);
         int diff = 0;
-        for (size_t i = 0; i < n; i++) diff += hv[i] != cam_f32_to_f16(f[i]);
+        for (size_t i = 0; i < n; i++) diff += hv[i] != ert_f32_to_f16(f[i]);
         CHECK(diff == 0, "f16 preprocessing (gray %d): %d values differ from the f32 output rounded", gray, diff);
         free(f);
         free(hv);

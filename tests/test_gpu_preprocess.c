@@ -16,12 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static double half_to_double(uint16_t h) {
-    int e = (h >> 10) & 31, m = h & 1023;
-    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
-    return h & 0x8000 ? -v : v;
-}
-
 /* layout: 0 NCHW, 1 NHWC, 2 BGR, 3 gray, 4 NCHW f16, 5 gray f16 */
 static void one(ert_test_rng *r, int w, int h, int ow, int oh, int fit, int yuyv, int layout) {
     ert_preprocess_options po = {.out_w = ow, .out_h = oh, .fit = (ert_fit)fit, .pad = 114};
@@ -55,8 +49,8 @@ static void one(ert_test_rng *r, int w, int h, int ow, int oh, int fit, int yuyv
         for (size_t i = 0; i < n; i++) {
             /* f16: both sides round values equal within 1e-5 to half: equal,
              * or one half-ulp step apart when the f32 values straddle a tie */
-            double g = po.f16 ? half_to_double(((uint16_t *)got)[i]) : got[i];
-            double c = po.f16 ? half_to_double(((uint16_t *)ref)[i]) : ref[i];
+            double g = po.f16 ? ert_test_half_to_double(((uint16_t *)got)[i]) : got[i];
+            double c = po.f16 ? ert_test_half_to_double(((uint16_t *)ref)[i]) : ref[i];
             double d = fabs(g - c), tol = po.f16 ? 1e-5 + fabs(c) * ldexp(1, -10) + ldexp(1, -24) : 1e-5;
             d = d / tol * 1e-5;
             if (!(d <= worst)) { worst = d; at = i; } /* NaN (poison left) counts */

@@ -88,3 +88,11 @@ int ert_test_skip(const char *name, const char *why) {
     printf("%s: SKIPPED: %s\n", name, why);
     return 77;
 }
+
+/* Written out from the IEEE 754 binary16 layout, independent of the
+ * library's converters. */
+double ert_test_half_to_double(uint16_t h) {
+    int e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
+    return h & 0x8000 ? -v : v;
+}

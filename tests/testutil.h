@@ -43,6 +43,8 @@ uint64_t ert_test_u64(ert_test_rng *r);
 double ert_test_uniform(ert_test_rng *r, double lo, double hi);
 int ert_test_int(ert_test_rng *r, int lo, int hi); /* inclusive */
 void ert_test_fill(ert_test_rng *r, float *x, int64_t n, float lo, float hi);
+/* An IEEE half (bits) as a double, decoded independently of the library. */
+double ert_test_half_to_double(uint16_t h);
 /* Fill with NaN bit pattern so unwritten outputs show. */
 void ert_test_poison(float *x, int64_t n);
 

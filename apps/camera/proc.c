@@ -2,6 +2,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "proc.h"
 
+#include "edgert.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,28 +30,8 @@ cam_xform cam_pre_xform(int src_w, int src_h, const cam_pre_options *o) {
     return x;
 }
 
-uint16_t cam_f32_to_f16(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000u, e = (x >> 23) & 0xffu, m = x & 0x7fffffu;
-    if (e == 0xffu) return (uint16_t)(sign | 0x7c00u | (m ? 0x200u : 0)); /* inf, NaN */
-    int ne = (int)e - 127 + 15;
-    if (ne >= 31) return (uint16_t)(sign | 0x7c00u);                      /* overflow: inf */
-    if (ne <= 0) {                                                        /* subnormal or 0 */
-        if (ne < -10) return (uint16_t)sign;
-        m |= 0x800000u;
-        int shift = 14 - ne;
-        uint32_t h = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (h & 1))) h++;
-        return (uint16_t)(sign | h);
-    }
-    uint32_t h = ((uint32_t)ne << 10) | (m >> 13), rem = m & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++; /* may carry into the exponent: still right */
-    return (uint16_t)(sign | h);
-}
-
 static inline void put(void *dst, size_t i, float v, int f16) {
-    if (f16) ((uint16_t *)dst)[i] = cam_f32_to_f16(v);
+    if (f16) ((uint16_t *)dst)[i] = ert_f32_to_f16(v);
     else ((float *)dst)[i] = v;
 }
 

@@ -47,8 +47,6 @@ cam_xform cam_pre_xform(int src_w, int src_h, const cam_pre_options *o);
 void cam_preprocess(const uint8_t *rgb, int src_w, int src_h, size_t stride,
                     const cam_pre_options *o, void *dst, cam_xform *xf_out);
 
-/* f32 -> IEEE half, round to nearest even (inf/NaN kept). */
-uint16_t cam_f32_to_f16(float f);
 
 /* YUYV 4:2:2 (BT.601 limited range, as UVC webcams send it) -> packed RGB. */
 void cam_yuyv_to_rgb(const uint8_t *yuyv, int w, int h, size_t stride, uint8_t *rgb);

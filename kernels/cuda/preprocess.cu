@@ -9,7 +9,7 @@
  *
  * Memory: create allocates everything (pinned frame staging, device frame,
  * device output, pinned output staging, one stream); run never allocates.
- * Output: f32, or f16 (round to nearest even, as the CPU's cam_f32_to_f16)
+ * Output: f32, or f16 (round to nearest even, as ert_f32_to_f16 on the CPU)
  * with o->f16; to host memory (ert_preprocessor_run) or straight to GPU
  * memory (ert_preprocessor_run_device, e.g. a session's input). */
 #include "cuda_internal.h"

@@ -101,6 +101,13 @@ typedef enum ert_dtype {
 size_t ert_dtype_size(ert_dtype dt);
 /* Lower-case name: "f32", "f16", ... ("?" if unknown). */
 const char *ert_dtype_name(ert_dtype dt);
+/* IEEE half and bfloat16 <-> f32, for callers that fill f16/bf16 tensors
+ * (e.g. an f16 model input). f32 -> half/bf16 rounds to nearest even;
+ * overflow gives inf; NaN stays NaN. */
+float ert_f16_to_f32(uint16_t h);
+uint16_t ert_f32_to_f16(float f);
+float ert_bf16_to_f32(uint16_t h);
+uint16_t ert_f32_to_bf16(float f);
 
 /* Name, dtype and shape of a graph input or output. A dim of -1 is dynamic
  * (fixed when a session is created). `name` points into the model or session
