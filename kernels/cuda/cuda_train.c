@@ -505,14 +505,19 @@ ert_status ert_cuda_train_run(const ert_cuda_env *env, const ert_kargs *a) {
     }
     case ERT_OP_MATMUL_GRAD: return out[0].data ? matmul_grad(env, a) : ERT_OK;
     case ERT_OP_MAXPOOL_GRAD: case ERT_OP_AVGPOOL_GRAD:
-        if (out[0].data)
+        if (out[0].data && in[0].dtype != ERT_DTYPE_F32)
+            e = ert_cuda_pool_grad_h_launch(a->op == ERT_OP_MAXPOOL_GRAD, &a->params->pool, &in[1], in[0].data,
+                                            &in[0], out[0].data, st);
+        else if (out[0].data)
             e = ert_cuda_pool_grad_launch(a->op == ERT_OP_MAXPOOL_GRAD, &a->params->pool, &in[1], in[0].data, &in[0],
                                           out[0].data, st);
         break;
     case ERT_OP_GLOBAL_AVGPOOL_GRAD:
-        if (out[0].data)
-            e = ert_cuda_gap_grad_launch(in[0].dtype, in[0].data, out[0].data, in[1].dims[0] * in[1].dims[1],
-                                         spatial(&in[1]), st);
+        if (out[0].data && in[0].dtype != ERT_DTYPE_F32)
+            e = ert_cuda_gap_grad_h_launch(in[0].dtype, in[0].data, out[0].data, in[1].dims[0] * in[1].dims[1],
+                                           spatial(&in[1]), st);
+        else if (out[0].data) e = ert_cuda_gap_grad_launch(in[0].data, out[0].data, in[1].dims[0] * in[1].dims[1],
+                                                      spatial(&in[1]), st);
         break;
     case ERT_OP_BATCHNORM_TRAIN: {
         const ert_grad_params *p = &a->params->grad;

@@ -171,6 +171,51 @@ static __device__ void taps(int64_t start, int64_t K, int64_t d, int64_t in, int
     *np = n > K ? K : n;
 }
 
+/* One thread per dy element; dx zeroed before; overlapping windows add. */
+static __global__ void pool_grad_k(const float *__restrict__ x, const float *__restrict__ dy, float *__restrict__ dx,
+                            pgeom g, int64_t total, bool is_max, bool include_pad) {
+    int64_t out_sz = g.out[0] * g.out[1] * g.out[2], in_sz = g.in[0] * g.in[1] * g.in[2];
+    GRID_STRIDE(i, total) {
+        int64_t plane = i / out_sz, r = i % out_sz;
+        int64_t o[3] = {r / (g.out[2] * g.out[1]), (r / g.out[2]) % g.out[1], r % g.out[2]};
+        int64_t st[3], lo[3], hi[3], np[3];
+        for (int q = 0; q < 3; q++) {
+            st[q] = o[q] * g.s[q] - g.pb[q];
+            taps(st[q], g.k[q], g.d[q], g.in[q], g.pe[q], &lo[q], &hi[q], &np[q]);
+        }
+        const float *xp = x + plane * in_sz;
+        float *dp = dx + plane * in_sz;
+        float gv = dy[i];
+        if (!is_max) {
+            int64_t cnt = include_pad ? np[0] * np[1] * np[2] : (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]);
+            float w = cnt > 0 ? gv / (float)cnt : 0.0f;
+            for (int64_t kd = lo[0]; kd < hi[0]; kd++)
+                for (int64_t kh = lo[1]; kh < hi[1]; kh++)
+                    for (int64_t kw = lo[2]; kw < hi[2]; kw++)
+                        atomicAdd(dp + ((st[0] + kd * g.d[0]) * g.in[1] + st[1] + kh * g.d[1]) * g.in[2] + st[2] +
+                                      kw * g.d[2],
+                                  w);
+            continue;
+        }
+        float mx = -INFINITY;
+        int64_t arg = -1;
+        for (int64_t kd = lo[0]; kd < hi[0]; kd++)
+            for (int64_t kh = lo[1]; kh < hi[1]; kh++)
+                for (int64_t kw = lo[2]; kw < hi[2]; kw++) {
+                    int64_t j = ((st[0] + kd * g.d[0]) * g.in[1] + st[1] + kh * g.d[1]) * g.in[2] + st[2] + kw * g.d[2];
+                    if (xp[j] > mx || (arg < 0 && isnan(xp[j]))) {
+                        mx = xp[j];
+                        arg = j;
+                    }
+                }
+        if (arg >= 0) atomicAdd(dp + arg, gv);
+    }
+}
+
+static __global__ void gap_grad_k(const float *__restrict__ dy, float *__restrict__ dx, int64_t sz, int64_t total) {
+    GRID_STRIDE(i, total) dx[i] = dy[i / sz] / (float)sz;
+}
+
 /* ---------------------------------------------------------------- softmax */
 
 static __global__ void softmax_grad_k(const float *__restrict__ dy, const float *__restrict__ y, float *__restrict__ dx,
@@ -440,6 +485,33 @@ cudaError_t ert_cuda_broadcast_to_launch(const float *dy, float *o, const ert_cu
     LAUNCH_END;
 }
 
+cudaError_t ert_cuda_pool_grad_launch(bool is_max, const ert_pool_params *p, const ert_tview *x, const float *dy,
+                                      const ert_tview *dy_v, float *dx, cudaStream_t st) {
+    pgeom g;
+    int off = 3 - p->nsp;
+    for (int i = 0; i < 3; i++) {
+        int s = i - off;
+        bool real = s >= 0;
+        g.in[i] = real ? x->dims[2 + s] : 1;
+        g.out[i] = real ? dy_v->dims[2 + s] : 1;
+        g.k[i] = real ? p->kernel[s] : 1;
+        g.s[i] = real ? p->stride[s] : 1;
+        g.d[i] = real ? p->dilation[s] : 1;
+        g.pb[i] = real ? p->pad_begin[s] : 0;
+        g.pe[i] = real ? p->pad_end[s] : 0;
+    }
+    cudaError_t e = cudaMemsetAsync(dx, 0, (size_t)x->n_elems * sizeof(float), st);
+    if (e != cudaSuccess || dy_v->n_elems <= 0) return e;
+    pool_grad_k<<<blocks_for(dy_v->n_elems), kThreads, 0, st>>>((const float *)x->data, dy, dx, g, dy_v->n_elems,
+                                                                 is_max, p->count_include_pad);
+    LAUNCH_END;
+}
+
+cudaError_t ert_cuda_gap_grad_launch(const float *dy, float *dx, int64_t planes, int64_t sz, cudaStream_t st) {
+    if (planes * sz <= 0) return cudaSuccess;
+    gap_grad_k<<<blocks_for(planes * sz), kThreads, 0, st>>>(dy, dx, sz, planes * sz);
+    LAUNCH_END;
+}
 
 cudaError_t ert_cuda_softmax_grad_launch(bool log, const float *dy, const float *y, float *dx, int64_t outer, int64_t n,
                                          int64_t inner, cudaStream_t st) {
@@ -546,14 +618,8 @@ static __global__ void act_grad_hk(const T *__restrict__ dy, const T *__restrict
     }
 }
 
-/* One thread per dy element; dx zeroed before; overlapping windows add
- * (atomically: atomicAdd for f32, a 32-bit CAS for f16/bf16). */
-static __device__ __forceinline__ void add_at(float *p, float v) { atomicAdd(p, v); }
-static __device__ __forceinline__ void add_at(__half *p, float v) { add16(p, v); }
-static __device__ __forceinline__ void add_at(__nv_bfloat16 *p, float v) { add16(p, v); }
-
 template <typename T>
-static __global__ void pool_grad_k(const T *__restrict__ x, const T *__restrict__ dy, T *__restrict__ dx, pgeom g,
+static __global__ void pool_grad_hk(const T *__restrict__ x, const T *__restrict__ dy, T *__restrict__ dx, pgeom g,
                                     int64_t total, bool is_max, bool include_pad) {
     int64_t out_sz = g.out[0] * g.out[1] * g.out[2], in_sz = g.in[0] * g.in[1] * g.in[2];
     GRID_STRIDE(i, total) {
@@ -573,9 +639,9 @@ static __global__ void pool_grad_k(const T *__restrict__ x, const T *__restrict_
             for (int64_t kd = lo[0]; kd < hi[0]; kd++)
                 for (int64_t kh = lo[1]; kh < hi[1]; kh++)
                     for (int64_t kw = lo[2]; kw < hi[2]; kw++)
-                        add_at(dp + ((st[0] + kd * g.d[0]) * g.in[1] + st[1] + kh * g.d[1]) * g.in[2] + st[2] +
-                                   kw * g.d[2],
-                               w);
+                        add16(dp + ((st[0] + kd * g.d[0]) * g.in[1] + st[1] + kh * g.d[1]) * g.in[2] + st[2] +
+                                  kw * g.d[2],
+                              w);
             continue;
         }
         float mx = -INFINITY;
@@ -590,12 +656,12 @@ static __global__ void pool_grad_k(const T *__restrict__ x, const T *__restrict_
                         arg = j;
                     }
                 }
-        if (arg >= 0) add_at(dp + arg, gv);
+        if (arg >= 0) add16(dp + arg, gv);
     }
 }
 
 template <typename T>
-static __global__ void gap_grad_k(const T *__restrict__ dy, T *__restrict__ dx, int64_t sz, int64_t total) {
+static __global__ void gap_grad_hk(const T *__restrict__ dy, T *__restrict__ dx, int64_t sz, int64_t total) {
     GRID_STRIDE(i, total) ert_put(dx + i, ert_ld(dy[i / sz]) / (float)sz);
 }
 
@@ -780,8 +846,9 @@ cudaError_t ert_cuda_act_grad_h_launch(ert_dtype dt, const ert_unary_params *u, 
     LAUNCH_END;
 }
 
-cudaError_t ert_cuda_pool_grad_launch(bool is_max, const ert_pool_params *p, const ert_tview *x, const void *dy,
-                                      const ert_tview *dy_v, void *dx, cudaStream_t st) {
+cudaError_t ert_cuda_pool_grad_h_launch(bool is_max, const ert_pool_params *p, const ert_tview *x, const void *dy,
+                                        const ert_tview *dy_v, void *dx, cudaStream_t st) {
+    if (x->dtype != ERT_DTYPE_F16 && x->dtype != ERT_DTYPE_BF16) return cudaErrorInvalidValue;
     pgeom g;
     int off = 3 - p->nsp;
     for (int i = 0; i < 3; i++) {
@@ -795,19 +862,22 @@ cudaError_t ert_cuda_pool_grad_launch(bool is_max, const ert_pool_params *p, con
         g.pb[i] = real ? p->pad_begin[s] : 0;
         g.pe[i] = real ? p->pad_end[s] : 0;
     }
-    cudaError_t e = cudaMemsetAsync(dx, 0, (size_t)x->n_elems * ert_dtype_size(x->dtype), st);
+    cudaError_t e = cudaMemsetAsync(dx, 0, (size_t)x->n_elems * 2, st);
     if (e != cudaSuccess || dy_v->n_elems <= 0) return e;
-    ERT_CUDA_FLOAT_SWITCH(x->dtype, T,
-                          pool_grad_k<T><<<blocks_for(dy_v->n_elems), kThreads, 0, st>>>(
-                              (const T *)x->data, (const T *)dy, (T *)dx, g, dy_v->n_elems, is_max,
-                              p->count_include_pad))
+    if (x->dtype == ERT_DTYPE_F16)
+        pool_grad_hk<__half><<<blocks_for(dy_v->n_elems), kThreads, 0, st>>>(
+            (const __half *)x->data, (const __half *)dy, (__half *)dx, g, dy_v->n_elems, is_max, p->count_include_pad);
+    else
+        pool_grad_hk<__nv_bfloat16><<<blocks_for(dy_v->n_elems), kThreads, 0, st>>>(
+            (const __nv_bfloat16 *)x->data, (const __nv_bfloat16 *)dy, (__nv_bfloat16 *)dx, g, dy_v->n_elems, is_max,
+            p->count_include_pad);
     LAUNCH_END;
 }
 
-cudaError_t ert_cuda_gap_grad_launch(ert_dtype dt, const void *dy, void *dx, int64_t planes, int64_t sz,
+cudaError_t ert_cuda_gap_grad_h_launch(ert_dtype dt, const void *dy, void *dx, int64_t planes, int64_t sz,
                                        cudaStream_t st) {
     if (planes * sz <= 0) return cudaSuccess;
-    ERT_CUDA_FLOAT_SWITCH(dt, T, gap_grad_k<T><<<blocks_for(planes * sz), kThreads, 0, st>>>((const T *)dy, (T *)dx,
+    ERT_CUDA_FLOAT_SWITCH(dt, T, gap_grad_hk<T><<<blocks_for(planes * sz), kThreads, 0, st>>>((const T *)dy, (T *)dx,
                                                                                               sz, planes * sz))
     LAUNCH_END;
 }
