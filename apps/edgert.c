@@ -46,17 +46,20 @@ static const char *USAGE =
     "      load any supported model (.ert, ONNX) and save it as .ert; --fp16\n"
     "      stores f32 weights as f16 (about half the file; computed in f32)\n"
     "  bench MODEL [--batch N] [--threads N] [--device cpu|cuda] [--iters N]\n"
-    "              [--warmup N] [--precision f32|f16|bf16] [--nhwc|--no-nhwc] [--gemm1x1] [--json]\n"
+    "              [--warmup N] [--precision f32|f16|bf16] [--nhwc|--no-nhwc] [--gemm1x1]\n"
+    "              [--conv-graph|--no-conv-graph] [--json]\n"
     "      time ert_session_run on random inputs (fixed seed): p50/p90/mean/min\n"
     "      latency, throughput, arena bytes (defaults: --iters 20 --warmup 3);\n"
     "      --nhwc/--no-nhwc: f16/bf16 CUDA activations channels-last always/never\n"
     "      (default: when cuDNN measures it faster); --gemm1x1: channels-last 1x1\n"
-    "      convs as cuBLASLt GEMMs (ERT_SESSION_GEMM_1X1)\n"
+    "      convs as cuBLASLt GEMMs (ERT_SESSION_GEMM_1X1); --conv-graph/--no-conv-graph:\n"
+    "      channels-last conv + epilogue as one cuDNN graph whenever cuDNN runs it/never\n"
+    "      (default: where it measures faster)\n"
     EDGERT_TRAIN_USAGE
     "\n"
     "options:\n"
     "  -h, --help     this text          --version   library and CLI version\n"
-    "  -v, --verbose  library log messages (info level) on stderr\n"
+    "  -v, --verbose  library log messages (info level) on stderr; twice: debug level\n"
     "\n"
     "exit status: 0 ok, 1 error (message on stderr), 2 bad usage\n";
 
@@ -109,7 +112,7 @@ static void log_cb(void *user, ert_log_level lvl, const char *msg) {
 static ert_context *make_context(void) {
     ert_context_options co = {0};
     co.log = log_cb;
-    co.log_level = g_verbose ? ERT_LOG_INFO : ERT_LOG_WARN;
+    co.log_level = g_verbose > 1 ? ERT_LOG_DEBUG : g_verbose ? ERT_LOG_INFO : ERT_LOG_WARN;
     ert_context *ctx = NULL;
     if (ert_context_create(&co, &ctx) != ERT_OK) {
         error("cannot create a context (out of memory)");
@@ -159,7 +162,7 @@ static int opt_int(opt_parser *p, long lo, long hi, long *out) {
 
 typedef struct common_opts {
     long batch, threads, iters, warmup;
-    int json, fp16, no_nhwc, nhwc, gemm1x1;
+    int json, fp16, no_nhwc, nhwc, gemm1x1, conv_graph, no_conv_graph;
     const char *device;
     const char *precision;
     const char *output_dir;
@@ -185,7 +188,7 @@ static int parse_opts(int argc, char **argv, unsigned allowed, int npos, common_
             printf("edgert %s (library %s)\n", ERT_VERSION_STRING, ert_version());
             exit(0);
         } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
-            g_verbose = 1;
+            g_verbose++;
         } else if ((allowed & O_BATCH) && opt_match(&p, "--batch", 1)) {
             opt_int(&p, 1, 1 << 20, &o->batch);
         } else if ((allowed & O_THREADS) && opt_match(&p, "--threads", 1)) {
@@ -202,6 +205,10 @@ static int parse_opts(int argc, char **argv, unsigned allowed, int npos, common_
             o->nhwc = 1;
         } else if ((allowed & O_NO_NHWC) && opt_match(&p, "--gemm1x1", 0)) {
             o->gemm1x1 = 1;
+        } else if ((allowed & O_NO_NHWC) && opt_match(&p, "--conv-graph", 0)) {
+            o->conv_graph = 1;
+        } else if ((allowed & O_NO_NHWC) && opt_match(&p, "--no-conv-graph", 0)) {
+            o->no_conv_graph = 1;
         } else if ((allowed & O_FP16) && opt_match(&p, "--fp16", 0)) {
             o->fp16 = 1;
         } else if ((allowed & O_DEVICE) && opt_match(&p, "--device", 1)) {
@@ -751,7 +758,11 @@ static int cmd_bench(int argc, char **argv) {
     if (o.no_nhwc) so.flags |= ERT_SESSION_NO_NHWC;
     if (o.nhwc) so.flags |= ERT_SESSION_NHWC;
     if (o.gemm1x1) so.flags |= ERT_SESSION_GEMM_1X1;
+    if (o.conv_graph) so.flags |= ERT_SESSION_CONV_GRAPH;
+    if (o.no_conv_graph) so.flags |= ERT_SESSION_NO_CONV_GRAPH;
+    double create0 = cli_now();
     ert_status st = ert_session_create(m, &so, &s);
+    double create_ms = (cli_now() - create0) * 1e3;
     if (st != ERT_OK) {
         if (dev == ERT_DEVICE_CUDA && (st == ERT_E_CUDA || st == ERT_E_UNSUPPORTED))
             rc = lib_error(ctx, st, "--device cuda: this build or machine has no usable CUDA backend");
@@ -807,9 +818,9 @@ static int cmd_bench(int argc, char **argv) {
         cli_json_str(stdout, o.pos[0]);
         printf(", \"version\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", \"batch\": %ld, \"threads\": %ld, \"iters\": %ld, \"warmup\": %ld, "
                "\"p50_ms\": %.4f, \"p90_ms\": %.4f, \"mean_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, "
-               "\"throughput_items_per_s\": %.3f, \"arena_bytes\": %zu, \"memory\": ",
+               "\"throughput_items_per_s\": %.3f, \"create_ms\": %.1f, \"arena_bytes\": %zu, \"memory\": ",
                ert_version(), o.device, o.precision, o.batch, o.threads, o.iters, o.warmup, stt.p50, stt.p90, stt.mean, stt.min, stt.max,
-               thr, mem.total_bytes);
+               thr, create_ms, mem.total_bytes);
         json_memory(&mem);
         printf("}\n");
     } else {
@@ -818,6 +829,7 @@ static int cmd_bench(int argc, char **argv) {
                o.threads, o.iters, o.warmup);
         printf("latency ms: p50 %.3f  p90 %.3f  mean %.3f  min %.3f  max %.3f\n", stt.p50, stt.p90, stt.mean, stt.min, stt.max);
         printf("throughput: %.1f items/s\n", thr);
+        printf("session create: %.1f ms\n", create_ms);
         printf("arena: %zu bytes (%s); activations %zu, lower bound %zu\n", mem.total_bytes,
                cli_bytes_str(b, sizeof b, mem.total_bytes), mem.activations_bytes, mem.activations_lower_bound);
     }
@@ -835,7 +847,7 @@ out:
 int main(int argc, char **argv) {
     /* global options before the command */
     while (argc > 1 && (strcmp(argv[1], "-v") == 0 || strcmp(argv[1], "--verbose") == 0)) {
-        g_verbose = 1;
+        g_verbose++;
         argv[1] = argv[0];
         argv++, argc--;
     }

@@ -65,8 +65,10 @@ static ert_device gpu_dev = ERT_DEVICE_CUDA;
  * path, so it fails the test. */
 static int n_no_graph;
 static bool device_logged;
+static int n_conv_graph; /* convs that run as one cuDNN graph with their epilogue (DEBUG line at bind) */
 static void on_log(void *user, ert_log_level level, const char *msg) {
     (void)user;
+    if (level == ERT_LOG_DEBUG && strstr(msg, "cuDNN graph (conv + epilogue fused)")) n_conv_graph++;
     if (level != ERT_LOG_INFO) return;
     if (strstr(msg, "graph capture not possible")) {
         n_no_graph++;
@@ -1283,6 +1285,22 @@ static void run_battery(bool gpu) {
         test_pool();
         test_cnn();
     }
+    /* channels-last convs with their epilogue fused in one cuDNN graph
+     * whenever cuDNN runs it (the default uses it only where it measures
+     * faster): f16/bf16 only, so the f32 battery leaves the count alone */
+    g_flags = ERT_SESSION_NHWC | ERT_SESSION_CONV_GRAPH;
+    int graphs0 = n_conv_graph;
+    test_nhwc();
+    if (g_prec != ERT_DTYPE_F32) {
+        test_conv();
+        test_cnn();
+        if (gpu)
+            CHECK(n_conv_graph > graphs0, "%s: no conv ran as a fused cuDNN graph with ERT_SESSION_CONV_GRAPH",
+                  ert_dtype_name(g_prec));
+        printf("  %d convs bound as fused cuDNN graphs (%s, forced)\n", n_conv_graph - graphs0, ert_dtype_name(g_prec));
+    }
+    g_flags = ERT_SESSION_NHWC | ERT_SESSION_NO_CONV_GRAPH; /* the conv + epilogue kernel path */
+    test_nhwc();
     g_flags = 0;
     test_nhwc(); /* as measured */
     (void)gpu;
@@ -1290,7 +1308,7 @@ static void run_battery(bool gpu) {
 
 int main(int argc, char **argv) {
     ert_test_rng_init(&rng, "cuda");
-    ert_context_options co = {.log = on_log, .log_level = ERT_LOG_INFO};
+    ert_context_options co = {.log = on_log, .log_level = ERT_LOG_DEBUG};
     if (ert_context_create(&co, &ctx) != ERT_OK) return 1;
     if (argc > 1 && !strcmp(argv[1], "--cpu-selfcheck")) {
         gpu_dev = ERT_DEVICE_CPU;

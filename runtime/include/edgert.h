@@ -343,6 +343,13 @@ typedef struct ert_input_shape {
  * default: on an H200 it made MobileNetV2 pick NHWC at 0.361 ms where NCHW
  * ran 0.329 (ResNet-50 0.478 -> 0.455 ms); see bench/RESULTS.md. */
 #define ERT_SESSION_GEMM_1X1 32u
+/* CUDA f16/bf16 sessions: a channels-last convolution followed by bias,
+ * residual Add and ReLU/Clip runs as one cuDNN operation graph (the epilogue
+ * fused into the conv kernel) when that measures faster at create than
+ * cuDNN's conv plus edgert's epilogue kernel. NO_CONV_GRAPH never uses the
+ * graph; CONV_GRAPH uses it whenever cuDNN runs it (comparisons, tests). */
+#define ERT_SESSION_NO_CONV_GRAPH 64u
+#define ERT_SESSION_CONV_GRAPH 128u
 
 typedef struct ert_session_options {
     ert_device device;      /* default CPU */
