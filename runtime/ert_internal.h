@@ -120,6 +120,8 @@ typedef enum ert_op {
     ERT_OP_OPTIM,            /* (w, g, [m], [v], f32[2] norm) -> (); updates w, m, v in place; optim params */
     ERT_OP_BROADCAST_TO,     /* (dy) -> dy broadcast to the output's shape * scale (ReduceMean/Sum backward); grad params shape = dy's shape with the output's rank */
     ERT_OP_GATHER_GRAD,      /* (dy, indices) -> d data (zeros, then dy rows added at the indices); gather params */
+    /* inference ops added after the training block (the enum is append-only) */
+    ERT_OP_SIZE,             /* shape op: folded at create like Shape */
     ERT_OP_COUNT
 } ert_op;
 
@@ -443,6 +445,7 @@ ert_status ert_prepare_cast(ert_prep *p);
 ert_status ert_prepare_shape(ert_prep *p);
 ert_status ert_prepare_constant_of_shape(ert_prep *p);
 ert_status ert_prepare_range(ert_prep *p);
+ert_status ert_prepare_size(ert_prep *p);
 /* Training-only ops: refused when they appear in a model (runtime/ops.c). */
 ert_status ert_prepare_internal_only(ert_prep *p);
 

@@ -92,6 +92,8 @@ static const ert_op_def OPS[] = {
     {ERT_OP_OPTIM, "ert.Optim", 5, 5, 0, 0, ert_prepare_internal_only},
     {ERT_OP_BROADCAST_TO, "ert.BroadcastTo", 1, 1, 1, 1, ert_prepare_internal_only},
     {ERT_OP_GATHER_GRAD, "ert.GatherGrad", 2, 2, 1, 1, ert_prepare_internal_only},
+    /* inference ops appended after the training block (enum order) */
+    {ERT_OP_SIZE, "Size", 1, 1, 1, 1, ert_prepare_size},
 };
 #undef U
 

@@ -1,6 +1,8 @@
-/* Element-wise ops through prepare + ert_cpu_run_node: unary, broadcasting
- * binary (f32/i32/i64), Where, ReduceMean/Sum/Max, Identity/Dropout. Each is
- * checked against a float64 / plain-index reference written here. */
+/* Element-wise ops through prepare + ert_cpu_run_node: unary (f32, and
+ * Neg/Abs/Relu on i32/i64), broadcasting binary
+ * (f32/i32/i64/i8), variadic Min/Max, Where, ReduceMean/Sum/Max,
+ * Identity/Dropout. Each is checked against a float64 /
+ * plain-index reference written here. */
 #include "op_harness.h"
 
 static ert_context *ctx;

@@ -773,6 +773,22 @@ static void test_shape_range(void) {
         tt_free(&out);
     }
     tt_free(&x);
+    /* Size: element count as an i64 scalar, any dtype and rank (0-d: 1, a zero dim: 0) */
+    static const ert_dtype sdt[] = {ERT_DTYPE_F32, ERT_DTYPE_U8, ERT_DTYPE_I64, ERT_DTYPE_BOOL, ERT_DTYPE_F16};
+    for (int rep = 0; rep < 12; rep++) {
+        int64_t sd[ERT_MAX_DIMS], want = 1;
+        int snd = rand_dims(&rng, 0, 5, 6, sd);
+        if (rep == 11) snd = 3, sd[0] = 4, sd[1] = 0, sd[2] = 3;
+        for (int k = 0; k < snd; k++) want *= sd[k];
+        tt sx = tt_new(sdt[rep % 5], snd, sd);
+        CHECK_OK(run_op(ctx, ERT_OP_SIZE, NULL, 0, &sx, 1, &out, 1, NULL), ctx);
+        if (out.data) {
+            CHECK(out.dt == ERT_DTYPE_I64 && out.nd == 0 && *(int64_t *)out.data == want, "size rank %d: %lld want %lld",
+                  snd, (long long)*(int64_t *)out.data, (long long)want);
+            tt_free(&out);
+        }
+        tt_free(&sx);
+    }
     /* ConstantOfShape */
     int64_t s23[2] = {2, 3}, neg[1] = {-1};
     float fv[1] = {2.5f};

@@ -65,6 +65,7 @@ static const ert_kernel_fn KERNELS[ERT_OP_COUNT] = {
     [ERT_OP_OPTIM] = ert_cpu_optim,
     [ERT_OP_BROADCAST_TO] = ert_cpu_broadcast_to,
     [ERT_OP_GATHER_GRAD] = ert_cpu_gather_grad,
+    [ERT_OP_SIZE] = ert_cpu_size,
 };
 
 ert_status ert_cpu_run_node(const ert_kargs *a) {

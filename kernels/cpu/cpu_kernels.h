@@ -38,6 +38,7 @@ ert_status ert_cpu_pad(const ert_kargs *a);
 ert_status ert_cpu_expand(const ert_kargs *a);
 ert_status ert_cpu_cast(const ert_kargs *a);
 ert_status ert_cpu_shape(const ert_kargs *a);
+ert_status ert_cpu_size(const ert_kargs *a);
 ert_status ert_cpu_constant_of_shape(const ert_kargs *a);
 ert_status ert_cpu_range(const ert_kargs *a);
 /* resize.c */
