@@ -122,6 +122,7 @@ typedef enum ert_op {
     ERT_OP_GATHER_GRAD,      /* (dy, indices) -> d data (zeros, then dy rows added at the indices); gather params */
     /* inference ops added after the training block (the enum is append-only) */
     ERT_OP_SIZE,             /* shape op: folded at create like Shape */
+    ERT_OP_ARGMAX, ERT_OP_ARGMIN,
     ERT_OP_COUNT
 } ert_op;
 
@@ -183,6 +184,7 @@ typedef struct ert_axis_params {
     int64_t axes[ERT_MAX_DIMS];
     bool keepdims;
     bool noop_with_empty_axes;
+    bool select_last_index;  /* ArgMax/ArgMin: ties give the last index */
 } ert_axis_params;
 
 typedef struct ert_unary_params {
@@ -446,6 +448,7 @@ ert_status ert_prepare_shape(ert_prep *p);
 ert_status ert_prepare_constant_of_shape(ert_prep *p);
 ert_status ert_prepare_range(ert_prep *p);
 ert_status ert_prepare_size(ert_prep *p);
+ert_status ert_prepare_arg(ert_prep *p);
 /* Training-only ops: refused when they appear in a model (runtime/ops.c). */
 ert_status ert_prepare_internal_only(ert_prep *p);
 

@@ -94,6 +94,8 @@ static const ert_op_def OPS[] = {
     {ERT_OP_GATHER_GRAD, "ert.GatherGrad", 2, 2, 1, 1, ert_prepare_internal_only},
     /* inference ops appended after the training block (enum order) */
     {ERT_OP_SIZE, "Size", 1, 1, 1, 1, ert_prepare_size},
+    {ERT_OP_ARGMAX, "ArgMax", 1, 1, 1, 1, ert_prepare_arg},
+    {ERT_OP_ARGMIN, "ArgMin", 1, 1, 1, 1, ert_prepare_arg},
 };
 #undef U
 

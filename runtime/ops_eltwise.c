@@ -222,6 +222,39 @@ ert_status ert_prepare_reduce(ert_prep *p) {
     return ERT_OK;
 }
 
+/* ArgMax/ArgMin(x): i64 indices along one axis. Params (axis): axis made
+ * positive, keepdims, select_last_index. An empty axis has no answer: refused. */
+ert_status ert_prepare_arg(ert_prep *p) {
+    const ert_tinfo *x = &p->in[0];
+    ert_status st = check_dims(p, x, 0);
+    if (st) return st;
+    ert_dtype dt = x->dtype;
+    if (!(is_num(dt) || dt == ERT_DTYPE_I8 || dt == ERT_DTYPE_U8))
+        return ert_prep_error(p, ERT_E_UNSUPPORTED, "dtype %s is not supported by this op", ert_dtype_name(dt));
+    const ert_attr_val *av = ert_node_attr(p->node, "axis");
+    if (av && av->type != ERT_ATTR_INT) return ert_prep_error(p, ERT_E_ARG, "attribute 'axis' must be an INT");
+    ert_axis_params *ap = &p->params->axis;
+    memset(ap, 0, sizeof *ap);
+    int r = x->ndim > 0 ? x->ndim : 1; /* a 0-d x is treated as (1) */
+    int64_t axis = av ? av->i : 0;
+    if (axis < -r || axis >= r)
+        return ert_prep_error(p, ERT_E_ARG, "axis %lld out of range for rank %d", (long long)axis, x->ndim);
+    ap->axis = axis < 0 ? axis + r : axis;
+    ap->keepdims = ert_attr_int(p->node, "keepdims", 1) != 0;
+    ap->select_last_index = ert_attr_int(p->node, "select_last_index", 0) != 0;
+    if (x->ndim > 0 && x->dims[ap->axis] == 0)
+        return ert_prep_error(p, ERT_E_SHAPE, "axis %lld is empty: no index to return", (long long)axis);
+    ert_tinfo *o = &p->out[0];
+    o->dtype = ERT_DTYPE_I64;
+    o->const_data = NULL;
+    o->ndim = 0;
+    for (int d = 0; d < x->ndim; d++) {
+        if (d != ap->axis) o->dims[o->ndim++] = x->dims[d];
+        else if (ap->keepdims) o->dims[o->ndim++] = 1;
+    }
+    return ERT_OK;
+}
+
 /* Identity, and Dropout at inference: a copy; Dropout's optional mask output
  * (bool, all true) has the input's shape. */
 ert_status ert_prepare_identity(ert_prep *p) {

@@ -1,7 +1,7 @@
 /* Element-wise ops through prepare + ert_cpu_run_node: unary (f32, and
  * Neg/Abs/Relu on i32/i64), broadcasting binary
  * (f32/i32/i64/i8), variadic Min/Max, Where, ReduceMean/Sum/Max,
- * Identity/Dropout. Each is checked against a float64 /
+ * ArgMax/ArgMin, Identity/Dropout. Each is checked against a float64 /
  * plain-index reference written here. */
 #include "op_harness.h"
 
@@ -314,6 +314,83 @@ static void test_variadic_pow(void) {
         }
 }
 
+/* ------------------------------------------------------------------ ArgMax/ArgMin */
+
+/* Reference: walk the axis for each output element; ties (small integer
+ * values make many) resolve to the first or last index. */
+static void test_arg(void) {
+    static const ert_dtype dts[] = {ERT_DTYPE_F32, ERT_DTYPE_I32, ERT_DTYPE_I64, ERT_DTYPE_I8, ERT_DTYPE_U8};
+    for (int rep = 0; rep < 60; rep++) {
+        ert_op op = rep % 2 ? ERT_OP_ARGMIN : ERT_OP_ARGMAX;
+        ert_dtype dt = dts[(rep / 2) % 5];
+        bool keep = (rep / 10) % 2, last = (rep / 20) % 2;
+        int64_t dims[ERT_MAX_DIMS];
+        int nd = rand_dims(&rng, 1, 4, 6, dims);
+        if (rep == 59) nd = 2, dims[0] = 300, dims[1] = 257; /* a larger one */
+        tt x = tt_new(dt, nd, dims);
+        /* few distinct values: ties are common */
+        fill_any(&x, dt == ERT_DTYPE_U8 ? 0 : -3, 3);
+        int64_t axis = ert_test_int(&rng, -nd, nd - 1), ax = axis < 0 ? axis + nd : axis;
+        ert_attr_val at[3];
+        int na = 0;
+        if (rep % 3 || axis) at[na++] = A_I("axis", axis);
+        if (!keep || rep % 4 == 0) at[na++] = A_I("keepdims", keep);
+        if (last || rep % 5 == 0) at[na++] = A_I("select_last_index", last);
+        tt out;
+        ert_status st = run_op(ctx, op, at, na, &x, 1, &out, 1, NULL);
+        CHECK(st == ERT_OK, "arg op %d dt %s: %s", op, ert_dtype_name(dt), ert_last_error(ctx));
+        if (st == ERT_OK) {
+            int64_t od[ERT_MAX_DIMS];
+            int ond = 0;
+            for (int d = 0; d < nd; d++)
+                if (d != ax || keep) od[ond++] = d == ax ? 1 : dims[d];
+            CHECK(out.dt == ERT_DTYPE_I64 && same_shape(&out, ond, od), "arg out shape");
+            int64_t outer = 1, inner = 1, bad = 0;
+            for (int d = 0; d < ax; d++) outer *= dims[d];
+            for (int d = (int)ax + 1; d < nd; d++) inner *= dims[d];
+            for (int64_t o = 0; o < outer; o++)
+                for (int64_t i = 0; i < inner; i++) {
+                    int64_t want = 0;
+                    double best = tt_get(&x, o * dims[ax] * inner + i);
+                    for (int64_t k = 1; k < dims[ax]; k++) {
+                        double v = tt_get(&x, (o * dims[ax] + k) * inner + i);
+                        bool better = op == ERT_OP_ARGMAX ? v > best : v < best;
+                        if (better || (last && v == best)) best = v, want = k;
+                    }
+                    bad += ((int64_t *)out.data)[o * inner + i] != want;
+                }
+            CHECK(bad == 0, "arg op %d dt %s axis %lld keep %d last %d: %lld wrong", op, ert_dtype_name(dt),
+                  (long long)axis, keep, last, (long long)bad);
+            tt_free(&out);
+        }
+        tt_free(&x);
+    }
+    /* NaN wins (numpy: the first NaN); errors: axis out of range, non-INT axis, empty axis, bool */
+    int64_t d5 = 5, d20[2] = {2, 0};
+    tt x = tt_new(ERT_DTYPE_F32, 1, &d5), out;
+    float xv[5] = {1, NAN, 7, NAN, -2};
+    memcpy(x.data, xv, sizeof xv);
+    ert_attr_val lastv = A_I("select_last_index", 1);
+    for (int k = 0; k < 4; k++) {
+        CHECK_OK(run_op(ctx, k % 2 ? ERT_OP_ARGMIN : ERT_OP_ARGMAX, &lastv, k / 2, &x, 1, &out, 1, NULL), ctx);
+        if (out.data) {
+            CHECK(*(int64_t *)out.data == (k / 2 ? 3 : 1), "arg NaN case %d: %lld", k, (long long)*(int64_t *)out.data);
+            tt_free(&out);
+        }
+    }
+    ert_attr_val bad_axis = A_I("axis", 1), fl_axis = A_F("axis", 0);
+    CHECK(run_op(ctx, ERT_OP_ARGMAX, &bad_axis, 1, &x, 1, &out, 1, NULL) == ERT_E_ARG, "arg axis out of range");
+    CHECK(strstr(ert_last_error(ctx), "out of range") != NULL, "arg axis message: %s", ert_last_error(ctx));
+    CHECK(run_op(ctx, ERT_OP_ARGMIN, &fl_axis, 1, &x, 1, &out, 1, NULL) == ERT_E_ARG, "arg FLOAT axis");
+    tt e = tt_new(ERT_DTYPE_F32, 2, d20);
+    CHECK(run_op(ctx, ERT_OP_ARGMAX, &bad_axis, 1, &e, 1, &out, 1, NULL) == ERT_E_SHAPE, "arg empty axis");
+    tt b = tt_new(ERT_DTYPE_BOOL, 1, &d5);
+    CHECK(run_op(ctx, ERT_OP_ARGMAX, NULL, 0, &b, 1, &out, 1, NULL) == ERT_E_UNSUPPORTED, "arg bool");
+    tt_free(&x);
+    tt_free(&e);
+    tt_free(&b);
+}
+
 /* ------------------------------------------------------------------ Where */
 
 static void test_where(void) {
@@ -500,6 +577,7 @@ int main(void) {
         test_variadic_pow();
         test_where();
         test_reduce();
+        test_arg();
         test_identity();
     }
     ert_threadpool_free(oh_pool);

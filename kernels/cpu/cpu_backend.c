@@ -66,6 +66,7 @@ static const ert_kernel_fn KERNELS[ERT_OP_COUNT] = {
     [ERT_OP_BROADCAST_TO] = ert_cpu_broadcast_to,
     [ERT_OP_GATHER_GRAD] = ert_cpu_gather_grad,
     [ERT_OP_SIZE] = ert_cpu_size,
+    [ERT_OP_ARGMAX] = ert_cpu_arg, [ERT_OP_ARGMIN] = ert_cpu_arg,
 };
 
 ert_status ert_cpu_run_node(const ert_kargs *a) {

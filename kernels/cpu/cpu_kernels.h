@@ -27,6 +27,7 @@ ert_status ert_cpu_binary(const ert_kargs *a);
 ert_status ert_cpu_where(const ert_kargs *a);
 /* reduce.c */
 ert_status ert_cpu_reduce(const ert_kargs *a);
+ert_status ert_cpu_arg(const ert_kargs *a); /* ArgMax/ArgMin */
 /* shape.c: data movement */
 ert_status ert_cpu_copy(const ert_kargs *a); /* Identity, Dropout, Flatten, Reshape, Squeeze, Unsqueeze */
 ert_status ert_cpu_transpose(const ert_kargs *a);
