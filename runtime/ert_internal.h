@@ -123,6 +123,7 @@ typedef enum ert_op {
     /* inference ops added after the training block (the enum is append-only) */
     ERT_OP_SIZE,             /* shape op: folded at create like Shape */
     ERT_OP_ARGMAX, ERT_OP_ARGMIN,
+    ERT_OP_ELU, ERT_OP_SELU, ERT_OP_SOFTPLUS, ERT_OP_MISH, /* unary (ert_cpu_unary) */
     ERT_OP_COUNT
 } ert_op;
 
@@ -189,7 +190,8 @@ typedef struct ert_axis_params {
 
 typedef struct ert_unary_params {
     ert_act_params act;      /* activation-like unary ops */
-    float alpha;             /* LeakyRelu alpha, Elu alpha... */
+    float alpha;             /* LeakyRelu alpha, Elu alpha, Selu alpha... */
+    float gamma;             /* Selu gamma */
 } ert_unary_params;
 
 typedef struct ert_transpose_params {

@@ -96,6 +96,10 @@ static const ert_op_def OPS[] = {
     {ERT_OP_SIZE, "Size", 1, 1, 1, 1, ert_prepare_size},
     {ERT_OP_ARGMAX, "ArgMax", 1, 1, 1, 1, ert_prepare_arg},
     {ERT_OP_ARGMIN, "ArgMin", 1, 1, 1, 1, ert_prepare_arg},
+    {ERT_OP_ELU, "Elu", 1, 1, 1, 1, ert_prepare_unary},
+    {ERT_OP_SELU, "Selu", 1, 1, 1, 1, ert_prepare_unary},
+    {ERT_OP_SOFTPLUS, "Softplus", 1, 1, 1, 1, ert_prepare_unary},
+    {ERT_OP_MISH, "Mish", 1, 1, 1, 1, ert_prepare_unary},
 };
 #undef U
 

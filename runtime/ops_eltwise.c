@@ -88,6 +88,13 @@ ert_status ert_prepare_unary(ert_prep *p) {
         u->act.kind = ERT_ACT_GELU;
         break;
     }
+    case ERT_OP_ELU: u->alpha = ert_attr_float(n, "alpha", 1.0f); break;
+    case ERT_OP_SELU:
+        /* the defaults are ONNX's (float32 values of the SELU paper's constants) */
+        u->alpha = ert_attr_float(n, "alpha", 1.67326319217681884765625f);
+        u->gamma = ert_attr_float(n, "gamma", 1.05070102214813232421875f);
+        break;
+    case ERT_OP_SOFTPLUS: case ERT_OP_MISH:
     case ERT_OP_ERF: case ERT_OP_SQRT: case ERT_OP_EXP: case ERT_OP_LOG: case ERT_OP_NEG:
     case ERT_OP_ABS: case ERT_OP_RECIPROCAL: case ERT_OP_FLOOR: case ERT_OP_CEIL:
         break;

@@ -32,6 +32,10 @@ static double ref_unary(ert_op op, double x, double p0, double p1, int gelu_tanh
     case ERT_OP_RECIPROCAL: return 1 / x;
     case ERT_OP_FLOOR: return floor(x);
     case ERT_OP_CEIL: return ceil(x);
+    case ERT_OP_ELU: return x >= 0 ? x : p0 * (exp(x) - 1);
+    case ERT_OP_SELU: return p1 * (x > 0 ? x : p0 * (exp(x) - 1));
+    case ERT_OP_SOFTPLUS: return log(1 + exp(x));
+    case ERT_OP_MISH: return x * tanh(log(1 + exp(x)));
     default: return NAN;
     }
 }
@@ -40,7 +44,7 @@ static void test_unary(void) {
     static const ert_op ops[] = {ERT_OP_RELU, ERT_OP_LEAKY_RELU, ERT_OP_CLIP, ERT_OP_SIGMOID, ERT_OP_TANH,
                                  ERT_OP_HARD_SIGMOID, ERT_OP_HARD_SWISH, ERT_OP_SILU, ERT_OP_GELU, ERT_OP_ERF,
                                  ERT_OP_SQRT, ERT_OP_EXP, ERT_OP_LOG, ERT_OP_NEG, ERT_OP_ABS, ERT_OP_RECIPROCAL,
-                                 ERT_OP_FLOOR, ERT_OP_CEIL};
+                                 ERT_OP_FLOOR, ERT_OP_CEIL, ERT_OP_ELU, ERT_OP_SELU, ERT_OP_SOFTPLUS, ERT_OP_MISH};
     for (size_t oi = 0; oi < sizeof ops / sizeof ops[0]; oi++) {
         for (int rep = 0; rep < 3; rep++) {
             ert_op op = ops[oi];
@@ -53,7 +57,9 @@ static void test_unary(void) {
             }
             bool pos = op == ERT_OP_SQRT || op == ERT_OP_LOG || op == ERT_OP_RECIPROCAL;
             tt in[3];
-            in[0] = tt_rand(&rng, nd, dims, pos ? 0.05f : -5.0f, 5.0f);
+            /* rep 2 of the exp-based activations: large |x| (softplus must not overflow) */
+            bool wide = rep == 2 && (op == ERT_OP_ELU || op == ERT_OP_SELU || op == ERT_OP_SOFTPLUS || op == ERT_OP_MISH);
+            in[0] = tt_rand(&rng, nd, dims, pos ? 0.05f : wide ? -90.0f : -5.0f, wide ? 90.0f : 5.0f);
             int n_in = 1, na = 0, gt = 0;
             ert_attr_val at[2];
             double p0 = 0, p1 = 0;
@@ -68,6 +74,12 @@ static void test_unary(void) {
                 in[1] = rep == 1 ? tt_omitted() : tt_scalar_f32((float)p0, true);
                 in[2] = tt_scalar_f32((float)p1, true);
                 n_in = 3;
+            } else if (op == ERT_OP_ELU) {
+                p0 = 1.0;
+                if (rep) at[na++] = A_F("alpha", (float)(p0 = 0.375));
+            } else if (op == ERT_OP_SELU) {
+                p0 = 1.67326319217681884765625, p1 = 1.05070102214813232421875;
+                if (rep) at[na++] = A_F("alpha", (float)(p0 = 2.5)), at[na++] = A_F("gamma", (float)(p1 = 0.75));
             } else if (op == ERT_OP_GELU) {
                 gt = rep == 1;
                 if (rep) at[na++] = A_S("approximate", gt ? "tanh" : "none");
@@ -108,6 +120,7 @@ static void test_unary(void) {
     ert_attr_val ga = A_S("approximate", "fast");
     CHECK(run_op(ctx, ERT_OP_GELU, &ga, 1, c, 1, &out, 1, NULL) == ERT_E_UNSUPPORTED, "gelu bad approximate");
     CHECK(run_op(ctx, ERT_OP_SIGMOID, NULL, 0, &x, 1, &out, 1, NULL) == ERT_E_UNSUPPORTED, "sigmoid i32");
+    CHECK(run_op(ctx, ERT_OP_ELU, NULL, 0, &x, 1, &out, 1, NULL) == ERT_E_UNSUPPORTED, "elu i32");
     tt_free(&x);
     tt_free(&c[0]);
     tt_free(&c[1]);

@@ -67,6 +67,8 @@ static const ert_kernel_fn KERNELS[ERT_OP_COUNT] = {
     [ERT_OP_GATHER_GRAD] = ert_cpu_gather_grad,
     [ERT_OP_SIZE] = ert_cpu_size,
     [ERT_OP_ARGMAX] = ert_cpu_arg, [ERT_OP_ARGMIN] = ert_cpu_arg,
+    [ERT_OP_ELU] = ert_cpu_unary, [ERT_OP_SELU] = ert_cpu_unary, [ERT_OP_SOFTPLUS] = ert_cpu_unary,
+    [ERT_OP_MISH] = ert_cpu_unary,
 };
 
 ert_status ert_cpu_run_node(const ert_kargs *a) {

@@ -59,6 +59,9 @@ static float gelu_tanh(float x) {
     return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
 }
 
+/* log(1 + e^x) without overflow for large x or loss for very negative x */
+static float softplus(float x) { return x > 0 ? x + log1pf(expf(-x)) : log1pf(expf(x)); }
+
 static void unary_f32(void *arg, int64_t b, int64_t e) {
     const ert_kargs *a = ((unary_job *)arg)->a;
     const float *x = a->in[0].data;
@@ -74,6 +77,12 @@ static void unary_f32(void *arg, int64_t b, int64_t e) {
     case ERT_OP_RECIPROCAL: for (int64_t i = b; i < e; i++) y[i] = 1.0f / x[i]; break;
     case ERT_OP_FLOOR: for (int64_t i = b; i < e; i++) y[i] = floorf(x[i]); break;
     case ERT_OP_CEIL: for (int64_t i = b; i < e; i++) y[i] = ceilf(x[i]); break;
+    case ERT_OP_ELU: for (int64_t i = b; i < e; i++) y[i] = x[i] >= 0 ? x[i] : u->alpha * expm1f(x[i]); break;
+    case ERT_OP_SELU:
+        for (int64_t i = b; i < e; i++) y[i] = u->gamma * (x[i] > 0 ? x[i] : u->alpha * expm1f(x[i]));
+        break;
+    case ERT_OP_SOFTPLUS: for (int64_t i = b; i < e; i++) y[i] = softplus(x[i]); break;
+    case ERT_OP_MISH: for (int64_t i = b; i < e; i++) y[i] = x[i] * tanhf(softplus(x[i])); break;
     default:
         if (a->op == ERT_OP_GELU && u->alpha != 0) { /* tanh form; the erf form is act GELU */
             for (int64_t i = b; i < e; i++) y[i] = gelu_tanh(x[i]);

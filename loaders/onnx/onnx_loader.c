@@ -540,7 +540,7 @@ static const struct { const char *name; int type; } ATTR_TYPES[] = {
     {"saturate", A_INT}, {"fmod", A_INT}, {"antialias", A_INT}, {"keep_aspect_ratio_policy", A_STRING},
     {"value_float", A_FLOAT}, {"value_floats", A_FLOATS}, {"value_int", A_INT}, {"value_ints", A_INTS},
     {"spatial", A_INT}, {"is_test", A_INT}, {"broadcast", A_INT}, {"consumed_inputs", A_INTS},
-    {"shape", A_INTS}, {"paddings", A_INTS}, {"select_last_index", A_INT},
+    {"shape", A_INTS}, {"paddings", A_INTS}, {"select_last_index", A_INT}, {"gamma", A_FLOAT},
 };
 
 static oattr *find_attr(loader *L, int n_attr, const char *name) {
