@@ -124,6 +124,7 @@ typedef enum ert_op {
     ERT_OP_SIZE,             /* shape op: folded at create like Shape */
     ERT_OP_ARGMAX, ERT_OP_ARGMIN,
     ERT_OP_ELU, ERT_OP_SELU, ERT_OP_SOFTPLUS, ERT_OP_MISH, /* unary (ert_cpu_unary) */
+    ERT_OP_MEAN,             /* variadic, broadcasting (ert_cpu_binary) */
     ERT_OP_COUNT
 } ert_op;
 

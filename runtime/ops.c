@@ -100,6 +100,7 @@ static const ert_op_def OPS[] = {
     {ERT_OP_SELU, "Selu", 1, 1, 1, 1, ert_prepare_unary},
     {ERT_OP_SOFTPLUS, "Softplus", 1, 1, 1, 1, ert_prepare_unary},
     {ERT_OP_MISH, "Mish", 1, 1, 1, 1, ert_prepare_unary},
+    {ERT_OP_MEAN, "Mean", 1, U, 1, 1, ert_prepare_binary}, /* variadic */
 };
 #undef U
 

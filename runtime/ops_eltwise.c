@@ -112,7 +112,8 @@ static bool is_compare(ert_op op) { return op == ERT_OP_EQUAL || op == ERT_OP_LE
 static bool is_num(ert_dtype dt) { return dt == ERT_DTYPE_F32 || dt == ERT_DTYPE_I32 || dt == ERT_DTYPE_I64; }
 
 /* Binary ops with numpy broadcasting, for f32, i32, i64, i8 and u8 (Equal also
- * bool); Min and Max are variadic (any number of inputs, broadcast together).
+ * bool); Min, Max and Mean (f32 only) are variadic (any number of inputs,
+ * broadcast together).
  * All inputs share a dtype, except Pow: base and exponent may each be f32, i32
  * or i64, and the output has the base's dtype (ONNX Pow-12+). Compare ops
  * give bool. */
@@ -129,6 +130,7 @@ ert_status ert_prepare_binary(ert_prep *p) {
         /* i8/u8 too (quantized graphs): wrapping arithmetic like the wider ints */
         bool ok = is_num(a->dtype) || a->dtype == ERT_DTYPE_I8 || a->dtype == ERT_DTYPE_U8 ||
                   (op == ERT_OP_EQUAL && a->dtype == ERT_DTYPE_BOOL);
+        if (op == ERT_OP_MEAN) ok = a->dtype == ERT_DTYPE_F32; /* ONNX Mean is float-only */
         if (!ok) return ert_prep_error(p, ERT_E_UNSUPPORTED, "dtype %s is not supported by this op", ert_dtype_name(a->dtype));
     }
     o->ndim = a->ndim;

@@ -1,6 +1,6 @@
 /* Element-wise ops through prepare + ert_cpu_run_node: unary (f32, and
  * Neg/Abs/Relu on i32/i64), broadcasting binary
- * (f32/i32/i64/i8), variadic Min/Max, Where, ReduceMean/Sum/Max,
+ * (f32/i32/i64/i8), variadic Min/Max/Mean, Where, ReduceMean/Sum/Max,
  * ArgMax/ArgMin, Identity/Dropout. Each is checked against a float64 /
  * plain-index reference written here. */
 #include "op_harness.h"
@@ -274,9 +274,10 @@ static void test_binary(void) {
 /* Variadic Min/Max (1 to 4 inputs, broadcast together) and Pow with mixed
  * base/exponent dtypes (output in the base's dtype, float -> int truncates). */
 static void test_variadic_pow(void) {
-    for (int rep = 0; rep < 16; rep++) {
-        ert_op op = rep % 2 ? ERT_OP_MAX : ERT_OP_MIN;
-        ert_dtype dt = rep % 4 < 2 ? ERT_DTYPE_F32 : ERT_DTYPE_I64;
+    for (int rep = 0; rep < 24; rep++) {
+        /* reps 16..23: Mean (f32 only), 1 to 4 inputs */
+        ert_op op = rep >= 16 ? ERT_OP_MEAN : rep % 2 ? ERT_OP_MAX : ERT_OP_MIN;
+        ert_dtype dt = rep >= 16 || rep % 4 < 2 ? ERT_DTYPE_F32 : ERT_DTYPE_I64;
         int n = 1 + rep % 4;
         tt in[4], out;
         int64_t od[ERT_MAX_DIMS];
@@ -294,14 +295,28 @@ static void test_variadic_pow(void) {
                 double want = tt_get(&in[0], bcast_off(&in[0], out.nd, idx));
                 for (int k = 1; k < n; k++) {
                     double v = tt_get(&in[k], bcast_off(&in[k], out.nd, idx));
-                    want = op == ERT_OP_MAX ? fmax(want, v) : fmin(want, v);
+                    want = op == ERT_OP_MAX ? fmax(want, v) : op == ERT_OP_MIN ? fmin(want, v) : want + v;
                 }
-                bad += tt_get(&out, i) != want;
+                if (op == ERT_OP_MEAN) {
+                    want /= n;
+                    bad += !(fabs(tt_get(&out, i) - want) <= 1e-5 * fabs(want) + 1e-5);
+                } else {
+                    bad += tt_get(&out, i) != want;
+                }
             }
             CHECK(bad == 0 && out.dt == dt, "variadic %d x%d: %lld wrong", op, n, (long long)bad);
             tt_free(&out);
         }
         for (int k = 0; k < n; k++) tt_free(&in[k]);
+    }
+    {
+        /* Mean is float-only; its inputs broadcast like Min/Max */
+        int64_t d23[2] = {2, 3}, d4 = 4;
+        tt mi[2] = {tt_new(ERT_DTYPE_I32, 2, d23), tt_new(ERT_DTYPE_I32, 2, d23)}, mo;
+        CHECK(run_op(ctx, ERT_OP_MEAN, NULL, 0, mi, 2, &mo, 1, NULL) == ERT_E_UNSUPPORTED, "mean i32");
+        tt mf[2] = {tt_new(ERT_DTYPE_F32, 2, d23), tt_new(ERT_DTYPE_F32, 1, &d4)};
+        CHECK(run_op(ctx, ERT_OP_MEAN, NULL, 0, mf, 2, &mo, 1, NULL) == ERT_E_SHAPE, "mean bad broadcast");
+        for (int k = 0; k < 2; k++) tt_free(&mi[k]), tt_free(&mf[k]);
     }
     static const ert_dtype pts[3] = {ERT_DTYPE_F32, ERT_DTYPE_I32, ERT_DTYPE_I64};
     for (int bi = 0; bi < 3; bi++)

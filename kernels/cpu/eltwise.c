@@ -269,16 +269,19 @@ ert_status ert_cpu_binary(const ert_kargs *a) {
     ert_dtype dt = a->in[0].dtype;
     bool num = dt == ERT_DTYPE_F32 || dt == ERT_DTYPE_I32 || dt == ERT_DTYPE_I64 || dt == ERT_DTYPE_I8 || dt == ERT_DTYPE_U8;
     if (!(num || (dt == ERT_DTYPE_BOOL && a->op == ERT_OP_EQUAL))) return ERT_E_UNSUPPORTED;
-    if (a->n_in == 2) {
+    if (a->n_in == 2 && a->op != ERT_OP_MEAN) {
         ert_dtype zt = a->in[1].dtype;
         if (zt != dt && !(a->op == ERT_OP_POW && (zt == ERT_DTYPE_F32 || zt == ERT_DTYPE_I32 || zt == ERT_DTYPE_I64)))
             return ERT_E_UNSUPPORTED;
         return binary2(a);
     }
-    /* variadic Min/Max: broadcast input 0 into the output, then fold each
-     * further input in place (out has the full shape, so reading and writing
-     * it at the same index is safe) */
-    if ((a->op != ERT_OP_MIN && a->op != ERT_OP_MAX) || a->n_in < 1) return ERT_E_UNSUPPORTED;
+    /* variadic Min/Max/Mean: broadcast input 0 into the output, then fold
+     * each further input in place (out has the full shape, so reading and
+     * writing it at the same index is safe); Mean folds with Add and divides
+     * by the count last, as ONNX's reference does */
+    bool mean = a->op == ERT_OP_MEAN;
+    if ((a->op != ERT_OP_MIN && a->op != ERT_OP_MAX && !mean) || a->n_in < 1) return ERT_E_UNSUPPORTED;
+    if (mean && dt != ERT_DTYPE_F32) return ERT_E_UNSUPPORTED;
     ert_kargs e = *a;
     e.n_in = 1;
     ert_status st = ert_cpu_expand(&e);
@@ -286,9 +289,14 @@ ert_status ert_cpu_binary(const ert_kargs *a) {
         if (a->in[k].dtype != dt) return ERT_E_UNSUPPORTED;
         ert_tview in2[2] = {a->out[0], a->in[k]};
         ert_kargs b = *a;
+        b.op = mean ? ERT_OP_ADD : a->op;
         b.n_in = 2;
         b.in = in2;
         st = binary2(&b);
+    }
+    if (mean && st == ERT_OK) {
+        float *y = a->out[0].data, cnt = (float)a->n_in;
+        for (int64_t i = 0; i < a->out[0].n_elems; i++) y[i] /= cnt;
     }
     return st;
 }
