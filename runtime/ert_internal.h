@@ -193,6 +193,7 @@ typedef struct ert_unary_params {
     ert_act_params act;      /* activation-like unary ops */
     float alpha;             /* LeakyRelu alpha, Elu alpha, Selu alpha... */
     float gamma;             /* Selu gamma */
+    int64_t ilo, ihi;        /* Clip on integer dtypes: exact bounds (lo <= hi) */
 } ert_unary_params;
 
 typedef struct ert_transpose_params {

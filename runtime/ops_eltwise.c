@@ -36,6 +36,44 @@ static ert_status const_scalar_f32(ert_prep *p, int k, float *out) {
     return ERT_OK;
 }
 
+/* Read a constant integer scalar of x's dtype (Clip bounds on integer data). */
+static ert_status const_scalar_int(ert_prep *p, int k, ert_dtype want, int64_t *out) {
+    const ert_tinfo *t = opt_in(p, k);
+    if (!t) return ERT_OK; /* omitted: caller keeps its default */
+    if (!t->const_data)
+        return ert_prep_error(p, ERT_E_UNSUPPORTED, "input %d must be a constant", k);
+    int64_t n;
+    if (!ert_dims_nelems(t->ndim, t->dims, &n) || n != 1)
+        return ert_prep_error(p, ERT_E_SHAPE, "input %d must have one element", k);
+    if (t->dtype != want)
+        return ert_prep_error(p, ERT_E_SHAPE, "input %d has dtype %s, expected %s (input 0's)", k,
+                              ert_dtype_name(t->dtype), ert_dtype_name(want));
+    switch (want) {
+    case ERT_DTYPE_I8: *out = *(const int8_t *)t->const_data; break;
+    case ERT_DTYPE_U8: *out = *(const uint8_t *)t->const_data; break;
+    case ERT_DTYPE_I32: *out = *(const int32_t *)t->const_data; break;
+    default: memcpy(out, t->const_data, sizeof *out); break;
+    }
+    return ERT_OK;
+}
+
+static bool is_int(ert_dtype dt) {
+    return dt == ERT_DTYPE_I8 || dt == ERT_DTYPE_U8 || dt == ERT_DTYPE_I32 || dt == ERT_DTYPE_I64;
+}
+
+/* Clip on integer data: bounds default to the dtype's range; min > max gives
+ * max everywhere (ONNX: min(max(x, lo), hi)). */
+static ert_status prepare_clip_int(ert_prep *p, ert_unary_params *u) {
+    ert_dtype dt = p->in[0].dtype;
+    int64_t lo = dt == ERT_DTYPE_I8 ? INT8_MIN : dt == ERT_DTYPE_U8 ? 0 : dt == ERT_DTYPE_I32 ? INT32_MIN : INT64_MIN;
+    int64_t hi = dt == ERT_DTYPE_I8 ? INT8_MAX : dt == ERT_DTYPE_U8 ? UINT8_MAX : dt == ERT_DTYPE_I32 ? INT32_MAX : INT64_MAX;
+    ert_status st;
+    if ((st = const_scalar_int(p, 1, dt, &lo)) || (st = const_scalar_int(p, 2, dt, &hi))) return st;
+    u->ilo = lo > hi ? hi : lo;
+    u->ihi = hi;
+    return ERT_OK;
+}
+
 /* Unary ops. Params: unary.act holds the activation the kernel evaluates with
  * ert_cpu_act1 (kind NONE for math functions, which the kernel selects by op).
  * Gelu: unary.alpha = 0 for approximate="none" (erf form, act GELU) and 1 for
@@ -49,11 +87,16 @@ ert_status ert_prepare_unary(ert_prep *p) {
     ert_unary_params *u = &p->params->unary;
     memset(u, 0, sizeof *u);
     ert_op op = n->op;
-    bool int_ok = op == ERT_OP_NEG || op == ERT_OP_ABS || op == ERT_OP_RELU;
-    if (!(x->dtype == ERT_DTYPE_F32 ||
-          (int_ok && (x->dtype == ERT_DTYPE_I32 || x->dtype == ERT_DTYPE_I64))))
+    bool int_ok = op == ERT_OP_NEG || op == ERT_OP_ABS || op == ERT_OP_RELU || op == ERT_OP_CLIP;
+    if (!(x->dtype == ERT_DTYPE_F32 || (int_ok && is_int(x->dtype))))
         return ert_prep_error(p, ERT_E_UNSUPPORTED, "input 0 has dtype %s, not supported by this op",
                               ert_dtype_name(x->dtype));
+    if (op == ERT_OP_CLIP && is_int(x->dtype)) {
+        if ((st = prepare_clip_int(p, u))) return st;
+        p->out[0] = *x;
+        p->out[0].const_data = NULL;
+        return ERT_OK;
+    }
     switch (op) {
     case ERT_OP_RELU: u->act.kind = ERT_ACT_RELU; break;
     case ERT_OP_LEAKY_RELU:

@@ -1,5 +1,5 @@
 /* Element-wise ops through prepare + ert_cpu_run_node: unary (f32, and
- * Neg/Abs/Relu on i32/i64), broadcasting binary
+ * Clip/Neg/Abs/Relu on every integer dtype), broadcasting binary
  * (f32/i32/i64/i8), variadic Min/Max/Mean, Where, ReduceMean/Sum/Max,
  * ArgMax/ArgMin, Identity/Dropout. Each is checked against a float64 /
  * plain-index reference written here. */
@@ -102,6 +102,76 @@ static void test_unary(void) {
             for (int k = 0; k < n_in; k++) tt_free(&in[k]);
         }
     }
+    /* integer Clip/Neg/Abs/Relu on every integer dtype, against exact references */
+    static const ert_dtype idt[] = {ERT_DTYPE_I8, ERT_DTYPE_U8, ERT_DTYPE_I32, ERT_DTYPE_I64};
+    static const ert_op iops[] = {ERT_OP_CLIP, ERT_OP_NEG, ERT_OP_ABS, ERT_OP_RELU};
+    for (int di = 0; di < 4; di++)
+        for (int oi = 0; oi < 4; oi++)
+            for (int rep = 0; rep < 4; rep++) {
+                ert_dtype dt = idt[di];
+                ert_op op = iops[oi];
+                int64_t dims[ERT_MAX_DIMS];
+                int nd = rand_dims(&rng, 0, 3, 9, dims);
+                bool u8 = dt == ERT_DTYPE_U8;
+                tt in[3];
+                in[0] = tt_new(dt, nd, dims);
+                int n_in = 1;
+                int64_t lo = u8 ? 0 : dt == ERT_DTYPE_I8 ? INT8_MIN : dt == ERT_DTYPE_I32 ? INT32_MIN : INT64_MIN;
+                int64_t hi = u8 ? UINT8_MAX : dt == ERT_DTYPE_I8 ? INT8_MAX : dt == ERT_DTYPE_I32 ? INT32_MAX : INT64_MAX;
+                int64_t n = tt_n(&in[0]), esz = (int64_t)ert_dtype_size(dt);
+                /* values over the dtype's whole range (i64 beyond 2^53 too) */
+                for (int64_t i = 0; i < n; i++) {
+                    uint64_t r = ((uint64_t)ert_test_int(&rng, 0, 0x7fffffff) << 33) ^ ((uint64_t)ert_test_int(&rng, 0, 0x7fffffff) << 2) ^
+                                 (uint64_t)ert_test_int(&rng, 0, 3);
+                    memcpy((char *)in[0].data + i * esz, &r, (size_t)esz); /* little-endian: the low bytes */
+                }
+                if (op == ERT_OP_CLIP) {
+                    /* rep 0: both bounds; 1: min only; 2: max only; 3: min > max (all max) */
+                    int64_t a = u8 ? ert_test_int(&rng, 0, 120) : ert_test_int(&rng, -100, 20);
+                    int64_t b = a + ert_test_int(&rng, 0, 100);
+                    if (dt == ERT_DTYPE_I64 && rep == 0) a = INT64_MIN + 5, b = ((int64_t)1 << 60) + 1; /* exact, not via float */
+                    if (rep == 3) { int64_t t = a; a = b + 1; b = t; }
+                    tt bnd[2] = {tt_new(dt, 0, NULL), tt_new(dt, 1, (int64_t[]){1})};
+                    memcpy(bnd[0].data, &a, (size_t)esz);
+                    memcpy(bnd[1].data, &b, (size_t)esz);
+                    bnd[0].cst = bnd[1].cst = true;
+                    in[1] = rep == 2 ? (tt_free(&bnd[0]), tt_omitted()) : bnd[0];
+                    in[2] = rep == 1 ? (tt_free(&bnd[1]), tt_omitted()) : bnd[1];
+                    n_in = 3;
+                    if (rep != 2) lo = a;
+                    if (rep != 1) hi = b;
+                }
+                tt out;
+                ert_status st = run_op(ctx, op, NULL, 0, in, n_in, &out, 1, NULL);
+                CHECK(st == ERT_OK, "int unary op %d dt %s: %s", op, ert_dtype_name(dt), ert_last_error(ctx));
+                if (st == ERT_OK) {
+                    int64_t bad = 0;
+                    for (int64_t i = 0; i < n; i++) {
+                        /* read exactly (tt_get goes through double) */
+                        int64_t x = 0, y = 0, want;
+                        switch (dt) {
+                        case ERT_DTYPE_I8: x = ((int8_t *)in[0].data)[i], y = ((int8_t *)out.data)[i]; break;
+                        case ERT_DTYPE_U8: x = ((uint8_t *)in[0].data)[i], y = ((uint8_t *)out.data)[i]; break;
+                        case ERT_DTYPE_I32: x = ((int32_t *)in[0].data)[i], y = ((int32_t *)out.data)[i]; break;
+                        default: x = ((int64_t *)in[0].data)[i], y = ((int64_t *)out.data)[i]; break;
+                        }
+                        if (op == ERT_OP_CLIP) want = x > lo ? x : lo, want = want < hi ? want : hi;
+                        else if (op == ERT_OP_RELU) want = x > 0 ? x : 0;
+                        else {
+                            /* two's complement wrap of -x (|MIN| stays MIN), then back to the dtype */
+                            uint64_t m = (uint64_t)0 - (uint64_t)x;
+                            int64_t negx = dt == ERT_DTYPE_I8 ? (int8_t)(uint8_t)m : u8 ? (uint8_t)m
+                                         : dt == ERT_DTYPE_I32 ? (int32_t)(uint32_t)m : (int64_t)m;
+                            want = op == ERT_OP_NEG ? negx : x < 0 ? negx : x;
+                        }
+                        bad += y != want;
+                    }
+                    CHECK(bad == 0 && out.dt == dt && same_shape(&out, nd, dims), "int unary op %d dt %s: %lld wrong",
+                          op, ert_dtype_name(dt), (long long)bad);
+                    tt_free(&out);
+                }
+                for (int k = 0; k < n_in; k++) tt_free(&in[k]);
+            }
     /* integer Neg/Abs wrap at INT_MIN instead of overflowing */
     int64_t d4 = 4;
     tt x = tt_new(ERT_DTYPE_I32, 1, &d4), out;
@@ -121,6 +191,15 @@ static void test_unary(void) {
     CHECK(run_op(ctx, ERT_OP_GELU, &ga, 1, c, 1, &out, 1, NULL) == ERT_E_UNSUPPORTED, "gelu bad approximate");
     CHECK(run_op(ctx, ERT_OP_SIGMOID, NULL, 0, &x, 1, &out, 1, NULL) == ERT_E_UNSUPPORTED, "sigmoid i32");
     CHECK(run_op(ctx, ERT_OP_ELU, NULL, 0, &x, 1, &out, 1, NULL) == ERT_E_UNSUPPORTED, "elu i32");
+    /* integer Clip: bounds must be constants of x's dtype */
+    tt ci[3] = {x, tt_new(ERT_DTYPE_I64, 0, NULL), tt_omitted()};
+    ci[1].cst = true;
+    CHECK(run_op(ctx, ERT_OP_CLIP, NULL, 0, ci, 3, &out, 1, NULL) == ERT_E_SHAPE, "clip i32 with an i64 bound");
+    CHECK(strstr(ert_last_error(ctx), "i64") != NULL, "clip bound message: %s", ert_last_error(ctx));
+    ci[1].cst = false;
+    ci[1].dt = ERT_DTYPE_I32;
+    CHECK(run_op(ctx, ERT_OP_CLIP, NULL, 0, ci, 3, &out, 1, NULL) == ERT_E_UNSUPPORTED, "clip i32 runtime bound");
+    tt_free(&ci[1]);
     tt_free(&x);
     tt_free(&c[0]);
     tt_free(&c[1]);

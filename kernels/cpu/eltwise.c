@@ -94,21 +94,32 @@ static void unary_f32(void *arg, int64_t b, int64_t e) {
     }
 }
 
-/* Integer Neg/Abs/Relu wrap like two's complement (INT_MIN stays INT_MIN) instead of overflowing. */
+/* a function, so the u8 instance does not warn that v < 0 is always false */
+static inline bool is_neg(int64_t v) { return v < 0; }
+
+/* Integer Neg/Abs/Relu wrap like two's complement (INT_MIN stays INT_MIN)
+ * instead of overflowing; Clip uses the exact bounds prepare read (lo <= hi). */
 #define UNARY_INT(T, UT)                                                             \
     static void unary_##T(void *arg, int64_t b, int64_t e) {                         \
         const ert_kargs *a = ((unary_job *)arg)->a;                                  \
         const T *x = a->in[0].data;                                                  \
         T *y = a->out[0].data;                                                       \
+        if (a->op == ERT_OP_CLIP) {                                                  \
+            T lo = (T)a->params->unary.ilo, hi = (T)a->params->unary.ihi;            \
+            for (int64_t i = b; i < e; i++) y[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i]; \
+            return;                                                                  \
+        }                                                                            \
         for (int64_t i = b; i < e; i++) {                                            \
             T v = x[i];                                                              \
             T neg = (T)(0u - (UT)v);                                                 \
-            y[i] = a->op == ERT_OP_NEG ? neg : a->op == ERT_OP_ABS ? (v < 0 ? neg : v) \
+            y[i] = a->op == ERT_OP_NEG ? neg : a->op == ERT_OP_ABS ? (is_neg((int64_t)v) ? neg : v) \
                                                                    : (v > 0 ? v : 0); \
         }                                                                            \
     }
 UNARY_INT(int32_t, uint32_t)
 UNARY_INT(int64_t, uint64_t)
+UNARY_INT(int8_t, uint8_t)
+UNARY_INT(uint8_t, uint8_t)
 
 ert_status ert_cpu_unary(const ert_kargs *a) {
     unary_job j = {a};
@@ -117,6 +128,8 @@ ert_status ert_cpu_unary(const ert_kargs *a) {
     case ERT_DTYPE_F32: ert_parallel_for(a->pool, n, GRAIN, unary_f32, &j); return ERT_OK;
     case ERT_DTYPE_I32: ert_parallel_for(a->pool, n, GRAIN, unary_int32_t, &j); return ERT_OK;
     case ERT_DTYPE_I64: ert_parallel_for(a->pool, n, GRAIN, unary_int64_t, &j); return ERT_OK;
+    case ERT_DTYPE_I8: ert_parallel_for(a->pool, n, GRAIN, unary_int8_t, &j); return ERT_OK;
+    case ERT_DTYPE_U8: ert_parallel_for(a->pool, n, GRAIN, unary_uint8_t, &j); return ERT_OK;
     default: return ERT_E_UNSUPPORTED;
     }
 }
