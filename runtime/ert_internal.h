@@ -211,8 +211,13 @@ typedef struct ert_pad_params {
     double value;
 } ert_pad_params;
 
+/* Resize workspace per output coordinate of each dim: 4 int64 source indices + 4 double weights. */
+#define ERT_RESIZE_WS_PER_COORD 64
+
 typedef struct ert_resize_params {
-    int mode;                /* 0 nearest, 1 linear */
+    int mode;                /* 0 nearest, 1 linear, 2 cubic */
+    float cubic_a;           /* cubic_coeff_a (default -0.75) */
+    bool exclude_outside;    /* cubic: taps outside the input get weight 0, the rest renormalised */
     int coord;               /* 0 half_pixel, 1 asymmetric, 2 align_corners, 3 pytorch_half_pixel, 4 tf_crop_and_resize(unsupported), 5 half_pixel_symmetric */
     int nearest_mode;        /* 0 round_prefer_floor, 1 round_prefer_ceil, 2 floor, 3 ceil */
     double scale[ERT_MAX_DIMS]; /* output/input per dim */
