@@ -125,6 +125,7 @@ typedef enum ert_op {
     ERT_OP_ARGMAX, ERT_OP_ARGMIN,
     ERT_OP_ELU, ERT_OP_SELU, ERT_OP_SOFTPLUS, ERT_OP_MISH, /* unary (ert_cpu_unary) */
     ERT_OP_MEAN,             /* variadic, broadcasting (ert_cpu_binary) */
+    ERT_OP_PRELU,            /* (x, slope), slope broadcast to x (ert_cpu_binary) */
     ERT_OP_COUNT
 } ert_op;
 

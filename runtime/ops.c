@@ -101,6 +101,7 @@ static const ert_op_def OPS[] = {
     {ERT_OP_SOFTPLUS, "Softplus", 1, 1, 1, 1, ert_prepare_unary},
     {ERT_OP_MISH, "Mish", 1, 1, 1, 1, ert_prepare_unary},
     {ERT_OP_MEAN, "Mean", 1, U, 1, 1, ert_prepare_binary}, /* variadic */
+    {ERT_OP_PRELU, "PRelu", 2, 2, 1, 1, ert_prepare_binary},
 };
 #undef U
 

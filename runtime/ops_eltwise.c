@@ -156,7 +156,7 @@ static bool is_num(ert_dtype dt) { return dt == ERT_DTYPE_F32 || dt == ERT_DTYPE
 
 /* Binary ops with numpy broadcasting, for f32, i32, i64, i8 and u8 (Equal also
  * bool); Min, Max and Mean (f32 only) are variadic (any number of inputs,
- * broadcast together).
+ * broadcast together). PRelu (f32) broadcasts its slope to x only.
  * All inputs share a dtype, except Pow: base and exponent may each be f32, i32
  * or i64, and the output has the base's dtype (ONNX Pow-12+). Compare ops
  * give bool. */
@@ -173,7 +173,7 @@ ert_status ert_prepare_binary(ert_prep *p) {
         /* i8/u8 too (quantized graphs): wrapping arithmetic like the wider ints */
         bool ok = is_num(a->dtype) || a->dtype == ERT_DTYPE_I8 || a->dtype == ERT_DTYPE_U8 ||
                   (op == ERT_OP_EQUAL && a->dtype == ERT_DTYPE_BOOL);
-        if (op == ERT_OP_MEAN) ok = a->dtype == ERT_DTYPE_F32; /* ONNX Mean is float-only */
+        if (op == ERT_OP_MEAN || op == ERT_OP_PRELU) ok = a->dtype == ERT_DTYPE_F32; /* Mean: float-only in ONNX */
         if (!ok) return ert_prep_error(p, ERT_E_UNSUPPORTED, "dtype %s is not supported by this op", ert_dtype_name(a->dtype));
     }
     o->ndim = a->ndim;
@@ -191,6 +191,9 @@ ert_status ert_prepare_binary(ert_prep *p) {
         memcpy(o->dims, d, sizeof d);
     }
     if ((st = check_dims(p, o, -1))) return st; /* (2^40,1) + (1,2^40) overflows */
+    /* PRelu's slope broadcasts to x, never x to the slope (unidirectional) */
+    if (op == ERT_OP_PRELU && (o->ndim != a->ndim || memcmp(o->dims, a->dims, (size_t)a->ndim * sizeof a->dims[0]) != 0))
+        return ert_prep_error(p, ERT_E_SHAPE, "PRelu slope does not broadcast to the input's shape");
     o->dtype = is_compare(op) ? ERT_DTYPE_BOOL : a->dtype;
     o->const_data = NULL;
     return ERT_OK;

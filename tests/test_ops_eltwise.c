@@ -1,6 +1,6 @@
 /* Element-wise ops through prepare + ert_cpu_run_node: unary (f32, and
  * Clip/Neg/Abs/Relu on every integer dtype), broadcasting binary
- * (f32/i32/i64/i8), variadic Min/Max/Mean, Where, ReduceMean/Sum/Max,
+ * (f32/i32/i64/i8), variadic Min/Max/Mean, PRelu, Where, ReduceMean/Sum/Max,
  * ArgMax/ArgMin, Identity/Dropout. Each is checked against a float64 /
  * plain-index reference written here. */
 #include "op_harness.h"
@@ -421,6 +421,45 @@ static void test_variadic_pow(void) {
         }
 }
 
+/* ------------------------------------------------------------------ PRelu */
+
+/* y = x < 0 ? slope * x : x, slope broadcast to x's shape (a suffix of x's
+ * dims, some of them 1). */
+static void test_prelu(void) {
+    for (int rep = 0; rep < 30; rep++) {
+        int64_t xd[ERT_MAX_DIMS], sd[ERT_MAX_DIMS];
+        int nd = rand_dims(&rng, 0, 4, 7, xd);
+        if (rep == 29) nd = 2, xd[0] = 211, xd[1] = 193; /* split across threads */
+        int snd = ert_test_int(&rng, 0, nd);
+        for (int k = 0; k < snd; k++) sd[k] = ert_test_int(&rng, 0, 1) ? xd[nd - snd + k] : 1;
+        tt in[2] = {tt_rand(&rng, nd, xd, -4, 4), tt_rand(&rng, snd, sd, -2, 2)}, out;
+        ert_status st = run_op(ctx, ERT_OP_PRELU, NULL, 0, in, 2, &out, 1, NULL);
+        CHECK(st == ERT_OK, "prelu: %s", ert_last_error(ctx));
+        if (st == ERT_OK) {
+            int64_t n = tt_n(&in[0]), idx[ERT_MAX_DIMS];
+            double *ref = malloc((size_t)n * sizeof *ref);
+            for (int64_t i = 0; i < n; i++) {
+                unflat(i, nd, xd, idx);
+                double x = tt_get(&in[0], i), sl = tt_get(&in[1], bcast_off(&in[1], nd, idx));
+                ref[i] = x < 0 ? sl * x : x;
+            }
+            CHECK(same_shape(&out, nd, xd) && ert_test_close("prelu", out.data, ref, n, 1e-6, 1e-6), "prelu values");
+            free(ref);
+            tt_free(&out);
+        }
+        tt_free(&in[0]);
+        tt_free(&in[1]);
+    }
+    /* the slope may not widen x; integer PRelu is not implemented */
+    int64_t d31[2] = {3, 1}, d34[2] = {3, 4};
+    tt e[2] = {tt_new(ERT_DTYPE_F32, 2, d31), tt_new(ERT_DTYPE_F32, 2, d34)}, out;
+    CHECK(run_op(ctx, ERT_OP_PRELU, NULL, 0, e, 2, &out, 1, NULL) == ERT_E_SHAPE, "prelu slope wider than x");
+    CHECK(strstr(ert_last_error(ctx), "slope") != NULL, "prelu message: %s", ert_last_error(ctx));
+    tt ei[2] = {tt_new(ERT_DTYPE_I32, 2, d34), tt_new(ERT_DTYPE_I32, 2, d31)};
+    CHECK(run_op(ctx, ERT_OP_PRELU, NULL, 0, ei, 2, &out, 1, NULL) == ERT_E_UNSUPPORTED, "prelu i32");
+    for (int k = 0; k < 2; k++) tt_free(&e[k]), tt_free(&ei[k]);
+}
+
 /* ------------------------------------------------------------------ ArgMax/ArgMin */
 
 /* Reference: walk the axis for each output element; ties (small integer
@@ -685,6 +724,7 @@ int main(void) {
         test_where();
         test_reduce();
         test_arg();
+        test_prelu();
         test_identity();
     }
     ert_threadpool_free(oh_pool);

@@ -159,6 +159,7 @@ static void row_f32(ert_op op, const float *x, int64_t sx, const float *z, int64
     case ERT_OP_EQUAL: LOOP(yb[i] = p == q) break;
     case ERT_OP_LESS: LOOP(yb[i] = p < q) break;
     case ERT_OP_GREATER: LOOP(yb[i] = p > q) break;
+    case ERT_OP_PRELU: LOOP(y[i] = p < 0 ? q * p : p) break;
     default: break;
     }
 #undef LOOP
