@@ -21,38 +21,42 @@ static ert_status check_dims(ert_prep *p, const ert_tinfo *t, int k) {
     return ERT_OK;
 }
 
-/* Read a constant f32 scalar (a 0-d or 1-element tensor). */
-static ert_status const_scalar_f32(ert_prep *p, int k, float *out) {
+/* Constant one-element input k of dtype `want` (a 0-d or 1-element tensor):
+ * *data points at its value, or is NULL when the input is omitted (the caller
+ * keeps its default). A wrong dtype gives `dt_status`. */
+static ert_status const_scalar(ert_prep *p, int k, ert_dtype want, ert_status dt_status, const void **data) {
     const ert_tinfo *t = opt_in(p, k);
-    if (!t) return ERT_OK; /* omitted: caller keeps its default */
-    if (!t->const_data)
-        return ert_prep_error(p, ERT_E_UNSUPPORTED, "input %d must be a constant", k);
-    int64_t n;
-    if (!ert_dims_nelems(t->ndim, t->dims, &n) || n != 1)
-        return ert_prep_error(p, ERT_E_SHAPE, "input %d must have one element", k);
-    if (t->dtype != ERT_DTYPE_F32)
-        return ert_prep_error(p, ERT_E_UNSUPPORTED, "input %d has dtype %s, expected f32", k, ert_dtype_name(t->dtype));
-    memcpy(out, t->const_data, sizeof *out);
-    return ERT_OK;
-}
-
-/* Read a constant integer scalar of x's dtype (Clip bounds on integer data). */
-static ert_status const_scalar_int(ert_prep *p, int k, ert_dtype want, int64_t *out) {
-    const ert_tinfo *t = opt_in(p, k);
-    if (!t) return ERT_OK; /* omitted: caller keeps its default */
+    *data = NULL;
+    if (!t) return ERT_OK;
     if (!t->const_data)
         return ert_prep_error(p, ERT_E_UNSUPPORTED, "input %d must be a constant", k);
     int64_t n;
     if (!ert_dims_nelems(t->ndim, t->dims, &n) || n != 1)
         return ert_prep_error(p, ERT_E_SHAPE, "input %d must have one element", k);
     if (t->dtype != want)
-        return ert_prep_error(p, ERT_E_SHAPE, "input %d has dtype %s, expected %s (input 0's)", k,
-                              ert_dtype_name(t->dtype), ert_dtype_name(want));
+        return ert_prep_error(p, dt_status, "input %d has dtype %s, expected %s", k, ert_dtype_name(t->dtype),
+                              ert_dtype_name(want));
+    *data = t->const_data;
+    return ERT_OK;
+}
+
+static ert_status const_scalar_f32(ert_prep *p, int k, float *out) {
+    const void *v;
+    ert_status st = const_scalar(p, k, ERT_DTYPE_F32, ERT_E_UNSUPPORTED, &v);
+    if (!st && v) memcpy(out, v, sizeof *out);
+    return st;
+}
+
+/* Clip bounds on integer data: the bound must have x's dtype (ONNX's T). */
+static ert_status const_scalar_int(ert_prep *p, int k, ert_dtype want, int64_t *out) {
+    const void *v;
+    ert_status st = const_scalar(p, k, want, ERT_E_SHAPE, &v);
+    if (st || !v) return st;
     switch (want) {
-    case ERT_DTYPE_I8: *out = *(const int8_t *)t->const_data; break;
-    case ERT_DTYPE_U8: *out = *(const uint8_t *)t->const_data; break;
-    case ERT_DTYPE_I32: *out = *(const int32_t *)t->const_data; break;
-    default: memcpy(out, t->const_data, sizeof *out); break;
+    case ERT_DTYPE_I8: *out = *(const int8_t *)v; break;
+    case ERT_DTYPE_U8: *out = *(const uint8_t *)v; break;
+    case ERT_DTYPE_I32: *out = *(const int32_t *)v; break;
+    default: memcpy(out, v, sizeof *out); break;
     }
     return ERT_OK;
 }
