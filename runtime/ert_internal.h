@@ -120,6 +120,12 @@ typedef enum ert_op {
     ERT_OP_OPTIM,            /* (w, g, [m], [v], f32[2] norm) -> (); updates w, m, v in place; optim params */
     ERT_OP_BROADCAST_TO,     /* (dy) -> dy broadcast to the output's shape * scale (ReduceMean/Sum backward); grad params shape = dy's shape with the output's rank */
     ERT_OP_GATHER_GRAD,      /* (dy, indices) -> d data (zeros, then dy rows added at the indices); gather params */
+    /* inference ops added after the training block (the enum is append-only) */
+    ERT_OP_SIZE,             /* shape op: folded at create like Shape */
+    ERT_OP_ARGMAX, ERT_OP_ARGMIN,
+    ERT_OP_ELU, ERT_OP_SELU, ERT_OP_SOFTPLUS, ERT_OP_MISH, /* unary (ert_cpu_unary) */
+    ERT_OP_MEAN,             /* variadic, broadcasting (ert_cpu_binary) */
+    ERT_OP_PRELU,            /* (x, slope), slope broadcast to x (ert_cpu_binary) */
     ERT_OP_COUNT
 } ert_op;
 
@@ -181,11 +187,14 @@ typedef struct ert_axis_params {
     int64_t axes[ERT_MAX_DIMS];
     bool keepdims;
     bool noop_with_empty_axes;
+    bool select_last_index;  /* ArgMax/ArgMin: ties give the last index */
 } ert_axis_params;
 
 typedef struct ert_unary_params {
     ert_act_params act;      /* activation-like unary ops */
-    float alpha;             /* LeakyRelu alpha, Elu alpha... */
+    float alpha;             /* LeakyRelu alpha, Elu alpha, Selu alpha... */
+    float gamma;             /* Selu gamma */
+    int64_t ilo, ihi;        /* Clip on integer dtypes: exact bounds (lo <= hi) */
 } ert_unary_params;
 
 typedef struct ert_transpose_params {
@@ -203,8 +212,13 @@ typedef struct ert_pad_params {
     double value;
 } ert_pad_params;
 
+/* Resize workspace per output coordinate of each dim: 4 int64 source indices + 4 double weights. */
+#define ERT_RESIZE_WS_PER_COORD 64
+
 typedef struct ert_resize_params {
-    int mode;                /* 0 nearest, 1 linear */
+    int mode;                /* 0 nearest, 1 linear, 2 cubic */
+    float cubic_a;           /* cubic_coeff_a (default -0.75) */
+    bool exclude_outside;    /* cubic: taps outside the input get weight 0, the rest renormalised */
     int coord;               /* 0 half_pixel, 1 asymmetric, 2 align_corners, 3 pytorch_half_pixel, 4 tf_crop_and_resize(unsupported), 5 half_pixel_symmetric */
     int nearest_mode;        /* 0 round_prefer_floor, 1 round_prefer_ceil, 2 floor, 3 ceil */
     double scale[ERT_MAX_DIMS]; /* output/input per dim */
@@ -443,6 +457,8 @@ ert_status ert_prepare_cast(ert_prep *p);
 ert_status ert_prepare_shape(ert_prep *p);
 ert_status ert_prepare_constant_of_shape(ert_prep *p);
 ert_status ert_prepare_range(ert_prep *p);
+ert_status ert_prepare_size(ert_prep *p);
+ert_status ert_prepare_arg(ert_prep *p);
 /* Training-only ops: refused when they appear in a model (runtime/ops.c). */
 ert_status ert_prepare_internal_only(ert_prep *p);
 

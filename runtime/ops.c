@@ -92,6 +92,16 @@ static const ert_op_def OPS[] = {
     {ERT_OP_OPTIM, "ert.Optim", 5, 5, 0, 0, ert_prepare_internal_only},
     {ERT_OP_BROADCAST_TO, "ert.BroadcastTo", 1, 1, 1, 1, ert_prepare_internal_only},
     {ERT_OP_GATHER_GRAD, "ert.GatherGrad", 2, 2, 1, 1, ert_prepare_internal_only},
+    /* inference ops appended after the training block (enum order) */
+    {ERT_OP_SIZE, "Size", 1, 1, 1, 1, ert_prepare_size},
+    {ERT_OP_ARGMAX, "ArgMax", 1, 1, 1, 1, ert_prepare_arg},
+    {ERT_OP_ARGMIN, "ArgMin", 1, 1, 1, 1, ert_prepare_arg},
+    {ERT_OP_ELU, "Elu", 1, 1, 1, 1, ert_prepare_unary},
+    {ERT_OP_SELU, "Selu", 1, 1, 1, 1, ert_prepare_unary},
+    {ERT_OP_SOFTPLUS, "Softplus", 1, 1, 1, 1, ert_prepare_unary},
+    {ERT_OP_MISH, "Mish", 1, 1, 1, 1, ert_prepare_unary},
+    {ERT_OP_MEAN, "Mean", 1, U, 1, 1, ert_prepare_binary}, /* variadic */
+    {ERT_OP_PRELU, "PRelu", 2, 2, 1, 1, ert_prepare_binary},
 };
 #undef U
 

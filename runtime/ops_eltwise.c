@@ -21,18 +21,60 @@ static ert_status check_dims(ert_prep *p, const ert_tinfo *t, int k) {
     return ERT_OK;
 }
 
-/* Read a constant f32 scalar (a 0-d or 1-element tensor). */
-static ert_status const_scalar_f32(ert_prep *p, int k, float *out) {
+/* Constant one-element input k of dtype `want` (a 0-d or 1-element tensor):
+ * *data points at its value, or is NULL when the input is omitted (the caller
+ * keeps its default). A wrong dtype gives `dt_status`. */
+static ert_status const_scalar(ert_prep *p, int k, ert_dtype want, ert_status dt_status, const void **data) {
     const ert_tinfo *t = opt_in(p, k);
-    if (!t) return ERT_OK; /* omitted: caller keeps its default */
+    *data = NULL;
+    if (!t) return ERT_OK;
     if (!t->const_data)
         return ert_prep_error(p, ERT_E_UNSUPPORTED, "input %d must be a constant", k);
     int64_t n;
     if (!ert_dims_nelems(t->ndim, t->dims, &n) || n != 1)
         return ert_prep_error(p, ERT_E_SHAPE, "input %d must have one element", k);
-    if (t->dtype != ERT_DTYPE_F32)
-        return ert_prep_error(p, ERT_E_UNSUPPORTED, "input %d has dtype %s, expected f32", k, ert_dtype_name(t->dtype));
-    memcpy(out, t->const_data, sizeof *out);
+    if (t->dtype != want)
+        return ert_prep_error(p, dt_status, "input %d has dtype %s, expected %s", k, ert_dtype_name(t->dtype),
+                              ert_dtype_name(want));
+    *data = t->const_data;
+    return ERT_OK;
+}
+
+static ert_status const_scalar_f32(ert_prep *p, int k, float *out) {
+    const void *v;
+    ert_status st = const_scalar(p, k, ERT_DTYPE_F32, ERT_E_UNSUPPORTED, &v);
+    if (!st && v) memcpy(out, v, sizeof *out);
+    return st;
+}
+
+/* Clip bounds on integer data: the bound must have x's dtype (ONNX's T). */
+static ert_status const_scalar_int(ert_prep *p, int k, ert_dtype want, int64_t *out) {
+    const void *v;
+    ert_status st = const_scalar(p, k, want, ERT_E_SHAPE, &v);
+    if (st || !v) return st;
+    switch (want) {
+    case ERT_DTYPE_I8: *out = *(const int8_t *)v; break;
+    case ERT_DTYPE_U8: *out = *(const uint8_t *)v; break;
+    case ERT_DTYPE_I32: *out = *(const int32_t *)v; break;
+    default: memcpy(out, v, sizeof *out); break;
+    }
+    return ERT_OK;
+}
+
+static bool is_int(ert_dtype dt) {
+    return dt == ERT_DTYPE_I8 || dt == ERT_DTYPE_U8 || dt == ERT_DTYPE_I32 || dt == ERT_DTYPE_I64;
+}
+
+/* Clip on integer data: bounds default to the dtype's range; min > max gives
+ * max everywhere (ONNX: min(max(x, lo), hi)). */
+static ert_status prepare_clip_int(ert_prep *p, ert_unary_params *u) {
+    ert_dtype dt = p->in[0].dtype;
+    int64_t lo = dt == ERT_DTYPE_I8 ? INT8_MIN : dt == ERT_DTYPE_U8 ? 0 : dt == ERT_DTYPE_I32 ? INT32_MIN : INT64_MIN;
+    int64_t hi = dt == ERT_DTYPE_I8 ? INT8_MAX : dt == ERT_DTYPE_U8 ? UINT8_MAX : dt == ERT_DTYPE_I32 ? INT32_MAX : INT64_MAX;
+    ert_status st;
+    if ((st = const_scalar_int(p, 1, dt, &lo)) || (st = const_scalar_int(p, 2, dt, &hi))) return st;
+    u->ilo = lo > hi ? hi : lo;
+    u->ihi = hi;
     return ERT_OK;
 }
 
@@ -49,11 +91,16 @@ ert_status ert_prepare_unary(ert_prep *p) {
     ert_unary_params *u = &p->params->unary;
     memset(u, 0, sizeof *u);
     ert_op op = n->op;
-    bool int_ok = op == ERT_OP_NEG || op == ERT_OP_ABS || op == ERT_OP_RELU;
-    if (!(x->dtype == ERT_DTYPE_F32 ||
-          (int_ok && (x->dtype == ERT_DTYPE_I32 || x->dtype == ERT_DTYPE_I64))))
+    bool int_ok = op == ERT_OP_NEG || op == ERT_OP_ABS || op == ERT_OP_RELU || op == ERT_OP_CLIP;
+    if (!(x->dtype == ERT_DTYPE_F32 || (int_ok && is_int(x->dtype))))
         return ert_prep_error(p, ERT_E_UNSUPPORTED, "input 0 has dtype %s, not supported by this op",
                               ert_dtype_name(x->dtype));
+    if (op == ERT_OP_CLIP && is_int(x->dtype)) {
+        if ((st = prepare_clip_int(p, u))) return st;
+        p->out[0] = *x;
+        p->out[0].const_data = NULL;
+        return ERT_OK;
+    }
     switch (op) {
     case ERT_OP_RELU: u->act.kind = ERT_ACT_RELU; break;
     case ERT_OP_LEAKY_RELU:
@@ -88,6 +135,13 @@ ert_status ert_prepare_unary(ert_prep *p) {
         u->act.kind = ERT_ACT_GELU;
         break;
     }
+    case ERT_OP_ELU: u->alpha = ert_attr_float(n, "alpha", 1.0f); break;
+    case ERT_OP_SELU:
+        /* the defaults are ONNX's (float32 values of the SELU paper's constants) */
+        u->alpha = ert_attr_float(n, "alpha", 1.67326319217681884765625f);
+        u->gamma = ert_attr_float(n, "gamma", 1.05070102214813232421875f);
+        break;
+    case ERT_OP_SOFTPLUS: case ERT_OP_MISH:
     case ERT_OP_ERF: case ERT_OP_SQRT: case ERT_OP_EXP: case ERT_OP_LOG: case ERT_OP_NEG:
     case ERT_OP_ABS: case ERT_OP_RECIPROCAL: case ERT_OP_FLOOR: case ERT_OP_CEIL:
         break;
@@ -105,7 +159,8 @@ static bool is_compare(ert_op op) { return op == ERT_OP_EQUAL || op == ERT_OP_LE
 static bool is_num(ert_dtype dt) { return dt == ERT_DTYPE_F32 || dt == ERT_DTYPE_I32 || dt == ERT_DTYPE_I64; }
 
 /* Binary ops with numpy broadcasting, for f32, i32, i64, i8 and u8 (Equal also
- * bool); Min and Max are variadic (any number of inputs, broadcast together).
+ * bool); Min, Max and Mean (f32 only) are variadic (any number of inputs,
+ * broadcast together). PRelu (f32) broadcasts its slope to x only.
  * All inputs share a dtype, except Pow: base and exponent may each be f32, i32
  * or i64, and the output has the base's dtype (ONNX Pow-12+). Compare ops
  * give bool. */
@@ -122,6 +177,7 @@ ert_status ert_prepare_binary(ert_prep *p) {
         /* i8/u8 too (quantized graphs): wrapping arithmetic like the wider ints */
         bool ok = is_num(a->dtype) || a->dtype == ERT_DTYPE_I8 || a->dtype == ERT_DTYPE_U8 ||
                   (op == ERT_OP_EQUAL && a->dtype == ERT_DTYPE_BOOL);
+        if (op == ERT_OP_MEAN || op == ERT_OP_PRELU) ok = a->dtype == ERT_DTYPE_F32; /* Mean: float-only in ONNX */
         if (!ok) return ert_prep_error(p, ERT_E_UNSUPPORTED, "dtype %s is not supported by this op", ert_dtype_name(a->dtype));
     }
     o->ndim = a->ndim;
@@ -139,6 +195,9 @@ ert_status ert_prepare_binary(ert_prep *p) {
         memcpy(o->dims, d, sizeof d);
     }
     if ((st = check_dims(p, o, -1))) return st; /* (2^40,1) + (1,2^40) overflows */
+    /* PRelu's slope broadcasts to x, never x to the slope (unidirectional) */
+    if (op == ERT_OP_PRELU && (o->ndim != a->ndim || memcmp(o->dims, a->dims, (size_t)a->ndim * sizeof a->dims[0]) != 0))
+        return ert_prep_error(p, ERT_E_SHAPE, "PRelu slope does not broadcast to the input's shape");
     o->dtype = is_compare(op) ? ERT_DTYPE_BOOL : a->dtype;
     o->const_data = NULL;
     return ERT_OK;
@@ -218,6 +277,39 @@ ert_status ert_prepare_reduce(ert_prep *p) {
         } else {
             o->dims[o->ndim++] = x->dims[d];
         }
+    }
+    return ERT_OK;
+}
+
+/* ArgMax/ArgMin(x): i64 indices along one axis. Params (axis): axis made
+ * positive, keepdims, select_last_index. An empty axis has no answer: refused. */
+ert_status ert_prepare_arg(ert_prep *p) {
+    const ert_tinfo *x = &p->in[0];
+    ert_status st = check_dims(p, x, 0);
+    if (st) return st;
+    ert_dtype dt = x->dtype;
+    if (!(is_num(dt) || dt == ERT_DTYPE_I8 || dt == ERT_DTYPE_U8))
+        return ert_prep_error(p, ERT_E_UNSUPPORTED, "dtype %s is not supported by this op", ert_dtype_name(dt));
+    const ert_attr_val *av = ert_node_attr(p->node, "axis");
+    if (av && av->type != ERT_ATTR_INT) return ert_prep_error(p, ERT_E_ARG, "attribute 'axis' must be an INT");
+    ert_axis_params *ap = &p->params->axis;
+    memset(ap, 0, sizeof *ap);
+    int r = x->ndim > 0 ? x->ndim : 1; /* a 0-d x is treated as (1) */
+    int64_t axis = av ? av->i : 0;
+    if (axis < -r || axis >= r)
+        return ert_prep_error(p, ERT_E_ARG, "axis %lld out of range for rank %d", (long long)axis, x->ndim);
+    ap->axis = axis < 0 ? axis + r : axis;
+    ap->keepdims = ert_attr_int(p->node, "keepdims", 1) != 0;
+    ap->select_last_index = ert_attr_int(p->node, "select_last_index", 0) != 0;
+    if (x->ndim > 0 && x->dims[ap->axis] == 0)
+        return ert_prep_error(p, ERT_E_SHAPE, "axis %lld is empty: no index to return", (long long)axis);
+    ert_tinfo *o = &p->out[0];
+    o->dtype = ERT_DTYPE_I64;
+    o->const_data = NULL;
+    o->ndim = 0;
+    for (int d = 0; d < x->ndim; d++) {
+        if (d != ap->axis) o->dims[o->ndim++] = x->dims[d];
+        else if (ap->keepdims) o->dims[o->ndim++] = 1;
     }
     return ERT_OK;
 }

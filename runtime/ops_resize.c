@@ -4,14 +4,17 @@
  * scales (f32) or sizes (i64), one of them constant and non-empty (exporters
  * pass an empty tensor for the unused one). The opset-18 "axes" attribute
  * restricts scales/sizes to those axes; others keep scale 1.
- * Supported: mode nearest (any dtype, the four nearest_mode roundings) and
- * linear (f32, N-D multilinear); coordinate_transformation_mode half_pixel,
- * asymmetric, align_corners, pytorch_half_pixel, half_pixel_symmetric.
- * Refused (ERT_E_UNSUPPORTED): cubic, tf_crop_and_resize, antialias=1,
+ * Supported: mode nearest (any dtype, the four nearest_mode roundings),
+ * linear (f32, N-D multilinear) and cubic (f32, separable 4-tap Keys kernel
+ * with cubic_coeff_a and exclude_outside, at most 4 resized dims);
+ * coordinate_transformation_mode half_pixel, asymmetric, align_corners,
+ * pytorch_half_pixel, half_pixel_symmetric.
+ * Refused (ERT_E_UNSUPPORTED): tf_crop_and_resize, antialias=1,
  * keep_aspect_ratio_policy other than stretch.
  * Params: resize.scale[d] = output/input per dim (the given scale when scales
- * are given, sizes/in otherwise, as ONNX defines it). Workspace: 24 bytes per
- * output coordinate of every dim (the kernel's per-dim source tables). */
+ * are given, sizes/in otherwise, as ONNX defines it); cubic_a, exclude_outside.
+ * Workspace: ERT_RESIZE_WS_PER_COORD bytes per output coordinate of every dim
+ * (the kernel's per-dim tables of 4 source indices and 4 weights). */
 #include "ert_internal.h"
 
 #include <math.h>
@@ -48,7 +51,13 @@ ert_status ert_prepare_resize(ert_prep *p) {
     static const char *const nmodes[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
     const char *s = ert_attr_str(node, "mode", "nearest");
     rp->mode = pick(s, modes, 3);
-    if (rp->mode < 0 || rp->mode == 2) return ert_prep_error(p, ERT_E_UNSUPPORTED, "Resize mode \"%.32s\"", s);
+    if (rp->mode < 0) return ert_prep_error(p, ERT_E_UNSUPPORTED, "Resize mode \"%.32s\"", s);
+    const ert_attr_val *ca = ert_node_attr(node, "cubic_coeff_a"), *eo = ert_node_attr(node, "exclude_outside");
+    if ((ca && ca->type != ERT_ATTR_FLOAT) || (eo && eo->type != ERT_ATTR_INT))
+        return ert_prep_error(p, ERT_E_ARG, "Resize cubic_coeff_a must be a FLOAT and exclude_outside an INT");
+    rp->cubic_a = ca ? ca->f : -0.75f;
+    rp->exclude_outside = eo && eo->i != 0;
+    if (!isfinite(rp->cubic_a)) return ert_prep_error(p, ERT_E_ARG, "Resize cubic_coeff_a is not finite");
     s = ert_attr_str(node, "coordinate_transformation_mode", "half_pixel");
     rp->coord = pick(s, coords, 6);
     if (rp->coord < 0 || rp->coord == 4)
@@ -59,8 +68,8 @@ ert_status ert_prepare_resize(ert_prep *p) {
     if (ert_attr_int(node, "antialias", 0) != 0) return ert_prep_error(p, ERT_E_UNSUPPORTED, "Resize antialias=1");
     s = ert_attr_str(node, "keep_aspect_ratio_policy", "stretch");
     if (strcmp(s, "stretch") != 0) return ert_prep_error(p, ERT_E_UNSUPPORTED, "Resize keep_aspect_ratio_policy \"%.32s\"", s);
-    if (rp->mode == 1 && x->dtype != ERT_DTYPE_F32)
-        return ert_prep_error(p, ERT_E_UNSUPPORTED, "linear Resize of %s (only f32)", ert_dtype_name(x->dtype));
+    if (rp->mode != 0 && x->dtype != ERT_DTYPE_F32)
+        return ert_prep_error(p, ERT_E_UNSUPPORTED, "%s Resize of %s (only f32)", modes[rp->mode], ert_dtype_name(x->dtype));
 
     int64_t axes[ERT_MAX_DIMS];
     int na = ert_attr_ints(node, "axes", axes, ERT_MAX_DIMS);
@@ -110,12 +119,17 @@ ert_status ert_prepare_resize(ert_prep *p) {
             rp->scale[d] = in ? (double)sizes[i] / (double)in : 1.0;
         }
     }
+    /* the kernel combines the taps of every resized dim but the last: 4^3 combinations at most */
+    int n_rs = 0;
+    for (int d = 0; d + 1 < r; d++) n_rs += rp->scale[d] != 1.0;
+    if (rp->mode == 2 && n_rs > 3)
+        return ert_prep_error(p, ERT_E_UNSUPPORTED, "cubic Resize of more than 4 dims");
     int64_t total;
     size_t ws = 0;
     if (!ert_dims_nelems(r, dims, &total)) return ert_prep_error(p, ERT_E_SHAPE, "output element count overflows");
     for (int d = 0; d < r; d++)
         if (ert_add_ovf(ws, (size_t)dims[d], &ws)) return ert_prep_error(p, ERT_E_SHAPE, "output too large");
-    if (ert_mul_ovf(ws, 24, &p->workspace_bytes)) return ert_prep_error(p, ERT_E_SHAPE, "output too large");
+    if (ert_mul_ovf(ws, ERT_RESIZE_WS_PER_COORD, &p->workspace_bytes)) return ert_prep_error(p, ERT_E_SHAPE, "output too large");
     ert_tinfo *o = &p->out[0];
     memset(o, 0, sizeof *o);
     o->dtype = x->dtype;

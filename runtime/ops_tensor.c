@@ -551,6 +551,16 @@ ert_status ert_prepare_shape(ert_prep *p) {
     return ERT_OK;
 }
 
+/* Size(x): the element count of x as an i64 scalar (0-d). Like Shape it only
+ * reads x's dims, so the session folds it at create even when x is not a
+ * constant. */
+ert_status ert_prepare_size(ert_prep *p) {
+    ert_status st = check_in(p, 0);
+    if (st) return st;
+    out_like(p, ERT_DTYPE_I64, 0, NULL);
+    return ERT_OK;
+}
+
 /* ConstantOfShape(shape). Value convention (the ONNX attribute is a one-element
  * TensorProto; the ONNX loader and the builder pass it as): attribute "value"
  * of type FLOATS or INTS (or FLOAT / INT) with exactly one element, plus an

@@ -423,7 +423,7 @@ static ert_status infer(ert_session *s) {
             }
         }
         if (n->op == ERT_OP_CAST && is_float16ish(n->params.cast.to)) n->params.cast.to = ERT_DTYPE_F32;
-        if (p.fold_ok && (all_const || n->op == ERT_OP_SHAPE)) {
+        if (p.fold_ok && (all_const || n->op == ERT_OP_SHAPE || n->op == ERT_OP_SIZE)) {
             if ((st = fold_node(s, n)) != ERT_OK) goto done;
             free(n->in);
             s->nn--;

@@ -354,7 +354,7 @@ static ert_status infer(ert_trainer *t) {
                                      mn->name);
             if (!set_nbytes(x)) return ert_set_error(t->ctx, ERT_E_SHAPE, "node '%s': output size overflows", mn->name);
         }
-        if (p.fold_ok && (all_imm || n->op == ERT_OP_SHAPE)) {
+        if (p.fold_ok && (all_imm || n->op == ERT_OP_SHAPE || n->op == ERT_OP_SIZE)) {
             if ((st = fold_node(t, n))) return st;
             free(n->in);
             t->nn--;

@@ -335,6 +335,46 @@ static void test_normalise(void) {
     pb_free(&ma);
 }
 
+/* PRelu-6 applies a 1-D slope per channel: the loader reshapes it to (C, 1)
+ * for x (2,3,4) and the session computes per-channel values; from opset 7 the
+ * slope broadcasts numpy-style and is kept as given. */
+static void test_prelu_old(ert_test_rng *r) {
+    int64_t sd3 = 3, sd4 = 4;
+    float s3[3], s4[4];
+    ert_test_fill(r, s3, 3, -2, 2);
+    ert_test_fill(r, s4, 4, -2, 2);
+    for (int v = 0; v < 2; v++) {
+        int opset = v ? 9 : 6;
+        pbuf ini[1] = {v ? ox_tensor("s", OX_FLOAT, 1, &sd4, s4, sizeof s4) : ox_tensor("s", OX_FLOAT, 1, &sd3, s3, sizeof s3)};
+        pbuf mb = one_node(opset, "PRelu", S("x", "s"), S("y"), NULL, 0, ini, 1);
+        ert_model *m = NULL;
+        CHECK_OK(load(&mb, NULL, &m), ctx);
+        pb_free(&mb);
+        if (!m) continue;
+        const ert_node *n = node_by_op(m, ERT_OP_PRELU, 0);
+        const ert_tensor *st = n ? &m->tensors[n->in[1]] : NULL;
+        CHECK(st && (v ? st->ndim == 1 && st->dims[0] == 4 : st->ndim == 2 && st->dims[0] == 3 && st->dims[1] == 1),
+              "PRelu-%d slope shape", opset);
+        ert_session *s = NULL;
+        CHECK_OK(ert_session_create(m, &(ert_session_options){0}, &s), ctx);
+        if (s) {
+            float x[24], y[24];
+            double ref[24];
+            ert_test_fill(r, x, 24, -3, 3);
+            for (int i = 0; i < 24; i++) {
+                double sl = v ? s4[i % 4] : s3[(i / 4) % 3]; /* x is (2,3,4) */
+                ref[i] = x[i] < 0 ? sl * x[i] : x[i];
+            }
+            CHECK_OK(ert_session_set_input(s, 0, x, sizeof x), ctx);
+            CHECK_OK(ert_session_run(s), ctx);
+            CHECK_OK(ert_session_get_output(s, 0, y, sizeof y), ctx);
+            CHECK(ert_test_close("prelu", y, ref, 24, 1e-6, 1e-6), "PRelu-%d values", opset);
+            ert_session_free(s);
+        }
+        ert_model_free(m);
+    }
+}
+
 /* A Constant that is itself a graph output becomes weight -> Identity -> output. */
 static void test_constant_output(void) {
     oxg g = {0};
@@ -821,6 +861,11 @@ int main(void) {
     test_normalise();
     test_constant_output();
     test_softmax_old_run();
+    {
+        ert_test_rng r;
+        ert_test_rng_init(&r, "onnx");
+        test_prelu_old(&r);
+    }
     test_hostile();
     test_external();
     test_pb();

@@ -1,6 +1,8 @@
-/* Element-wise ops through prepare + ert_cpu_run_node: unary, broadcasting
- * binary (f32/i32/i64), Where, ReduceMean/Sum/Max, Identity/Dropout. Each is
- * checked against a float64 / plain-index reference written here. */
+/* Element-wise ops through prepare + ert_cpu_run_node: unary (f32, and
+ * Clip/Neg/Abs/Relu on every integer dtype), broadcasting binary
+ * (f32/i32/i64/i8), variadic Min/Max/Mean, PRelu, Where, ReduceMean/Sum/Max,
+ * ArgMax/ArgMin, Identity/Dropout. Each is checked against a float64 /
+ * plain-index reference written here. */
 #include "op_harness.h"
 
 static ert_context *ctx;
@@ -30,6 +32,10 @@ static double ref_unary(ert_op op, double x, double p0, double p1, int gelu_tanh
     case ERT_OP_RECIPROCAL: return 1 / x;
     case ERT_OP_FLOOR: return floor(x);
     case ERT_OP_CEIL: return ceil(x);
+    case ERT_OP_ELU: return x >= 0 ? x : p0 * (exp(x) - 1);
+    case ERT_OP_SELU: return p1 * (x > 0 ? x : p0 * (exp(x) - 1));
+    case ERT_OP_SOFTPLUS: return log(1 + exp(x));
+    case ERT_OP_MISH: return x * tanh(log(1 + exp(x)));
     default: return NAN;
     }
 }
@@ -38,7 +44,7 @@ static void test_unary(void) {
     static const ert_op ops[] = {ERT_OP_RELU, ERT_OP_LEAKY_RELU, ERT_OP_CLIP, ERT_OP_SIGMOID, ERT_OP_TANH,
                                  ERT_OP_HARD_SIGMOID, ERT_OP_HARD_SWISH, ERT_OP_SILU, ERT_OP_GELU, ERT_OP_ERF,
                                  ERT_OP_SQRT, ERT_OP_EXP, ERT_OP_LOG, ERT_OP_NEG, ERT_OP_ABS, ERT_OP_RECIPROCAL,
-                                 ERT_OP_FLOOR, ERT_OP_CEIL};
+                                 ERT_OP_FLOOR, ERT_OP_CEIL, ERT_OP_ELU, ERT_OP_SELU, ERT_OP_SOFTPLUS, ERT_OP_MISH};
     for (size_t oi = 0; oi < sizeof ops / sizeof ops[0]; oi++) {
         for (int rep = 0; rep < 3; rep++) {
             ert_op op = ops[oi];
@@ -51,7 +57,9 @@ static void test_unary(void) {
             }
             bool pos = op == ERT_OP_SQRT || op == ERT_OP_LOG || op == ERT_OP_RECIPROCAL;
             tt in[3];
-            in[0] = tt_rand(&rng, nd, dims, pos ? 0.05f : -5.0f, 5.0f);
+            /* rep 2 of the exp-based activations: large |x| (softplus must not overflow) */
+            bool wide = rep == 2 && (op == ERT_OP_ELU || op == ERT_OP_SELU || op == ERT_OP_SOFTPLUS || op == ERT_OP_MISH);
+            in[0] = tt_rand(&rng, nd, dims, pos ? 0.05f : wide ? -90.0f : -5.0f, wide ? 90.0f : 5.0f);
             int n_in = 1, na = 0, gt = 0;
             ert_attr_val at[2];
             double p0 = 0, p1 = 0;
@@ -66,6 +74,12 @@ static void test_unary(void) {
                 in[1] = rep == 1 ? tt_omitted() : tt_scalar_f32((float)p0, true);
                 in[2] = tt_scalar_f32((float)p1, true);
                 n_in = 3;
+            } else if (op == ERT_OP_ELU) {
+                p0 = 1.0;
+                if (rep) at[na++] = A_F("alpha", (float)(p0 = 0.375));
+            } else if (op == ERT_OP_SELU) {
+                p0 = 1.67326319217681884765625, p1 = 1.05070102214813232421875;
+                if (rep) at[na++] = A_F("alpha", (float)(p0 = 2.5)), at[na++] = A_F("gamma", (float)(p1 = 0.75));
             } else if (op == ERT_OP_GELU) {
                 gt = rep == 1;
                 if (rep) at[na++] = A_S("approximate", gt ? "tanh" : "none");
@@ -88,6 +102,76 @@ static void test_unary(void) {
             for (int k = 0; k < n_in; k++) tt_free(&in[k]);
         }
     }
+    /* integer Clip/Neg/Abs/Relu on every integer dtype, against exact references */
+    static const ert_dtype idt[] = {ERT_DTYPE_I8, ERT_DTYPE_U8, ERT_DTYPE_I32, ERT_DTYPE_I64};
+    static const ert_op iops[] = {ERT_OP_CLIP, ERT_OP_NEG, ERT_OP_ABS, ERT_OP_RELU};
+    for (int di = 0; di < 4; di++)
+        for (int oi = 0; oi < 4; oi++)
+            for (int rep = 0; rep < 4; rep++) {
+                ert_dtype dt = idt[di];
+                ert_op op = iops[oi];
+                int64_t dims[ERT_MAX_DIMS];
+                int nd = rand_dims(&rng, 0, 3, 9, dims);
+                bool u8 = dt == ERT_DTYPE_U8;
+                tt in[3];
+                in[0] = tt_new(dt, nd, dims);
+                int n_in = 1;
+                int64_t lo = u8 ? 0 : dt == ERT_DTYPE_I8 ? INT8_MIN : dt == ERT_DTYPE_I32 ? INT32_MIN : INT64_MIN;
+                int64_t hi = u8 ? UINT8_MAX : dt == ERT_DTYPE_I8 ? INT8_MAX : dt == ERT_DTYPE_I32 ? INT32_MAX : INT64_MAX;
+                int64_t n = tt_n(&in[0]), esz = (int64_t)ert_dtype_size(dt);
+                /* values over the dtype's whole range (i64 beyond 2^53 too) */
+                for (int64_t i = 0; i < n; i++) {
+                    uint64_t r = 0;
+                    for (int q = 0; q < 4; q++) r = r << 16 | (uint64_t)ert_test_int(&rng, 0, 0xffff);
+                    memcpy((char *)in[0].data + i * esz, &r, (size_t)esz); /* little-endian: the low bytes */
+                }
+                if (op == ERT_OP_CLIP) {
+                    /* rep 0: both bounds; 1: min only; 2: max only; 3: min > max (all max) */
+                    int64_t a = u8 ? ert_test_int(&rng, 0, 120) : ert_test_int(&rng, -100, 20);
+                    int64_t b = a + ert_test_int(&rng, 0, 100);
+                    if (dt == ERT_DTYPE_I64 && rep == 0) a = INT64_MIN + 5, b = ((int64_t)1 << 60) + 1; /* exact, not via float */
+                    if (rep == 3) { int64_t t = a; a = b + 1; b = t; }
+                    tt bnd[2] = {tt_new(dt, 0, NULL), tt_new(dt, 1, (int64_t[]){1})};
+                    memcpy(bnd[0].data, &a, (size_t)esz);
+                    memcpy(bnd[1].data, &b, (size_t)esz);
+                    bnd[0].cst = bnd[1].cst = true;
+                    in[1] = rep == 2 ? (tt_free(&bnd[0]), tt_omitted()) : bnd[0];
+                    in[2] = rep == 1 ? (tt_free(&bnd[1]), tt_omitted()) : bnd[1];
+                    n_in = 3;
+                    if (rep != 2) lo = a;
+                    if (rep != 1) hi = b;
+                }
+                tt out;
+                ert_status st = run_op(ctx, op, NULL, 0, in, n_in, &out, 1, NULL);
+                CHECK(st == ERT_OK, "int unary op %d dt %s: %s", op, ert_dtype_name(dt), ert_last_error(ctx));
+                if (st == ERT_OK) {
+                    int64_t bad = 0;
+                    for (int64_t i = 0; i < n; i++) {
+                        /* read exactly (tt_get goes through double) */
+                        int64_t x = 0, y = 0, want;
+                        switch (dt) {
+                        case ERT_DTYPE_I8: x = ((int8_t *)in[0].data)[i], y = ((int8_t *)out.data)[i]; break;
+                        case ERT_DTYPE_U8: x = ((uint8_t *)in[0].data)[i], y = ((uint8_t *)out.data)[i]; break;
+                        case ERT_DTYPE_I32: x = ((int32_t *)in[0].data)[i], y = ((int32_t *)out.data)[i]; break;
+                        default: x = ((int64_t *)in[0].data)[i], y = ((int64_t *)out.data)[i]; break;
+                        }
+                        if (op == ERT_OP_CLIP) want = x > lo ? x : lo, want = want < hi ? want : hi;
+                        else if (op == ERT_OP_RELU) want = x > 0 ? x : 0;
+                        else {
+                            /* two's complement wrap of -x (|MIN| stays MIN), then back to the dtype */
+                            uint64_t m = (uint64_t)0 - (uint64_t)x;
+                            int64_t negx = dt == ERT_DTYPE_I8 ? (int8_t)(uint8_t)m : u8 ? (uint8_t)m
+                                         : dt == ERT_DTYPE_I32 ? (int32_t)(uint32_t)m : (int64_t)m;
+                            want = op == ERT_OP_NEG ? negx : x < 0 ? negx : x;
+                        }
+                        bad += y != want;
+                    }
+                    CHECK(bad == 0 && out.dt == dt && same_shape(&out, nd, dims), "int unary op %d dt %s: %lld wrong",
+                          op, ert_dtype_name(dt), (long long)bad);
+                    tt_free(&out);
+                }
+                for (int k = 0; k < n_in; k++) tt_free(&in[k]);
+            }
     /* integer Neg/Abs wrap at INT_MIN instead of overflowing */
     int64_t d4 = 4;
     tt x = tt_new(ERT_DTYPE_I32, 1, &d4), out;
@@ -106,6 +190,16 @@ static void test_unary(void) {
     ert_attr_val ga = A_S("approximate", "fast");
     CHECK(run_op(ctx, ERT_OP_GELU, &ga, 1, c, 1, &out, 1, NULL) == ERT_E_UNSUPPORTED, "gelu bad approximate");
     CHECK(run_op(ctx, ERT_OP_SIGMOID, NULL, 0, &x, 1, &out, 1, NULL) == ERT_E_UNSUPPORTED, "sigmoid i32");
+    CHECK(run_op(ctx, ERT_OP_ELU, NULL, 0, &x, 1, &out, 1, NULL) == ERT_E_UNSUPPORTED, "elu i32");
+    /* integer Clip: bounds must be constants of x's dtype */
+    tt ci[3] = {x, tt_new(ERT_DTYPE_I64, 0, NULL), tt_omitted()};
+    ci[1].cst = true;
+    CHECK(run_op(ctx, ERT_OP_CLIP, NULL, 0, ci, 3, &out, 1, NULL) == ERT_E_SHAPE, "clip i32 with an i64 bound");
+    CHECK(strstr(ert_last_error(ctx), "i64") != NULL, "clip bound message: %s", ert_last_error(ctx));
+    ci[1].cst = false;
+    ci[1].dt = ERT_DTYPE_I32;
+    CHECK(run_op(ctx, ERT_OP_CLIP, NULL, 0, ci, 3, &out, 1, NULL) == ERT_E_UNSUPPORTED, "clip i32 runtime bound");
+    tt_free(&ci[1]);
     tt_free(&x);
     tt_free(&c[0]);
     tt_free(&c[1]);
@@ -259,9 +353,10 @@ static void test_binary(void) {
 /* Variadic Min/Max (1 to 4 inputs, broadcast together) and Pow with mixed
  * base/exponent dtypes (output in the base's dtype, float -> int truncates). */
 static void test_variadic_pow(void) {
-    for (int rep = 0; rep < 16; rep++) {
-        ert_op op = rep % 2 ? ERT_OP_MAX : ERT_OP_MIN;
-        ert_dtype dt = rep % 4 < 2 ? ERT_DTYPE_F32 : ERT_DTYPE_I64;
+    for (int rep = 0; rep < 24; rep++) {
+        /* reps 16..23: Mean (f32 only), 1 to 4 inputs */
+        ert_op op = rep >= 16 ? ERT_OP_MEAN : rep % 2 ? ERT_OP_MAX : ERT_OP_MIN;
+        ert_dtype dt = rep >= 16 || rep % 4 < 2 ? ERT_DTYPE_F32 : ERT_DTYPE_I64;
         int n = 1 + rep % 4;
         tt in[4], out;
         int64_t od[ERT_MAX_DIMS];
@@ -279,14 +374,28 @@ static void test_variadic_pow(void) {
                 double want = tt_get(&in[0], bcast_off(&in[0], out.nd, idx));
                 for (int k = 1; k < n; k++) {
                     double v = tt_get(&in[k], bcast_off(&in[k], out.nd, idx));
-                    want = op == ERT_OP_MAX ? fmax(want, v) : fmin(want, v);
+                    want = op == ERT_OP_MAX ? fmax(want, v) : op == ERT_OP_MIN ? fmin(want, v) : want + v;
                 }
-                bad += tt_get(&out, i) != want;
+                if (op == ERT_OP_MEAN) {
+                    want /= n;
+                    bad += !(fabs(tt_get(&out, i) - want) <= 1e-5 * fabs(want) + 1e-5);
+                } else {
+                    bad += tt_get(&out, i) != want;
+                }
             }
             CHECK(bad == 0 && out.dt == dt, "variadic %d x%d: %lld wrong", op, n, (long long)bad);
             tt_free(&out);
         }
         for (int k = 0; k < n; k++) tt_free(&in[k]);
+    }
+    {
+        /* Mean is float-only; its inputs broadcast like Min/Max */
+        int64_t d23[2] = {2, 3}, d4 = 4;
+        tt mi[2] = {tt_new(ERT_DTYPE_I32, 2, d23), tt_new(ERT_DTYPE_I32, 2, d23)}, mo;
+        CHECK(run_op(ctx, ERT_OP_MEAN, NULL, 0, mi, 2, &mo, 1, NULL) == ERT_E_UNSUPPORTED, "mean i32");
+        tt mf[2] = {tt_new(ERT_DTYPE_F32, 2, d23), tt_new(ERT_DTYPE_F32, 1, &d4)};
+        CHECK(run_op(ctx, ERT_OP_MEAN, NULL, 0, mf, 2, &mo, 1, NULL) == ERT_E_SHAPE, "mean bad broadcast");
+        for (int k = 0; k < 2; k++) tt_free(&mi[k]), tt_free(&mf[k]);
     }
     static const ert_dtype pts[3] = {ERT_DTYPE_F32, ERT_DTYPE_I32, ERT_DTYPE_I64};
     for (int bi = 0; bi < 3; bi++)
@@ -310,6 +419,122 @@ static void test_variadic_pow(void) {
             tt_free(&in[0]);
             tt_free(&in[1]);
         }
+}
+
+/* ------------------------------------------------------------------ PRelu */
+
+/* y = x < 0 ? slope * x : x, slope broadcast to x's shape (a suffix of x's
+ * dims, some of them 1). */
+static void test_prelu(void) {
+    for (int rep = 0; rep < 30; rep++) {
+        int64_t xd[ERT_MAX_DIMS], sd[ERT_MAX_DIMS];
+        int nd = rand_dims(&rng, 0, 4, 7, xd);
+        if (rep == 29) nd = 2, xd[0] = 211, xd[1] = 193; /* split across threads */
+        int snd = ert_test_int(&rng, 0, nd);
+        for (int k = 0; k < snd; k++) sd[k] = ert_test_int(&rng, 0, 1) ? xd[nd - snd + k] : 1;
+        tt in[2] = {tt_rand(&rng, nd, xd, -4, 4), tt_rand(&rng, snd, sd, -2, 2)}, out;
+        ert_status st = run_op(ctx, ERT_OP_PRELU, NULL, 0, in, 2, &out, 1, NULL);
+        CHECK(st == ERT_OK, "prelu: %s", ert_last_error(ctx));
+        if (st == ERT_OK) {
+            int64_t n = tt_n(&in[0]), idx[ERT_MAX_DIMS];
+            double *ref = malloc((size_t)n * sizeof *ref);
+            for (int64_t i = 0; i < n; i++) {
+                unflat(i, nd, xd, idx);
+                double x = tt_get(&in[0], i), sl = tt_get(&in[1], bcast_off(&in[1], nd, idx));
+                ref[i] = x < 0 ? sl * x : x;
+            }
+            CHECK(same_shape(&out, nd, xd) && ert_test_close("prelu", out.data, ref, n, 1e-6, 1e-6), "prelu values");
+            free(ref);
+            tt_free(&out);
+        }
+        tt_free(&in[0]);
+        tt_free(&in[1]);
+    }
+    /* the slope may not widen x; integer PRelu is not implemented */
+    int64_t d31[2] = {3, 1}, d34[2] = {3, 4};
+    tt e[2] = {tt_new(ERT_DTYPE_F32, 2, d31), tt_new(ERT_DTYPE_F32, 2, d34)}, out;
+    CHECK(run_op(ctx, ERT_OP_PRELU, NULL, 0, e, 2, &out, 1, NULL) == ERT_E_SHAPE, "prelu slope wider than x");
+    CHECK(strstr(ert_last_error(ctx), "slope") != NULL, "prelu message: %s", ert_last_error(ctx));
+    tt ei[2] = {tt_new(ERT_DTYPE_I32, 2, d34), tt_new(ERT_DTYPE_I32, 2, d31)};
+    CHECK(run_op(ctx, ERT_OP_PRELU, NULL, 0, ei, 2, &out, 1, NULL) == ERT_E_UNSUPPORTED, "prelu i32");
+    for (int k = 0; k < 2; k++) tt_free(&e[k]), tt_free(&ei[k]);
+}
+
+/* ------------------------------------------------------------------ ArgMax/ArgMin */
+
+/* Reference: walk the axis for each output element; ties (small integer
+ * values make many) resolve to the first or last index. */
+static void test_arg(void) {
+    static const ert_dtype dts[] = {ERT_DTYPE_F32, ERT_DTYPE_I32, ERT_DTYPE_I64, ERT_DTYPE_I8, ERT_DTYPE_U8};
+    for (int rep = 0; rep < 60; rep++) {
+        ert_op op = rep % 2 ? ERT_OP_ARGMIN : ERT_OP_ARGMAX;
+        ert_dtype dt = dts[(rep / 2) % 5];
+        bool keep = (rep / 10) % 2, last = (rep / 20) % 2;
+        int64_t dims[ERT_MAX_DIMS];
+        int nd = rand_dims(&rng, 1, 4, 6, dims);
+        if (rep == 59) nd = 2, dims[0] = 300, dims[1] = 257; /* a larger one */
+        tt x = tt_new(dt, nd, dims);
+        /* few distinct values: ties are common */
+        fill_any(&x, dt == ERT_DTYPE_U8 ? 0 : -3, 3);
+        int64_t axis = ert_test_int(&rng, -nd, nd - 1), ax = axis < 0 ? axis + nd : axis;
+        ert_attr_val at[3];
+        int na = 0;
+        if (rep % 3 || axis) at[na++] = A_I("axis", axis);
+        if (!keep || rep % 4 == 0) at[na++] = A_I("keepdims", keep);
+        if (last || rep % 5 == 0) at[na++] = A_I("select_last_index", last);
+        tt out;
+        ert_status st = run_op(ctx, op, at, na, &x, 1, &out, 1, NULL);
+        CHECK(st == ERT_OK, "arg op %d dt %s: %s", op, ert_dtype_name(dt), ert_last_error(ctx));
+        if (st == ERT_OK) {
+            int64_t od[ERT_MAX_DIMS];
+            int ond = 0;
+            for (int d = 0; d < nd; d++)
+                if (d != ax || keep) od[ond++] = d == ax ? 1 : dims[d];
+            CHECK(out.dt == ERT_DTYPE_I64 && same_shape(&out, ond, od), "arg out shape");
+            int64_t outer = 1, inner = 1, bad = 0;
+            for (int d = 0; d < ax; d++) outer *= dims[d];
+            for (int d = (int)ax + 1; d < nd; d++) inner *= dims[d];
+            for (int64_t o = 0; o < outer; o++)
+                for (int64_t i = 0; i < inner; i++) {
+                    int64_t want = 0;
+                    double best = tt_get(&x, o * dims[ax] * inner + i);
+                    for (int64_t k = 1; k < dims[ax]; k++) {
+                        double v = tt_get(&x, (o * dims[ax] + k) * inner + i);
+                        bool better = op == ERT_OP_ARGMAX ? v > best : v < best;
+                        if (better || (last && v == best)) best = v, want = k;
+                    }
+                    bad += ((int64_t *)out.data)[o * inner + i] != want;
+                }
+            CHECK(bad == 0, "arg op %d dt %s axis %lld keep %d last %d: %lld wrong", op, ert_dtype_name(dt),
+                  (long long)axis, keep, last, (long long)bad);
+            tt_free(&out);
+        }
+        tt_free(&x);
+    }
+    /* NaN wins (numpy: the first NaN); errors: axis out of range, non-INT axis, empty axis, bool */
+    int64_t d5 = 5, d20[2] = {2, 0};
+    tt x = tt_new(ERT_DTYPE_F32, 1, &d5), out;
+    float xv[5] = {1, NAN, 7, NAN, -2};
+    memcpy(x.data, xv, sizeof xv);
+    ert_attr_val lastv = A_I("select_last_index", 1);
+    for (int k = 0; k < 4; k++) {
+        CHECK_OK(run_op(ctx, k % 2 ? ERT_OP_ARGMIN : ERT_OP_ARGMAX, &lastv, k / 2, &x, 1, &out, 1, NULL), ctx);
+        if (out.data) {
+            CHECK(*(int64_t *)out.data == (k / 2 ? 3 : 1), "arg NaN case %d: %lld", k, (long long)*(int64_t *)out.data);
+            tt_free(&out);
+        }
+    }
+    ert_attr_val bad_axis = A_I("axis", 1), fl_axis = A_F("axis", 0);
+    CHECK(run_op(ctx, ERT_OP_ARGMAX, &bad_axis, 1, &x, 1, &out, 1, NULL) == ERT_E_ARG, "arg axis out of range");
+    CHECK(strstr(ert_last_error(ctx), "out of range") != NULL, "arg axis message: %s", ert_last_error(ctx));
+    CHECK(run_op(ctx, ERT_OP_ARGMIN, &fl_axis, 1, &x, 1, &out, 1, NULL) == ERT_E_ARG, "arg FLOAT axis");
+    tt e = tt_new(ERT_DTYPE_F32, 2, d20);
+    CHECK(run_op(ctx, ERT_OP_ARGMAX, &bad_axis, 1, &e, 1, &out, 1, NULL) == ERT_E_SHAPE, "arg empty axis");
+    tt b = tt_new(ERT_DTYPE_BOOL, 1, &d5);
+    CHECK(run_op(ctx, ERT_OP_ARGMAX, NULL, 0, &b, 1, &out, 1, NULL) == ERT_E_UNSUPPORTED, "arg bool");
+    tt_free(&x);
+    tt_free(&e);
+    tt_free(&b);
 }
 
 /* ------------------------------------------------------------------ Where */
@@ -498,6 +723,8 @@ int main(void) {
         test_variadic_pow();
         test_where();
         test_reduce();
+        test_arg();
+        test_prelu();
         test_identity();
     }
     ert_threadpool_free(oh_pool);

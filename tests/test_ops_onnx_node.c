@@ -277,7 +277,8 @@ int main(void) {
         char name[256], types[256];
         if (sscanf(line, "%255[^\t]\t%*[^\t]\t%*[^\t]\t%255[^\t]", name, types) != 2 || strchr(types, ',')) continue;
         const ert_op_def *def = ert_op_find(types);
-        if (!def || def->op < ERT_OP_RELU || def->op > ERT_OP_RANGE) continue;
+        /* Relu .. Range, and the inference ops appended after the training block */
+        if (!def || def->op < ERT_OP_RELU || (def->op > ERT_OP_RANGE && def->op < ERT_OP_SIZE)) continue;
         snprintf(path, sizeof path, "%s/%s/model.onnx", dir, name);
         if (!load_node(path, &nd) || nd.n_out > 24) {
             printf("  %-55s skipped: attributes not understood\n", name);

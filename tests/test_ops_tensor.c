@@ -514,17 +514,55 @@ static double ref_coord(int cm, int64_t o, double sc, int64_t in, int64_t out) {
 static const char *CM[] = {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "half_pixel_symmetric"};
 static const char *NM[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
 
-/* 4-D reference: nearest per dim, or multilinear over all 16 corners. */
-static void ref_resize(const tt *x, const int64_t *od, const double *sc, int linear, int cm, int nm, double *ref) {
+/* Cubic taps the way ONNX's reference finds them: pad the line by 2 on each
+ * side (edge values), take the 4 padded positions nearest to c + 2 (ties to
+ * the smaller), ratio = c - floor(c) or 1 when c is an integer, Keys
+ * coefficients; exclude_outside zeroes taps outside [0, in) and renormalises. */
+static void ref_cubic_taps(double c, int64_t in, double A, bool excl, int64_t *ix, double *w) {
+    int64_t np = in + 4, pick[4];
+    double xp = c + 2;
+    bool used[64] = {false};
+    for (int k = 0; k < 4; k++) {
+        int64_t best = -1;
+        for (int64_t q = 0; q < np && q < 64; q++)
+            if (!used[q] && (best < 0 || fabs(xp - (double)q) < fabs(xp - (double)best))) best = q;
+        used[best] = true;
+        pick[k] = best;
+    }
+    for (int a = 0; a < 4; a++) /* sort ascending */
+        for (int b = a + 1; b < 4; b++)
+            if (pick[b] < pick[a]) { int64_t t = pick[a]; pick[a] = pick[b]; pick[b] = t; }
+    double r = c == floor(c) ? 1 : c - floor(c);
+    double d[4] = {r + 1, r, 1 - r, 2 - r}, sum = 0; /* distances to the 4 taps */
+    for (int k = 0; k < 4; k++) {
+        double s = d[k];
+        w[k] = s <= 1 ? ((A + 2) * s - (A + 3)) * s * s + 1 : ((A * s - 5 * A) * s + 8 * A) * s - 4 * A;
+        int64_t orig = pick[k] - 2;
+        if (excl && (orig < 0 || orig >= in)) w[k] = 0;
+        sum += w[k];
+        ix[k] = orig < 0 ? 0 : orig >= in ? in - 1 : orig;
+    }
+    if (excl)
+        for (int k = 0; k < 4; k++) w[k] /= sum;
+}
+
+/* 4-D reference: nearest per dim, multilinear over all 16 corners (linear 1),
+ * or cubic over all 256 tap combinations (linear 2, with A and exclude_outside). */
+static void ref_resize(const tt *x, const int64_t *od, const double *sc, int linear, int cm, int nm, double A,
+                       bool excl, double *ref) {
     int64_t n = od[0] * od[1] * od[2] * od[3], oi[4];
     for (int64_t i = 0; i < n; i++) {
         unflat(i, 4, od, oi);
-        int64_t lo[4], hi[4];
-        double w[4];
+        int64_t lo[4], hi[4], cix[4][4];
+        double w[4], cw[4][4];
         for (int d = 0; d < 4; d++) {
             int64_t in = x->dims[d];
             double c = ref_coord(cm, oi[d], sc[d], in, od[d]);
-            if (linear) {
+            lo[d] = hi[d] = 0;
+            w[d] = 0;
+            if (linear == 2) {
+                ref_cubic_taps(c, in, A, excl, cix[d], cw[d]);
+            } else if (linear) {
                 c = fmin(fmax(c, 0), (double)(in - 1));
                 lo[d] = (int64_t)floor(c);
                 hi[d] = lo[d] + 1 < in ? lo[d] + 1 : lo[d];
@@ -540,6 +578,20 @@ static void ref_resize(const tt *x, const int64_t *od, const double *sc, int lin
             }
         }
         double acc = 0;
+        if (linear == 2) {
+            for (int combo = 0; combo < 256; combo++) {
+                double wt = 1;
+                int64_t xi[4];
+                for (int d = 0; d < 4; d++) {
+                    int k = (combo >> (2 * d)) & 3;
+                    xi[d] = cix[d][k];
+                    wt *= cw[d][k];
+                }
+                acc += wt * tt_get(x, flat(4, x->dims, xi));
+            }
+            ref[i] = acc;
+            continue;
+        }
         for (int corner = 0; corner < 16; corner++) {
             double wt = 1;
             int64_t xi[4];
@@ -556,9 +608,12 @@ static void ref_resize(const tt *x, const int64_t *od, const double *sc, int lin
 
 static void test_resize(void) {
     static const float scs[] = {0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 2.0f, 2.5f, 3.0f};
-    for (int rep = 0; rep < 60; rep++) {
-        int linear = rep % 2, cm = (rep / 2) % 5, nm = ert_test_int(&rng, 0, 3);
-        bool use_sizes = rep % 3 == 0, scale_c = linear && rep % 7 == 1; /* N-D linear: also resize C */
+    for (int rep = 0; rep < 90; rep++) {
+        /* mode: 0 nearest, 1 linear, 2 cubic (random cubic_coeff_a and exclude_outside) */
+        int linear = rep % 3, cm = (rep / 3) % 5, nm = ert_test_int(&rng, 0, 3);
+        bool use_sizes = rep % 4 == 0, scale_c = linear && rep % 7 == 1; /* N-D linear/cubic: also resize C */
+        double A = rep % 5 == 0 ? -0.75 : rep % 5 == 1 ? -0.5 : ert_test_uniform(&rng, -1, 0);
+        bool excl = ert_test_int(&rng, 0, 1);
         int64_t d[4] = {ert_test_int(&rng, 1, 2), ert_test_int(&rng, 1, 3), ert_test_int(&rng, 1, 6), ert_test_int(&rng, 1, 6)};
         int64_t od[4], sizes[4], four = 4;
         float sf[4] = {1, 1, 1, 1};
@@ -588,18 +643,28 @@ static void test_resize(void) {
             in[2] = tt_new(ERT_DTYPE_F32, 1, &zero); /* empty scales, as exporters write */
             in[2].cst = true;
         }
-        ert_attr_val at[3] = {A_S("mode", linear ? "linear" : "nearest"), A_S("coordinate_transformation_mode", CM[cm]),
-                              A_S("nearest_mode", NM[nm])};
-        ert_status st = run_op(ctx, ERT_OP_RESIZE, at, 3, in, use_sizes ? 4 : 3, &out, 1, NULL);
+        static const char *MODE[3] = {"nearest", "linear", "cubic"};
+        ert_attr_val at[5] = {A_S("mode", MODE[linear]), A_S("coordinate_transformation_mode", CM[cm]),
+                              A_S("nearest_mode", NM[nm]), A_F("cubic_coeff_a", (float)A), A_I("exclude_outside", excl)};
+        int nat = 3;
+        if (linear == 2) {
+            A = (float)A; /* the kernel sees the f32 attribute */
+            if (rep % 5 != 0) nat = 4; /* rep % 5 == 0: the default A */
+            if (excl || rep % 2) nat = 5;
+        } else {
+            excl = false;
+        }
+        ert_status st = run_op(ctx, ERT_OP_RESIZE, at, nat, in, use_sizes ? 4 : 3, &out, 1, NULL);
         CHECK(st == ERT_OK, "resize: %s", ert_last_error(ctx));
         if (st == ERT_OK) {
             CHECK(same_shape(&out, 4, od), "resize shape (%lld,%lld)", (long long)out.dims[2], (long long)out.dims[3]);
             if (!empty && same_shape(&out, 4, od)) {
                 int64_t n = tt_n(&out);
                 double *ref = malloc((size_t)n * sizeof *ref);
-                ref_resize(&in[0], od, sc, linear, cm, nm, ref);
-                char what[96];
-                snprintf(what, sizeof what, "resize %s %s %s sizes=%d", linear ? "linear" : "nearest", CM[cm], NM[nm], use_sizes);
+                ref_resize(&in[0], od, sc, linear, cm, nm, A, excl, ref);
+                char what[128];
+                snprintf(what, sizeof what, "resize %s %s %s sizes=%d A=%g excl=%d", MODE[linear], CM[cm], NM[nm], use_sizes,
+                         A, excl);
                 CHECK(ert_test_close(what, out.data, ref, n, 1e-4, 1e-5), "%s", what);
                 free(ref);
             }
@@ -656,9 +721,45 @@ static void test_resize(void) {
         tt_free(&fx);
         tt_free(&sc);
     }
-    /* refused: cubic, antialias, a runtime scales tensor, scales and sizes both missing */
-    ert_attr_val cub = A_S("mode", "cubic"), aa = A_I("antialias", 1);
-    CHECK(run_op(ctx, ERT_OP_RESIZE, &cub, 1, in, 3, &out, 1, NULL) == ERT_E_UNSUPPORTED, "resize cubic");
+    /* ONNX documentation example (resize_upsample_scales_cubic_asymmetric: A -0.75, 4x4 x2): spot values
+     * computed by hand from the Keys kernel: out(0,0) = in(0,0); out(0,1) at x = 0.5 uses taps -1..2
+     * (edge-clamped) with weights -0.09375, 0.59375, 0.59375, -0.09375 */
+    {
+        int64_t d44[4] = {1, 1, 4, 4};
+        float s2[4] = {1, 1, 2, 2};
+        tt ci[3] = {tt_new(ERT_DTYPE_F32, 4, d44), tt_omitted(), tt_new(ERT_DTYPE_F32, 1, &four)}, co;
+        for (int i = 0; i < 16; i++) ((float *)ci[0].data)[i] = (float)(i + 1);
+        memcpy(ci[2].data, s2, sizeof s2);
+        ci[2].cst = true;
+        ert_attr_val ca[2] = {A_S("mode", "cubic"), A_S("coordinate_transformation_mode", "asymmetric")};
+        CHECK_OK(run_op(ctx, ERT_OP_RESIZE, ca, 2, ci, 3, &co, 1, NULL), ctx);
+        if (co.data) {
+            const float *y = co.data;
+            double row0_x05 = -0.09375 * 1 + 0.59375 * 1 + 0.59375 * 2 - 0.09375 * 3; /* row 0, x = 0.5 */
+            CHECK(co.dims[2] == 8 && co.dims[3] == 8 && y[0] == 1 && fabs(y[1] - row0_x05) < 1e-6,
+                  "resize cubic doc: %g %g (want 1 %g)", y[0], y[1], row0_x05);
+            tt_free(&co);
+        }
+        /* refused: cubic on u8, cubic_coeff_a given as an INT, cubic on 5 resized dims */
+        tt u = rand_t(ERT_DTYPE_U8, 4, d44), ui[3] = {u, tt_omitted(), ci[2]};
+        CHECK(run_op(ctx, ERT_OP_RESIZE, ca, 1, ui, 3, &co, 1, NULL) == ERT_E_UNSUPPORTED, "resize cubic u8");
+        ert_attr_val cai[2] = {A_S("mode", "cubic"), A_I("cubic_coeff_a", 0)};
+        CHECK(run_op(ctx, ERT_OP_RESIZE, cai, 2, ci, 3, &co, 1, NULL) == ERT_E_ARG, "resize cubic_coeff_a INT");
+        CHECK(strstr(ert_last_error(ctx), "cubic_coeff_a") != NULL, "message: %s", ert_last_error(ctx));
+        int64_t d5[5] = {2, 2, 2, 2, 2}, five = 5;
+        float s5[5] = {2, 2, 2, 2, 2};
+        tt c5[3] = {tt_new(ERT_DTYPE_F32, 5, d5), tt_omitted(), tt_new(ERT_DTYPE_F32, 1, &five)};
+        memcpy(c5[2].data, s5, sizeof s5);
+        c5[2].cst = true;
+        CHECK(run_op(ctx, ERT_OP_RESIZE, ca, 1, c5, 3, &co, 1, NULL) == ERT_E_UNSUPPORTED, "resize cubic 5 dims");
+        tt_free(&u);
+        tt_free(&c5[0]);
+        tt_free(&c5[2]);
+        tt_free(&ci[0]);
+        tt_free(&ci[2]);
+    }
+    /* refused: antialias, a runtime scales tensor, scales and sizes both missing */
+    ert_attr_val aa = A_I("antialias", 1);
     CHECK(run_op(ctx, ERT_OP_RESIZE, &aa, 1, in, 3, &out, 1, NULL) == ERT_E_UNSUPPORTED, "resize antialias");
     in[2].cst = false;
     CHECK(run_op(ctx, ERT_OP_RESIZE, NULL, 0, in, 3, &out, 1, NULL) == ERT_E_UNSUPPORTED, "resize runtime scales");
@@ -773,6 +874,22 @@ static void test_shape_range(void) {
         tt_free(&out);
     }
     tt_free(&x);
+    /* Size: element count as an i64 scalar, any dtype and rank (0-d: 1, a zero dim: 0) */
+    static const ert_dtype sdt[] = {ERT_DTYPE_F32, ERT_DTYPE_U8, ERT_DTYPE_I64, ERT_DTYPE_BOOL, ERT_DTYPE_F16};
+    for (int rep = 0; rep < 12; rep++) {
+        int64_t sd[ERT_MAX_DIMS], want = 1;
+        int snd = rand_dims(&rng, 0, 5, 6, sd);
+        if (rep == 11) snd = 3, sd[0] = 4, sd[1] = 0, sd[2] = 3;
+        for (int k = 0; k < snd; k++) want *= sd[k];
+        tt sx = tt_new(sdt[rep % 5], snd, sd);
+        CHECK_OK(run_op(ctx, ERT_OP_SIZE, NULL, 0, &sx, 1, &out, 1, NULL), ctx);
+        if (out.data) {
+            CHECK(out.dt == ERT_DTYPE_I64 && out.nd == 0 && *(int64_t *)out.data == want, "size rank %d: %lld want %lld",
+                  snd, (long long)*(int64_t *)out.data, (long long)want);
+            tt_free(&out);
+        }
+        tt_free(&sx);
+    }
     /* ConstantOfShape */
     int64_t s23[2] = {2, 3}, neg[1] = {-1};
     float fv[1] = {2.5f};

@@ -304,6 +304,45 @@ static void arena_oom(void) {
 #endif
 }
 
+/* Size reads only its input's shape: it folds at create although x is a
+ * graph input (its dynamic batch dim fixed by the session), and so does the
+ * Cast after it; y = x * numel(x) runs as one Mul. */
+static void size_folding(ert_test_rng *r) {
+    ert_builder *b;
+    CHECK_OK(ert_builder_create(ctx, &b), ctx);
+    int64_t dims[3] = {-1, 3, 5};
+    int32_t x, sz, szf, y;
+    ert_attr to = ERT_ATTR_I("to", 1); /* ONNX FLOAT */
+    CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 3, dims, &x), ctx);
+    CHECK_OK(ert_builder_unary(b, "Size", x, &sz), ctx);
+    CHECK_OK(ert_builder_node(b, "Cast", NULL, &sz, 1, &to, 1, &szf, 1), ctx);
+    CHECK_OK(ert_builder_binary(b, "Mul", x, szf, &y), ctx);
+    CHECK_OK(ert_builder_output(b, y, "y"), ctx);
+    ert_model *m = NULL;
+    CHECK_OK(ert_builder_finish(b, &m), ctx);
+    ert_builder_free(b);
+    if (!m) return;
+    for (int batch = 1; batch <= 4; batch += 3) {
+        ert_session *s = NULL;
+        ert_session_options o = {.batch = batch};
+        CHECK_OK(ert_session_create(m, &o, &s), ctx);
+        if (!s) continue;
+        CHECK(ert_session_n_scheduled(s) == 1, "batch %d: scheduled %d nodes, want 1 (Size folded)", batch,
+              ert_session_n_scheduled(s));
+        float xin[60], out[60];
+        double ref[60];
+        int n = batch * 15;
+        ert_test_fill(r, xin, n, -1, 1);
+        for (int i = 0; i < n; i++) ref[i] = (double)xin[i] * n;
+        CHECK_OK(ert_session_set_input(s, 0, xin, (size_t)n * sizeof xin[0]), ctx);
+        CHECK_OK(ert_session_run(s), ctx);
+        CHECK_OK(ert_session_get_output(s, 0, out, (size_t)n * sizeof out[0]), ctx);
+        CHECK(ert_test_close("size fold", out, ref, n, 1e-6, 1e-6), "batch %d: y = x * numel(x)", batch);
+        ert_session_free(s);
+    }
+    ert_model_free(m);
+}
+
 int main(void) {
     ert_test_rng r;
     ert_test_rng_init(&r, "session");
@@ -334,6 +373,7 @@ int main(void) {
         ert_model_free(m);
     }
     folding(&r);
+    size_folding(&r);
     input_values(&r);
     bad_input();
     arena_oom();

@@ -65,6 +65,11 @@ static const ert_kernel_fn KERNELS[ERT_OP_COUNT] = {
     [ERT_OP_OPTIM] = ert_cpu_optim,
     [ERT_OP_BROADCAST_TO] = ert_cpu_broadcast_to,
     [ERT_OP_GATHER_GRAD] = ert_cpu_gather_grad,
+    [ERT_OP_SIZE] = ert_cpu_size,
+    [ERT_OP_ARGMAX] = ert_cpu_arg, [ERT_OP_ARGMIN] = ert_cpu_arg,
+    [ERT_OP_ELU] = ert_cpu_unary, [ERT_OP_SELU] = ert_cpu_unary, [ERT_OP_SOFTPLUS] = ert_cpu_unary,
+    [ERT_OP_MISH] = ert_cpu_unary,
+    [ERT_OP_MEAN] = ert_cpu_binary, [ERT_OP_PRELU] = ert_cpu_binary,
 };
 
 ert_status ert_cpu_run_node(const ert_kargs *a) {

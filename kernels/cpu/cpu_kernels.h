@@ -27,6 +27,7 @@ ert_status ert_cpu_binary(const ert_kargs *a);
 ert_status ert_cpu_where(const ert_kargs *a);
 /* reduce.c */
 ert_status ert_cpu_reduce(const ert_kargs *a);
+ert_status ert_cpu_arg(const ert_kargs *a); /* ArgMax/ArgMin */
 /* shape.c: data movement */
 ert_status ert_cpu_copy(const ert_kargs *a); /* Identity, Dropout, Flatten, Reshape, Squeeze, Unsqueeze */
 ert_status ert_cpu_transpose(const ert_kargs *a);
@@ -38,6 +39,7 @@ ert_status ert_cpu_pad(const ert_kargs *a);
 ert_status ert_cpu_expand(const ert_kargs *a);
 ert_status ert_cpu_cast(const ert_kargs *a);
 ert_status ert_cpu_shape(const ert_kargs *a);
+ert_status ert_cpu_size(const ert_kargs *a);
 ert_status ert_cpu_constant_of_shape(const ert_kargs *a);
 ert_status ert_cpu_range(const ert_kargs *a);
 /* resize.c */

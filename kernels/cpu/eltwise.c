@@ -59,6 +59,9 @@ static float gelu_tanh(float x) {
     return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
 }
 
+/* log(1 + e^x) without overflow for large x or loss for very negative x */
+static float softplus(float x) { return x > 0 ? x + log1pf(expf(-x)) : log1pf(expf(x)); }
+
 static void unary_f32(void *arg, int64_t b, int64_t e) {
     const ert_kargs *a = ((unary_job *)arg)->a;
     const float *x = a->in[0].data;
@@ -74,6 +77,12 @@ static void unary_f32(void *arg, int64_t b, int64_t e) {
     case ERT_OP_RECIPROCAL: for (int64_t i = b; i < e; i++) y[i] = 1.0f / x[i]; break;
     case ERT_OP_FLOOR: for (int64_t i = b; i < e; i++) y[i] = floorf(x[i]); break;
     case ERT_OP_CEIL: for (int64_t i = b; i < e; i++) y[i] = ceilf(x[i]); break;
+    case ERT_OP_ELU: for (int64_t i = b; i < e; i++) y[i] = x[i] >= 0 ? x[i] : u->alpha * expm1f(x[i]); break;
+    case ERT_OP_SELU:
+        for (int64_t i = b; i < e; i++) y[i] = u->gamma * (x[i] > 0 ? x[i] : u->alpha * expm1f(x[i]));
+        break;
+    case ERT_OP_SOFTPLUS: for (int64_t i = b; i < e; i++) y[i] = softplus(x[i]); break;
+    case ERT_OP_MISH: for (int64_t i = b; i < e; i++) y[i] = x[i] * tanhf(softplus(x[i])); break;
     default:
         if (a->op == ERT_OP_GELU && u->alpha != 0) { /* tanh form; the erf form is act GELU */
             for (int64_t i = b; i < e; i++) y[i] = gelu_tanh(x[i]);
@@ -85,21 +94,32 @@ static void unary_f32(void *arg, int64_t b, int64_t e) {
     }
 }
 
-/* Integer Neg/Abs/Relu wrap like two's complement (INT_MIN stays INT_MIN) instead of overflowing. */
+/* a function, so the u8 instance does not warn that v < 0 is always false */
+static inline bool is_neg(int64_t v) { return v < 0; }
+
+/* Integer Neg/Abs/Relu wrap like two's complement (INT_MIN stays INT_MIN)
+ * instead of overflowing; Clip uses the exact bounds prepare read (lo <= hi). */
 #define UNARY_INT(T, UT)                                                             \
     static void unary_##T(void *arg, int64_t b, int64_t e) {                         \
         const ert_kargs *a = ((unary_job *)arg)->a;                                  \
         const T *x = a->in[0].data;                                                  \
         T *y = a->out[0].data;                                                       \
+        if (a->op == ERT_OP_CLIP) {                                                  \
+            T lo = (T)a->params->unary.ilo, hi = (T)a->params->unary.ihi;            \
+            for (int64_t i = b; i < e; i++) y[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i]; \
+            return;                                                                  \
+        }                                                                            \
         for (int64_t i = b; i < e; i++) {                                            \
             T v = x[i];                                                              \
             T neg = (T)(0u - (UT)v);                                                 \
-            y[i] = a->op == ERT_OP_NEG ? neg : a->op == ERT_OP_ABS ? (v < 0 ? neg : v) \
+            y[i] = a->op == ERT_OP_NEG ? neg : a->op == ERT_OP_ABS ? (is_neg((int64_t)v) ? neg : v) \
                                                                    : (v > 0 ? v : 0); \
         }                                                                            \
     }
 UNARY_INT(int32_t, uint32_t)
 UNARY_INT(int64_t, uint64_t)
+UNARY_INT(int8_t, uint8_t)
+UNARY_INT(uint8_t, uint8_t)
 
 ert_status ert_cpu_unary(const ert_kargs *a) {
     unary_job j = {a};
@@ -108,6 +128,8 @@ ert_status ert_cpu_unary(const ert_kargs *a) {
     case ERT_DTYPE_F32: ert_parallel_for(a->pool, n, GRAIN, unary_f32, &j); return ERT_OK;
     case ERT_DTYPE_I32: ert_parallel_for(a->pool, n, GRAIN, unary_int32_t, &j); return ERT_OK;
     case ERT_DTYPE_I64: ert_parallel_for(a->pool, n, GRAIN, unary_int64_t, &j); return ERT_OK;
+    case ERT_DTYPE_I8: ert_parallel_for(a->pool, n, GRAIN, unary_int8_t, &j); return ERT_OK;
+    case ERT_DTYPE_U8: ert_parallel_for(a->pool, n, GRAIN, unary_uint8_t, &j); return ERT_OK;
     default: return ERT_E_UNSUPPORTED;
     }
 }
@@ -137,6 +159,7 @@ static void row_f32(ert_op op, const float *x, int64_t sx, const float *z, int64
     case ERT_OP_EQUAL: LOOP(yb[i] = p == q) break;
     case ERT_OP_LESS: LOOP(yb[i] = p < q) break;
     case ERT_OP_GREATER: LOOP(yb[i] = p > q) break;
+    case ERT_OP_PRELU: LOOP(y[i] = p < 0 ? q * p : p) break;
     default: break;
     }
 #undef LOOP
@@ -260,16 +283,19 @@ ert_status ert_cpu_binary(const ert_kargs *a) {
     ert_dtype dt = a->in[0].dtype;
     bool num = dt == ERT_DTYPE_F32 || dt == ERT_DTYPE_I32 || dt == ERT_DTYPE_I64 || dt == ERT_DTYPE_I8 || dt == ERT_DTYPE_U8;
     if (!(num || (dt == ERT_DTYPE_BOOL && a->op == ERT_OP_EQUAL))) return ERT_E_UNSUPPORTED;
-    if (a->n_in == 2) {
+    if (a->n_in == 2 && a->op != ERT_OP_MEAN) {
         ert_dtype zt = a->in[1].dtype;
         if (zt != dt && !(a->op == ERT_OP_POW && (zt == ERT_DTYPE_F32 || zt == ERT_DTYPE_I32 || zt == ERT_DTYPE_I64)))
             return ERT_E_UNSUPPORTED;
         return binary2(a);
     }
-    /* variadic Min/Max: broadcast input 0 into the output, then fold each
-     * further input in place (out has the full shape, so reading and writing
-     * it at the same index is safe) */
-    if ((a->op != ERT_OP_MIN && a->op != ERT_OP_MAX) || a->n_in < 1) return ERT_E_UNSUPPORTED;
+    /* variadic Min/Max/Mean: broadcast input 0 into the output, then fold
+     * each further input in place (out has the full shape, so reading and
+     * writing it at the same index is safe); Mean folds with Add and divides
+     * by the count last, as ONNX's reference does */
+    bool mean = a->op == ERT_OP_MEAN;
+    if ((a->op != ERT_OP_MIN && a->op != ERT_OP_MAX && !mean) || a->n_in < 1) return ERT_E_UNSUPPORTED;
+    if (mean && dt != ERT_DTYPE_F32) return ERT_E_UNSUPPORTED;
     ert_kargs e = *a;
     e.n_in = 1;
     ert_status st = ert_cpu_expand(&e);
@@ -277,9 +303,14 @@ ert_status ert_cpu_binary(const ert_kargs *a) {
         if (a->in[k].dtype != dt) return ERT_E_UNSUPPORTED;
         ert_tview in2[2] = {a->out[0], a->in[k]};
         ert_kargs b = *a;
+        b.op = mean ? ERT_OP_ADD : a->op;
         b.n_in = 2;
         b.in = in2;
         st = binary2(&b);
+    }
+    if (mean && st == ERT_OK) {
+        float *y = a->out[0].data, cnt = (float)a->n_in;
+        for (int64_t i = 0; i < a->out[0].n_elems; i++) y[i] /= cnt;
     }
     return st;
 }

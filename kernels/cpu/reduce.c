@@ -107,3 +107,58 @@ ert_status ert_cpu_reduce(const ert_kargs *a) {
     ert_parallel_for(a->pool, n_out, 16384 / (j.n_red + 1) + 1, reduce_range, &j);
     return ERT_OK;
 }
+
+/* ArgMax/ArgMin: x viewed as (outer, n, inner) around the axis; y is (outer,
+ * inner) i64. Ties keep the first index, or the last with select_last_index.
+ * A NaN wins over any number (numpy's argmax/argmin return the first NaN). */
+#define ARG_LOOP(T, ISNAN)                                                                  \
+    static void arg_##T(const ert_kargs *a, int64_t outer, int64_t n, int64_t inner) {      \
+        const T *x = a->in[0].data;                                                         \
+        int64_t *y = a->out[0].data;                                                        \
+        bool is_max = a->op == ERT_OP_ARGMAX, last = a->params->axis.select_last_index;     \
+        for (int64_t o = 0; o < outer; o++)                                                 \
+            for (int64_t i = 0; i < inner; i++) {                                           \
+                const T *row = x + o * n * inner + i;                                       \
+                T best = row[0];                                                            \
+                int64_t bi = 0;                                                             \
+                for (int64_t k = 1; k < n; k++) {                                           \
+                    T v = row[k * inner];                                                   \
+                    bool vn = ISNAN(v), bn = ISNAN(best);                                   \
+                    bool better = (vn && !bn) || (!vn && !bn && (is_max ? v > best : v < best)); \
+                    bool tie = (vn && bn) || (!vn && !bn && v == best);                     \
+                    if (better || (last && tie)) {                                          \
+                        best = v;                                                           \
+                        bi = k;                                                             \
+                    }                                                                       \
+                }                                                                           \
+                y[o * inner + i] = bi;                                                      \
+            }                                                                               \
+    }
+#define NO_NAN(v) ((void)(v), false)
+ARG_LOOP(float, isnan)
+ARG_LOOP(int32_t, NO_NAN)
+ARG_LOOP(int64_t, NO_NAN)
+ARG_LOOP(int8_t, NO_NAN)
+ARG_LOOP(uint8_t, NO_NAN)
+#undef NO_NAN
+#undef ARG_LOOP
+
+ert_status ert_cpu_arg(const ert_kargs *a) {
+    const ert_tview *x = &a->in[0];
+    int64_t ax = a->params->axis.axis, outer = 1, inner = 1, n = x->ndim > 0 ? x->dims[ax] : 1;
+    for (int d = 0; d < x->ndim; d++) {
+        if (d < ax) outer *= x->dims[d];
+        else if (d > ax) inner *= x->dims[d];
+    }
+    if (outer == 0 || inner == 0) return ERT_OK; /* nothing to write */
+    if (n <= 0) return ERT_E_SHAPE;               /* prepare refuses an empty axis */
+    switch (x->dtype) {
+    case ERT_DTYPE_F32: arg_float(a, outer, n, inner); break;
+    case ERT_DTYPE_I32: arg_int32_t(a, outer, n, inner); break;
+    case ERT_DTYPE_I64: arg_int64_t(a, outer, n, inner); break;
+    case ERT_DTYPE_I8: arg_int8_t(a, outer, n, inner); break;
+    case ERT_DTYPE_U8: arg_uint8_t(a, outer, n, inner); break;
+    default: return ERT_E_UNSUPPORTED;
+    }
+    return ERT_OK;
+}

@@ -1,23 +1,32 @@
-/* Resize: nearest (any dtype, by element size) and N-D multilinear (f32).
+/* Resize: nearest (any dtype, by element size), N-D multilinear and cubic (f32).
  *
  * Steps: 1) for every dim, map each output coordinate to a source coordinate
  * with the coordinate transformation (params resize.coord, scale = out/in) and
- * store per-dim tables in the workspace: lo, hi (int64) and the weight of hi
- * (double); nearest uses lo only. 2) walk the output row by row: the outer
- * dims give a short list of (source offset, weight) pairs (2^k for k
- * interpolated outer dims, usually 1 or 2), and the last dim is interpolated
- * from the tables. Dims whose weights are all 0 (e.g. N and C) cost nothing. */
+ * store per-dim tables in the workspace: 4 source indices (int64) and their 4
+ * weights (double) per output coordinate; nearest uses one tap, linear two,
+ * cubic four. A dim whose every coordinate lands on one source element with
+ * weight 1 (e.g. N and C) is marked single-tap. 2) walk the output row by
+ * row: the outer dims give a short list of (source offset, weight) pairs
+ * (product of the outer dims' tap counts, usually 1), and the last dim is
+ * interpolated from its table.
+ *
+ * Cubic follows ONNX's reference: ratio in (0, 1] (an integer coordinate takes
+ * the pixel on its left, ratio 1), taps at floor-1 .. floor+2 of that pixel,
+ * clamped to the edge, Keys coefficients with A = cubic_coeff_a; with
+ * exclude_outside, taps outside the input get weight 0 and the rest are
+ * renormalised. */
 #include "cpu_kernels.h"
 
 #include <math.h>
 #include <string.h>
 
-#define MAX_PAIRS (1 << (ERT_MAX_DIMS - 1))
+#define MAX_PAIRS (1 << (ERT_MAX_DIMS - 1)) /* linear: 2^7; cubic: 4^3 (prepare refuses more resized dims) */
+#define NTAP 4
 
 typedef struct rz_dim {
-    int64_t *lo, *hi;
-    double *w;
-    bool interp; /* some weight is non-zero */
+    int64_t *idx;  /* [od][NTAP] source indices */
+    double *w;     /* [od][NTAP] weights */
+    int ntap;      /* taps used: 1 (single-tap dim or nearest), 2 (linear), 4 (cubic) */
 } rz_dim;
 
 typedef struct rz_job {
@@ -56,6 +65,15 @@ static int64_t nearest(double x, int mode) {
     }
 }
 
+/* Keys cubic coefficients for the taps at -1, 0, 1, 2 around ratio t in (0, 1]. */
+static void cubic_coeffs(double t, double A, double *c) {
+    double u = 1 - t;
+    c[0] = ((A * (t + 1) - 5 * A) * (t + 1) + 8 * A) * (t + 1) - 4 * A;
+    c[1] = ((A + 2) * t - (A + 3)) * t * t + 1;
+    c[2] = ((A + 2) * u - (A + 3)) * u * u + 1;
+    c[3] = ((A * (u + 1) - 5 * A) * (u + 1) + 8 * A) * (u + 1) - 4 * A;
+}
+
 static void rz_rows(void *arg, int64_t r0, int64_t r1) {
     const rz_job *j = arg;
     const ert_kargs *a = j->a;
@@ -63,7 +81,7 @@ static void rz_rows(void *arg, int64_t r0, int64_t r1) {
     int nd = j->nd;
     int64_t len = o->dims[nd - 1];
     const rz_dim *L = &j->t[nd - 1];
-    bool linear = a->params->resize.mode == 1;
+    bool nearest_mode = a->params->resize.mode == 0;
     for (int64_t r = r0; r < r1; r++) {
         int64_t off[MAX_PAIRS];
         double wt[MAX_PAIRS];
@@ -75,26 +93,26 @@ static void rz_rows(void *arg, int64_t r0, int64_t r1) {
             int64_t i = rem % o->dims[d];
             rem /= o->dims[d];
             const rz_dim *t = &j->t[d];
-            if (linear && t->interp) { /* each pair splits into lo and hi */
+            const int64_t *ix = t->idx + i * NTAP;
+            const double *w = t->w + i * NTAP;
+            /* each pair splits into one pair per tap (tap 0 in place) */
+            for (int tp = t->ntap - 1; tp >= 0; tp--)
                 for (int k = 0; k < np; k++) {
-                    off[np + k] = off[k] + t->hi[i] * j->st[d];
-                    wt[np + k] = wt[k] * t->w[i];
-                    off[k] += t->lo[i] * j->st[d];
-                    wt[k] *= 1 - t->w[i];
+                    off[tp * np + k] = off[k] + ix[tp] * j->st[d];
+                    wt[tp * np + k] = wt[k] * w[tp];
                 }
-                np *= 2;
-            } else {
-                for (int k = 0; k < np; k++) off[k] += t->lo[i] * j->st[d];
-            }
+            np *= t->ntap;
         }
-        if (linear) {
+        if (!nearest_mode) {
             const float *x = a->in[0].data;
             float *y = (float *)o->data + r * len;
             for (int64_t i = 0; i < len; i++) {
-                double acc = 0, w = L->w[i];
+                const int64_t *ix = L->idx + i * NTAP;
+                const double *w = L->w + i * NTAP;
+                double acc = 0;
                 for (int k = 0; k < np; k++) {
-                    double v = x[off[k] + L->lo[i]];
-                    if (L->interp) v = v * (1 - w) + (double)x[off[k] + L->hi[i]] * w;
+                    double v = 0;
+                    for (int tp = 0; tp < L->ntap; tp++) v += w[tp] * (double)x[off[k] + ix[tp]];
                     acc += wt[k] * v;
                 }
                 y[i] = (float)acc;
@@ -103,8 +121,42 @@ static void rz_rows(void *arg, int64_t r0, int64_t r1) {
             const char *x = a->in[0].data;
             char *y = (char *)o->data + r * len * (int64_t)j->es;
             for (int64_t i = 0; i < len; i++)
-                memcpy(y + i * (int64_t)j->es, x + (off[0] + L->lo[i]) * (int64_t)j->es, j->es);
+                memcpy(y + i * (int64_t)j->es, x + (off[0] + L->idx[i * NTAP]) * (int64_t)j->es, j->es);
         }
+    }
+}
+
+/* Fill one dim's taps for output coordinate i (ix, w: NTAP entries each). */
+static void rz_taps(const ert_resize_params *p, int64_t i, double scale, int64_t in, int64_t od, int64_t *ix, double *w) {
+    double c = src_coord(p->coord, i, scale, in, od);
+    for (int tp = 0; tp < NTAP; tp++) ix[tp] = 0, w[tp] = 0;
+    if (p->mode == 1) {
+        c = c < 0 ? 0 : (c > (double)(in - 1) ? (double)(in - 1) : c);
+        int64_t lo = (int64_t)floor(c);
+        ix[0] = lo;
+        ix[1] = lo + 1 < in ? lo + 1 : in - 1;
+        w[1] = c - (double)lo;
+        w[0] = 1 - w[1];
+    } else if (p->mode == 2) {
+        /* far-out coordinates only touch edge pixels: clamping first keeps the int conversion safe */
+        c = c < -4 ? -4 : (c > (double)in + 4 ? (double)in + 4 : c);
+        double base = ceil(c) - 1; /* the pixel left of c; ratio in (0, 1] */
+        cubic_coeffs(c - base, p->cubic_a, w);
+        double sum = 0;
+        for (int tp = 0; tp < NTAP; tp++) {
+            int64_t k = (int64_t)base - 1 + tp;
+            if (p->exclude_outside && (k < 0 || k >= in)) w[tp] = 0;
+            sum += w[tp];
+            ix[tp] = k < 0 ? 0 : (k > in - 1 ? in - 1 : k);
+        }
+        if (p->exclude_outside && sum != 0)
+            for (int tp = 0; tp < NTAP; tp++) w[tp] /= sum;
+    } else {
+        /* clamp first so the integer conversion cannot overflow */
+        c = c < -1 ? -1 : (c > (double)in ? (double)in : c);
+        int64_t k = nearest(c, p->nearest_mode);
+        ix[0] = k < 0 ? 0 : (k > in - 1 ? in - 1 : k);
+        w[0] = 1;
     }
 }
 
@@ -112,10 +164,10 @@ ert_status ert_cpu_resize(const ert_kargs *a) {
     const ert_resize_params *p = &a->params->resize;
     const ert_tview *x = &a->in[0], *o = &a->out[0];
     rz_job j = {.a = a, .nd = o->ndim, .es = ert_dtype_size(x->dtype)};
-    if (j.es == 0 || (p->mode == 1 && x->dtype != ERT_DTYPE_F32) || o->ndim < 1) return ERT_E_UNSUPPORTED;
+    if (j.es == 0 || (p->mode != 0 && x->dtype != ERT_DTYPE_F32) || o->ndim < 1) return ERT_E_UNSUPPORTED;
     if (o->n_elems == 0) return ERT_OK;
     size_t need = 0;
-    for (int d = 0; d < o->ndim; d++) need += (size_t)o->dims[d] * 24;
+    for (int d = 0; d < o->ndim; d++) need += (size_t)o->dims[d] * ERT_RESIZE_WS_PER_COORD;
     if (a->workspace_bytes < need || !a->workspace) return ERT_E_INTERNAL;
     char *ws = a->workspace;
     int64_t s = 1;
@@ -123,33 +175,34 @@ ert_status ert_cpu_resize(const ert_kargs *a) {
         j.st[d] = s;
         s *= x->dims[d];
     }
+    int pairs = 1;
     for (int d = 0; d < o->ndim; d++) {
         rz_dim *t = &j.t[d];
         int64_t od = o->dims[d], in = x->dims[d];
-        t->lo = (int64_t *)ws;
-        t->hi = t->lo + od;
-        t->w = (double *)(t->hi + od);
-        ws += (size_t)od * 24;
-        t->interp = false;
+        t->idx = (int64_t *)ws;
+        t->w = (double *)(t->idx + od * NTAP);
+        ws += (size_t)od * ERT_RESIZE_WS_PER_COORD;
+        bool single = true; /* every coordinate: one tap of weight 1, the rest 0 */
         for (int64_t i = 0; i < od; i++) {
-            double c = src_coord(p->coord, i, p->scale[d], in, od);
-            if (p->mode == 1) {
-                c = c < 0 ? 0 : (c > (double)(in - 1) ? (double)(in - 1) : c);
-                int64_t lo = (int64_t)floor(c);
-                t->lo[i] = lo;
-                t->hi[i] = lo + 1 < in ? lo + 1 : in - 1;
-                t->w[i] = c - (double)lo;
-                if (t->w[i] != 0) t->interp = true;
-            } else {
-                /* clamp first so the integer conversion cannot overflow */
-                c = c < -1 ? -1 : (c > (double)in ? (double)in : c);
-                int64_t k = nearest(c, p->nearest_mode);
-                t->lo[i] = k < 0 ? 0 : (k > in - 1 ? in - 1 : k);
-                t->hi[i] = t->lo[i];
-                t->w[i] = 0;
+            int64_t *ix = t->idx + i * NTAP;
+            double *w = t->w + i * NTAP;
+            rz_taps(p, i, p->scale[d], in, od, ix, w);
+            int one = -1, nz = 0;
+            for (int tp = 0; tp < NTAP; tp++)
+                if (w[tp] != 0) nz++, one = tp;
+            if (nz != 1 || w[one] != 1) {
+                single = false;
+                continue;
             }
+            /* move the one tap to slot 0 so a single-tap dim reads slot 0 only */
+            ix[0] = ix[one];
+            w[0] = 1;
+            for (int tp = 1; tp < NTAP; tp++) w[tp] = 0;
         }
+        t->ntap = single || p->mode == 0 ? 1 : p->mode == 1 ? 2 : NTAP;
+        if (d + 1 < o->ndim) pairs *= t->ntap;
     }
+    if (pairs > MAX_PAIRS) return ERT_E_INTERNAL; /* prepare bounds it */
     int64_t len = o->dims[o->ndim - 1];
     ert_parallel_for(a->pool, o->n_elems / len, 4096 / len + 1, rz_rows, &j);
     return ERT_OK;

@@ -96,6 +96,13 @@ ert_status ert_cpu_shape(const ert_kargs *a) {
     return ERT_OK;
 }
 
+ert_status ert_cpu_size(const ert_kargs *a) {
+    int64_t n = 1;
+    for (int d = 0; d < a->in[0].ndim; d++) n *= a->in[0].dims[d];
+    *(int64_t *)a->out[0].data = n;
+    return ERT_OK;
+}
+
 /* Value from params (see ert_prepare_constant_of_shape): pad.value, exact
  * integer in pad.pad_begin[0]. */
 ert_status ert_cpu_constant_of_shape(const ert_kargs *a) {

@@ -35,7 +35,8 @@
  *   Max/Min/Add (one input: Identity). ConstantOfShape's 'value' tensor ->
  *   "value" (FLOATS or INTS, one element) + "value_dtype" (INT, an ert_dtype).
  *   Cast 'to' stays an ONNX dtype code. CastLike -> Cast when the type it
- *   copies is a graph input's or a weight's.
+ *   copies is a graph input's or a weight's. PRelu < 7: a constant 1-D slope
+ *   of C values -> a (C, 1, ..., 1) copy (per channel) when X's rank is known.
  *
  * Limits
  *   - Subgraph attributes (If/Loop/Scan), functions, sparse tensors, string
@@ -540,7 +541,7 @@ static const struct { const char *name; int type; } ATTR_TYPES[] = {
     {"saturate", A_INT}, {"fmod", A_INT}, {"antialias", A_INT}, {"keep_aspect_ratio_policy", A_STRING},
     {"value_float", A_FLOAT}, {"value_floats", A_FLOATS}, {"value_int", A_INT}, {"value_ints", A_INTS},
     {"spatial", A_INT}, {"is_test", A_INT}, {"broadcast", A_INT}, {"consumed_inputs", A_INTS},
-    {"shape", A_INTS}, {"paddings", A_INTS},
+    {"shape", A_INTS}, {"paddings", A_INTS}, {"select_last_index", A_INT}, {"gamma", A_FLOAT},
 };
 
 static oattr *find_attr(loader *L, int n_attr, const char *name) {
@@ -868,6 +869,21 @@ static ert_status convert_node(loader *L, const onode *n) {
         return ERT_OK;
     }
     if (strcmp(op, "Sum") == 0) op = "Add";
+    if (strcmp(op, "PRelu") == 0 && os < 7 && n_in == 2 && in[0] >= 0 && in[1] >= 0) {
+        /* PRelu-6 applies a 1-D slope of C values per channel (axis 1); from
+         * opset 7 the slope broadcasts numpy-style. A constant slope becomes a
+         * (C, 1, ..., 1) copy when the input's rank is known. */
+        const ert_tensor *sl = &L->m->tensors[in[1]];
+        int r = known_rank(L, L->in[0], in[0]);
+        if (sl->role == ERT_ROLE_WEIGHT && sl->ndim == 1 && sl->dims[0] > 1 && r >= 3 && r <= ERT_MAX_DIMS) {
+            int64_t d[ERT_MAX_DIMS];
+            d[0] = sl->dims[0];
+            for (int k = 1; k < r - 1; k++) d[k] = 1;
+            size_t nb = 0;
+            if (!ert_tensor_nbytes(sl, &nb) || !sl->data) FAIL(ERT_E_FORMAT, "%s: slope has no data", L->what);
+            if ((in[1] = const_tensor(L, base, "slope", sl->dtype, r - 1, d, sl->data, nb)) < 0) return ERT_E_NOMEM;
+        }
+    }
     if (strcmp(op, "CastLike") == 0) {
         /* CastLike(x, like) == Cast(x, to = dtype of like) when that dtype is
          * known at load (a graph input or a weight, as in the function bodies

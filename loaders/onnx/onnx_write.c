@@ -116,7 +116,7 @@ static ert_status encode(const ert_model *m, obuf *model) {
         const ert_node *n = &m->nodes[i];
         const char *op = ert_op_get(n->op)->name;
         if (n->op == ERT_OP_GELU) opset = 20;
-        if (n->op == ERT_OP_SILU || n->op == ERT_OP_CONSTANT_OF_SHAPE || n->op >= ERT_OP_BATCHNORM_TRAIN ||
+        if (n->op == ERT_OP_SILU || n->op == ERT_OP_CONSTANT_OF_SHAPE || (n->op >= ERT_OP_BATCHNORM_TRAIN && n->op <= ERT_OP_GATHER_GRAD) ||
             strncmp(op, "ert.", 4) == 0 || ert_node_attr(n, "ert_act") || (n->op == ERT_OP_CONV && n->n_in > 3))
             return ert_set_error(ctx, ERT_E_UNSUPPORTED, "ONNX export: node '%s' (%s) has no plain ONNX form", n->name,
                                  op);
