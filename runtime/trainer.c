@@ -303,9 +303,51 @@ static float dropout_ratio(const ert_trainer *t, const ert_node *mn) {
     return ert_attr_float(mn, "ratio", 0.5f);
 }
 
+/* BatchNormalization with training_mode=1 (ONNX 14+ training exports) may
+ * name the updated running mean/var as outputs 1 and 2. The trainer produces
+ * neither: it updates the running statistics in place as state (ERT_BN_TRAIN)
+ * or uses them unchanged (ERT_BN_FROZEN). Dangling ones (PyTorch's exports)
+ * are dropped; one a node or a graph output reads is refused, since it would
+ * read memory nothing writes. */
+static ert_status bn_stat_outputs(ert_trainer *t) {
+    const ert_model *m = t->model;
+    bool any = false;
+    for (int i = 0; i < m->n_nodes && !any; i++) {
+        const ert_node *nd = &m->nodes[i];
+        for (int k = 1; nd->op == ERT_OP_BATCHNORM && k < nd->n_out; k++) any = any || nd->out[k] >= 0;
+    }
+    if (!any) return ERT_OK;
+    uint8_t *read = calloc((size_t)m->n_tensors + 1, 1); /* 1: a node reads it, 2: a graph output */
+    if (!read) return ert_tr_oom(t);
+    for (int i = 0; i < m->n_nodes; i++)
+        for (int k = 0; k < m->nodes[i].n_in; k++) {
+            int32_t id = m->nodes[i].in[k];
+            if (id >= 0 && id < m->n_tensors) read[id] |= 1;
+        }
+    for (int i = 0; i < m->n_outputs; i++)
+        if (m->outputs[i] >= 0 && m->outputs[i] < m->n_tensors) read[m->outputs[i]] |= 2;
+    ert_status st = ERT_OK;
+    for (int i = 0; i < m->n_nodes && !st; i++) {
+        const ert_node *nd = &m->nodes[i];
+        for (int k = 1; nd->op == ERT_OP_BATCHNORM && k < nd->n_out && !st; k++) {
+            int32_t id = nd->out[k];
+            if (id < 0 || id >= m->n_tensors || !read[id]) continue;
+            st = ert_set_error(t->ctx, ERT_E_UNSUPPORTED,
+                               "node '%s' (BatchNormalization): its running %s output '%s' is %s; the trainer keeps "
+                               "the running statistics as state and does not produce that output",
+                               nd->name, k == 1 ? "mean" : "var", m->tensors[id].name ? m->tensors[id].name : "?",
+                               read[id] & 2 ? "a graph output" : "read by another node");
+        }
+    }
+    free(read);
+    return st;
+}
+
 static ert_status infer(ert_trainer *t) {
     const ert_model *m = t->model;
     ert_tinfo tin[64], tout[64];
+    ert_status st0 = bn_stat_outputs(t);
+    if (st0) return st0;
     for (int i = 0; i < m->n_nodes; i++) {
         const ert_node *mn = &m->nodes[i];
         if (mn->n_in > 64 || mn->n_out > 64)
@@ -360,7 +402,13 @@ static ert_status infer(ert_trainer *t) {
             t->nn--;
             continue;
         }
-        if (n->op == ERT_OP_BATCHNORM && t->o.bn == ERT_BN_TRAIN) {
+        if (n->op == ERT_OP_BATCHNORM && t->o.bn == ERT_BN_FROZEN) {
+            /* frozen: the running statistics, whatever training_mode says (its
+             * gradient rule and the conv folding assume them); no running
+             * outputs (bn_stat_outputs: nothing reads them) */
+            n->params.norm.training = false;
+            n->n_out = 1;
+        } else if (n->op == ERT_OP_BATCHNORM && t->o.bn == ERT_BN_TRAIN) {
             /* (x, scale, B, rmean, rvar) -> (y, mean, invstd) */
             if (t->t[n->in[3]].mem != TM_PARAM || t->t[n->in[4]].mem != TM_PARAM)
                 return ert_set_error(t->ctx, ERT_E_UNSUPPORTED, "node '%s': running mean/var must be weights", mn->name);

@@ -626,7 +626,10 @@ typedef enum ert_trainable {
 /* Append-only. */
 typedef enum ert_bn_mode {
     ERT_BN_TRAIN = 0,           /* batch statistics; running mean/var updated with the node's momentum */
-    ERT_BN_FROZEN = 1,          /* running statistics used and never updated (scale/bias may still train) */
+    ERT_BN_FROZEN = 1,          /* running statistics used and never updated (scale/bias may still train),
+                                 * also for nodes exported with training_mode=1. Either mode: a node's running
+                                 * mean/var outputs (training_mode=1) are not produced; create refuses a model
+                                 * where a node or a graph output reads them (ERT_E_UNSUPPORTED) */
 } ert_bn_mode;
 
 typedef struct ert_trainer_options {
