@@ -1,0 +1,359 @@
+/* CUDA trainer on bad input (label `gpu`; issue #5).
+ *
+ * - Gather gradient, an index out of range (one bad index per batch, too
+ *   large and too negative): the step returns ERT_E_ARG naming the gradient
+ *   node and the index, the weights region (parameters, constants, BatchNorm
+ *   running statistics) and the optimizer state region are bit-identical
+ *   before and after, the step count is kept; the CPU trainer refuses the
+ *   same batch (its forward Gather does). The next valid step (negative
+ *   indices included) matches the CPU trainer, which never took the bad one:
+ *   loss and every parameter.
+ * - Cross-entropy target out of range (C and -1) on a CNN with BatchNorm:
+ *   ERT_E_ARG naming the target and its value, nothing changed (regions
+ *   bit-identical, BatchNorm statistics included: the targets are checked
+ *   before anything runs), eval refuses it too; then valid steps match the
+ *   CPU trainer.
+ * --cpu-selfcheck runs the "CUDA" side on the CPU (checks this harness on a
+ * machine without a GPU; the device-specific message checks are skipped).
+ * Without a GPU, or in a build without CUDA: returns 77 (ctest SKIPPED). */
+#include "testutil.h"
+#include "trainer_internal.h" /* regions of the arena, ert_trainer_param_copy */
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef ERT_TEST_HAVE_CUDA
+int main(void) { return ert_test_skip("train_cuda_bad", "this build has no CUDA backend (ERT_CUDA=OFF)"); }
+#else
+#include <cuda_runtime_api.h>
+
+static long n_allocs;
+cudaError_t __real_cudaMalloc(void **p, size_t n);
+cudaError_t __real_cudaMallocManaged(void **p, size_t n, unsigned flags);
+cudaError_t __real_cudaHostAlloc(void **p, size_t n, unsigned flags);
+cudaError_t __real_cudaMallocHost(void **p, size_t n);
+cudaError_t __real_cudaMallocAsync(void **p, size_t n, cudaStream_t s);
+cudaError_t __wrap_cudaMalloc(void **p, size_t n);
+cudaError_t __wrap_cudaMallocManaged(void **p, size_t n, unsigned flags);
+cudaError_t __wrap_cudaHostAlloc(void **p, size_t n, unsigned flags);
+cudaError_t __wrap_cudaMallocHost(void **p, size_t n);
+cudaError_t __wrap_cudaMallocAsync(void **p, size_t n, cudaStream_t s);
+cudaError_t __wrap_cudaMalloc(void **p, size_t n) { n_allocs++; return __real_cudaMalloc(p, n); }
+cudaError_t __wrap_cudaMallocManaged(void **p, size_t n, unsigned f) { n_allocs++; return __real_cudaMallocManaged(p, n, f); }
+cudaError_t __wrap_cudaHostAlloc(void **p, size_t n, unsigned f) { n_allocs++; return __real_cudaHostAlloc(p, n, f); }
+cudaError_t __wrap_cudaMallocHost(void **p, size_t n) { n_allocs++; return __real_cudaMallocHost(p, n); }
+cudaError_t __wrap_cudaMallocAsync(void **p, size_t n, cudaStream_t s) { n_allocs++; return __real_cudaMallocAsync(p, n, s); }
+
+static ert_context *ctx;
+static ert_test_rng rng;
+static ert_device gdev = ERT_DEVICE_CUDA;
+
+/* ------------------------------------------------------------------ models */
+
+static int32_t weight(ert_builder *b, const char *nm, int nd, const int64_t *d, float lo, float hi) {
+    int64_t n = 1;
+    for (int i = 0; i < nd; i++) n *= d[i];
+    float *w = malloc((size_t)n * 4 + 4);
+    ert_test_fill(&rng, w, n, lo, hi);
+    int32_t id = -1;
+    CHECK_OK(ert_builder_weight(b, nm, ERT_DTYPE_F32, nd, d, w, &id), ctx);
+    free(w);
+    return id;
+}
+
+static ert_model *finish(ert_builder *b, int32_t out) {
+    CHECK_OK(ert_builder_output(b, out, "y"), ctx);
+    ert_model *m = NULL;
+    CHECK_OK(ert_builder_finish(b, &m), ctx);
+    ert_builder_free(b);
+    return m;
+}
+
+/* idx (N, EMB_L) int64 -> Gather "embed" of a (EMB_V, EMB_D) table ->
+ * Flatten -> Linear -> EMB_C classes. */
+enum { EMB_V = 7, EMB_D = 4, EMB_L = 3, EMB_C = 3, EMB_N = 8 };
+
+static ert_model *embed_model(void) {
+    ert_builder *b;
+    CHECK_OK(ert_builder_create(ctx, &b), ctx);
+    int64_t xd[2] = {-1, EMB_L}, ed[2] = {EMB_V, EMB_D}, fw[2] = {EMB_C, EMB_L * EMB_D}, fb[1] = {EMB_C};
+    int32_t x, g, f, o;
+    CHECK_OK(ert_builder_input(b, "idx", ERT_DTYPE_I64, 2, xd, &x), ctx);
+    int32_t in[2] = {weight(b, "emb", 2, ed, -1.0f, 1.0f), x};
+    ert_attr ax[1] = {ERT_ATTR_I("axis", 0)};
+    CHECK_OK(ert_builder_node(b, "Gather", "embed", in, 2, ax, 1, &g, 1), ctx);
+    CHECK_OK(ert_builder_unary(b, "Flatten", g, &f), ctx);
+    CHECK_OK(ert_builder_linear(b, f, weight(b, "fc.w", 2, fw, -0.5f, 0.5f), weight(b, "fc.b", 1, fb, -0.1f, 0.1f),
+                                &o), ctx);
+    return finish(b, o);
+}
+
+/* x (N, 2, 6, 6) -> Conv 3x3 (4) -> BatchNorm (batch statistics, running
+ * ones updated) -> Relu -> GlobalAveragePool -> Flatten -> Linear -> CNN_C. */
+enum { CNN_C = 5, CNN_N = 8, CNN_X = 2 * 6 * 6 };
+
+static ert_model *cnn_model(void) {
+    ert_builder *b;
+    CHECK_OK(ert_builder_create(ctx, &b), ctx);
+    int64_t xd[4] = {-1, 2, 6, 6}, wd[4] = {4, 2, 3, 3}, c4[1] = {4}, fw[2] = {CNN_C, 4}, fb[1] = {CNN_C};
+    int32_t x, c, bn, r, g, f, o;
+    CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 4, xd, &x), ctx);
+    CHECK_OK(ert_builder_conv2d(b, x, weight(b, "conv.w", 4, wd, -0.5f, 0.5f), -1, 1, 1, 1, 1, &c), ctx);
+    int32_t bin[5] = {c, weight(b, "bn.scale", 1, c4, 0.5f, 1.5f), weight(b, "bn.bias", 1, c4, -0.2f, 0.2f),
+                      weight(b, "bn.mean", 1, c4, -0.5f, 0.5f), weight(b, "bn.var", 1, c4, 0.5f, 1.5f)};
+    CHECK_OK(ert_builder_node(b, "BatchNormalization", "bn", bin, 5, NULL, 0, &bn, 1), ctx);
+    CHECK_OK(ert_builder_unary(b, "Relu", bn, &r), ctx);
+    CHECK_OK(ert_builder_unary(b, "GlobalAveragePool", r, &g), ctx);
+    CHECK_OK(ert_builder_unary(b, "Flatten", g, &f), ctx);
+    CHECK_OK(ert_builder_linear(b, f, weight(b, "fc.w", 2, fw, -0.5f, 0.5f), weight(b, "fc.b", 1, fb, -0.1f, 0.1f),
+                                &o), ctx);
+    return finish(b, o);
+}
+
+/* ------------------------------------------------------------------ harness */
+
+static ert_trainer_options adam_opts(int batch) {
+    ert_trainer_options o = {0};
+    o.session.batch = batch;
+    o.loss.kind = ERT_LOSS_CROSS_ENTROPY;
+    o.optim.kind = ERT_OPTIM_ADAM;
+    o.optim.lr = 0.01f;
+    o.optim.weight_decay = 1e-3f;
+    o.seed = 4321;
+    return o;
+}
+
+/* The arena's weights region (parameters, constants, BatchNorm running
+ * statistics) and optimizer state region, copied to host memory. */
+typedef struct snap {
+    uint8_t *w, *s;
+    size_t wn, sn;
+} snap;
+
+static bool take_snap(ert_trainer *t, snap *p) {
+    p->wn = t->w_bytes;
+    p->sn = t->s_bytes;
+    p->w = malloc(p->wn + 1);
+    p->s = malloc(p->sn + 1);
+    const uint8_t *wb = t->arena, *sb = wb + t->w_bytes + t->g_bytes;
+    ert_status st = ERT_OK;
+    if (t->be) {
+        if (p->wn) st = t->be->download(t->bctx, p->w, wb, p->wn);
+        if (!st && p->sn) st = t->be->download(t->bctx, p->s, sb, p->sn);
+    } else {
+        memcpy(p->w, wb, p->wn);
+        memcpy(p->s, sb, p->sn);
+    }
+    CHECK(st == ERT_OK, "cannot read the arena back: %s", ert_last_error(ctx));
+    return st == ERT_OK;
+}
+
+static void free_snap(snap *p) {
+    free(p->w);
+    free(p->s);
+}
+
+/* Weights and optimizer state bit-identical to `before`. */
+static void check_unchanged(const char *what, ert_trainer *t, const snap *before) {
+    snap now;
+    if (!take_snap(t, &now)) return;
+    CHECK(now.wn == before->wn && memcmp(now.w, before->w, now.wn) == 0,
+          "%s: the weights region changed (parameters or BatchNorm statistics)", what);
+    CHECK(now.sn == before->sn && memcmp(now.s, before->s, now.sn) == 0, "%s: the optimizer state changed", what);
+    free_snap(&now);
+}
+
+/* max |a - b| / max(max |a|, 1e-3) over every trainable parameter, <= tol. */
+static void compare_params(const char *what, ert_trainer *c, ert_trainer *g, double tol) {
+    for (int k = 0; k < c->n_params; k++) {
+        const char *nm = c->t[c->params[k]].name;
+        int64_t n = c->t[c->params[k]].nbytes / sizeof(float), n1 = 0, n2 = 0;
+        float *a = malloc((size_t)n * sizeof(float) + 4), *b = malloc((size_t)n * sizeof(float) + 4);
+        ert_status s1 = ert_trainer_param_copy(c, nm, a, NULL, &n1), s2 = ert_trainer_param_copy(g, nm, b, NULL, &n2);
+        CHECK(s1 == ERT_OK && s2 == ERT_OK && n1 == n && n2 == n, "%s: cannot read '%s'", what, nm);
+        if (s1 == ERT_OK && s2 == ERT_OK && n1 == n && n2 == n) {
+            double mx = 1e-3, worst = 0;
+            for (int64_t i = 0; i < n; i++) mx = fabs(a[i]) > mx ? fabs(a[i]) : mx;
+            for (int64_t i = 0; i < n; i++) {
+                double d = fabs((double)a[i] - b[i]) / mx;
+                if (!(d <= worst)) worst = d; /* NaN counts as worst */
+            }
+            CHECK(worst <= tol, "%s: '%s' differs, rel %.3g (tolerance %.3g)", what, nm, worst, tol);
+        }
+        free(a);
+        free(b);
+    }
+}
+
+static bool close_rel(float a, float b, double tol) {
+    return fabs((double)a - b) <= tol * (fabs((double)a) > 1 ? fabs((double)a) : 1);
+}
+
+/* ------------------------------------------------------------------ Gather index */
+
+static void fill_idx(int64_t *idx) {
+    for (int i = 0; i < EMB_N * EMB_L; i++) idx[i] = ert_test_int(&rng, -EMB_V, EMB_V - 1); /* negatives valid */
+}
+
+static void gather_index(void) {
+    ert_model *m = embed_model();
+    if (!m) return;
+    ert_trainer_options o = adam_opts(EMB_N);
+    ert_trainer *c = NULL, *g = NULL;
+    o.session.device = ERT_DEVICE_CPU;
+    CHECK_OK(ert_trainer_create(m, &o, &c), ctx);
+    o.session.device = gdev;
+    CHECK_OK(ert_trainer_create(m, &o, &g), ctx);
+    if (!c || !g) goto done;
+    int64_t *ic, *ig, *yc, *yg;
+    ert_trainer_input_data(c, 0, (void **)&ic);
+    ert_trainer_input_data(g, 0, (void **)&ig);
+    ert_trainer_target_data(c, (void **)&yc);
+    ert_trainer_target_data(g, (void **)&yg);
+    for (int round = 0; round < 2; round++) {
+        /* a valid step on both */
+        fill_idx(ic);
+        for (int i = 0; i < EMB_N; i++) yc[i] = ert_test_int(&rng, 0, EMB_C - 1);
+        memcpy(ig, ic, sizeof(int64_t) * EMB_N * EMB_L);
+        memcpy(yg, yc, sizeof(int64_t) * EMB_N);
+        float lc = 0, lg = 0;
+        CHECK_OK(ert_trainer_step(c, &lc), ctx);
+        CHECK_OK(ert_trainer_step(g, &lg), ctx);
+        CHECK(close_rel(lc, lg, 1e-4), "gather round %d: valid step loss cpu %.8g cuda %.8g", round, (double)lc,
+              (double)lg);
+        int64_t steps = ert_trainer_step_count(g);
+
+        /* one index out of range: too large in round 0, too negative in round 1 */
+        fill_idx(ic);
+        int at = ert_test_int(&rng, 0, EMB_N * EMB_L - 1);
+        int64_t bad = round == 0 ? EMB_V + ert_test_int(&rng, 0, 5) : -EMB_V - 1 - ert_test_int(&rng, 0, 5);
+        int64_t good = ic[at];
+        ic[at] = bad;
+        memcpy(ig, ic, sizeof(int64_t) * EMB_N * EMB_L);
+        snap before;
+        if (!take_snap(g, &before)) break;
+        ert_status s1 = ert_trainer_step(c, &lc);
+        CHECK(s1 == ERT_E_ARG, "gather index %lld on the CPU: %s (%s), want ERT_E_ARG", (long long)bad,
+              ert_status_str(s1), ert_last_error(ctx));
+        ert_status s2 = ert_trainer_step(g, &lg);
+        const char *msg = ert_last_error(ctx);
+        char want[64];
+        snprintf(want, sizeof want, "index %lld out of range [-%d, %d)", (long long)bad, EMB_V, EMB_V);
+        CHECK(s2 == ERT_E_ARG, "gather index %lld: %s (%s), want ERT_E_ARG", (long long)bad, ert_status_str(s2), msg);
+        if (gdev == ERT_DEVICE_CUDA)
+            CHECK(strstr(msg, "'embed/grad'") && strstr(msg, want) && strstr(msg, "refused"),
+                  "gather index %lld: message '%s' should name 'embed/grad' and say '%s'", (long long)bad, msg, want);
+        printf("  bad gather index %lld: %s\n", (long long)bad, msg);
+        check_unchanged("refused gather step", g, &before);
+        free_snap(&before);
+        CHECK(ert_trainer_step_count(g) == steps, "a refused gather step counted (%lld, want %lld)",
+              (long long)ert_trainer_step_count(g), (long long)steps);
+
+        /* the same batch made valid: both trainers step on, equal */
+        ic[at] = ig[at] = good;
+        CHECK_OK(ert_trainer_step(c, &lc), ctx);
+        CHECK_OK(ert_trainer_step(g, &lg), ctx);
+        CHECK(close_rel(lc, lg, 1e-4), "gather round %d: step after the refused one, loss cpu %.8g cuda %.8g", round,
+              (double)lc, (double)lg);
+        CHECK(ert_trainer_step_count(g) == steps + 1, "the step after a refused one did not count");
+    }
+    compare_params("gather: after the refused steps", c, g, 1e-4);
+done:
+    ert_trainer_free(c);
+    ert_trainer_free(g);
+    ert_model_free(m);
+}
+
+/* ------------------------------------------------------------------ CE target */
+
+static void fill_cnn(float *x, int64_t *y) {
+    ert_test_fill(&rng, x, (int64_t)CNN_N * CNN_X, -1.0f, 1.0f);
+    for (int i = 0; i < CNN_N; i++) y[i] = ert_test_int(&rng, 0, CNN_C - 1);
+}
+
+static void ce_target(void) {
+    ert_model *m = cnn_model();
+    if (!m) return;
+    ert_trainer_options o = adam_opts(CNN_N);
+    ert_trainer *c = NULL, *g = NULL;
+    o.session.device = ERT_DEVICE_CPU;
+    CHECK_OK(ert_trainer_create(m, &o, &c), ctx);
+    o.session.device = gdev;
+    CHECK_OK(ert_trainer_create(m, &o, &g), ctx);
+    if (!c || !g) goto done;
+    float *xc, *xg;
+    int64_t *yc, *yg;
+    ert_trainer_input_data(c, 0, (void **)&xc);
+    ert_trainer_input_data(g, 0, (void **)&xg);
+    ert_trainer_target_data(c, (void **)&yc);
+    ert_trainer_target_data(g, (void **)&yg);
+    for (int round = 0; round < 2; round++) {
+        fill_cnn(xc, yc);
+        memcpy(xg, xc, sizeof(float) * CNN_N * CNN_X);
+        memcpy(yg, yc, sizeof(int64_t) * CNN_N);
+        float lc = 0, lg = 0;
+        CHECK_OK(ert_trainer_step(c, &lc), ctx);
+        CHECK_OK(ert_trainer_step(g, &lg), ctx);
+        CHECK(close_rel(lc, lg, 1e-4), "CE round %d: valid step loss cpu %.8g cuda %.8g", round, (double)lc,
+              (double)lg);
+        int64_t steps = ert_trainer_step_count(g);
+
+        fill_cnn(xc, yc);
+        memcpy(xg, xc, sizeof(float) * CNN_N * CNN_X);
+        int at = ert_test_int(&rng, 0, CNN_N - 1);
+        int64_t good = yc[at], bad = round == 0 ? CNN_C + ert_test_int(&rng, 0, 3) : -1 - ert_test_int(&rng, 0, 3);
+        memcpy(yg, yc, sizeof(int64_t) * CNN_N);
+        yc[at] = yg[at] = bad;
+        snap before;
+        if (!take_snap(g, &before)) break;
+        ert_status s1 = ert_trainer_step(c, &lc);
+        CHECK(s1 == ERT_E_ARG, "CE target %lld on the CPU: %s, want ERT_E_ARG", (long long)bad, ert_status_str(s1));
+        float lbad = -7.0f;
+        ert_status s2 = ert_trainer_step(g, &lbad);
+        const char *msg = ert_last_error(ctx);
+        char want[96];
+        snprintf(want, sizeof want, "target[%d] = %lld", at, (long long)bad);
+        CHECK(s2 == ERT_E_ARG, "CE target %lld: %s (%s), want ERT_E_ARG", (long long)bad, ert_status_str(s2), msg);
+        CHECK(strstr(msg, "target class index out of range") != NULL, "CE target %lld: message '%s'",
+              (long long)bad, msg);
+        if (gdev == ERT_DEVICE_CUDA)
+            CHECK(strstr(msg, want) && lbad == -7.0f, "CE target %lld: message '%s' should say '%s'; loss written %g",
+                  (long long)bad, msg, want, (double)lbad);
+        printf("  bad CE target %lld: %s\n", (long long)bad, msg);
+        check_unchanged("refused CE step", g, &before);
+        CHECK(ert_trainer_step_count(g) == steps, "a refused CE step counted");
+        ert_status s3 = ert_trainer_eval(g, NULL);
+        CHECK(s3 == ERT_E_ARG, "eval with CE target %lld: %s, want ERT_E_ARG", (long long)bad, ert_status_str(s3));
+        check_unchanged("refused CE eval", g, &before);
+        free_snap(&before);
+
+        yc[at] = yg[at] = good;
+        CHECK_OK(ert_trainer_step(c, &lc), ctx);
+        CHECK_OK(ert_trainer_step(g, &lg), ctx);
+        CHECK(close_rel(lc, lg, 1e-4), "CE round %d: step after the refused one, loss cpu %.8g cuda %.8g", round,
+              (double)lc, (double)lg);
+        CHECK(ert_trainer_step_count(g) == steps + 1, "the step after a refused one did not count");
+    }
+    compare_params("CE: after the refused steps", c, g, 1e-3);
+done:
+    ert_trainer_free(c);
+    ert_trainer_free(g);
+    ert_model_free(m);
+}
+
+int main(int argc, char **argv) {
+    int n = 0;
+    if (argc > 1 && !strcmp(argv[1], "--cpu-selfcheck")) gdev = ERT_DEVICE_CPU;
+    cudaError_t e = gdev == ERT_DEVICE_CPU ? cudaSuccess : cudaGetDeviceCount(&n);
+    if (gdev == ERT_DEVICE_CUDA && (e != cudaSuccess || n == 0))
+        return ert_test_skip("train_cuda_bad", e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device");
+    ert_test_rng_init(&rng, "train_cuda_bad");
+    if (ert_context_create(NULL, &ctx) != ERT_OK) return 1;
+    gather_index();
+    ce_target();
+    ert_context_free(ctx);
+    return ert_test_finish("train_cuda_bad");
+}
+#endif
