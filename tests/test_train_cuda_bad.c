@@ -1,4 +1,4 @@
-/* CUDA trainer on bad input (label `gpu`; issue #5).
+/* CUDA trainer on bad input and with a caller arena (label `gpu`; issue #5).
  *
  * - Gather gradient, an index out of range (one bad index per batch, too
  *   large and too negative): the step returns ERT_E_ARG naming the gradient
@@ -13,6 +13,13 @@
  *   bit-identical, BatchNorm statistics included: the targets are checked
  *   before anything runs), eval refuses it too; then valid steps match the
  *   CPU trainer.
+ * - Caller arena: a trainer on device memory the test cudaMallocs (the size
+ *   ert_trainer_plan reports) trains 10 steps with the losses and final
+ *   parameters of a trainer with its own arena on the same batches and seed,
+ *   allocates nothing during the steps and leaves the arena to the caller;
+ *   an arena one byte short is ERT_E_ARENA with the byte count needed in the
+ *   message, a misaligned one ERT_E_ARG.
+ *
  * --cpu-selfcheck runs the "CUDA" side on the CPU (checks this harness on a
  * machine without a GPU; the device-specific message checks are skipped).
  * Without a GPU, or in a build without CUDA: returns 77 (ctest SKIPPED). */
@@ -343,6 +350,103 @@ done:
     ert_model_free(m);
 }
 
+/* ------------------------------------------------------------------ caller arena */
+
+static void *arena_alloc(size_t n) {
+    void *p = NULL;
+    if (gdev == ERT_DEVICE_CPU) return aligned_alloc(256, (n + 256) / 256 * 256);
+    cudaError_t e = __real_cudaMalloc(&p, n);
+    CHECK(e == cudaSuccess, "cudaMalloc(%zu): %s", n, cudaGetErrorString(e));
+    return e == cudaSuccess ? p : NULL;
+}
+
+static bool arena_free(void *p) {
+    if (gdev == ERT_DEVICE_CPU) {
+        free(p);
+        return true;
+    }
+    return cudaFree(p) == cudaSuccess;
+}
+
+static void caller_arena(void) {
+    ert_model *m = cnn_model();
+    if (!m) return;
+    ert_trainer_options o = adam_opts(CNN_N);
+    o.session.device = gdev;
+    ert_memory_report mr;
+    CHECK_OK(ert_trainer_plan(m, &o, &mr), ctx);
+    void *arena = mr.total_bytes ? arena_alloc(mr.total_bytes + 256) : NULL;
+    ert_trainer *own = NULL, *mine = NULL;
+    if (!arena) goto done;
+
+    /* one byte short: ERT_E_ARENA with the bytes needed */
+    ert_trainer_options ob = o;
+    ob.session.arena = arena;
+    ob.session.arena_bytes = mr.total_bytes - 1;
+    ert_trainer *t = NULL;
+    ert_status st = ert_trainer_create(m, &ob, &t);
+    char want[64];
+    snprintf(want, sizeof want, "%zu needed", mr.total_bytes);
+    CHECK(st == ERT_E_ARENA && !t && strstr(ert_last_error(ctx), want),
+          "caller arena of %zu bytes (needs %zu): %s (%s), want ERT_E_ARENA saying '%s'", ob.session.arena_bytes,
+          mr.total_bytes, ert_status_str(st), ert_last_error(ctx), want);
+    printf("  small caller arena: %s\n", ert_last_error(ctx));
+    ert_trainer_free(t);
+    t = NULL;
+    ob.session.arena = (uint8_t *)arena + 32; /* not 64-byte aligned */
+    ob.session.arena_bytes = mr.total_bytes;
+    st = ert_trainer_create(m, &ob, &t);
+    CHECK(st == ERT_E_ARG && !t, "misaligned caller arena: %s (%s), want ERT_E_ARG", ert_status_str(st),
+          ert_last_error(ctx));
+    ert_trainer_free(t);
+
+    CHECK_OK(ert_trainer_create(m, &o, &own), ctx);
+    ob.session.arena = arena;
+    ob.session.arena_bytes = mr.total_bytes;
+    CHECK_OK(ert_trainer_create(m, &ob, &mine), ctx);
+    if (!own || !mine) goto done;
+    CHECK(mine->arena == arena && !mine->arena_owned, "the trainer does not use the caller's arena");
+    ert_memory_report r2;
+    CHECK_OK(ert_trainer_memory(mine, &r2), ctx);
+    CHECK(r2.total_bytes == mr.total_bytes, "caller-arena trainer reports %zu bytes, plan said %zu", r2.total_bytes,
+          mr.total_bytes);
+    float *xa, *xb;
+    int64_t *ya, *yb;
+    ert_trainer_input_data(own, 0, (void **)&xa);
+    ert_trainer_input_data(mine, 0, (void **)&xb);
+    ert_trainer_target_data(own, (void **)&ya);
+    ert_trainer_target_data(mine, (void **)&yb);
+    long before = n_allocs;
+    float first = 0, last = 0;
+    for (int s = 0; s < 10; s++) {
+        fill_cnn(xa, ya);
+        memcpy(xb, xa, sizeof(float) * CNN_N * CNN_X);
+        memcpy(yb, ya, sizeof(int64_t) * CNN_N);
+        float la = 0, lb = 0;
+        ert_status s1 = ert_trainer_step(own, &la), s2 = ert_trainer_step(mine, &lb);
+        CHECK(s1 == ERT_OK && s2 == ERT_OK, "caller arena step %d: own %s, caller %s (%s)", s, ert_status_str(s1),
+              ert_status_str(s2), ert_last_error(ctx));
+        if (s1 || s2) break;
+        CHECK(close_rel(la, lb, 1e-5), "caller arena step %d: loss %.8g, own arena %.8g", s, (double)lb, (double)la);
+        if (s == 0) first = lb;
+        last = lb;
+    }
+    CHECK(n_allocs == before, "%ld allocations during 10 steps with a caller arena", n_allocs - before);
+    compare_params("caller arena after 10 steps", own, mine, 1e-4);
+    float ea = 0, eb = 0;
+    CHECK_OK(ert_trainer_eval(own, &ea), ctx);
+    CHECK_OK(ert_trainer_eval(mine, &eb), ctx);
+    CHECK(close_rel(ea, eb, 1e-5), "caller arena eval loss %.8g, own arena %.8g", (double)eb, (double)ea);
+    printf("  caller arena (%zu bytes): 10 steps, loss %.4f -> %.4f, equal to an own-arena trainer\n", mr.total_bytes,
+           (double)first, (double)last);
+done:
+    ert_trainer_free(own);
+    ert_trainer_free(mine);
+    /* still the caller's: the trainer must not have freed it */
+    if (arena) CHECK(arena_free(arena), "the caller's arena was freed by the trainer");
+    ert_model_free(m);
+}
+
 int main(int argc, char **argv) {
     int n = 0;
     if (argc > 1 && !strcmp(argv[1], "--cpu-selfcheck")) gdev = ERT_DEVICE_CPU;
@@ -353,6 +457,7 @@ int main(int argc, char **argv) {
     if (ert_context_create(NULL, &ctx) != ERT_OK) return 1;
     gather_index();
     ce_target();
+    caller_arena();
     ert_context_free(ctx);
     return ert_test_finish("train_cuda_bad");
 }
