@@ -605,17 +605,22 @@ static double bn_mode_ref(const float *x, const float *tg, float bnw[4][BN_C], c
     return loss / (BN_N * BN_O);
 }
 
+static ert_trainer_options bn_mode_opts(int frozen) {
+    ert_trainer_options to = {0};
+    to.session.batch = BN_N;
+    to.loss.kind = ERT_LOSS_MSE;
+    to.optim.kind = ERT_OPTIM_SGD;
+    to.optim.lr = 0.05f;
+    to.bn = frozen ? ERT_BN_FROZEN : ERT_BN_TRAIN;
+    return to;
+}
+
 static void bn_training_mode(void) {
     float bnw[4][BN_C], fw[BN_O * BN_F], fb[BN_O];
     for (int frozen = 0; frozen < 2; frozen++)
         for (int n_out = 1; n_out <= 3; n_out += 2) {
             ert_model *m = bn_mode_model(n_out, 0, bnw, fw, fb);
-            ert_trainer_options to = {0};
-            to.session.batch = BN_N;
-            to.loss.kind = ERT_LOSS_MSE;
-            to.optim.kind = ERT_OPTIM_SGD;
-            to.optim.lr = 0.05f;
-            to.bn = frozen ? ERT_BN_FROZEN : ERT_BN_TRAIN;
+            ert_trainer_options to = bn_mode_opts(frozen);
             ert_trainer *t = NULL;
             CHECK_OK(ert_trainer_create(m, &to, &t), ctx);
             if (t) {
@@ -652,12 +657,7 @@ static void bn_training_mode(void) {
     for (int frozen = 0; frozen < 2; frozen++)
         for (int reader = 1; reader <= 2; reader++) {
             ert_model *m = bn_mode_model(3, reader, bnw, fw, fb);
-            ert_trainer_options to = {0};
-            to.session.batch = BN_N;
-            to.loss.kind = ERT_LOSS_MSE;
-            to.optim.kind = ERT_OPTIM_SGD;
-            to.optim.lr = 0.05f;
-            to.bn = frozen ? ERT_BN_FROZEN : ERT_BN_TRAIN;
+            ert_trainer_options to = bn_mode_opts(frozen);
             ert_trainer *t = NULL;
             ert_status st = m ? ert_trainer_create(m, &to, &t) : ERT_E_ARG;
             const char *msg = ert_last_error(ctx);

@@ -198,6 +198,29 @@ static bool close_rel(float a, float b, double tol) {
     return fabs((double)a - b) <= tol * (fabs((double)a) > 1 ? fabs((double)a) : 1);
 }
 
+/* A CPU and a device trainer of m with the same options and seed. */
+static bool make_pair(ert_model *m, int batch, ert_trainer **c, ert_trainer **g) {
+    ert_trainer_options o = adam_opts(batch);
+    *c = *g = NULL;
+    o.session.device = ERT_DEVICE_CPU;
+    CHECK_OK(ert_trainer_create(m, &o, c), ctx);
+    o.session.device = gdev;
+    CHECK_OK(ert_trainer_create(m, &o, g), ctx);
+    return *c && *g;
+}
+
+/* A valid step on both (the batch already in both), equal losses; the
+ * device trainer's step count goes up by one. */
+static void step_both(const char *what, int round, ert_trainer *c, ert_trainer *g) {
+    float lc = 0, lg = 0;
+    int64_t n0 = ert_trainer_step_count(g);
+    CHECK_OK(ert_trainer_step(c, &lc), ctx);
+    CHECK_OK(ert_trainer_step(g, &lg), ctx);
+    CHECK(close_rel(lc, lg, 1e-4), "%s round %d: loss cpu %.8g cuda %.8g", what, round, (double)lc, (double)lg);
+    CHECK(ert_trainer_step_count(g) == n0 + 1, "%s round %d: step count %lld, want %lld", what, round,
+          (long long)ert_trainer_step_count(g), (long long)(n0 + 1));
+}
+
 /* ------------------------------------------------------------------ Gather index */
 
 static void fill_idx(int64_t *idx) {
@@ -207,13 +230,8 @@ static void fill_idx(int64_t *idx) {
 static void gather_index(void) {
     ert_model *m = embed_model();
     if (!m) return;
-    ert_trainer_options o = adam_opts(EMB_N);
-    ert_trainer *c = NULL, *g = NULL;
-    o.session.device = ERT_DEVICE_CPU;
-    CHECK_OK(ert_trainer_create(m, &o, &c), ctx);
-    o.session.device = gdev;
-    CHECK_OK(ert_trainer_create(m, &o, &g), ctx);
-    if (!c || !g) goto done;
+    ert_trainer *c, *g;
+    if (!make_pair(m, EMB_N, &c, &g)) goto done;
     int64_t *ic, *ig, *yc, *yg;
     ert_trainer_input_data(c, 0, (void **)&ic);
     ert_trainer_input_data(g, 0, (void **)&ig);
@@ -225,11 +243,8 @@ static void gather_index(void) {
         for (int i = 0; i < EMB_N; i++) yc[i] = ert_test_int(&rng, 0, EMB_C - 1);
         memcpy(ig, ic, sizeof(int64_t) * EMB_N * EMB_L);
         memcpy(yg, yc, sizeof(int64_t) * EMB_N);
+        step_both("gather, valid step", round, c, g);
         float lc = 0, lg = 0;
-        CHECK_OK(ert_trainer_step(c, &lc), ctx);
-        CHECK_OK(ert_trainer_step(g, &lg), ctx);
-        CHECK(close_rel(lc, lg, 1e-4), "gather round %d: valid step loss cpu %.8g cuda %.8g", round, (double)lc,
-              (double)lg);
         int64_t steps = ert_trainer_step_count(g);
 
         /* one index out of range: too large in round 0, too negative in round 1 */
@@ -260,11 +275,7 @@ static void gather_index(void) {
 
         /* the same batch made valid: both trainers step on, equal */
         ic[at] = ig[at] = good;
-        CHECK_OK(ert_trainer_step(c, &lc), ctx);
-        CHECK_OK(ert_trainer_step(g, &lg), ctx);
-        CHECK(close_rel(lc, lg, 1e-4), "gather round %d: step after the refused one, loss cpu %.8g cuda %.8g", round,
-              (double)lc, (double)lg);
-        CHECK(ert_trainer_step_count(g) == steps + 1, "the step after a refused one did not count");
+        step_both("gather, the step after the refused one", round, c, g);
     }
     compare_params("gather: after the refused steps", c, g, 1e-4);
 done:
@@ -283,13 +294,8 @@ static void fill_cnn(float *x, int64_t *y) {
 static void ce_target(void) {
     ert_model *m = cnn_model();
     if (!m) return;
-    ert_trainer_options o = adam_opts(CNN_N);
-    ert_trainer *c = NULL, *g = NULL;
-    o.session.device = ERT_DEVICE_CPU;
-    CHECK_OK(ert_trainer_create(m, &o, &c), ctx);
-    o.session.device = gdev;
-    CHECK_OK(ert_trainer_create(m, &o, &g), ctx);
-    if (!c || !g) goto done;
+    ert_trainer *c, *g;
+    if (!make_pair(m, CNN_N, &c, &g)) goto done;
     float *xc, *xg;
     int64_t *yc, *yg;
     ert_trainer_input_data(c, 0, (void **)&xc);
@@ -300,11 +306,8 @@ static void ce_target(void) {
         fill_cnn(xc, yc);
         memcpy(xg, xc, sizeof(float) * CNN_N * CNN_X);
         memcpy(yg, yc, sizeof(int64_t) * CNN_N);
-        float lc = 0, lg = 0;
-        CHECK_OK(ert_trainer_step(c, &lc), ctx);
-        CHECK_OK(ert_trainer_step(g, &lg), ctx);
-        CHECK(close_rel(lc, lg, 1e-4), "CE round %d: valid step loss cpu %.8g cuda %.8g", round, (double)lc,
-              (double)lg);
+        step_both("CE, valid step", round, c, g);
+        float lc = 0;
         int64_t steps = ert_trainer_step_count(g);
 
         fill_cnn(xc, yc);
@@ -337,11 +340,7 @@ static void ce_target(void) {
         free_snap(&before);
 
         yc[at] = yg[at] = good;
-        CHECK_OK(ert_trainer_step(c, &lc), ctx);
-        CHECK_OK(ert_trainer_step(g, &lg), ctx);
-        CHECK(close_rel(lc, lg, 1e-4), "CE round %d: step after the refused one, loss cpu %.8g cuda %.8g", round,
-              (double)lc, (double)lg);
-        CHECK(ert_trainer_step_count(g) == steps + 1, "the step after a refused one did not count");
+        step_both("CE, the step after the refused one", round, c, g);
     }
     compare_params("CE: after the refused steps", c, g, 1e-3);
 done:
