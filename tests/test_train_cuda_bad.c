@@ -13,6 +13,8 @@
  *   bit-identical, BatchNorm statistics included: the targets are checked
  *   before anything runs), eval refuses it too; then valid steps match the
  *   CPU trainer.
+ * - A training export's BatchNorm (training_mode=1, running outputs nobody
+ *   reads) trains on both devices equally, frozen and on batch statistics.
  * - Caller arena: a trainer on device memory the test cudaMallocs (the size
  *   ert_trainer_plan reports) trains 10 steps with the losses and final
  *   parameters of a trainer with its own arena on the same batches and seed,
@@ -97,11 +99,12 @@ static ert_model *embed_model(void) {
     return finish(b, o);
 }
 
-/* x (N, 2, 6, 6) -> Conv 3x3 (4) -> BatchNorm (batch statistics, running
- * ones updated) -> Relu -> GlobalAveragePool -> Flatten -> Linear -> CNN_C. */
+/* x (N, 2, 6, 6) -> Conv 3x3 (4) -> BatchNorm -> Relu -> GlobalAveragePool
+ * -> Flatten -> Linear -> CNN_C. bn_export: the BatchNorm as a training
+ * export has it (training_mode=1, running mean/var outputs nothing reads). */
 enum { CNN_C = 5, CNN_N = 8, CNN_X = 2 * 6 * 6 };
 
-static ert_model *cnn_model(void) {
+static ert_model *cnn_model_as(bool bn_export) {
     ert_builder *b;
     CHECK_OK(ert_builder_create(ctx, &b), ctx);
     int64_t xd[4] = {-1, 2, 6, 6}, wd[4] = {4, 2, 3, 3}, c4[1] = {4}, fw[2] = {CNN_C, 4}, fb[1] = {CNN_C};
@@ -110,7 +113,11 @@ static ert_model *cnn_model(void) {
     CHECK_OK(ert_builder_conv2d(b, x, weight(b, "conv.w", 4, wd, -0.5f, 0.5f), -1, 1, 1, 1, 1, &c), ctx);
     int32_t bin[5] = {c, weight(b, "bn.scale", 1, c4, 0.5f, 1.5f), weight(b, "bn.bias", 1, c4, -0.2f, 0.2f),
                       weight(b, "bn.mean", 1, c4, -0.5f, 0.5f), weight(b, "bn.var", 1, c4, 0.5f, 1.5f)};
-    CHECK_OK(ert_builder_node(b, "BatchNormalization", "bn", bin, 5, NULL, 0, &bn, 1), ctx);
+    int32_t bo[3] = {-1, -1, -1};
+    ert_attr tm[1] = {ERT_ATTR_I("training_mode", 1)};
+    CHECK_OK(ert_builder_node(b, "BatchNormalization", "bn", bin, 5, bn_export ? tm : NULL, bn_export ? 1 : 0, bo,
+                              bn_export ? 3 : 1), ctx);
+    bn = bo[0];
     CHECK_OK(ert_builder_unary(b, "Relu", bn, &r), ctx);
     CHECK_OK(ert_builder_unary(b, "GlobalAveragePool", r, &g), ctx);
     CHECK_OK(ert_builder_unary(b, "Flatten", g, &f), ctx);
@@ -120,6 +127,8 @@ static ert_model *cnn_model(void) {
 }
 
 /* ------------------------------------------------------------------ harness */
+
+static ert_model *cnn_model(void) { return cnn_model_as(false); }
 
 static ert_trainer_options adam_opts(int batch) {
     ert_trainer_options o = {0};
@@ -199,14 +208,19 @@ static bool close_rel(float a, float b, double tol) {
 }
 
 /* A CPU and a device trainer of m with the same options and seed. */
-static bool make_pair(ert_model *m, int batch, ert_trainer **c, ert_trainer **g) {
+static bool make_pair_bn(ert_model *m, int batch, ert_bn_mode bn, ert_trainer **c, ert_trainer **g) {
     ert_trainer_options o = adam_opts(batch);
+    o.bn = bn;
     *c = *g = NULL;
     o.session.device = ERT_DEVICE_CPU;
     CHECK_OK(ert_trainer_create(m, &o, c), ctx);
     o.session.device = gdev;
     CHECK_OK(ert_trainer_create(m, &o, g), ctx);
     return *c && *g;
+}
+
+static bool make_pair(ert_model *m, int batch, ert_trainer **c, ert_trainer **g) {
+    return make_pair_bn(m, batch, ERT_BN_TRAIN, c, g);
 }
 
 /* A valid step on both (the batch already in both), equal losses; the
@@ -349,6 +363,38 @@ done:
     ert_model_free(m);
 }
 
+/* ------------------------------------------------------------------ frozen BN export */
+
+/* A training export's BatchNorm (training_mode=1, three outputs) in frozen
+ * mode runs on its running statistics on both devices (the CUDA inference
+ * BatchNorm refuses training_mode=1: create failed before the trainer
+ * forced it off), in both modes the dangling outputs are dropped. */
+static void bn_export(void) {
+    ert_model *m = cnn_model_as(true);
+    if (!m) return;
+    for (int frozen = 0; frozen < 2; frozen++) {
+        ert_trainer *c, *g;
+        if (make_pair_bn(m, CNN_N, frozen ? ERT_BN_FROZEN : ERT_BN_TRAIN, &c, &g)) {
+            float *xc, *xg;
+            int64_t *yc, *yg;
+            ert_trainer_input_data(c, 0, (void **)&xc);
+            ert_trainer_input_data(g, 0, (void **)&xg);
+            ert_trainer_target_data(c, (void **)&yc);
+            ert_trainer_target_data(g, (void **)&yg);
+            for (int s = 0; s < 3; s++) {
+                fill_cnn(xc, yc);
+                memcpy(xg, xc, sizeof(float) * CNN_N * CNN_X);
+                memcpy(yg, yc, sizeof(int64_t) * CNN_N);
+                step_both(frozen ? "training_mode=1 BN, frozen" : "training_mode=1 BN, batch statistics", s, c, g);
+            }
+            compare_params(frozen ? "training_mode=1 BN, frozen" : "training_mode=1 BN, batch statistics", c, g, 1e-3);
+        }
+        ert_trainer_free(c);
+        ert_trainer_free(g);
+    }
+    ert_model_free(m);
+}
+
 /* ------------------------------------------------------------------ caller arena */
 
 static void *arena_alloc(size_t n) {
@@ -456,6 +502,7 @@ int main(int argc, char **argv) {
     if (ert_context_create(NULL, &ctx) != ERT_OK) return 1;
     gather_index();
     ce_target();
+    bn_export();
     caller_arena();
     ert_context_free(ctx);
     return ert_test_finish("train_cuda_bad");
