@@ -300,9 +300,18 @@ done:
 
 /* ------------------------------------------------------------------ CE target */
 
-static void fill_cnn(float *x, int64_t *y) {
-    ert_test_fill(&rng, x, (int64_t)CNN_N * CNN_X, -1.0f, 1.0f);
-    for (int i = 0; i < CNN_N; i++) y[i] = ert_test_int(&rng, 0, CNN_C - 1);
+/* A fresh CNN batch into a, the same into b. */
+static void feed_cnn(ert_trainer *a, ert_trainer *b) {
+    float *xa, *xb;
+    int64_t *ya, *yb;
+    ert_trainer_input_data(a, 0, (void **)&xa);
+    ert_trainer_input_data(b, 0, (void **)&xb);
+    ert_trainer_target_data(a, (void **)&ya);
+    ert_trainer_target_data(b, (void **)&yb);
+    ert_test_fill(&rng, xa, (int64_t)CNN_N * CNN_X, -1.0f, 1.0f);
+    for (int i = 0; i < CNN_N; i++) ya[i] = ert_test_int(&rng, 0, CNN_C - 1);
+    memcpy(xb, xa, sizeof(float) * CNN_N * CNN_X);
+    memcpy(yb, ya, sizeof(int64_t) * CNN_N);
 }
 
 static void ce_target(void) {
@@ -310,25 +319,18 @@ static void ce_target(void) {
     if (!m) return;
     ert_trainer *c, *g;
     if (!make_pair(m, CNN_N, &c, &g)) goto done;
-    float *xc, *xg;
     int64_t *yc, *yg;
-    ert_trainer_input_data(c, 0, (void **)&xc);
-    ert_trainer_input_data(g, 0, (void **)&xg);
     ert_trainer_target_data(c, (void **)&yc);
     ert_trainer_target_data(g, (void **)&yg);
     for (int round = 0; round < 2; round++) {
-        fill_cnn(xc, yc);
-        memcpy(xg, xc, sizeof(float) * CNN_N * CNN_X);
-        memcpy(yg, yc, sizeof(int64_t) * CNN_N);
+        feed_cnn(c, g);
         step_both("CE, valid step", round, c, g);
         float lc = 0;
         int64_t steps = ert_trainer_step_count(g);
 
-        fill_cnn(xc, yc);
-        memcpy(xg, xc, sizeof(float) * CNN_N * CNN_X);
+        feed_cnn(c, g);
         int at = ert_test_int(&rng, 0, CNN_N - 1);
         int64_t good = yc[at], bad = round == 0 ? CNN_C + ert_test_int(&rng, 0, 3) : -1 - ert_test_int(&rng, 0, 3);
-        memcpy(yg, yc, sizeof(int64_t) * CNN_N);
         yc[at] = yg[at] = bad;
         snap before;
         if (!take_snap(g, &before)) break;
@@ -375,16 +377,8 @@ static void bn_export(void) {
     for (int frozen = 0; frozen < 2; frozen++) {
         ert_trainer *c, *g;
         if (make_pair_bn(m, CNN_N, frozen ? ERT_BN_FROZEN : ERT_BN_TRAIN, &c, &g)) {
-            float *xc, *xg;
-            int64_t *yc, *yg;
-            ert_trainer_input_data(c, 0, (void **)&xc);
-            ert_trainer_input_data(g, 0, (void **)&xg);
-            ert_trainer_target_data(c, (void **)&yc);
-            ert_trainer_target_data(g, (void **)&yg);
             for (int s = 0; s < 3; s++) {
-                fill_cnn(xc, yc);
-                memcpy(xg, xc, sizeof(float) * CNN_N * CNN_X);
-                memcpy(yg, yc, sizeof(int64_t) * CNN_N);
+                feed_cnn(c, g);
                 step_both(frozen ? "training_mode=1 BN, frozen" : "training_mode=1 BN, batch statistics", s, c, g);
             }
             compare_params(frozen ? "training_mode=1 BN, frozen" : "training_mode=1 BN, batch statistics", c, g, 1e-3);
@@ -455,18 +449,10 @@ static void caller_arena(void) {
     CHECK_OK(ert_trainer_memory(mine, &r2), ctx);
     CHECK(r2.total_bytes == mr.total_bytes, "caller-arena trainer reports %zu bytes, plan said %zu", r2.total_bytes,
           mr.total_bytes);
-    float *xa, *xb;
-    int64_t *ya, *yb;
-    ert_trainer_input_data(own, 0, (void **)&xa);
-    ert_trainer_input_data(mine, 0, (void **)&xb);
-    ert_trainer_target_data(own, (void **)&ya);
-    ert_trainer_target_data(mine, (void **)&yb);
     long before = n_allocs;
     float first = 0, last = 0;
     for (int s = 0; s < 10; s++) {
-        fill_cnn(xa, ya);
-        memcpy(xb, xa, sizeof(float) * CNN_N * CNN_X);
-        memcpy(yb, ya, sizeof(int64_t) * CNN_N);
+        feed_cnn(own, mine);
         float la = 0, lb = 0;
         ert_status s1 = ert_trainer_step(own, &la), s2 = ert_trainer_step(mine, &lb);
         CHECK(s1 == ERT_OK && s2 == ERT_OK, "caller arena step %d: own %s, caller %s (%s)", s, ert_status_str(s1),
