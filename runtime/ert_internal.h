@@ -236,6 +236,8 @@ typedef struct ert_split_params {
 
 typedef struct ert_gather_params {
     int64_t axis;
+    int32_t tag;             /* GATHER_GRAD on a device: trainer node index + 1, written to the status input
+                              * (in[2]) with the first index out of range */
 } ert_gather_params;
 
 typedef struct ert_range_params {
@@ -268,6 +270,8 @@ typedef struct ert_optim_params {
     bool nesterov;
     int64_t step;            /* steps taken before this one (Adam bias correction) */
     int scale_interval;      /* GRAD_NORM with a loss scaler input: good steps before the scale doubles */
+    bool status_in;          /* GRAD_NORM on a device: the last input is the trainer's status (i64 {tag, value});
+                              * when set, the norm is NaN (every update skipped) and the scaler kept */
 } ert_optim_params;
 
 typedef union ert_op_params {

@@ -303,9 +303,51 @@ static float dropout_ratio(const ert_trainer *t, const ert_node *mn) {
     return ert_attr_float(mn, "ratio", 0.5f);
 }
 
+/* BatchNormalization with training_mode=1 (ONNX 14+ training exports) may
+ * name the updated running mean/var as outputs 1 and 2. The trainer produces
+ * neither: it updates the running statistics in place as state (ERT_BN_TRAIN)
+ * or uses them unchanged (ERT_BN_FROZEN). Dangling ones (PyTorch's exports)
+ * are dropped; one a node or a graph output reads is refused, since it would
+ * read memory nothing writes. */
+static ert_status bn_stat_outputs(ert_trainer *t) {
+    const ert_model *m = t->model;
+    bool any = false;
+    for (int i = 0; i < m->n_nodes && !any; i++) {
+        const ert_node *nd = &m->nodes[i];
+        for (int k = 1; nd->op == ERT_OP_BATCHNORM && k < nd->n_out; k++) any = any || nd->out[k] >= 0;
+    }
+    if (!any) return ERT_OK;
+    uint8_t *read = calloc((size_t)m->n_tensors + 1, 1); /* 1: a node reads it, 2: a graph output */
+    if (!read) return ert_tr_oom(t);
+    for (int i = 0; i < m->n_nodes; i++)
+        for (int k = 0; k < m->nodes[i].n_in; k++) {
+            int32_t id = m->nodes[i].in[k];
+            if (id >= 0 && id < m->n_tensors) read[id] |= 1;
+        }
+    for (int i = 0; i < m->n_outputs; i++)
+        if (m->outputs[i] >= 0 && m->outputs[i] < m->n_tensors) read[m->outputs[i]] |= 2;
+    ert_status st = ERT_OK;
+    for (int i = 0; i < m->n_nodes && !st; i++) {
+        const ert_node *nd = &m->nodes[i];
+        for (int k = 1; nd->op == ERT_OP_BATCHNORM && k < nd->n_out && !st; k++) {
+            int32_t id = nd->out[k];
+            if (id < 0 || id >= m->n_tensors || !read[id]) continue;
+            st = ert_set_error(t->ctx, ERT_E_UNSUPPORTED,
+                               "node '%s' (BatchNormalization): its running %s output '%s' is %s; the trainer keeps "
+                               "the running statistics as state and does not produce that output",
+                               nd->name, k == 1 ? "mean" : "var", m->tensors[id].name ? m->tensors[id].name : "?",
+                               read[id] & 2 ? "a graph output" : "read by another node");
+        }
+    }
+    free(read);
+    return st;
+}
+
 static ert_status infer(ert_trainer *t) {
     const ert_model *m = t->model;
     ert_tinfo tin[64], tout[64];
+    ert_status st0 = bn_stat_outputs(t);
+    if (st0) return st0;
     for (int i = 0; i < m->n_nodes; i++) {
         const ert_node *mn = &m->nodes[i];
         if (mn->n_in > 64 || mn->n_out > 64)
@@ -360,7 +402,13 @@ static ert_status infer(ert_trainer *t) {
             t->nn--;
             continue;
         }
-        if (n->op == ERT_OP_BATCHNORM && t->o.bn == ERT_BN_TRAIN) {
+        if (n->op == ERT_OP_BATCHNORM && t->o.bn == ERT_BN_FROZEN) {
+            /* frozen: the running statistics, whatever training_mode says (its
+             * gradient rule and the conv folding assume them); no running
+             * outputs (bn_stat_outputs: nothing reads them) */
+            n->params.norm.training = false;
+            n->n_out = 1;
+        } else if (n->op == ERT_OP_BATCHNORM && t->o.bn == ERT_BN_TRAIN) {
             /* (x, scale, B, rmean, rvar) -> (y, mean, invstd) */
             if (t->t[n->in[3]].mem != TM_PARAM || t->t[n->in[4]].mem != TM_PARAM)
                 return ert_set_error(t->ctx, ERT_E_UNSUPPORTED, "node '%s': running mean/var must be weights", mn->name);
@@ -920,20 +968,50 @@ static ert_status add_loss(ert_trainer *t) {
     return ERT_OK;
 }
 
+/* Device: the step's status tensor (i64 {reporting node + 1, bad value}, io
+ * region: zeroed by the host, copied in and back with hyper and the loss),
+ * and a third input on every GatherGrad node, which records there the first
+ * index outside [-dim, dim) it meets (on the CPU the forward Gather refuses
+ * it; a kernel inside the captured step cannot return). */
+static ert_status dev_status(ert_trainer *t) {
+    if (!t->be) return ERT_OK;
+    int64_t two = 2;
+    if ((t->status_t = ert_tr_add_tensor(t, "ert.train.status", ERT_DTYPE_I64, 1, &two)) < 0) return ert_tr_oom(t);
+    t->t[t->status_t].mem = TM_IO;
+    for (int k = 0; k < t->nn; k++) {
+        tnode *n = &t->n[k];
+        if (n->op != ERT_OP_GATHER_GRAD || n->n_in != 2) continue;
+        int32_t *io = realloc(n->in, (size_t)(n->n_in + 1 + n->n_out) * sizeof *io);
+        if (!io) return ert_tr_oom(t);
+        memmove(io + n->n_in + 1, io + n->n_in, (size_t)n->n_out * sizeof *io); /* in, then out, one block */
+        io[n->n_in] = t->status_t;
+        n->in = io;
+        n->n_in++;
+        n->out = io + n->n_in;
+    }
+    return ERT_OK;
+}
+
 static ert_status add_optim(ert_trainer *t, const int32_t *grads) {
     const ert_optim_options *op = &t->o.optim;
     /* {norm, clip factor} (device: + {next loss scale, skipped steps}) */
     int64_t nn = t->be ? 4 : 2;
     bool sc = t->scaler_t >= 0;
+    ert_status st0 = dev_status(t);
+    if (st0) return st0;
     t->gnorm_t = ert_tr_add_tensor(t, "ert.train.grad_norm", ERT_DTYPE_F32, 1, &nn);
-    tnode *gn = t->gnorm_t >= 0 ? ert_tr_add_node(t, ERT_OP_GRAD_NORM, "grad_norm", t->n_params + (sc ? 2 : 0), 1,
-                                                  PH_BWD)
+    tnode *gn = t->gnorm_t >= 0 ? ert_tr_add_node(t, ERT_OP_GRAD_NORM, "grad_norm",
+                                                  t->n_params + (sc ? 2 : 0) + (t->be ? 1 : 0), 1, PH_BWD)
                                 : NULL;
     if (!gn) return ert_tr_oom(t);
     if (sc) { /* + the loss and the scaler: the norm is unscaled, the scale updated */
         gn->in[t->n_params] = t->loss_t;
         gn->in[t->n_params + 1] = t->scaler_t;
         gn->params.optim.scale_interval = t->o.loss_scale_interval > 0 ? t->o.loss_scale_interval : 2000;
+    }
+    if (t->be) { /* + the status last: a bad index found in the backward skips every update */
+        gn->in[gn->n_in - 1] = t->status_t;
+        gn->params.optim.status_in = true;
     }
     /* on a device the norm comes back with the loss (the step's finite check) */
     t->t[t->gnorm_t].mem = t->be ? TM_IO : TM_STATE;
@@ -1158,8 +1236,8 @@ static ert_status dev_fill(ert_trainer *t, uint8_t *wb, uint8_t *iob) {
 }
 
 /* After the kernel arguments: per-node backend state (cuDNN descriptors and
- * algorithms) and the step's copies: inputs, target and hyper in; loss,
- * gradient norm and output back. */
+ * algorithms) and the step's copies: inputs, target, hyper and status in;
+ * loss, gradient norm, output and status back. */
 static ert_status dev_bind(ert_trainer *t, uint8_t *iob) {
     ert_status st;
     t->bound = true;
@@ -1170,19 +1248,22 @@ static ert_status dev_bind(ert_trainer *t, uint8_t *iob) {
             return st;
         }
     if (t->io_host == (void *)iob || !t->be->bind_io) return ERT_OK; /* the user writes the io region itself */
-    ert_io_copy *in = calloc((size_t)t->n_in + 2, sizeof *in), out[3];
+    ert_io_copy *in = calloc((size_t)t->n_in + 3, sizeof *in), out[4];
     if (!in) return ert_tr_oom(t);
     int ni = 0;
-    for (int i = 0; i < t->n_in + 2; i++) {
-        ttensor *x = &t->t[i < t->n_in ? t->in_t[i] : i == t->n_in ? t->target_t : t->hyper_t];
+    for (int i = 0; i < t->n_in + 3; i++) {
+        ttensor *x = &t->t[i < t->n_in    ? t->in_t[i]
+                           : i == t->n_in ? t->target_t
+                           : i == t->n_in + 1 ? t->hyper_t
+                                              : t->status_t];
         if (x->data) in[ni++] = (ert_io_copy){.host = x->host, .dev = x->data, .bytes = x->nbytes};
     }
-    int32_t oid[3] = {t->loss_t, t->gnorm_t, t->out_t};
-    for (int i = 0; i < 3; i++) {
+    int32_t oid[4] = {t->loss_t, t->gnorm_t, t->out_t, t->status_t};
+    for (int i = 0; i < 4; i++) {
         ttensor *x = &t->t[oid[i]];
         out[i] = (ert_io_copy){.host = x->host, .dev = x->data, .bytes = x->nbytes};
     }
-    st = t->be->bind_io(t->bctx, in, ni, out, 3);
+    st = t->be->bind_io(t->bctx, in, ni, out, 4);
     free(in);
     return st;
 }
@@ -1268,6 +1349,7 @@ static ert_status bind(ert_trainer *t) {
                               .workspace = n->ws_block >= 0 ? ab + t->blocks[n->ws_block].offset : NULL,
                               .workspace_bytes = n->ws_bytes};
         t->kptr[k] = &n->args;
+        if (n->op == ERT_OP_GATHER_GRAD) n->params.gather.tag = k + 1; /* see dev_status */
     }
     return t->be ? dev_bind(t, iob) : ERT_OK;
 }
@@ -1379,6 +1461,7 @@ static ert_status build(const ert_model *m, const ert_trainer_options *opts, boo
     t->o.loss.class_weights = NULL; /* copied below */
     t->rng_t = -1;
     t->hyper_t = -1;
+    t->status_t = -1;
     t->scaler_t = -1;
     t->amp = o->session.precision == ERT_DTYPE_F16 || o->session.precision == ERT_DTYPE_BF16 ? o->session.precision
                                                                                               : ERT_DTYPE_F32;
@@ -1550,7 +1633,29 @@ static void set_training(ert_trainer *t, bool on) {
  * first); lr and the bias corrections go in through the staged hyper
  * tensor, the finite check happens on device (the optimizer kernels skip the
  * update) and is reported here from the copied-back loss and norm. */
+/* Before anything runs, class indices are checked on the host (the CPU's
+ * loss kernel would refuse them only after the forward had updated the
+ * BatchNorm statistics; the device kernel could only leave a NaN), so a
+ * refused step changes nothing. */
+static ert_status check_target(ert_trainer *t) {
+    if (t->o.loss.kind != ERT_LOSS_CROSS_ENTROPY) return ERT_OK;
+    const ttensor *y = &t->t[t->target_t], *z = &t->t[t->out_t];
+    const int64_t *v = y->host;
+    int64_t n = (int64_t)(y->nbytes / sizeof(int64_t)), C = z->ndim > 1 ? z->dims[1] : 1;
+    for (int64_t i = 0; v && i < n; i++)
+        if (v[i] < 0 || v[i] >= C)
+            return ert_set_error(t->ctx, ERT_E_ARG,
+                                 "target class index out of range [0, %lld): target[%lld] = %lld (step %lld refused, "
+                                 "nothing updated)",
+                                 (long long)C, (long long)i, (long long)v[i], (long long)t->step);
+    return ERT_OK;
+}
+
 static ert_status dev_step(ert_trainer *t, float *loss) {
+    ert_status st = check_target(t);
+    if (st) return st;
+    int64_t *sv = t->t[t->status_t].host;
+    sv[0] = sv[1] = 0;
     float *h = t->t[t->hyper_t].host;
     const tnode *on = t->bwd_end < t->nn ? &t->n[t->bwd_end] : NULL;
     double k = (double)(t->step + 1);
@@ -1558,7 +1663,7 @@ static ert_status dev_step(ert_trainer *t, float *loss) {
     h[1] = on ? (float)(1.0 - pow(on->params.optim.beta1, k)) : 1.0f;
     h[2] = on ? (float)(1.0 - pow(on->params.optim.beta2, k)) : 1.0f;
     int failed = -1;
-    ert_status st = t->be->run(t->bctx, t->kptr, t->nn, &failed);
+    st = t->be->run(t->bctx, t->kptr, t->nn, &failed);
     if (st) {
         if (failed >= 0 && failed < t->nn) {
             char why[256];
@@ -1566,6 +1671,21 @@ static ert_status dev_step(ert_trainer *t, float *loss) {
             ert_set_error(t->ctx, st, "node '%s' (%s) failed: %s", t->n[failed].name, op_name(t->n[failed].op), why);
         }
         return st;
+    }
+    if (sv[0]) { /* a GatherGrad index out of range: GRAD_NORM skipped every update (the scaler too) */
+        int64_t ni = sv[0] - 1;
+        const tnode *n = ni >= 0 && ni < t->nn ? &t->n[ni] : NULL;
+        int64_t dim = -1;
+        if (n && n->op == ERT_OP_GATHER_GRAD && n->n_out > 0 && n->out[0] >= 0) {
+            const ttensor *dx = &t->t[n->out[0]];
+            int64_t ax = n->params.gather.axis;
+            if (ax >= 0 && ax < dx->ndim) dim = dx->dims[ax];
+        }
+        return ert_set_error(t->ctx, ERT_E_ARG,
+                             "node '%s' (%s): index %lld out of range [-%lld, %lld) (step %lld refused: weights and "
+                             "optimizer state not updated)",
+                             n ? n->name : "?", n ? op_name(n->op) : "?", (long long)sv[1], (long long)dim,
+                             (long long)dim, (long long)t->step);
     }
     const float *g = t->t[t->gnorm_t].host;
     float l = *(const float *)t->t[t->loss_t].host, gn = g[0];
@@ -1587,8 +1707,10 @@ static ert_status dev_step(ert_trainer *t, float *loss) {
 ert_status ert_trainer_step(ert_trainer *t, float *loss) {
     if (!t) return ERT_E_ARG;
     if (t->be) return dev_step(t, loss);
+    ert_status st = check_target(t);
+    if (st) return st;
     set_training(t, true);
-    ert_status st = run_range(t, 0, t->bwd_end);
+    st = run_range(t, 0, t->bwd_end);
     if (st) return st;
     float l = *(const float *)t->t[t->loss_t].data, gn = ((const float *)t->t[t->gnorm_t].data)[0];
     if (loss) *loss = l;
@@ -1608,10 +1730,12 @@ ert_status ert_trainer_step(ert_trainer *t, float *loss) {
 ert_status ert_trainer_eval(ert_trainer *t, float *loss) {
     if (!t) return ERT_E_ARG;
     set_training(t, false);
-    ert_status st;
+    ert_status st = check_target(t);
     int failed = -1;
-    if (t->be && !t->be->run_eager) st = ert_set_error(t->ctx, ERT_E_UNSUPPORTED, "eval on %s", t->be->name);
-    else st = t->be ? t->be->run_eager(t->bctx, t->kptr, t->fwd_end, &failed) : run_range(t, 0, t->fwd_end);
+    if (st == ERT_OK && t->be && !t->be->run_eager)
+        st = ert_set_error(t->ctx, ERT_E_UNSUPPORTED, "eval on %s", t->be->name);
+    else if (st == ERT_OK)
+        st = t->be ? t->be->run_eager(t->bctx, t->kptr, t->fwd_end, &failed) : run_range(t, 0, t->fwd_end);
     set_training(t, true);
     if (st) return st;
     if (loss) *loss = *(const float *)t->t[t->loss_t].host;

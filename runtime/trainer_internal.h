@@ -91,6 +91,8 @@ struct ert_trainer {
     void *bctx;
     void *io_host;          /* the io region as the user sees it */
     int32_t hyper_t;        /* device: {lr, 1 - beta1^t, 1 - beta2^t} copied in at each step */
+    int32_t status_t;       /* device: i64 {reporting node + 1, bad value}: zeroed in and copied back each step;
+                             * a GatherGrad index out of range sets it, GRAD_NORM then skips the update */
     bool bound;             /* bind_node ran (release_node owed) */
     /* mixed precision (device only): the half type convs run in (F32: off),
      * the loss scaler {scale, good steps, skipped steps} (-1: none), and

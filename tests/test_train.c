@@ -7,6 +7,7 @@
 #include "testutil.h"
 #include "trainer_internal.h" /* plan check */
 
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -530,6 +531,149 @@ static void bad_input(void) {
     ert_model_free(m);
 }
 
+/* ------------------------------------------------------------ BatchNorm training_mode=1 */
+
+/* x (N, 3, 2, 2) -> BatchNormalization training_mode=1 with n_out outputs ->
+ * Flatten -> Linear (2, 12) -> y, MSE. reader: 0 the running outputs dangle
+ * (PyTorch's training exports), 1 a node reads the running mean (an Identity
+ * made a second graph output), 2 the running var is itself a graph output.
+ * bnw: scale, bias, running mean, running var (3 each), kept for the
+ * reference. */
+enum { BN_N = 4, BN_C = 3, BN_HW = 4, BN_F = BN_C * BN_HW, BN_O = 2 };
+
+static ert_model *bn_mode_model(int n_out, int reader, float bnw[4][BN_C], float *fw, float *fb) {
+    ert_builder *b;
+    CHECK_OK(ert_builder_create(ctx, &b), ctx);
+    int64_t xd[4] = {-1, BN_C, 2, 2}, c3[1] = {BN_C}, wd[2] = {BN_O, BN_F}, bd[1] = {BN_O};
+    static const char *nm[4] = {"bn1.scale", "bn1.bias", "bn1.running_mean", "bn1.running_var"};
+    static const float lo[4] = {0.5f, -0.5f, -1.0f, 0.5f}, hi[4] = {1.5f, 0.5f, 1.0f, 2.0f};
+    int32_t x, in[5], outs[3] = {-1, -1, -1}, f, y, w, bias;
+    CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 4, xd, &x), ctx);
+    in[0] = x;
+    for (int k = 0; k < 4; k++) {
+        ert_test_fill(&rng, bnw[k], BN_C, lo[k], hi[k]);
+        CHECK_OK(ert_builder_weight(b, nm[k], ERT_DTYPE_F32, 1, c3, bnw[k], &in[k + 1]), ctx);
+    }
+    ert_attr at[2] = {ERT_ATTR_I("training_mode", 1), ERT_ATTR_F("momentum", 0.9f)};
+    CHECK_OK(ert_builder_node(b, "BatchNormalization", "bn1", in, 5, at, 2, outs, n_out), ctx);
+    CHECK_OK(ert_builder_unary(b, "Flatten", outs[0], &f), ctx);
+    ert_test_fill(&rng, fw, BN_O * BN_F, -0.5f, 0.5f);
+    ert_test_fill(&rng, fb, BN_O, -0.1f, 0.1f);
+    CHECK_OK(ert_builder_weight(b, "fc.w", ERT_DTYPE_F32, 2, wd, fw, &w), ctx);
+    CHECK_OK(ert_builder_weight(b, "fc.b", ERT_DTYPE_F32, 1, bd, fb, &bias), ctx);
+    CHECK_OK(ert_builder_linear(b, f, w, bias, &y), ctx);
+    CHECK_OK(ert_builder_output(b, y, "y"), ctx);
+    if (reader == 1) {
+        int32_t id;
+        CHECK_OK(ert_builder_unary(b, "Identity", outs[1], &id), ctx);
+        CHECK_OK(ert_builder_output(b, id, "rm_copy"), ctx);
+    } else if (reader == 2) {
+        CHECK_OK(ert_builder_output(b, outs[2], "rv_out"), ctx);
+    }
+    ert_model *m = NULL;
+    CHECK_OK(ert_builder_finish(b, &m), ctx);
+    ert_builder_free(b);
+    return m;
+}
+
+/* MSE of the model above in double: BatchNorm on the running statistics
+ * (frozen) or on the batch's (biased variance, as ONNX training_mode=1). */
+static double bn_mode_ref(const float *x, const float *tg, float bnw[4][BN_C], const float *fw, const float *fb,
+                          bool frozen) {
+    double mean[BN_C], var[BN_C], loss = 0;
+    for (int c = 0; c < BN_C; c++) {
+        double s = 0, q = 0;
+        for (int n = 0; n < BN_N; n++)
+            for (int i = 0; i < BN_HW; i++) s += x[(n * BN_C + c) * BN_HW + i];
+        s /= BN_N * BN_HW;
+        for (int n = 0; n < BN_N; n++)
+            for (int i = 0; i < BN_HW; i++) q += (x[(n * BN_C + c) * BN_HW + i] - s) * (x[(n * BN_C + c) * BN_HW + i] - s);
+        mean[c] = frozen ? bnw[2][c] : s;
+        var[c] = frozen ? bnw[3][c] : q / (BN_N * BN_HW);
+    }
+    for (int n = 0; n < BN_N; n++)
+        for (int o = 0; o < BN_O; o++) {
+            double z = fb[o];
+            for (int c = 0; c < BN_C; c++)
+                for (int i = 0; i < BN_HW; i++) {
+                    double v = x[(n * BN_C + c) * BN_HW + i];
+                    double yb = (v - mean[c]) / sqrt(var[c] + 1e-5) * bnw[0][c] + bnw[1][c];
+                    z += fw[o * BN_F + c * BN_HW + i] * yb;
+                }
+            loss += (z - tg[n * BN_O + o]) * (z - tg[n * BN_O + o]);
+        }
+    return loss / (BN_N * BN_O);
+}
+
+static ert_trainer_options bn_mode_opts(int frozen) {
+    ert_trainer_options to = {0};
+    to.session.batch = BN_N;
+    to.loss.kind = ERT_LOSS_MSE;
+    to.optim.kind = ERT_OPTIM_SGD;
+    to.optim.lr = 0.05f;
+    to.bn = frozen ? ERT_BN_FROZEN : ERT_BN_TRAIN;
+    return to;
+}
+
+static void bn_training_mode(void) {
+    float bnw[4][BN_C], fw[BN_O * BN_F], fb[BN_O];
+    for (int frozen = 0; frozen < 2; frozen++)
+        for (int n_out = 1; n_out <= 3; n_out += 2) {
+            ert_model *m = bn_mode_model(n_out, 0, bnw, fw, fb);
+            ert_trainer_options to = bn_mode_opts(frozen);
+            ert_trainer *t = NULL;
+            CHECK_OK(ert_trainer_create(m, &to, &t), ctx);
+            if (t) {
+                float *x, *tg, loss = 0;
+                ert_trainer_input_data(t, 0, (void **)&x);
+                ert_trainer_target_data(t, (void **)&tg);
+                ert_test_fill(&rng, x, BN_N * BN_F, -2.0f, 2.0f);
+                ert_test_fill(&rng, tg, BN_N * BN_O, -1.0f, 1.0f);
+                double want = bn_mode_ref(x, tg, bnw, fw, fb, frozen);
+                CHECK_OK(ert_trainer_step(t, &loss), ctx);
+                CHECK(fabs(loss - want) <= 1e-5 * (fabs(want) > 1 ? fabs(want) : 1),
+                      "training_mode=1 BN, %d outputs, %s: loss %.8g, want %.8g (%s statistics)", n_out,
+                      frozen ? "frozen" : "batch statistics", (double)loss, want, frozen ? "running" : "batch");
+                if (frozen) { /* eval: the same statistics, the updated linear layer */
+                    int64_t cnt = 0;
+                    ert_trainer_param_copy(t, "fc.w", fw, NULL, &cnt);
+                    ert_trainer_param_copy(t, "fc.b", fb, NULL, &cnt);
+                    float bn_s[BN_C], bn_b[BN_C];
+                    ert_trainer_param_copy(t, "bn1.scale", bn_s, NULL, &cnt);
+                    ert_trainer_param_copy(t, "bn1.bias", bn_b, NULL, &cnt);
+                    memcpy(bnw[0], bn_s, sizeof bn_s);
+                    memcpy(bnw[1], bn_b, sizeof bn_b);
+                    want = bn_mode_ref(x, tg, bnw, fw, fb, true);
+                    CHECK_OK(ert_trainer_eval(t, &loss), ctx);
+                    CHECK(fabs(loss - want) <= 1e-5 * (fabs(want) > 1 ? fabs(want) : 1),
+                          "frozen training_mode=1 BN, %d outputs: eval loss %.8g, want %.8g", n_out, (double)loss,
+                          want);
+                }
+            }
+            ert_trainer_free(t);
+            ert_model_free(m);
+        }
+    /* a running output something reads: refused in both modes, naming the node */
+    for (int frozen = 0; frozen < 2; frozen++)
+        for (int reader = 1; reader <= 2; reader++) {
+            ert_model *m = bn_mode_model(3, reader, bnw, fw, fb);
+            ert_trainer_options to = bn_mode_opts(frozen);
+            ert_trainer *t = NULL;
+            ert_status st = m ? ert_trainer_create(m, &to, &t) : ERT_E_ARG;
+            const char *msg = ert_last_error(ctx);
+            CHECK(st == ERT_E_UNSUPPORTED && !t && strstr(msg, "'bn1'") &&
+                      strstr(msg, reader == 1 ? "running mean" : "running var") &&
+                      strstr(msg, reader == 1 ? "read by another node" : "a graph output"),
+                  "BN running %s %s (%s): %s (%s), want ERT_E_UNSUPPORTED naming bn1", reader == 1 ? "mean" : "var",
+                  reader == 1 ? "read by a node" : "as a graph output", frozen ? "frozen" : "train",
+                  ert_status_str(st), msg);
+            ert_memory_report mr;
+            CHECK(ert_trainer_plan(m, &to, &mr) == ERT_E_UNSUPPORTED, "plan accepted a read BN running output");
+            ert_trainer_free(t);
+            ert_model_free(m);
+        }
+}
+
 /* ------------------------------------------------------------ checkpoints */
 
 static ert_trainer *mlp_trainer(ert_model *m) {
@@ -671,6 +815,7 @@ int main(void) {
     train_cnn();
     train_vit();
     bad_input();
+    bn_training_mode();
     checkpoints(getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     ert_context_free(ctx);
     return ert_test_finish("train");

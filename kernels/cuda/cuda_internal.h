@@ -124,8 +124,12 @@ cudaError_t ert_cuda_pool_grad_launch(bool is_max, const ert_pool_params *p, con
 cudaError_t ert_cuda_gap_grad_launch(const float *dy, float *dx, int64_t planes, int64_t sz, cudaStream_t st);
 cudaError_t ert_cuda_softmax_grad_launch(bool log, const float *dy, const float *y, float *dx, int64_t outer, int64_t n,
                                          int64_t inner, cudaStream_t st);
+/* status (may be NULL): i64 {tag, value} in device memory; the first index
+ * outside [-dim, dim) sets it to {tag, that index} if it is still {0, ..}
+ * (its row is left out of dx). */
 cudaError_t ert_cuda_gather_grad_launch(const float *dy, const void *idx, bool i64, float *dx, int64_t dx_elems,
-                                        int64_t outer, int64_t dim, int64_t n_idx, int64_t inner, cudaStream_t st);
+                                        int64_t outer, int64_t dim, int64_t n_idx, int64_t inner, int64_t *status,
+                                        int64_t tag, cudaStream_t st);
 /* rng: the u64 splitmix64 state in device memory, advanced by n. */
 cudaError_t ert_cuda_dropout_train_launch(const float *x, uint64_t *rng, float *y, float *mask, int64_t n, float ratio,
                                           bool training, cudaStream_t st);
@@ -165,9 +169,11 @@ cudaError_t ert_cuda_loss_launch(int kind, const float *z, const void *target, c
  * the loss): the gradients are scaled by S, so out gets {norm / S, clip
  * factor / S, next S, skipped}, and sc is updated (inf/NaN: S/2 and a skip;
  * `interval` good steps in a row: 2S). */
+/* status (may be NULL): the trainer's i64 {tag, value}; non-zero tag: out
+ * gets a NaN norm (every optimizer update skips) and the scaler is kept. */
 cudaError_t ert_cuda_grad_norm_launch(const float *const *g, const int64_t *n, int count, double *acc, bool first,
                                       float *out, float clip, const float *loss, float *sc, int interval,
-                                      cudaStream_t st);
+                                      const int64_t *status, cudaStream_t st);
 /* hyper {lr, 1 - beta1^t, 1 - beta2^t}, gn {norm, scale}: device memory;
  * nothing is written when *loss or gn[0] is not finite. */
 cudaError_t ert_cuda_optim_launch(const ert_optim_params *p, float *w, const float *g, float *m, float *v,

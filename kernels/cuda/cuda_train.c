@@ -565,8 +565,11 @@ ert_status ert_cuda_train_run(const ert_cuda_env *env, const ert_kargs *a) {
         int64_t axis = a->params->gather.axis, outer = 1, inner = 1;
         for (int d = 0; d < axis; d++) outer *= DX->dims[d];
         for (int d = (int)axis + 1; d < DX->ndim; d++) inner *= DX->dims[d];
+        /* in[2] (trainer on a device): the step's status, where an index out of range is reported */
+        int64_t *status = a->n_in > 2 && in[2].dtype == ERT_DTYPE_I64 && in[2].n_elems >= 2 ? in[2].data : NULL;
+        if (a->n_in > 2 && !status) return ERT_E_INTERNAL;
         e = ert_cuda_gather_grad_launch(in[0].data, I->data, I->dtype == ERT_DTYPE_I64, DX->data, DX->n_elems, outer,
-                                        DX->dims[axis], I->n_elems, inner, st);
+                                        DX->dims[axis], I->n_elems, inner, status, a->params->gather.tag, st);
         break;
     }
     case ERT_OP_DROPOUT_TRAIN: {
@@ -589,16 +592,21 @@ ert_status ert_cuda_train_run(const ert_cuda_env *env, const ert_kargs *a) {
         int64_t n[CHUNK];
         if (!a->workspace || a->workspace_bytes < sizeof(double)) return ERT_E_INTERNAL;
         /* with a loss scaler (mixed precision f16): + (loss, scaler) after the gradients */
-        int interval = a->params->optim.scale_interval, ng = a->n_in - (interval > 0 ? 2 : 0);
+        /* and the trainer's status last (a device trainer always adds it) */
+        bool has_status = a->params->optim.status_in;
+        int interval = a->params->optim.scale_interval,
+            ng = a->n_in - (interval > 0 ? 2 : 0) - (has_status ? 1 : 0);
+        if (ng < 0) return ERT_E_INTERNAL;
         const float *ls = interval > 0 ? in[ng].data : NULL;
         float *sc = interval > 0 ? in[ng + 1].data : NULL;
-        if (ng < 0) return ERT_E_INTERNAL;
+        const int64_t *status = has_status ? in[a->n_in - 1].data : NULL;
+        if (has_status && (in[a->n_in - 1].dtype != ERT_DTYPE_I64 || !status)) return ERT_E_INTERNAL;
         for (int k0 = 0; k0 < ng || k0 == 0; k0 += CHUNK) {
             int c = ng - k0 < CHUNK ? ng - k0 : CHUNK;
             for (int k = 0; k < c; k++) g[k] = in[k0 + k].data, n[k] = in[k0 + k].n_elems;
             bool last = k0 + c >= ng;
             e = ert_cuda_grad_norm_launch(g, n, c, a->workspace, k0 == 0, last ? out[0].data : NULL,
-                                          a->params->optim.clip, ls, sc, interval, st);
+                                          a->params->optim.clip, ls, sc, interval, status, st);
             if (e != cudaSuccess || last) break;
         }
         break;

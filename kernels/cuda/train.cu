@@ -233,13 +233,20 @@ static __global__ void softmax_grad_k(const float *__restrict__ dy, const float 
 
 /* ---------------------------------------------------------------- gather */
 
+/* An index outside [-dim, dim) is recorded in status {tag, index} (the first
+ * thread to swap the tag in writes its index; the trainer reads both after
+ * the step, when GRAD_NORM has already skipped every update). */
 template <typename I>
 static __global__ void gather_grad_k(const float *__restrict__ dy, const I *__restrict__ idx, float *__restrict__ dx,
-                              int64_t outer, int64_t dim, int64_t n_idx, int64_t inner) {
+                              int64_t outer, int64_t dim, int64_t n_idx, int64_t inner, int64_t *status, int64_t tag) {
     GRID_STRIDE(e, outer * n_idx * inner) {
         int64_t i = e % inner, j = (e / inner) % n_idx, o = e / (inner * n_idx);
         int64_t k = (int64_t)idx[j];
-        if (k < -dim || k >= dim) continue; /* TODO(#5): report it; the CPU returns ERT_E_ARG */
+        if (k < -dim || k >= dim) {
+            if (status && atomicCAS((unsigned long long *)status, 0ull, (unsigned long long)tag) == 0ull)
+                status[1] = k;
+            continue;
+        }
         if (k < 0) k += dim;
         atomicAdd(dx + (o * dim + k) * inner + i, dy[e]);
     }
@@ -390,7 +397,12 @@ static __global__ void __launch_bounds__(kThreads) sumsq_k(const float *__restri
  * o[0] (skips on inf/NaN), so o[1] uses the S the gradients were made with
  * and the scaler moves on after. S stays in [2^-24, 2^64]. */
 static __global__ void norm_final_k(const double *acc, float *o, float clip, const float *loss, float *sc,
-                                    int interval) {
+                                    int interval, const int64_t *status) {
+    if (status && status[0] != 0) { /* bad input found in this step: no update, the scaler as it was */
+        o[0] = nanf("");
+        o[1] = 0.0f;
+        return;
+    }
     double S = sc ? (double)sc[0] : 1.0;
     double n = sqrt(*acc) / S;
     o[0] = (float)n;
@@ -521,12 +533,18 @@ cudaError_t ert_cuda_softmax_grad_launch(bool log, const float *dy, const float 
 }
 
 cudaError_t ert_cuda_gather_grad_launch(const float *dy, const void *idx, bool i64, float *dx, int64_t dx_elems,
-                                        int64_t outer, int64_t dim, int64_t n_idx, int64_t inner, cudaStream_t st) {
+                                        int64_t outer, int64_t dim, int64_t n_idx, int64_t inner, int64_t *status,
+                                        int64_t tag, cudaStream_t st) {
+    if (status && tag == 0) return cudaErrorInvalidValue; /* a zero tag would read as "no error" */
     cudaError_t e = cudaMemsetAsync(dx, 0, (size_t)dx_elems * sizeof(float), st);
     int64_t n = outer * n_idx * inner;
     if (e != cudaSuccess || n <= 0) return e;
-    if (i64) gather_grad_k<<<blocks_for(n), kThreads, 0, st>>>(dy, (const int64_t *)idx, dx, outer, dim, n_idx, inner);
-    else gather_grad_k<<<blocks_for(n), kThreads, 0, st>>>(dy, (const int32_t *)idx, dx, outer, dim, n_idx, inner);
+    if (i64)
+        gather_grad_k<<<blocks_for(n), kThreads, 0, st>>>(dy, (const int64_t *)idx, dx, outer, dim, n_idx, inner,
+                                                           status, tag);
+    else
+        gather_grad_k<<<blocks_for(n), kThreads, 0, st>>>(dy, (const int32_t *)idx, dx, outer, dim, n_idx, inner,
+                                                           status, tag);
     LAUNCH_END;
 }
 
@@ -555,7 +573,7 @@ cudaError_t ert_cuda_loss_launch(int kind, const float *z, const void *target, c
 
 cudaError_t ert_cuda_grad_norm_launch(const float *const *g, const int64_t *n, int count, double *acc, bool first,
                                       float *out, float clip, const float *loss, float *sc, int interval,
-                                      cudaStream_t st) {
+                                      const int64_t *status, cudaStream_t st) {
     if (first) {
         cudaError_t e = cudaMemsetAsync(acc, 0, sizeof(double), st);
         if (e != cudaSuccess) return e;
@@ -565,7 +583,7 @@ cudaError_t ert_cuda_grad_norm_launch(const float *const *g, const int64_t *n, i
         int b = blocks_for(n[k]);
         sumsq_k<<<b > 1024 ? 1024 : b, kThreads, 0, st>>>(g[k], n[k], acc);
     }
-    if (out) norm_final_k<<<1, 1, 0, st>>>(acc, out, clip, loss, sc, interval);
+    if (out) norm_final_k<<<1, 1, 0, st>>>(acc, out, clip, loss, sc, interval, status);
     LAUNCH_END;
 }
 

@@ -633,7 +633,10 @@ typedef enum ert_trainable {
 /* Append-only. */
 typedef enum ert_bn_mode {
     ERT_BN_TRAIN = 0,           /* batch statistics; running mean/var updated with the node's momentum */
-    ERT_BN_FROZEN = 1,          /* running statistics used and never updated (scale/bias may still train) */
+    ERT_BN_FROZEN = 1,          /* running statistics used and never updated (scale/bias may still train),
+                                 * also for nodes exported with training_mode=1. Either mode: a node's running
+                                 * mean/var outputs (training_mode=1) are not produced; create refuses a model
+                                 * where a node or a graph output reads them (ERT_E_UNSUPPORTED) */
 } ert_bn_mode;
 
 typedef struct ert_trainer_options {
@@ -693,7 +696,8 @@ ert_status ert_trainer_input_info(const ert_trainer *t, int i, ert_tensor_info *
 /* Graph input i's storage (valid for the trainer's life). */
 ert_status ert_trainer_input_data(ert_trainer *t, int i, void **data);
 /* Target storage: int64 (N) class indices for CE, else f32 with the output's
- * shape. Checked at step: a class index out of range is ERT_E_ARG. */
+ * shape. Checked at step and eval, before anything runs: a class index out of
+ * range is ERT_E_ARG (the message names it) and changes nothing. */
 ert_status ert_trainer_target_data(ert_trainer *t, void **data);
 ert_status ert_trainer_target_info(const ert_trainer *t, ert_tensor_info *out);
 /* One training step: forward, loss, backward, gradient clipping, optimizer
@@ -704,7 +708,14 @@ ert_status ert_trainer_target_info(const ert_trainer *t, ert_tensor_info *out);
  * says so. A target class out of range: ERT_E_ARG, nothing updated. With
  * F16 loss scaling, a step whose loss is finite but whose gradients overflow
  * is skipped the same way and returns ERT_OK (the scale halves: see
- * ert_trainer_loss_scale / ert_trainer_skipped_steps). */
+ * ert_trainer_loss_scale / ert_trainer_skipped_steps). A Gather index out of
+ * range: ERT_E_ARG naming the node and the index; on the CPU the forward
+ * Gather refuses it, on CUDA its gradient kernel reports it after the step
+ * and every update is skipped on the device (weights, optimizer state and
+ * loss scale untouched, step count unchanged; as for NaN, BatchNorm running
+ * statistics and the Dropout stream have seen the batch). On CUDA only a
+ * Gather whose data gets a gradient is checked (a frozen table's forward
+ * gives zeros for such an index). */
 ert_status ert_trainer_step(ert_trainer *t, float *loss);
 /* Forward and loss only, BatchNorm with running statistics, Dropout off; no
  * update. Never allocates. */
