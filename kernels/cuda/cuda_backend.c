@@ -34,8 +34,12 @@
  * algorithm once per shape at create (cached; f16/bf16 without groups take
  * IMPLICIT_PRECOMP_GEMM, the tensor-core path, when it runs). f32: conv + bias (+ residual) + ReLU/identity run as one
  * cudnnConvolutionBiasActivationForward where cuDNN accepts it (tried once at
- * create). f16/bf16: conv + one epilogue kernel (cuDNN's legacy fused call
- * runs on its slow FMA kernel there), and the filter is rewritten at create
+ * create). f16/bf16: channels-last convs whose channel counts are multiples
+ * of 8 run with their bias, residual and ReLU/Clip as one cuDNN operation
+ * graph (runtime fusion) where that measures faster than the conv followed by
+ * our epilogue kernel (fuse_find: timed in CUDA-graph replay, each plan
+ * checked numerically first); the rest run conv + one epilogue kernel
+ * (cuDNN's legacy fused call runs on its slow FMA kernel there), and the filter is rewritten at create
  * as (K, R, S, C) when cuDNN measures that faster (it saves a filter
  * transpose per call). Activations: f16/bf16 sessions keep conv activations
  * channels-last (session.c step 4c marks those convs and pools nhwc; their
