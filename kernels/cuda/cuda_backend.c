@@ -783,7 +783,10 @@ static bool gemm_bind(cuda_ctx *c, const ert_kargs *a, conv_state *s) {
  * ERT_SESSION_NO_CONV_GRAPH: never). Plans are cached per shape and
  * epilogue; each node has its own variant pack (its pointers never change
  * after create). */
-#define FUSE_CANDIDATES 4 /* engine configs (heuristics order) finalised and timed per shape */
+#ifndef ERT_FUSE_CANDIDATES /* build-time override, for measurements */
+#define ERT_FUSE_CANDIDATES 4
+#endif
+#define FUSE_CANDIDATES ERT_FUSE_CANDIDATES /* engine configs (heuristics order) finalised and timed per shape */
 #define FUSE_KEEP 32      /* descriptors a plan keeps alive */
 #define FUSE_REPS 20
 
@@ -1166,6 +1169,7 @@ static ert_status fuse_find(cuda_ctx *c, const ert_kargs *a, const conv_state *s
     }
     fuse_entry *f = &c->fuses[c->n_fuses++];
     ert_status st = ERT_OK;
+    int best_i = -1; /* the plan used, in heuristics order (logged) */
     memset(f, 0, sizeof *f);
     memcpy(f->key, key, sizeof key);
     f->ms_fused = f->ms_unfused = -1;
@@ -1255,7 +1259,7 @@ static ert_status fuse_find(cuda_ctx *c, const ert_kargs *a, const conv_state *s
                     if (plans[i] && pt[i] >= 0 && (pick < 0 || pt[i] < pt[pick])) pick = i;
                 if (pick < 0) break;
                 if (fuse_check(c, a, plans[pick], buf, buf[5], ref, got, ny)) {
-                    best = pick;
+                    best = best_i = pick;
                     f->ms_fused = pt[pick];
                     break;
                 }
@@ -1290,8 +1294,9 @@ static ert_status fuse_find(cuda_ctx *c, const ert_kargs *a, const conv_state *s
                     n_plans);
         fuse_entry_clear(f);
     } else {
-        ert_log(c->ctx, ERT_LOG_DEBUG, "conv '%s': fused cuDNN graph %.4f ms vs conv + epilogue %.4f ms (%d plans)",
-                a->name ? a->name : "?", f->ms_fused, f->ms_unfused, n_plans);
+        ert_log(c->ctx, ERT_LOG_DEBUG,
+                "conv '%s': fused cuDNN graph %.4f ms vs conv + epilogue %.4f ms (plan %d of %d, heuristics order)",
+                a->name ? a->name : "?", f->ms_fused, f->ms_unfused, best_i + 1, n_plans);
     }
     if (st != ERT_OK) c->n_fuses--; /* measure again next time */
     return st;
