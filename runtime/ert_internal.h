@@ -152,6 +152,8 @@ typedef struct ert_conv_params {
     ert_act_params act;      /* fused activation */
     bool nhwc;               /* CUDA f16/bf16 sessions (session.c step 4c): x, y and the residual are stored
                                 channels-last, their dims are (N, H, W, C); the filter stays (K, C/group, R, S) */
+    bool const_w;            /* trainer: filter and bias are constants (frozen prefix), so the CUDA backend may
+                                treat the conv like an inference one (filter rewritten, epilogue fused) */
 } ert_conv_params;
 /* Fused epilogues are expressed as extra attributes so fused graphs survive
  * .ert round trips and can be tested directly: Conv/ConvTranspose/Gemm/MatMul

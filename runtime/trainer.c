@@ -893,6 +893,172 @@ static ert_status amp_rewrite(ert_trainer *t) {
     return st;
 }
 
+/* ------------------------------------------------------------------ step 3c: channels-last frozen prefix */
+
+/* CUDA mixed precision: the frozen prefix (no input needs a gradient) runs
+ * channels-last like an inference session's convs (session.c step 4c):
+ * cuDNN's tensor-core convs read and write (N, H, W, C) directly instead of
+ * transposing x and y through a workspace (up to 64 MiB a conv at batch 32),
+ * and the backend may rewrite the constant filters and fuse the conv
+ * epilogue (ert_conv_params.const_w). Region: 4-D half-type Conv (2-D,
+ * symmetric pads), MaxPool/AveragePool (2-D), GlobalAveragePool, Relu and
+ * same-shape Add nodes fed by it; a Transpose brings an outside input in,
+ * and a Transpose (a Reshape when H = W = 1) takes a tensor back to
+ * (N, C, H, W) for a reader outside. Measured on an H200, ResNet-18 head-only
+ * batch 32 f16: see bench/RESULTS.md. */
+static bool cl_node_ok(const ert_trainer *t, const tnode *n, const bool *need, const bool *nh) {
+    if (n->phase != PH_FWD || n->n_out < 1 || n->out[0] < 0) return false;
+    for (int k = 1; k < n->n_out; k++)
+        if (n->out[k] >= 0) return false; /* MaxPool indices */
+    const ttensor *y = &t->t[n->out[0]];
+    if (y->dtype != t->amp || y->ndim != 4 || need[n->out[0]]) return false;
+    bool any = false;
+    for (int k = 0; k < n->n_in; k++) {
+        int32_t x = n->in[k];
+        if (x < 0) continue;
+        if (need[x]) return false;
+        if (n->op == ERT_OP_CONV && (k == 1 || k == 2)) {
+            if (!frozen_w(&t->t[x])) return false;
+            continue;
+        }
+        if (t->t[x].dtype != y->dtype || t->t[x].ndim != 4) return false;
+        any = any || nh[x];
+    }
+    switch (n->op) {
+    case ERT_OP_CONV: {
+        const ert_conv_params *p = &n->params.conv;
+        if (p->nsp != 2 || n->n_in > 4) return false;
+        for (int i = 0; i < 2; i++)
+            if (p->pad_begin[i] != p->pad_end[i]) return false;
+        return true;
+    }
+    case ERT_OP_MAXPOOL: case ERT_OP_AVGPOOL: return any && n->params.pool.nsp == 2;
+    case ERT_OP_GLOBAL_AVGPOOL: case ERT_OP_RELU: return any;
+    case ERT_OP_ADD:
+        return any && n->n_in == 2 && n->in[0] >= 0 && n->in[1] >= 0 &&
+               !memcmp(t->t[n->in[0]].dims, y->dims, sizeof y->dims[0] * 4) &&
+               !memcmp(t->t[n->in[1]].dims, y->dims, sizeof y->dims[0] * 4);
+    default: return false;
+    }
+}
+
+/* A Transpose (Reshape when same_bytes) from -> to, appended to t->n. */
+static ert_status cl_layout(ert_trainer *t, int32_t from, int32_t to, const int *perm, bool same_bytes) {
+    char nm[256];
+    snprintf(nm, sizeof nm, "%s.%s", t->t[to].name, same_bytes ? "reshape" : "transpose");
+    tnode *n = ert_tr_add_node(t, same_bytes ? ERT_OP_RESHAPE : ERT_OP_TRANSPOSE, nm, 1, 1, PH_FWD);
+    if (!n) return ert_tr_oom(t);
+    n->in[0] = from;
+    n->out[0] = to;
+    for (int d = 0; d < 4; d++) n->params.transpose.perm[d] = perm[d];
+    return ERT_OK;
+}
+
+static int32_t cl_twin(ert_trainer *t, int32_t x, const int *perm) {
+    char nm[256];
+    snprintf(nm, sizeof nm, "%s.nhwc", t->t[x].name);
+    int64_t d[4];
+    for (int i = 0; i < 4; i++) d[i] = t->t[x].dims[perm[i]];
+    int32_t y = ert_tr_add_tensor(t, nm, t->t[x].dtype, 4, d);
+    if (y >= 0) t->t[y].fwd = true;
+    return y;
+}
+
+static ert_status prefix_channels_last(ert_trainer *t) {
+    static const int to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2};
+    if (!t->be || t->amp == ERT_DTYPE_F32 || t->o.amp_conv_only) return ERT_OK;
+    int nold = t->nn, n0 = t->nt;
+    bool *need = calloc((size_t)n0 + 1, 1), *nh = calloc((size_t)n0 + 1, 1), *node_nh = calloc((size_t)nold + 1, 1);
+    int32_t *twin = malloc(((size_t)n0 + 1) * sizeof *twin), *fwd = malloc(((size_t)n0 + 1) * sizeof *fwd);
+    bool *back = calloc((size_t)n0 + 1, 1);
+    tnode *nw = NULL, *old = t->n;
+    ert_status st = ERT_OK;
+    if (!need || !nh || !node_nh || !twin || !fwd || !back) {
+        st = ert_tr_oom(t);
+        goto done;
+    }
+    for (int i = 0; i < n0; i++) need[i] = t->t[i].trainable, twin[i] = fwd[i] = -1;
+    int n_conv = 0;
+    for (int k = 0; k < nold; k++) {
+        const tnode *n = &old[k];
+        bool any = false;
+        for (int j = 0; j < n->n_in; j++) any = any || (n->in[j] >= 0 && need[n->in[j]]);
+        for (int j = 0; j < n->n_out; j++)
+            if (n->out[j] >= 0) need[n->out[j]] = need[n->out[j]] || any;
+        if (!cl_node_ok(t, n, need, nh)) continue;
+        node_nh[k] = true;
+        nh[n->out[0]] = true;
+        n_conv += n->op == ERT_OP_CONV;
+    }
+    if (!n_conv) goto done;
+    /* a tensor a trainable node also reads (need[] above saw them all) keeps
+     * its NCHW twin via the back transpose below */
+    int cap = nold + 2 * n0 + 16;
+    nw = malloc((size_t)cap * sizeof *nw);
+    if (!nw) {
+        st = ert_tr_oom(t);
+        goto done;
+    }
+    for (int i = 0; i < n0 && st == ERT_OK; i++)
+        if (nh[i] && (twin[i] = cl_twin(t, i, to_nhwc)) < 0) st = ert_tr_oom(t);
+    if (st) {
+        free(nw);
+        goto done;
+    }
+    /* the new list never reallocates (cap: every old node once, at most one
+     * layout node in and one out per tensor), so a failure can still hand
+     * every old node over to be freed */
+    t->n = nw;
+    t->nn = 0;
+    t->cap_n = cap;
+    int k = 0;
+    for (; k < nold && st == ERT_OK; k++) {
+        tnode f = old[k];
+        if (!node_nh[k]) {
+            for (int j = 0; j < f.n_in && st == ERT_OK; j++) {
+                int32_t x = f.in[j];
+                if (x < 0 || x >= n0 || !nh[x] || back[x]) continue;
+                back[x] = true;
+                st = cl_layout(t, twin[x], x, to_nchw, t->t[x].dims[2] == 1 && t->t[x].dims[3] == 1);
+            }
+            t->n[t->nn++] = f;
+            continue;
+        }
+        for (int j = 0; j < f.n_in && st == ERT_OK; j++) {
+            int32_t x = f.in[j];
+            if (x < 0 || (f.op == ERT_OP_CONV && (j == 1 || j == 2))) continue;
+            if (nh[x]) {
+                f.in[j] = twin[x];
+                continue;
+            }
+            if (fwd[x] < 0) {
+                if ((fwd[x] = cl_twin(t, x, to_nhwc)) < 0) st = ert_tr_oom(t);
+                else st = cl_layout(t, x, fwd[x], to_nhwc, false);
+            }
+            f.in[j] = fwd[x];
+        }
+        f.out[0] = twin[f.out[0]];
+        if (f.op == ERT_OP_CONV) {
+            f.params.conv.nhwc = true;
+            f.params.conv.const_w = true;
+        } else if (f.op == ERT_OP_MAXPOOL || f.op == ERT_OP_AVGPOOL || f.op == ERT_OP_GLOBAL_AVGPOOL) {
+            f.params.pool.nhwc = true;
+        }
+        t->n[t->nn++] = f;
+    }
+    for (; k < nold; k++) t->n[t->nn++] = old[k];
+    free(old);
+    if (st == ERT_OK) ert_log(t->ctx, ERT_LOG_DEBUG, "trainer: %d frozen-prefix convs channels-last", n_conv);
+done:
+    free(need);
+    free(nh);
+    free(node_nh);
+    free(twin);
+    free(fwd);
+    free(back);
+    return st;
+}
+
 /* ------------------------------------------------------------------ steps 4, 6 */
 
 static ert_status add_loss(ert_trainer *t) {
@@ -1539,7 +1705,7 @@ static ert_status build(const ert_model *m, const ert_trainer_options *opts, boo
         t->t[t->rng_t].mem = TM_STATE;
     }
     if ((st = fix_inputs(t)) || (st = select_params(t)) || (st = infer(t)) || (st = fold_frozen(t)) || (st = fuse_bn_relu(t)) ||
-        (st = amp_rewrite(t)) ||
+        (st = amp_rewrite(t)) || (st = prefix_channels_last(t)) ||
         (st = add_loss(t)))
         goto fail;
     t->fwd_end = t->nn;

@@ -795,7 +795,7 @@ enum { UID_X = 1, UID_W, UID_Y, UID_B, UID_R, UID_LO, UID_HI, UID_T0 };
 
 static bool fuse_can(const cuda_ctx *c, const ert_kargs *a) {
     const ert_conv_params *p = &a->params->conv;
-    if (c->conv_graph_off || c->trainer || !p->nhwc || p->nsp != 2 || p->group != 1) return false;
+    if (c->conv_graph_off || (c->trainer && !p->const_w) || !p->nhwc || p->nsp != 2 || p->group != 1) return false;
     if (a->in[0].dtype != ERT_DTYPE_F16 && a->in[0].dtype != ERT_DTYPE_BF16) return false;
     /* channel counts the tensor cores take whole: cuDNN 9.14 (H200) ran a
      * bf16 graph with C = 3 and returned wrong values (test_cuda) */
@@ -1364,7 +1364,7 @@ static ert_status conv_describe(cuda_ctx *c, const ert_kargs *a, size_t ws_limit
     /* f16/bf16: the tensor-core kernels want the filter as (K, R, S, C); given
      * (K, C, R, S) cuDNN transposes it on every call. Measure the filter
      * stored that way too and keep the faster (bind_node rewrites it). */
-    if (!f32 && p->group == 1 && !c->trainer) {
+    if (!f32 && p->group == 1 && !(c->trainer && !p->const_w)) { /* trainer: only constant filters */
         cudnnFilterDescriptor_t wd2 = NULL;
         const algo_entry *e2 = NULL;
         if (cudnnCreateFilterDescriptor(&wd2) == CUDNN_STATUS_SUCCESS &&
@@ -1609,7 +1609,8 @@ static ert_status cuda_bind_node(void *bctx, ert_kargs *a) {
          * the real ones (values do not matter yet) before the filter is
          * rewritten. cuDNN 9.14 on an H200 refused a pinned
          * IMPLICIT_PRECOMP_GEMM with BAD_PARAM for one of two identical f16
-         * convs; whatever cuDNN refuses here runs on the direct kernel. */
+         * convs; what cuDNN refuses tries the next algorithms, then runs on
+         * the direct kernel. */
         if (s && s->use_dnn) {
             const float one = 1.0f, zero = 0.0f;
             cudnnStatus_t ds = cudnnConvolutionForward(c->dnn, &one, s->xd, a->in[0].data, s->wd, a->in[1].data,
@@ -1643,6 +1644,7 @@ static ert_status cuda_bind_node(void *bctx, ert_kargs *a) {
                 s = NULL;
             }
         }
+        /* the fused plan likewise (refused: conv + epilogue kernel) */
         if (s && s->plan) {
             const ert_conv_params *p = &a->params->conv;
             void *bias = p->has_bias && a->n_in > 2 ? a->in[2].data : NULL;
