@@ -577,6 +577,10 @@ const ert_backend *ert_cuda_backend_get(void);
 extern const ert_backend ert_cpu_backend;
 /* Direct CPU kernel dispatch (also used for constant folding). */
 ert_status ert_cpu_run_node(const ert_kargs *a);
+/* A Gather node's first index out of range (host-visible indices): its
+ * position, value and the size of the gathered axis, for error messages;
+ * false if every index is in range. */
+bool ert_gather_bad_index(const ert_kargs *a, int64_t *pos, int64_t *val, int64_t *dim);
 
 /* fp16 / bf16 conversion: public (edgert.h), in kernels/cpu/convert.c */
 

@@ -1517,6 +1517,11 @@ ert_status ert_session_run(ert_session *s) {
         char detail[ERT_ERRMSG_SIZE];
         snprintf(detail, sizeof detail, "%s", ert_last_error(s->ctx));
         const snode *n = failed >= 0 && failed < s->n_sched ? &s->n[s->sched[failed]] : NULL;
+        int64_t pos, val, dim;
+        if (n && st == ERT_E_ARG && s->be->device == ERT_DEVICE_CPU &&
+            ert_gather_bad_index(s->kptr[failed], &pos, &val, &dim))
+            return ert_set_error(s->ctx, st, "node '%s' (Gather): index %lld (at position %lld) out of range [-%lld, %lld)",
+                                 n->name, (long long)val, (long long)pos, (long long)dim, (long long)dim);
         return ert_set_error(s->ctx, st, "node '%s' (%s) failed on %s: %s", n ? n->name : "?", n ? op_name(n->op) : "?",
                              s->be->name,
                              detail[0] ? detail

@@ -1784,6 +1784,10 @@ static ert_status run_range(ert_trainer *t, int k0, int k1) {
             if (n->op == ERT_OP_LOSS && st == ERT_E_ARG)
                 return ert_set_error(t->ctx, st, "target class index out of range [0, %lld)",
                                      (long long)t->t[t->out_t].dims[1]);
+            int64_t pos, val, dim;
+            if (st == ERT_E_ARG && ert_gather_bad_index(t->kptr[k], &pos, &val, &dim))
+                return ert_set_error(t->ctx, st, "node '%s' (Gather): index %lld (at position %lld) out of range [-%lld, %lld)",
+                                     n->name, (long long)val, (long long)pos, (long long)dim, (long long)dim);
             return ert_set_error(t->ctx, st, "node '%s' (%s) failed: %s", n->name, op_name(n->op), ert_status_str(st));
         }
     }

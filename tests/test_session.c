@@ -343,6 +343,50 @@ static void size_folding(ert_test_rng *r) {
     ert_model_free(m);
 }
 
+/* Gather with indices from a graph input: an index out of range at run is
+ * ERT_E_ARG with a message naming the index, its position and the range, and
+ * the session runs again with good indices. */
+static void gather_bad_index(ert_test_rng *r) {
+    ert_builder *b;
+    CHECK_OK(ert_builder_create(ctx, &b), ctx);
+    int64_t xd[2] = {5, 3}, id[1] = {4};
+    int32_t x, idx, y;
+    CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 2, xd, &x), ctx);
+    CHECK_OK(ert_builder_input(b, "idx", ERT_DTYPE_I64, 1, id, &idx), ctx);
+    int32_t in[2] = {x, idx};
+    CHECK_OK(ert_builder_node(b, "Gather", NULL, in, 2, NULL, 0, &y, 1), ctx);
+    CHECK_OK(ert_builder_output(b, y, "y"), ctx);
+    ert_model *m = NULL;
+    CHECK_OK(ert_builder_finish(b, &m), ctx);
+    ert_builder_free(b);
+    ert_session *s = NULL;
+    if (m) CHECK_OK(ert_session_create(m, NULL, &s), ctx);
+    if (s) {
+        float xv[15], out[12];
+        ert_test_fill(r, xv, 15, -1, 1);
+        CHECK_OK(ert_session_set_input(s, 0, xv, sizeof xv), ctx);
+        int pos = (int)ert_test_int(r, 0, 3);
+        int64_t bad = ert_test_int(r, 0, 1) ? 5 + ert_test_int(r, 0, 9) : -6 - ert_test_int(r, 0, 9);
+        int64_t iv[4] = {0, 1, -1, 2};
+        iv[pos] = bad;
+        CHECK_OK(ert_session_set_input(s, 1, iv, sizeof iv), ctx);
+        char want[96];
+        snprintf(want, sizeof want, "index %lld (at position %d) out of range [-5, 5)", (long long)bad, pos);
+        CHECK(ert_session_run(s) == ERT_E_ARG && strstr(ert_last_error(ctx), want) != NULL,
+              "gather index %lld at %d: %s", (long long)bad, pos, ert_last_error(ctx));
+        iv[pos] = pos;
+        CHECK_OK(ert_session_set_input(s, 1, iv, sizeof iv), ctx);
+        CHECK_OK(ert_session_run(s), ctx);
+        CHECK_OK(ert_session_get_output(s, 0, out, sizeof out), ctx);
+        int wrong = 0;
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 3; j++) wrong += out[i * 3 + j] != xv[((iv[i] + 5) % 5) * 3 + j];
+        CHECK(wrong == 0, "gather after the refused run: %d wrong", wrong);
+        ert_session_free(s);
+    }
+    ert_model_free(m);
+}
+
 int main(void) {
     ert_test_rng r;
     ert_test_rng_init(&r, "session");
@@ -374,6 +418,7 @@ int main(void) {
     }
     folding(&r);
     size_folding(&r);
+    gather_bad_index(&r);
     input_values(&r);
     bad_input();
     arena_oom();

@@ -198,6 +198,25 @@ static void gather_rows(void *arg, int64_t r0, int64_t r1) {
     }
 }
 
+bool ert_gather_bad_index(const ert_kargs *a, int64_t *pos, int64_t *val, int64_t *dim) {
+    const ert_tview *x = &a->in[0], *ind = &a->in[1];
+    int64_t axis = a->params->gather.axis;
+    if (a->op != ERT_OP_GATHER || a->n_in < 2 || !ind->data || axis < 0 || axis >= x->ndim ||
+        (ind->dtype != ERT_DTYPE_I64 && ind->dtype != ERT_DTYPE_I32))
+        return false;
+    int64_t n = x->dims[axis];
+    for (int64_t i = 0; i < ind->n_elems; i++) {
+        int64_t k = gather_index(ind, i, n);
+        if (k < 0 || k >= n) {
+            *pos = i;
+            *val = ind->dtype == ERT_DTYPE_I64 ? ((const int64_t *)ind->data)[i] : ((const int32_t *)ind->data)[i];
+            *dim = n;
+            return true;
+        }
+    }
+    return false;
+}
+
 ert_status ert_cpu_gather(const ert_kargs *a) {
     const ert_tview *x = &a->in[0], *ind = &a->in[1];
     int64_t axis = a->params->gather.axis;
