@@ -126,6 +126,7 @@ typedef enum ert_op {
     ERT_OP_ELU, ERT_OP_SELU, ERT_OP_SOFTPLUS, ERT_OP_MISH, /* unary (ert_cpu_unary) */
     ERT_OP_MEAN,             /* variadic, broadcasting (ert_cpu_binary) */
     ERT_OP_PRELU,            /* (x, slope), slope broadcast to x (ert_cpu_binary) */
+    ERT_OP_INSTANCENORM,     /* (x (N, C, D1...), scale[C], B[C]) -> y; norm params (epsilon) */
     ERT_OP_COUNT
 } ert_op;
 
@@ -441,6 +442,7 @@ ert_status ert_prepare_gemm(ert_prep *p);
 ert_status ert_prepare_pool(ert_prep *p);
 ert_status ert_prepare_global_pool(ert_prep *p);
 ert_status ert_prepare_layernorm(ert_prep *p);
+ert_status ert_prepare_instancenorm(ert_prep *p);
 ert_status ert_prepare_softmax(ert_prep *p);
 ert_status ert_prepare_unary(ert_prep *p);
 ert_status ert_prepare_binary(ert_prep *p);

@@ -19,6 +19,7 @@ ert_status ert_cpu_global_pool(const ert_kargs *a);
 /* norm.c */
 ert_status ert_cpu_batchnorm(const ert_kargs *a);
 ert_status ert_cpu_layernorm(const ert_kargs *a);
+ert_status ert_cpu_instancenorm(const ert_kargs *a);
 /* softmax.c: Softmax/LogSoftmax (by a->op) */
 ert_status ert_cpu_softmax(const ert_kargs *a);
 /* eltwise.c: every unary op (by a->op), every binary op (by a->op), Where */
