@@ -127,6 +127,7 @@ typedef enum ert_op {
     ERT_OP_MEAN,             /* variadic, broadcasting (ert_cpu_binary) */
     ERT_OP_PRELU,            /* (x, slope), slope broadcast to x (ert_cpu_binary) */
     ERT_OP_INSTANCENORM,     /* (x (N, C, D1...), scale[C], B[C]) -> y; norm params (epsilon) */
+    ERT_OP_TILE,             /* (x, repeats i64[rank], constant) -> x repeated along each dim; no params */
     ERT_OP_COUNT
 } ert_op;
 
@@ -461,6 +462,7 @@ ert_status ert_prepare_gather(ert_prep *p);
 ert_status ert_prepare_pad(ert_prep *p);
 ert_status ert_prepare_resize(ert_prep *p);
 ert_status ert_prepare_expand(ert_prep *p);
+ert_status ert_prepare_tile(ert_prep *p);
 ert_status ert_prepare_cast(ert_prep *p);
 ert_status ert_prepare_shape(ert_prep *p);
 ert_status ert_prepare_constant_of_shape(ert_prep *p);

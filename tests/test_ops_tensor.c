@@ -1,6 +1,6 @@
 /* Data-movement and shape ops through prepare + ert_cpu_run_node, each against
  * plain index arithmetic written here: Flatten, Reshape, Squeeze, Unsqueeze,
- * Transpose, Concat, Split, Slice, Gather, Pad, Resize, Expand, Cast, Shape,
+ * Transpose, Concat, Split, Slice, Gather, Pad, Resize, Expand, Tile, Cast, Shape,
  * ConstantOfShape, Range; plus their error paths. */
 #include "op_harness.h"
 
@@ -800,6 +800,78 @@ static void test_expand(void) {
     tt_free(&in[1]);
 }
 
+/* Tile: random shapes (rank 0 to 4, zero dims and zero repeats included),
+ * every dtype size, i64 and i32 repeats; output element idx must be input
+ * element (idx[d] % x.dims[d]). Then bad repeats. */
+static void test_tile(void) {
+    static const ert_dtype tdts[] = {ERT_DTYPE_F32, ERT_DTYPE_U8, ERT_DTYPE_F16, ERT_DTYPE_I64, ERT_DTYPE_BOOL, ERT_DTYPE_I32};
+    for (int rep = 0; rep < 40; rep++) {
+        int64_t xd[ERT_MAX_DIMS], rp[ERT_MAX_DIMS], od[ERT_MAX_DIMS];
+        int nd = rand_dims(&rng, 0, 4, 4, xd);
+        for (int d = 0; d < nd; d++) {
+            rp[d] = ert_test_int(&rng, 1, 3);
+            if (rep % 10 == 9 && d == 0) rp[d] = 0; /* empty output */
+            if (rep % 10 == 8 && d == nd - 1) xd[d] = 0; /* empty input */
+            od[d] = xd[d] * rp[d];
+        }
+        tt in[2] = {rand_t(tdts[rep % 6], nd, xd), tt_ints(rp, nd)}, out;
+        if (rep % 3 == 2) { /* repeats as i32 */
+            int64_t one = nd;
+            tt r32 = tt_new(ERT_DTYPE_I32, 1, &one);
+            for (int d = 0; d < nd; d++) ((int32_t *)r32.data)[d] = (int32_t)rp[d];
+            r32.cst = true;
+            tt_free(&in[1]);
+            in[1] = r32;
+        }
+        ert_status st = run_op(ctx, ERT_OP_TILE, NULL, 0, in, 2, &out, 1, NULL);
+        CHECK(st == ERT_OK, "tile rank %d: %s", nd, ert_last_error(ctx));
+        if (st == ERT_OK) {
+            CHECK(same_shape(&out, nd, od) && out.dt == in[0].dt, "tile shape/dtype");
+            int64_t idx[ERT_MAX_DIMS], bad = 0;
+            for (int64_t i = 0; i < tt_n(&out); i++) {
+                unflat(i, nd, od, idx);
+                for (int d = 0; d < nd; d++) idx[d] %= xd[d];
+                bad += !same_elem(&out, i, &in[0], flat(nd, xd, idx));
+            }
+            CHECK(bad == 0, "tile rank %d: %lld wrong", nd, (long long)bad);
+            tt_free(&out);
+        }
+        tt_free(&in[0]);
+        tt_free(&in[1]);
+    }
+    int64_t xd[2] = {2, 3}, r_neg[2] = {2, -1}, r_one[1] = {2}, r_ok[2] = {2, 2};
+    tt x = rand_t(ERT_DTYPE_F32, 2, xd), out;
+    tt in[2] = {x, tt_ints(r_neg, 2)};
+    CHECK(run_op(ctx, ERT_OP_TILE, NULL, 0, in, 2, &out, 1, NULL) == ERT_E_ARG && strstr(ert_last_error(ctx), "negative"),
+          "tile negative repeats: %s", ert_last_error(ctx));
+    tt_free(&in[1]);
+    in[1] = tt_ints(r_one, 1);
+    CHECK(run_op(ctx, ERT_OP_TILE, NULL, 0, in, 2, &out, 1, NULL) == ERT_E_SHAPE && strstr(ert_last_error(ctx), "rank"),
+          "tile repeats of the wrong length: %s", ert_last_error(ctx));
+    tt_free(&in[1]);
+    in[1] = tt_ints(r_ok, 2);
+    in[1].cst = false;
+    CHECK(run_op(ctx, ERT_OP_TILE, NULL, 0, in, 2, &out, 1, NULL) == ERT_E_UNSUPPORTED &&
+              strstr(ert_last_error(ctx), "must be a constant"),
+          "tile repeats not constant: %s", ert_last_error(ctx));
+    tt_free(&in[1]);
+    int64_t two = 2;
+    in[1] = tt_new(ERT_DTYPE_F32, 1, &two);
+    in[1].cst = true;
+    CHECK(run_op(ctx, ERT_OP_TILE, NULL, 0, in, 2, &out, 1, NULL) == ERT_E_SHAPE, "tile f32 repeats: %s", ert_last_error(ctx));
+    tt_free(&in[1]);
+    int64_t rd[2] = {1, 2};
+    in[1] = tt_new(ERT_DTYPE_I64, 2, rd);
+    in[1].cst = true;
+    CHECK(run_op(ctx, ERT_OP_TILE, NULL, 0, in, 2, &out, 1, NULL) == ERT_E_SHAPE, "tile 2-D repeats: %s", ert_last_error(ctx));
+    tt_free(&in[1]);
+    int64_t big[2] = {INT64_MAX / 2, 3};
+    in[1] = tt_ints(big, 2);
+    CHECK(run_op(ctx, ERT_OP_TILE, NULL, 0, in, 2, &out, 1, NULL) == ERT_E_SHAPE, "tile overflow: %s", ert_last_error(ctx));
+    tt_free(&in[1]);
+    tt_free(&in[0]);
+}
+
 static void test_cast(void) {
     int64_t n = 64;
     tt f = tt_new(ERT_DTYPE_F32, 1, &n), out;
@@ -1033,6 +1105,7 @@ int main(void) {
         test_pad();
         test_resize();
         test_expand();
+        test_tile();
         test_cast();
         test_shape_range();
     }
