@@ -223,9 +223,13 @@ typedef struct ert_resize_params {
     int mode;                /* 0 nearest, 1 linear, 2 cubic */
     float cubic_a;           /* cubic_coeff_a (default -0.75) */
     bool exclude_outside;    /* cubic: taps outside the input get weight 0, the rest renormalised */
-    int coord;               /* 0 half_pixel, 1 asymmetric, 2 align_corners, 3 pytorch_half_pixel, 4 tf_crop_and_resize(unsupported), 5 half_pixel_symmetric */
+    int coord;               /* 0 half_pixel, 1 asymmetric, 2 align_corners, 3 pytorch_half_pixel, 4 tf_crop_and_resize (CPU only), 5 half_pixel_symmetric */
     int nearest_mode;        /* 0 round_prefer_floor, 1 round_prefer_ceil, 2 floor, 3 ceil */
     double scale[ERT_MAX_DIMS]; /* output/input per dim */
+    /* tf_crop_and_resize only: the crop box per dim, normalised to the input (0 and 1 on dims outside
+     * "axes"), and the value of output elements whose source coordinate falls outside the input */
+    double roi_start[ERT_MAX_DIMS], roi_end[ERT_MAX_DIMS];
+    float extrapolation;
 } ert_resize_params;
 
 typedef struct ert_cast_params {
