@@ -327,6 +327,19 @@ ert_status ert_prepare_conv_transpose(ert_prep *p) {
 
 /* ------------------------------------------------------------ BatchNormalization */
 
+/* Inputs 1 .. n-1 (BatchNorm's scale, B, mean, var; InstanceNorm's scale, B)
+ * hold one value per channel of x = input 0 (rank >= 2): shape (C). */
+static ert_status per_channel(ert_prep *p, int n, const char *const *names) {
+    int64_t C = p->in[0].dims[1];
+    for (int i = 1; i < n; i++) {
+        const ert_tinfo *t = &p->in[i];
+        if (t->ndim != 1 || t->dims[0] != C)
+            return ert_prep_error(p, ERT_E_SHAPE, "%s must have shape (%lld), the input's channels; got rank %d, dim 0 = %lld",
+                                  names[i], (long long)C, t->ndim, (long long)(t->ndim ? t->dims[0] : 0));
+    }
+    return ERT_OK;
+}
+
 ert_status ert_prepare_batchnorm(ert_prep *p) {
     ert_norm_params *np = &p->params->norm;
     memset(np, 0, sizeof *np);
@@ -340,10 +353,7 @@ ert_status ert_prepare_batchnorm(ert_prep *p) {
     const ert_tinfo *x = &p->in[0];
     if (x->ndim < 2) return ert_prep_error(p, ERT_E_SHAPE, "input has rank %d, expected >= 2", x->ndim);
     static const char *names[] = {"", "scale", "B", "mean", "var"};
-    for (int i = 1; i < 5; i++)
-        if (p->in[i].ndim != 1 || p->in[i].dims[0] != x->dims[1])
-            return ert_prep_error(p, ERT_E_SHAPE, "%s must have shape (%lld), input has %lld channels",
-                                  names[i], (long long)x->dims[1], (long long)x->dims[1]);
+    if ((st = per_channel(p, 5, names))) return st;
     np->epsilon = ert_attr_float(node_of(p), "epsilon", 1e-5f);
     np->momentum = ert_attr_float(node_of(p), "momentum", 0.9f);
     if (!(np->epsilon >= 0)) return ert_prep_error(p, ERT_E_FORMAT, "epsilon must be >= 0");
@@ -365,10 +375,7 @@ ert_status ert_prepare_instancenorm(ert_prep *p) {
     const ert_tinfo *x = &p->in[0];
     if (x->ndim < 3) return ert_prep_error(p, ERT_E_SHAPE, "input has rank %d, expected >= 3 (N, C, D1, ...)", x->ndim);
     static const char *names[] = {"", "scale", "B"};
-    for (int i = 1; i < 3; i++)
-        if (p->in[i].ndim != 1 || p->in[i].dims[0] != x->dims[1])
-            return ert_prep_error(p, ERT_E_SHAPE, "%s must have shape (%lld): input has %lld channels", names[i],
-                                  (long long)x->dims[1], (long long)x->dims[1]);
+    if ((st = per_channel(p, 3, names))) return st;
     np->epsilon = ert_attr_float(node_of(p), "epsilon", 1e-5f);
     if (!(np->epsilon >= 0)) return ert_prep_error(p, ERT_E_FORMAT, "epsilon must be >= 0");
     set_out(p, x->ndim, x->dims);

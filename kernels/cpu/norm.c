@@ -91,6 +91,20 @@ ert_status ert_cpu_batchnorm(const ert_kargs *a) {
     return ERT_OK;
 }
 
+/* Mean and biased variance (*var) of x[0..n), n > 0: two passes in double,
+ * so long rows and large offsets keep their precision. */
+static double row_moments(const float *x, int64_t n, double *var) {
+    double s = 0, v = 0;
+    for (int64_t i = 0; i < n; i++) s += x[i];
+    double mean = s / (double)n;
+    for (int64_t i = 0; i < n; i++) {
+        double dlt = x[i] - mean;
+        v += dlt * dlt;
+    }
+    *var = v / (double)n;
+    return mean;
+}
+
 typedef struct ln_job {
     const float *x, *scale, *bias;
     float *y, *mean, *invstd; /* mean/invstd: one per row, may be NULL */
@@ -105,14 +119,8 @@ static void ln_run(void *arg, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         const float *xp = j->x + r * n;
         float *yp = j->y + r * n;
-        double s = 0;
-        for (int64_t i = 0; i < n; i++) s += xp[i];
-        double mean = s / (double)n, v = 0;
-        for (int64_t i = 0; i < n; i++) {
-            double dlt = xp[i] - mean;
-            v += dlt * dlt;
-        }
-        float inv = (float)(1.0 / sqrt(v / (double)n + (double)j->eps));
+        double v, mean = row_moments(xp, n, &v);
+        float inv = (float)(1.0 / sqrt(v + (double)j->eps));
         float mf = (float)mean;
         if (j->mean) j->mean[r] = mf;
         if (j->invstd) j->invstd[r] = inv;
@@ -155,12 +163,9 @@ static void in_run(void *arg, int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; t++) {
         const float *xp = j->x + t * n;
         float *yp = j->y + t * n;
-        double s = 0, v = 0;
-        for (int64_t i = 0; i < n; i++) s += xp[i];
-        double mean = s / (double)n;
-        for (int64_t i = 0; i < n; i++) v += (xp[i] - mean) * (xp[i] - mean);
+        double v, mean = row_moments(xp, n, &v);
         int64_t c = t % j->C;
-        double k = j->scale[c] / sqrt(v / (double)n + (double)j->eps);
+        double k = j->scale[c] / sqrt(v + (double)j->eps);
         float kf = (float)k, bf = (float)(j->bias[c] - mean * k);
         for (int64_t i = 0; i < n; i++) yp[i] = xp[i] * kf + bf;
     }
