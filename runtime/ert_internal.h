@@ -126,6 +126,8 @@ typedef enum ert_op {
     ERT_OP_ELU, ERT_OP_SELU, ERT_OP_SOFTPLUS, ERT_OP_MISH, /* unary (ert_cpu_unary) */
     ERT_OP_MEAN,             /* variadic, broadcasting (ert_cpu_binary) */
     ERT_OP_PRELU,            /* (x, slope), slope broadcast to x (ert_cpu_binary) */
+    ERT_OP_INSTANCENORM,     /* (x (N, C, D1...), scale[C], B[C]) -> y; norm params (epsilon) */
+    ERT_OP_TILE,             /* (x, repeats i64[rank], constant) -> x repeated along each dim; no params */
     ERT_OP_COUNT
 } ert_op;
 
@@ -221,9 +223,13 @@ typedef struct ert_resize_params {
     int mode;                /* 0 nearest, 1 linear, 2 cubic */
     float cubic_a;           /* cubic_coeff_a (default -0.75) */
     bool exclude_outside;    /* cubic: taps outside the input get weight 0, the rest renormalised */
-    int coord;               /* 0 half_pixel, 1 asymmetric, 2 align_corners, 3 pytorch_half_pixel, 4 tf_crop_and_resize(unsupported), 5 half_pixel_symmetric */
+    int coord;               /* 0 half_pixel, 1 asymmetric, 2 align_corners, 3 pytorch_half_pixel, 4 tf_crop_and_resize (CPU only), 5 half_pixel_symmetric */
     int nearest_mode;        /* 0 round_prefer_floor, 1 round_prefer_ceil, 2 floor, 3 ceil */
     double scale[ERT_MAX_DIMS]; /* output/input per dim */
+    /* tf_crop_and_resize only: the crop box per dim, normalised to the input (0 and 1 on dims outside
+     * "axes"), and the value of output elements whose source coordinate falls outside the input */
+    double roi_start[ERT_MAX_DIMS], roi_end[ERT_MAX_DIMS];
+    float extrapolation;
 } ert_resize_params;
 
 typedef struct ert_cast_params {
@@ -441,6 +447,7 @@ ert_status ert_prepare_gemm(ert_prep *p);
 ert_status ert_prepare_pool(ert_prep *p);
 ert_status ert_prepare_global_pool(ert_prep *p);
 ert_status ert_prepare_layernorm(ert_prep *p);
+ert_status ert_prepare_instancenorm(ert_prep *p);
 ert_status ert_prepare_softmax(ert_prep *p);
 ert_status ert_prepare_unary(ert_prep *p);
 ert_status ert_prepare_binary(ert_prep *p);
@@ -459,6 +466,7 @@ ert_status ert_prepare_gather(ert_prep *p);
 ert_status ert_prepare_pad(ert_prep *p);
 ert_status ert_prepare_resize(ert_prep *p);
 ert_status ert_prepare_expand(ert_prep *p);
+ert_status ert_prepare_tile(ert_prep *p);
 ert_status ert_prepare_cast(ert_prep *p);
 ert_status ert_prepare_shape(ert_prep *p);
 ert_status ert_prepare_constant_of_shape(ert_prep *p);

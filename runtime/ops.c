@@ -102,6 +102,8 @@ static const ert_op_def OPS[] = {
     {ERT_OP_MISH, "Mish", 1, 1, 1, 1, ert_prepare_unary},
     {ERT_OP_MEAN, "Mean", 1, U, 1, 1, ert_prepare_binary}, /* variadic */
     {ERT_OP_PRELU, "PRelu", 2, 2, 1, 1, ert_prepare_binary},
+    {ERT_OP_INSTANCENORM, "InstanceNormalization", 3, 3, 1, 1, ert_prepare_instancenorm},
+    {ERT_OP_TILE, "Tile", 2, 2, 1, 1, ert_prepare_tile}, /* repeats must be constant */
 };
 #undef U
 

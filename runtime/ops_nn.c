@@ -1,6 +1,7 @@
 /* prepare() of the neural-network ops (ONNX semantics, newest opset): Conv,
  * ConvTranspose, BatchNormalization, MatMul, Gemm, MaxPool/AveragePool,
- * GlobalAveragePool/GlobalMaxPool, LayerNormalization, Softmax/LogSoftmax.
+ * GlobalAveragePool/GlobalMaxPool, LayerNormalization, InstanceNormalization,
+ * Softmax/LogSoftmax.
  *
  * Each one: parse attributes into typed params (rejecting malformed values
  * with ERT_E_FORMAT), check dtypes (f32 only for now: ERT_E_UNSUPPORTED) and
@@ -326,6 +327,19 @@ ert_status ert_prepare_conv_transpose(ert_prep *p) {
 
 /* ------------------------------------------------------------ BatchNormalization */
 
+/* Inputs 1 .. n-1 (BatchNorm's scale, B, mean, var; InstanceNorm's scale, B)
+ * hold one value per channel of x = input 0 (rank >= 2): shape (C). */
+static ert_status per_channel(ert_prep *p, int n, const char *const *names) {
+    int64_t C = p->in[0].dims[1];
+    for (int i = 1; i < n; i++) {
+        const ert_tinfo *t = &p->in[i];
+        if (t->ndim != 1 || t->dims[0] != C)
+            return ert_prep_error(p, ERT_E_SHAPE, "%s must have shape (%lld), the input's channels; got rank %d, dim 0 = %lld",
+                                  names[i], (long long)C, t->ndim, (long long)(t->ndim ? t->dims[0] : 0));
+    }
+    return ERT_OK;
+}
+
 ert_status ert_prepare_batchnorm(ert_prep *p) {
     ert_norm_params *np = &p->params->norm;
     memset(np, 0, sizeof *np);
@@ -339,15 +353,32 @@ ert_status ert_prepare_batchnorm(ert_prep *p) {
     const ert_tinfo *x = &p->in[0];
     if (x->ndim < 2) return ert_prep_error(p, ERT_E_SHAPE, "input has rank %d, expected >= 2", x->ndim);
     static const char *names[] = {"", "scale", "B", "mean", "var"};
-    for (int i = 1; i < 5; i++)
-        if (p->in[i].ndim != 1 || p->in[i].dims[0] != x->dims[1])
-            return ert_prep_error(p, ERT_E_SHAPE, "%s must have shape (%lld), input has %lld channels",
-                                  names[i], (long long)x->dims[1], (long long)x->dims[1]);
+    if ((st = per_channel(p, 5, names))) return st;
     np->epsilon = ert_attr_float(node_of(p), "epsilon", 1e-5f);
     np->momentum = ert_attr_float(node_of(p), "momentum", 0.9f);
     if (!(np->epsilon >= 0)) return ert_prep_error(p, ERT_E_FORMAT, "epsilon must be >= 0");
     set_out(p, x->ndim, x->dims);
     for (int k = 1; k < p->n_out; k++) set_out_k(p, k, 1, &x->dims[1]); /* running mean/var: (C) */
+    return ERT_OK;
+}
+
+/* InstanceNormalization (opset 6+): x is (N, C, D1, ...), rank >= 3; each
+ * (n, c) plane is normalised with its own mean and biased variance, then
+ * scale[c], B[c]. Rank 2 (no spatial dims) is refused: ONNX's shape
+ * inference requires spatial dims, and the result would be B alone. */
+ert_status ert_prepare_instancenorm(ert_prep *p) {
+    ert_norm_params *np = &p->params->norm;
+    memset(np, 0, sizeof *np);
+    ert_status st;
+    for (int i = 0; i < 3; i++)
+        if ((st = need_f32(p, i))) return st;
+    const ert_tinfo *x = &p->in[0];
+    if (x->ndim < 3) return ert_prep_error(p, ERT_E_SHAPE, "input has rank %d, expected >= 3 (N, C, D1, ...)", x->ndim);
+    static const char *names[] = {"", "scale", "B"};
+    if ((st = per_channel(p, 3, names))) return st;
+    np->epsilon = ert_attr_float(node_of(p), "epsilon", 1e-5f);
+    if (!(np->epsilon >= 0)) return ert_prep_error(p, ERT_E_FORMAT, "epsilon must be >= 0");
+    set_out(p, x->ndim, x->dims);
     return ERT_OK;
 }
 

@@ -1,6 +1,7 @@
 /* prepare() for Resize (opsets 11-19; the opset-10 form Resize(X, scales) too).
  *
- * Inputs: X, roi (ignored: only tf_crop_and_resize uses it, unsupported),
+ * Inputs: X, roi (read only for tf_crop_and_resize: constant f32, a start
+ * and an end per resized axis, [starts..., ends...]),
  * scales (f32) or sizes (i64), one of them constant and non-empty (exporters
  * pass an empty tensor for the unused one). The opset-18 "axes" attribute
  * restricts scales/sizes to those axes; others keep scale 1.
@@ -8,9 +9,12 @@
  * linear (f32, N-D multilinear) and cubic (f32, separable 4-tap Keys kernel
  * with cubic_coeff_a and exclude_outside, at most 4 resized dims);
  * coordinate_transformation_mode half_pixel, asymmetric, align_corners,
- * pytorch_half_pixel, half_pixel_symmetric.
- * Refused (ERT_E_UNSUPPORTED): tf_crop_and_resize, antialias=1,
- * keep_aspect_ratio_policy other than stretch.
+ * pytorch_half_pixel, half_pixel_symmetric, and tf_crop_and_resize (f32, with
+ * sizes; extrapolation_value for source coordinates outside the input).
+ * Refused (ERT_E_UNSUPPORTED): antialias=1, keep_aspect_ratio_policy other
+ * than stretch, tf_crop_and_resize with scales (ONNX's text sizes the output
+ * as floor(in * (roi_end - roi_start) * scale), its reference as
+ * floor(in * scale): neither is guessed), or on non-f32 data.
  * Params: resize.scale[d] = output/input per dim (the given scale when scales
  * are given, sizes/in otherwise, as ONNX defines it); cubic_a, exclude_outside.
  * Workspace: ERT_RESIZE_WS_PER_COORD bytes per output coordinate of every dim
@@ -33,6 +37,37 @@ static int pick(const char *s, const char *const *names, int n) {
     for (int i = 0; i < n; i++)
         if (strcmp(s, names[i]) == 0) return i;
     return -1;
+}
+
+/* tf_crop_and_resize: roi (input 1) gives [start, end] per axis, normalised
+ * to the input; dims outside axes keep the whole input (0, 1). */
+static ert_status read_roi(ert_prep *p, ert_resize_params *rp, const int64_t *axes, int na, bool scales) {
+    if (p->in[0].dtype != ERT_DTYPE_F32)
+        return ert_prep_error(p, ERT_E_UNSUPPORTED, "tf_crop_and_resize Resize of %s (only f32)", ert_dtype_name(p->in[0].dtype));
+    if (scales)
+        return ert_prep_error(p, ERT_E_UNSUPPORTED, "tf_crop_and_resize with scales (give sizes: ONNX's text and reference "
+                                                    "disagree on the output size)");
+    const ert_attr_val *ev = ert_node_attr(p->node, "extrapolation_value");
+    if (ev && ev->type != ERT_ATTR_FLOAT) return ert_prep_error(p, ERT_E_ARG, "Resize extrapolation_value must be a FLOAT");
+    rp->extrapolation = ev ? ev->f : 0.0f;
+    for (int d = 0; d < ERT_MAX_DIMS; d++) rp->roi_start[d] = 0, rp->roi_end[d] = 1;
+    const ert_tinfo *roi = p->n_in > 2 ? given(p, 1) : NULL;
+    int64_t n;
+    if (!roi) return ert_prep_error(p, ERT_E_ARG, "tf_crop_and_resize needs roi (input 1)");
+    if (!roi->const_data) return ert_prep_error(p, ERT_E_UNSUPPORTED, "roi must be a constant");
+    if (roi->dtype != ERT_DTYPE_F32) return ert_prep_error(p, ERT_E_UNSUPPORTED, "roi of %s (only f32)", ert_dtype_name(roi->dtype));
+    if (roi->ndim != 1 || !ert_dims_nelems(roi->ndim, roi->dims, &n) || n != 2 * (int64_t)na)
+        return ert_prep_error(p, ERT_E_SHAPE, "roi must be 1-D with %d values (a start and an end per axis)", 2 * na);
+    for (int i = 0; i < na; i++) {
+        float lo, hi; /* memcpy: constant data need not be aligned */
+        memcpy(&lo, (const char *)roi->const_data + (size_t)i * sizeof lo, sizeof lo);
+        memcpy(&hi, (const char *)roi->const_data + (size_t)(na + i) * sizeof hi, sizeof hi);
+        if (!isfinite(lo) || !isfinite(hi))
+            return ert_prep_error(p, ERT_E_ARG, "roi for axis %lld is not finite", (long long)axes[i]);
+        rp->roi_start[axes[i]] = lo;
+        rp->roi_end[axes[i]] = hi;
+    }
+    return ERT_OK;
 }
 
 ert_status ert_prepare_resize(ert_prep *p) {
@@ -60,7 +95,7 @@ ert_status ert_prepare_resize(ert_prep *p) {
     if (!isfinite(rp->cubic_a)) return ert_prep_error(p, ERT_E_ARG, "Resize cubic_coeff_a is not finite");
     s = ert_attr_str(node, "coordinate_transformation_mode", "half_pixel");
     rp->coord = pick(s, coords, 6);
-    if (rp->coord < 0 || rp->coord == 4)
+    if (rp->coord < 0)
         return ert_prep_error(p, ERT_E_UNSUPPORTED, "Resize coordinate_transformation_mode \"%.32s\"", s);
     s = ert_attr_str(node, "nearest_mode", "round_prefer_floor");
     rp->nearest_mode = pick(s, nmodes, 4);
@@ -102,6 +137,10 @@ ert_status ert_prepare_resize(ert_prep *p) {
     if (sz && (sz->dtype != ERT_DTYPE_I64 || ert_tinfo_ints(sz, sizes, ERT_MAX_DIMS) != na))
         return ert_prep_error(p, ERT_E_SHAPE, "sizes must be i64");
     if (sc && sc->dtype != ERT_DTYPE_F32) return ert_prep_error(p, ERT_E_SHAPE, "scales must be f32");
+    if (rp->coord == 4) {
+        ert_status st = read_roi(p, rp, axes, na, sc != NULL);
+        if (st) return st;
+    }
     for (int i = 0; i < na; i++) {
         int64_t d = axes[i], in = x->dims[d];
         if (sc) {
@@ -121,7 +160,8 @@ ert_status ert_prepare_resize(ert_prep *p) {
     }
     /* the kernel combines the taps of every resized dim but the last: 4^3 combinations at most */
     int n_rs = 0;
-    for (int d = 0; d + 1 < r; d++) n_rs += rp->scale[d] != 1.0;
+    for (int d = 0; d + 1 < r; d++)
+        n_rs += rp->scale[d] != 1.0 || (rp->coord == 4 && (rp->roi_start[d] != 0 || rp->roi_end[d] != 1));
     if (rp->mode == 2 && n_rs > 3)
         return ert_prep_error(p, ERT_E_UNSUPPORTED, "cubic Resize of more than 4 dims");
     int64_t total;

@@ -499,6 +499,27 @@ ert_status ert_prepare_expand(ert_prep *p) {
     return ERT_OK;
 }
 
+/* Tile: repeats (constant, one non-negative value per dim of x) multiply
+ * each dim; any dtype (the kernel copies by element size). */
+ert_status ert_prepare_tile(ert_prep *p) {
+    const ert_tinfo *x = &p->in[0];
+    ert_status st = check_in(p, 0);
+    if (st) return st;
+    int64_t rep[ERT_MAX_DIMS], dims[ERT_MAX_DIMS], total;
+    int n;
+    if ((st = const_ints(p, 1, "repeats", rep, ERT_MAX_DIMS, &n))) return st;
+    if (p->in[1].ndim != 1 || n != x->ndim)
+        return ert_prep_error(p, ERT_E_SHAPE, "repeats must be 1-D with %d values (the input's rank), got %d", x->ndim, n);
+    for (int i = 0; i < n; i++) {
+        if (rep[i] < 0) return ert_prep_error(p, ERT_E_ARG, "repeats[%d] = %lld is negative", i, (long long)rep[i]);
+        if (__builtin_mul_overflow(x->dims[i], rep[i], &dims[i]))
+            return ert_prep_error(p, ERT_E_SHAPE, "dim %d overflows", i);
+    }
+    if ((st = prod_dims(p, dims, n, &total))) return st;
+    out_like(p, x->dtype, n, dims);
+    return ERT_OK;
+}
+
 /* ONNX TensorProto.DataType -> ert_dtype (UNDEFINED if unsupported). The IR
  * keeps Cast's `to` as an ONNX code, so the map lives here; the ONNX loader
  * uses it for tensors too. */

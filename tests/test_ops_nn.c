@@ -1,4 +1,4 @@
-/* NN ops (Conv, ConvTranspose, BatchNorm, MatMul, Gemm, pools, LayerNorm,
+/* NN ops (Conv, ConvTranspose, BatchNorm, MatMul, Gemm, pools, LayerNorm, InstanceNorm,
  * Softmax/LogSoftmax) and the thread pool.
  * Each op runs through the real path: ert_tinfo inputs -> the op's prepare on
  * a hand-made node -> outputs (poisoned) + workspace (poisoned) ->
@@ -969,6 +969,63 @@ static void test_threadpool(void) {
     }
 }
 
+/* InstanceNormalization on random (N, C, spatial...) shapes of rank 3 to 5
+ * (planes of one element included: variance 0, y = B), against a float64
+ * reference that normalises each (n, c) plane; then its bad inputs. */
+static void test_instancenorm(void) {
+    for (int rep = 0; rep < 12; rep++) {
+        int nd = 3 + rep % 3;
+        int64_t d[5];
+        d[0] = ert_test_int(&rng, 1, 3);
+        d[1] = ert_test_int(&rng, 1, 4);
+        for (int i = 2; i < nd; i++) d[i] = rep == 0 ? 1 : ert_test_int(&rng, 1, 6);
+        tens in[3] = {mk(nd, d), mk(1, &d[1]), mk(1, &d[1])};
+        for (int64_t i = 0; i < nel(&in[0]); i++) in[0].data[i] = in[0].data[i] * 3 + 1.5f; /* mean far from 0 */
+        int64_t sz = nel(&in[0]) / (d[0] * d[1]);
+        double *ref = malloc((size_t)nel(&in[0]) * sizeof *ref);
+        float eps = rep % 2 ? 1e-5f : 0.3f;
+        for (int64_t pl = 0; pl < d[0] * d[1]; pl++) {
+            const float *xp = in[0].data + pl * sz;
+            double m = 0, v = 0;
+            for (int64_t i = 0; i < sz; i++) m += xp[i];
+            m /= (double)sz;
+            for (int64_t i = 0; i < sz; i++) v += (xp[i] - m) * (xp[i] - m);
+            v /= (double)sz;
+            int64_t c = pl % d[1];
+            for (int64_t i = 0; i < sz; i++)
+                ref[pl * sz + i] = (xp[i] - m) / sqrt(v + (double)eps) * in[1].data[c] + in[2].data[c];
+        }
+        attrs A = {.n = 0};
+        if (rep % 2 == 0) at_f(&A, "epsilon", eps);
+        char w[64];
+        snprintf(w, sizeof w, "instancenorm rank %d rep %d", nd, rep);
+        check_op(w, ERT_OP_INSTANCENORM, &A, 3, in, ref, nd, d, N_POOLS);
+        free(ref);
+        for (int i = 0; i < 3; i++) free_t(&in[i]);
+    }
+    tens bad[3] = {MK(2, 3), MK(3), MK(3)};
+    expect_err("instancenorm rank 2", ERT_OP_INSTANCENORM, NULL, 3, bad, 1, ERT_E_SHAPE, "rank 2");
+    free_t(&bad[0]);
+    bad[0] = MK(2, 3, 4);
+    free_t(&bad[1]);
+    bad[1] = MK(4);
+    expect_err("instancenorm scale shape", ERT_OP_INSTANCENORM, NULL, 3, bad, 1, ERT_E_SHAPE, "scale");
+    free_t(&bad[1]);
+    bad[1] = MK(3);
+    free_t(&bad[2]);
+    bad[2] = MK(1, 3);
+    expect_err("instancenorm B rank", ERT_OP_INSTANCENORM, NULL, 3, bad, 1, ERT_E_SHAPE, "B");
+    free_t(&bad[2]);
+    bad[2] = MK(3);
+    bad[0].dtype = ERT_DTYPE_I32;
+    expect_err("instancenorm i32", ERT_OP_INSTANCENORM, NULL, 3, bad, 1, ERT_E_UNSUPPORTED, "i32");
+    bad[0].dtype = 0;
+    attrs A = {.n = 0};
+    at_f(&A, "epsilon", -1.0f);
+    expect_err("instancenorm negative epsilon", ERT_OP_INSTANCENORM, &A, 3, bad, 1, ERT_E_FORMAT, "epsilon");
+    for (int i = 0; i < 3; i++) free_t(&bad[i]);
+}
+
 int main(void) {
     ert_test_rng_init(&rng, "ops_nn");
     if (ert_context_create(NULL, &ctx) != ERT_OK) return 1;
@@ -988,6 +1045,7 @@ int main(void) {
     test_norms();
     test_norm_stats();
     test_errors();
+    test_instancenorm();
     for (int i = 1; i < N_POOLS; i++) ert_threadpool_free(pools[i]);
     ert_context_free(ctx);
     return ert_test_finish("ops_nn");

@@ -1,7 +1,8 @@
 /* Data-movement and shape ops through prepare + ert_cpu_run_node, each against
  * plain index arithmetic written here: Flatten, Reshape, Squeeze, Unsqueeze,
- * Transpose, Concat, Split, Slice, Gather, Pad, Resize, Expand, Cast, Shape,
- * ConstantOfShape, Range; plus their error paths. */
+ * Transpose, Concat, Split, Slice, Gather, Pad, Resize, Expand, Tile, Cast, Shape,
+ * ConstantOfShape, Range; Resize tf_crop_and_resize against a separate
+ * ONNX-style recursive reference; plus their error paths. */
 #include "op_harness.h"
 
 static ert_context *ctx;
@@ -767,6 +768,189 @@ static void test_resize(void) {
     for (int k = 0; k < 3; k++) tt_free(&in[k]);
 }
 
+/* tf_crop_and_resize reference, written the way ONNX's reference is: the
+ * value at output index o is a 1-D interpolation along dim d of values that
+ * are themselves interpolated along the dims after d; a source coordinate
+ * outside [0, in - 1] in any dim gives extrapolation_value. Taps are the n
+ * input positions nearest the coordinate (ties to the left) on the
+ * edge-extended input, weighted by the tent (linear) or Keys (cubic)
+ * kernel of the distance. */
+typedef struct crop_ref {
+    const tt *x;
+    const int64_t *od, *o;
+    const double *rs, *re;
+    int mode, nm;
+    double A, extra;
+    bool excl;
+} crop_ref;
+
+static double keys_w(double dist, double A) {
+    double t = fabs(dist);
+    if (t <= 1) return (A + 2) * t * t * t - (A + 3) * t * t + 1;
+    if (t < 2) return A * t * t * t - 5 * A * t * t + 8 * A * t - 4 * A;
+    return 0;
+}
+
+static double crop_interp(const crop_ref *c, int d, int64_t off) {
+    int64_t in = c->x->dims[d], out = c->od[d], o = c->o[d], st = 1;
+    for (int k = d + 1; k < 4; k++) st *= c->x->dims[k];
+    double m = (double)(in - 1), xo;
+    if (out == 1) xo = (c->re[d] - c->rs[d]) * m / 2;
+    else xo = (double)o * (c->re[d] - c->rs[d]) * m / (double)(out - 1);
+    xo += c->rs[d] * m;
+    if (xo < 0 || xo > m) return c->extra;
+#define VAL(k) (d == 3 ? tt_get(c->x, off + (k)) : crop_interp(c, d + 1, off + (k) * st))
+    if (c->mode == 0) {
+        double f = floor(xo), r;
+        if (c->nm == 0) r = xo - f == 0.5 ? f : floor(xo + 0.5);
+        else if (c->nm == 1) r = xo - f == 0.5 ? f + 1 : floor(xo + 0.5);
+        else r = c->nm == 2 ? f : ceil(xo);
+        int64_t k = (int64_t)r;
+        return VAL(k < 0 ? 0 : k > in - 1 ? in - 1 : k);
+    }
+    int n = c->mode == 1 ? 2 : 4;
+    /* the n positions nearest xo, ties to the smaller one (may lie outside the input) */
+    int64_t pos[4];
+    int np = 0;
+    for (int pick = 0; pick < n; pick++) {
+        int64_t best = 0;
+        double bd = INFINITY;
+        for (int64_t k = (int64_t)floor(xo) - 3; k <= (int64_t)floor(xo) + 3; k++) {
+            bool used = false;
+            for (int q = 0; q < np; q++) used |= pos[q] == k;
+            if (!used && fabs(xo - (double)k) < bd) bd = fabs(xo - (double)k), best = k;
+        }
+        pos[np++] = best;
+    }
+    double acc = 0, wsum = 0;
+    for (int q = 0; q < n; q++) {
+        double w = c->mode == 1 ? fmax(0, 1 - fabs(xo - (double)pos[q])) : keys_w(xo - (double)pos[q], c->A);
+        if (c->mode == 2 && c->excl && (pos[q] < 0 || pos[q] >= in)) w = 0;
+        int64_t k = pos[q] < 0 ? 0 : pos[q] > in - 1 ? in - 1 : pos[q];
+        if (w != 0) acc += w * VAL(k);
+        wsum += w;
+    }
+#undef VAL
+    return c->mode == 2 && c->excl && wsum != 0 ? acc / wsum : acc;
+}
+
+/* Resize with coordinate_transformation_mode tf_crop_and_resize: random
+ * (N, C, H, W) input, sizes and roi (boxes reaching outside the input and
+ * flipped ones), roi on every dim or on "axes" (2, 3) / (3, 2); nearest,
+ * linear and cubic against crop_interp. Then its bad inputs. */
+static void test_resize_crop(void) {
+    static const char *MODE[3] = {"nearest", "linear", "cubic"};
+    for (int rep = 0; rep < 60; rep++) {
+        int mode = rep % 3, nm = ert_test_int(&rng, 0, 3), axes_kind = (rep / 3) % 3; /* 0 all dims, 1 (2,3), 2 (3,2) */
+        int64_t d[4] = {ert_test_int(&rng, 1, 2), ert_test_int(&rng, 1, 3), ert_test_int(&rng, 1, 6), ert_test_int(&rng, 1, 6)};
+        int64_t od[4] = {d[0], d[1], ert_test_int(&rng, 1, 7), ert_test_int(&rng, 1, 7)};
+        double rs[4] = {0, 0, 0, 0}, re[4] = {1, 1, 1, 1};
+        for (int k = 0; k < 4; k++) {
+            if (k < 2 && (axes_kind != 0 || mode == 2 || rep % 2)) continue; /* N, C: whole input */
+            rs[k] = ert_test_uniform(&rng, -0.3, 0.8);
+            re[k] = ert_test_uniform(&rng, 0.2, 1.3);
+            if (rep % 7 == 3) { /* a flipped box */
+                double t = rs[k];
+                rs[k] = re[k];
+                re[k] = t;
+            }
+            rs[k] = (float)rs[k]; /* the kernel sees f32 roi */
+            re[k] = (float)re[k];
+        }
+        int64_t ax[2] = {axes_kind == 2 ? 3 : 2, axes_kind == 2 ? 2 : 3};
+        int na = axes_kind ? 2 : 4;
+        int64_t sizes[4], nroi = 2 * na, zero = 0;
+        float roi[8];
+        for (int i = 0; i < na; i++) {
+            int64_t k = axes_kind ? ax[i] : i;
+            sizes[i] = od[k];
+            roi[i] = (float)rs[k];
+            roi[na + i] = (float)re[k];
+        }
+        tt in[4] = {tt_rand(&rng, 4, d, -10, 10), tt_new(ERT_DTYPE_F32, 1, &nroi), tt_new(ERT_DTYPE_F32, 1, &zero),
+                    tt_ints(sizes, na)}, out;
+        memcpy(in[1].data, roi, (size_t)nroi * sizeof(float));
+        in[1].cst = in[2].cst = true;
+        double A = (float)ert_test_uniform(&rng, -1, -0.25), extra = (float)ert_test_uniform(&rng, -20, 20);
+        bool excl = ert_test_int(&rng, 0, 1);
+        ert_attr_val at[7] = {A_S("coordinate_transformation_mode", "tf_crop_and_resize"), A_S("mode", MODE[mode]),
+                              A_S("nearest_mode", NM[nm]), A_F("cubic_coeff_a", (float)A), A_I("exclude_outside", excl),
+                              A_F("extrapolation_value", (float)extra), A_IS("axes", ax, 2)};
+        int nat = axes_kind ? 7 : 6;
+        if (rep % 5 == 4 && !axes_kind) { /* defaults: extrapolation_value 0, A -0.75, exclude_outside 0 */
+            nat = 3;
+            extra = 0, A = -0.75, excl = false;
+        }
+        if (mode != 2) excl = false;
+        ert_status st = run_op(ctx, ERT_OP_RESIZE, at, nat, in, 4, &out, 1, NULL);
+        CHECK(st == ERT_OK, "resize crop: %s", ert_last_error(ctx));
+        if (st == ERT_OK) {
+            CHECK(same_shape(&out, 4, od), "resize crop shape");
+            int64_t n = tt_n(&out), o[4];
+            double *ref = malloc((size_t)n * sizeof *ref);
+            crop_ref c = {&in[0], od, o, rs, re, mode, nm, A, extra, excl};
+            for (int64_t i = 0; i < n; i++) {
+                unflat(i, 4, od, o);
+                ref[i] = crop_interp(&c, 0, 0);
+            }
+            char what[128];
+            snprintf(what, sizeof what, "resize tf_crop_and_resize %s %s axes %d A=%g excl=%d", MODE[mode], NM[nm], axes_kind,
+                     A, excl);
+            if (same_shape(&out, 4, od)) CHECK(ert_test_close(what, out.data, ref, n, 1e-4, 1e-5), "%s", what);
+            free(ref);
+            tt_free(&out);
+        }
+        for (int k = 0; k < 4; k++) tt_free(&in[k]);
+    }
+    /* bad input: roi of the wrong size, roi not constant, no roi, roi i64, scales instead of sizes, u8 data */
+    int64_t d[4] = {1, 2, 3, 4}, six = 6, eight = 8, four = 4, zero = 0, sz[4] = {1, 2, 5, 5};
+    tt in[4] = {tt_rand(&rng, 4, d, -1, 1), tt_new(ERT_DTYPE_F32, 1, &six), tt_new(ERT_DTYPE_F32, 1, &zero), tt_ints(sz, 4)}, out;
+    in[1].cst = in[2].cst = true;
+    ert_attr_val crop = A_S("coordinate_transformation_mode", "tf_crop_and_resize");
+    CHECK(run_op(ctx, ERT_OP_RESIZE, &crop, 1, in, 4, &out, 1, NULL) == ERT_E_SHAPE && strstr(ert_last_error(ctx), "roi"),
+          "resize crop roi size: %s", ert_last_error(ctx));
+    tt_free(&in[1]);
+    in[1] = tt_new(ERT_DTYPE_F32, 1, &eight);
+    for (int k = 0; k < 8; k++) ((float *)in[1].data)[k] = k < 4 ? 0.0f : 1.0f;
+    CHECK(run_op(ctx, ERT_OP_RESIZE, &crop, 1, in, 4, &out, 1, NULL) == ERT_E_UNSUPPORTED &&
+              strstr(ert_last_error(ctx), "must be a constant"),
+          "resize crop runtime roi: %s", ert_last_error(ctx));
+    in[1].cst = true;
+    CHECK_OK(run_op(ctx, ERT_OP_RESIZE, &crop, 1, in, 4, &out, 1, NULL), ctx);
+    if (out.data) {
+        /* roi (0, 1) everywhere: the corners of the output are the input's corners */
+        const float *y = out.data, *x = in[0].data;
+        CHECK(y[0] == x[0] && y[24] == x[11] && y[49] == x[23], "resize crop identity box corners");
+        tt_free(&out);
+    }
+    tt r = in[1];
+    in[1] = tt_omitted();
+    CHECK(run_op(ctx, ERT_OP_RESIZE, &crop, 1, in, 4, &out, 1, NULL) == ERT_E_ARG, "resize crop no roi: %s", ert_last_error(ctx));
+    in[1] = r;
+    int64_t r64[8] = {0, 0, 0, 0, 1, 1, 1, 1};
+    tt ri = tt_ints(r64, 8);
+    in[1] = ri;
+    CHECK(run_op(ctx, ERT_OP_RESIZE, &crop, 1, in, 4, &out, 1, NULL) == ERT_E_UNSUPPORTED, "resize crop i64 roi");
+    tt_free(&ri);
+    in[1] = r;
+    tt_free(&in[2]);
+    in[2] = tt_new(ERT_DTYPE_F32, 1, &four);
+    for (int k = 0; k < 4; k++) ((float *)in[2].data)[k] = 2.0f;
+    in[2].cst = true;
+    CHECK(run_op(ctx, ERT_OP_RESIZE, &crop, 1, in, 3, &out, 1, NULL) == ERT_E_UNSUPPORTED &&
+              strstr(ert_last_error(ctx), "scales"),
+          "resize crop with scales: %s", ert_last_error(ctx));
+    tt_free(&in[2]);
+    in[2] = tt_new(ERT_DTYPE_F32, 1, &zero);
+    in[2].cst = true;
+    tt u = rand_t(ERT_DTYPE_U8, 4, d), f = in[0];
+    in[0] = u;
+    CHECK(run_op(ctx, ERT_OP_RESIZE, &crop, 1, in, 4, &out, 1, NULL) == ERT_E_UNSUPPORTED, "resize crop u8");
+    in[0] = f;
+    tt_free(&u);
+    for (int k = 0; k < 4; k++) tt_free(&in[k]);
+}
+
 /* ------------------------------------------------------------------ Expand, Cast, Shape, ConstantOfShape, Range */
 
 static void test_expand(void) {
@@ -798,6 +982,78 @@ static void test_expand(void) {
     CHECK(run_op(ctx, ERT_OP_EXPAND, NULL, 0, in, 2, &out, 1, NULL) == ERT_E_SHAPE, "expand 3 -> 4");
     tt_free(&in[0]);
     tt_free(&in[1]);
+}
+
+/* Tile: random shapes (rank 0 to 4, zero dims and zero repeats included),
+ * every dtype size, i64 and i32 repeats; output element idx must be input
+ * element (idx[d] % x.dims[d]). Then bad repeats. */
+static void test_tile(void) {
+    static const ert_dtype tdts[] = {ERT_DTYPE_F32, ERT_DTYPE_U8, ERT_DTYPE_F16, ERT_DTYPE_I64, ERT_DTYPE_BOOL, ERT_DTYPE_I32};
+    for (int rep = 0; rep < 40; rep++) {
+        int64_t xd[ERT_MAX_DIMS], rp[ERT_MAX_DIMS], od[ERT_MAX_DIMS];
+        int nd = rand_dims(&rng, 0, 4, 4, xd);
+        for (int d = 0; d < nd; d++) {
+            rp[d] = ert_test_int(&rng, 1, 3);
+            if (rep % 10 == 9 && d == 0) rp[d] = 0; /* empty output */
+            if (rep % 10 == 8 && d == nd - 1) xd[d] = 0; /* empty input */
+            od[d] = xd[d] * rp[d];
+        }
+        tt in[2] = {rand_t(tdts[rep % 6], nd, xd), tt_ints(rp, nd)}, out;
+        if (rep % 3 == 2) { /* repeats as i32 */
+            int64_t one = nd;
+            tt r32 = tt_new(ERT_DTYPE_I32, 1, &one);
+            for (int d = 0; d < nd; d++) ((int32_t *)r32.data)[d] = (int32_t)rp[d];
+            r32.cst = true;
+            tt_free(&in[1]);
+            in[1] = r32;
+        }
+        ert_status st = run_op(ctx, ERT_OP_TILE, NULL, 0, in, 2, &out, 1, NULL);
+        CHECK(st == ERT_OK, "tile rank %d: %s", nd, ert_last_error(ctx));
+        if (st == ERT_OK) {
+            CHECK(same_shape(&out, nd, od) && out.dt == in[0].dt, "tile shape/dtype");
+            int64_t idx[ERT_MAX_DIMS], bad = 0;
+            for (int64_t i = 0; i < tt_n(&out); i++) {
+                unflat(i, nd, od, idx);
+                for (int d = 0; d < nd; d++) idx[d] %= xd[d];
+                bad += !same_elem(&out, i, &in[0], flat(nd, xd, idx));
+            }
+            CHECK(bad == 0, "tile rank %d: %lld wrong", nd, (long long)bad);
+            tt_free(&out);
+        }
+        tt_free(&in[0]);
+        tt_free(&in[1]);
+    }
+    int64_t xd[2] = {2, 3}, r_neg[2] = {2, -1}, r_one[1] = {2}, r_ok[2] = {2, 2};
+    tt x = rand_t(ERT_DTYPE_F32, 2, xd), out;
+    tt in[2] = {x, tt_ints(r_neg, 2)};
+    CHECK(run_op(ctx, ERT_OP_TILE, NULL, 0, in, 2, &out, 1, NULL) == ERT_E_ARG && strstr(ert_last_error(ctx), "negative"),
+          "tile negative repeats: %s", ert_last_error(ctx));
+    tt_free(&in[1]);
+    in[1] = tt_ints(r_one, 1);
+    CHECK(run_op(ctx, ERT_OP_TILE, NULL, 0, in, 2, &out, 1, NULL) == ERT_E_SHAPE && strstr(ert_last_error(ctx), "rank"),
+          "tile repeats of the wrong length: %s", ert_last_error(ctx));
+    tt_free(&in[1]);
+    in[1] = tt_ints(r_ok, 2);
+    in[1].cst = false;
+    CHECK(run_op(ctx, ERT_OP_TILE, NULL, 0, in, 2, &out, 1, NULL) == ERT_E_UNSUPPORTED &&
+              strstr(ert_last_error(ctx), "must be a constant"),
+          "tile repeats not constant: %s", ert_last_error(ctx));
+    tt_free(&in[1]);
+    int64_t two = 2;
+    in[1] = tt_new(ERT_DTYPE_F32, 1, &two);
+    in[1].cst = true;
+    CHECK(run_op(ctx, ERT_OP_TILE, NULL, 0, in, 2, &out, 1, NULL) == ERT_E_SHAPE, "tile f32 repeats: %s", ert_last_error(ctx));
+    tt_free(&in[1]);
+    int64_t rd[2] = {1, 2};
+    in[1] = tt_new(ERT_DTYPE_I64, 2, rd);
+    in[1].cst = true;
+    CHECK(run_op(ctx, ERT_OP_TILE, NULL, 0, in, 2, &out, 1, NULL) == ERT_E_SHAPE, "tile 2-D repeats: %s", ert_last_error(ctx));
+    tt_free(&in[1]);
+    int64_t big[2] = {INT64_MAX / 2, 3};
+    in[1] = tt_ints(big, 2);
+    CHECK(run_op(ctx, ERT_OP_TILE, NULL, 0, in, 2, &out, 1, NULL) == ERT_E_SHAPE, "tile overflow: %s", ert_last_error(ctx));
+    tt_free(&in[1]);
+    tt_free(&in[0]);
 }
 
 static void test_cast(void) {
@@ -1032,7 +1288,9 @@ int main(void) {
         test_gather();
         test_pad();
         test_resize();
+        test_resize_crop();
         test_expand();
+        test_tile();
         test_cast();
         test_shape_range();
     }

@@ -70,6 +70,8 @@ static const ert_kernel_fn KERNELS[ERT_OP_COUNT] = {
     [ERT_OP_ELU] = ert_cpu_unary, [ERT_OP_SELU] = ert_cpu_unary, [ERT_OP_SOFTPLUS] = ert_cpu_unary,
     [ERT_OP_MISH] = ert_cpu_unary,
     [ERT_OP_MEAN] = ert_cpu_binary, [ERT_OP_PRELU] = ert_cpu_binary,
+    [ERT_OP_INSTANCENORM] = ert_cpu_instancenorm,
+    [ERT_OP_TILE] = ert_cpu_tile,
 };
 
 ert_status ert_cpu_run_node(const ert_kargs *a) {

@@ -19,6 +19,7 @@ ert_status ert_cpu_global_pool(const ert_kargs *a);
 /* norm.c */
 ert_status ert_cpu_batchnorm(const ert_kargs *a);
 ert_status ert_cpu_layernorm(const ert_kargs *a);
+ert_status ert_cpu_instancenorm(const ert_kargs *a);
 /* softmax.c: Softmax/LogSoftmax (by a->op) */
 ert_status ert_cpu_softmax(const ert_kargs *a);
 /* eltwise.c: every unary op (by a->op), every binary op (by a->op), Where */
@@ -36,6 +37,7 @@ ert_status ert_cpu_split(const ert_kargs *a);
 ert_status ert_cpu_slice(const ert_kargs *a);
 ert_status ert_cpu_gather(const ert_kargs *a);
 ert_status ert_cpu_pad(const ert_kargs *a);
+ert_status ert_cpu_tile(const ert_kargs *a);
 ert_status ert_cpu_expand(const ert_kargs *a);
 ert_status ert_cpu_cast(const ert_kargs *a);
 ert_status ert_cpu_shape(const ert_kargs *a);

@@ -1,4 +1,4 @@
-/* BatchNormalization and LayerNormalization, f32.
+/* BatchNormalization, LayerNormalization and InstanceNormalization, f32.
  * BatchNorm: x is (N, C, ...); per channel y = (x - mean) * scale / sqrt(var + eps) + B,
  * folded into one multiply-add per element; parallel over (image, channel).
  * BatchNorm training_mode=1 (ONNX 14+): mean and biased variance of channel c
@@ -10,7 +10,10 @@
  * row is normalised with its own mean and variance (two passes, accumulated
  * in double so long rows keep precision), then scale/bias (inner elements,
  * or one broadcast element). The optional outputs Mean and InvStdDev hold
- * one value per row (shape (outer dims, 1, ...)). Parallel over rows. */
+ * one value per row (shape (outer dims, 1, ...)). Parallel over rows.
+ * InstanceNorm: x is (N, C, spatial...); each (n, c) plane is a LayerNorm
+ * row (same two double passes) with the per-channel scale[c], B[c].
+ * Parallel over planes. */
 #include "cpu_kernels.h"
 
 #include <math.h>
@@ -88,6 +91,20 @@ ert_status ert_cpu_batchnorm(const ert_kargs *a) {
     return ERT_OK;
 }
 
+/* Mean and biased variance (*var) of x[0..n), n > 0: two passes in double,
+ * so long rows and large offsets keep their precision. */
+static double row_moments(const float *x, int64_t n, double *var) {
+    double s = 0, v = 0;
+    for (int64_t i = 0; i < n; i++) s += x[i];
+    double mean = s / (double)n;
+    for (int64_t i = 0; i < n; i++) {
+        double dlt = x[i] - mean;
+        v += dlt * dlt;
+    }
+    *var = v / (double)n;
+    return mean;
+}
+
 typedef struct ln_job {
     const float *x, *scale, *bias;
     float *y, *mean, *invstd; /* mean/invstd: one per row, may be NULL */
@@ -102,14 +119,8 @@ static void ln_run(void *arg, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         const float *xp = j->x + r * n;
         float *yp = j->y + r * n;
-        double s = 0;
-        for (int64_t i = 0; i < n; i++) s += xp[i];
-        double mean = s / (double)n, v = 0;
-        for (int64_t i = 0; i < n; i++) {
-            double dlt = xp[i] - mean;
-            v += dlt * dlt;
-        }
-        float inv = (float)(1.0 / sqrt(v / (double)n + (double)j->eps));
+        double v, mean = row_moments(xp, n, &v);
+        float inv = (float)(1.0 / sqrt(v + (double)j->eps));
         float mf = (float)mean;
         if (j->mean) j->mean[r] = mf;
         if (j->invstd) j->invstd[r] = inv;
@@ -136,5 +147,39 @@ ert_status ert_cpu_layernorm(const ert_kargs *a) {
                 a->n_out > 2 ? a->out[2].data : NULL, a->params->norm.epsilon, inner,
                 S->n_elems == 1, B && B->n_elems == 1};
     ert_parallel_for(a->pool, outer, 1 + 4096 / inner, ln_run, &j);
+    return ERT_OK;
+}
+
+typedef struct in_job {
+    const float *x, *scale, *bias;
+    float *y;
+    float eps;
+    int64_t C, sz;
+} in_job;
+
+static void in_run(void *arg, int64_t t0, int64_t t1) {
+    const in_job *j = arg;
+    const int64_t n = j->sz;
+    for (int64_t t = t0; t < t1; t++) {
+        const float *xp = j->x + t * n;
+        float *yp = j->y + t * n;
+        double v, mean = row_moments(xp, n, &v);
+        int64_t c = t % j->C;
+        double k = j->scale[c] / sqrt(v + (double)j->eps);
+        float kf = (float)k, bf = (float)(j->bias[c] - mean * k);
+        for (int64_t i = 0; i < n; i++) yp[i] = xp[i] * kf + bf;
+    }
+}
+
+ert_status ert_cpu_instancenorm(const ert_kargs *a) {
+    const ert_tview *X = &a->in[0];
+    for (int i = 0; i < 3; i++)
+        if (a->in[i].dtype != ERT_DTYPE_F32) return ERT_E_UNSUPPORTED;
+    if (X->ndim < 3) return ERT_E_UNSUPPORTED;
+    int64_t sz = 1;
+    for (int i = 2; i < X->ndim; i++) sz *= X->dims[i];
+    if (X->n_elems == 0) return ERT_OK;
+    in_job j = {X->data, a->in[1].data, a->in[2].data, a->out[0].data, a->params->norm.epsilon, X->dims[1], sz};
+    ert_parallel_for(a->pool, X->dims[0] * X->dims[1], 1 + 4096 / sz, in_run, &j);
     return ERT_OK;
 }

@@ -14,7 +14,14 @@
  * the pixel on its left, ratio 1), taps at floor-1 .. floor+2 of that pixel,
  * clamped to the edge, Keys coefficients with A = cubic_coeff_a; with
  * exclude_outside, taps outside the input get weight 0 and the rest are
- * renormalised. */
+ * renormalised.
+ *
+ * tf_crop_and_resize maps output coordinate o to
+ * start * (in - 1) + o * (end - start) * (in - 1) / (out - 1) (the box centre
+ * when out is 1), as ONNX's reference does; a coordinate outside [0, in - 1]
+ * is marked with source index -1, and an output element with a marked
+ * coordinate in any dim is extrapolation_value (the reference's result too:
+ * the interpolation weights of the other dims sum to 1). */
 #include "cpu_kernels.h"
 
 #include <math.h>
@@ -35,6 +42,7 @@ typedef struct rz_job {
     rz_dim t[ERT_MAX_DIMS];
     int64_t st[ERT_MAX_DIMS];
     size_t es;
+    bool crop;     /* tf_crop_and_resize: f32, source index -1 marks extrapolation */
 } rz_job;
 
 /* Source coordinate of output coordinate o (ONNX coordinate_transformation_mode). */
@@ -82,6 +90,7 @@ static void rz_rows(void *arg, int64_t r0, int64_t r1) {
     int64_t len = o->dims[nd - 1];
     const rz_dim *L = &j->t[nd - 1];
     bool nearest_mode = a->params->resize.mode == 0;
+    float extra = a->params->resize.extrapolation; /* tf_crop_and_resize only (f32) */
     for (int64_t r = r0; r < r1; r++) {
         int64_t off[MAX_PAIRS];
         double wt[MAX_PAIRS];
@@ -89,12 +98,17 @@ static void rz_rows(void *arg, int64_t r0, int64_t r1) {
         off[0] = 0;
         wt[0] = 1;
         int64_t rem = r;
+        bool outside = false;
         for (int d = nd - 2; d >= 0; d--) {
             int64_t i = rem % o->dims[d];
             rem /= o->dims[d];
             const rz_dim *t = &j->t[d];
             const int64_t *ix = t->idx + i * NTAP;
             const double *w = t->w + i * NTAP;
+            if (ix[0] < 0) {
+                outside = true;
+                break;
+            }
             /* each pair splits into one pair per tap (tap 0 in place) */
             for (int tp = t->ntap - 1; tp >= 0; tp--)
                 for (int k = 0; k < np; k++) {
@@ -103,12 +117,19 @@ static void rz_rows(void *arg, int64_t r0, int64_t r1) {
                 }
             np *= t->ntap;
         }
-        if (!nearest_mode) {
+        if (outside) {
+            float *y = (float *)o->data + r * len;
+            for (int64_t i = 0; i < len; i++) y[i] = extra;
+        } else if (!nearest_mode || j->crop) {
             const float *x = a->in[0].data;
             float *y = (float *)o->data + r * len;
             for (int64_t i = 0; i < len; i++) {
                 const int64_t *ix = L->idx + i * NTAP;
                 const double *w = L->w + i * NTAP;
+                if (ix[0] < 0) {
+                    y[i] = extra;
+                    continue;
+                }
                 double acc = 0;
                 for (int k = 0; k < np; k++) {
                     double v = 0;
@@ -127,9 +148,20 @@ static void rz_rows(void *arg, int64_t r0, int64_t r1) {
 }
 
 /* Fill one dim's taps for output coordinate i (ix, w: NTAP entries each). */
-static void rz_taps(const ert_resize_params *p, int64_t i, double scale, int64_t in, int64_t od, int64_t *ix, double *w) {
-    double c = src_coord(p->coord, i, scale, in, od);
+static void rz_taps(const ert_resize_params *p, int d, int64_t i, int64_t in, int64_t od, int64_t *ix, double *w) {
+    double c;
     for (int tp = 0; tp < NTAP; tp++) ix[tp] = 0, w[tp] = 0;
+    if (p->coord == 4) { /* tf_crop_and_resize; same operation order as ONNX's reference */
+        double s = p->roi_start[d], e = p->roi_end[d], m = (double)(in - 1);
+        c = od == 1 ? (e - s) * m / 2 : (double)i * (e - s) * m / (double)(od - 1);
+        c += s * m;
+        if (!(c >= 0 && c <= m)) {
+            ix[0] = -1; /* extrapolation_value; weights stay 0 */
+            return;
+        }
+    } else {
+        c = src_coord(p->coord, i, p->scale[d], in, od);
+    }
     if (p->mode == 1) {
         c = c < 0 ? 0 : (c > (double)(in - 1) ? (double)(in - 1) : c);
         int64_t lo = (int64_t)floor(c);
@@ -163,8 +195,8 @@ static void rz_taps(const ert_resize_params *p, int64_t i, double scale, int64_t
 ert_status ert_cpu_resize(const ert_kargs *a) {
     const ert_resize_params *p = &a->params->resize;
     const ert_tview *x = &a->in[0], *o = &a->out[0];
-    rz_job j = {.a = a, .nd = o->ndim, .es = ert_dtype_size(x->dtype)};
-    if (j.es == 0 || (p->mode != 0 && x->dtype != ERT_DTYPE_F32) || o->ndim < 1) return ERT_E_UNSUPPORTED;
+    rz_job j = {.a = a, .nd = o->ndim, .es = ert_dtype_size(x->dtype), .crop = p->coord == 4};
+    if (j.es == 0 || ((p->mode != 0 || j.crop) && x->dtype != ERT_DTYPE_F32) || o->ndim < 1) return ERT_E_UNSUPPORTED;
     if (o->n_elems == 0) return ERT_OK;
     size_t need = 0;
     for (int d = 0; d < o->ndim; d++) need += (size_t)o->dims[d] * ERT_RESIZE_WS_PER_COORD;
@@ -186,7 +218,7 @@ ert_status ert_cpu_resize(const ert_kargs *a) {
         for (int64_t i = 0; i < od; i++) {
             int64_t *ix = t->idx + i * NTAP;
             double *w = t->w + i * NTAP;
-            rz_taps(p, i, p->scale[d], in, od, ix, w);
+            rz_taps(p, d, i, in, od, ix, w);
             int one = -1, nz = 0;
             for (int tp = 0; tp < NTAP; tp++)
                 if (w[tp] != 0) nz++, one = tp;

@@ -1,4 +1,4 @@
-/* Data-movement kernels: Transpose, Concat, Split, Slice, Gather, Pad.
+/* Data-movement kernels: Transpose, Concat, Split, Slice, Gather, Pad, Tile.
  * All are dtype-generic by element size (1, 2, 4 or 8 bytes). Shapes were
  * validated by prepare (runtime/ops_tensor.c); Gather still checks its indices
  * here because they may be computed at run time. Expand is in eltwise.c
@@ -335,5 +335,45 @@ ert_status ert_cpu_pad(const ert_kargs *a) {
     to_dtype(pp->value, x->dtype, j.value);
     int64_t len = o->dims[o->ndim - 1];
     ert_parallel_for(a->pool, o->n_elems / len, GRAIN / len + 1, pad_rows, &j);
+    return ERT_OK;
+}
+
+/* Tile: output row r (all dims but the last) reads input row
+ * (i0 % in0, i1 % in1, ...); the last dim is the input row copied
+ * out_last / in_last times. */
+typedef struct tile_job {
+    const ert_kargs *a;
+    size_t es;
+} tile_job;
+
+static void tile_rows(void *arg, int64_t r0, int64_t r1) {
+    const tile_job *j = arg;
+    const ert_tview *x = &j->a->in[0], *o = &j->a->out[0];
+    int nd = o->ndim;
+    int64_t lin = x->dims[nd - 1], lout = o->dims[nd - 1];
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t rem = r, src = 0, st = lin;
+        for (int d = nd - 2; d >= 0; d--) {
+            src += (rem % o->dims[d]) % x->dims[d] * st;
+            rem /= o->dims[d];
+            st *= x->dims[d];
+        }
+        const char *xs = (const char *)x->data + src * (int64_t)j->es;
+        char *y = (char *)o->data + r * lout * (int64_t)j->es;
+        for (int64_t k = 0; k < lout; k += lin) memcpy(y + k * (int64_t)j->es, xs, (size_t)lin * j->es);
+    }
+}
+
+ert_status ert_cpu_tile(const ert_kargs *a) {
+    const ert_tview *x = &a->in[0], *o = &a->out[0];
+    tile_job j = {a, ert_dtype_size(x->dtype)};
+    if (j.es == 0 || o->ndim != x->ndim) return ERT_E_UNSUPPORTED;
+    if (o->n_elems == 0) return ERT_OK;
+    if (o->ndim == 0) { /* a scalar repeats into itself */
+        memcpy(o->data, x->data, j.es);
+        return ERT_OK;
+    }
+    int64_t lout = o->dims[o->ndim - 1];
+    ert_parallel_for(a->pool, o->n_elems / lout, GRAIN / lout + 1, tile_rows, &j);
     return ERT_OK;
 }

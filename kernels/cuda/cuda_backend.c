@@ -1565,10 +1565,15 @@ static ert_status cuda_bind_node(void *bctx, ert_kargs *a) {
     if (a->op == ERT_OP_WHERE && (!is_float(a->in[1].dtype) || a->in[2].dtype != a->in[1].dtype))
         return ert_set_error(c->ctx, ERT_E_UNSUPPORTED, "node '%s' (Where): the cuda backend does not implement it yet for %s data",
                              a->name ? a->name : "?", ert_dtype_name(a->in[1].dtype));
-    /* the CUDA resize kernel implements nearest and linear; cubic runs on the CPU backend only */
+    /* the CUDA resize kernel implements nearest and linear without tf_crop_and_resize; cubic and
+     * tf_crop_and_resize run on the CPU backend only */
     if (a->op == ERT_OP_RESIZE && a->params->resize.mode != 0 && a->params->resize.mode != 1)
         return ert_set_error(c->ctx, ERT_E_UNSUPPORTED, "node '%s' (Resize): the cuda backend does not implement mode \"cubic\" yet",
                              a->name ? a->name : "?");
+    if (a->op == ERT_OP_RESIZE && a->params->resize.coord == 4)
+        return ert_set_error(c->ctx, ERT_E_UNSUPPORTED,
+                             "node '%s' (Resize): the cuda backend does not implement coordinate_transformation_mode "
+                             "\"tf_crop_and_resize\" yet", a->name ? a->name : "?");
     /* the CUDA norm kernels implement inference only: no batch statistics,
      * no LayerNorm Mean/InvStdDev outputs (the CPU kernels do) */
     if ((a->op == ERT_OP_BATCHNORM && a->params->norm.training) || (a->op == ERT_OP_LAYERNORM && a->n_out > 1))
