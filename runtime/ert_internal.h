@@ -575,6 +575,8 @@ typedef struct ert_backend {
     /* optional: like run, without a CUDA graph (and leaving any captured one
      * alone): nodes whose parameters differ from the captured run */
     ert_status (*run_eager)(void *bctx, ert_kargs *const *nodes, int n, int *failed);
+    /* optional: like run_eager, with each node's device time in ms[k] */
+    ert_status (*run_timed)(void *bctx, ert_kargs *const *nodes, int n, int *failed, float *ms);
     bool (*supports)(ert_op op, ert_dtype dt);
 } ert_backend;
 

@@ -54,6 +54,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -1776,9 +1777,18 @@ ert_status ert_trainer_create(const ert_model *m, const ert_trainer_options *o, 
     return build_auto(m, o, false, out);
 }
 
-static ert_status run_range(ert_trainer *t, int k0, int k1) {
+static double wall_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* ms (optional): each node's wall time, indexed by node */
+static ert_status run_range(ert_trainer *t, int k0, int k1, float *ms) {
     for (int k = k0; k < k1; k++) {
+        double t0 = ms ? wall_ms() : 0.0;
         ert_status st = ert_cpu_run_node(t->kptr[k]);
+        if (ms) ms[k] = (float)(wall_ms() - t0);
         if (st != ERT_OK) {
             const tnode *n = &t->n[k];
             if (n->op == ERT_OP_LOSS && st == ERT_E_ARG)
@@ -1821,7 +1831,7 @@ static ert_status check_target(ert_trainer *t) {
     return ERT_OK;
 }
 
-static ert_status dev_step(ert_trainer *t, float *loss) {
+static ert_status dev_step(ert_trainer *t, float *loss, float *ms) {
     ert_status st = check_target(t);
     if (st) return st;
     int64_t *sv = t->t[t->status_t].host;
@@ -1833,7 +1843,8 @@ static ert_status dev_step(ert_trainer *t, float *loss) {
     h[1] = on ? (float)(1.0 - pow(on->params.optim.beta1, k)) : 1.0f;
     h[2] = on ? (float)(1.0 - pow(on->params.optim.beta2, k)) : 1.0f;
     int failed = -1;
-    st = t->be->run(t->bctx, t->kptr, t->nn, &failed);
+    if (ms && !t->be->run_timed) return ert_set_error(t->ctx, ERT_E_UNSUPPORTED, "this backend cannot time nodes");
+    st = ms ? t->be->run_timed(t->bctx, t->kptr, t->nn, &failed, ms) : t->be->run(t->bctx, t->kptr, t->nn, &failed);
     if (st) {
         if (failed >= 0 && failed < t->nn) {
             char why[256];
@@ -1874,13 +1885,13 @@ static ert_status dev_step(ert_trainer *t, float *loss) {
     return ERT_OK;
 }
 
-ert_status ert_trainer_step(ert_trainer *t, float *loss) {
+static ert_status step(ert_trainer *t, float *loss, float *ms) {
     if (!t) return ERT_E_ARG;
-    if (t->be) return dev_step(t, loss);
+    if (t->be) return dev_step(t, loss, ms);
     ert_status st = check_target(t);
     if (st) return st;
     set_training(t, true);
-    st = run_range(t, 0, t->bwd_end);
+    st = run_range(t, 0, t->bwd_end, ms);
     if (st) return st;
     float l = *(const float *)t->t[t->loss_t].data, gn = ((const float *)t->t[t->gnorm_t].data)[0];
     if (loss) *loss = l;
@@ -1892,9 +1903,26 @@ ert_status ert_trainer_step(ert_trainer *t, float *loss) {
         t->n[k].params.optim.lr = lr;
         t->n[k].params.optim.step = t->step;
     }
-    if ((st = run_range(t, t->bwd_end, t->nn))) return st;
+    if ((st = run_range(t, t->bwd_end, t->nn, ms))) return st;
     t->step++;
     return ERT_OK;
+}
+
+ert_status ert_trainer_step(ert_trainer *t, float *loss) { return step(t, loss, NULL); }
+
+ert_status ert_trainer_profile(ert_trainer *t, ert_profile_entry *out, int cap, int *n, float *loss) {
+    if (!t || !n || (cap > 0 && !out)) return ERT_E_ARG;
+    float *ms = calloc((size_t)t->nn + 1, sizeof *ms);
+    if (!ms) return ert_tr_oom(t);
+    ert_status st = step(t, loss, ms);
+    *n = t->nn;
+    for (int k = 0; k < t->nn && k < cap; k++) {
+        out[k].node = t->n[k].name;
+        out[k].op = op_name(t->n[k].op);
+        out[k].ms = ms[k];
+    }
+    free(ms);
+    return st;
 }
 
 ert_status ert_trainer_eval(ert_trainer *t, float *loss) {
@@ -1905,7 +1933,7 @@ ert_status ert_trainer_eval(ert_trainer *t, float *loss) {
     if (st == ERT_OK && t->be && !t->be->run_eager)
         st = ert_set_error(t->ctx, ERT_E_UNSUPPORTED, "eval on %s", t->be->name);
     else if (st == ERT_OK)
-        st = t->be ? t->be->run_eager(t->bctx, t->kptr, t->fwd_end, &failed) : run_range(t, 0, t->fwd_end);
+        st = t->be ? t->be->run_eager(t->bctx, t->kptr, t->fwd_end, &failed) : run_range(t, 0, t->fwd_end, NULL);
     set_training(t, true);
     if (st) return st;
     if (loss) *loss = *(const float *)t->t[t->loss_t].host;

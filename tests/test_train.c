@@ -793,6 +793,50 @@ out:
     ert_model_free(m);
 }
 
+/* ert_trainer_profile is a real step: two trainers from one model, one
+ * stepped, one profiled, on the same batches give the same losses and
+ * parameters; every node gets a name, an op and a time >= 0. */
+static void profile_step(void) {
+    ert_model *m = mlp(false);
+    ert_trainer *a = m ? mlp_trainer(m) : NULL, *b = m ? mlp_trainer(m) : NULL;
+    if (!a || !b) {
+        ert_trainer_free(a), ert_trainer_free(b), ert_model_free(m);
+        return;
+    }
+    CHECK(ert_trainer_profile(a, NULL, 1, &(int){0}, NULL) == ERT_E_ARG, "profile took a NULL out with cap 1");
+    int n = 0;
+    ert_profile_entry e[512];
+    for (int k = 0; k < 3; k++) {
+        float la = 0, lb = 0;
+        batch_k(a, k), batch_k(b, k);
+        CHECK_OK(ert_trainer_step(a, &la), ctx);
+        CHECK_OK(ert_trainer_profile(b, e, 512, &n, &lb), ctx);
+        CHECK(la == lb, "step %d: loss %.9g stepped vs %.9g profiled", k, la, lb);
+    }
+    CHECK(n > 10 && n <= 512, "profile: %d nodes", n);
+    CHECK(ert_trainer_step_count(b) == 3, "profiled steps not counted");
+    double sum = 0;
+    int gemm = 0;
+    for (int k = 0; k < n && k < 512; k++) {
+        CHECK(e[k].node && e[k].op && e[k].ms >= 0, "profile entry %d", k);
+        if (e[k].op && !strcmp(e[k].op, "Gemm")) gemm++;
+        sum += e[k].ms;
+    }
+    CHECK(gemm >= 2 && sum > 0, "profile: %d Gemm nodes, %.6f ms", gemm, sum);
+    float *va, *vb;
+    int64_t na = 0, nb = 0;
+    const float *g;
+    static const char *names[] = {"fc1.w", "fc2.b"};
+    for (int i = 0; i < 2; i++)
+        if (ert_trainer_param(a, names[i], &va, &g, &na) == ERT_OK && ert_trainer_param(b, names[i], &vb, &g, &nb) == ERT_OK) {
+            CHECK(na == nb && na > 0 && !memcmp(va, vb, (size_t)na * sizeof(float)), "%s differs after profiled steps", names[i]);
+        } else
+            CHECK(0, "param %s: %s", names[i], ert_last_error(ctx));
+    ert_trainer_free(a);
+    ert_trainer_free(b);
+    ert_model_free(m);
+}
+
 int main(void) {
     ert_test_rng_init(&rng, "train");
     CHECK_OK(ert_context_create(NULL, &ctx), NULL);
@@ -816,6 +860,7 @@ int main(void) {
     train_vit();
     bad_input();
     bn_training_mode();
+    profile_step();
     checkpoints(getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     ert_context_free(ctx);
     return ert_test_finish("train");

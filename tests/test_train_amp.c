@@ -63,7 +63,8 @@ static int32_t bn(ert_builder *b, const char *nm, int32_t x, int64_t c) {
 }
 
 /* x (N, 3, 16, 16) -> 5 classes:
- * conv1 (no bias) BN relu maxpool -> h (N, 16, 8, 8)
+ * conv1 (no bias) BN relu maxpool 3x3/2 pad 1 (overlapping windows, as
+ * ResNet's stem) -> h (N, 16, 8, 8)
  * conv2 (no bias) BN relu conv3 (no bias) BN + h, relu       (a residual block)
  * conv4 (bias, stays f32) relu GAP flatten fc */
 static ert_model *cnn(void) {
@@ -75,7 +76,7 @@ static ert_model *cnn(void) {
     CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 4, xd, &x), ctx);
     CHECK_OK(ert_builder_conv2d(b, x, weight(b, "conv1.w", 4, w1, 0.4f), -1, 1, 1, 1, 1, &c1), ctx);
     CHECK_OK(ert_builder_unary(b, "Relu", bn(b, "bn1", c1, 16), &r1), ctx);
-    CHECK_OK(ert_builder_maxpool2d(b, r1, 2, 2, 0, &p1), ctx);
+    CHECK_OK(ert_builder_maxpool2d(b, r1, 3, 2, 1, &p1), ctx);
     CHECK_OK(ert_builder_conv2d(b, p1, weight(b, "conv2.w", 4, w2, 0.15f), -1, 1, 1, 1, 1, &c2), ctx);
     CHECK_OK(ert_builder_unary(b, "Relu", bn(b, "bn2", c2, 16), &r2), ctx);
     CHECK_OK(ert_builder_conv2d(b, r2, weight(b, "conv3.w", 4, w2, 0.15f), -1, 1, 1, 1, 1, &c3), ctx);

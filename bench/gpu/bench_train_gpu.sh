@@ -12,7 +12,9 @@
 # and PyTorch CUDA-graph'd (bench_train_gpu_torch.py, the same per-step
 # work). STEPS timed steps after WARMUP; p50 reported. Memory: edgert's
 # arena bytes (everything the trainer allocates on the device, cuDNN/cuBLAS
-# handles aside) vs torch.cuda.max_memory_allocated.
+# handles aside) vs torch.cuda.max_memory_allocated (the tensors' peak) and
+# max_memory_reserved (what its caching allocator held from the device: the
+# GPU memory no one else could use, the figure comparable to an arena).
 #
 #   bench/gpu/bench_train_gpu.sh [BUILD_DIR] [RESULTS_DIR]
 #   env: PYTHON (torch, torchvision, onnx), STEPS (200), WARMUP (20),
@@ -83,14 +85,15 @@ json=$results/train_gpu_$stamp.json
 "$py" - "$json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-print(f"\n{'case':<48}{'p50 ms':>9}{'p90 ms':>9}{'memory MiB':>12}  loss first -> last")
+print(f"\n{'case':<48}{'p50 ms':>9}{'p90 ms':>9}{'memory MiB':>12}{'reserved':>10}  loss first -> last")
 for c in d["cases"]:
     r = c["result"]
     if "error" in r:
         print(f"{c['case']:<48}  error: {r['error'][:90]}")
         continue
     mem = r.get("arena_bytes", r.get("peak_bytes", 0)) / 2**20
-    print(f"{c['case']:<48}{r['p50_ms']:>9.3f}{r['p90_ms']:>9.3f}{mem:>12.1f}  {r['loss_first']:.4f} -> {r['loss_last']:.4f}")
-print("memory: edgert = trainer arena bytes; pytorch = torch.cuda.max_memory_allocated")
+    res = r.get("peak_reserved_bytes", r.get("arena_bytes", 0)) / 2**20
+    print(f"{c['case']:<48}{r['p50_ms']:>9.3f}{r['p90_ms']:>9.3f}{mem:>12.1f}{res:>10.1f}  {r['loss_first']:.4f} -> {r['loss_last']:.4f}")
+print("memory: edgert = trainer arena bytes (both columns); pytorch = torch.cuda.max_memory_allocated, reserved = max_memory_reserved")
 PY
 echo "wrote $json"

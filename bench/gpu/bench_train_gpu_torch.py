@@ -205,7 +205,8 @@ def main():
                       "head_only": a.head, "precision": a.amp or "f32", "optim": a.optim, "steps": a.steps, "p50_ms": times[len(times) // 2],
                       "mean_ms": sum(times) / len(times), "min_ms": times[0],
                       "p90_ms": times[(len(times) * 9) // 10],
-                      "peak_bytes": torch.cuda.max_memory_allocated(), "loss_first": first, "loss_last": last}))
+                      "peak_bytes": torch.cuda.max_memory_allocated(),
+                      "peak_reserved_bytes": torch.cuda.max_memory_reserved(), "loss_first": first, "loss_last": last}))
 
 
 if __name__ == "__main__":

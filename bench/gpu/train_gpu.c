@@ -2,6 +2,7 @@
  *
  *   train_gpu MODEL --batch B [--device cuda|cpu] [--optim adam|sgd] [--lr X]
  *             [--head PATTERN] [--precision f32|f16|bf16] [--amp-conv-only 0|1] [--steps 200] [--warmup 20]
+ *             [--profile N]
  *
  * MODEL is `small-cnn` (the network of `edgert train small-cnn`: conv3x3
  * 1->16, relu, maxpool2, conv3x3 16->32, relu, maxpool2, fc 1568->64, relu,
@@ -13,7 +14,9 @@
  * before every step. Each step is timed on the wall clock (the step returns
  * with the loss on the host: copies in, whole step, copies back); prints one
  * JSON line: p50/mean/min ms over the timed steps, arena bytes, first and
- * last loss. Exit status 0 on success. */
+ * last loss. --profile N: afterwards one step timed node by node
+ * (ert_trainer_profile), the time per op and the N slowest nodes on stderr.
+ * Exit status 0 on success. */
 #define _POSIX_C_SOURCE 200809L
 #include "edgert.h"
 
@@ -81,14 +84,59 @@ static ert_model *small_cnn(ert_context *ctx) {
     return ok ? m : NULL;
 }
 
+static int cmp_entry(const void *a, const void *b) {
+    double x = ((const ert_profile_entry *)a)->ms, y = ((const ert_profile_entry *)b)->ms;
+    return x > y ? -1 : x < y;
+}
+
+/* One step timed node by node: ms per op (with node counts), then the top
+ * nodes. The second profiled step is the one printed (the first warms the
+ * eager path). */
+static int profile(ert_trainer *t, int top) {
+    int n = 0;
+    float loss;
+    if (ert_trainer_profile(t, NULL, 0, &n, &loss) != ERT_OK) return 1;
+    ert_profile_entry *e = calloc((size_t)n + 1, sizeof *e);
+    if (!e || ert_trainer_profile(t, e, n, &n, &loss) != ERT_OK) return 1;
+    double total = 0;
+    for (int k = 0; k < n; k++) total += e[k].ms;
+    fprintf(stderr, "profile: %d nodes, %.3f ms summed (eager, event-timed)\n", n, total);
+    const char *ops[128];
+    double ops_ms[128];
+    int ops_n[128], nops = 0;
+    for (int k = 0; k < n; k++) {
+        int j = 0;
+        while (j < nops && strcmp(ops[j], e[k].op)) j++;
+        if (j == nops) {
+            if (nops == 128) continue;
+            ops[nops] = e[k].op, ops_ms[nops] = 0, ops_n[nops++] = 0;
+        }
+        ops_ms[j] += e[k].ms, ops_n[j]++;
+    }
+    for (int a = 0; a < nops; a++) /* by time, descending */
+        for (int b = a + 1; b < nops; b++)
+            if (ops_ms[b] > ops_ms[a]) {
+                const char *o = ops[a]; double m = ops_ms[a]; int c = ops_n[a];
+                ops[a] = ops[b], ops_ms[a] = ops_ms[b], ops_n[a] = ops_n[b];
+                ops[b] = o, ops_ms[b] = m, ops_n[b] = c;
+            }
+    for (int j = 0; j < nops; j++)
+        fprintf(stderr, "  %-22s %4d nodes %8.3f ms %5.1f%%\n", ops[j], ops_n[j], ops_ms[j], 100 * ops_ms[j] / total);
+    qsort(e, (size_t)n, sizeof *e, cmp_entry);
+    for (int k = 0; k < n && k < top; k++)
+        fprintf(stderr, "  #%-3d %-48s %-20s %.3f ms\n", k + 1, e[k].node, e[k].op, e[k].ms);
+    free(e);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: train_gpu MODEL --batch B [--device cuda|cpu] [--optim adam|sgd] [--lr X] "
-                        "[--head PATTERN] [--precision f32|f16|bf16] [--amp-conv-only 0|1] [--steps N] [--warmup N]\n");
+                        "[--head PATTERN] [--precision f32|f16|bf16] [--amp-conv-only 0|1] [--steps N] [--warmup N] [--profile N]\n");
         return 2;
     }
     const char *model = argv[1], *device = "cuda", *optim = "sgd", *head = NULL, *prec = "f32";
-    int batch = 32, steps = 200, warmup = 20, conv_only = 0;
+    int batch = 32, steps = 200, warmup = 20, conv_only = 0, prof = 0;
     double lr = -1;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--batch")) batch = atoi(argv[i + 1]);
@@ -100,6 +148,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--amp-conv-only")) conv_only = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--warmup")) warmup = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--profile")) prof = atoi(argv[i + 1]);
         else {
             fprintf(stderr, "train_gpu: unknown option %s\n", argv[i]);
             return 2;
@@ -177,6 +226,7 @@ int main(int argc, char **argv) {
            ms[(steps * 9) / 10], create_ms, r.total_bytes, r.activations_bytes, ert_trainer_n_trainable(t),
            (double)first, (double)loss, (double)ert_trainer_loss_scale(t), (long long)ert_trainer_skipped_steps(t));
     free(ms);
+    if (prof > 0 && profile(t, prof) != 0) return 1;
     ert_trainer_free(t);
     ert_model_free(m);
     ert_context_free(ctx);

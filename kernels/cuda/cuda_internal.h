@@ -119,8 +119,9 @@ cudaError_t ert_cuda_reduce_to_launch(const float *dy, float *o, int64_t o_elems
                                       int64_t inner, const ert_cuda_map *m, int64_t n, float scale, cudaStream_t st);
 cudaError_t ert_cuda_broadcast_to_launch(const float *dy, float *o, const ert_cuda_map *m, int64_t n, float scale,
                                          cudaStream_t st);
-cudaError_t ert_cuda_pool_grad_launch(bool is_max, const ert_pool_params *p, const ert_tview *x, const float *dy,
-                                      const ert_tview *dy_v, float *dx, cudaStream_t st);
+/* Max/AveragePool gradient, dx (x's shape) of x's dtype (f32/f16/bf16) */
+cudaError_t ert_cuda_pool_grad_launch(bool is_max, const ert_pool_params *p, const ert_tview *x, const void *dy,
+                                      const ert_tview *dy_v, void *dx, cudaStream_t st);
 cudaError_t ert_cuda_gap_grad_launch(const float *dy, float *dx, int64_t planes, int64_t sz, cudaStream_t st);
 cudaError_t ert_cuda_softmax_grad_launch(bool log, const float *dy, const float *y, float *dx, int64_t outer, int64_t n,
                                          int64_t inner, cudaStream_t st);
@@ -141,8 +142,6 @@ cudaError_t ert_cuda_dropout_train_launch(const float *x, uint64_t *rng, float *
  * workspace). */
 cudaError_t ert_cuda_act_grad_h_launch(ert_dtype dt, const ert_unary_params *u, const void *dy, const void *x,
                                        void *dx, int64_t n, cudaStream_t st);
-cudaError_t ert_cuda_pool_grad_h_launch(bool is_max, const ert_pool_params *p, const ert_tview *x, const void *dy,
-                                        const ert_tview *dy_v, void *dx, cudaStream_t st);
 cudaError_t ert_cuda_gap_grad_h_launch(ert_dtype dt, const void *dy, void *dx, int64_t planes, int64_t sz,
                                        cudaStream_t st);
 cudaError_t ert_cuda_bn_train_h_launch(ert_dtype dt, const void *x, const float *scale, const float *bias, float *rmean,

@@ -268,13 +268,62 @@ ert_status ert_cuda_train_workspace(const ert_cuda_env *env, const ert_kargs *a,
  * So each candidate that fits the planned workspace is run once on the real
  * buffers, fastest first, and the first cuDNN accepts is kept; the output
  * (computed from whatever the buffers hold now) is zeroed again after. */
+/* When every cudnnFind answer refused the buffers (seen under ctest -j4 with
+ * other processes on the GPU: Find then lists a single algorithm), the
+ * heuristic list adds every other algorithm whose workspace (asked of cuDNN
+ * for these descriptors) fits. */
+static bool bwd_seen(const bwd_state *s, int algo) {
+    for (int k = 0; k < s->n_cand; k++)
+        if (s->cand_algo[k] == algo) return true;
+    return false;
+}
+
+static int bwd_more(const ert_cuda_env *env, bwd_state *s, bool filter, size_t have) {
+    int got = 0, added = 0, algos[16];
+    cudnnStatus_t st[16];
+    if (filter) {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+        if (cudnnGetConvolutionBackwardFilterAlgorithm_v7(env->dnn, s->xd, s->yd, s->cd, s->wd,
+                                                          CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got,
+                                                          perf) != CUDNN_STATUS_SUCCESS)
+            got = 0;
+        for (int i = 0; i < got && i < 16; i++) algos[i] = (int)perf[i].algo, st[i] = perf[i].status;
+    } else {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+        if (cudnnGetConvolutionBackwardDataAlgorithm_v7(env->dnn, s->wd, s->yd, s->cd, s->xd,
+                                                        CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got,
+                                                        perf) != CUDNN_STATUS_SUCCESS)
+            got = 0;
+        for (int i = 0; i < got && i < 16; i++) algos[i] = (int)perf[i].algo, st[i] = perf[i].status;
+    }
+    for (int i = 0; i < got && i < 16 && s->n_cand < 16; i++) {
+        size_t ws = 0;
+        cudnnStatus_t q = filter ? cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                                       env->dnn, s->xd, s->yd, s->cd, s->wd, (cudnnConvolutionBwdFilterAlgo_t)algos[i], &ws)
+                                 : cudnnGetConvolutionBackwardDataWorkspaceSize(
+                                       env->dnn, s->wd, s->yd, s->cd, s->xd, (cudnnConvolutionBwdDataAlgo_t)algos[i], &ws);
+        if (bwd_seen(s, algos[i]) || st[i] != CUDNN_STATUS_SUCCESS || q != CUDNN_STATUS_SUCCESS || ws > have) continue;
+        s->cand_algo[s->n_cand] = algos[i], s->cand_ws[s->n_cand++] = ws, added++;
+    }
+    cudaGetLastError();
+    return added;
+}
+
 static ert_status bwd_try(const ert_cuda_env *env, const ert_kargs *a, bwd_state *s) {
     const ert_tview *in = a->in, *out = a->out;
     if (!out[0].data || !in[0].data || !in[1].data) return ERT_OK;
     const float one = 1.0f, zero = 0.0f;
     size_t have = a->workspace ? a->workspace_bytes : 0;
     cudnnStatus_t ds = CUDNN_STATUS_NOT_SUPPORTED;
-    for (int k = 0; k < s->n_cand; k++) {
+    const int n_find = s->n_cand;
+    bool more = false;
+    for (int k = 0; k < s->n_cand || (!more && ds != CUDNN_STATUS_SUCCESS); k++) {
+        if (k == s->n_cand) { /* every Find answer refused: add the heuristics' */
+            more = true;
+            if (bwd_more(env, s, a->op == ERT_OP_CONV_GRAD_WEIGHT, have) == 0) break;
+            ert_log(env->ctx, ERT_LOG_INFO, "node '%s': cuDNN refused Find's %d backward algorithms on the real "
+                    "buffers; trying %d more from its heuristics", a->name ? a->name : "?", n_find, s->n_cand - n_find);
+        }
         if (s->cand_ws[k] > have) continue;
         if (a->op == ERT_OP_CONV_GRAD_WEIGHT)
             ds = cudnnConvolutionBackwardFilter(env->dnn, &one, s->xd, in[1].data, s->yd, in[0].data, s->cd,
@@ -505,10 +554,7 @@ ert_status ert_cuda_train_run(const ert_cuda_env *env, const ert_kargs *a) {
     }
     case ERT_OP_MATMUL_GRAD: return out[0].data ? matmul_grad(env, a) : ERT_OK;
     case ERT_OP_MAXPOOL_GRAD: case ERT_OP_AVGPOOL_GRAD:
-        if (out[0].data && in[0].dtype != ERT_DTYPE_F32)
-            e = ert_cuda_pool_grad_h_launch(a->op == ERT_OP_MAXPOOL_GRAD, &a->params->pool, &in[1], in[0].data,
-                                            &in[0], out[0].data, st);
-        else if (out[0].data)
+        if (out[0].data)
             e = ert_cuda_pool_grad_launch(a->op == ERT_OP_MAXPOOL_GRAD, &a->params->pool, &in[1], in[0].data, &in[0],
                                           out[0].data, st);
         break;

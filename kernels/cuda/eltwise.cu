@@ -85,6 +85,18 @@ static __device__ __forceinline__ void decode(const ert_cuda_map &m, int64_t i, 
 
 enum { B_ADD = 0, B_SUB, B_MUL, B_DIV, B_POW, B_MIN, B_MAX, B_EQ, B_LT, B_GT };
 
+static __device__ __forceinline__ float bin_op(int what, float u, float v) {
+    switch (what) {
+    case B_ADD: return u + v;
+    case B_SUB: return u - v;
+    case B_MUL: return u * v;
+    case B_DIV: return u / v;
+    case B_POW: return powf(u, v);
+    case B_MIN: return (u < v || isnan(u)) ? u : v;
+    default: return (u > v || isnan(u)) ? u : v;
+    }
+}
+
 template <typename T>
 static __global__ void binary_kernel(const T *__restrict__ a, const T *__restrict__ b, void *__restrict__ y,
                               ert_cuda_map m, int64_t n, int what) {
@@ -97,17 +109,22 @@ static __global__ void binary_kernel(const T *__restrict__ a, const T *__restric
             ((uint8_t *)y)[i] = r ? 1 : 0;
             continue;
         }
-        float r;
-        switch (what) {
-        case B_ADD: r = u + v; break;
-        case B_SUB: r = u - v; break;
-        case B_MUL: r = u * v; break;
-        case B_DIV: r = u / v; break;
-        case B_POW: r = powf(u, v); break;
-        case B_MIN: r = (u < v || isnan(u)) ? u : v; break;
-        default: r = (u > v || isnan(u)) ? u : v; break;
-        }
-        ert_put((T *)y + i, r);
+        ert_put((T *)y + i, bin_op(what, u, v));
+    }
+}
+
+/* Both operands of the output's shape, contiguous: no index map, V
+ * elements per load (the residual adds and the gradient sums of training). */
+template <typename T, int V>
+static __global__ void binary_same_kernel(const T *__restrict__ a, const T *__restrict__ b, T *__restrict__ y,
+                                          int64_t nv, int what) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nv; i += (int64_t)gridDim.x * blockDim.x) {
+        float u[V], v[V];
+        ert_ldv<V>(a + i * V, u);
+        ert_ldv<V>(b + i * V, v);
+#pragma unroll
+        for (int k = 0; k < V; k++) u[k] = bin_op(what, u[k], v[k]);
+        ert_stv<V>(y + i * V, u);
     }
 }
 
@@ -251,6 +268,27 @@ cudaError_t ert_cuda_binary_launch(ert_op op, ert_dtype dt, const void *a, const
     case ERT_OP_LESS: what = B_LT; break;
     case ERT_OP_GREATER: what = B_GT; break;
     default: return cudaErrorInvalidValue;
+    }
+    bool same = what < B_EQ;
+    int64_t cs[ERT_MAX_DIMS];
+    ert_cuda_contig_strides(m->ndim, m->dims, cs);
+    for (int d = 0; same && d < m->ndim; d++)
+        same = m->dims[d] == 1 || (m->s[0][d] == cs[d] && m->s[1][d] == cs[d]);
+    if (same) {
+        size_t es = dt == ERT_DTYPE_F32 ? 4 : 2;
+        int V = dt == ERT_DTYPE_F32 ? 4 : 8;
+        if (n % V || !ert_vec_ok(a, V, es) || !ert_vec_ok(b, V, es) || !ert_vec_ok(y, V, es)) V = 1;
+        if (V == 1)
+            ERT_CUDA_FLOAT_SWITCH(dt, T,
+                binary_same_kernel<T, 1><<<grid_for(n), kThreads, 0, st>>>((const T *)a, (const T *)b, (T *)y, n, what))
+        else if (dt == ERT_DTYPE_F32)
+            binary_same_kernel<float, 4><<<grid_for(n / 4), kThreads, 0, st>>>((const float *)a, (const float *)b,
+                                                                               (float *)y, n / 4, what);
+        else
+            ERT_CUDA_FLOAT_SWITCH(dt, T,
+                binary_same_kernel<T, 8><<<grid_for(n / 8), kThreads, 0, st>>>((const T *)a, (const T *)b, (T *)y,
+                                                                               n / 8, what))
+        return cudaGetLastError();
     }
     ERT_CUDA_FLOAT_SWITCH(dt, T,
         binary_kernel<T><<<grid_for(n), kThreads, 0, st>>>((const T *)a, (const T *)b, y, *m, n, what))

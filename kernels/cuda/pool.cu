@@ -4,7 +4,8 @@
  * the AveragePool divisor with count_include_pad counts taps inside
  * [-pad_begin, in + pad_end), otherwise taps inside the input; a MaxPool
  * window with no tap inside the input gives -inf; NaN propagates.
- * Pool: one thread per output element. Global pool: one block per plane.
+ * Pool: one thread per output element (planes: a 3-D grid over column, row
+ * and plane). Global pool: one block per plane.
  * Channels-last (CUDA f16/bf16 sessions keep conv activations NHWC): the
  * thread index runs over channels fastest, so a warp reads 32 adjacent
  * channels of one pixel; the global pool gives each (n, c) one thread that
@@ -14,56 +15,69 @@
 
 #include <math.h>
 
-struct geom3 {
-    int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
-    int64_t C; /* > 0: channels-last with C channels; 0: planes */
+/* I: the index type, int when every offset fits (the common case: 64-bit
+ * division costs ~10x a 32-bit one and dominated this memory-bound kernel),
+ * else int64_t. */
+template <typename I> struct geom3 {
+    I in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
+    I C; /* > 0: channels-last with C channels; 0: planes */
 };
 
-template <typename T>
-static __global__ void pool_kernel(const T *__restrict__ x, T *__restrict__ y, geom3 g, int64_t total, bool is_max,
-                            bool include_pad) {
-    int64_t out_sz = g.out[0] * g.out[1] * g.out[2], in_sz = g.in[0] * g.in[1] * g.in[2];
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t plane, r, ps = 1; /* ps: stride between pixels */
-        const T *xp;
-        if (g.C > 0) {
-            int64_t c = i % g.C, p = i / g.C;
-            r = p % out_sz;
-            xp = x + (p / out_sz) * in_sz * g.C + c;
-            ps = g.C;
-        } else {
-            plane = i / out_sz, r = i % out_sz;
-            xp = x + plane * in_sz;
-        }
-        int64_t ow = r % g.out[2], oh = (r / g.out[2]) % g.out[1], od = r / (g.out[2] * g.out[1]);
-        float mx = -INFINITY, sum = 0.0f;
-        int64_t n_in = 0, n_pad = 0;
-        for (int64_t kd = 0; kd < g.k[0]; kd++) {
-            int64_t id = od * g.s[0] - g.pb[0] + kd * g.d[0];
-            if (id >= g.in[0] + g.pe[0]) break;
-            for (int64_t kh = 0; kh < g.k[1]; kh++) {
-                int64_t ih = oh * g.s[1] - g.pb[1] + kh * g.d[1];
-                if (ih >= g.in[1] + g.pe[1]) break;
-                for (int64_t kw = 0; kw < g.k[2]; kw++) {
-                    int64_t iw = ow * g.s[2] - g.pb[2] + kw * g.d[2];
-                    if (iw >= g.in[2] + g.pe[2]) break;
-                    n_pad++;
-                    if (id < 0 || ih < 0 || iw < 0 || id >= g.in[0] || ih >= g.in[1] || iw >= g.in[2]) continue;
-                    float v = ert_ld(xp[((id * g.in[1] + ih) * g.in[2] + iw) * ps]);
-                    n_in++;
-                    if (v > mx || isnan(v)) mx = v;
-                    sum += v;
-                }
+/* One output: the window at (od, oh, ow) of the plane at xp (pixel stride ps). */
+template <typename T, typename I>
+static __device__ __forceinline__ float pool_one(const T *__restrict__ xp, I ps, I od, I oh, I ow, const geom3<I> &g,
+                                                 bool is_max, bool include_pad) {
+    float mx = -INFINITY, sum = 0.0f;
+    I n_in = 0, n_pad = 0;
+    for (I kd = 0; kd < g.k[0]; kd++) {
+        I id = od * g.s[0] - g.pb[0] + kd * g.d[0];
+        if (id >= g.in[0] + g.pe[0]) break;
+        for (I kh = 0; kh < g.k[1]; kh++) {
+            I ih = oh * g.s[1] - g.pb[1] + kh * g.d[1];
+            if (ih >= g.in[1] + g.pe[1]) break;
+            for (I kw = 0; kw < g.k[2]; kw++) {
+                I iw = ow * g.s[2] - g.pb[2] + kw * g.d[2];
+                if (iw >= g.in[2] + g.pe[2]) break;
+                n_pad++;
+                if (id < 0 || ih < 0 || iw < 0 || id >= g.in[0] || ih >= g.in[1] || iw >= g.in[2]) continue;
+                float v = ert_ld(xp[((id * g.in[1] + ih) * g.in[2] + iw) * ps]);
+                n_in++;
+                if (v > mx || isnan(v)) mx = v;
+                sum += v;
             }
         }
-        float res;
-        if (is_max) res = mx;
-        else {
-            int64_t cnt = include_pad ? n_pad : n_in;
-            res = cnt > 0 ? sum / (float)cnt : 0.0f;
-        }
-        ert_put(y + i, res);
+    }
+    if (is_max) return mx;
+    I cnt = include_pad ? n_pad : n_in;
+    return cnt > 0 ? sum / (float)cnt : 0.0f;
+}
+
+/* Channels-last: one thread per output, channel fastest. */
+template <typename T, typename I>
+static __global__ void pool_kernel(const T *__restrict__ x, T *__restrict__ y, geom3<I> g, I total, bool is_max,
+                                   bool include_pad) {
+    I out_sz = g.out[0] * g.out[1] * g.out[2], in_sz = g.in[0] * g.in[1] * g.in[2];
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total; i += (I)gridDim.x * blockDim.x) {
+        I c = i % g.C, p = i / g.C, r = p % out_sz;
+        const T *xp = x + (p / out_sz) * in_sz * g.C + c;
+        I ow = r % g.out[2], oh = (r / g.out[2]) % g.out[1], od = r / (g.out[2] * g.out[1]);
+        ert_put(y + i, pool_one(xp, g.C, od, oh, ow, g, is_max, include_pad));
+    }
+}
+
+/* Planes (NCHW): grid x/y the output column/row, z the plane and output
+ * depth, so no thread divides to find its position. */
+template <typename T>
+static __global__ void pool_planes_kernel(const T *__restrict__ x, T *__restrict__ y, geom3<int> g, int64_t zn,
+                                          bool is_max, bool include_pad) {
+    const int ow = blockIdx.x * blockDim.x + threadIdx.x, oh = blockIdx.y * blockDim.y + threadIdx.y;
+    if (ow >= g.out[2] || oh >= g.out[1]) return;
+    const int64_t in_sz = (int64_t)g.in[0] * g.in[1] * g.in[2];
+    for (int64_t z = blockIdx.z; z < zn; z += gridDim.z) {
+        const int64_t plane = g.out[0] == 1 ? z : z / g.out[0];
+        const int od = g.out[0] == 1 ? 0 : (int)(z % g.out[0]);
+        ert_put(y + (z * g.out[1] + oh) * g.out[2] + ow,
+                pool_one(x + plane * in_sz, 1, od, oh, ow, g, is_max, include_pad));
     }
 }
 
@@ -115,7 +129,7 @@ cudaError_t ert_cuda_pool_launch(bool is_max, const ert_pool_params *p, const er
     if (p->nsp < 1 || p->nsp > 3 || x->ndim != p->nsp + 2 || y->ndim != x->ndim) return cudaErrorInvalidValue;
     if (p->nhwc && (p->nsp != 2 || x->dims[3] != y->dims[3])) return cudaErrorInvalidValue;
     if (y->n_elems <= 0) return cudaSuccess;
-    geom3 g;
+    geom3<int64_t> g;
     g.C = p->nhwc ? x->dims[3] : 0;
     const int sd = p->nhwc ? 1 : 2; /* first spatial dim */
     int off = 3 - p->nsp;
@@ -133,9 +147,40 @@ cudaError_t ert_cuda_pool_launch(bool is_max, const ert_pool_params *p, const er
     int64_t blocks = (y->n_elems + 255) / 256;
     if (blocks > (1 << 20)) blocks = 1 << 20;
     if (x->dtype != y->dtype) return cudaErrorInvalidValue;
-    ERT_CUDA_FLOAT_SWITCH(x->dtype, T,
-        pool_kernel<T><<<(unsigned)blocks, 256, 0, st>>>((const T *)x->data, (T *)y->data, g, y->n_elems, is_max,
-                                                        p->count_include_pad))
+    /* 32-bit indices when offsets, padded extents and the grid stride fit */
+    bool small = x->n_elems < INT32_MAX / 2 && y->n_elems < INT32_MAX / 2 && blocks * 256 < INT32_MAX / 2;
+    for (int i = 0; i < 3; i++)
+        small = small && g.in[i] + g.pb[i] + g.pe[i] + g.k[i] * g.d[i] < INT32_MAX / 4 && g.s[i] * g.out[i] < INT32_MAX / 4;
+    geom3<int> h;
+    if (small) {
+        h.C = (int)g.C;
+        for (int i = 0; i < 3; i++) {
+            h.in[i] = (int)g.in[i], h.out[i] = (int)g.out[i], h.k[i] = (int)g.k[i], h.s[i] = (int)g.s[i];
+            h.d[i] = (int)g.d[i], h.pb[i] = (int)g.pb[i], h.pe[i] = (int)g.pe[i];
+        }
+    }
+    if (small && !p->nhwc) {
+        int64_t zn = x->dims[0] * x->dims[1] * g.out[0];
+        dim3 block(32, 8), grid((unsigned)((g.out[2] + 31) / 32), (unsigned)((g.out[1] + 7) / 8),
+                                (unsigned)(zn > 65535 ? 65535 : zn));
+        if (grid.y <= 65535) {
+            ERT_CUDA_FLOAT_SWITCH(x->dtype, T,
+                pool_planes_kernel<T><<<grid, block, 0, st>>>((const T *)x->data, (T *)y->data, h, zn, is_max,
+                                                              p->count_include_pad))
+            return cudaGetLastError();
+        }
+    }
+    if (g.C == 0) g.C = 1; /* planes left over (64-bit offsets): channels-last with C = 1 over N*C images */
+    if (small) {
+        h.C = (int)g.C;
+        ERT_CUDA_FLOAT_SWITCH(x->dtype, T,
+            pool_kernel<T, int><<<(unsigned)blocks, 256, 0, st>>>((const T *)x->data, (T *)y->data, h, (int)y->n_elems,
+                                                                  is_max, p->count_include_pad))
+    } else {
+        ERT_CUDA_FLOAT_SWITCH(x->dtype, T,
+            pool_kernel<T, int64_t><<<(unsigned)blocks, 256, 0, st>>>((const T *)x->data, (T *)y->data, g,
+                                                                      y->n_elems, is_max, p->count_include_pad))
+    }
     return cudaGetLastError();
 }
 

@@ -157,58 +157,97 @@ static __global__ void broadcast_k(const float *__restrict__ dy, float *__restri
 
 /* ---------------------------------------------------------------- pooling */
 
+/* Pool gradients, any float type: one thread per dy element (grid x/y: the
+ * output column/row, z: plane and output depth, so no thread divides to find
+ * its position), dx zeroed first; a MaxPool window adds dy at its argmax (the
+ * first maximum in tap order, a NaN only as the first tap taken), an
+ * AveragePool window dy / count at each tap. Overlapping windows (3x3 stride
+ * 2) meet in hardware atomics of the element type (bf16's before sm_80: a
+ * 32-bit CAS). Geometry in 32-bit (a plane of 2^31 or more elements is
+ * refused). A gather form (one thread per dx element recomputing each
+ * covering window's argmax) was 3x slower on ResNet's stem: its integer
+ * divisions cost more than the atomics. */
 struct pgeom {
-    int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
+    int in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
 };
 
-static __device__ void taps(int64_t start, int64_t K, int64_t d, int64_t in, int64_t pe, int64_t *lo, int64_t *hi,
-                     int64_t *np) {
+/* taps [lo, hi) of a window starting at `start` that fall inside the input;
+ * np: taps inside the padded extent (count_include_pad). */
+static __device__ __forceinline__ void taps(int start, int K, int d, int in, int pe, int *lo, int *hi, int *np) {
     *lo = start >= 0 ? 0 : (-start + d - 1) / d;
     *hi = in - start <= 0 ? 0 : (in - start + d - 1) / d;
     if (*hi > K) *hi = K;
     if (*lo > *hi) *lo = *hi;
-    int64_t n = in + pe - start <= 0 ? 0 : (in + pe - start + d - 1) / d;
+    int n = in + pe - start <= 0 ? 0 : (in + pe - start + d - 1) / d;
     *np = n > K ? K : n;
 }
 
-/* One thread per dy element; dx zeroed before; overlapping windows add. */
-static __global__ void pool_grad_k(const float *__restrict__ x, const float *__restrict__ dy, float *__restrict__ dx,
-                            pgeom g, int64_t total, bool is_max, bool include_pad) {
-    int64_t out_sz = g.out[0] * g.out[1] * g.out[2], in_sz = g.in[0] * g.in[1] * g.in[2];
-    GRID_STRIDE(i, total) {
-        int64_t plane = i / out_sz, r = i % out_sz;
-        int64_t o[3] = {r / (g.out[2] * g.out[1]), (r / g.out[2]) % g.out[1], r % g.out[2]};
-        int64_t st[3], lo[3], hi[3], np[3];
-        for (int q = 0; q < 3; q++) {
-            st[q] = o[q] * g.s[q] - g.pb[q];
-            taps(st[q], g.k[q], g.d[q], g.in[q], g.pe[q], &lo[q], &hi[q], &np[q]);
-        }
-        const float *xp = x + plane * in_sz;
-        float *dp = dx + plane * in_sz;
-        float gv = dy[i];
+static __device__ __forceinline__ void atomic_acc(float *p, float v) { atomicAdd(p, v); }
+static __device__ __forceinline__ void atomic_acc(__half *p, float v) { atomicAdd(p, __float2half_rn(v)); }
+static __device__ __forceinline__ void atomic_acc(__nv_bfloat16 *p, float v) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+    atomicAdd(p, __float2bfloat16_rn(v));
+#else
+    unsigned int *w = (unsigned int *)((size_t)p & ~(size_t)3);
+    const bool hi = ((size_t)p & 2) != 0;
+    unsigned int old = *w, assumed;
+    do {
+        assumed = old;
+        unsigned short h = hi ? (unsigned short)(assumed >> 16) : (unsigned short)(assumed & 0xffffu);
+        __nv_bfloat16 cur, nv;
+        memcpy(&cur, &h, 2);
+        nv = __float2bfloat16_rn(__bfloat162float(cur) + v);
+        unsigned short nh;
+        memcpy(&nh, &nv, 2);
+        unsigned int nw = hi ? (assumed & 0xffffu) | ((unsigned int)nh << 16) : (assumed & 0xffff0000u) | nh;
+        old = atomicCAS(w, assumed, nw);
+    } while (assumed != old);
+#endif
+}
+
+template <typename T>
+static __global__ void pool_grad_k(const T *__restrict__ x, const T *__restrict__ dy, T *__restrict__ dx, pgeom g,
+                                   int64_t zn, bool is_max, bool include_pad) {
+    const int ow = blockIdx.x * blockDim.x + threadIdx.x, oh = blockIdx.y * blockDim.y + threadIdx.y;
+    if (ow >= g.out[2] || oh >= g.out[1]) return;
+    const int in_sz = g.in[0] * g.in[1] * g.in[2];
+    int st[3], lo[3], hi[3], np[3];
+    st[1] = oh * g.s[1] - g.pb[1];
+    st[2] = ow * g.s[2] - g.pb[2];
+    taps(st[1], g.k[1], g.d[1], g.in[1], g.pe[1], &lo[1], &hi[1], &np[1]);
+    taps(st[2], g.k[2], g.d[2], g.in[2], g.pe[2], &lo[2], &hi[2], &np[2]);
+    for (int64_t z = blockIdx.z; z < zn; z += gridDim.z) { /* z = plane * out[0] + od */
+        const int64_t plane = g.out[0] == 1 ? z : z / g.out[0];
+        const int od = g.out[0] == 1 ? 0 : (int)(z % g.out[0]);
+        st[0] = od * g.s[0] - g.pb[0];
+        taps(st[0], g.k[0], g.d[0], g.in[0], g.pe[0], &lo[0], &hi[0], &np[0]);
+        const T *xp = x + plane * in_sz;
+        T *dp = dx + plane * in_sz;
+        const float gv = ert_ld(dy[(z * g.out[1] + oh) * g.out[2] + ow]);
         if (!is_max) {
-            int64_t cnt = include_pad ? np[0] * np[1] * np[2] : (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]);
+            int cnt = include_pad ? np[0] * np[1] * np[2] : (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]);
             float w = cnt > 0 ? gv / (float)cnt : 0.0f;
-            for (int64_t kd = lo[0]; kd < hi[0]; kd++)
-                for (int64_t kh = lo[1]; kh < hi[1]; kh++)
-                    for (int64_t kw = lo[2]; kw < hi[2]; kw++)
-                        atomicAdd(dp + ((st[0] + kd * g.d[0]) * g.in[1] + st[1] + kh * g.d[1]) * g.in[2] + st[2] +
-                                      kw * g.d[2],
-                                  w);
+            for (int kd = lo[0]; kd < hi[0]; kd++)
+                for (int kh = lo[1]; kh < hi[1]; kh++)
+                    for (int kw = lo[2]; kw < hi[2]; kw++)
+                        atomic_acc(dp + ((st[0] + kd * g.d[0]) * g.in[1] + st[1] + kh * g.d[1]) * g.in[2] + st[2] +
+                                       kw * g.d[2],
+                                   w);
             continue;
         }
         float mx = -INFINITY;
-        int64_t arg = -1;
-        for (int64_t kd = lo[0]; kd < hi[0]; kd++)
-            for (int64_t kh = lo[1]; kh < hi[1]; kh++)
-                for (int64_t kw = lo[2]; kw < hi[2]; kw++) {
-                    int64_t j = ((st[0] + kd * g.d[0]) * g.in[1] + st[1] + kh * g.d[1]) * g.in[2] + st[2] + kw * g.d[2];
-                    if (xp[j] > mx || (arg < 0 && isnan(xp[j]))) {
-                        mx = xp[j];
+        int arg = -1;
+        for (int kd = lo[0]; kd < hi[0]; kd++)
+            for (int kh = lo[1]; kh < hi[1]; kh++)
+                for (int kw = lo[2]; kw < hi[2]; kw++) {
+                    int j = ((st[0] + kd * g.d[0]) * g.in[1] + st[1] + kh * g.d[1]) * g.in[2] + st[2] + kw * g.d[2];
+                    float v = ert_ld(xp[j]);
+                    if (v > mx || (arg < 0 && isnan(v))) {
+                        mx = v;
                         arg = j;
                     }
                 }
-        if (arg >= 0) atomicAdd(dp + arg, gv);
+        if (arg >= 0) atomic_acc(dp + arg, gv);
     }
 }
 
@@ -384,8 +423,20 @@ static __global__ void __launch_bounds__(kThreads) mse_bce_k(const float *__rest
 
 /* ---------------------------------------------------------------- optimizer */
 
-static __global__ void __launch_bounds__(kThreads) sumsq_k(const float *__restrict__ g, int64_t n, double *acc) {
+/* Sum of squares of up to kSumsqList tensors in one launch (grid y picks
+ * the tensor): a step's gradient norm is a few launches, not one per
+ * parameter. */
+constexpr int kSumsqList = 48;
+struct sumsq_list {
+    const float *g[kSumsqList];
+    int64_t n[kSumsqList];
+};
+
+static __global__ void __launch_bounds__(kThreads) sumsq_k(sumsq_list l, double *acc) {
     __shared__ double sh[33];
+    const float *g = l.g[blockIdx.y];
+    const int64_t n = l.n[blockIdx.y];
+    if ((int64_t)blockIdx.x * blockDim.x >= n) return; /* the whole block leaves: block_sum is not reached */
     double s = 0;
     GRID_STRIDE(i, n) s += (double)g[i] * g[i];
     s = block_sum(s, sh);
@@ -497,25 +548,36 @@ cudaError_t ert_cuda_broadcast_to_launch(const float *dy, float *o, const ert_cu
     LAUNCH_END;
 }
 
-cudaError_t ert_cuda_pool_grad_launch(bool is_max, const ert_pool_params *p, const ert_tview *x, const float *dy,
-                                      const ert_tview *dy_v, float *dx, cudaStream_t st) {
+cudaError_t ert_cuda_pool_grad_launch(bool is_max, const ert_pool_params *p, const ert_tview *x, const void *dy,
+                                      const ert_tview *dy_v, void *dx, cudaStream_t st) {
     pgeom g;
     int off = 3 - p->nsp;
+    int64_t in_sz = 1, out_sz = 1;
+    if (p->nhwc || p->nsp < 1 || p->nsp > 3 || x->dtype != dy_v->dtype) return cudaErrorInvalidValue;
     for (int i = 0; i < 3; i++) {
         int s = i - off;
         bool real = s >= 0;
-        g.in[i] = real ? x->dims[2 + s] : 1;
-        g.out[i] = real ? dy_v->dims[2 + s] : 1;
-        g.k[i] = real ? p->kernel[s] : 1;
-        g.s[i] = real ? p->stride[s] : 1;
-        g.d[i] = real ? p->dilation[s] : 1;
-        g.pb[i] = real ? p->pad_begin[s] : 0;
-        g.pe[i] = real ? p->pad_end[s] : 0;
+        int64_t v[7] = {real ? x->dims[2 + s] : 1, real ? dy_v->dims[2 + s] : 1, real ? p->kernel[s] : 1,
+                        real ? p->stride[s] : 1, real ? p->dilation[s] : 1, real ? p->pad_begin[s] : 0,
+                        real ? p->pad_end[s] : 0};
+        for (int k = 0; k < 7; k++)
+            if (v[k] < 0 || v[k] > INT32_MAX / 4) return cudaErrorInvalidValue;
+        if (v[3] < 1 || v[4] < 1) return cudaErrorInvalidValue;
+        g.in[i] = (int)v[0], g.out[i] = (int)v[1], g.k[i] = (int)v[2], g.s[i] = (int)v[3], g.d[i] = (int)v[4];
+        g.pb[i] = (int)v[5], g.pe[i] = (int)v[6];
+        in_sz *= v[0], out_sz *= v[1];
     }
-    cudaError_t e = cudaMemsetAsync(dx, 0, (size_t)x->n_elems * sizeof(float), st);
-    if (e != cudaSuccess || dy_v->n_elems <= 0) return e;
-    pool_grad_k<<<blocks_for(dy_v->n_elems), kThreads, 0, st>>>((const float *)x->data, dy, dx, g, dy_v->n_elems,
-                                                                 is_max, p->count_include_pad);
+    if (in_sz > INT32_MAX || out_sz > INT32_MAX) return cudaErrorInvalidValue;
+    const int64_t planes = x->dims[0] * x->dims[1], zn = planes * g.out[0];
+    if (planes <= 0 || in_sz <= 0) return cudaSuccess;
+    cudaError_t e = cudaMemsetAsync(dx, 0, (size_t)(planes * in_sz) * ert_dtype_size(x->dtype), st);
+    if (e != cudaSuccess || out_sz <= 0) return e;
+    dim3 block(32, 8), grid((unsigned)((g.out[2] + 31) / 32), (unsigned)((g.out[1] + 7) / 8),
+                            (unsigned)(zn > 65535 ? 65535 : zn));
+    if (grid.y > 65535) return cudaErrorInvalidValue;
+    ERT_CUDA_FLOAT_SWITCH(x->dtype, T,
+        pool_grad_k<T><<<grid, block, 0, st>>>((const T *)x->data, (const T *)dy, (T *)dx, g, zn, is_max,
+                                               p->count_include_pad))
     LAUNCH_END;
 }
 
@@ -578,10 +640,21 @@ cudaError_t ert_cuda_grad_norm_launch(const float *const *g, const int64_t *n, i
         cudaError_t e = cudaMemsetAsync(acc, 0, sizeof(double), st);
         if (e != cudaSuccess) return e;
     }
-    for (int k = 0; k < count; k++) {
+    sumsq_list l;
+    int m = 0;
+    int64_t most = 0;
+    for (int k = 0; k <= count; k++) {
+        if (k == count || m == kSumsqList) { /* flush */
+            if (m > 0) {
+                int b = blocks_for(most);
+                sumsq_k<<<dim3(b > 512 ? 512 : b, m), kThreads, 0, st>>>(l, acc);
+            }
+            m = 0, most = 0;
+            if (k == count) break;
+        }
         if (!g[k] || n[k] <= 0) continue;
-        int b = blocks_for(n[k]);
-        sumsq_k<<<b > 1024 ? 1024 : b, kThreads, 0, st>>>(g[k], n[k], acc);
+        l.g[m] = g[k], l.n[m++] = n[k];
+        if (n[k] > most) most = n[k];
     }
     if (out) norm_final_k<<<1, 1, 0, st>>>(acc, out, clip, loss, sc, interval, status);
     LAUNCH_END;
@@ -608,73 +681,12 @@ cudaError_t ert_cuda_layernorm_grad_launch(const float *dy, const float *x, cons
 
 /* ---------------------------------------------------------------- mixed precision (f16/bf16 activations) */
 
-/* 16-bit atomic add through a 32-bit CAS (every architecture; MaxPool
- * windows overlap, so their gradients add). */
-template <typename T> static __device__ void add16(T *p, float v) {
-    unsigned int *w = (unsigned int *)((size_t)p & ~(size_t)3);
-    const bool hi = ((size_t)p & 2) != 0;
-    unsigned int old = *w, assumed;
-    do {
-        assumed = old;
-        unsigned short h = hi ? (unsigned short)(assumed >> 16) : (unsigned short)(assumed & 0xffffu);
-        T cur, nv;
-        memcpy(&cur, &h, 2);
-        ert_put(&nv, ert_ld(cur) + v);
-        unsigned short nh;
-        memcpy(&nh, &nv, 2);
-        unsigned int nw = hi ? (assumed & 0xffffu) | ((unsigned int)nh << 16) : (assumed & 0xffff0000u) | nh;
-        old = atomicCAS(w, assumed, nw);
-    } while (assumed != old);
-}
-
 template <typename T>
 static __global__ void act_grad_hk(const T *__restrict__ dy, const T *__restrict__ x, T *__restrict__ dx, int64_t n,
                                    ert_unary_params u) {
     GRID_STRIDE(i, n) {
         float xv = ert_ld(x[i]), g = ert_ld(dy[i]);
         ert_put(dx + i, u.act.kind == ERT_ACT_RELU ? (xv > 0 ? g : 0.0f) : g * act_deriv(xv, u));
-    }
-}
-
-template <typename T>
-static __global__ void pool_grad_hk(const T *__restrict__ x, const T *__restrict__ dy, T *__restrict__ dx, pgeom g,
-                                    int64_t total, bool is_max, bool include_pad) {
-    int64_t out_sz = g.out[0] * g.out[1] * g.out[2], in_sz = g.in[0] * g.in[1] * g.in[2];
-    GRID_STRIDE(i, total) {
-        int64_t plane = i / out_sz, r = i % out_sz;
-        int64_t o[3] = {r / (g.out[2] * g.out[1]), (r / g.out[2]) % g.out[1], r % g.out[2]};
-        int64_t st[3], lo[3], hi[3], np[3];
-        for (int q = 0; q < 3; q++) {
-            st[q] = o[q] * g.s[q] - g.pb[q];
-            taps(st[q], g.k[q], g.d[q], g.in[q], g.pe[q], &lo[q], &hi[q], &np[q]);
-        }
-        const T *xp = x + plane * in_sz;
-        T *dp = dx + plane * in_sz;
-        float gv = ert_ld(dy[i]);
-        if (!is_max) {
-            int64_t cnt = include_pad ? np[0] * np[1] * np[2] : (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]);
-            float w = cnt > 0 ? gv / (float)cnt : 0.0f;
-            for (int64_t kd = lo[0]; kd < hi[0]; kd++)
-                for (int64_t kh = lo[1]; kh < hi[1]; kh++)
-                    for (int64_t kw = lo[2]; kw < hi[2]; kw++)
-                        add16(dp + ((st[0] + kd * g.d[0]) * g.in[1] + st[1] + kh * g.d[1]) * g.in[2] + st[2] +
-                                  kw * g.d[2],
-                              w);
-            continue;
-        }
-        float mx = -INFINITY;
-        int64_t arg = -1;
-        for (int64_t kd = lo[0]; kd < hi[0]; kd++)
-            for (int64_t kh = lo[1]; kh < hi[1]; kh++)
-                for (int64_t kw = lo[2]; kw < hi[2]; kw++) {
-                    int64_t j = ((st[0] + kd * g.d[0]) * g.in[1] + st[1] + kh * g.d[1]) * g.in[2] + st[2] + kw * g.d[2];
-                    float v = ert_ld(xp[j]);
-                    if (v > mx || (arg < 0 && isnan(v))) {
-                        mx = v;
-                        arg = j;
-                    }
-                }
-        if (arg >= 0) add16(dp + arg, gv);
     }
 }
 
@@ -711,14 +723,14 @@ static __device__ bn_walk bn_walk_at(int64_t sz) {
     return w;
 }
 
-template <typename T>
+template <typename T, int V>
 static __global__ void __launch_bounds__(kThreads) bn_sums_k(const T *__restrict__ x, const T *__restrict__ dy,
                                                              const T *__restrict__ ry, const float *mean,
                                                              const float *istd, int64_t N,
                                                              int64_t C, int64_t sz, int64_t nb, double *ws,
                                                              bool frozen, float eps) {
     __shared__ double sh[33];
-    const int64_t c = blockIdx.y, n0 = blockIdx.x * nb, n1 = n0 + nb < N ? n0 + nb : N;
+    const int64_t c = blockIdx.y, n0 = blockIdx.x * nb, n1 = n0 + nb < N ? n0 + nb : N, szv = sz / V;
     float mu = 0, inv = 0;
     if (dy) {
         mu = mean[c];
@@ -727,24 +739,40 @@ static __global__ void __launch_bounds__(kThreads) bn_sums_k(const T *__restrict
         mu = ert_ld(x[c * sz]); /* shift K */
     }
     double a = 0, b = 0;
-    bn_walk w = bn_walk_at(sz);
+    bn_walk w = bn_walk_at(szv);
     if (w.on)
         for (int64_t n = n0 + w.r; n < n1; n += w.R) {
             const T *xr = x + (n * C + c) * sz;
             if (dy) { /* backward: sum dy, sum dy * xhat */
                 const T *dr = dy + (n * C + c) * sz, *rr = ry ? ry + (n * C + c) * sz : NULL;
-#pragma unroll 4
-                for (int64_t i = w.col; i < sz; i += w.istep) {
-                    float d = rr && !(ert_ld(rr[i]) > 0.0f) ? 0.0f : ert_ld(dr[i]);
-                    a += d;
-                    b += (double)(d * ((ert_ld(xr[i]) - mu) * inv));
+#pragma unroll 2
+                for (int64_t i = w.col; i < szv; i += w.istep) {
+                    float xv[V], dv[V], rv[V], fa = 0, fb = 0;
+                    ert_ldv<V>(xr + i * V, xv);
+                    ert_ldv<V>(dr + i * V, dv);
+                    if (rr) ert_ldv<V>(rr + i * V, rv);
+#pragma unroll
+                    for (int k = 0; k < V; k++) {
+                        float d = rr && !(rv[k] > 0.0f) ? 0.0f : dv[k];
+                        fa += d;
+                        fb += d * ((xv[k] - mu) * inv);
+                    }
+                    a += fa;
+                    b += fb;
                 }
             } else { /* forward: shifted sum x, sum x^2 */
-#pragma unroll 4
-                for (int64_t i = w.col; i < sz; i += w.istep) {
-                    double d = (double)(ert_ld(xr[i]) - mu);
-                    a += d;
-                    b += d * d;
+#pragma unroll 2
+                for (int64_t i = w.col; i < szv; i += w.istep) {
+                    float xv[V], fa = 0, fb = 0;
+                    ert_ldv<V>(xr + i * V, xv);
+#pragma unroll
+                    for (int k = 0; k < V; k++) {
+                        float d = xv[k] - mu;
+                        fa += d;
+                        fb += d * d;
+                    }
+                    a += fa;
+                    b += fb;
                 }
             }
         }
@@ -758,14 +786,14 @@ static __global__ void __launch_bounds__(kThreads) bn_sums_k(const T *__restrict
 
 /* y = x * k + b per channel; training: the statistics from ws (block (0, c)
  * stores mean, invstd and the running statistics), else the running ones. */
-template <typename T>
+template <typename T, int V>
 static __global__ void __launch_bounds__(kThreads) bn_apply_k(const T *__restrict__ x, T *__restrict__ y,
                                                               const float *scale, const float *bias, float *mean,
                                                               float *invstd, float *rmean, float *rvar,
                                                               const double *ws, int64_t N, int64_t C, int64_t sz,
                                                               float eps, float mom, bool training, bool relu) {
     const int64_t c = blockIdx.y, nb = (N + gridDim.x - 1) / gridDim.x, n0 = blockIdx.x * nb,
-                  n1 = n0 + nb < N ? n0 + nb : N;
+                  n1 = n0 + nb < N ? n0 + nb : N, szv = sz / V;
     float mu, inv;
     if (training) {
         int64_t m = N * sz;
@@ -784,18 +812,19 @@ static __global__ void __launch_bounds__(kThreads) bn_apply_k(const T *__restric
         mu = rmean[c];
         inv = rsqrtf(rvar[c] + eps);
     }
-    const float k = inv * scale[c], b = bias[c] - mu * k;
-    bn_walk w = bn_walk_at(sz);
+    const float k = inv * scale[c], b = bias[c] - mu * k, lo = relu ? 0.0f : -INFINITY;
+    bn_walk w = bn_walk_at(szv);
     if (!w.on) return;
     for (int64_t n = n0 + w.r; n < n1; n += w.R) {
         const T *xr = x + (n * C + c) * sz;
         T *yr = y + (n * C + c) * sz;
-        if (relu) {
-#pragma unroll 4
-            for (int64_t i = w.col; i < sz; i += w.istep) ert_put(yr + i, fmaxf(ert_ld(xr[i]) * k + b, 0.0f));
-        } else {
-#pragma unroll 4
-            for (int64_t i = w.col; i < sz; i += w.istep) ert_put(yr + i, ert_ld(xr[i]) * k + b);
+#pragma unroll 2
+        for (int64_t i = w.col; i < szv; i += w.istep) {
+            float v[V];
+            ert_ldv<V>(xr + i * V, v);
+#pragma unroll
+            for (int q = 0; q < V; q++) v[q] = fmaxf(v[q] * k + b, lo);
+            ert_stv<V>(yr + i * V, v);
         }
     }
 }
@@ -808,7 +837,7 @@ static __global__ void bn_dparams_k(const double *ws, float *dscale, float *dbia
 }
 
 /* dx from the sums in ws; block (0, c) also stores dscale/dbias. */
-template <typename T>
+template <typename T, int V>
 static __global__ void __launch_bounds__(kThreads) bn_dx_k(const T *__restrict__ dy, const T *__restrict__ x,
                                                            const T *__restrict__ ry, T *__restrict__ dx,
                                                            const float *scale, const float *mean,
@@ -816,7 +845,7 @@ static __global__ void __launch_bounds__(kThreads) bn_dx_k(const T *__restrict__
                                                            float *dbias, int64_t N, int64_t C, int64_t sz, float eps,
                                                            bool frozen) {
     const int64_t c = blockIdx.y, nb = (N + gridDim.x - 1) / gridDim.x, n0 = blockIdx.x * nb,
-                  n1 = n0 + nb < N ? n0 + nb : N, m = N * sz;
+                  n1 = n0 + nb < N ? n0 + nb : N, m = N * sz, szv = sz / V;
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         if (dbias) dbias[c] = (float)ws[c];
         if (dscale) dscale[c] = (float)ws[C + c];
@@ -824,21 +853,30 @@ static __global__ void __launch_bounds__(kThreads) bn_dx_k(const T *__restrict__
     const float inv = frozen ? rsqrtf(istd[c] + eps) : istd[c], sc = scale[c] * inv, mu = mean[c];
     const float mg = m && !frozen ? (float)(ws[c] / (double)m) : 0.0f,
                 mgx = m && !frozen ? (float)(ws[C + c] / (double)m) : 0.0f;
-    bn_walk w = bn_walk_at(sz);
+    bn_walk w = bn_walk_at(szv);
     if (!w.on) return;
     for (int64_t n = n0 + w.r; n < n1; n += w.R) {
         const T *dr = dy + (n * C + c) * sz, *xr = x + (n * C + c) * sz;
+        const T *rr = ry && !frozen ? ry + (n * C + c) * sz : NULL;
         T *o = dx + (n * C + c) * sz;
-        if (frozen) {
-#pragma unroll 4
-            for (int64_t i = w.col; i < sz; i += w.istep) ert_put(o + i, ert_ld(dr[i]) * sc);
-        } else {
-            const T *rr = ry ? ry + (n * C + c) * sz : NULL;
-#pragma unroll 4
-            for (int64_t i = w.col; i < sz; i += w.istep) {
-                float d = rr && !(ert_ld(rr[i]) > 0.0f) ? 0.0f : ert_ld(dr[i]);
-                ert_put(o + i, sc * (d - mg - ((ert_ld(xr[i]) - mu) * inv) * mgx));
+#pragma unroll 2
+        for (int64_t i = w.col; i < szv; i += w.istep) {
+            float dv[V], r[V];
+            ert_ldv<V>(dr + i * V, dv);
+            if (frozen) {
+#pragma unroll
+                for (int q = 0; q < V; q++) r[q] = dv[q] * sc;
+            } else {
+                float xv[V], rv[V];
+                ert_ldv<V>(xr + i * V, xv);
+                if (rr) ert_ldv<V>(rr + i * V, rv);
+#pragma unroll
+                for (int q = 0; q < V; q++) {
+                    float d = rr && !(rv[q] > 0.0f) ? 0.0f : dv[q];
+                    r[q] = sc * (d - mg - ((xv[q] - mu) * inv) * mgx);
+                }
             }
+            ert_stv<V>(o + i * V, r);
         }
     }
 }
@@ -864,34 +902,6 @@ cudaError_t ert_cuda_act_grad_h_launch(ert_dtype dt, const ert_unary_params *u, 
     LAUNCH_END;
 }
 
-cudaError_t ert_cuda_pool_grad_h_launch(bool is_max, const ert_pool_params *p, const ert_tview *x, const void *dy,
-                                        const ert_tview *dy_v, void *dx, cudaStream_t st) {
-    if (x->dtype != ERT_DTYPE_F16 && x->dtype != ERT_DTYPE_BF16) return cudaErrorInvalidValue;
-    pgeom g;
-    int off = 3 - p->nsp;
-    for (int i = 0; i < 3; i++) {
-        int s = i - off;
-        bool real = s >= 0;
-        g.in[i] = real ? x->dims[2 + s] : 1;
-        g.out[i] = real ? dy_v->dims[2 + s] : 1;
-        g.k[i] = real ? p->kernel[s] : 1;
-        g.s[i] = real ? p->stride[s] : 1;
-        g.d[i] = real ? p->dilation[s] : 1;
-        g.pb[i] = real ? p->pad_begin[s] : 0;
-        g.pe[i] = real ? p->pad_end[s] : 0;
-    }
-    cudaError_t e = cudaMemsetAsync(dx, 0, (size_t)x->n_elems * 2, st);
-    if (e != cudaSuccess || dy_v->n_elems <= 0) return e;
-    if (x->dtype == ERT_DTYPE_F16)
-        pool_grad_hk<__half><<<blocks_for(dy_v->n_elems), kThreads, 0, st>>>(
-            (const __half *)x->data, (const __half *)dy, (__half *)dx, g, dy_v->n_elems, is_max, p->count_include_pad);
-    else
-        pool_grad_hk<__nv_bfloat16><<<blocks_for(dy_v->n_elems), kThreads, 0, st>>>(
-            (const __nv_bfloat16 *)x->data, (const __nv_bfloat16 *)dy, (__nv_bfloat16 *)dx, g, dy_v->n_elems, is_max,
-            p->count_include_pad);
-    LAUNCH_END;
-}
-
 cudaError_t ert_cuda_gap_grad_h_launch(ert_dtype dt, const void *dy, void *dx, int64_t planes, int64_t sz,
                                        cudaStream_t st) {
     if (planes * sz <= 0) return cudaSuccess;
@@ -899,6 +909,15 @@ cudaError_t ert_cuda_gap_grad_h_launch(ert_dtype dt, const void *dy, void *dx, i
                                                                                               sz, planes * sz))
     LAUNCH_END;
 }
+
+/* 4 elements per load when every plane starts 4-element aligned */
+static bool bn_vec4(ert_dtype dt, int64_t sz, const void *a, const void *b, const void *c, const void *d) {
+    size_t es = dt == ERT_DTYPE_F32 ? 4 : 2;
+    return sz % 4 == 0 && ert_vec_ok(a, 4, es) && ert_vec_ok(b, 4, es) && ert_vec_ok(c, 4, es) &&
+           ert_vec_ok(d, 4, es);
+}
+
+#define BN_LAUNCH(V, ...) ERT_CUDA_FLOAT_SWITCH(dt, T, if (V) __VA_ARGS__(4) else __VA_ARGS__(1))
 
 cudaError_t ert_cuda_bn_train_h_launch(ert_dtype dt, const void *x, const float *scale, const float *bias, float *rmean,
                                        float *rvar, void *y, float *mean, float *invstd, int64_t N, int64_t C,
@@ -908,17 +927,20 @@ cudaError_t ert_cuda_bn_train_h_launch(ert_dtype dt, const void *x, const float 
     if (N * sz <= 0) return cudaSuccess; /* CPU: no statistics either */
     unsigned chunks;
     int64_t nb = bn_rows(N, C, sz, &chunks);
+    const bool v4 = bn_vec4(dt, sz, x, y, x, y);
     if (training) {
         if (!ws) return cudaErrorInvalidValue;
         cudaError_t e = cudaMemsetAsync(ws, 0, (size_t)(2 * C) * sizeof(double), st);
         if (e != cudaSuccess) return e;
-        ERT_CUDA_FLOAT_SWITCH(dt, T, bn_sums_k<T><<<dim3(chunks, (unsigned)C), kThreads, 0, st>>>(
-                                         (const T *)x, (const T *)NULL, (const T *)NULL, NULL, NULL, N, C, sz, nb,
-                                         ws, false, eps))
+#define SUMS(V) bn_sums_k<T, V><<<dim3(chunks, (unsigned)C), kThreads, 0, st>>>( \
+            (const T *)x, (const T *)NULL, (const T *)NULL, NULL, NULL, N, C, sz, nb, ws, false, eps);
+        BN_LAUNCH(v4, SUMS)
+#undef SUMS
     }
-    ERT_CUDA_FLOAT_SWITCH(dt, T, bn_apply_k<T><<<dim3(chunks, (unsigned)C), kThreads, 0, st>>>(
-                                     (const T *)x, (T *)y, scale, bias, mean, invstd, rmean, rvar, ws, N, C, sz, eps,
-                                     momentum, training, relu))
+#define APPLY(V) bn_apply_k<T, V><<<dim3(chunks, (unsigned)C), kThreads, 0, st>>>( \
+        (const T *)x, (T *)y, scale, bias, mean, invstd, rmean, rvar, ws, N, C, sz, eps, momentum, training, relu);
+    BN_LAUNCH(v4, APPLY)
+#undef APPLY
     LAUNCH_END;
 }
 
@@ -931,15 +953,20 @@ cudaError_t ert_cuda_bn_grad_h_launch(ert_dtype dt, const void *dy, const void *
     if (e != cudaSuccess) return e;
     unsigned chunks;
     int64_t nb = bn_rows(N, C, sz, &chunks);
-    if (N * sz > 0 && (dscale || dbias || !frozen))
-        ERT_CUDA_FLOAT_SWITCH(dt, T, bn_sums_k<T><<<dim3(chunks, (unsigned)C), kThreads, 0, st>>>(
-                                         (const T *)x, (const T *)dy, (const T *)relu_y, mean, istd, N, C, sz, nb,
-                                         ws, frozen, eps))
-    if (dx && N * sz > 0)
-        ERT_CUDA_FLOAT_SWITCH(dt, T, bn_dx_k<T><<<dim3(chunks, (unsigned)C), kThreads, 0, st>>>(
-                                         (const T *)dy, (const T *)x, (const T *)relu_y, (T *)dx, scale, mean, istd,
-                                         ws, dscale, dbias, N, C, sz, eps, frozen))
-    else if (dscale || dbias)
+    const bool v4 = bn_vec4(dt, sz, dy, x, relu_y ? relu_y : x, dx ? dx : x);
+    if (N * sz > 0 && (dscale || dbias || !frozen)) {
+#define SUMS(V) bn_sums_k<T, V><<<dim3(chunks, (unsigned)C), kThreads, 0, st>>>( \
+            (const T *)x, (const T *)dy, (const T *)relu_y, mean, istd, N, C, sz, nb, ws, frozen, eps);
+        BN_LAUNCH(v4, SUMS)
+#undef SUMS
+    }
+    if (dx && N * sz > 0) {
+#define DX(V) bn_dx_k<T, V><<<dim3(chunks, (unsigned)C), kThreads, 0, st>>>( \
+            (const T *)dy, (const T *)x, (const T *)relu_y, (T *)dx, scale, mean, istd, ws, dscale, dbias, N, C, sz, \
+            eps, frozen);
+        BN_LAUNCH(v4, DX)
+#undef DX
+    } else if (dscale || dbias)
         bn_dparams_k<<<(unsigned)((C + 127) / 128), 128, 0, st>>>(ws, dscale, dbias, C);
     LAUNCH_END;
 }

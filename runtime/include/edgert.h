@@ -720,6 +720,20 @@ ert_status ert_trainer_step(ert_trainer *t, float *loss);
 /* Forward and loss only, BatchNorm with running statistics, Dropout off; no
  * update. Never allocates. */
 ert_status ert_trainer_eval(ert_trainer *t, float *loss);
+/* One training step like ert_trainer_step (it updates the weights), run node
+ * by node with the time of each node measured: on CUDA the device time
+ * between events around the node (no CUDA graph, so the sum exceeds a
+ * graphed step by the launch gaps), on the CPU the wall time. Entry k of
+ * `out` (up to `cap`) is the k-th node of the step's schedule: its name (a
+ * model node, or a generated backward/optimizer node), op and milliseconds,
+ * valid for the trainer's life. *n gets the number of nodes. For finding
+ * where a step's time goes (`train_gpu --profile`); not for the step loop. */
+typedef struct ert_profile_entry {
+    const char *node;
+    const char *op;
+    double ms;
+} ert_profile_entry;
+ert_status ert_trainer_profile(ert_trainer *t, ert_profile_entry *out, int cap, int *n, float *loss);
 /* The output the loss reads, after the last step or eval (valid until the
  * next one). */
 ert_status ert_trainer_output_data(ert_trainer *t, const void **data);
