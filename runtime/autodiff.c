@@ -405,7 +405,7 @@ static ert_status rule(ad *a, int fi) {
         bool relu = !frozen && f.params.grad.relu;
         tnode *n = node(a, ERT_OP_BATCHNORM_GRAD, &f, relu ? 6 : 5, 3);
         if (!n) return ert_tr_oom(t);
-        if (relu) n->in[5] = f.out[0]; /* the fused Relu's output: its gradient rule reads y > 0 */
+        if (relu) n->in[5] = f.in[2]; /* the fused Relu's mask, recomputed from x and the bias */
         n->params.grad.relu = relu;
         n->in[0] = dy;
         n->in[1] = f.in[0];

@@ -156,6 +156,8 @@ typedef struct ert_conv_params {
                                 channels-last, their dims are (N, H, W, C); the filter stays (K, C/group, R, S) */
     bool const_w;            /* trainer: filter and bias are constants (frozen prefix), so the CUDA backend may
                                 treat the conv like an inference one (filter rewritten, epilogue fused) */
+    bool has_scale;          /* CPU trainer only: input 4 (M) multiplies each output channel before the bias
+                                (a frozen BatchNorm folded in while the filter stays the model's own) */
 } ert_conv_params;
 /* Fused epilogues are expressed as extra attributes so fused graphs survive
  * .ert round trips and can be tested directly: Conv/ConvTranspose/Gemm/MatMul
@@ -264,7 +266,10 @@ typedef struct ert_grad_params {
     bool training;           /* BATCHNORM_TRAIN/DROPOUT_TRAIN: false in eval (running stats, no dropout) */
     bool frozen;             /* BATCHNORM_GRAD: inputs 3, 4 are running mean/var (stats are constants) */
     bool relu;               /* BATCHNORM_TRAIN: y = max(bn(x), 0) (a Relu fused); BATCHNORM_GRAD: in[0] is the
-                              * gradient of that y, in[5] is y (dy counts where y > 0) */
+                              * gradient of that y, in[5] is the BatchNorm's bias B (dy counts where
+                              * (x - mean) * invstd * scale + B > 0, y recomputed as the forward did) */
+    bool replay;             /* BATCHNORM_TRAIN: recompute y from x and the step's saved statistics (in[3]
+                              * mean, in[4] invstd), nothing updated, one output (the trainer's backward) */
 } ert_grad_params;
 
 typedef struct ert_loss_params {
@@ -546,7 +551,10 @@ typedef struct ert_backend {
     ert_status (*init)(ert_context *ctx, const ert_session_options *o, void **bctx);
     void (*release)(void *bctx);
     /* optional: extra scratch a node needs on this backend (e.g. cuDNN workspace),
-     * from concrete shapes (data pointers are NULL). Adds to prepare's bytes. */
+     * from concrete shapes (data pointers are NULL). Adds to prepare's bytes.
+     * a->workspace_bytes > 0 is a budget (the trainer's room under its
+     * activation peak): where the backend can choose (cuDNN convs), it
+     * answers its fastest choice within it, or its smallest if none fits. */
     ert_status (*node_workspace)(void *bctx, const ert_kargs *a, size_t *bytes);
     /* optional: measured time (ms) of a Conv in the layout its params say
      * (data pointers NULL); *ms < 0: unknown. Session step 4c compares NCHW

@@ -557,10 +557,14 @@ static ert_status fold_frozen(ert_trainer *t) {
                 const float *g = t->t[bn->in[1]].cdata, *be = t->t[bn->in[2]].cdata, *mu = t->t[bn->in[3]].cdata,
                             *var = t->t[bn->in[4]].cdata, *w0 = W->cdata,
                             *b0 = b >= 0 ? (const float *)t->t[b].cdata : NULL;
-                float eps = bn->params.norm.epsilon, *w1 = NULL, *b1 = NULL;
+                float eps = bn->params.norm.epsilon, *w1 = NULL, *b1 = NULL, *s1 = NULL;
+                /* On the CPU the filter stays the model's own (mapped, not in the arena) and the
+                 * conv scales its output channels (has_scale: applied while packing the filter);
+                 * a device copies weights into its arena anyway, so there they are scaled once. */
+                const bool scale_only = !t->be;
                 char nm[256];
-                snprintf(nm, sizeof nm, "%s.bnfold", W->name);
-                int32_t wn = folded(t, nm, W->ndim, W->dims, &w1);
+                snprintf(nm, sizeof nm, scale_only ? "%s.bnfold_scale" : "%s.bnfold", W->name);
+                int32_t wn = scale_only ? folded(t, nm, 1, &M, &s1) : folded(t, nm, W->ndim, W->dims, &w1);
                 snprintf(nm, sizeof nm, "%s.bnfold_bias", c->name);
                 int32_t bnid = wn >= 0 ? folded(t, nm, 1, &M, &b1) : -1;
                 if (bnid < 0) {
@@ -571,22 +575,28 @@ static ert_status fold_frozen(ert_trainer *t) {
                 bn = &t->n[u];
                 for (int64_t m = 0; m < M; m++) {
                     double sc = (double)g[m] / sqrt((double)var[m] + eps);
-                    for (int64_t i = 0; i < per; i++) w1[m * per + i] = (float)(w0[m * per + i] * sc);
+                    if (scale_only) s1[m] = (float)sc;
+                    else
+                        for (int64_t i = 0; i < per; i++) w1[m * per + i] = (float)(w0[m * per + i] * sc);
                     b1[m] = (float)(((b0 ? b0[m] : 0.0) - mu[m]) * sc + be[m]);
                 }
-                int32_t *io = malloc((size_t)(3 + c->n_out + 1) * sizeof *io);
+                const int n_in = scale_only ? 5 : 3;
+                int32_t *io = malloc((size_t)(n_in + c->n_out + 1) * sizeof *io);
                 if (!io) {
                     st = ert_tr_oom(t);
                     break;
                 }
-                io[0] = c->in[0], io[1] = wn, io[2] = bnid;
-                for (int j = 0; j < c->n_out; j++) io[3 + j] = c->out[j];
-                io[3] = bn->out[0];
+                io[0] = c->in[0], io[1] = scale_only ? w : wn, io[2] = bnid;
+                if (scale_only) io[3] = -1, io[4] = wn;
+                for (int j = 0; j < c->n_out; j++) io[n_in + j] = c->out[j];
+                io[n_in] = bn->out[0];
                 free(c->in);
                 c->in = io;
-                c->n_in = 3;
-                c->out = io + 3;
+                c->n_in = n_in;
+                c->out = io + n_in;
                 cp->has_bias = true;
+                cp->has_scale = scale_only;
+                if (scale_only) t->t[w].mem = TM_CONST; /* read in place from the model, never copied */
                 drop_node(t, u);
                 c = &t->n[k];
                 cp = &c->params.conv;
@@ -632,17 +642,19 @@ static ert_status fold_frozen(ert_trainer *t) {
         bool in_need = false;
         for (int j = 0; j < c->n_in; j++) in_need = in_need || (c->in[j] >= 0 && c->in[j] < n0 && need[c->in[j]]);
         if (in_need) continue;
-        int32_t *io = malloc((size_t)(4 + 1 + 1) * sizeof *io);
+        const int n_in = c->params.conv.has_scale ? 5 : 4; /* keep a folded scale (input 4) */
+        int32_t *io = malloc((size_t)(n_in + 1 + 1) * sizeof *io);
         if (!io) {
             st = ert_tr_oom(t);
             break;
         }
         io[0] = c->in[0], io[1] = c->in[1], io[2] = c->n_in > 2 ? c->in[2] : -1, io[3] = res;
-        io[4] = ad->out[0];
+        if (n_in == 5) io[4] = c->in[4];
+        io[n_in] = ad->out[0];
         free(c->in);
         c->in = io;
-        c->n_in = 4;
-        c->out = io + 4;
+        c->n_in = n_in;
+        c->out = io + n_in;
         c->params.conv.has_residual = true;
         drop_node(t, k); /* the Add: after c, so c's index holds */
         c = &t->n[ci];
@@ -1062,6 +1074,57 @@ done:
 
 /* ------------------------------------------------------------------ steps 4, 6 */
 
+/* Rematerialisation (after the autodiff, before the optimizer): a batch-
+ * statistics BatchNorm's output y that a backward node reads (the next
+ * conv's weight gradient reads its input, a MaxPool's gradient its input)
+ * is recomputed by a BATCHNORM_TRAIN replay node placed just before the
+ * first such reader, from the BatchNorm's input x (its own gradient keeps x
+ * anyway) and the step's mean/invstd; the backward readers take the copy.
+ * y then dies after its last forward reader instead of living through the
+ * backward, and the copy lives only from the replay to its last reader. The
+ * BatchNorm gradient itself recomputes its fused Relu's mask (autodiff.c).
+ * Cost: one elementwise pass per recomputed output. */
+static ert_status recompute_bn(ert_trainer *t) {
+    if (t->o.keep_bn_outputs) return ERT_OK;
+    const int fwd_end = t->fwd_end;
+    for (int k = 0; k < fwd_end; k++) {
+        const tnode *f = &t->n[k];
+        if (f->op != ERT_OP_BATCHNORM_TRAIN || f->n_in < 5 || f->n_out < 3 || f->out[0] < 0 || f->out[1] < 0 ||
+            f->out[2] < 0 || f->in[0] < 0)
+            continue;
+        const int32_t y = f->out[0], x = f->in[0];
+        int first = -1;
+        bool x_kept = false; /* the backward reads x anyway (the BatchNorm's gradient) */
+        for (int j = t->fwd_end; j < t->nn; j++)
+            for (int q = 0; q < t->n[j].n_in; q++) {
+                if (t->n[j].in[q] == y && first < 0) first = j;
+                x_kept = x_kept || t->n[j].in[q] == x;
+            }
+        if (first < 0 || !x_kept || t->t[y].dtype != t->t[x].dtype) continue;
+        char nm[256];
+        snprintf(nm, sizeof nm, "%s.recomputed", t->t[y].name);
+        int32_t y2 = ert_tr_add_tensor(t, nm, t->t[y].dtype, t->t[y].ndim, t->t[y].dims);
+        snprintf(nm, sizeof nm, "%s/recompute", f->name);
+        tnode *r = y2 >= 0 ? ert_tr_add_node(t, ERT_OP_BATCHNORM_TRAIN, nm, 5, 1, PH_BWD) : NULL;
+        if (!r) return ert_tr_oom(t);
+        f = &t->n[k]; /* the node array may have moved */
+        for (int q = 0; q < 3; q++) r->in[q] = f->in[q];
+        r->in[3] = f->out[1];
+        r->in[4] = f->out[2];
+        r->out[0] = y2;
+        r->params = f->params;
+        r->params.grad.training = false;
+        r->params.grad.replay = true;
+        for (int j = first; j < t->nn - 1; j++)
+            for (int q = 0; q < t->n[j].n_in; q++)
+                if (t->n[j].in[q] == y) t->n[j].in[q] = y2;
+        tnode tmp = t->n[t->nn - 1]; /* move the replay to just before its first reader */
+        memmove(&t->n[first + 1], &t->n[first], (size_t)(t->nn - 1 - first) * sizeof *t->n);
+        t->n[first] = tmp;
+    }
+    return ERT_OK;
+}
+
 static ert_status add_loss(ert_trainer *t) {
     const ert_model *m = t->model;
     int oi = 0;
@@ -1235,6 +1298,95 @@ static ert_status add_optim(ert_trainer *t, const int32_t *grads) {
 
 /* ------------------------------------------------------------------ step 7 */
 
+/* At DEBUG level: the step where the most activation bytes are live and the
+ * tensors and workspaces live there, largest first (where the arena goes). */
+static void log_plan(const ert_trainer *t) {
+    if (!t->ctx || !t->ctx->log || t->ctx->log_level < ERT_LOG_DEBUG || t->nn <= 0) return;
+    int best = 0;
+    size_t most = 0;
+    for (int k = 0; k < t->nn; k++) {
+        size_t live = 0;
+        for (int b = 0; b < t->n_blocks; b++)
+            if (t->blocks[b].first <= k && k <= t->blocks[b].last) live += t->blocks[b].size;
+        if (live > most) most = live, best = k;
+    }
+    ert_log(t->ctx, ERT_LOG_DEBUG, "trainer plan: %zu activation bytes live at node %d '%s' (of %d; backward from %d)",
+            most, best, t->n[best].name, t->nn, t->fwd_end);
+    size_t floor = most / 100, shown = 0; /* tensors of 1% of the peak or more */
+    for (int i = 0; i < t->nt && shown < 48; i++) {
+        const ttensor *x = &t->t[i];
+        if (x->mem != TM_ACT || x->alias >= 0 || x->first < 0 || x->first > best || x->last < best ||
+            x->nbytes < floor)
+            continue;
+        shown++;
+        ert_log(t->ctx, ERT_LOG_DEBUG, "  live %9zu B %-6s '%s' (nodes %d..%d%s)", x->nbytes, ert_dtype_name(x->dtype),
+                x->name, x->first, x->last,
+                x->first < t->fwd_end && x->last >= t->fwd_end ? ", saved for the backward" : "");
+    }
+    for (int k = 0; k < t->nn; k++)
+        if (t->n[k].ws_bytes >= ((size_t)1 << 20))
+            ert_log(t->ctx, ERT_LOG_DEBUG, "  workspace %9zu B node %d '%s'%s", t->n[k].ws_bytes, k, t->n[k].name,
+                    k == best ? " (at the peak)" : "");
+}
+
+/* The backend's workspace for node n (shapes only). budget > 0: the most it
+ * may take without raising the arena's peak; a backend that can choose
+ * (cuDNN's backward convs) takes its fastest algorithm within it, or its
+ * smallest if none fits. */
+static ert_status node_ws(ert_trainer *t, const tnode *n, size_t budget, size_t *bytes) {
+    *bytes = 0;
+    if (!t->be || !t->be->node_workspace) return ERT_OK;
+    ert_tview *v = calloc((size_t)(n->n_in + n->n_out + 1), sizeof *v);
+    if (!v) return ert_tr_oom(t);
+    for (int j = 0; j < n->n_in; j++)
+        if (n->in[j] >= 0) fill_view(&v[j], &t->t[n->in[j]], NULL);
+    for (int j = 0; j < n->n_out; j++)
+        if (n->out[j] >= 0) fill_view(&v[n->n_in + j], &t->t[n->out[j]], NULL);
+    ert_kargs a = {.op = n->op, .params = &n->params, .n_in = n->n_in, .n_out = n->n_out, .in = v,
+                   .out = v + n->n_in, .name = n->name, .workspace_bytes = budget};
+    ert_status st = t->be->node_workspace(t->bctx, &a, bytes);
+    free(v);
+    return st;
+}
+
+/* Workspaces never raise the peak when they need not: with the lifetimes
+ * known, a node's headroom is the activation peak minus the bytes live at
+ * it; a node whose workspace exceeds that asks the backend again within it
+ * (ResNet-18 AMP b32 on an H200: one backward conv of layer 2 wanted 155 MB
+ * at the very step where the saved activations peak). */
+static ert_status ws_budget(ert_trainer *t) {
+    if (!t->be || t->nn <= 0) return ERT_OK;
+    int64_t *d = calloc((size_t)t->nn + 1, sizeof *d);
+    if (!d) return ert_tr_oom(t);
+    for (int i = 0; i < t->nt; i++) {
+        const ttensor *x = &t->t[i];
+        if (x->mem != TM_ACT || x->first < 0 || x->alias >= 0) continue;
+        int64_t b = (int64_t)ert_align_up(x->nbytes ? x->nbytes : 1, ERT_ALIGN);
+        d[x->first] += b;
+        d[x->last + 1] -= b;
+    }
+    int64_t live = 0, peak = 0;
+    for (int k = 0; k < t->nn; k++) {
+        live += d[k];
+        d[k] = live;
+        if (live > peak) peak = live;
+    }
+    ert_status st = ERT_OK;
+    int64_t slack = t->o.workspace_slack ? t->o.workspace_slack : (peak / 8 > (32 << 20) ? peak / 8 : (32 << 20));
+    for (int k = 0; k < t->nn && st == ERT_OK && slack >= 0; k++) {
+        tnode *n = &t->n[k];
+        size_t room = (size_t)(peak - d[k] + slack), ws = 0;
+        if (n->ws_bytes <= room) continue;
+        if ((st = node_ws(t, n, room ? room : 1, &ws)) == ERT_OK && ws < n->ws_bytes) {
+            ert_log(t->ctx, ERT_LOG_DEBUG, "node '%s': workspace %zu -> %zu bytes (room under the peak + slack: %zu)",
+                    n->name, n->ws_bytes, ws, room);
+            n->ws_bytes = ws;
+        }
+    }
+    free(d);
+    return st;
+}
+
 static ert_status plan(ert_trainer *t) {
     for (int i = 0; i < t->nt; i++) {
         ttensor *x = &t->t[i];
@@ -1267,6 +1419,8 @@ static ert_status plan(ert_trainer *t) {
         o->alias = r;
         if (o->last > t->t[r].last) t->t[r].last = o->last;
     }
+    ert_status st = ws_budget(t);
+    if (st) return st;
     int nb = 0;
     for (int i = 0; i < t->nt; i++)
         if (t->t[i].mem == TM_ACT && t->t[i].first >= 0 && t->t[i].alias < 0) nb++;
@@ -1293,7 +1447,7 @@ static ert_status plan(ert_trainer *t) {
     }
     t->n_blocks = nb;
     size_t peak, lb;
-    ert_status st = ert_plan_offsets(t->blocks, nb, ERT_ALIGN, &peak, &lb);
+    st = ert_plan_offsets(t->blocks, nb, ERT_ALIGN, &peak, &lb);
     if (st) return st == ERT_E_NOMEM ? ert_tr_oom(t) : ert_set_error(t->ctx, st, "activation sizes overflow");
     /* fixed regions; a tensor nobody reads or writes gets no room */
     size_t w = 0, g = 0, s = 0, io = 0;
@@ -1325,6 +1479,7 @@ static ert_status plan(ert_trainer *t) {
     r->workspace_bytes = ws_max;
     r->saved_bytes = saved;
     r->total_bytes = w + g + s + io + t->act_bytes;
+    log_plan(t);
     return ERT_OK;
 }
 
@@ -1346,22 +1501,8 @@ static ert_status dev_prepare(ert_trainer *t) {
                                  ert_dtype_name(dt), t->be->name);
     }
     for (int k = 0; k < t->nn; k++) {
-        tnode *n = &t->n[k];
-        n->ws_bytes = 0;
-        if (!t->be->node_workspace) continue;
-        ert_tview *v = calloc((size_t)(n->n_in + n->n_out + 1), sizeof *v);
-        if (!v) return ert_tr_oom(t);
-        for (int j = 0; j < n->n_in; j++)
-            if (n->in[j] >= 0) fill_view(&v[j], &t->t[n->in[j]], NULL);
-        for (int j = 0; j < n->n_out; j++)
-            if (n->out[j] >= 0) fill_view(&v[n->n_in + j], &t->t[n->out[j]], NULL);
-        ert_kargs a = {.op = n->op, .params = &n->params, .n_in = n->n_in, .n_out = n->n_out, .in = v,
-                       .out = v + n->n_in, .name = n->name};
-        size_t ws = 0;
-        ert_status st = t->be->node_workspace(t->bctx, &a, &ws);
-        free(v);
+        ert_status st = node_ws(t, &t->n[k], 0, &t->n[k].ws_bytes);
         if (st) return st;
-        n->ws_bytes = ws;
     }
     return ERT_OK;
 }
@@ -1602,7 +1743,8 @@ static uint64_t fingerprint(const ert_trainer *t) {
     for (int i = 0; i < t->nt; i++) {
         const ttensor *x = &t->t[i];
         /* the gradient norm is state on the CPU, io on a device: not checkpointed */
-        if ((x->mem != TM_PARAM && x->mem != TM_STATE) || i == t->gnorm_t) continue;
+        /* candidates: also a frozen filter read in place (TM_CONST), so the print is the same either way */
+        if ((x->mem != TM_PARAM && x->mem != TM_STATE && !x->candidate) || i == t->gnorm_t) continue;
         MIX(x->name, strlen(x->name) + 1);
         MIX(&x->ndim, sizeof x->ndim);
         MIX(x->dims, (size_t)x->ndim * sizeof x->dims[0]);
@@ -1717,6 +1859,7 @@ static ert_status build(const ert_model *m, const ert_trainer_options *opts, boo
             goto fail;
         }
         st = ert_autodiff(t, grads);
+        if (st == ERT_OK) st = recompute_bn(t);
         if (st == ERT_OK) st = add_optim(t, grads);
         free(grads);
         if (st) goto fail;

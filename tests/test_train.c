@@ -315,10 +315,17 @@ static void train_cnn(void) {
     ft.last_n = 1;
     ert_memory_report head;
     CHECK_OK(ert_trainer_plan(m, &ft, &head), ctx);
-    /* 0.6x: full training's arena no longer keeps the Relu inputs (the
-     * rule reads the output), so the ratio is not 0.5x any more */
-    CHECK(head.total_bytes * 5 < full.total_bytes * 3 && head.gradients_bytes < full.gradients_bytes,
-          "head-only arena %zu vs full %zu", head.total_bytes, full.total_bytes);
+    /* Structural, not a ratio (this model is tiny: the forward's own
+     * activations dominate both arenas; tests/test_train_frozen.c checks
+     * ResNet-18's ratio): fewer gradients, and the backward keeps nothing
+     * of the convolutions' activations, so far fewer saved bytes. */
+    printf("cnn head-only plan: %zu bytes (saved %zu, gradients %zu) vs full %zu (saved %zu, gradients %zu)\n",
+           head.total_bytes, head.saved_bytes, head.gradients_bytes, full.total_bytes, full.saved_bytes,
+           full.gradients_bytes);
+    CHECK(head.total_bytes < full.total_bytes && head.gradients_bytes * 10 < full.gradients_bytes &&
+              head.saved_bytes * 4 < full.saved_bytes,
+          "head-only arena %zu (saved %zu) vs full %zu (saved %zu)", head.total_bytes, head.saved_bytes,
+          full.total_bytes, full.saved_bytes);
     ft.trainable = ERT_TRAIN_PATTERN;
     ft.pattern = "conv2.*";
     ert_trainer *t2 = NULL;

@@ -2,7 +2,7 @@
  *
  *   train_gpu MODEL --batch B [--device cuda|cpu] [--optim adam|sgd] [--lr X]
  *             [--head PATTERN] [--precision f32|f16|bf16] [--amp-conv-only 0|1] [--steps 200] [--warmup 20]
- *             [--profile N]
+ *             [--profile N] [--debug 1] [--ws-slack MiB] [--keep-bn 1]
  *
  * MODEL is `small-cnn` (the network of `edgert train small-cnn`: conv3x3
  * 1->16, relu, maxpool2, conv3x3 16->32, relu, maxpool2, fc 1568->64, relu,
@@ -16,6 +16,10 @@
  * JSON line: p50/mean/min ms over the timed steps, arena bytes, first and
  * last loss. --profile N: afterwards one step timed node by node
  * (ert_trainer_profile), the time per op and the N slowest nodes on stderr.
+ * --ws-slack MiB: ert_trainer_options.workspace_slack (-1: no limit).
+ * --keep-bn 1: ert_trainer_options.keep_bn_outputs (no recompute).
+ * --debug 1: the library's DEBUG log on stderr (the trainer's plan: the
+ * tensors live at the activation peak, the big workspaces).
  * Exit status 0 on success. */
 #define _POSIX_C_SOURCE 200809L
 #include "edgert.h"
@@ -84,6 +88,11 @@ static ert_model *small_cnn(ert_context *ctx) {
     return ok ? m : NULL;
 }
 
+static void on_log(void *user, ert_log_level level, const char *msg) {
+    (void)user, (void)level;
+    fprintf(stderr, "edgert: %s\n", msg);
+}
+
 static int cmp_entry(const void *a, const void *b) {
     double x = ((const ert_profile_entry *)a)->ms, y = ((const ert_profile_entry *)b)->ms;
     return x > y ? -1 : x < y;
@@ -132,11 +141,12 @@ static int profile(ert_trainer *t, int top) {
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: train_gpu MODEL --batch B [--device cuda|cpu] [--optim adam|sgd] [--lr X] "
-                        "[--head PATTERN] [--precision f32|f16|bf16] [--amp-conv-only 0|1] [--steps N] [--warmup N] [--profile N]\n");
+                        "[--head PATTERN] [--precision f32|f16|bf16] [--amp-conv-only 0|1] [--steps N] [--warmup N] [--profile N] [--debug 1] [--ws-slack MiB] [--keep-bn 1]\n");
         return 2;
     }
     const char *model = argv[1], *device = "cuda", *optim = "sgd", *head = NULL, *prec = "f32";
-    int batch = 32, steps = 200, warmup = 20, conv_only = 0, prof = 0;
+    int batch = 32, steps = 200, warmup = 20, conv_only = 0, prof = 0, debug = 0, keep_bn = 0;
+    double slack = 0;
     double lr = -1;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--batch")) batch = atoi(argv[i + 1]);
@@ -149,6 +159,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--warmup")) warmup = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--profile")) prof = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--debug")) debug = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--ws-slack")) slack = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--keep-bn")) keep_bn = atoi(argv[i + 1]);
         else {
             fprintf(stderr, "train_gpu: unknown option %s\n", argv[i]);
             return 2;
@@ -156,7 +169,8 @@ int main(int argc, char **argv) {
     }
     if (batch < 1 || steps < 1 || warmup < 0) return 2;
     ert_context *ctx = NULL;
-    if (ert_context_create(NULL, &ctx) != ERT_OK) return 1;
+    ert_context_options co = {.log = debug ? on_log : NULL, .log_level = ERT_LOG_DEBUG};
+    if (ert_context_create(&co, &ctx) != ERT_OK) return 1;
     ert_model *m = NULL;
     if (!strcmp(model, "small-cnn")) m = small_cnn(ctx);
     else if (ert_model_load_file(ctx, model, &m) != ERT_OK) fprintf(stderr, "train_gpu: %s\n", ert_last_error(ctx));
@@ -167,6 +181,8 @@ int main(int argc, char **argv) {
     to.session.n_threads = 1;
     /* mixed precision: f16 with the default dynamic loss scaling (65536, x2 every 2000 good steps) */
     to.amp_conv_only = conv_only;
+    to.keep_bn_outputs = keep_bn;
+    to.workspace_slack = slack < 0 ? -1 : (int64_t)(slack * 1048576.0);
     to.session.precision = !strcmp(prec, "f16") ? ERT_DTYPE_F16 : !strcmp(prec, "bf16") ? ERT_DTYPE_BF16 : ERT_DTYPE_F32;
     to.loss.kind = ERT_LOSS_CROSS_ENTROPY;
     if (!strcmp(optim, "adam")) {
@@ -220,11 +236,14 @@ int main(int argc, char **argv) {
     ert_trainer_memory(t, &r);
     printf("{\"runtime\":\"edgert\",\"model\":\"%s\",\"device\":\"%s\",\"batch\":%d,\"head_only\":%s,\"optim\":\"%s\","
            "\"precision\":\"%s%s\",\"steps\":%d,\"p50_ms\":%.4f,\"mean_ms\":%.4f,\"min_ms\":%.4f,\"p90_ms\":%.4f,\"create_ms\":%.1f,"
-           "\"arena_bytes\":%zu,\"activations_bytes\":%zu,\"trainable\":%d,\"loss_first\":%.5f,\"loss_last\":%.5f,"
-           "\"loss_scale\":%g,\"skipped\":%lld}\n",
+           "\"arena_bytes\":%zu,\"activations_bytes\":%zu,\"saved_bytes\":%zu,\"workspace_bytes\":%zu,"
+           "\"weights_bytes\":%zu,\"gradients_bytes\":%zu,\"optimizer_bytes\":%zu,\"io_bytes\":%zu,\"trainable\":%d,\"loss_first\":%.5f,\"loss_last\":%.5f,"
+           "\"loss_scale\":%g,\"skipped\":%lld,\"ws_slack_mib\":%g,\"keep_bn\":%d}\n",
            model, device, batch, head ? "true" : "false", optim, prec, conv_only ? "-convs-only" : "", steps, ms[steps / 2], sum / steps, ms[0],
-           ms[(steps * 9) / 10], create_ms, r.total_bytes, r.activations_bytes, ert_trainer_n_trainable(t),
-           (double)first, (double)loss, (double)ert_trainer_loss_scale(t), (long long)ert_trainer_skipped_steps(t));
+           ms[(steps * 9) / 10], create_ms, r.total_bytes, r.activations_bytes, r.saved_bytes, r.workspace_bytes,
+           r.weights_bytes, r.gradients_bytes, r.optimizer_bytes, r.io_bytes, ert_trainer_n_trainable(t),
+           (double)first, (double)loss, (double)ert_trainer_loss_scale(t), (long long)ert_trainer_skipped_steps(t),
+           slack, keep_bn);
     free(ms);
     if (prof > 0 && profile(t, prof) != 0) return 1;
     ert_trainer_free(t);

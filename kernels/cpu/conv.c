@@ -9,7 +9,9 @@
  *   - otherwise per (image, group) one SGEMM: W_g (Mg, Cg*k) x im2col(x_g)
  *     (Cg*k, OD*OH*OW), the im2col matrix packed on the fly (cpu_gemm.h); a
  *     1x1/stride 1/no pad conv reads x_g directly as the B matrix. Bias,
- *     residual and activation are applied in the GEMM epilogue.
+ *     residual and activation are applied in the GEMM epilogue; a per-output-
+ *     channel scale (in[4], has_scale: the CPU trainer's frozen BatchNorm
+ *     folded without copying the filter) while packing the filter.
  * ConvTranspose:
  *   per (image, group): cols (Mg*k, ID*IH*IW) = W_g^T x_g by SGEMM into the
  *   workspace, then col2im scatter-adds cols into y, parallel over output
@@ -51,7 +53,7 @@ static int64_t floor_div(int64_t a, int64_t b) { /* b > 0 */
 
 typedef struct dw_job {
     const geom3 *g;
-    const float *x, *w, *b, *res;
+    const float *x, *w, *b, *res, *scale;
     float *y;
     int64_t C, M, mult;      /* input channels, output channels, M / group */
     const ert_act_params *act;
@@ -67,7 +69,7 @@ static void dw_run(void *arg, int64_t t0, int64_t t1) {
         const float *xc = j->x + (n * j->C + c) * g->in_sz;
         const float *wm = j->w + m * g->k_sz;
         float *ym = j->y + t * g->out_sz;
-        float bv = j->b ? j->b[m] : 0.0f;
+        float bv = j->b ? j->b[m] : 0.0f, sc = j->scale ? j->scale[m] : 1.0f;
         for (int64_t od = 0; od < g->out[0]; od++) {
             for (int64_t oh = 0; oh < g->out[1]; oh++) {
                 float *yr = ym + (od * g->out[1] + oh) * OW;
@@ -80,7 +82,7 @@ static void dw_run(void *arg, int64_t t0, int64_t t1) {
                         if (ih < 0 || ih >= g->in[1]) continue;
                         const float *xr = xc + (id * g->in[1] + ih) * W;
                         for (int64_t kw = 0; kw < g->k[2]; kw++) {
-                            float wv = wm[(kd * g->k[1] + kh) * g->k[2] + kw];
+                            float wv = wm[(kd * g->k[1] + kh) * g->k[2] + kw] * sc;
                             /* iw = ow*s + off must lie in [0, W) */
                             int64_t off = kw * g->d[2] - g->pb[2], s = g->s[2];
                             int64_t lo = off >= 0 ? 0 : floor_div(-off + s - 1, s);
@@ -111,6 +113,7 @@ ert_status ert_cpu_conv(const ert_kargs *a) {
     const ert_tview *X = &a->in[0], *Wt = &a->in[1];
     const float *b = a->n_in > 2 ? a->in[2].data : NULL;
     const float *res = a->n_in > 3 ? a->in[3].data : NULL;
+    const float *scale = p->has_scale && a->n_in > 4 ? a->in[4].data : NULL;
     ert_tview *Y = &a->out[0];
     if (X->dtype != ERT_DTYPE_F32 || Wt->dtype != ERT_DTYPE_F32) return ERT_E_UNSUPPORTED;
     geom3 g;
@@ -121,7 +124,7 @@ ert_status ert_cpu_conv(const ert_kargs *a) {
     const float *x = X->data, *w = Wt->data;
     float *y = Y->data;
     if (Cg == 1 && G > 1) {
-        dw_job j = {&g, x, w, b, res, y, C, M, Mg, act};
+        dw_job j = {&g, x, w, b, res, scale, y, C, M, Mg, act};
         ert_parallel_for(a->pool, N * M, 1, dw_run, &j);
         return ERT_OK;
     }
@@ -145,6 +148,7 @@ ert_status ert_cpu_conv(const ert_kargs *a) {
             ert_sgemm_args ga = {
                 .M = Mg, .N = g.out_sz, .K = Kg,
                 .a = w + gi * Mg * Kg, .a_rs = Kg, .a_cs = 1, .alpha = 1.0f,
+                .a_row_scale = scale ? scale + gi * Mg : NULL,
                 .b = xg, .b_rs = g.in_sz, .b_cs = 1,
                 .conv = pointwise ? NULL : &cg,
                 .c = y + yoff, .ldc = g.out_sz,

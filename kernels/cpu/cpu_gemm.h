@@ -36,6 +36,8 @@ typedef struct ert_sgemm_args {
     float *c;
     int64_t ldc;
     bool accumulate;         /* C += result (C prefilled by the caller) */
+    const float *a_row_scale; /* (M) or NULL: row i of A times a_row_scale[i], applied while packing (a
+                              * frozen BatchNorm folded into a conv without copying its filter) */
     const float *bias_row;   /* (M) or NULL */
     const float *residual;   /* (M, ldc) or NULL */
     const ert_act_params *act; /* NULL: none */

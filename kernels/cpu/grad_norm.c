@@ -11,8 +11,13 @@
  *   dB = sum dy. Frozen statistics (running mean/var are constants):
  *   dx = g * invstd.
  * grad.relu (a Relu fused): BATCHNORM_TRAIN stores max(y, 0); BATCHNORM_GRAD
- *   reads that output (in[5]) and uses dy where it is > 0, else 0 (the Relu's
- *   gradient, folded into the sums and dx).
+ *   uses dy where y > 0, else 0 (the Relu's gradient, folded into the sums
+ *   and dx), with y recomputed from x exactly as the forward made it (k =
+ *   invstd * scale, b = B - mean * k, y = x * k + b; B is in[5]), so the
+ *   output need not be kept for the backward.
+ * grad.replay: BATCHNORM_TRAIN with in[3], in[4] = the step's mean and invstd:
+ *   y again, bit for bit, nothing updated (the trainer recomputes outputs in
+ *   the backward instead of keeping them).
  * LAYERNORM_GRAD: the same formula per row (stats recomputed from x, in
  *   double); dscale and dB summed over rows.
  * DROPOUT_TRAIN: mask = (u >= ratio) / (1 - ratio) with u from a
@@ -57,12 +62,15 @@ static void bnt_run(void *arg, int64_t c0, int64_t c1) {
             double mom = j->p->momentum, unb = m > 1 ? s2 / (double)(m - 1) : var;
             j->rmean[c] = (float)(j->rmean[c] * mom + mu * (1.0 - mom));
             j->rvar[c] = (float)(j->rvar[c] * mom + unb * (1.0 - mom));
+        } else if (j->p->replay) {
+            mu = j->rmean[c];
+            var = 0;
         } else {
             mu = j->rmean[c];
             var = j->rvar[c];
         }
-        float inv = (float)(1.0 / sqrt(var + j->p->eps));
-        if (j->mean && j->p->training) {
+        float inv = j->p->replay ? j->rvar[c] : (float)(1.0 / sqrt(var + j->p->eps));
+        if (j->mean && j->p->training && !j->p->replay) {
             j->mean[c] = (float)mu;
             j->invstd[c] = inv;
         }
@@ -82,7 +90,7 @@ ert_status ert_cpu_batchnorm_train(const ert_kargs *a) {
     int64_t N, C, sz;
     bn_dims(&a->in[0], &N, &C, &sz);
     bnt_job j = {&a->params->grad, a->in[0].data, a->in[1].data, a->in[2].data, a->in[3].data, a->in[4].data,
-                 a->out[0].data, a->out[1].data, a->out[2].data, N, C, sz};
+                 a->out[0].data, a->n_out > 1 ? a->out[1].data : NULL, a->n_out > 2 ? a->out[2].data : NULL, N, C, sz};
     ert_parallel_for(a->pool, C, 1, bnt_run, &j);
     return ERT_OK;
 }
@@ -90,7 +98,7 @@ ert_status ert_cpu_batchnorm_train(const ert_kargs *a) {
 typedef struct bng_job {
     const ert_grad_params *p;
     const float *dy, *x, *scale, *mean, *istd;  /* frozen: mean/istd hold running mean/var */
-    const float *y;                             /* relu: the fused Relu's output (dy counts where y > 0) */
+    const float *bias;                          /* relu: B (dy counts where the recomputed y > 0) */
     float *dx, *dscale, *dbias;
     int64_t N, C, sz;
 } bng_job;
@@ -102,11 +110,12 @@ static void bng_run(void *arg, int64_t c0, int64_t c1) {
         float mu = j->mean[c];
         float inv = j->p->frozen ? (float)(1.0 / sqrt((double)j->istd[c] + j->p->eps)) : j->istd[c];
         double sg = 0, sgx = 0;
+        const bool relu = j->bias && !j->p->frozen;
+        const float rk = inv * j->scale[c], rb = relu ? j->bias[c] - mu * rk : 0.0f; /* the forward's y = x*rk + rb */
         for (int64_t n = 0; n < N; n++) {
             const float *dp = j->dy + (n * C + c) * sz, *xp = j->x + (n * C + c) * sz;
-            const float *yp = j->y ? j->y + (n * C + c) * sz : NULL;
             for (int64_t i = 0; i < sz; i++) {
-                float d = yp && !(yp[i] > 0) ? 0.0f : dp[i];
+                float d = relu && !(xp[i] * rk + rb > 0) ? 0.0f : dp[i];
                 sg += d;
                 sgx += d * (xp[i] - mu) * inv;
             }
@@ -119,12 +128,11 @@ static void bng_run(void *arg, int64_t c0, int64_t c1) {
         for (int64_t n = 0; n < N; n++) {
             const float *dp = j->dy + (n * C + c) * sz, *xp = j->x + (n * C + c) * sz;
             float *o = j->dx + (n * C + c) * sz;
-            const float *yp = j->y ? j->y + (n * C + c) * sz : NULL;
             if (j->p->frozen) {
                 for (int64_t i = 0; i < sz; i++) o[i] = dp[i] * sc * inv;
             } else {
                 for (int64_t i = 0; i < sz; i++) {
-                    float xh = (xp[i] - mu) * inv, d = yp && !(yp[i] > 0) ? 0.0f : dp[i];
+                    float xh = (xp[i] - mu) * inv, d = relu && !(xp[i] * rk + rb > 0) ? 0.0f : dp[i];
                     o[i] = sc * inv * (d - mg - xh * mgx);
                 }
             }

@@ -220,6 +220,16 @@ static inline __attribute__((always_inline)) void pack_a_rows(const float *src, 
         for (int64_t r = 0; r < mr; r++) d[r] = alpha * src[r * a_rs + kk];
 }
 
+/* The same with a per-row scale (rare: folded BatchNorm) */
+static void pack_a_rows_scaled(const float *src, int64_t a_rs, int64_t a_cs, float alpha, const float *rs, int64_t h,
+                               int64_t kc, float *restrict d, int64_t mr) {
+    for (int64_t r = 0; r < mr; r++) {
+        float s = r < h ? alpha * rs[r] : 0.0f;
+        const float *sr = src + r * a_rs;
+        for (int64_t kk = 0; kk < kc; kk++) d[kk * mr + r] = r < h ? s * sr[kk * a_cs] : 0.0f;
+    }
+}
+
 /* A block (rows [i0,i0+mc), cols [k0,k0+kc)) times alpha into mr-row panels:
  * dst[(ii/mr)*kc*mr + kk*mr + ii%mr]; rows past mc are zero. The loop order
  * follows whichever of A's strides is contiguous. */
@@ -230,6 +240,10 @@ static inline __attribute__((always_inline)) void pack_a_block(const ert_sgemm_a
         int64_t h = min64(mr, mc - ip);
         float *d = dst + (ip / mr) * kc * mr;
         const float *src = g->a + (i0 + ip) * g->a_rs + k0 * g->a_cs;
+        if (g->a_row_scale) {
+            pack_a_rows_scaled(src, g->a_rs, g->a_cs, alpha, g->a_row_scale + i0 + ip, h, kc, d, mr);
+            continue;
+        }
         if (g->a_rs == 1 && h == mr) {
             for (int64_t kk = 0; kk < kc; kk++)
                 for (int64_t r = 0; r < mr; r++) d[kk * mr + r] = alpha * src[kk * g->a_cs + r];

@@ -1398,15 +1398,21 @@ static ert_status conv_describe(cuda_ctx *c, const ert_kargs *a, size_t ws_limit
     /* channels-last grouped: the direct kernel unless cuDNN's conv + epilogue
      * measures faster in the same graph timing (below) */
     bool direct_ok = p->nhwc && p->group > 1 && e->direct_ms < 0x1p30f;
-    if (!e->ok || e->ws > ws_limit) {
+    int algo = e->algo;
+    size_t ws = e->ws;
+    /* over the limit (a trainer's budget under its peak): cudnnFind's next
+     * fastest that fits */
+    for (int k = 0; e->ok && ws > ws_limit && k < e->n_alt; k++)
+        if (e->alt_ws[k] <= ws_limit) algo = e->alt[k], ws = e->alt_ws[k];
+    if (!e->ok || ws > ws_limit) {
         if (direct_ok) *ms = e->direct_ms;
         conv_state_free(s);
         return ERT_OK;
     }
     *ms = e->ms;
     s->use_dnn = true;
-    s->algo = (cudnnConvolutionFwdAlgo_t)e->algo;
-    s->ws_bytes = e->ws;
+    s->algo = (cudnnConvolutionFwdAlgo_t)algo;
+    s->ws_bytes = ws;
     s->n_alt = e->n_alt;
     memcpy(s->alt, e->alt, sizeof s->alt);
     memcpy(s->alt_ws, e->alt_ws, sizeof s->alt_ws);
@@ -1529,8 +1535,13 @@ static ert_status cuda_node_workspace(void *bctx, const ert_kargs *a, size_t *by
     if (a->op == ERT_OP_CONV && dnn_can(a)) {
         conv_state *s = NULL;
         float ms;
-        ert_status st = conv_describe(c, a, CONV_WS_MAX, true, &s, &ms);
+        /* a->workspace_bytes: a trainer's budget (0: none) */
+        size_t limit = a->workspace_bytes && a->workspace_bytes < CONV_WS_MAX ? a->workspace_bytes : CONV_WS_MAX;
+        ert_status st = conv_describe(c, a, limit, true, &s, &ms);
         if (st != ERT_OK) return st;
+        if (!s && limit < CONV_WS_MAX) { /* nothing fits the budget: what it would take without one */
+            if ((st = conv_describe(c, a, CONV_WS_MAX, true, &s, &ms)) != ERT_OK) return st;
+        }
         if (s) *bytes = s->ws_bytes;
         conv_state_free(s);
     }

@@ -146,10 +146,10 @@ cudaError_t ert_cuda_gap_grad_h_launch(ert_dtype dt, const void *dy, void *dx, i
                                        cudaStream_t st);
 cudaError_t ert_cuda_bn_train_h_launch(ert_dtype dt, const void *x, const float *scale, const float *bias, float *rmean,
                                        float *rvar, void *y, float *mean, float *invstd, int64_t N, int64_t C,
-                                       int64_t sz, float eps, float momentum, bool training, bool relu, double *ws,
+                                       int64_t sz, float eps, float momentum, bool training, bool relu, bool replay, double *ws,
                                        cudaStream_t st);
 cudaError_t ert_cuda_bn_grad_h_launch(ert_dtype dt, const void *dy, const void *x, const float *scale,
-                                      const float *mean, const float *istd, const void *relu_y, void *dx,
+                                      const float *mean, const float *istd, const float *relu_bias, void *dx,
                                       float *dscale, float *dbias, int64_t N, int64_t C, int64_t sz, float eps,
                                       bool frozen, double *ws, cudaStream_t st);
 /* LayerNorm backward over rows (outer, inner): dx, dscale (ds_n = inner or

@@ -139,7 +139,8 @@ static ert_status bwd_describe(const ert_cuda_env *env, const ert_conv_params *p
     return ERT_OK;
 }
 
-/* The fastest measured algorithm whose workspace fits `limit` (FMA math). */
+/* The fastest measured algorithm whose workspace fits `limit` (f32: FMA
+ * math), else the one needing the least workspace. */
 static ert_status bwd_pick(const ert_cuda_env *env, bwd_state *s, bool filter, size_t limit, bool *ok) {
     cudnnHandle_t h = env->dnn;
     int got = 0;
@@ -156,7 +157,7 @@ static ert_status bwd_pick(const ert_cuda_env *env, bwd_state *s, bool filter, s
             return ert_set_error(env->ctx, ERT_E_CUDA, "cudnnFindConvolutionBackwardFilterAlgorithm: %s",
                                  cudnnGetErrorString(ds));
         for (int i = 0; i < got; i++) {
-            if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > limit ||
+            if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > TRAIN_WS_MAX ||
                 (!s->half && (perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
                               perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)))
                 continue;
@@ -164,7 +165,7 @@ static ert_status bwd_pick(const ert_cuda_env *env, bwd_state *s, bool filter, s
                 s->cand_algo[s->n_cand] = (int)perf[i].algo;
                 s->cand_ws[s->n_cand++] = perf[i].memory;
             }
-            if (!*ok || perf[i].time < best) {
+            if (perf[i].memory <= limit && (!*ok || perf[i].time < best)) {
                 *ok = true;
                 best = perf[i].time;
                 s->algo = (int)perf[i].algo;
@@ -182,7 +183,7 @@ static ert_status bwd_pick(const ert_cuda_env *env, bwd_state *s, bool filter, s
             return ert_set_error(env->ctx, ERT_E_CUDA, "cudnnFindConvolutionBackwardDataAlgorithm: %s",
                                  cudnnGetErrorString(ds));
         for (int i = 0; i < got; i++) {
-            if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > limit ||
+            if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > TRAIN_WS_MAX ||
                 (!s->half && (perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
                               perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)))
                 continue;
@@ -190,13 +191,21 @@ static ert_status bwd_pick(const ert_cuda_env *env, bwd_state *s, bool filter, s
                 s->cand_algo[s->n_cand] = (int)perf[i].algo;
                 s->cand_ws[s->n_cand++] = perf[i].memory;
             }
-            if (!*ok || perf[i].time < best) {
+            if (perf[i].memory <= limit && (!*ok || perf[i].time < best)) {
                 *ok = true;
                 best = perf[i].time;
                 s->algo = (int)perf[i].algo;
                 s->ws = perf[i].memory;
             }
         }
+    }
+    if (!*ok && s->n_cand > 0) { /* nothing fits: the smallest */
+        int m = 0;
+        for (int k = 1; k < s->n_cand; k++)
+            if (s->cand_ws[k] < s->cand_ws[m]) m = k;
+        *ok = true;
+        s->algo = s->cand_algo[m];
+        s->ws = s->cand_ws[m];
     }
     cudaGetLastError();
     return ERT_OK;
@@ -248,7 +257,9 @@ ert_status ert_cuda_train_workspace(const ert_cuda_env *env, const ert_kargs *a,
     case ERT_OP_CONV_GRAD_WEIGHT: case ERT_OP_CONV_TRANSPOSE: {
 #ifdef ERT_HAVE_CUDNN
         bwd_state *s = NULL;
-        ert_status st = conv_state(env, a, TRAIN_WS_MAX, &s);
+        /* a->workspace_bytes: the trainer's budget (0: none) */
+        size_t limit = a->workspace_bytes && a->workspace_bytes < TRAIN_WS_MAX ? a->workspace_bytes : TRAIN_WS_MAX;
+        ert_status st = conv_state(env, a, limit, &s);
         if (st != ERT_OK) return st;
         if (s) *bytes = s->ws;
         bwd_free(s);
@@ -570,13 +581,14 @@ ert_status ert_cuda_train_run(const ert_cuda_env *env, const ert_kargs *a) {
         e = ert_cuda_bn_train_h_launch(in[0].dtype, in[0].data, in[1].data, in[2].data, in[3].data, in[4].data,
                                        out[0].data, a->n_out > 1 ? out[1].data : NULL,
                                        a->n_out > 2 ? out[2].data : NULL, in[0].dims[0], in[0].dims[1],
-                                       spatial(&in[0]), p->eps, p->momentum, p->training, p->relu, a->workspace, st);
+                                       spatial(&in[0]), p->eps, p->momentum, p->training, p->relu, p->replay, a->workspace,
+                                       st);
         break;
     }
     case ERT_OP_BATCHNORM_GRAD: {
         const ert_grad_params *p = &a->params->grad;
         e = ert_cuda_bn_grad_h_launch(in[0].dtype, in[0].data, in[1].data, in[2].data, in[3].data, in[4].data,
-                                      p->relu && a->n_in > 5 ? in[5].data : NULL, out[0].data, a->n_out > 1 ? out[1].data : NULL,
+                                      p->relu && a->n_in > 5 ? (const float *)in[5].data : NULL, out[0].data, a->n_out > 1 ? out[1].data : NULL,
                                       a->n_out > 2 ? out[2].data : NULL, in[1].dims[0], in[1].dims[1],
                                       spatial(&in[1]), p->eps, p->frozen, a->workspace, st);
         break;

@@ -706,7 +706,10 @@ static __global__ void gap_grad_hk(const T *__restrict__ dy, T *__restrict__ dx,
  * Forward sums are shifted by the channel's first element (sum of x - K and
  * (x - K)^2), so E[x^2] - E[x]^2 does not cancel when |mean| >> std.
  * relu (a Relu fused, grad.relu): the forward stores max(y, 0); the backward
- * reads that output (ry) and takes dy only where it is > 0. */
+ * takes dy only where y > 0, y recomputed from x as the forward made it
+ * (k = invstd * scale, b = B - mean * k), so the output need not be kept.
+ * replay: y again from x and the step's saved mean/invstd (passed as the
+ * running pair), nothing updated: the trainer's recompute in the backward. */
 struct bn_walk {
     int64_t r, R, col, istep; /* first row, rows per step, first column, column step */
     bool on;
@@ -725,16 +728,18 @@ static __device__ bn_walk bn_walk_at(int64_t sz) {
 
 template <typename T, int V>
 static __global__ void __launch_bounds__(kThreads) bn_sums_k(const T *__restrict__ x, const T *__restrict__ dy,
-                                                             const T *__restrict__ ry, const float *mean,
-                                                             const float *istd, int64_t N,
+                                                             const float *scale, const float *bias,
+                                                             const float *mean, const float *istd, int64_t N,
                                                              int64_t C, int64_t sz, int64_t nb, double *ws,
                                                              bool frozen, float eps) {
     __shared__ double sh[33];
     const int64_t c = blockIdx.y, n0 = blockIdx.x * nb, n1 = n0 + nb < N ? n0 + nb : N, szv = sz / V;
-    float mu = 0, inv = 0;
+    float mu = 0, inv = 0, rk = 0, rb = 0;
+    const bool relu = bias && !frozen;
     if (dy) {
         mu = mean[c];
         inv = frozen ? rsqrtf(istd[c] + eps) : istd[c];
+        if (relu) rk = inv * scale[c], rb = bias[c] - mu * rk; /* the forward's y = x * rk + rb */
     } else {
         mu = ert_ld(x[c * sz]); /* shift K */
     }
@@ -744,16 +749,15 @@ static __global__ void __launch_bounds__(kThreads) bn_sums_k(const T *__restrict
         for (int64_t n = n0 + w.r; n < n1; n += w.R) {
             const T *xr = x + (n * C + c) * sz;
             if (dy) { /* backward: sum dy, sum dy * xhat */
-                const T *dr = dy + (n * C + c) * sz, *rr = ry ? ry + (n * C + c) * sz : NULL;
+                const T *dr = dy + (n * C + c) * sz;
 #pragma unroll 2
                 for (int64_t i = w.col; i < szv; i += w.istep) {
-                    float xv[V], dv[V], rv[V], fa = 0, fb = 0;
+                    float xv[V], dv[V], fa = 0, fb = 0;
                     ert_ldv<V>(xr + i * V, xv);
                     ert_ldv<V>(dr + i * V, dv);
-                    if (rr) ert_ldv<V>(rr + i * V, rv);
 #pragma unroll
                     for (int k = 0; k < V; k++) {
-                        float d = rr && !(rv[k] > 0.0f) ? 0.0f : dv[k];
+                        float d = relu && !(xv[k] * rk + rb > 0.0f) ? 0.0f : dv[k];
                         fa += d;
                         fb += d * ((xv[k] - mu) * inv);
                     }
@@ -791,7 +795,8 @@ static __global__ void __launch_bounds__(kThreads) bn_apply_k(const T *__restric
                                                               const float *scale, const float *bias, float *mean,
                                                               float *invstd, float *rmean, float *rvar,
                                                               const double *ws, int64_t N, int64_t C, int64_t sz,
-                                                              float eps, float mom, bool training, bool relu) {
+                                                              float eps, float mom, bool training, bool relu,
+                                                              bool replay) {
     const int64_t c = blockIdx.y, nb = (N + gridDim.x - 1) / gridDim.x, n0 = blockIdx.x * nb,
                   n1 = n0 + nb < N ? n0 + nb : N, szv = sz / V;
     float mu, inv;
@@ -808,6 +813,9 @@ static __global__ void __launch_bounds__(kThreads) bn_apply_k(const T *__restric
             if (mean) mean[c] = mu;
             if (invstd) invstd[c] = inv;
         }
+    } else if (replay) { /* rmean, rvar: the step's mean and invstd */
+        mu = rmean[c];
+        inv = rvar[c];
     } else {
         mu = rmean[c];
         inv = rsqrtf(rvar[c] + eps);
@@ -839,7 +847,7 @@ static __global__ void bn_dparams_k(const double *ws, float *dscale, float *dbia
 /* dx from the sums in ws; block (0, c) also stores dscale/dbias. */
 template <typename T, int V>
 static __global__ void __launch_bounds__(kThreads) bn_dx_k(const T *__restrict__ dy, const T *__restrict__ x,
-                                                           const T *__restrict__ ry, T *__restrict__ dx,
+                                                           const float *bias, T *__restrict__ dx,
                                                            const float *scale, const float *mean,
                                                            const float *istd, const double *ws, float *dscale,
                                                            float *dbias, int64_t N, int64_t C, int64_t sz, float eps,
@@ -851,13 +859,14 @@ static __global__ void __launch_bounds__(kThreads) bn_dx_k(const T *__restrict__
         if (dscale) dscale[c] = (float)ws[C + c];
     }
     const float inv = frozen ? rsqrtf(istd[c] + eps) : istd[c], sc = scale[c] * inv, mu = mean[c];
+    const bool relu = bias && !frozen;
+    const float rk = relu ? inv * scale[c] : 0.0f, rb = relu ? bias[c] - mu * rk : 0.0f;
     const float mg = m && !frozen ? (float)(ws[c] / (double)m) : 0.0f,
                 mgx = m && !frozen ? (float)(ws[C + c] / (double)m) : 0.0f;
     bn_walk w = bn_walk_at(szv);
     if (!w.on) return;
     for (int64_t n = n0 + w.r; n < n1; n += w.R) {
         const T *dr = dy + (n * C + c) * sz, *xr = x + (n * C + c) * sz;
-        const T *rr = ry && !frozen ? ry + (n * C + c) * sz : NULL;
         T *o = dx + (n * C + c) * sz;
 #pragma unroll 2
         for (int64_t i = w.col; i < szv; i += w.istep) {
@@ -867,12 +876,11 @@ static __global__ void __launch_bounds__(kThreads) bn_dx_k(const T *__restrict__
 #pragma unroll
                 for (int q = 0; q < V; q++) r[q] = dv[q] * sc;
             } else {
-                float xv[V], rv[V];
+                float xv[V];
                 ert_ldv<V>(xr + i * V, xv);
-                if (rr) ert_ldv<V>(rr + i * V, rv);
 #pragma unroll
                 for (int q = 0; q < V; q++) {
-                    float d = rr && !(rv[q] > 0.0f) ? 0.0f : dv[q];
+                    float d = relu && !(xv[q] * rk + rb > 0.0f) ? 0.0f : dv[q];
                     r[q] = sc * (d - mg - ((xv[q] - mu) * inv) * mgx);
                 }
             }
@@ -921,10 +929,11 @@ static bool bn_vec4(ert_dtype dt, int64_t sz, const void *a, const void *b, cons
 
 cudaError_t ert_cuda_bn_train_h_launch(ert_dtype dt, const void *x, const float *scale, const float *bias, float *rmean,
                                        float *rvar, void *y, float *mean, float *invstd, int64_t N, int64_t C,
-                                       int64_t sz, float eps, float momentum, bool training, bool relu, double *ws,
-                                       cudaStream_t st) {
+                                       int64_t sz, float eps, float momentum, bool training, bool relu, bool replay,
+                                       double *ws, cudaStream_t st) {
     if (C <= 0 || C > 65535) return C <= 0 ? cudaSuccess : cudaErrorInvalidValue;
     if (N * sz <= 0) return cudaSuccess; /* CPU: no statistics either */
+    if (replay) training = false;
     unsigned chunks;
     int64_t nb = bn_rows(N, C, sz, &chunks);
     const bool v4 = bn_vec4(dt, sz, x, y, x, y);
@@ -933,19 +942,20 @@ cudaError_t ert_cuda_bn_train_h_launch(ert_dtype dt, const void *x, const float 
         cudaError_t e = cudaMemsetAsync(ws, 0, (size_t)(2 * C) * sizeof(double), st);
         if (e != cudaSuccess) return e;
 #define SUMS(V) bn_sums_k<T, V><<<dim3(chunks, (unsigned)C), kThreads, 0, st>>>( \
-            (const T *)x, (const T *)NULL, (const T *)NULL, NULL, NULL, N, C, sz, nb, ws, false, eps);
+            (const T *)x, (const T *)NULL, NULL, NULL, NULL, NULL, N, C, sz, nb, ws, false, eps);
         BN_LAUNCH(v4, SUMS)
 #undef SUMS
     }
 #define APPLY(V) bn_apply_k<T, V><<<dim3(chunks, (unsigned)C), kThreads, 0, st>>>( \
-        (const T *)x, (T *)y, scale, bias, mean, invstd, rmean, rvar, ws, N, C, sz, eps, momentum, training, relu);
+        (const T *)x, (T *)y, scale, bias, mean, invstd, rmean, rvar, ws, N, C, sz, eps, momentum, training, relu, \
+        replay);
     BN_LAUNCH(v4, APPLY)
 #undef APPLY
     LAUNCH_END;
 }
 
 cudaError_t ert_cuda_bn_grad_h_launch(ert_dtype dt, const void *dy, const void *x, const float *scale,
-                                      const float *mean, const float *istd, const void *relu_y, void *dx,
+                                      const float *mean, const float *istd, const float *relu_bias, void *dx,
                                       float *dscale, float *dbias, int64_t N, int64_t C, int64_t sz, float eps,
                                       bool frozen, double *ws, cudaStream_t st) {
     if (C <= 0 || C > 65535 || !ws) return C <= 0 ? cudaSuccess : cudaErrorInvalidValue;
@@ -953,16 +963,16 @@ cudaError_t ert_cuda_bn_grad_h_launch(ert_dtype dt, const void *dy, const void *
     if (e != cudaSuccess) return e;
     unsigned chunks;
     int64_t nb = bn_rows(N, C, sz, &chunks);
-    const bool v4 = bn_vec4(dt, sz, dy, x, relu_y ? relu_y : x, dx ? dx : x);
+    const bool v4 = bn_vec4(dt, sz, dy, x, x, dx ? dx : x);
     if (N * sz > 0 && (dscale || dbias || !frozen)) {
 #define SUMS(V) bn_sums_k<T, V><<<dim3(chunks, (unsigned)C), kThreads, 0, st>>>( \
-            (const T *)x, (const T *)dy, (const T *)relu_y, mean, istd, N, C, sz, nb, ws, frozen, eps);
+            (const T *)x, (const T *)dy, scale, relu_bias, mean, istd, N, C, sz, nb, ws, frozen, eps);
         BN_LAUNCH(v4, SUMS)
 #undef SUMS
     }
     if (dx && N * sz > 0) {
 #define DX(V) bn_dx_k<T, V><<<dim3(chunks, (unsigned)C), kThreads, 0, st>>>( \
-            (const T *)dy, (const T *)x, (const T *)relu_y, (T *)dx, scale, mean, istd, ws, dscale, dbias, N, C, sz, \
+            (const T *)dy, (const T *)x, relu_bias, (T *)dx, scale, mean, istd, ws, dscale, dbias, N, C, sz, \
             eps, frozen);
         BN_LAUNCH(v4, DX)
 #undef DX

@@ -673,6 +673,18 @@ typedef struct ert_trainer_options {
                                  * 1 = only convolutions run in it, every activation stays f32 */
     int bn_relu_unfused;        /* 0 (default): a Relu that alone reads a batch-statistics BatchNorm's output
                                  * runs inside it (forward and gradient); 1: two nodes (comparisons) */
+    int keep_bn_outputs;        /* 0 (default): a batch-statistics BatchNorm's output (with its fused Relu)
+                                 * that the backward reads (the next conv's weight gradient, a MaxPool's
+                                 * gradient) is recomputed there from the BatchNorm's input and saved
+                                 * statistics instead of being kept from the forward (one elementwise pass
+                                 * for, on ResNet-18, ~30% fewer saved bytes); 1: keep it */
+    int64_t workspace_slack;    /* CUDA: how far kernel workspaces (cuDNN's convs) may raise the arena's
+                                 * activation peak, in bytes. Each conv takes its fastest algorithm whose
+                                 * workspace fits the room left under the peak of the activations
+                                 * (saved ones, gradients) at its step plus this slack, else its smallest.
+                                 * 0: the default, max(32 MiB, peak / 8); < 0: no limit (every conv its
+                                 * fastest algorithm, the largest arena). See bench/RESULTS.md for the
+                                 * measured trade-off. */
 } ert_trainer_options;
 
 /* Plan without creating: training arena bytes by category. activations_bytes
