@@ -1074,55 +1074,76 @@ done:
 
 /* ------------------------------------------------------------------ steps 4, 6 */
 
-/* Rematerialisation (after the autodiff, before the optimizer): a batch-
- * statistics BatchNorm's output y that a backward node reads (the next
- * conv's weight gradient reads its input, a MaxPool's gradient its input)
- * is recomputed by a BATCHNORM_TRAIN replay node placed just before the
- * first such reader, from the BatchNorm's input x (its own gradient keeps x
- * anyway) and the step's mean/invstd; the backward readers take the copy.
- * y then dies after its last forward reader instead of living through the
- * backward, and the copy lives only from the replay to its last reader. The
- * BatchNorm gradient itself recomputes its fused Relu's mask (autodiff.c).
- * Cost: one elementwise pass per recomputed output. */
-static ert_status recompute_bn(ert_trainer *t) {
-    if (t->o.keep_bn_outputs) return ERT_OK;
-    const int fwd_end = t->fwd_end;
-    for (int k = 0; k < fwd_end; k++) {
-        const tnode *f = &t->n[k];
-        if (f->op != ERT_OP_BATCHNORM_TRAIN || f->n_in < 5 || f->n_out < 3 || f->out[0] < 0 || f->out[1] < 0 ||
-            f->out[2] < 0 || f->in[0] < 0)
-            continue;
-        const int32_t y = f->out[0], x = f->in[0];
-        int first = -1;
-        bool x_kept = false; /* the backward reads x anyway (the BatchNorm's gradient) */
-        for (int j = t->fwd_end; j < t->nn; j++)
-            for (int q = 0; q < t->n[j].n_in; q++) {
-                if (t->n[j].in[q] == y && first < 0) first = j;
-                x_kept = x_kept || t->n[j].in[q] == x;
-            }
-        if (first < 0 || !x_kept || t->t[y].dtype != t->t[x].dtype) continue;
-        char nm[256];
-        snprintf(nm, sizeof nm, "%s.recomputed", t->t[y].name);
-        int32_t y2 = ert_tr_add_tensor(t, nm, t->t[y].dtype, t->t[y].ndim, t->t[y].dims);
-        snprintf(nm, sizeof nm, "%s/recompute", f->name);
-        tnode *r = y2 >= 0 ? ert_tr_add_node(t, ERT_OP_BATCHNORM_TRAIN, nm, 5, 1, PH_BWD) : NULL;
-        if (!r) return ert_tr_oom(t);
-        f = &t->n[k]; /* the node array may have moved */
-        for (int q = 0; q < 3; q++) r->in[q] = f->in[q];
-        r->in[3] = f->out[1];
-        r->in[4] = f->out[2];
-        r->out[0] = y2;
-        r->params = f->params;
+/* Rematerialisation (after the autodiff, before the optimizer): an output
+ * that a backward node reads and that is cheap to make again is remade by a
+ * replay node placed just before its first backward reader, and the backward
+ * readers take the copy; the original then dies after its last forward
+ * reader instead of living through the backward, and the copy lives only
+ * from the replay to its last reader. Two kinds:
+ *   - a batch-statistics BatchNorm's output (with its fused Relu): the next
+ *     conv's weight gradient reads its input, a MaxPool's gradient its input.
+ *     Replayed by BATCHNORM_TRAIN (grad.replay) from the BatchNorm's input x
+ *     (its own gradient keeps x anyway) and the step's mean/invstd, bit for
+ *     bit. The BatchNorm gradient recomputes its fused Relu's mask itself
+ *     (autodiff.c). keep_bn_outputs turns this off.
+ *   - a Cast of something that lives through the whole step anyway (a
+ *     parameter, a constant, a graph input): mixed precision's f16 copies of
+ *     the weights (a conv's data gradient reads its filter) and of the input
+ *     (the first conv's weight gradient).
+ * Cost: one elementwise pass per replay. */
+static bool lives_all_step(const ert_trainer *t, int32_t x) {
+    const ttensor *v = &t->t[x];
+    if (v->mem == TM_CONST || v->mem == TM_FOLDED) return true;
+    if (v->mem == TM_PARAM) return v->candidate; /* weights; not running statistics (the forward updates them) */
+    if (v->mem != TM_IO) return false;
+    for (int i = 0; i < t->model->n_inputs; i++)
+        if (t->model->inputs[i] == x) return true; /* a graph input (not the loss or the target) */
+    return false;
+}
+
+static ert_status replay(ert_trainer *t, int k) {
+    const tnode *f = &t->n[k];
+    bool bn = f->op == ERT_OP_BATCHNORM_TRAIN && f->n_in >= 5 && f->n_out >= 3 && f->out[1] >= 0 && f->out[2] >= 0 &&
+              f->in[0] >= 0 && !t->o.keep_bn_outputs;
+    bool cast = f->op == ERT_OP_CAST && f->n_in == 1 && f->n_out == 1 && f->in[0] >= 0 && lives_all_step(t, f->in[0]);
+    if ((!bn && !cast) || f->out[0] < 0) return ERT_OK;
+    const int32_t y = f->out[0], x = f->in[0];
+    int first = -1;
+    bool x_kept = cast; /* a BatchNorm's x: the backward must read it anyway (its gradient) */
+    for (int j = t->fwd_end; j < t->nn; j++)
+        for (int q = 0; q < t->n[j].n_in; q++) {
+            if (t->n[j].in[q] == y && first < 0) first = j;
+            x_kept = x_kept || t->n[j].in[q] == x;
+        }
+    if (first < 0 || !x_kept || (bn && t->t[y].dtype != t->t[x].dtype)) return ERT_OK;
+    char nm[256];
+    snprintf(nm, sizeof nm, "%s.recomputed", t->t[y].name);
+    int32_t y2 = ert_tr_add_tensor(t, nm, t->t[y].dtype, t->t[y].ndim, t->t[y].dims);
+    snprintf(nm, sizeof nm, "%s/recompute", f->name);
+    tnode *r = y2 >= 0 ? ert_tr_add_node(t, f->op, nm, bn ? 5 : 1, 1, PH_BWD) : NULL;
+    if (!r) return ert_tr_oom(t);
+    f = &t->n[k]; /* the node array may have moved */
+    r->params = f->params;
+    r->in[0] = x;
+    r->out[0] = y2;
+    if (bn) {
+        r->in[1] = f->in[1], r->in[2] = f->in[2], r->in[3] = f->out[1], r->in[4] = f->out[2];
         r->params.grad.training = false;
         r->params.grad.replay = true;
-        for (int j = first; j < t->nn - 1; j++)
-            for (int q = 0; q < t->n[j].n_in; q++)
-                if (t->n[j].in[q] == y) t->n[j].in[q] = y2;
-        tnode tmp = t->n[t->nn - 1]; /* move the replay to just before its first reader */
-        memmove(&t->n[first + 1], &t->n[first], (size_t)(t->nn - 1 - first) * sizeof *t->n);
-        t->n[first] = tmp;
     }
+    for (int j = first; j < t->nn - 1; j++)
+        for (int q = 0; q < t->n[j].n_in; q++)
+            if (t->n[j].in[q] == y) t->n[j].in[q] = y2;
+    tnode tmp = t->n[t->nn - 1]; /* move the replay to just before its first reader */
+    memmove(&t->n[first + 1], &t->n[first], (size_t)(t->nn - 1 - first) * sizeof *t->n);
+    t->n[first] = tmp;
     return ERT_OK;
+}
+
+static ert_status recompute(ert_trainer *t) {
+    ert_status st = ERT_OK;
+    for (int k = 0; k < t->fwd_end && st == ERT_OK; k++) st = replay(t, k);
+    return st;
 }
 
 static ert_status add_loss(ert_trainer *t) {
@@ -1859,7 +1880,7 @@ static ert_status build(const ert_model *m, const ert_trainer_options *opts, boo
             goto fail;
         }
         st = ert_autodiff(t, grads);
-        if (st == ERT_OK) st = recompute_bn(t);
+        if (st == ERT_OK) st = recompute(t);
         if (st == ERT_OK) st = add_optim(t, grads);
         free(grads);
         if (st) goto fail;

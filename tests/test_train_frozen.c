@@ -175,7 +175,7 @@ static int count_replays(const ert_trainer *t) {
  * CPU, so the loss and every gradient agree exactly, two steps running (the
  * second also checks the running statistics feed nothing wrong).
  * recompute: the default trainer (BatchNorm outputs the backward reads are
- * recomputed there, recompute_bn) vs keep_bn_outputs: exactly equal too,
+ * recomputed there, trainer.c recompute) vs keep_bn_outputs: exactly equal too,
  * with replay nodes in the backward and fewer bytes saved. */
 static void bn_relu_case(bool recompute) {
     ert_model *m = small();
