@@ -554,7 +554,8 @@ typedef struct ert_backend {
      * from concrete shapes (data pointers are NULL). Adds to prepare's bytes.
      * a->workspace_bytes > 0 is a budget (the trainer's room under its
      * activation peak): where the backend can choose (cuDNN convs), it
-     * answers its fastest choice within it, or its smallest if none fits. */
+     * answers its fastest choice within it, or its unconstrained choice if
+     * none fits or the one that fits is much slower (ERT_WS_SLOWER). */
     ert_status (*node_workspace)(void *bctx, const ert_kargs *a, size_t *bytes);
     /* optional: measured time (ms) of a Conv in the layout its params say
      * (data pointers NULL); *ms < 0: unknown. Session step 4c compares NCHW

@@ -1352,8 +1352,8 @@ static void log_plan(const ert_trainer *t) {
 
 /* The backend's workspace for node n (shapes only). budget > 0: the most it
  * may take without raising the arena's peak; a backend that can choose
- * (cuDNN's backward convs) takes its fastest algorithm within it, or its
- * smallest if none fits. */
+ * (cuDNN's convs) takes its fastest algorithm within it, unless none fits or
+ * that one is much slower than its fastest. */
 static ert_status node_ws(ert_trainer *t, const tnode *n, size_t budget, size_t *bytes) {
     *bytes = 0;
     if (!t->be || !t->be->node_workspace) return ERT_OK;

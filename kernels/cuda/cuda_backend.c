@@ -84,6 +84,7 @@ typedef struct algo_entry {
     int n_alt;       /* the other usable algorithms, fastest first (bind_node's fallbacks) */
     int alt[8];
     size_t alt_ws[8];
+    float alt_ms[8]; /* cudnnFind's times of the others */
 } algo_entry;
 
 #ifdef ERT_HAVE_CUDNN
@@ -564,6 +565,7 @@ static ert_status find_algo(cuda_ctx *c, const conv_state *s, const int *key, bo
         for (int k = 0; k < e->n_alt; k++) dup |= e->alt[k] == (int)perf[i].algo;
         if (dup) continue;
         e->alt[e->n_alt] = (int)perf[i].algo;
+        e->alt_ms[e->n_alt] = perf[i].time;
         e->alt_ws[e->n_alt++] = perf[i].memory;
     }
     c->n_algos++;
@@ -1401,9 +1403,11 @@ static ert_status conv_describe(cuda_ctx *c, const ert_kargs *a, size_t ws_limit
     int algo = e->algo;
     size_t ws = e->ws;
     /* over the limit (a trainer's budget under its peak): cudnnFind's next
-     * fastest that fits */
+     * fastest that fits, unless it is over ERT_WS_SLOWER times slower (then
+     * the conv keeps its workspace and the peak grows) */
     for (int k = 0; e->ok && ws > ws_limit && k < e->n_alt; k++)
-        if (e->alt_ws[k] <= ws_limit) algo = e->alt[k], ws = e->alt_ws[k];
+        if (e->alt_ws[k] <= ws_limit && (e->ms <= 0 || e->alt_ms[k] <= e->ms * ERT_WS_SLOWER))
+            algo = e->alt[k], ws = e->alt_ws[k];
     if (!e->ok || ws > ws_limit) {
         if (direct_ok) *ms = e->direct_ms;
         conv_state_free(s);

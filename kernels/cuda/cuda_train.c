@@ -76,6 +76,7 @@ typedef struct bwd_state {
     int n_cand; /* cudnnFind's usable answers, fastest first (tried on the real buffers at bind) */
     int cand_algo[16];
     size_t cand_ws[16];
+    float cand_ms_best; /* cudnnFind's time of cand 0, the fastest */
 } bwd_state;
 
 static void bwd_free(bwd_state *s) {
@@ -140,7 +141,8 @@ static ert_status bwd_describe(const ert_cuda_env *env, const ert_conv_params *p
 }
 
 /* The fastest measured algorithm whose workspace fits `limit` (f32: FMA
- * math), else the one needing the least workspace. */
+ * math), unless none does or it is over ERT_WS_SLOWER times slower than the
+ * fastest one: then the fastest. */
 static ert_status bwd_pick(const ert_cuda_env *env, bwd_state *s, bool filter, size_t limit, bool *ok) {
     cudnnHandle_t h = env->dnn;
     int got = 0;
@@ -161,6 +163,7 @@ static ert_status bwd_pick(const ert_cuda_env *env, bwd_state *s, bool filter, s
                 (!s->half && (perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
                               perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)))
                 continue;
+            if (s->n_cand == 0) s->cand_ms_best = perf[i].time;
             if (s->n_cand < 16) {
                 s->cand_algo[s->n_cand] = (int)perf[i].algo;
                 s->cand_ws[s->n_cand++] = perf[i].memory;
@@ -187,6 +190,7 @@ static ert_status bwd_pick(const ert_cuda_env *env, bwd_state *s, bool filter, s
                 (!s->half && (perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
                               perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)))
                 continue;
+            if (s->n_cand == 0) s->cand_ms_best = perf[i].time;
             if (s->n_cand < 16) {
                 s->cand_algo[s->n_cand] = (int)perf[i].algo;
                 s->cand_ws[s->n_cand++] = perf[i].memory;
@@ -199,13 +203,13 @@ static ert_status bwd_pick(const ert_cuda_env *env, bwd_state *s, bool filter, s
             }
         }
     }
-    if (!*ok && s->n_cand > 0) { /* nothing fits: the smallest */
-        int m = 0;
-        for (int k = 1; k < s->n_cand; k++)
-            if (s->cand_ws[k] < s->cand_ws[m]) m = k;
+    /* nothing fits, or what fits is over ERT_WS_SLOWER times slower than the
+     * fastest: the fastest (the trainer's peak grows) */
+    bool timed = best > 0 && s->cand_ms_best > 0; /* Find's times (the heuristics' fallback has none) */
+    if ((!*ok || (timed && best > s->cand_ms_best * ERT_WS_SLOWER)) && s->n_cand > 0) {
         *ok = true;
-        s->algo = s->cand_algo[m];
-        s->ws = s->cand_ws[m];
+        s->algo = s->cand_algo[0];
+        s->ws = s->cand_ws[0];
     }
     cudaGetLastError();
     return ERT_OK;

@@ -681,10 +681,11 @@ typedef struct ert_trainer_options {
     int64_t workspace_slack;    /* CUDA: how far kernel workspaces (cuDNN's convs) may raise the arena's
                                  * activation peak, in bytes. Each conv takes its fastest algorithm whose
                                  * workspace fits the room left under the peak of the activations
-                                 * (saved ones, gradients) at its step plus this slack, else its smallest.
-                                 * 0: the default, max(32 MiB, peak / 8); < 0: no limit (every conv its
-                                 * fastest algorithm, the largest arena). See bench/RESULTS.md for the
-                                 * measured trade-off. */
+                                 * (saved ones, gradients) at its step plus this slack, unless cuDNN timed
+                                 * that one over 1.25x slower than its fastest (then the fastest, and the
+                                 * peak grows). 0: the default, max(32 MiB, peak / 8); < 0: no limit (every
+                                 * conv its fastest algorithm, the largest arena). See bench/RESULTS.md for
+                                 * the measured trade-off. */
 } ert_trainer_options;
 
 /* Plan without creating: training arena bytes by category. activations_bytes
