@@ -977,20 +977,65 @@ static int32_t cl_twin(ert_trainer *t, int32_t x, const int *perm) {
     return y;
 }
 
+/* A frozen conv's filter (K, C, R, S) as (K, cp, R, S), the channels past C
+ * zero (a folded constant of the filter's dtype); -1 when out of memory. */
+static int32_t pad_filter(ert_trainer *t, int32_t w, int64_t cp) {
+    char nm[256];
+    snprintf(nm, sizeof nm, "%s.pad%lld", t->t[w].name, (long long)cp);
+    int64_t d[4] = {t->t[w].dims[0], cp, t->t[w].dims[2], t->t[w].dims[3]};
+    int32_t id = ert_tr_add_tensor(t, nm, t->t[w].dtype, 4, d);
+    if (id < 0) return -1;
+    ttensor *x = &t->t[id];
+    const ttensor *W = &t->t[w];
+    x->owned = calloc(1, x->nbytes ? x->nbytes : 1);
+    if (!x->owned) return -1;
+    x->mem = TM_FOLDED;
+    x->cdata = x->owned;
+    const int64_t K = W->dims[0], C = W->dims[1];
+    const size_t rs = (size_t)(W->dims[2] * W->dims[3]) * ert_dtype_size(W->dtype);
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t c = 0; c < C; c++)
+            memcpy((char *)x->owned + (size_t)(k * cp + c) * rs, (const char *)W->cdata + (size_t)(k * C + c) * rs, rs);
+    return id;
+}
+
+/* Channels-last input of a frozen conv with fewer than 8 channels (an image's
+ * 3): padded with zero channels to 8 (Pad node after the layout transpose),
+ * the filter likewise. cuDNN then runs ResNet-18's first conv (batch 32,
+ * f16) as a fused graph with a 256-byte workspace in 0.163 ms instead of an
+ * algorithm needing a 64 MB workspace (bench/RESULTS.md). */
+static ert_status cl_pad8(ert_trainer *t, int32_t from, int32_t *to) {
+    char nm[256];
+    snprintf(nm, sizeof nm, "%s.pad8", t->t[from].name);
+    int64_t d[4] = {t->t[from].dims[0], t->t[from].dims[1], t->t[from].dims[2], 8};
+    int32_t y = ert_tr_add_tensor(t, nm, t->t[from].dtype, 4, d);
+    if (y < 0) return ert_tr_oom(t);
+    t->t[y].fwd = true;
+    tnode *n = ert_tr_add_node(t, ERT_OP_PAD, nm, 1, 1, PH_FWD);
+    if (!n) return ert_tr_oom(t);
+    n->in[0] = from;
+    n->out[0] = y;
+    n->params.pad.mode = 0;
+    n->params.pad.pad_end[3] = 8 - t->t[from].dims[3];
+    *to = y;
+    return ERT_OK;
+}
+
 static ert_status prefix_channels_last(ert_trainer *t) {
     static const int to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2};
     if (!t->be || t->amp == ERT_DTYPE_F32 || t->o.amp_conv_only) return ERT_OK;
     int nold = t->nn, n0 = t->nt;
     bool *need = calloc((size_t)n0 + 1, 1), *nh = calloc((size_t)n0 + 1, 1), *node_nh = calloc((size_t)nold + 1, 1);
-    int32_t *twin = malloc(((size_t)n0 + 1) * sizeof *twin), *fwd = malloc(((size_t)n0 + 1) * sizeof *fwd);
+    int32_t *twin = malloc(((size_t)n0 + 1) * sizeof *twin), *fwd = malloc(((size_t)n0 + 1) * sizeof *fwd),
+            *fwd8 = malloc(((size_t)n0 + 1) * sizeof *fwd8);
     bool *back = calloc((size_t)n0 + 1, 1);
     tnode *nw = NULL, *old = t->n;
     ert_status st = ERT_OK;
-    if (!need || !nh || !node_nh || !twin || !fwd || !back) {
+    if (!need || !nh || !node_nh || !twin || !fwd || !fwd8 || !back) {
         st = ert_tr_oom(t);
         goto done;
     }
-    for (int i = 0; i < n0; i++) need[i] = t->t[i].trainable, twin[i] = fwd[i] = -1;
+    for (int i = 0; i < n0; i++) need[i] = t->t[i].trainable, twin[i] = fwd[i] = fwd8[i] = -1;
     int n_conv = 0;
     for (int k = 0; k < nold; k++) {
         const tnode *n = &old[k];
@@ -1006,7 +1051,7 @@ static ert_status prefix_channels_last(ert_trainer *t) {
     if (!n_conv) goto done;
     /* a tensor a trainable node also reads (need[] above saw them all) keeps
      * its NCHW twin via the back transpose below */
-    int cap = nold + 2 * n0 + 16;
+    int cap = nold + 3 * n0 + 16;
     nw = malloc((size_t)cap * sizeof *nw);
     if (!nw) {
         st = ert_tr_oom(t);
@@ -1019,7 +1064,7 @@ static ert_status prefix_channels_last(ert_trainer *t) {
         goto done;
     }
     /* the new list never reallocates (cap: every old node once, at most one
-     * layout node in and one out per tensor), so a failure can still hand
+     * layout node in, one Pad and one layout node out per tensor), so a failure can still hand
      * every old node over to be freed */
     t->n = nw;
     t->nn = 0;
@@ -1049,6 +1094,14 @@ static ert_status prefix_channels_last(ert_trainer *t) {
                 else st = cl_layout(t, x, fwd[x], to_nhwc, false);
             }
             f.in[j] = fwd[x];
+            const int64_t C = t->t[x].dims[1];
+            if (st == ERT_OK && f.op == ERT_OP_CONV && j == 0 && C < 8 && f.params.conv.group == 1 && f.n_in > 1 &&
+                f.in[1] >= 0 && t->t[f.in[1]].dims[1] == C) {
+                int32_t wp = pad_filter(t, f.in[1], 8);
+                if (wp < 0) st = ert_tr_oom(t);
+                else if (fwd8[x] < 0) st = cl_pad8(t, fwd[x], &fwd8[x]);
+                if (st == ERT_OK) f.in[0] = fwd8[x], f.in[1] = wp;
+            }
         }
         f.out[0] = twin[f.out[0]];
         if (f.op == ERT_OP_CONV) {
@@ -1068,6 +1121,7 @@ done:
     free(node_nh);
     free(twin);
     free(fwd);
+    free(fwd8);
     free(back);
     return st;
 }

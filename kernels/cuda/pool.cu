@@ -65,6 +65,45 @@ static __global__ void pool_kernel(const T *__restrict__ x, T *__restrict__ y, g
     }
 }
 
+/* Channels-last with C % 8 == 0 (2-D): one thread per output pixel and group
+ * of 8 channels, 16-byte loads (f16/bf16) per tap. */
+template <typename T>
+static __global__ void pool_nhwc8_kernel(const T *__restrict__ x, T *__restrict__ y, geom3<int> g, int total,
+                                         bool is_max, bool include_pad) {
+    const int C8 = g.C / 8, OW = g.out[2], OH = g.out[1];
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        int cg = i % C8, p = i / C8, ow = p % OW, q = p / OW, oh = q % OH, n = q / OH;
+        const T *xp = x + (size_t)n * g.in[1] * g.in[2] * g.C + cg * 8;
+        float acc[8];
+        for (int k = 0; k < 8; k++) acc[k] = is_max ? -INFINITY : 0.0f;
+        int n_in = 0, n_pad = 0;
+        for (int kh = 0; kh < g.k[1]; kh++) {
+            int ih = oh * g.s[1] - g.pb[1] + kh * g.d[1];
+            if (ih >= g.in[1] + g.pe[1]) break;
+            for (int kw = 0; kw < g.k[2]; kw++) {
+                int iw = ow * g.s[2] - g.pb[2] + kw * g.d[2];
+                if (iw >= g.in[2] + g.pe[2]) break;
+                n_pad++;
+                if (ih < 0 || iw < 0 || ih >= g.in[1] || iw >= g.in[2]) continue;
+                float v[8];
+                ert_ldv<8>(xp + ((size_t)ih * g.in[2] + iw) * g.C, v);
+                n_in++;
+#pragma unroll
+                for (int k = 0; k < 8; k++) {
+                    if (is_max) acc[k] = (v[k] > acc[k] || isnan(v[k])) ? v[k] : acc[k];
+                    else acc[k] += v[k];
+                }
+            }
+        }
+        if (!is_max) {
+            int cnt = include_pad ? n_pad : n_in;
+#pragma unroll
+            for (int k = 0; k < 8; k++) acc[k] = cnt > 0 ? acc[k] / (float)cnt : 0.0f;
+        }
+        ert_stv<8>(y + (size_t)p * g.C + cg * 8, acc);
+    }
+}
+
 /* Planes (NCHW): grid x/y the output column/row, z the plane and output
  * depth, so no thread divides to find its position. */
 template <typename T>
@@ -169,6 +208,15 @@ cudaError_t ert_cuda_pool_launch(bool is_max, const ert_pool_params *p, const er
                                                               p->count_include_pad))
             return cudaGetLastError();
         }
+    }
+    if (small && p->nhwc && g.out[0] == 1 && g.in[0] == 1 && g.C % 8 == 0 && x->dtype != ERT_DTYPE_F32 &&
+        ert_vec_ok(x->data, 8, 2) && ert_vec_ok(y->data, 8, 2)) {
+        int total = (int)(y->n_elems / 8);
+        int64_t b8 = (total + 255) / 256;
+        ERT_CUDA_FLOAT_SWITCH(x->dtype, T,
+            pool_nhwc8_kernel<T><<<(unsigned)(b8 > (1 << 20) ? (1 << 20) : b8), 256, 0, st>>>(
+                (const T *)x->data, (T *)y->data, h, total, is_max, p->count_include_pad))
+        return cudaGetLastError();
     }
     if (g.C == 0) g.C = 1; /* planes left over (64-bit offsets): channels-last with C = 1 over N*C images */
     if (small) {

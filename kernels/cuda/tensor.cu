@@ -68,6 +68,21 @@ static __global__ void pad_kernel(const T *__restrict__ x, T *__restrict__ y, pa
     }
 }
 
+/* Constant padding at the end of the last axis only (a channels-last image
+ * padded to 8 channels): one thread per row, no index decoding. */
+template <typename T>
+static __global__ void pad_last_kernel(const T *__restrict__ x, T *__restrict__ y, int64_t rows, int cx, int cy,
+                                       float value) {
+    for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r < rows; r += (int64_t)gridDim.x * blockDim.x) {
+        const T *xr = x + r * cx;
+        T *yr = y + r * cy;
+        for (int c = 0; c < cy; c++) {
+            if (c < cx) yr[c] = xr[c];
+            else ert_put(yr + c, value);
+        }
+    }
+}
+
 /* ------------------------------------------------------------------ Reduce */
 
 struct red_geom {
@@ -300,6 +315,17 @@ cudaError_t ert_cuda_pad_launch(const ert_pad_params *p, const ert_tview *x, con
     g.mode = p->mode;
     g.value = (float)p->value;
     if (x->dtype != y->dtype) return cudaErrorInvalidValue;
+    bool last_only = p->mode == 0 && x->ndim >= 1 && x->ndim == y->ndim && y->dims[y->ndim - 1] <= 64;
+    for (int d = 0; d < x->ndim && last_only; d++)
+        last_only = p->pad_begin[d] == 0 && (d == x->ndim - 1 || x->dims[d] == y->dims[d]);
+    if (last_only && x->dims[x->ndim - 1] > 0) {
+        int64_t rows = y->n_elems / y->dims[y->ndim - 1];
+        ERT_CUDA_FLOAT_SWITCH(x->dtype, T,
+            pad_last_kernel<T><<<grid_for(rows), 256, 0, st>>>((const T *)x->data, (T *)y->data, rows,
+                                                               (int)x->dims[x->ndim - 1], (int)y->dims[y->ndim - 1],
+                                                               g.value))
+        return cudaGetLastError();
+    }
     ERT_CUDA_FLOAT_SWITCH(x->dtype, T,
         pad_kernel<T><<<grid_for(y->n_elems), 256, 0, st>>>((const T *)x->data, (T *)y->data, g, y->n_elems))
     return cudaGetLastError();
