@@ -1126,6 +1126,141 @@ done:
     return st;
 }
 
+/* Frozen stem in batch chunks: the chain from a graph input through frozen
+ * Cast/Transpose/Pad/Conv/Relu to the first MaxPool (each link read only by
+ * the next) keeps nothing for the backward, yet its activations are the
+ * largest of the network (ResNet-18's stem output at batch 32 in f16: 51 MB,
+ * next to its 8-channel padded input). Run it on batch slices instead: a
+ * Slice of the input per chunk, the chain cloned on the chunk, the pooled
+ * chunks concatenated into the original output, so only one chunk's
+ * activations are live at a time. Only where it matters (a chain tensor of
+ * 4 MiB or more) and the batch splits evenly (4 chunks, else 2). */
+static bool stem_op(ert_op op) {
+    return op == ERT_OP_CAST || op == ERT_OP_TRANSPOSE || op == ERT_OP_PAD || op == ERT_OP_CONV || op == ERT_OP_RELU;
+}
+
+static ert_status chunk_stem(ert_trainer *t) {
+    const ert_model *m = t->model;
+    if (m->n_inputs < 1 || t->o.session.batch < 2) return ERT_OK;
+    const int32_t x = m->inputs[0];
+    if (x < 0 || t->t[x].ndim < 2) return ERT_OK;
+    const int64_t B = t->t[x].dims[0];
+    const int k_chunks = B % 4 == 0 ? 4 : B % 2 == 0 ? 2 : 1;
+    if (k_chunks < 2) return ERT_OK;
+    int chain[16], len = 0;
+    int32_t cur = x;
+    size_t biggest = 0;
+    for (;;) {
+        if (len == 16 || n_uses(t, cur) != 1) return ERT_OK;
+        int u = find_user(t, cur, 0);
+        if (u < 0) return ERT_OK;
+        const tnode *n = &t->n[u];
+        if (n->phase != PH_FWD || n->n_out != 1 || n->out[0] < 0 || n->in[0] != cur ||
+            (!stem_op(n->op) && n->op != ERT_OP_MAXPOOL))
+            return ERT_OK;
+        for (int j = 1; j < n->n_in; j++) /* weights and the like: constants, never a gradient */
+            if (n->in[j] >= 0 && (!(is_imm(&t->t[n->in[j]]) || t->t[n->in[j]].mem == TM_PARAM) ||
+                                  t->t[n->in[j]].trainable))
+                return ERT_OK;
+        if (n->op == ERT_OP_CONV && n->params.conv.has_residual) return ERT_OK;
+        const ttensor *y = &t->t[n->out[0]];
+        if (y->ndim < 2 || y->dims[0] != B || y->trainable) return ERT_OK;
+        if (y->nbytes > biggest) biggest = y->nbytes;
+        chain[len++] = u;
+        cur = n->out[0];
+        if (n->op == ERT_OP_MAXPOOL) break;
+    }
+    if (biggest < ((size_t)4 << 20)) return ERT_OK;
+    for (int i = 1; i < len; i++)
+        if (chain[i] < chain[i - 1]) return ERT_OK; /* schedule order assumed below */
+    const int at = chain[0], n_new = k_chunks * (len + 1) + 1;
+    const int32_t out = t->n[chain[len - 1]].out[0];
+    tnode *made = calloc((size_t)n_new, sizeof *made);
+    if (!made) return ert_tr_oom(t);
+    int nm_ = 0;
+    ert_status st = ERT_OK;
+    int32_t *parts = malloc((size_t)k_chunks * sizeof *parts);
+    if (!parts) st = ert_tr_oom(t);
+    const int64_t b = B / k_chunks;
+    for (int c = 0; c < k_chunks && st == ERT_OK; c++) {
+        char nm[256];
+        int64_t d[ERT_MAX_DIMS];
+        memcpy(d, t->t[x].dims, sizeof d);
+        d[0] = b;
+        snprintf(nm, sizeof nm, "%s.chunk%d", t->t[x].name, c);
+        int32_t in = ert_tr_add_tensor(t, nm, t->t[x].dtype, t->t[x].ndim, d);
+        tnode *sl = in >= 0 ? ert_tr_add_node(t, ERT_OP_SLICE, nm, 1, 1, PH_FWD) : NULL;
+        if (!sl) {
+            st = ert_tr_oom(t);
+            break;
+        }
+        t->t[in].fwd = true;
+        sl->in[0] = x;
+        sl->out[0] = in;
+        sl->params.slice.start[0] = c * b;
+        for (int q = 0; q < ERT_MAX_DIMS; q++) sl->params.slice.step[q] = 1;
+        made[nm_++] = *sl;
+        t->nn--; /* parked in made[] until the list is rebuilt */
+        for (int i = 0; i < len && st == ERT_OK; i++) {
+            const tnode *f = &t->n[chain[i]];
+            const ttensor *fy = &t->t[f->out[0]];
+            memcpy(d, fy->dims, sizeof d);
+            d[0] = b;
+            snprintf(nm, sizeof nm, "%s.chunk%d", fy->name, c);
+            int32_t o = ert_tr_add_tensor(t, nm, fy->dtype, fy->ndim, d);
+            f = &t->n[chain[i]];
+            tnode *n = o >= 0 ? ert_tr_add_node(t, f->op, nm, f->n_in, 1, PH_FWD) : NULL;
+            if (!n) {
+                st = ert_tr_oom(t);
+                break;
+            }
+            f = &t->n[chain[i]];
+            t->t[o].fwd = true;
+            for (int j = 0; j < f->n_in; j++) n->in[j] = f->in[j];
+            n->in[0] = in;
+            n->out[0] = o;
+            n->params = f->params;
+            n->ws_bytes = f->ws_bytes; /* the CPU's (from the whole batch: enough); a device's is asked later */
+            n->src = f->src;
+            made[nm_++] = *n;
+            t->nn--;
+            in = o;
+        }
+        parts[c] = in;
+    }
+    if (st == ERT_OK) {
+        tnode *cc = ert_tr_add_node(t, ERT_OP_CONCAT, "stem.concat", k_chunks, 1, PH_FWD);
+        if (!cc) st = ert_tr_oom(t);
+        else {
+            for (int c = 0; c < k_chunks; c++) cc->in[c] = parts[c];
+            cc->out[0] = out;
+            cc->params.axis.axis = 0;
+            made[nm_++] = *cc;
+            t->nn--;
+        }
+    }
+    if (st == ERT_OK && t->nn + nm_ > t->cap_n) { /* room for the new nodes */
+        tnode *g = realloc(t->n, (size_t)(t->nn + nm_) * sizeof *g);
+        if (!g) st = ert_tr_oom(t);
+        else t->n = g, t->cap_n = t->nn + nm_;
+    }
+    if (st != ERT_OK) {
+        for (int i = 0; i < nm_; i++) free(made[i].in), free(made[i].name_owned);
+        free(made);
+        free(parts);
+        return st;
+    }
+    for (int i = len - 1; i >= 0; i--) drop_node(t, chain[i]); /* the originals (chain[] ascending) */
+    memmove(&t->n[at + nm_], &t->n[at], (size_t)(t->nn - at) * sizeof *t->n);
+    memcpy(&t->n[at], made, (size_t)nm_ * sizeof *made);
+    t->nn += nm_;
+    ert_log(t->ctx, ERT_LOG_DEBUG, "trainer: frozen stem (%d nodes to '%s') in %d batch chunks", len, t->t[out].name,
+            k_chunks);
+    free(made);
+    free(parts);
+    return ERT_OK;
+}
+
 /* ------------------------------------------------------------------ steps 4, 6 */
 
 /* Rematerialisation (after the autodiff, before the optimizer): an output
@@ -1923,7 +2058,7 @@ static ert_status build(const ert_model *m, const ert_trainer_options *opts, boo
         t->t[t->rng_t].mem = TM_STATE;
     }
     if ((st = fix_inputs(t)) || (st = select_params(t)) || (st = infer(t)) || (st = fold_frozen(t)) || (st = fuse_bn_relu(t)) ||
-        (st = amp_rewrite(t)) || (st = prefix_channels_last(t)) ||
+        (st = amp_rewrite(t)) || (st = prefix_channels_last(t)) || (st = chunk_stem(t)) ||
         (st = add_loss(t)))
         goto fail;
     t->fwd_end = t->nn;

@@ -164,6 +164,83 @@ out:
     ert_model_free(m);
 }
 
+/* A stem big enough to be chunked (runtime/trainer.c chunk_stem: a chain
+ * tensor of 4 MiB or more): x (8, 3, 96, 96) -> conv 3->64 /2 + BN + relu
+ * (8x64x48x48 f32: 4.7 MB) -> maxpool 3/2 -> conv + BN + relu -> GAP -> fc.
+ * Head-only (fc) vs full training with the same frozen BatchNorms: the
+ * head-only trainer runs the stem in batch chunks (one Concat), full
+ * training cannot (its conv is trainable); the loss and the fc gradients
+ * agree, and the head-only activations are a fraction of full training's. */
+static void stem_chunk_case(void) {
+    ert_builder *b;
+    CHECK_OK(ert_builder_create(ctx, &b), ctx);
+    int64_t xd[4] = {-1, 3, 96, 96};
+    int32_t x, p;
+    CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 4, xd, &x), ctx);
+    CHECK_OK(ert_builder_maxpool2d(b, cbr(b, x, 3, 64, 3, 2, true), 3, 2, 1, &p), ctx);
+    ert_model *m = finish(b, cbr(b, p, 64, 16, 3, 1, true), 16, 4);
+    if (!m) return;
+    char fcw[16], fcb[16];
+    snprintf(fcw, sizeof fcw, "w%d", n_w - 2);
+    snprintf(fcb, sizeof fcb, "w%d", n_w - 1);
+    ert_trainer_options o = {0};
+    o.session.batch = 8;
+    o.loss.kind = ERT_LOSS_CROSS_ENTROPY;
+    o.optim.kind = ERT_OPTIM_SGD;
+    o.optim.lr = 0.1f;
+    o.bn = ERT_BN_FROZEN;
+    ert_trainer *full = NULL, *head = NULL;
+    CHECK_OK(ert_trainer_create(m, &o, &full), ctx);
+    o.trainable = ERT_TRAIN_LAST_N;
+    o.last_n = 1;
+    CHECK_OK(ert_trainer_create(m, &o, &head), ctx);
+    if (!full || !head) goto out;
+    int concat_h = 0, concat_f = 0;
+    for (int k = 0; k < head->fwd_end; k++) concat_h += head->n[k].op == ERT_OP_CONCAT;
+    for (int k = 0; k < full->fwd_end; k++) concat_f += full->n[k].op == ERT_OP_CONCAT;
+    CHECK(concat_h == 1 && concat_f == 0, "stem chunked: head-only %d Concat (want 1), full %d (want 0)", concat_h,
+          concat_f);
+    for (int step = 0; step < 2; step++) {
+        float *xf, *xh;
+        int64_t *yf, *yh;
+        ert_trainer_input_data(full, 0, (void **)&xf);
+        ert_trainer_input_data(head, 0, (void **)&xh);
+        ert_trainer_target_data(full, (void **)&yf);
+        ert_trainer_target_data(head, (void **)&yh);
+        ert_test_fill(&rng, xf, 8 * 3 * 96 * 96, -1, 1);
+        memcpy(xh, xf, 8 * 3 * 96 * 96 * sizeof(float));
+        for (int i = 0; i < 8; i++) yf[i] = yh[i] = ert_test_int(&rng, 0, 3);
+        float lf = 0, lh = 0;
+        CHECK_OK(ert_trainer_step(full, &lf), ctx);
+        CHECK_OK(ert_trainer_step(head, &lh), ctx);
+        if (step == 0) CHECK(fabsf(lf - lh) <= 1e-5f * fabsf(lf), "loss full %.7g, head-only (chunked stem) %.7g",
+                             (double)lf, (double)lh);
+        const char *names[2] = {fcw, fcb};
+        for (int k = 0; k < 2 && step == 0; k++) {
+            float a[64], g[64];
+            int64_t na = 0, ng = 0;
+            CHECK_OK(ert_trainer_param_copy(full, names[k], NULL, a, &na), ctx);
+            CHECK_OK(ert_trainer_param_copy(head, names[k], NULL, g, &ng), ctx);
+            double mx = 1e-6, worst = 0;
+            for (int64_t i = 0; i < na; i++) mx = fabs(a[i]) > mx ? fabs(a[i]) : mx;
+            for (int64_t i = 0; i < na && na == ng; i++) worst = fmax(worst, fabs((double)a[i] - g[i]) / mx);
+            CHECK(na == ng && na > 0 && worst <= 1e-4, "gradient of '%s': full vs head-only (chunked) rel %.3g",
+                  names[k], worst);
+        }
+    }
+    ert_memory_report rf, rh;
+    ert_trainer_memory(full, &rf);
+    ert_trainer_memory(head, &rh);
+    printf("  stem in 4 batch chunks: head-only loss and fc gradients = full training's; activations %zu vs full "
+           "%zu bytes\n", rh.activations_bytes, rf.activations_bytes);
+    CHECK(rh.activations_bytes * 3 < rf.activations_bytes, "head-only activations %zu vs full %zu",
+          rh.activations_bytes, rf.activations_bytes);
+out:
+    ert_trainer_free(full);
+    ert_trainer_free(head);
+    ert_model_free(m);
+}
+
 static int count_replays(const ert_trainer *t) {
     int n = 0;
     for (int k = t->fwd_end; k < t->nn; k++) n += t->n[k].op == ERT_OP_BATCHNORM_TRAIN && t->n[k].params.grad.replay;
@@ -256,7 +333,8 @@ static void resnet_case(void) {
     /* The issue's goal: head-only <= 0.25x of full training's arena. Full
      * training keeps neither the Relu inputs nor the BatchNorm outputs
      * (recomputed in the backward); head-only reads the frozen filters in
-     * place (the BatchNorm folded into a per-channel scale, no copy). */
+     * place (the BatchNorm folded into a per-channel scale, no copy) and runs
+     * the stem in batch chunks. */
     CHECK(r <= 0.25, "ResNet-18 head-only arena %zu vs full %zu: %.3fx (goal <= 0.25x)", head.total_bytes,
           full.total_bytes, r);
     printf("  ResNet-18 b8 plan: full %.1f MiB (activations %.1f, weights %.1f), head-only %.1f MiB (activations %.1f, "
@@ -273,6 +351,7 @@ int main(void) {
     small_case();
     bn_relu_case(false);
     bn_relu_case(true);
+    stem_chunk_case();
     resnet_case();
     ert_context_free(ctx);
     return ert_test_finish("train_frozen");
