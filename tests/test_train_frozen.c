@@ -135,15 +135,21 @@ static void same_step(ert_trainer *full, ert_trainer *head, int batch, int64_t n
     }
 }
 
-static void small_case(void) {
-    ert_model *m = small();
-    if (!m) return;
+/* Cross-entropy, SGD at lr 0.1, the given batch and BatchNorm mode. */
+static ert_trainer_options ce_sgd(int batch, ert_bn_mode bn) {
     ert_trainer_options o = {0};
-    o.session.batch = 6;
+    o.session.batch = batch;
     o.loss.kind = ERT_LOSS_CROSS_ENTROPY;
     o.optim.kind = ERT_OPTIM_SGD;
     o.optim.lr = 0.1f;
-    o.bn = ERT_BN_FROZEN;
+    o.bn = bn;
+    return o;
+}
+
+static void small_case(void) {
+    ert_model *m = small();
+    if (!m) return;
+    ert_trainer_options o = ce_sgd(6, ERT_BN_FROZEN);
     ert_trainer *full = NULL, *head = NULL;
     CHECK_OK(ert_trainer_create(m, &o, &full), ctx);
     o.trainable = ERT_TRAIN_PATTERN;
@@ -192,12 +198,7 @@ static void stem_chunk_case(void) {
     char fcw[16], fcb[16];
     snprintf(fcw, sizeof fcw, "w%d", n_w - 2);
     snprintf(fcb, sizeof fcb, "w%d", n_w - 1);
-    ert_trainer_options o = {0};
-    o.session.batch = 8;
-    o.loss.kind = ERT_LOSS_CROSS_ENTROPY;
-    o.optim.kind = ERT_OPTIM_SGD;
-    o.optim.lr = 0.1f;
-    o.bn = ERT_BN_FROZEN;
+    ert_trainer_options o = ce_sgd(8, ERT_BN_FROZEN);
     ert_trainer *full = NULL, *head = NULL;
     CHECK_OK(ert_trainer_create(m, &o, &full), ctx);
     o.trainable = ERT_TRAIN_LAST_N;
@@ -239,11 +240,7 @@ static int count_replays(const ert_trainer *t) {
 static void bn_relu_case(bool recompute) {
     ert_model *m = small();
     if (!m) return;
-    ert_trainer_options o = {0};
-    o.session.batch = 6;
-    o.loss.kind = ERT_LOSS_CROSS_ENTROPY;
-    o.optim.kind = ERT_OPTIM_SGD;
-    o.optim.lr = 0.1f;
+    ert_trainer_options o = ce_sgd(6, ERT_BN_TRAIN);
     o.optim.momentum = 0.9f;
     ert_trainer *tf = NULL, *tu = NULL;
     CHECK_OK(ert_trainer_create(m, &o, &tf), ctx);
@@ -300,10 +297,7 @@ out:
 static void resnet_case(void) {
     ert_model *m = resnet18();
     if (!m) return;
-    ert_trainer_options o = {0};
-    o.session.batch = 8;
-    o.loss.kind = ERT_LOSS_CROSS_ENTROPY;
-    o.optim.kind = ERT_OPTIM_SGD;
+    ert_trainer_options o = ce_sgd(8, ERT_BN_TRAIN); /* plans only: lr does not matter */
     o.optim.momentum = 0.9f;
     ert_memory_report full, head;
     CHECK_OK(ert_trainer_plan(m, &o, &full), ctx);
