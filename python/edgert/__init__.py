@@ -245,7 +245,8 @@ class DLPackView:
             raise BufferError("edgert DLPack views are never copies (copy=True was asked)")
         # run() is complete on return (its stream synchronised), so any
         # consumer stream may read the buffer without waiting.
-        return _c.dlpack_view(self._session._capsule(), self._out, self._index)
+        versioned = max_version is not None and tuple(max_version)[:1] >= (1,)
+        return _c.dlpack_view(self._session._capsule(), self._out, self._index, versioned)
 
     def __dlpack_device__(self) -> Tuple[int, int]:
         return _c.dlpack_device(self._session._capsule())

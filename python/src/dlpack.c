@@ -1,5 +1,6 @@
-/* DLPack (the unversioned DLManagedTensor, capsule name "dltensor", which
- * torch.from_dlpack, CuPy and numpy all accept): views of a session's input
+/* DLPack (DLManagedTensorVersioned, "dltensor_versioned", for consumers that
+ * ask for max_version >= (1, 0), else the unversioned DLManagedTensor,
+ * "dltensor", which every consumer accepts): views of a session's input
  * and output buffers (GPU memory for a CUDA session, host memory for a CPU
  * one), and device tensors taken as run() inputs.
  *
@@ -42,6 +43,17 @@ typedef struct DLManagedTensor {
     void *manager_ctx;
     void (*deleter)(struct DLManagedTensor *self);
 } DLManagedTensor;
+/* DLPack 1.x ("dltensor_versioned"), which consumers that ask for
+ * max_version >= (1, 0) prefer (numpy imports the old form read-only). */
+typedef struct DLManagedTensorVersioned {
+    struct {
+        uint32_t major, minor;
+    } version;
+    void *manager_ctx;
+    void (*deleter)(struct DLManagedTensorVersioned *self);
+    uint64_t flags;
+    DLTensor dl_tensor;
+} DLManagedTensorVersioned;
 
 enum { DL_CPU = 1, DL_CUDA = 2, DL_CUDA_MANAGED = 13 };
 
@@ -75,10 +87,9 @@ typedef struct view_ctx {
     int64_t shape[ERT_MAX_DIMS];
 } view_ctx;
 
-static void view_deleter(DLManagedTensor *mt) {
-    if (!mt) return;
+/* Both forms of a view: the tensor struct and its context are one allocation. */
+static void view_release(void *mt, view_ctx *vc) {
     PyGILState_STATE g = PyGILState_Ensure();
-    view_ctx *vc = mt->manager_ctx;
     py_session *ps = PyCapsule_GetPointer(vc->session_cap, PY_SESSION_CAPSULE);
     if (ps) {
         ps->views--;
@@ -92,18 +103,30 @@ static void view_deleter(DLManagedTensor *mt) {
     PyGILState_Release(g);
 }
 
-/* A capsule never consumed still owns its tensor. */
-static void view_capsule_destroy(PyObject *cap) {
-    if (!PyCapsule_IsValid(cap, "dltensor")) return; /* consumed ("used_dltensor"): the consumer owns it */
-    DLManagedTensor *mt = PyCapsule_GetPointer(cap, "dltensor");
-    if (mt && mt->deleter) mt->deleter(mt);
+static void view_deleter(DLManagedTensor *mt) {
+    if (mt) view_release(mt, mt->manager_ctx);
+}
+static void view_deleter_v(DLManagedTensorVersioned *mt) {
+    if (mt) view_release(mt, mt->manager_ctx);
 }
 
-/* dlpack_view(session_cap, is_output, index) -> "dltensor" capsule. */
+/* A capsule never consumed still owns its tensor. */
+static void view_capsule_destroy(PyObject *cap) {
+    if (PyCapsule_IsValid(cap, "dltensor")) {
+        DLManagedTensor *mt = PyCapsule_GetPointer(cap, "dltensor");
+        if (mt && mt->deleter) mt->deleter(mt);
+    } else if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
+        DLManagedTensorVersioned *mt = PyCapsule_GetPointer(cap, "dltensor_versioned");
+        if (mt && mt->deleter) mt->deleter(mt);
+    } /* else consumed ("used_..."): the consumer owns it */
+}
+
+/* dlpack_view(session_cap, is_output, index, versioned) -> a "dltensor"
+ * (or, versioned, "dltensor_versioned") capsule. */
 static PyObject *m_dlpack_view(PyObject *self, PyObject *args) {
     PyObject *cap;
-    int is_out = 0, i = 0;
-    if (!PyArg_ParseTuple(args, "Opi", &cap, &is_out, &i)) return NULL;
+    int is_out = 0, i = 0, versioned = 0;
+    if (!PyArg_ParseTuple(args, "Opi|p", &cap, &is_out, &i, &versioned)) return NULL;
     py_session *ps = py_session_get(cap);
     if (!ps) return NULL;
     ert_tensor_info ti;
@@ -117,33 +140,34 @@ static PyObject *m_dlpack_view(PyObject *self, PyObject *args) {
         ptr = (void *)(uintptr_t)c; /* a CPU session's output slot in its arena */
     } else st = ert_session_input_data(ps->s, i, &ptr);
     if (st != ERT_OK) return py_raise_ctx(ps->pm, st);
-    DLManagedTensor *mt = calloc(1, sizeof *mt);
+    DLTensor t = {.data = ptr, .ndim = ti.ndim};
+    if (dl_dtype(ti.dtype, &t.dtype) < 0) return py_raise(ERT_E_UNSUPPORTED, "this tensor's dtype has no DLPack code");
+    t.device = (DLDevice){ps->cuda ? DL_CUDA : DL_CPU, ps->cuda ? device_of(ptr) : 0};
     view_ctx *vc = calloc(1, sizeof *vc);
-    if (!mt || !vc) {
-        free(mt);
+    DLManagedTensor *mt = NULL;
+    DLManagedTensorVersioned *mv = NULL;
+    if (vc && versioned) mv = calloc(1, sizeof *mv);
+    else if (vc) mt = calloc(1, sizeof *mt);
+    if (!mt && !mv) {
         free(vc);
         return PyErr_NoMemory();
     }
     memcpy(vc->shape, ti.dims, sizeof vc->shape);
+    t.shape = vc->shape;
     vc->session_cap = py_ref(cap);
-    mt->manager_ctx = vc;
-    mt->deleter = view_deleter;
-    DLTensor *t = &mt->dl_tensor;
-    t->data = ptr;
-    t->device = (DLDevice){ps->cuda ? DL_CUDA : DL_CPU, ps->cuda ? device_of(ptr) : 0};
-    t->ndim = ti.ndim;
-    t->shape = vc->shape;
-    if (dl_dtype(ti.dtype, &t->dtype) < 0) {
-        Py_DECREF(vc->session_cap);
-        free(vc);
-        free(mt);
-        return py_raise(ERT_E_UNSUPPORTED, "this tensor's dtype has no DLPack code");
-    }
     ps->views++;
-    PyObject *res = PyCapsule_New(mt, "dltensor", view_capsule_destroy);
-    if (!res) {
-        mt->deleter(mt);
-        return NULL;
+    PyObject *res;
+    if (mv) {
+        mv->version.major = 1;
+        mv->manager_ctx = vc;
+        mv->deleter = view_deleter_v;
+        mv->dl_tensor = t;
+        if (!(res = PyCapsule_New(mv, "dltensor_versioned", view_capsule_destroy))) view_deleter_v(mv);
+    } else {
+        mt->manager_ctx = vc;
+        mt->deleter = view_deleter;
+        mt->dl_tensor = t;
+        if (!(res = PyCapsule_New(mt, "dltensor", view_capsule_destroy))) view_deleter(mt);
     }
     return res;
 }
@@ -242,7 +266,7 @@ void py_dlpack_release(py_dl_in *d) {
 }
 
 PyMethodDef py_dlpack_methods[] = {
-    {"dlpack_view", m_dlpack_view, METH_VARARGS, "dlpack_view(session, is_output, index) -> 'dltensor' capsule"},
+    {"dlpack_view", m_dlpack_view, METH_VARARGS, "dlpack_view(session, is_output, index, versioned=False) -> capsule"},
     {"dlpack_device", m_dlpack_device, METH_O, "dlpack_device(session) -> (device_type, device_id)"},
     {NULL, NULL, 0, NULL},
 };
