@@ -15,6 +15,9 @@
 #   python   the Python package: a venv in build/test-python (sharing .deps/venv's
 #            numpy/onnx/onnxruntime), `pip install .` (CPU; ERT_PY_CUDA=AUTO
 #            builds CUDA in), pytest python/tests (GPU tests report SKIPPED)
+#   pyarm    the aarch64 wheel cross-built (scripts/python_cross_wheel.sh:
+#            Debian's arm64 python3.11 + numpy fetched into build/py-aarch64),
+#            imported and run under qemu-aarch64; skipped when offline
 #   cuda12   the same backend built with CUDA 12.4 (scripts/check_cuda12.sh:
 #            ~1.2 GB downloaded into .deps/cuda12, ~2 min on 2 cores) + the
 #            CPU ctest of that build. Runs in CI (CI=true) or when named in
@@ -36,7 +39,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 jobs=${ERT_JOBS:-2}
-phases=${ERT_TEST_PHASES:-release asan aarch64 fuzz cuda python cuda12}
+phases=${ERT_TEST_PHASES:-release asan aarch64 fuzz cuda python pyarm cuda12}
 logs="$root/build/logs"
 t_start=$SECONDS
 
@@ -281,6 +284,13 @@ phase_python() {
     [[ $rc -eq 0 ]]
 }
 
+phase_pyarm() {
+    # the python phase's venv has scikit-build-core; else .deps/venv's python
+    local py="$root/build/test-python/venv/bin/python"
+    [[ -x "$py" ]] || py="$root/.deps/venv/bin/python"
+    ERT_PY_CROSS_PYTHON="$py" bash scripts/python_cross_wheel.sh
+}
+
 for p in $phases; do
     case $p in
         release) phase release "native $(uname -m) Release -Werror" phase_release ;;
@@ -289,6 +299,7 @@ for p in $phases; do
         fuzz) phase fuzz "fuzzers, ${FUZZ_SECONDS:-30} s per target" phase_fuzz ;;
         cuda) phase cuda "CUDA compile check" phase_cuda ;;
         python) phase python "Python package: pip install ., pytest" phase_python ;;
+        pyarm) phase pyarm "aarch64 Python wheel, imported under qemu-aarch64" phase_pyarm ;;
         cuda12) phase cuda12 "CUDA 12.4 build + CPU ctest" phase_cuda12 ;;
         *) echo "test: unknown phase '$p'" >&2; exit 2 ;;
     esac
