@@ -175,13 +175,18 @@ class Model:
         threads: CPU worker threads including the caller.
         arena: None (the session allocates), an int (bytes: an aligned buffer
         is made here), or a writable buffer of at least ``plan()["total_bytes"]``
-        bytes, 64-byte aligned, which the session keeps alive. Too small: ArenaError.
+        bytes, 64-byte aligned, which the session keeps alive. Too small:
+        ArenaError. CPU sessions only (UnsupportedError otherwise).
         placement: CUDA arena placement, "auto", "device", "unified" or "mapped".
         """
         args = self._session_args(device, precision, batch, shapes, threads, placement, fold, fuse)
         buf = None
         if arena is None:
             args += (None, 0)
+        elif device != "cpu":
+            # numpy memory is pageable host memory; a CUDA arena must be device,
+            # managed or mapped memory, which Python cannot hand over here
+            raise UnsupportedError("arena= is for device='cpu' sessions (a CUDA arena must be GPU memory)")
         else:
             if isinstance(arena, (int, np.integer)):
                 buf = _aligned(int(arena))

@@ -134,6 +134,8 @@ def test_plan_and_arena():
                                   m.session(device="cpu").run(x)["Plus214_Output_0"])
     with pytest.raises(edgert.ArgError):
         m.session(device="cpu", arena=np.zeros(plan["total_bytes"] + 1, np.uint8)[1:])  # misaligned
+    with pytest.raises(edgert.UnsupportedError):
+        m.session(device="cuda", arena=plan["total_bytes"])   # host memory is no CUDA arena
     with pytest.raises(edgert.ArgError):
         m.session(device="tpu")
     with pytest.raises(edgert.ArgError):
@@ -210,34 +212,45 @@ def test_closed_session_and_freed_model(rng):
 
 
 def test_gil_released_during_run():
-    """Another Python thread keeps running while run() works in C."""
+    """Another Python thread runs while run() works in C. With the switch
+    interval at 100 s nothing forces the GIL from a thread: the spinner gets
+    it only when the main thread releases it, which inside run() only the C
+    call does (the spinner hands it back by sleeping after each 1,000 ticks).
+    A run() that held the GIL would leave the spinner no tick in it."""
+    import sys
     need(SUPER)
     s = edgert.load(SUPER).session(device="cpu")
     x = np.random.default_rng(0).standard_normal(s.inputs[0].shape).astype(np.float32)
     s.run(x)
-    t0 = time.perf_counter()
-    s.run(x)
-    one = time.perf_counter() - t0
-    ticks = 0
+    in_run = False
+    ticks_in_run = 0
     stop = threading.Event()
 
     def spin():
-        nonlocal ticks
+        nonlocal ticks_in_run
+        k = 0
         while not stop.is_set():
-            ticks += 1
+            k += 1
+            if in_run:
+                ticks_in_run += 1
+            if k % 1000 == 0:
+                time.sleep(0.0005)
 
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(100)
     th = threading.Thread(target=spin)
-    th.start()
-    t0 = time.perf_counter()
-    n = 0
-    while time.perf_counter() - t0 < max(0.5, 3 * one):
-        s.run(x)
-        n += 1
-    stop.set()
-    th.join()
-    # holding the GIL through run() would leave the spinner only the switch
-    # interval between runs; released, it spins all the time
-    assert ticks > 20000 * n, (ticks, n)
+    try:
+        th.start()
+        time.sleep(0.01)
+        for _ in range(5):
+            in_run = True
+            s.run(x)
+            in_run = False
+    finally:
+        stop.set()
+        th.join()
+        sys.setswitchinterval(old)
+    assert ticks_in_run >= 1000, ticks_in_run
 
 
 def test_threads_share_a_model(rng):
