@@ -217,3 +217,30 @@ def test_trainer_bad_input(trainer_setup):
     with pytest.raises(edgert.StateError):
         t.step(x, y)
     t.close()
+
+
+def test_losses_against_numpy(trainer_setup, rng):
+    """eval()'s loss against float64 numpy on the logits it reports, for the
+    three losses (targets reach the C trainer intact: int64 indices from any
+    integer dtype, float32 targets of the output's shape)."""
+    model, x, y = trainer_setup
+    logits = np.empty((4, 10), np.float32)
+    t = edgert.Trainer(model, loss="cross_entropy", batch=4)
+    loss = t.eval(x, y.astype(np.uint8), out=logits)
+    z = logits.astype(np.float64)
+    lse = np.log(np.exp(z - z.max(1, keepdims=True)).sum(1)) + z.max(1)
+    np.testing.assert_allclose(loss, np.mean(lse - z[np.arange(4), y]), rtol=1e-5)
+    assert t.loss_scale == 1.0 and t.skipped_steps == 0   # no loss scaling on the CPU
+    smooth = edgert.Trainer(model, loss="cross_entropy", label_smoothing=0.2, batch=4)
+    logp = z - lse[:, None]
+    want = np.mean(-(0.8 * logp[np.arange(4), y] + 0.2 * logp.mean(1)))
+    np.testing.assert_allclose(smooth.eval(x, y), want, rtol=1e-5)
+    target = rng.standard_normal((4, 10)).astype(np.float32)
+    mse = edgert.Trainer(model, loss="mse", batch=4)
+    np.testing.assert_allclose(mse.eval(x, target), np.mean((z - target) ** 2), rtol=1e-5)
+    p = rng.uniform(0, 1, (4, 10)).astype(np.float32)
+    bce = edgert.Trainer(model, loss="bce_logits", batch=4)
+    want = np.mean(np.logaddexp(0, z) - p * z)
+    np.testing.assert_allclose(bce.eval(x, p), want, rtol=1e-5)
+    with pytest.raises(edgert.ShapeError):
+        mse.eval(x, target.astype(np.float64))
