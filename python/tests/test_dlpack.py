@@ -105,6 +105,34 @@ def test_cpu_dlpack_objects_are_read_through_numpy(rng):
     np.testing.assert_array_equal(s.run(Wrapped(x))["Plus214_Output_0"], s.run(x)["Plus214_Output_0"])
 
 
+def cuda_session(model, **kw):
+    if not edgert.built_with_cuda():
+        pytest.skip("this edgert was built without CUDA")
+    try:
+        return model.session(device="cuda", **kw)
+    except edgert.CudaError as e:
+        pytest.skip(f"no usable GPU: {e}")
+
+
+@pytest.mark.gpu
+def test_cuda_views_between_sessions(rng):
+    """Without torch: a CUDA session's input view (device memory) is another
+    CUDA session's DLPack input (copied on the GPU), against the CPU."""
+    need(MNIST)
+    m = edgert.load(MNIST)
+    a = cuda_session(m)
+    b = cuda_session(m, placement="unified")
+    x = rng.standard_normal((1, 1, 28, 28)).astype(np.float32)
+    want = m.session(device="cpu").run(x)["Plus214_Output_0"]
+    np.testing.assert_allclose(a.run(x)["Plus214_Output_0"], want, rtol=1e-4, atol=1e-4)  # host input uploaded
+    v = a.input_dlpack("Input3")
+    assert v.__dlpack_device__()[0] == 2
+    got = b.run(v)["Plus214_Output_0"]              # device-to-device from a's input storage
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    a.close()                                         # b keeps nothing of a: its copy is done
+    np.testing.assert_allclose(b.run()["Plus214_Output_0"], want, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.gpu
 def test_torch_cuda_round_trip(rng):
     """torch tensors in and out of a CUDA session through DLPack, against the
@@ -113,13 +141,11 @@ def test_torch_cuda_round_trip(rng):
     torch = pytest.importorskip("torch", reason="torch is not installed")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU")
-    if not edgert.built_with_cuda():
-        pytest.skip("this edgert was built without CUDA")
     need(MNIST)
     m = edgert.load(MNIST)
     cpu = m.session(device="cpu")
     for placement in ("device", "unified"):
-        s = m.session(device="cuda", placement=placement)
+        s = cuda_session(m, placement=placement)
         assert s.device == "cuda"
         x = rng.standard_normal((1, 1, 28, 28)).astype(np.float32)
         want = cpu.run(x)["Plus214_Output_0"]
