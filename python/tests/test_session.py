@@ -313,3 +313,33 @@ def test_no_memory_growth_over_10000_runs():
     assert grown < 64 * 1024, f"Python heap grew by {grown} bytes over 10,000 runs: {diff[:3]}"
     assert rss1 - rss0 < 1024 * 1024, f"RSS grew by {rss1 - rss0} bytes over 10,000 runs"
     np.testing.assert_array_equal(out["Plus214_Output_0"], s.run(x)["Plus214_Output_0"])
+
+
+def test_several_inputs_outputs_and_dtypes(tmp_path, rng):
+    """Two inputs (f32 and i64), two outputs (f32 and bool), a dynamic batch:
+    names, dtypes and shapes reach numpy intact; checked against numpy."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    g = helper.make_graph(
+        [helper.make_node("Cast", ["b"], ["bf"], to=TensorProto.FLOAT),
+         helper.make_node("Add", ["a", "bf"], ["y"]),
+         helper.make_node("Greater", ["a", "bf"], ["z"])],
+        "two", [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 3]),
+                helper.make_tensor_value_info("b", TensorProto.INT64, ["N", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3]),
+         helper.make_tensor_value_info("z", TensorProto.BOOL, ["N", 3])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "two.onnx"))
+    m = edgert.load(tmp_path / "two.onnx")
+    assert [(t.name, t.dtype, t.shape) for t in m.inputs] == [("a", "f32", (-1, 3)), ("b", "i64", (-1, 3))]
+    assert [(t.name, t.dtype) for t in m.outputs] == [("y", "f32"), ("z", "bool")]
+    s = m.session(device="cpu", batch=5)
+    a = rng.standard_normal((5, 3)).astype(np.float32)
+    b = rng.integers(-3, 3, (5, 3))
+    r = s.run({"a": a, "b": b})
+    np.testing.assert_array_equal(r["y"], a + b.astype(np.float32))
+    assert r["z"].dtype == np.bool_
+    np.testing.assert_array_equal(r["z"], a > b)
+    with pytest.raises(edgert.ArgError):
+        s.run(a)                               # two inputs: a dict is needed
+    with pytest.raises(edgert.ShapeError):
+        s.run({"a": a, "b": b.astype(np.int32)})
