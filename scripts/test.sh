@@ -259,6 +259,16 @@ phase_python() {
         grep -E -A12 "FAILED:|CMake Error|error:" "$log" | head -n 60 | sed 's/^/    /'
         return 1
     fi
+    # the module uses only the 3.9 stable ABI (abi3audit, when installed, reads its symbols)
+    local so
+    so=$(compgen -G "$venv/lib/python3*/site-packages/edgert/_edgert*.so" | head -n1 || true)
+    if "$py" -c 'import abi3audit' 2>/dev/null; then
+        "$py" -m abi3audit --strict --assume-minimum-abi3 3.9 "$so" >"$logs/python-abi3.log" 2>&1 ||
+            { echo "[python] abi3audit: symbols outside the 3.9 stable ABI:"; cat "$logs/python-abi3.log"; return 1; }
+        echo "[python] abi3audit: only the 3.9 stable ABI"
+    else
+        echo "[python] abi3audit not installed: stable-ABI audit skipped"
+    fi
     local xml="$logs/python-pytest.xml" rc=0
     rm -f "$xml"
     # the CLI comparisons use the release phase's edgert when it is there
