@@ -1,6 +1,7 @@
-/* Image helpers: JPEG decode through the library's TurboJPEG codec and the
+/* Image helpers: JPEG decode through the library's TurboJPEG codec, the
  * camera pipeline's CPU preprocessing (apps/camera/proc.c, compiled into the
- * extension: the same resize/normalise code the camera app runs). */
+ * extension: the same resize/normalise code the camera app runs) and its GPU
+ * preprocessor (ert_preprocessor_*). */
 #include "ext.h"
 
 #include "proc.h"
@@ -96,6 +97,61 @@ static PyObject *m_preprocess(PyObject *self, PyObject *args) {
     return Py_BuildValue("(dddddddd)", xf.sx0, xf.sy0, xf.sw, xf.sh, xf.dx0, xf.dy0, xf.dw, xf.dh);
 }
 
+/* ------------------------------------------------------------------ GPU preprocessing */
+
+#define PY_PREP_CAPSULE "edgert.preprocessor"
+
+static void prep_destroy(PyObject *cap) {
+    ert_preprocessor *p = PyCapsule_GetPointer(cap, PY_PREP_CAPSULE);
+    ert_preprocessor_free(p);
+}
+
+/* preprocessor_create(max_w, max_h, out_w, out_h, fit, pad, scale, (mean3), (std3), nhwc, bgr, gray, f16)
+ * -> capsule. Allocates the pinned staging, device buffers and stream. */
+static PyObject *m_prep_create(PyObject *self, PyObject *args) {
+    int mw, mh, ow, oh, fit, pad, nhwc, bgr, gray, f16;
+    float scale, mean[3], sd[3];
+    if (!PyArg_ParseTuple(args, "iiiiiif(fff)(fff)iiii", &mw, &mh, &ow, &oh, &fit, &pad, &scale, &mean[0], &mean[1],
+                          &mean[2], &sd[0], &sd[1], &sd[2], &nhwc, &bgr, &gray, &f16))
+        return NULL;
+    if (pad < 0 || pad > 255) return py_raise(ERT_E_ARG, "pad must be in [0, 255]");
+    ert_preprocess_options o = {.out_w = ow, .out_h = oh, .fit = (ert_fit)fit, .pad = (uint8_t)pad, .scale = scale,
+                                .nhwc = nhwc, .bgr = bgr, .gray = gray, .f16 = f16};
+    memcpy(o.mean, mean, sizeof mean);
+    memcpy(o.std, sd, sizeof sd);
+    ert_preprocessor *p = NULL;
+    ert_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = ert_preprocessor_create(mw, mh, &o, &p);
+    Py_END_ALLOW_THREADS
+    if (st == ERT_E_UNSUPPORTED) return py_raise(st, "GPU preprocessing needs an edgert built with CUDA");
+    if (st == ERT_E_CUDA) return py_raise(st, "GPU preprocessing: no usable CUDA GPU");
+    if (st != ERT_OK) return py_raise(st, "ert_preprocessor_create refused these options (sizes, fit)");
+    PyObject *cap = PyCapsule_New(p, PY_PREP_CAPSULE, prep_destroy);
+    if (!cap) ert_preprocessor_free(p);
+    return cap;
+}
+
+/* preprocessor_run(cap, src_address, w, h, stride, frame_format, dst_address, dst_bytes, dst_on_gpu) */
+static PyObject *m_prep_run(PyObject *self, PyObject *args) {
+    PyObject *cap, *saddr, *daddr;
+    int w, h, fmt, on_gpu;
+    Py_ssize_t stride, dbytes;
+    if (!PyArg_ParseTuple(args, "OOiiniOnp", &cap, &saddr, &w, &h, &stride, &fmt, &daddr, &dbytes, &on_gpu)) return NULL;
+    ert_preprocessor *p = PyCapsule_GetPointer(cap, PY_PREP_CAPSULE);
+    void *src, *dst;
+    if (!p || py_addr(saddr, &src) < 0 || py_addr(daddr, &dst) < 0) return NULL;
+    if ((size_t)dbytes != ert_preprocessor_output_bytes(p))
+        return py_raise(ERT_E_ARG, "the destination does not hold one preprocessed image");
+    ert_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = on_gpu ? ert_preprocessor_run_device(p, src, w, h, (size_t)stride, (ert_frame_format)fmt, dst)
+                : ert_preprocessor_run(p, src, w, h, (size_t)stride, (ert_frame_format)fmt, dst);
+    Py_END_ALLOW_THREADS
+    if (st != ERT_OK) return py_raise(st, "ert_preprocessor_run: frame larger than the preprocessor's maximum, bad stride, or a CUDA error");
+    Py_RETURN_NONE;
+}
+
 static PyObject *m_jpeg_available(PyObject *self, PyObject *unused) { return PyBool_FromLong(ert_jpeg_available()); }
 
 PyMethodDef py_image_methods[] = {
@@ -103,5 +159,7 @@ PyMethodDef py_image_methods[] = {
     {"jpeg_info", m_jpeg_info, METH_VARARGS, "jpeg_info(address, size) -> (width, height, channels)"},
     {"jpeg_decode", m_jpeg_decode, METH_VARARGS, "jpeg_decode(address, size, format, denom, dst, dst_bytes) -> (w, h)"},
     {"preprocess", m_preprocess, METH_VARARGS, "preprocess(...) -> transform (see edgert.preprocess)"},
+    {"preprocessor_create", m_prep_create, METH_VARARGS, "preprocessor_create(...) -> capsule (see edgert.Preprocessor)"},
+    {"preprocessor_run", m_prep_run, METH_VARARGS, "preprocessor_run(cap, src, w, h, stride, format, dst, dst_bytes, on_gpu)"},
     {NULL, NULL, 0, NULL},
 };

@@ -260,6 +260,19 @@ done:
     return res;
 }
 
+/* session_input_address(cap, index) -> the input's storage: its GPU address
+ * for a CUDA session, else its host address (for the GPU preprocessor). */
+static PyObject *m_session_input_address(PyObject *self, PyObject *args) {
+    PyObject *cap;
+    int i;
+    if (!PyArg_ParseTuple(args, "Oi", &cap, &i)) return NULL;
+    py_session *ps = py_session_get(cap);
+    if (!ps) return NULL;
+    void *p = NULL;
+    ert_status st = ps->cuda ? ert_session_input_device(ps->s, i, &p) : ert_session_input_data(ps->s, i, &p);
+    return st == ERT_OK ? PyLong_FromVoidPtr(p) : py_raise_ctx(ps->pm, st);
+}
+
 /* session_close(cap): free the C session now, or (DLPack views alive) as
  * soon as the last view is gone; either way the session refuses every call. */
 static PyObject *m_session_close(PyObject *self, PyObject *cap) {
@@ -277,6 +290,7 @@ PyMethodDef py_session_methods[] = {
     {"session_info", m_session_info, METH_O, "session_info(cap) -> (inputs, outputs, is_cuda)"},
     {"session_memory", m_session_memory, METH_O, "session_memory(cap) -> dict"},
     {"session_run", m_session_run, METH_VARARGS, "session_run(cap, inputs, outputs, sync, dlpack_inputs)"},
+    {"session_input_address", m_session_input_address, METH_VARARGS, "session_input_address(cap, index) -> int"},
     {"session_close", m_session_close, METH_O, "session_close(cap)"},
     {NULL, NULL, 0, NULL},
 };

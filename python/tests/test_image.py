@@ -157,3 +157,45 @@ def test_readme_example_runs():
     probs = sess.run(x)[sess.outputs[0].name][0]
     top5 = np.argsort(probs)[::-1][:5]
     assert len(top5) == min(5, probs.size) and probs[top5[0]] == probs.max()
+
+
+def test_gpu_preprocessor_refused_without_a_gpu():
+    """Without CUDA in the build: UnsupportedError; without a GPU: CudaError;
+    never a crash. Bad options are refused before any GPU work."""
+    with pytest.raises(edgert.ArgError):
+        edgert.Preprocessor((64, 64), (8, 8), layout="chwn")
+    with pytest.raises(edgert.ArgError):
+        edgert.Preprocessor((64, 64), (8, 8), fit="zoom")
+    try:
+        edgert.Preprocessor((64, 64), (8, 8))
+    except edgert.UnsupportedError:
+        assert not edgert.built_with_cuda()
+    except edgert.CudaError:
+        assert edgert.built_with_cuda()
+    else:
+        pytest.skip("a GPU is here: the gpu test below covers the preprocessor")
+
+
+@pytest.mark.gpu
+def test_gpu_preprocessor_matches_cpu(rng):
+    try:
+        pp = edgert.Preprocessor((96, 96), (24, 16), fit="letterbox", mean=(0.5, 0.4, 0.3), std=(0.2, 0.3, 0.4), pad=114)
+    except (edgert.UnsupportedError, edgert.CudaError) as e:
+        pytest.skip(f"no GPU preprocessing here: {e}")
+    img = rng.integers(0, 256, (70, 90, 3), dtype=np.uint8)
+    want = edgert.preprocess(img, (24, 16), fit="letterbox", mean=(0.5, 0.4, 0.3), std=(0.2, 0.3, 0.4), pad=114)
+    np.testing.assert_allclose(pp.run(img), want, atol=1e-5)
+    with pytest.raises(edgert.ArgError):
+        pp.run(np.zeros((100, 100, 3), np.uint8))   # larger than max_size
+    # straight into a CUDA session's input, then run() with no arguments
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    import tempfile
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "id",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 24])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 16, 24])])
+    with tempfile.TemporaryDirectory() as d:
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), os.path.join(d, "relu.onnx"))
+        s = edgert.load(os.path.join(d, "relu.onnx")).session(device="cuda")
+    pp.run_into(s, "x", img)
+    np.testing.assert_allclose(s.run()["y"][0], np.maximum(want, 0), atol=1e-5)
