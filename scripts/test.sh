@@ -15,6 +15,8 @@
 #   python   the Python package: a venv in build/test-python (sharing .deps/venv's
 #            numpy/onnx/onnxruntime), `pip install .` (CPU; ERT_PY_CUDA=AUTO
 #            builds CUDA in), pytest python/tests (GPU tests report SKIPPED)
+#   py39     the same cp39-abi3 wheel under Debian 11's python3.9 (scripts/
+#            python_py39_check.sh: python/tests; skipped when offline)
 #   pyarm    the aarch64 wheel cross-built (scripts/python_cross_wheel.sh:
 #            Debian's arm64 python3.11 + numpy fetched into build/py-aarch64),
 #            imported and run under qemu-aarch64; skipped when offline
@@ -39,7 +41,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 jobs=${ERT_JOBS:-2}
-phases=${ERT_TEST_PHASES:-release asan aarch64 fuzz cuda python pyarm cuda12}
+phases=${ERT_TEST_PHASES:-release asan aarch64 fuzz cuda python py39 pyarm cuda12}
 logs="$root/build/logs"
 t_start=$SECONDS
 
@@ -294,11 +296,19 @@ phase_python() {
     [[ $rc -eq 0 ]]
 }
 
-phase_pyarm() {
-    # the python phase's venv has scikit-build-core; else .deps/venv's python
+# the python phase's venv has scikit-build-core; else .deps/venv's python
+py_builder() {
     local py="$root/build/test-python/venv/bin/python"
     [[ -x "$py" ]] || py="$root/.deps/venv/bin/python"
-    ERT_PY_CROSS_PYTHON="$py" bash scripts/python_cross_wheel.sh
+    echo "$py"
+}
+phase_pyarm() {
+    ERT_PY_CROSS_PYTHON=$(py_builder) bash scripts/python_cross_wheel.sh
+}
+phase_py39() {
+    local clibin="$root/build/test-release/apps/edgert"
+    ERT_CLI="${ERT_CLI:-$([[ -x $clibin ]] && echo "$clibin")}" ERT_PY_CROSS_PYTHON=$(py_builder) \
+        bash scripts/python_py39_check.sh
 }
 
 for p in $phases; do
@@ -309,6 +319,7 @@ for p in $phases; do
         fuzz) phase fuzz "fuzzers, ${FUZZ_SECONDS:-30} s per target" phase_fuzz ;;
         cuda) phase cuda "CUDA compile check" phase_cuda ;;
         python) phase python "Python package: pip install ., pytest" phase_python ;;
+        py39) phase py39 "the abi3 wheel under Python 3.9, pytest" phase_py39 ;;
         pyarm) phase pyarm "aarch64 Python wheel, imported under qemu-aarch64" phase_pyarm ;;
         cuda12) phase cuda12 "CUDA 12.4 build + CPU ctest" phase_cuda12 ;;
         *) echo "test: unknown phase '$p'" >&2; exit 2 ;;

@@ -23,6 +23,12 @@ def test_cpu_views_round_trip(rng):
     assert v.__dlpack_device__() == (1, 0)
     inp = np.from_dlpack(v)
     assert inp.shape == (1, 1, 28, 28) and inp.dtype == np.float32
+    if not inp.flags.writeable:
+        # numpy < 2.1 asks for no DLPack version and imports the legacy form read-only
+        assert tuple(int(p) for p in np.__version__.split(".")[:2]) < (2, 1)
+        np.testing.assert_array_equal(inp, x)         # the input as run(x) left it
+        np.testing.assert_array_equal(np.from_dlpack(s.output_dlpack("Plus214_Output_0")), want)
+        return
     inp[...] = 0
     zero = s.run()["Plus214_Output_0"]          # run on what the view holds
     inp[...] = x                                 # written in place, zero-copy

@@ -280,10 +280,12 @@ def rss_bytes():
 
 
 def test_no_memory_growth_over_10000_runs():
-    """10,000 runs (half with out= buffers) after 10,000 others: neither the
-    traced Python heap nor the RSS grows. The first window absorbs one-off
-    growth of interpreter tables (CPython/numpy caches step up once, by a few
-    hundred KiB, somewhere in the first tens of thousands of calls)."""
+    """Three windows of 10,000 runs each (half with out= buffers) after a
+    warm-up: at least two of them show neither traced Python heap nor RSS
+    growth. A leak grows in every window; a one-off step of an interpreter
+    table (CPython/numpy grow one by a few hundred KiB to ~2 MiB once,
+    somewhere in the first tens of thousands of calls: seen with numpy's
+    __array_interface__ alone) lands in one window only."""
     import tracemalloc
     need(MNIST)
     s = edgert.load(MNIST).session(device="cpu")
@@ -299,19 +301,25 @@ def test_no_memory_growth_over_10000_runs():
 
     tracemalloc.start()
     own = [tracemalloc.Filter(False, tracemalloc.__file__)]  # not the snapshots themselves
-    runs(10000)
-    gc.collect()
-    rss0 = rss_bytes()
-    snap0 = tracemalloc.take_snapshot().filter_traces(own)
-    runs(10000)
-    gc.collect()
-    snap1 = tracemalloc.take_snapshot().filter_traces(own)
-    rss1 = rss_bytes()
-    tracemalloc.stop()
-    diff = snap1.compare_to(snap0, "lineno")
-    grown = sum(st.size_diff for st in diff)
-    assert grown < 64 * 1024, f"Python heap grew by {grown} bytes over 10,000 runs: {diff[:3]}"
-    assert rss1 - rss0 < 1024 * 1024, f"RSS grew by {rss1 - rss0} bytes over 10,000 runs"
+    try:
+        runs(2000)
+        heap, rss, worst = [], [], []
+        for _ in range(3):
+            gc.collect()
+            rss0 = rss_bytes()
+            snap0 = tracemalloc.take_snapshot().filter_traces(own)
+            runs(10000)
+            gc.collect()
+            snap1 = tracemalloc.take_snapshot().filter_traces(own)
+            rss.append(rss_bytes() - rss0)
+            diff = snap1.compare_to(snap0, "lineno")
+            heap.append(sum(st.size_diff for st in diff))
+            worst.append(diff[:2])
+            del snap0, snap1
+    finally:
+        tracemalloc.stop()
+    assert sorted(heap)[1] < 64 * 1024, f"Python heap grew per 10,000 runs by {heap}: {worst}"
+    assert sorted(rss)[1] < 1024 * 1024, f"RSS grew per 10,000 runs by {rss}"
     np.testing.assert_array_equal(out["Plus214_Output_0"], s.run(x)["Plus214_Output_0"])
 
 
