@@ -123,6 +123,7 @@ def test_fashion_mnist_equals_cli(cli, tmp_path, rng):
         ok += int((logits.argmax(1) == te_y[s:s + B]).sum())
         n += B
     acc = ok / n
+    print(f"python test accuracy {acc:.4f} loss {np.mean(tl):.5f}; edgert train {done}")
     assert round(acc, 4) == done["test_acc"], (acc, done)
     np.testing.assert_allclose(np.mean(tl), done["test_loss"], rtol=0, atol=1e-5)
     assert acc > 0.6, f"one short epoch should learn something: {acc}"
