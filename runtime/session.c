@@ -32,7 +32,7 @@
  * Run: call the backend for each node with its pre-built arguments; no
  * allocation, no shape work.
  */
-#include "ert_internal.h"
+#include "runtime_internal.h"
 #include "planner_internal.h"
 
 #include <math.h>
@@ -399,7 +399,8 @@ static ert_status infer(ert_session *s) {
             memset(&tout[k], 0, sizeof tout[k]);
         }
         ert_prep p = {.ctx = s->ctx, .node = mn, .n_in = mn->n_in, .n_out = mn->n_out, .in = tin, .out = tout,
-                      .params = &n->params, .n_threads = s->n_threads, .fold_ok = true};
+                      .params = &n->params, .n_threads = s->n_threads, .fold_ok = true,
+                      .gemm_workspace = ert_cpu_backend.gemm_workspace};
         s->ctx->err[0] = 0;
         st = ert_op_get(mn->op)->prepare(&p);
         if (st != ERT_OK) {

@@ -376,7 +376,8 @@ static ert_status infer(ert_trainer *t) {
             memset(&tout[k], 0, sizeof tout[k]);
         }
         ert_prep p = {.ctx = t->ctx, .node = mn, .n_in = mn->n_in, .n_out = mn->n_out, .in = tin, .out = tout,
-                      .params = &n->params, .n_threads = t->n_threads, .fold_ok = true};
+                      .params = &n->params, .n_threads = t->n_threads, .fold_ok = true,
+                      .gemm_workspace = ert_cpu_backend.gemm_workspace};
         t->ctx->err[0] = 0;
         ert_status st = ert_op_get(mn->op)->prepare(&p);
         if (st != ERT_OK) {

@@ -3,7 +3,7 @@
  * (checkpoints, export). */
 #ifndef ERT_TRAINER_INTERNAL_H
 #define ERT_TRAINER_INTERNAL_H
-#include "ert_internal.h"
+#include "runtime_internal.h"
 #include "planner_internal.h"
 
 typedef enum tmem {

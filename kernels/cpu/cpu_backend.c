@@ -1,4 +1,5 @@
 /* CPU backend table: op -> kernel. */
+#include "cpu_gemm.h"
 #include "cpu_kernels.h"
 
 #include <stdlib.h>
@@ -137,4 +138,5 @@ const ert_backend ert_cpu_backend = {
     .upload = cpu_upload,
     .run = cpu_run,
     .supports = cpu_supports,
+    .gemm_workspace = ert_cpu_sgemm_workspace,
 };

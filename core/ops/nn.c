@@ -8,9 +8,9 @@
  * shapes (ERT_E_SHAPE, the message names the numbers), infer the output
  * shape with overflow-checked arithmetic, and size the CPU workspace.
  * Messages do not repeat the op or node: the session prefixes both.
- * Workspace sizes come from the CPU SGEMM's own sizing function so the two
- * cannot drift apart. */
-#include "cpu_gemm.h"
+ * Workspace sizes come from the CPU SGEMM's own sizing function (reached
+ * through ert_prep.gemm_workspace, which runtime/ fills from the CPU backend
+ * table, so core/ includes no kernel header) so the two cannot drift apart. */
 #include "ert_internal.h"
 
 #include <math.h>
@@ -51,6 +51,11 @@ static ert_status check_nelems(ert_prep *p, int ndim, const int64_t *dims) {
         if (dims[i] < 0 || __builtin_mul_overflow(n, dims[i], &n) || n > (INT64_MAX >> 4))
             return ert_prep_error(p, ERT_E_SHAPE, "output shape overflows");
     return ERT_OK;
+}
+
+/* The CPU SGEMM's scratch, through the caller's hook (ert_prep.gemm_workspace). */
+static size_t gemm_ws(const ert_prep *p, int64_t M, int64_t N, int64_t K, int n_threads) {
+    return p->gemm_workspace ? p->gemm_workspace(M, N, K, n_threads) : 0;
 }
 
 static ert_status set_workspace(ert_prep *p, size_t bytes) {
@@ -225,7 +230,7 @@ ert_status ert_prepare_conv(ert_prep *p) {
     if (Cg == 1 && group > 1) return set_workspace(p, 0); /* depthwise: direct */
     int64_t Kg;
     if (__builtin_mul_overflow(Cg, k_sz, &Kg)) return set_workspace(p, SIZE_MAX);
-    return set_workspace(p, ert_cpu_sgemm_workspace(M / group, out_sz, Kg, p->n_threads));
+    return set_workspace(p, gemm_ws(p, M / group, out_sz, Kg, p->n_threads));
 }
 
 /* ------------------------------------------------------------ ConvTranspose */
@@ -320,7 +325,7 @@ ert_status ert_prepare_conv_transpose(ert_prep *p) {
     if (ert_mul_ovf((size_t)Mg, k_sz, &kc) || ert_mul_ovf(kc, in_sz, &cols) || ert_mul_ovf(cols, 4, &cols))
         return set_workspace(p, SIZE_MAX);
     cols = ert_align_up(cols, 64);
-    gws = ert_cpu_sgemm_workspace((int64_t)kc, (int64_t)in_sz, C / group, p->n_threads);
+    gws = gemm_ws(p, (int64_t)kc, (int64_t)in_sz, C / group, p->n_threads);
     if (gws == SIZE_MAX || ert_add_ovf(cols, gws, &total)) return set_workspace(p, SIZE_MAX);
     return set_workspace(p, total);
 }
@@ -408,7 +413,7 @@ ert_status ert_prepare_matmul(ert_prep *p) {
     if ((st = check_nelems(p, nd, od))) return st;
     if ((st = read_act(p, &gp->act))) return st;
     set_out(p, nd, od);
-    return set_workspace(p, ert_cpu_sgemm_workspace(M, N, K, p->n_threads));
+    return set_workspace(p, gemm_ws(p, M, N, K, p->n_threads));
 }
 
 /* ------------------------------------------------------------ Gemm */
@@ -447,7 +452,7 @@ ert_status ert_prepare_gemm(ert_prep *p) {
     if ((st = check_nelems(p, 2, od))) return st;
     if ((st = read_act(p, &gp->act))) return st;
     set_out(p, 2, od);
-    return set_workspace(p, ert_cpu_sgemm_workspace(M, N, K, p->n_threads));
+    return set_workspace(p, gemm_ws(p, M, N, K, p->n_threads));
 }
 
 /* ------------------------------------------------------------ pools */

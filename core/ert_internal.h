@@ -413,6 +413,11 @@ typedef struct ert_prep {
     size_t workspace_bytes;   /* to fill (0 default); size it for n_threads workers if the kernel splits scratch per thread */
     int n_threads;            /* workers the kernel may use (>= 1) */
     bool fold_ok;             /* set false to forbid constant folding (default true) */
+    /* Scratch bytes of the CPU SGEMM that Conv/ConvTranspose/MatMul/Gemm
+     * kernels call, C(M,N) = A(M,K) B(K,N) on n_threads workers. The caller
+     * (runtime/) passes ert_cpu_backend.gemm_workspace, so core/ never sees
+     * kernels/; NULL counts as 0 bytes. */
+    size_t (*gemm_workspace)(int64_t M, int64_t N, int64_t K, int n_threads);
 } ert_prep;
 
 typedef ert_status (*ert_prepare_fn)(ert_prep *p);
@@ -481,12 +486,6 @@ ert_status ert_prepare_arg(ert_prep *p);
 /* Training-only ops: refused when they appear in a model (runtime/ops.c). */
 ert_status ert_prepare_internal_only(ert_prep *p);
 
-/* Session introspection for tests (runtime/session.c). */
-bool ert_session_plan_check(const ert_session *s, char *why, size_t cap);
-int ert_session_n_scheduled(const ert_session *s);
-/* Output dtypes/shapes of m at `batch` (plan only, nothing allocated past return). */
-ert_status ert_session_output_shapes(const ert_model *m, int batch, ert_tensor_info *out);
-ert_op ert_session_scheduled_op(const ert_session *s, int k);
 
 /* ------------------------------------------------------------------ kernels */
 
@@ -587,35 +586,16 @@ typedef struct ert_backend {
     /* optional: like run_eager, with each node's device time in ms[k] */
     ert_status (*run_timed)(void *bctx, ert_kargs *const *nodes, int n, int *failed, float *ms);
     bool (*supports)(ert_op op, ert_dtype dt);
+    /* optional: the CPU SGEMM's scratch bytes (see ert_prep.gemm_workspace) */
+    size_t (*gemm_workspace)(int64_t M, int64_t N, int64_t K, int n_threads);
 } ert_backend;
 
-/* Returns the CUDA backend if this build has one, else NULL (runtime/backends.c). */
-const ert_backend *ert_cuda_backend_get(void);
 
-/* kernels/cpu/cpu_backend.c */
-extern const ert_backend ert_cpu_backend;
-/* Direct CPU kernel dispatch (also used for constant folding). */
-ert_status ert_cpu_run_node(const ert_kargs *a);
-/* A Gather node's first index out of range (host-visible indices): its
- * position, value and the size of the gathered axis, for error messages;
- * false if every index is in range. */
-bool ert_gather_bad_index(const ert_kargs *a, int64_t *pos, int64_t *val, int64_t *dim);
 
-/* fp16 / bf16 conversion: public (edgert.h), in kernels/cpu/convert.c */
+/* fp16 / bf16 conversion: public (edgert.h), in core/fp16.c */
 
-/* CRC-32 (IEEE 802.3, as zlib) (runtime/crc32.c) */
+/* CRC-32 (IEEE 802.3, as zlib) (core/crc32.c) */
 uint32_t ert_crc32(uint32_t crc, const void *data, size_t n);
 
-/* .ert format (loaders/ert/ert_format.c) */
-ert_status ert_format_write(const ert_model *m, const char *path);
-/* Parse `size` bytes at `data` (64-byte aligned). If `borrow` the model keeps
- * pointers into data (weights used in place) and the caller hands ownership of
- * the mapping to the model via map_base/map_size; else it copies what it needs. */
-ert_status ert_format_read(ert_context *ctx, const void *data, size_t size, bool borrow, ert_model **out);
-bool ert_format_sniff(const void *data, size_t size);
-
-/* ONNX (loaders/onnx/onnx_loader.c). `dir` is the model's directory for
- * external data (NULL: external data refused). */
-ert_status ert_onnx_read(ert_context *ctx, const void *data, size_t size, const char *dir, ert_model **out);
 
 #endif /* ERT_INTERNAL_H */
