@@ -168,8 +168,9 @@ ert_status ert_model_load_file(ert_context *ctx, const char *path, ert_model **o
 ert_status ert_model_load_memory(ert_context *ctx, const void *data, size_t size,
                                  unsigned flags, ert_model **out);
 
-/* Save as .ert, atomically: written to PATH.tmp.XXXXXX, fsync'd, renamed over
- * PATH, directory fsync'd. On failure PATH is untouched. */
+/* Save as .ert, atomically (see ert_file_writer_open: links followed, a
+ * target that is not a regular file refused). On failure PATH is untouched.
+ * Errors: ERT_E_IO, ERT_E_FORMAT (too large for the format), ERT_E_NOMEM. */
 ert_status ert_model_save(const ert_model *model, const char *path);
 
 /* Options of ert_model_save_opts. Zero-initialised: same as ert_model_save. */
@@ -187,6 +188,44 @@ typedef struct ert_save_options {
  * converted weights are held in memory only while the file is written.
  * Errors: as ert_model_save, ERT_E_UNSUPPORTED (weights_dtype), ERT_E_NOMEM. */
 ert_status ert_model_save_opts(const ert_model *model, const char *path, const ert_save_options *opts);
+
+/* ------------------------------------------------------------------ files */
+
+/* Atomic file writes: every file the library writes (.ert models,
+ * checkpoints, ONNX exports) goes through these, and so do the apps.
+ * Semantics, for a target PATH:
+ * - Symbolic links are followed (at most 40) and the real file is replaced
+ *   in its own folder; the links stay links.
+ * - If the real file exists and is not a regular file (character or block
+ *   device, FIFO, socket, directory), nothing is written: ERT_E_IO, and the
+ *   message says what it is.
+ * - The new contents go to a file nobody can see (O_TMPFILE) or, where the
+ *   file system lacks it, to PATH.tmp.XXXXXX; commit fsyncs it, renames it
+ *   over the real file and fsyncs the folder. A crash or kill at any moment
+ *   leaves the old file or the new one, never a mix; temporary files left by
+ *   a killed writer are removed by the next save of the same file.
+ * - The mode of a replaced file is kept; a new file gets 0644.
+ * Not for use from `run`/`step` (it allocates). One writer is used by one
+ * thread at a time; ctx (may be NULL) receives the messages. */
+typedef struct ert_file_writer ert_file_writer;
+
+/* Start writing PATH (nothing visible changes until commit).
+ * Errors: ERT_E_ARG (empty path), ERT_E_IO (not a regular file, missing or
+ * unwritable folder, too many links), ERT_E_NOMEM. */
+ert_status ert_file_writer_open(ert_context *ctx, const char *path, ert_file_writer **out);
+/* Append n bytes. Errors: ERT_E_IO (disk full...: commit will then refuse). */
+ert_status ert_file_writer_write(ert_file_writer *w, const void *data, size_t n);
+/* Write n bytes at `offset` (e.g. a header patched after the body); the
+ * append position is unchanged. Errors: ERT_E_IO. */
+ert_status ert_file_writer_write_at(ert_file_writer *w, uint64_t offset, const void *data, size_t n);
+/* fsync, replace the real file atomically, fsync its folder; frees w, also
+ * on failure (then the old file is untouched and no temporary file is left).
+ * Errors: ERT_E_IO (an earlier write failed, fsync, rename). */
+ert_status ert_file_writer_commit(ert_file_writer *w);
+/* Discard what was written and free w (NULL: no-op). The target is untouched. */
+void ert_file_writer_abort(ert_file_writer *w);
+/* open + write + commit of one buffer. Errors: as the three. */
+ert_status ert_file_write_atomic(ert_context *ctx, const char *path, const void *data, size_t n);
 
 void ert_model_free(ert_model *model);
 
@@ -768,8 +807,8 @@ int64_t ert_trainer_skipped_steps(const ert_trainer *t);
 
 /* Checkpoint: every weight the trainer holds (parameters, BatchNorm running
  * statistics), optimizer state, step count and RNG state, with the model's
- * fingerprint. Written atomically (PATH.tmp.XXXXXX, fsync, rename, directory
- * fsync): on any failure or crash the previous file at PATH is intact.
+ * fingerprint. Written atomically (ert_file_writer_open): on any failure or
+ * crash the previous file at PATH is intact.
  * Errors: ERT_E_IO, ERT_E_CUDA (copying a device trainer's weights). */
 ert_status ert_trainer_save_checkpoint(ert_trainer *t, const char *path);
 /* Restore a checkpoint saved from a trainer of the same model and options
