@@ -1,5 +1,8 @@
 /*
- * ert_internal.h - contracts between runtime/, loaders/ and kernels/.
+ * ert_internal.h - core/'s contracts (floor 1), seen by kernels/, loaders/
+ * and runtime/: context and errors, the op enum and typed params, the IR,
+ * the op table and shape inference, kernel arguments, the thread pool and
+ * the backend table. Floors: docs/architecture.md.
  *
  * Graph IR
  *   A model is a list of tensors and a list of nodes (topologically sorted at
@@ -8,12 +11,12 @@
  *   copy them; at session create each op's `prepare` parses them into a typed
  *   params struct (ert_op_params) and infers output shapes.
  *
- * Session pipeline (runtime/session.c)
+ * Session pipeline (runtime/session.c, passes in runtime/passes/)
  *   copy graph -> fix dynamic dims -> for each node in order: prepare (shape
  *   inference) and fold it if all inputs are constant -> passes (BN fold,
  *   fusion, dead nodes) -> memory plan -> arena -> run.
  *
- * Trainer pipeline (runtime/trainer.c, runtime/autodiff.c)
+ * Trainer pipeline (runtime/train/: trainer.c, autodiff.c, ...)
  *   copy graph -> fix dims -> pick parameters -> prepare (parameters never
  *   fold; BN/Dropout in training form) -> loss node -> backward nodes (the
  *   training-only ops at the end of ert_op) -> gradient norm + optimizer

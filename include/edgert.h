@@ -481,8 +481,6 @@ ert_status ert_session_output_data(ert_session *s, int i, const void **data);
 /* Copy output i (bytes must equal its size). */
 ert_status ert_session_get_output(ert_session *s, int i, void *data, size_t bytes);
 
-/* Per-node timing of the last run (after ERT_SESSION_PROFILE); reserved. */
-
 /* ---------------------------------------------------------------- images */
 
 /* Interleaved 8-bit pixel layouts, rows top to bottom. Append-only. */

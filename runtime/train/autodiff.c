@@ -35,8 +35,9 @@
  * Unsqueeze/Identity, Transpose, Concat, Split, Slice, Dropout.
  * Limits: rank-1 MatMul operands, Conv with a fused epilogue, ConvTranspose
  * and other ops refuse with ERT_E_UNSUPPORTED when a gradient has to
- * flow through them. Workspace sizes are the CPU kernels' (TODO(#5): ask the
- * backend when the CUDA trainer lands).
+ * flow through them. Workspace sizes set here are the CPU kernels'; on a
+ * CUDA device the trainer's plan step (trainer.c node_ws) asks the backend's
+ * node_workspace for its own.
  */
 #include "cpu_gemm.h"
 #include "cpu_kernels.h"
