@@ -163,7 +163,9 @@ ert_status ert_model_load_file(ert_context *ctx, const char *path, ert_model **o
 
 /* Load from memory. The bytes are copied unless ERT_LOAD_NO_COPY is given, in
  * which case `data` must stay valid and unchanged until ert_model_free and must
- * be 64-byte aligned. */
+ * be 64-byte aligned. ONNX external data is refused (no folder to read it
+ * from). Errors: ERT_E_ARG (NULL, unaligned NO_COPY data), ERT_E_FORMAT,
+ * ERT_E_UNSUPPORTED, ERT_E_NOMEM. */
 #define ERT_LOAD_NO_COPY 1u
 ert_status ert_model_load_memory(ert_context *ctx, const void *data, size_t size,
                                  unsigned flags, ert_model **out);
@@ -285,10 +287,16 @@ typedef struct ert_attr {
 #define ERT_ATTR_FS(nm, p, cnt) ((ert_attr){.name = (nm), .type = ERT_ATTR_FLOATS, .floats = (p), .n = (cnt)})
 #define ERT_ATTR_S(nm, str) ((ert_attr){.name = (nm), .type = ERT_ATTR_STRING, .s = (str)})
 
+/* A builder assembles a model in memory, node by node (the C API's
+ * counterpart of an ONNX file). It belongs to ctx and is used by one thread
+ * at a time. Release with ert_builder_free (after or instead of finish).
+ * Errors (every builder call): ERT_E_ARG (NULL, bad id, duplicate name),
+ * ERT_E_NOMEM; ert_builder_create: ERT_E_NOMEM. */
 ert_status ert_builder_create(ert_context *ctx, ert_builder **out);
 void ert_builder_free(ert_builder *b);
 
-/* A graph input. dims[k] == -1 marks a dynamic dim. Names must be unique. */
+/* A graph input. dims[k] == -1 marks a dynamic dim. Names must be unique.
+ * Errors: ERT_E_ARG (name taken, rank > ERT_MAX_DIMS, dims < -1). */
 ert_status ert_builder_input(ert_builder *b, const char *name, ert_dtype dtype,
                              int ndim, const int64_t *dims, int32_t *id);
 /* A constant tensor (weight). `data` (ert_dtype_size(dtype) * product(dims)
@@ -303,7 +311,8 @@ ert_status ert_builder_node(ert_builder *b, const char *op, const char *name,
                             const int32_t *inputs, int n_in,
                             const ert_attr *attrs, int n_attrs,
                             int32_t *outputs, int n_out);
-/* Mark tensor `id` as a graph output named `name` (NULL keeps its name). */
+/* Mark tensor `id` as a graph output named `name` (NULL keeps its name).
+ * Errors: ERT_E_ARG (unknown id, name taken). */
 ert_status ert_builder_output(ert_builder *b, int32_t id, const char *name);
 /* Validate and turn the graph into a model; the builder is then empty and may
  * be freed. Errors: ERT_E_FORMAT (cycles, undefined tensors), ERT_E_SHAPE. */
@@ -320,7 +329,9 @@ ert_status ert_builder_linear(ert_builder *b, int32_t x, int32_t w, int32_t bias
 ert_status ert_builder_unary(ert_builder *b, const char *op, int32_t x, int32_t *y);
 /* Two-input, one-output op without attributes ("Add", "Mul", "MatMul"...). */
 ert_status ert_builder_binary(ert_builder *b, const char *op, int32_t a, int32_t c, int32_t *y);
+/* y = MaxPool(x) with a square kernel, stride and pad. */
 ert_status ert_builder_maxpool2d(ert_builder *b, int32_t x, int kernel, int stride, int pad, int32_t *y);
+/* The wrappers' errors: as ert_builder_node. */
 
 /* ---------------------------------------------------------------- session */
 
@@ -379,8 +390,8 @@ typedef struct ert_input_shape {
 /* CUDA f16/bf16 sessions: channels-last 1x1 stride-1 convolutions run as one
  * cuBLASLt GEMM (bias, ReLU and the residual in its epilogue) instead of
  * cuDNN, and the NHWC/NCHW measurement counts the GEMM's time. Off by
- * default: on an H200 it made MobileNetV2 pick NHWC at 0.361 ms where NCHW
- * ran 0.329 (ResNet-50 0.478 -> 0.455 ms); see bench/RESULTS.md. */
+ * default: it made some models slower (measurements: docs/architecture.md,
+ * "Measured choices"). */
 #define ERT_SESSION_GEMM_1X1 32u
 /* CUDA f16/bf16 sessions: a channels-last convolution followed by bias,
  * residual Add and ReLU/Clip runs as one cuDNN operation graph (the epilogue
@@ -440,7 +451,9 @@ typedef struct ert_memory_report {
     size_t total_bytes;
 } ert_memory_report;
 
-/* Plan without creating: fills *out with the exact arena size create needs. */
+/* Plan without creating: fills *out with the exact arena size create needs.
+ * Nothing is allocated past the return. Errors: as ert_session_create except
+ * ERT_E_ARENA and ERT_E_CUDA from allocation. */
 ert_status ert_session_plan(const ert_model *model, const ert_session_options *opts,
                             ert_memory_report *out);
 
@@ -451,10 +464,13 @@ ert_status ert_session_create(const ert_model *model, const ert_session_options 
                               ert_session **out);
 void ert_session_free(ert_session *s);
 
+/* The session's arena by category (what ert_session_plan reported).
+ * Errors: ERT_E_ARG (NULL). */
 ert_status ert_session_memory(const ert_session *s, ert_memory_report *out);
 int ert_session_n_inputs(const ert_session *s);
 int ert_session_n_outputs(const ert_session *s);
-/* Concrete shapes (no -1). */
+/* Concrete shapes (no -1); the name points into the session.
+ * Errors: ERT_E_ARG (NULL, index out of range). */
 ert_status ert_session_input_info(const ert_session *s, int i, ert_tensor_info *out);
 ert_status ert_session_output_info(const ert_session *s, int i, ert_tensor_info *out);
 /* Index of a named input/output; ERT_E_NOT_FOUND if none. */
@@ -462,7 +478,7 @@ ert_status ert_session_find_input(const ert_session *s, const char *name, int *i
 ert_status ert_session_find_output(const ert_session *s, const char *name, int *index);
 
 /* Pointer to input i's storage in the arena, to write in place. Valid for the
- * session's life. */
+ * session's life; the session owns it. Errors: ERT_E_ARG (NULL, index). */
 ert_status ert_session_input_data(ert_session *s, int i, void **data);
 /* GPU address of input i's storage (CUDA sessions), for a kernel that writes
  * the input in place (ERT_SESSION_DEVICE_INPUTS). Valid for the session's
@@ -470,15 +486,19 @@ ert_status ert_session_input_data(ert_session *s, int i, void **data);
 ert_status ert_session_input_device(ert_session *s, int i, void **dev);
 /* ERT_SESSION_DEVICE_INPUTS sessions: copy the host view of every input
  * (ert_session_input_data) to the GPU now, for a run whose inputs were
- * written on the CPU after all (e.g. a fallback path). Otherwise a no-op. */
+ * written on the CPU after all (e.g. a fallback path). Otherwise a no-op.
+ * Errors: ERT_E_ARG (NULL), ERT_E_CUDA. */
 ert_status ert_session_sync_inputs(ert_session *s);
-/* Copy `bytes` (must equal the input's size) into input i. ERT_E_SHAPE if not. */
+/* Copy `bytes` (must equal the input's size) into input i.
+ * Errors: ERT_E_ARG (NULL, index), ERT_E_SHAPE (size differs). */
 ert_status ert_session_set_input(ert_session *s, int i, const void *data, size_t bytes);
 /* Run the graph. Never allocates. */
 ert_status ert_session_run(ert_session *s);
-/* Pointer to output i's storage, valid until the next run or free. */
+/* Pointer to output i's storage (owned by the session), valid until the next
+ * run or free. Errors: ERT_E_ARG (NULL, index). */
 ert_status ert_session_output_data(ert_session *s, int i, const void **data);
-/* Copy output i (bytes must equal its size). */
+/* Copy output i (bytes must equal its size).
+ * Errors: ERT_E_ARG (NULL, index), ERT_E_SHAPE (size differs). */
 ert_status ert_session_get_output(ert_session *s, int i, void *data, size_t bytes);
 
 /* ---------------------------------------------------------------- images */
@@ -740,10 +760,12 @@ ert_status ert_trainer_plan(const ert_model *model, const ert_trainer_options *o
 ert_status ert_trainer_create(const ert_model *model, const ert_trainer_options *opts, ert_trainer **out);
 void ert_trainer_free(ert_trainer *t);
 
+/* Accessors below: Errors: ERT_E_ARG (NULL, index out of range). Pointers
+ * they give are owned by the trainer and valid for its life. */
 ert_status ert_trainer_memory(const ert_trainer *t, ert_memory_report *out);
 int ert_trainer_n_inputs(const ert_trainer *t);
 ert_status ert_trainer_input_info(const ert_trainer *t, int i, ert_tensor_info *out);
-/* Graph input i's storage (valid for the trainer's life). */
+/* Graph input i's storage. */
 ert_status ert_trainer_input_data(ert_trainer *t, int i, void **data);
 /* Target storage: int64 (N) class indices for CE, else f32 with the output's
  * shape. Checked at step and eval, before anything runs: a class index out of
@@ -767,8 +789,10 @@ ert_status ert_trainer_target_info(const ert_trainer *t, ert_tensor_info *out);
  * Gather whose data gets a gradient is checked (a frozen table's forward
  * gives zeros for such an index). */
 ert_status ert_trainer_step(ert_trainer *t, float *loss);
+/* (ert_trainer_step's errors: ERT_E_ARG as above, ERT_E_CUDA.) */
 /* Forward and loss only, BatchNorm with running statistics, Dropout off; no
- * update. Never allocates. */
+ * update. Never allocates. Errors: ERT_E_ARG (target out of range, non-finite
+ * loss), ERT_E_CUDA. */
 ert_status ert_trainer_eval(ert_trainer *t, float *loss);
 /* One training step like ert_trainer_step (it updates the weights), run node
  * by node with the time of each node measured: on CUDA the device time
@@ -783,6 +807,7 @@ typedef struct ert_profile_entry {
     const char *op;
     double ms;
 } ert_profile_entry;
+/* Errors: as ert_trainer_step. */
 ert_status ert_trainer_profile(ert_trainer *t, ert_profile_entry *out, int cap, int *n, float *loss);
 /* The output the loss reads, after the last step or eval (valid until the
  * next one). */

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Indexed by ert_op (core/ops/op_table.c has the same guard). */
+_Static_assert(ERT_OP_COUNT == 95, "ERT_OP_COUNT changed: add the new op's CPU kernel to KERNELS");
 static const ert_kernel_fn KERNELS[ERT_OP_COUNT] = {
     [ERT_OP_CONV] = ert_cpu_conv,
     [ERT_OP_CONV_TRANSPOSE] = ert_cpu_conv_transpose,
