@@ -368,7 +368,7 @@ struct ert_model {
     void *name_index;         /* tensor-name hash (model.c) */
 };
 
-/* Model building helpers used by the builder and by loaders (runtime/model.c).
+/* Model building helpers used by the builder and by loaders (core/model.c).
  * All return -1 / an error status on allocation failure, with ctx's message set. */
 ert_model *ert_model_new(ert_context *ctx);
 int32_t ert_model_add_tensor(ert_model *m, const char *name, ert_dtype dt, ert_role role,
@@ -436,7 +436,7 @@ typedef struct ert_op_def {
 const ert_op_def *ert_op_get(ert_op op);
 const ert_op_def *ert_op_find(const char *name); /* NULL if unknown */
 
-/* prepare helpers shared by op files (runtime/ops.c). */
+/* prepare helpers shared by op files (core/ops/op_table.c). */
 ert_status ert_prep_error(ert_prep *p, ert_status st, const char *fmt, ...) ERT_PRINTF(3, 4);
 int64_t ert_attr_int(const ert_node *n, const char *name, int64_t dflt);
 float ert_attr_float(const ert_node *n, const char *name, float dflt);
@@ -448,10 +448,10 @@ bool ert_broadcast_shape(int na, const int64_t *a, int nb, const int64_t *b, int
 /* Read a constant integer tensor (i32 or i64) into out (max entries); returns count or -1. */
 int ert_tinfo_ints(const ert_tinfo *t, int64_t *out, int max);
 
-/* ONNX TensorProto.DataType code -> ert_dtype, UNDEFINED if unsupported (ops_tensor.c). */
+/* ONNX TensorProto.DataType code -> ert_dtype, UNDEFINED if unsupported (core/ops/tensor.c). */
 ert_dtype ert_onnx_dtype(int code);
 
-/* prepare functions, by file: runtime/ops_nn.c, runtime/ops_eltwise.c, runtime/ops_tensor.c */
+/* prepare functions, by file: core/ops/nn.c, eltwise.c, tensor.c, resize.c */
 ert_status ert_prepare_conv(ert_prep *p);
 ert_status ert_prepare_conv_transpose(ert_prep *p);
 ert_status ert_prepare_batchnorm(ert_prep *p);
@@ -486,7 +486,7 @@ ert_status ert_prepare_constant_of_shape(ert_prep *p);
 ert_status ert_prepare_range(ert_prep *p);
 ert_status ert_prepare_size(ert_prep *p);
 ert_status ert_prepare_arg(ert_prep *p);
-/* Training-only ops: refused when they appear in a model (runtime/ops.c). */
+/* Training-only ops: refused when they appear in a model (core/ops/op_table.c). */
 ert_status ert_prepare_internal_only(ert_prep *p);
 
 
@@ -520,7 +520,7 @@ typedef struct ert_kargs {
 
 typedef ert_status (*ert_kernel_fn)(const ert_kargs *a);
 
-/* Thread pool (runtime/threadpool.c): fixed workers made at session create;
+/* Thread pool (core/threadpool.c): fixed workers made at session create;
  * parallel_for never allocates. fn(arg, begin, end) is called on disjoint
  * chunks covering [0, n); the caller thread takes part. */
 typedef void (*ert_par_fn)(void *arg, int64_t begin, int64_t end);

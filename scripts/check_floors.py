@@ -31,7 +31,7 @@ AREAS = {
     "loaders": (["include", "core", "loaders"], {"include", "core", "loaders"}),
     "runtime": (["include", "core", "kernels/cpu", "loaders", "runtime"],
                 {"include", "core", "kernels/cpu", "loaders", "runtime"}),
-    "apps": (["include", "apps"], {"include", "apps"}),
+    "apps": (["include", "apps", "apps/camera"], {"include", "apps"}),
 }
 INC = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 

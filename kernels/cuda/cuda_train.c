@@ -1,6 +1,6 @@
 /*
  * CUDA backend, training ops: dispatch of the backward, loss and optimizer
- * nodes the trainer (runtime/trainer.c, autodiff.c) emits: f32, plus the
+ * nodes the trainer (runtime/train/) emits: f32, plus the
  * f16/bf16 convolution gradients of mixed precision (tensor cores, f32
  * accumulation) and the f16 loss scaler (LOSS slot 3, GRAD_NORM's last two
  * inputs).

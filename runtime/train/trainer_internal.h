@@ -1,6 +1,6 @@
-/* Trainer internals shared by runtime/trainer.c (pipeline, plan, step),
- * runtime/autodiff.c (backward graph) and runtime/trainer_ckpt.c
- * (checkpoints, export). */
+/* Trainer internals shared by runtime/train/ (trainer.c pipeline, plan, step;
+ * frozen.c, amp.c, stem.c, emit.c; autodiff.c backward graph;
+ * checkpoint.c checkpoints and export). */
 #ifndef ERT_TRAINER_INTERNAL_H
 #define ERT_TRAINER_INTERNAL_H
 #include "runtime_internal.h"
