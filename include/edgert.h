@@ -582,7 +582,7 @@ ert_status ert_jpeg_encode(ert_jpeg *j, const void *src, int width, int height,
  * 32768 or whose product overflows), ERT_E_NOMEM. */
 ert_status ert_image_read_pnm(ert_context *ctx, const char *path, int *width,
                               int *height, int *channels, uint8_t **pixels);
-/* The same from memory. */
+/* The same from memory. Errors: as ert_image_read_pnm except ERT_E_IO. */
 ert_status ert_image_decode_pnm(ert_context *ctx, const void *data, size_t size,
                                 int *width, int *height, int *channels,
                                 uint8_t **pixels);
@@ -911,7 +911,8 @@ ert_status ert_preprocessor_run(ert_preprocessor *p, const uint8_t *frame, int w
 /* As ert_preprocessor_run, but dst is GPU memory (e.g. ert_session_input_device
  * of a session created with ERT_SESSION_DEVICE_INPUTS): the result never goes
  * back through host memory. Complete on return (the preprocessor's stream is
- * synchronised), so a following ert_session_run on any stream sees it. */
+ * synchronised), so a following ert_session_run on any stream sees it.
+ * Errors: as ert_preprocessor_run. */
 ert_status ert_preprocessor_run_device(ert_preprocessor *p, const uint8_t *frame, int w, int h, size_t stride,
                                        ert_frame_format fmt, void *dst_dev);
 /* NULL is a no-op. */
