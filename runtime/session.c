@@ -1636,6 +1636,11 @@ ert_status ert_session_get_output(ert_session *s, int i, void *data, size_t byte
 
 /* ------------------------------------------------------------------ introspection (tests, CLI internals) */
 
+const ert_plan_block *ert_session_plan_blocks(const ert_session *s, int *n) {
+    *n = s->n_blocks;
+    return s->blocks;
+}
+
 bool ert_session_plan_check(const ert_session *s, char *why, size_t cap) {
     if (!ert_plan_check(s->blocks, s->n_blocks, why, cap)) return false;
     for (int i = 0; i < s->nt; i++) {

@@ -2380,6 +2380,11 @@ ert_status ert_trainer_param(ert_trainer *t, const char *name, float **value, co
 
 /* Planner invariant for tests: no two planned blocks overlap in time and
  * space, and every tensor with storage lies inside the arena. */
+const ert_plan_block *ert_trainer_plan_blocks(const ert_trainer *t, int *n) {
+    *n = t->n_blocks;
+    return t->blocks;
+}
+
 bool ert_trainer_plan_check(const ert_trainer *t, char *why, size_t cap) {
     if (!ert_plan_check(t->blocks, t->n_blocks, why, cap)) return false;
     for (int i = 0; i < t->nt; i++) {

@@ -112,6 +112,7 @@ float ert_tr_lr_at(const ert_trainer_options *o, int64_t step);
 /* Tests: a trainable parameter's storage and its gradient (after a step). */
 ert_status ert_trainer_param(ert_trainer *t, const char *name, float **value, const float **grad, int64_t *n);
 bool ert_trainer_plan_check(const ert_trainer *t, char *why, size_t cap);
+const struct ert_plan_block *ert_trainer_plan_blocks(const ert_trainer *t, int *n);
 /* Tests, any device: copy a trainable parameter's value and gradient (either
  * may be NULL) into host buffers of at least *n floats (*n gets the count). */
 ert_status ert_trainer_param_copy(ert_trainer *t, const char *name, float *value, float *grad, int64_t *n);
