@@ -33,6 +33,7 @@
  * allocation, no shape work.
  */
 #include "ert_internal.h"
+#include "busy_internal.h"
 #include "planner_internal.h"
 
 #include <math.h>
@@ -107,6 +108,7 @@ struct ert_session {
     ert_memory_report mem;
     bool planned_only;
     bool bctx_live;       /* be->init succeeded */
+    atomic_bool running;  /* a call is using the arena (busy_internal.h) */
 };
 
 /* ------------------------------------------------------------------ helpers */
@@ -1387,6 +1389,7 @@ static ert_status build(const ert_model *m, const ert_session_options *opts, boo
         return ert_set_error(ctx, ERT_E_ARG, "precision must be f32, f16 or bf16 (got %d)", (int)o->precision);
     ert_session *s = calloc(1, sizeof *s);
     if (!s) return ert_set_error(ctx, ERT_E_NOMEM, "out of memory");
+    atomic_init(&s->running, false);
     s->ctx = ctx;
     s->model = m;
     ert_status st = ERT_OK;
@@ -1508,8 +1511,7 @@ ert_status ert_session_create(const ert_model *m, const ert_session_options *o, 
     return build(m, o, false, out);
 }
 
-ert_status ert_session_run(ert_session *s) {
-    if (!s) return ERT_E_ARG;
+static ert_status session_run(ert_session *s) {
     int failed = -1;
     s->ctx->err[0] = 0; /* a backend may leave a detail (a CUDA error string) */
     ert_status st = s->be->run(s->bctx, s->kptr, s->n_sched, &failed);
@@ -1529,6 +1531,13 @@ ert_status ert_session_run(ert_session *s) {
                                                        : ert_status_str(st));
     }
     return ERT_OK;
+}
+
+/* Calls that read or write the arena run with the session's running flag
+ * held; a second thread gets ERT_E_STATE (busy_internal.h). */
+ert_status ert_session_run(ert_session *s) {
+    if (!s) return ERT_E_ARG;
+    ERT_BUSY_RETURN(&s->running, s->ctx, "session", session_run(s));
 }
 
 ert_status ert_session_memory(const ert_session *s, ert_memory_report *out) {
@@ -1593,8 +1602,7 @@ ert_status ert_session_input_device(ert_session *s, int i, void **dev) {
     return ERT_OK;
 }
 
-ert_status ert_session_sync_inputs(ert_session *s) {
-    if (!s) return ERT_E_ARG;
+static ert_status session_sync_inputs(ert_session *s) {
     if (!(s->flags & ERT_SESSION_DEVICE_INPUTS) || !s->be->weights_in_arena) return ERT_OK;
     for (int i = 0; i < s->n_in; i++) {
         const stensor *t = &s->t[s->in_t[i]];
@@ -1605,14 +1613,23 @@ ert_status ert_session_sync_inputs(ert_session *s) {
     return ERT_OK;
 }
 
-ert_status ert_session_set_input(ert_session *s, int i, const void *data, size_t bytes) {
-    if (!s || !data) return ERT_E_ARG;
+ert_status ert_session_sync_inputs(ert_session *s) {
+    if (!s) return ERT_E_ARG;
+    ERT_BUSY_RETURN(&s->running, s->ctx, "session", session_sync_inputs(s));
+}
+
+static ert_status session_set_input(ert_session *s, int i, const void *data, size_t bytes) {
     if (i < 0 || i >= s->n_in) return ert_set_error(s->ctx, ERT_E_ARG, "input index %d out of range [0, %d)", i, s->n_in);
     const stensor *t = &s->t[s->in_t[i]];
     if (bytes != t->nbytes)
         return ert_set_error(s->ctx, ERT_E_SHAPE, "input '%s' holds %zu bytes, %zu given", t->name, t->nbytes, bytes);
     memcpy(t->host, data, bytes);
     return ERT_OK;
+}
+
+ert_status ert_session_set_input(ert_session *s, int i, const void *data, size_t bytes) {
+    if (!s || !data) return ERT_E_ARG;
+    ERT_BUSY_RETURN(&s->running, s->ctx, "session", session_set_input(s, i, data, bytes));
 }
 
 ert_status ert_session_output_data(ert_session *s, int i, const void **data) {
@@ -1623,8 +1640,7 @@ ert_status ert_session_output_data(ert_session *s, int i, const void **data) {
     return ERT_OK;
 }
 
-ert_status ert_session_get_output(ert_session *s, int i, void *data, size_t bytes) {
-    if (!s || !data) return ERT_E_ARG;
+static ert_status session_get_output(ert_session *s, int i, void *data, size_t bytes) {
     if (i < 0 || i >= s->n_out)
         return ert_set_error(s->ctx, ERT_E_ARG, "output index %d out of range [0, %d)", i, s->n_out);
     const stensor *t = &s->t[s->out_t[i]];
@@ -1632,6 +1648,11 @@ ert_status ert_session_get_output(ert_session *s, int i, void *data, size_t byte
         return ert_set_error(s->ctx, ERT_E_SHAPE, "output '%s' holds %zu bytes, %zu asked", t->name, t->nbytes, bytes);
     memcpy(data, t->host, bytes);
     return ERT_OK;
+}
+
+ert_status ert_session_get_output(ert_session *s, int i, void *data, size_t bytes) {
+    if (!s || !data) return ERT_E_ARG;
+    ERT_BUSY_RETURN(&s->running, s->ctx, "session", session_get_output(s, i, data, bytes));
 }
 
 /* ------------------------------------------------------------------ introspection (tests, CLI internals) */

@@ -3,8 +3,11 @@
  * (checkpoints, export). */
 #ifndef ERT_TRAINER_INTERNAL_H
 #define ERT_TRAINER_INTERNAL_H
+#include "busy_internal.h"
 #include "ert_internal.h"
 #include "planner_internal.h"
+
+#include <stdatomic.h>
 
 typedef enum tmem {
     TM_NONE = 0,
@@ -101,6 +104,7 @@ struct ert_trainer {
     int32_t scaler_t;
     float scale_now;
     int64_t skipped;
+    atomic_bool running;    /* a call is using the arena (busy_internal.h) */
 };
 
 /* trainer.c */

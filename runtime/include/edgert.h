@@ -37,6 +37,12 @@
  * - Threads: independent contexts share nothing. A context and everything made
  *   from it must be used by one thread at a time (the library's own worker
  *   threads are internal to a session).
+ *   A session or trainer entered by a second thread while a call that uses
+ *   its arena (run, set_input, get_output, sync_inputs; step, eval, profile,
+ *   export, checkpoint save/load) is in progress returns ERT_E_STATE at once
+ *   ("already running in another thread") and touches nothing: detected,
+ *   not serialised. A sequence of calls (set_input, run, get_output) is not
+ *   atomic: another thread's set_input may land in between.
  * - The library never prints, never exits, keeps no global mutable state.
  */
 #ifndef EDGERT_H
