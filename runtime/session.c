@@ -1533,11 +1533,74 @@ static ert_status session_run(ert_session *s) {
     return ERT_OK;
 }
 
+/* Non-finite values of a float tensor: count, first index and value. f16 and
+ * bf16 by their bits (exponent all ones). */
+static int64_t count_nonfinite(const stensor *t, int64_t *first, float *first_value) {
+    int64_t n = (int64_t)(t->nbytes / ert_dtype_size(t->dtype)), cnt = 0;
+    *first = -1;
+    for (int64_t i = 0; i < n; i++) {
+        float v;
+        if (t->dtype == ERT_DTYPE_F32) {
+            v = ((const float *)t->data)[i];
+            if (isfinite(v)) continue;
+        } else {
+            uint16_t h = ((const uint16_t *)t->data)[i];
+            uint16_t e = t->dtype == ERT_DTYPE_F16 ? 0x7C00 : 0x7F80, m = t->dtype == ERT_DTYPE_F16 ? 0x03FF : 0x007F;
+            if ((h & e) != e) continue;
+            v = (h & m) ? NAN : (h & 0x8000) ? -INFINITY : INFINITY;
+        }
+        if (cnt++ == 0) {
+            *first = i;
+            *first_value = v;
+        }
+    }
+    return cnt;
+}
+
+static ert_status session_run_check_finite(ert_session *s, ert_nonfinite *out) {
+    memset(out, 0, sizeof *out);
+    out->node_index = -1;
+    if (s->be->device != ERT_DEVICE_CPU)
+        return ert_set_error(s->ctx, ERT_E_UNSUPPORTED, "the finite check runs CPU sessions only (this one is %s)",
+                             s->be->name);
+    for (int k = 0; k < s->n_sched; k++) {
+        int failed = -1;
+        ert_status st = s->be->run(s->bctx, s->kptr + k, 1, &failed);
+        const snode *n = &s->n[s->sched[k]];
+        if (st != ERT_OK) {
+            char detail[ERT_ERRMSG_SIZE];
+            snprintf(detail, sizeof detail, "%s", ert_last_error(s->ctx));
+            return ert_set_error(s->ctx, st, "node '%s' (%s) failed: %s", n->name, op_name(n->op), detail);
+        }
+        for (int j = 0; j < n->n_out; j++) {
+            const stensor *t = &s->t[n->out[j]];
+            if (t->dtype != ERT_DTYPE_F32 && t->dtype != ERT_DTYPE_F16 && t->dtype != ERT_DTYPE_BF16) continue;
+            int64_t first;
+            float v = 0;
+            int64_t cnt = count_nonfinite(t, &first, &v);
+            if (!cnt) continue;
+            *out = (ert_nonfinite){.node_index = k, .node = n->name, .op = op_name(n->op), .output = t->name,
+                                   .count = cnt, .first_index = first, .first_value = v};
+            return ert_set_error(s->ctx, ERT_E_NUMERIC,
+                                 "node '%s' (%s, #%d in run order): output '%s' has %lld non-finite value%s, the first "
+                                 "(%g) at index %lld",
+                                 n->name, op_name(n->op), k, t->name, (long long)cnt, cnt == 1 ? "" : "s", (double)v,
+                                 (long long)first);
+        }
+    }
+    return ERT_OK;
+}
+
 /* Calls that read or write the arena run with the session's running flag
  * held; a second thread gets ERT_E_STATE (busy_internal.h). */
 ert_status ert_session_run(ert_session *s) {
     if (!s) return ERT_E_ARG;
     ERT_BUSY_RETURN(&s->running, s->ctx, "session", session_run(s));
+}
+
+ert_status ert_session_run_check_finite(ert_session *s, ert_nonfinite *out) {
+    if (!s || !out) return ERT_E_ARG;
+    ERT_BUSY_RETURN(&s->running, s->ctx, "session", session_run_check_finite(s, out));
 }
 
 ert_status ert_session_memory(const ert_session *s, ert_memory_report *out) {
