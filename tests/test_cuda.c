@@ -1300,10 +1300,8 @@ static void check_nan(const char *name, ert_model *m) {
             float *x = xmalloc((size_t)n * sizeof *x);
             ert_test_fill(&rng, x, n, -1, 1);
             quant_buf(x, n);
-            if (rep == 0)
-                for (int64_t e = 0; e < n; e++) x[e] = ert_test_uniform(&rng, 0, 1) < 0.04 ? NAN : x[e];
-            else
-                x[ert_test_int(&rng, 0, (int)n - 1)] = NAN;
+            for (int64_t e = 0; rep == 0 && e < n; e++) x[e] = ert_test_uniform(&rng, 0, 1) < 0.04 ? NAN : x[e];
+            x[ert_test_int(&rng, 0, (int)n - 1)] = NAN; /* at least one, whatever the draw */
             CHECK_OK(ert_session_set_input(gs, i, x, (size_t)n * sizeof *x), ctx);
             CHECK_OK(ert_session_set_input(cs, i, x, (size_t)n * sizeof *x), ctx);
             free(x);

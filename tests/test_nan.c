@@ -248,6 +248,7 @@ static void fused_conv(void) {
         double ref[NY];
         for (int i = 0; i < NX; i++)
             x[i] = ert_test_uniform(&rng, 0, 1) < 0.01 ? NAN : (float)ert_test_uniform(&rng, -2, 2);
+        x[ert_test_int(&rng, 0, NX - 1)] = NAN; /* at least one, whatever the draw */
         for (int i = 0; i < K * C * 9; i++) w[i] = (float)ert_test_uniform(&rng, -1, 1);
         for (int i = 0; i < K; i++) bias[i] = (float)ert_test_uniform(&rng, -1, 1);
         int32_t xi, yi, ci;
