@@ -9,7 +9,7 @@
  * ert_session_run_check_finite names the first node whose output is not
  * finite. `test_nan --write DIR` writes the model and input of the CLI test
  * (tests/nan.cmake). */
-#include "ert_internal.h" /* ert_session_n_scheduled: the fused cases must really fuse */
+#include "runtime_internal.h" /* ert_session_n_scheduled: the fused cases must really fuse */
 #include "npy.h"
 #include "testutil.h"
 

@@ -4,7 +4,7 @@
  * also creates a session (passes + memory plan; the planner was quadratic,
  * issue 13 item 17) and runs it: Relu applied 200k times is Relu. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
-#include "ert_internal.h"
+#include "runtime_internal.h"
 #include "onnx_enc.h"
 #include "testutil.h"
 
