@@ -5,7 +5,8 @@
  *  - every output write checked: --out naming a file, a read-only folder (as
  *    root permissions do not stop writes: that case is skipped with a
  *    message), a full disk (RLIMIT_FSIZE for --out, /dev/full for
- *    --frames-jsonl and --mjpeg-out) end the run with exit 1 naming the file;
+ *    --frames-jsonl and --mjpeg-out, and behind stdout for --json) end the
+ *    run with exit 1 naming the file;
  *    --out makes missing parent folders;
  *  - a source without one good frame (empty file, random bytes, empty
  *    stdin) exits 1 with "no frames";
@@ -36,6 +37,7 @@ enum { N_FRAMES = 6, W = 96, H = 64 }; /* noise frames: about 10 KB of JPEG each
 
 static char tmpdir[] = "/tmp/ert_cam_app_XXXXXX";
 static char out_path[300], err_path[300];
+static int stdout_full; /* the child's stdout is /dev/full */
 
 static double now_s(void) {
     struct timespec ts;
@@ -74,7 +76,7 @@ static child start(const char *const *args, int stdin_fd, long fsize) {
     c.pid = fork();
     if (c.pid == 0) {
         int in = stdin_fd >= 0 ? stdin_fd : open("/dev/null", O_RDONLY);
-        int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644), e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int o = stdout_full ? open("/dev/full", O_WRONLY) : open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644), e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         dup2(in, 0);
         dup2(o, 1);
         dup2(e, 2);
@@ -223,6 +225,14 @@ static void test_writes(const char *stream) {
         CHECK(strstr(c.err, "edgert-camera: 1 frames in") != NULL, "%s /dev/full: did not stop at once: %s", opts2[k], c.err);
         drop(&c);
     }
+
+    /* --json on a full stdout. */
+    const char *js[] = {"--model", "builtin:tiny", "--source", stream, "--json", "--quiet", NULL};
+    stdout_full = 1;
+    c = run(js, -1, 0);
+    stdout_full = 0;
+    CHECK(exit_code(&c) == 1 && strstr(c.err, "stdout: write failed"), "--json > /dev/full: exit %d: %s", exit_code(&c), c.err);
+    drop(&c);
 
     /* A read-only folder. */
     snprintf(dir, sizeof dir, "%s/readonly", tmpdir);
