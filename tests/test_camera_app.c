@@ -73,6 +73,9 @@ static child start(const char *const *args, int stdin_fd, long fsize) {
     for (; args[n - 1] && n < 63; n++) argv[n] = args[n - 1];
     argv[n] = NULL;
     child c = {0};
+    /* emptied here, not in the child: a waiter must not see the last run's stderr */
+    unlink(out_path);
+    unlink(err_path);
     c.pid = fork();
     if (c.pid == 0) {
         int in = stdin_fd >= 0 ? stdin_fd : open("/dev/null", O_RDONLY);
