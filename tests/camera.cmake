@@ -20,6 +20,9 @@ endif()
 if(TARGET test_camera_app AND TARGET edgert_camera)
   target_compile_definitions(test_camera_app PRIVATE ERT_CAMERA_BIN="$<TARGET_FILE:edgert_camera>")
   add_dependencies(test_camera_app edgert_camera)
+  if(CMAKE_CROSSCOMPILING) # the test execs the app: not possible from inside qemu-user
+    target_compile_definitions(test_camera_app PRIVATE ERT_TEST_CROSS=1)
+  endif()
   set_tests_properties(camera_app PROPERTIES TIMEOUT 300 LABELS camera)
 endif()
 

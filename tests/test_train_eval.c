@@ -160,6 +160,9 @@ static void reference(const char *model_path, double *acc, double *loss) {
 }
 
 int main(void) {
+#ifdef ERT_TEST_CROSS
+    return ert_test_skip("train_eval", "cross build: the edgert CLI cannot be started from a test under qemu-user");
+#endif
     if (access(ERT_CLI_BIN, X_OK) != 0) return ert_test_skip("train_eval", "edgert CLI not built");
     if (!mkdtemp(tmpdir)) return ert_test_skip("train_eval", "no temporary folder");
     ert_test_rng r;
