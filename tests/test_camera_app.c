@@ -4,7 +4,7 @@
  *    lists the defaults;
  *  - every output write checked: --out naming a file, a read-only folder (as
  *    root permissions do not stop writes: that case is skipped with a
- *    message), a full disk (RLIMIT_FSIZE for --out, /dev/full for
+ *    message), a full disk (RLIMIT_FSIZE for --out and --collect, /dev/full for
  *    --frames-jsonl and --mjpeg-out, and behind stdout for --json) end the
  *    run with exit 1 naming the file;
  *    --out makes missing parent folders;
@@ -215,6 +215,13 @@ static void test_writes(const char *stream) {
     CHECK(exit_code(&c) == 1 && strstr(c.err, dir) && strstr(c.err, "frame_000000.jpg") && strstr(c.err, "write failed"),
           "--out on a full disk: exit %d: %s", exit_code(&c), c.err);
     CHECK(count_jpegs(dir) == 0, "--out on a full disk left %d JPEGs", count_jpegs(dir));
+    drop(&c);
+    snprintf(dir, sizeof dir, "%s/collect_full", tmpdir);
+    const char *cfull[] = {"--source", stream, "--collect", dir, "--quiet", NULL};
+    c = run(cfull, -1, 4096);
+    CHECK(exit_code(&c) == 1 && strstr(c.err, "--collect") && strstr(c.err, dir) && strstr(c.err, "write failed"),
+          "--collect on a full disk: exit %d: %s", exit_code(&c), c.err);
+    CHECK(count_jpegs(dir) == 0, "--collect on a full disk left %d JPEGs", count_jpegs(dir));
     drop(&c);
 
     /* /dev/full behind the streaming outputs. */
