@@ -377,8 +377,8 @@ static int float_arg(const char *opt, const char *v, double lo, double hi, int l
     double d = strtod(v, &end);
     if (!*v || *end || !(d >= lo && d <= hi) || (lo_open && d == lo)) {
         char allowed[96];
-        snprintf(allowed, sizeof allowed, "must be a number in %s%g..%g%s", lo_open ? "(" : "", lo, hi,
-                 lo_open ? "], above the lower bound" : "");
+        if (lo_open) snprintf(allowed, sizeof allowed, "must be a number > %g and <= %g", lo, hi);
+        else snprintf(allowed, sizeof allowed, "must be a number in %g..%g", lo, hi);
         return bad_value(opt, v, allowed);
     }
     *out = (float)d;
