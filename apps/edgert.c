@@ -39,9 +39,13 @@ static const char *USAGE =
     "      inputs, outputs, op histogram, node and parameter counts, and the\n"
     "      planned arena by category for batch N (default 1)\n"
     "  run MODEL --input NAME=FILE ... [--output-dir DIR] [--threads N] [--batch N] [--json]\n"
+    "            [--check-finite]\n"
     "      run once on inputs from .npy or ONNX TensorProto .pb files; with\n"
     "      --output-dir writes DIR/<output>.npy; NAME= may be left out when the\n"
-    "      model has one input, or for a .pb that names its tensor\n"
+    "      model has one input, or for a .pb that names its tensor;\n"
+    "      --check-finite runs node by node and stops at the first node whose\n"
+    "      output holds a NaN or an infinity (node, op, output, count, first\n"
+    "      index; exit 1)\n"
     "  convert IN OUT.ert [--fp16]\n"
     "      load any supported model (.ert, ONNX) and save it as .ert; --fp16\n"
     "      stores f32 weights as f16 (about half the file; computed in f32)\n"
@@ -162,7 +166,7 @@ static int opt_int(opt_parser *p, long lo, long hi, long *out) {
 
 typedef struct common_opts {
     long batch, threads, iters, warmup;
-    int json, fp16, no_nhwc, nhwc, gemm1x1, conv_graph, no_conv_graph;
+    int json, fp16, no_nhwc, nhwc, gemm1x1, conv_graph, no_conv_graph, check_finite;
     const char *device;
     const char *precision;
     const char *output_dir;
@@ -173,7 +177,7 @@ typedef struct common_opts {
 } common_opts;
 
 enum { O_BATCH = 1, O_THREADS = 2, O_JSON = 4, O_DEVICE = 8, O_ITERS = 16, O_WARMUP = 32, O_INPUT = 64, O_OUTDIR = 128,
-       O_PRECISION = 256, O_FP16 = 512, O_NO_NHWC = 1024 };
+       O_PRECISION = 256, O_FP16 = 512, O_NO_NHWC = 1024, O_CHECK_FINITE = 2048 };
 
 /* Parse argv[2..] of a command; `allowed` is a mask of O_*; `npos` the exact
  * number of positional arguments. Returns 0 or an exit status. */
@@ -209,6 +213,8 @@ static int parse_opts(int argc, char **argv, unsigned allowed, int npos, common_
             o->conv_graph = 1;
         } else if ((allowed & O_NO_NHWC) && opt_match(&p, "--no-conv-graph", 0)) {
             o->no_conv_graph = 1;
+        } else if ((allowed & O_CHECK_FINITE) && opt_match(&p, "--check-finite", 0)) {
+            o->check_finite = 1;
         } else if ((allowed & O_FP16) && opt_match(&p, "--fp16", 0)) {
             o->fp16 = 1;
         } else if ((allowed & O_DEVICE) && opt_match(&p, "--device", 1)) {
@@ -479,9 +485,30 @@ static int make_dirs(const char *dir) {
     return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
 }
 
+/* --check-finite found node nf: say which, on stdout (it is the result),
+ * and fail. */
+static int report_nonfinite(const char *model, const ert_nonfinite *nf, int json) {
+    const char *what = isnan(nf->first_value) ? "nan" : nf->first_value > 0 ? "inf" : "-inf";
+    if (json) {
+        printf("{\"model\": "), cli_json_str(stdout, model);
+        printf(", \"finite\": false, \"node\": "), cli_json_str(stdout, nf->node);
+        printf(", \"op\": "), cli_json_str(stdout, nf->op);
+        printf(", \"output\": "), cli_json_str(stdout, nf->output);
+        printf(", \"node_index\": %d, \"count\": %lld, \"first_index\": %lld, \"first_value\": \"%s\"}\n",
+               nf->node_index, (long long)nf->count, (long long)nf->first_index, what);
+    } else {
+        printf("not finite: node '%s' (%s, #%d in run order), output '%s': %lld non-finite value%s, the first (%s) "
+               "at index %lld\n",
+               nf->node, nf->op, nf->node_index, nf->output, (long long)nf->count, nf->count == 1 ? "" : "s", what,
+               (long long)nf->first_index);
+    }
+    fflush(stdout);
+    return 1;
+}
+
 static int cmd_run(int argc, char **argv) {
     common_opts o = {.batch = 0, .threads = 1};
-    int rc = parse_opts(argc, argv, O_BATCH | O_THREADS | O_JSON | O_INPUT | O_OUTDIR, 1, &o);
+    int rc = parse_opts(argc, argv, O_BATCH | O_THREADS | O_JSON | O_INPUT | O_OUTDIR | O_CHECK_FINITE, 1, &o);
     if (rc) return rc;
     ert_context *ctx = make_context();
     if (!ctx) return 1;
@@ -611,8 +638,13 @@ static int cmd_run(int argc, char **argv) {
         }
     }
     double t0 = cli_now();
-    st = ert_session_run(s);
+    ert_nonfinite nf;
+    st = o.check_finite ? ert_session_run_check_finite(s, &nf) : ert_session_run(s);
     double t_ms = (cli_now() - t0) * 1e3;
+    if (st == ERT_E_NUMERIC) {
+        rc = report_nonfinite(o.pos[0], &nf, o.json);
+        goto out;
+    }
     if (st != ERT_OK) {
         rc = lib_error(ctx, st, "run failed");
         goto out;
@@ -628,8 +660,10 @@ static int cmd_run(int argc, char **argv) {
         rc = error("out of memory");
         goto out;
     }
-    if (o.json) printf("{\"model\": "), cli_json_str(stdout, o.pos[0]), printf(", \"run_ms\": %.3f, \"outputs\": [", t_ms);
-    else printf("ran %s in %.3f ms\n", o.pos[0], t_ms);
+    if (o.json)
+        printf("{\"model\": "), cli_json_str(stdout, o.pos[0]),
+            printf(", \"run_ms\": %.3f,%s \"outputs\": [", t_ms, o.check_finite ? " \"finite\": true," : "");
+    else printf("ran %s in %.3f ms%s\n", o.pos[0], t_ms, o.check_finite ? " (node by node: every output finite)" : "");
     for (int i = 0; i < no && !rc; i++) {
         ert_tensor_info t;
         const void *data;
