@@ -117,7 +117,8 @@ set(_cli $<TARGET_FILE:edgert_cli>)
 set(_w ${ERT_CLI_WORK})
 
 # no stale files from an earlier run stand in for ones this run failed to make
-add_test(NAME cli_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${_w}/demo.ert ${_w}/converted.ert ${_w}/mnist.ert ${_w}/out ${_w}/add)
+add_test(NAME cli_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${_w}/demo.ert ${_w}/converted.ert ${_w}/mnist.ert ${_w}/out ${_w}/add
+  ${_w}/img_out ${_w}/demo_export.onnx ${_w}/input_f8.npy ${_w}/cut.onnx)
 set_tests_properties(cli_clean PROPERTIES FIXTURES_SETUP cli_clean LABELS cli)
 # the demo builds, saves, reloads and runs the model the other tests use
 ert_cli_test(cli_demo CMD $<TARGET_FILE:edgert_demo> ${_w}/demo.ert
@@ -158,11 +159,11 @@ ert_cli_test(cli_bench_cuda CMD ${_cli} bench ${_w}/demo.ert --iters 2 --device 
 
 # bad usage: exit 2 with the usage text
 ert_cli_test(cli_usage_none CMD ${_cli} RC 2 STDERR "usage: edgert")
-ert_cli_test(cli_usage_command CMD ${_cli} frobnicate RC 2 STDERR "unknown command 'frobnicate'.*usage:")
+ert_cli_test(cli_usage_command CMD ${_cli} frobnicate RC 2 STDERR "unknown command 'frobnicate'.*see `edgert --help`")
 ert_cli_test(cli_usage_flag CMD ${_cli} bench x.ert --bogus RC 2 STDERR "unknown option '--bogus'")
 ert_cli_test(cli_usage_value CMD ${_cli} bench x.ert --iters abc RC 2 STDERR "expected an integer")
 ert_cli_test(cli_usage_args CMD ${_cli} info RC 2 STDERR "needs 1 argument")
-ert_cli_test(cli_usage_device CMD ${_cli} bench x.ert --device tpu RC 2 STDERR "cpu or cuda")
+ert_cli_test(cli_usage_device CMD ${_cli} bench x.ert --device tpu RC 2 STDERR "expected one of cpu, cuda, auto")
 # failures: exit 1 with the reason
 ert_cli_test(cli_missing_model CMD ${_cli} info ${_w}/does-not-exist.ert RC 1
   STDERR "edgert: error: cannot load model .*does-not-exist.ert")
@@ -211,3 +212,122 @@ if(EXISTS ${_add}/model.onnx AND EXISTS ${_add}/test_data_set_0/output_0.pb)
   set_tests_properties(cli_run_two_pb_check PROPERTIES FIXTURES_REQUIRED cli_add_out LABELS cli
     SKIP_RETURN_CODE 77)
 endif()
+
+# ---- issue 13: what a new user expects of the CLI ----
+set(_ppocr ${PROJECT_SOURCE_DIR}/../shared/models/ppocr)
+
+# stdout write errors are failures (exit 1), not a silent exit 0
+ert_cli_test(cli_stdout_full_info CMD sh -c "$<TARGET_FILE:edgert_cli> info ${_w}/demo.ert > /dev/full"
+  RC 1 STDERR "cannot write to standard output: No space left" REQUIRES cli_model NEEDS ${_w}/demo.ert)
+ert_cli_test(cli_stdout_full_run CMD sh -c "$<TARGET_FILE:edgert_cli> run ${_w}/demo.ert -i ${_w}/input.npy --json > /dev/full"
+  RC 1 STDERR "cannot write to standard output" REQUIRES cli_model cli_input NEEDS ${_w}/demo.ert)
+
+# per-command help (with the defaults) and one-line usage errors naming option, value and range
+foreach(cmd info run convert bench)
+  ert_cli_test(cli_help_${cmd} CMD ${_cli} ${cmd} --help STDOUT "^usage: edgert ${cmd} .*default")
+endforeach()
+get_target_property(_cli_defs edgert_cli COMPILE_DEFINITIONS)
+if("${_cli_defs}" MATCHES "EDGERT_HAVE_TRAIN_CMD")
+  ert_cli_test(cli_help_train CMD ${_cli} train --help STDOUT "^usage: edgert train .*--shape.*default cpu")
+  ert_cli_test(cli_usage_train CMD ${_cli} train small-cnn --data x --epochs 0 RC 2
+    STDERR "^edgert train: --epochs '0': expected an integer in \\[1, 1000\\].see `edgert train --help`")
+  ert_cli_test(cli_usage_train_device CMD ${_cli} train small-cnn --data x --device tpu RC 2
+    STDERR "--device 'tpu': expected one of cpu, cuda, auto")
+endif()
+ert_cli_test(cli_usage_line CMD ${_cli} bench x.ert --warmup -1 RC 2
+  STDERR "^edgert bench: --warmup '-1': expected an integer in \\[0, 100000000\\].see `edgert bench --help`")
+ert_cli_test(cli_usage_run_device CMD ${_cli} run x.ert --device gpu RC 2 STDERR "--device 'gpu': expected one of cpu, cuda, auto")
+
+# the wrong kind of file says what it looks like; a cut ONNX file says where it ends
+set(_jpg ${PROJECT_SOURCE_DIR}/../shared/images/254.jpg)
+if(EXISTS ${_jpg})
+  ert_cli_test(cli_model_is_jpeg CMD ${_cli} info ${_jpg} RC 1 STDERR "looks like a JPEG image, not a model")
+endif()
+ert_cli_test(cli_model_is_npy CMD ${_cli} info ${_w}/input.npy RC 1 STDERR "looks like a NumPy .npy array, not a model"
+  REQUIRES cli_input NEEDS ${_w}/input.npy)
+if(EXISTS ${_mnist}/model.onnx)
+  add_test(NAME cli_cut_onnx COMMAND sh -c "head -c 5000 '${_mnist}/model.onnx' > '${_w}/cut.onnx'")
+  set_tests_properties(cli_cut_onnx PROPERTIES FIXTURES_SETUP cli_cut LABELS cli)
+  ert_cli_test(cli_model_truncated CMD ${_cli} info ${_w}/cut.onnx RC 1
+    STDERR "is truncated at byte 5000 of at least [0-9]+" REQUIRES cli_cut NEEDS ${_w}/cut.onnx)
+endif()
+
+# --shape: dynamic-shape models (the shipped PaddleOCR ones) through info and bench
+if(EXISTS ${_ppocr}/en_PP-OCRv3_det_infer.onnx)
+  ert_cli_test(cli_shape_needed CMD ${_cli} info ${_ppocr}/en_PP-OCRv3_det_infer.onnx RC 1
+    STDOUT "x +f32 +\\(\\?, 3, \\?, \\?\\)" STDERR "give|fix them with --shape x=1x3xNxN")
+  ert_cli_test(cli_shape_info CMD ${_cli} info ${_ppocr}/en_PP-OCRv3_det_infer.onnx --shape x=1x3x736x1280
+    STDOUT "arena plan \\(batch 1, 1 thread, cpu, x \\(1, 3, 736, 1280\\)\\).*total \\(arena\\) +[1-9]")
+  ert_cli_test(cli_shape_info_json CMD ${_cli} info ${_ppocr}/en_PP-OCRv3_det_infer.onnx --shape=x=1x3x64x96 --json
+    JSON arena.total_bytes shapes.x)
+  ert_cli_test(cli_shape_bench CMD ${_cli} bench ${_ppocr}/ch_ppocr_mobile_v2.0_cls_infer.onnx --shape x=1x3x48x192
+    --iters 2 --warmup 0 --json JSON p50_ms arena_bytes)
+  ert_cli_test(cli_shape_bad CMD ${_cli} info ${_ppocr}/en_PP-OCRv3_det_infer.onnx --shape x=1x4x64x64 RC 2
+    STDERR "--shape 'x=1x4x64x64': input 'x' is declared \\(\\?, 3, \\?, \\?\\).*see `edgert info --help`")
+  ert_cli_test(cli_shape_unknown CMD ${_cli} bench ${_ppocr}/en_PP-OCRv3_det_infer.onnx --shape img=1x3x64x64 RC 2
+    STDERR "no such input \\(its inputs: x\\)")
+endif()
+
+# run: device, precision, iterations; the effective precision is reported
+ert_cli_test(cli_run_iters CMD ${_cli} run ${_w}/demo.ert -i ${_w}/input.npy --iters 5 --device auto
+  STDOUT "on (cpu|cuda) \\((f32)\\) 5 times: p50 [0-9.]+ ms" REQUIRES cli_model cli_input NEEDS ${_w}/demo.ert)
+ert_cli_test(cli_run_precision_cpu CMD ${_cli} run ${_w}/demo.ert -i ${_w}/input.npy --precision f16 --json
+  JSON p50_ms iters STDOUT "\"device\": \"cpu\", \"precision\": \"f32\"" STDERR "the CPU.*computes in f32"
+  REQUIRES cli_model cli_input NEEDS ${_w}/demo.ert)
+ert_cli_test(cli_run_batch_note CMD ${_cli} run ${_w}/demo.ert -i ${_w}/input.npy --batch 4
+  STDERR "--batch 4 ignored for input 'input': its shape \\(2, 3, 32, 32\\) comes from a file"
+  REQUIRES cli_model cli_input NEEDS ${_w}/demo.ert)
+ert_cli_test(cli_bench_auto CMD ${_cli} bench ${_w}/demo.ert --device auto --iters 2 --warmup 0 --json
+  JSON device precision p50_ms REQUIRES cli_model NEEDS ${_w}/demo.ert)
+# bench --input: the file's shape (batch 2) is what runs, and throughput counts it
+ert_cli_test(cli_bench_input CMD ${_cli} bench ${_w}/demo.ert --input input=${_w}/input.npy --iters 2 --warmup 0
+  STDOUT "batch: 2 " REQUIRES cli_model cli_input NEEDS ${_w}/demo.ert)
+
+# --expect: the output matches the API run's file exactly; a wrong reference fails
+ert_cli_test(cli_expect_ok CMD ${_cli} run ${_w}/demo.ert -i ${_w}/input.npy --expect probs=${_w}/out/probs.npy --tol 0,0
+  STDOUT "expect probs: ok: 20 values match" REQUIRES cli_model cli_input cli_out NEEDS ${_w}/out/probs.npy)
+add_test(NAME cli_wrong_ref COMMAND test_cli_npy write ${_w}/wrong_probs.npy 2 10)
+set_tests_properties(cli_wrong_ref PROPERTIES FIXTURES_SETUP cli_wrong_ref LABELS cli)
+ert_cli_test(cli_expect_mismatch CMD ${_cli} run ${_w}/demo.ert -i ${_w}/input.npy --expect ${_w}/wrong_probs.npy RC 1
+  STDOUT "expect probs: MISMATCH: 20 of 20 values differ" STDERR "--expect probs: .*worst at .[0-9]"
+  REQUIRES cli_model cli_input cli_wrong_ref NEEDS ${_w}/wrong_probs.npy)
+ert_cli_test(cli_expect_shape CMD ${_cli} run ${_w}/demo.ert -i ${_w}/input.npy --expect probs=${_w}/input.npy RC 1
+  STDERR "shape \\(2, 10\\), reference .* is \\(2, 3, 32, 32\\)" REQUIRES cli_model cli_input NEEDS ${_w}/demo.ert)
+
+# an '<f8' input is cast to f32 with a note, and gives the f32 input's outputs
+add_test(NAME cli_input_f8 COMMAND test_cli_npy write-f8 ${_w}/input.npy ${_w}/input_f8.npy)
+set_tests_properties(cli_input_f8 PROPERTIES FIXTURES_SETUP cli_input_f8 FIXTURES_REQUIRED cli_input LABELS cli)
+ert_cli_test(cli_run_f8 CMD ${_cli} run ${_w}/demo.ert -i ${_w}/input_f8.npy --expect probs=${_w}/out/probs.npy --tol 0,0
+  STDOUT "expect probs: ok" STDERR "holds float64 \\(<f8\\): cast to f32"
+  REQUIRES cli_model cli_input_f8 cli_out NEEDS ${_w}/input_f8.npy ${_w}/out/probs.npy)
+
+# image input: a PPM whose preprocessing the helper computes independently in
+# double; the run on the image must match the run on that tensor
+add_test(NAME cli_image_make COMMAND test_cli_npy write-image ${_w}/img.ppm ${_w}/img_ref.npy 32 32 bgr 0.5 0.25)
+set_tests_properties(cli_image_make PROPERTIES FIXTURES_SETUP cli_image LABELS cli)
+ert_cli_test(cli_image_ref CMD ${_cli} run ${_w}/demo.ert -i ${_w}/img_ref.npy --output-dir ${_w}/img_out
+  STDOUT "probs" SETUP cli_image_out REQUIRES cli_model cli_image NEEDS ${_w}/img_ref.npy)
+ert_cli_test(cli_image_run CMD ${_cli} run ${_w}/demo.ert -i input=${_w}/img.ppm --bgr --mean 0.5 --std 0.25
+  --expect probs=${_w}/img_out/probs.npy --tol 1e-5,1e-4 STDOUT "expect probs: ok"
+  REQUIRES cli_model cli_image_out NEEDS ${_w}/img.ppm ${_w}/img_out/probs.npy)
+# without --bgr the channels are swapped: the same check must fail
+ert_cli_test(cli_image_rgb_differs CMD ${_cli} run ${_w}/demo.ert -i input=${_w}/img.ppm --mean 0.5 --std 0.25
+  --expect probs=${_w}/img_out/probs.npy --tol 1e-5,1e-4 RC 1 STDOUT "MISMATCH"
+  REQUIRES cli_model cli_image_out NEEDS ${_w}/img.ppm ${_w}/img_out/probs.npy)
+if(EXISTS ${_jpg})
+  # a JPEG of another size, resized to the model's 32x32, with top-k and labels
+  file(WRITE ${_w}/labels.txt "zero\none\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\n")
+  ert_cli_test(cli_image_jpeg_topk CMD ${_cli} run ${_w}/demo.ert -i ${_jpg} --size 32x32 --fit letterbox --topk 3
+    --labels ${_w}/labels.txt STDOUT "probs +f32 +\\(1, 10\\).*top-3 of row 0: [0-9] \\([a-z]+\\) [0-9.e-]+, [0-9] \\([a-z]+\\)"
+    REQUIRES cli_model NEEDS ${_w}/demo.ert)
+  ert_cli_test(cli_image_size_fixed CMD ${_cli} run ${_w}/demo.ert -i ${_jpg} --size 64x64 RC 1
+    STDERR "--size 64x64: input 'input' is fixed at 32x32" REQUIRES cli_model NEEDS ${_w}/demo.ert)
+endif()
+
+# convert: the format follows the extension
+ert_cli_test(cli_convert_onnx_out CMD ${_cli} convert ${_w}/demo.ert ${_w}/demo_export.onnx
+  STDOUT "wrote .*demo_export.onnx \\(ONNX" SETUP cli_onnx_out REQUIRES cli_model NEEDS ${_w}/demo.ert)
+ert_cli_test(cli_run_exported CMD ${_cli} run ${_w}/demo_export.onnx -i ${_w}/input.npy --expect probs=${_w}/out/probs.npy
+  STDOUT "expect probs: ok" REQUIRES cli_onnx_out cli_input cli_out NEEDS ${_w}/demo_export.onnx ${_w}/out/probs.npy)
+ert_cli_test(cli_convert_bad_ext CMD ${_cli} convert ${_w}/demo.ert ${_w}/demo.bin RC 2
+  STDERR "extension '.bin' names no format; use .ert or .onnx")
