@@ -455,16 +455,29 @@ static ert_dtype precision_of(const char *s) {
 
 /* ---------------------------------------------------------------- shared bits */
 
-static void print_info_line(const ert_tensor_info *t) {
+/* inferred: an output the file does not declare, shaped by a session. */
+static void print_info_line(const ert_tensor_info *t, int inferred) {
     char sh[160];
-    if (t->dtype == ERT_DTYPE_UNDEFINED) { /* outputs of a graph without value_info */
-        printf("  %-24s (dtype and shape inferred when a session is created)\n", t->name ? t->name : "?");
+    if (t->dtype == ERT_DTYPE_UNDEFINED) { /* outputs of a graph without value_info, no session made */
+        printf("  %-24s (not declared in the file: inferred when a session is created)\n", t->name ? t->name : "?");
         return;
     }
-    printf("  %-24s %-5s %s\n", t->name ? t->name : "?", ert_dtype_name(t->dtype), cli_shape_str(sh, sizeof sh, t->ndim, t->dims));
+    printf("  %-24s %-5s %s%s\n", t->name ? t->name : "?", ert_dtype_name(t->dtype), cli_shape_str(sh, sizeof sh, t->ndim, t->dims),
+           inferred ? "  (not declared in the file: inferred for the plan below)" : "");
 }
 
-static void json_info(const ert_tensor_info *t) {
+/* Output i as the file declares it, or, where it does not, as session s
+ * (if any) inferred it. */
+static void output_info(const ert_model *m, const ert_session *s, int i, ert_tensor_info *t, int *inferred) {
+    int k;
+    *inferred = 0;
+    if (ert_model_output_info(m, i, t) != ERT_OK) memset(t, 0, sizeof *t);
+    if (t->dtype == ERT_DTYPE_UNDEFINED && s && t->name && ert_session_find_output(s, t->name, &k) == ERT_OK &&
+        ert_session_output_info(s, k, t) == ERT_OK)
+        *inferred = 1;
+}
+
+static void json_info(const ert_tensor_info *t, int inferred) {
     printf("{\"name\": ");
     cli_json_str(stdout, t->name);
     if (t->dtype == ERT_DTYPE_UNDEFINED) {
@@ -474,7 +487,7 @@ static void json_info(const ert_tensor_info *t) {
     /* dynamic dims are -1 */
     printf(", \"dtype\": \"%s\", \"shape\": [", ert_dtype_name(t->dtype));
     for (int d = 0; d < t->ndim; d++) printf("%s%lld", d ? ", " : "", (long long)t->dims[d]);
-    printf("]}");
+    printf("]%s}", inferred ? ", \"inferred\": true" : "");
 }
 
 static void print_memory(const ert_memory_report *m) {
@@ -837,6 +850,15 @@ static int cmd_info(int argc, char **argv) {
         if (dyn && !fixed) pst = ERT_E_SHAPE, dyn_rc = 1;
     }
     if (pst == ERT_OK) pst = ert_session_plan(m, &so, &mem);
+    /* outputs the file does not declare: a session (CPU, the planned shapes)
+     * infers them; if it cannot be made, they are listed as undeclared */
+    ert_session *sess = NULL;
+    for (int i = 0; i < ert_model_n_outputs(m) && pst == ERT_OK && !sess; i++) {
+        ert_tensor_info ot;
+        if (ert_model_output_info(m, i, &ot) == ERT_OK && ot.dtype == ERT_DTYPE_UNDEFINED &&
+            ert_session_create(m, &so, &sess) != ERT_OK)
+            break;
+    }
 
     int ni = ert_model_n_inputs(m), no = ert_model_n_outputs(m);
     ert_tensor_info t;
@@ -845,10 +867,13 @@ static int cmd_info(int argc, char **argv) {
         cli_json_str(stdout, o.pos[0]);
         printf(", \"inputs\": [");
         for (int i = 0; i < ni; i++)
-            if (ert_model_input_info(m, i, &t) == ERT_OK) printf("%s", i ? ", " : ""), json_info(&t);
+            if (ert_model_input_info(m, i, &t) == ERT_OK) printf("%s", i ? ", " : ""), json_info(&t, 0);
         printf("], \"outputs\": [");
-        for (int i = 0; i < no; i++)
-            if (ert_model_output_info(m, i, &t) == ERT_OK) printf("%s", i ? ", " : ""), json_info(&t);
+        for (int i = 0; i < no; i++) {
+            int inf;
+            output_info(m, sess, i, &t, &inf);
+            printf("%s", i ? ", " : ""), json_info(&t, inf);
+        }
         printf("], \"nodes\": %d, \"parameters\": %lld, \"ops\": {", nn, (long long)ert_model_n_params(m));
         for (int k = 0; k < nh; k++) {
             printf("%s", k ? ", " : "");
@@ -875,10 +900,13 @@ static int cmd_info(int argc, char **argv) {
         printf("model: %s\n", o.pos[0]);
         printf("inputs (%d):\n", ni);
         for (int i = 0; i < ni; i++)
-            if (ert_model_input_info(m, i, &t) == ERT_OK) print_info_line(&t);
+            if (ert_model_input_info(m, i, &t) == ERT_OK) print_info_line(&t, 0);
         printf("outputs (%d):\n", no);
-        for (int i = 0; i < no; i++)
-            if (ert_model_output_info(m, i, &t) == ERT_OK) print_info_line(&t);
+        for (int i = 0; i < no; i++) {
+            int inf;
+            output_info(m, sess, i, &t, &inf);
+            print_info_line(&t, inf);
+        }
         printf("nodes: %d\nparameters: %lld\nops:", nn, (long long)ert_model_n_params(m));
         for (int k = 0; k < nh; k++) printf("%s %s x%d", k ? "," : "", hist[k].op, hist[k].n);
         printf("\n");
@@ -895,6 +923,7 @@ static int cmd_info(int argc, char **argv) {
     flush_stdout();
     if (dyn_rc) rc = check_dynamic(m, shapes, n_shapes);
     else if (pst != ERT_OK) rc = lib_error(ctx, pst, "cannot plan a session");
+    ert_session_free(sess);
 out:
     free(hist);
     ert_model_free(m);

@@ -331,3 +331,14 @@ ert_cli_test(cli_run_exported CMD ${_cli} run ${_w}/demo_export.onnx -i ${_w}/in
   STDOUT "expect probs: ok" REQUIRES cli_onnx_out cli_input cli_out NEEDS ${_w}/demo_export.onnx ${_w}/out/probs.npy)
 ert_cli_test(cli_convert_bad_ext CMD ${_cli} convert ${_w}/demo.ert ${_w}/demo.bin RC 2
   STDERR "extension '.bin' names no format; use .ert or .onnx")
+
+# an output the file does not declare: info shows the shape a session infers
+find_program(ERT_PYTHON3 python3)
+if(ERT_PYTHON3)
+  add_test(NAME cli_undeclared_make COMMAND ${ERT_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/make_undeclared_onnx.py ${_w}/undeclared.onnx)
+  set_tests_properties(cli_undeclared_make PROPERTIES FIXTURES_SETUP cli_undeclared LABELS cli)
+  ert_cli_test(cli_info_undeclared CMD ${_cli} info ${_w}/undeclared.onnx --batch 5
+    STDOUT "y +f32 +\\(5, 3\\) +\\(not declared in the file: inferred" REQUIRES cli_undeclared NEEDS ${_w}/undeclared.onnx)
+  ert_cli_test(cli_info_undeclared_json CMD ${_cli} info ${_w}/undeclared.onnx --json
+    JSON outputs.0.inferred STDOUT "\"shape\": \\[1, 3\\], \"inferred\": true" REQUIRES cli_undeclared NEEDS ${_w}/undeclared.onnx)
+endif()
