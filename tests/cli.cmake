@@ -208,6 +208,8 @@ if(EXISTS ${_add}/model.onnx AND EXISTS ${_add}/test_data_set_0/output_0.pb)
   ert_cli_test(cli_run_two_pb CMD ${_cli} run ${_add}/model.onnx --input ${_add}/test_data_set_0/input_0.pb
     --input ${_add}/test_data_set_0/input_1.pb --output-dir ${_w}/add STDOUT "sum +f32 +\\(3, 4, 5\\)"
     SETUP cli_add_out REQUIRES cli_clean)
+  ert_cli_test(cli_expect_pb CMD ${_cli} run ${_add}/model.onnx --input ${_add}/test_data_set_0/input_0.pb
+    --input ${_add}/test_data_set_0/input_1.pb --expect ${_add}/test_data_set_0/output_0.pb STDOUT "expect sum: ok: 60 values")
   add_test(NAME cli_run_two_pb_check COMMAND test_cli_run compare-pb ${_w}/add/sum.npy ${_add}/test_data_set_0/output_0.pb)
   set_tests_properties(cli_run_two_pb_check PROPERTIES FIXTURES_REQUIRED cli_add_out LABELS cli
     SKIP_RETURN_CODE 77)
@@ -231,6 +233,15 @@ if("${_cli_defs}" MATCHES "EDGERT_HAVE_TRAIN_CMD")
   ert_cli_test(cli_help_train CMD ${_cli} train --help STDOUT "^usage: edgert train .*--shape.*default cpu")
   ert_cli_test(cli_usage_train CMD ${_cli} train small-cnn --data x --epochs 0 RC 2
     STDERR "^edgert train: --epochs '0': expected an integer in \\[1, 1000\\].see `edgert train --help`")
+  # --shape reaches the trainer: the built-in CNN's input is fixed, so a
+  # different size is refused naming the declared shape
+  set(_fm ${PROJECT_SOURCE_DIR}/../shared/data/fashion-mnist)
+  if(EXISTS ${_fm}/train-images-idx3-ubyte.gz)
+    ert_cli_test(cli_train_shape CMD ${_cli} train small-cnn --data ${_fm} --limit 300 --batch 32 --shape image=32x1x28x30
+      RC 2 STDERR "--shape 'image=32x1x28x30': input 'image' is declared \\(\\?, 1, 28, 28\\)")
+    ert_cli_test(cli_train_shape_ok CMD ${_cli} train small-cnn --data ${_fm} --limit 300 --batch 32 --max-steps 2
+      --shape image=32x1x28x28 --json STDOUT "\"event\":\"stopped\"")
+  endif()
   ert_cli_test(cli_usage_train_device CMD ${_cli} train small-cnn --data x --device tpu RC 2
     STDERR "--device 'tpu': expected one of cpu, cuda, auto")
 endif()
