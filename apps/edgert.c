@@ -594,6 +594,16 @@ static void batch_notes(const ert_model *m, long batch, const ert_input_shape *s
     }
 }
 
+/* The leading dim the first input gets from the model, a --shape or --batch. */
+static long planned_batch(const ert_model *m, long batch, const ert_input_shape *shapes, int n_shapes) {
+    ert_tensor_info mi;
+    if (ert_model_n_inputs(m) < 1 || ert_model_input_info(m, 0, &mi) != ERT_OK || mi.ndim == 0) return batch;
+    if (mi.dims[0] >= 0) return (long)mi.dims[0];
+    for (int j = 0; j < n_shapes; j++)
+        if (strcmp(shapes[j].name, mi.name) == 0 && shapes[j].ndim) return (long)shapes[j].dims[0];
+    return batch;
+}
+
 /* The leading dim of the session's first input: the batch it really runs. */
 static long session_batch(const ert_session *s) {
     ert_tensor_info ti;
@@ -802,7 +812,7 @@ static int cmp_op_count(const void *a, const void *b) {
 }
 
 static int cmd_info(int argc, char **argv) {
-    common_opts o = {.batch = 1, .threads = 1};
+    common_opts o = {.batch = 0, .threads = 1};
     int rc = parse_opts(argc, argv, O_BATCH | O_THREADS | O_JSON | O_SHAPE, 1, HELP_INFO, &o);
     if (rc) return rc < 0 ? 0 : rc;
     ert_context *ctx = make_context();
@@ -832,10 +842,13 @@ static int cmd_info(int argc, char **argv) {
     qsort(hist, (size_t)nh, sizeof *hist, cmp_op_count);
 
     ert_session_options so = {0};
+    batch_notes(m, o.batch, shapes, n_shapes);
+    if (!o.batch) o.batch = 1;
     so.batch = (int)o.batch;
     so.n_threads = (int)o.threads;
     so.input_shapes = n_shapes ? shapes : NULL;
     so.n_input_shapes = n_shapes;
+    long batch = planned_batch(m, o.batch, shapes, n_shapes); /* what the plan is for */
     ert_memory_report mem;
     memset(&mem, 0, sizeof mem);
     /* a dynamic dim nobody fixed: say which --shape is missing instead of planning */
@@ -880,7 +893,7 @@ static int cmd_info(int argc, char **argv) {
             cli_json_str(stdout, hist[k].op);
             printf(": %d", hist[k].n);
         }
-        printf("}, \"batch\": %ld, \"threads\": %ld, \"shapes\": {", o.batch, o.threads);
+        printf("}, \"batch\": %ld, \"threads\": %ld, \"shapes\": {", batch, o.threads);
         for (int j = 0; j < n_shapes; j++) {
             printf("%s", j ? ", " : "");
             cli_json_str(stdout, shapes[j].name);
@@ -911,7 +924,7 @@ static int cmd_info(int argc, char **argv) {
         for (int k = 0; k < nh; k++) printf("%s %s x%d", k ? "," : "", hist[k].op, hist[k].n);
         printf("\n");
         if (pst == ERT_OK) {
-            printf("arena plan (batch %ld, %ld thread%s, cpu", o.batch, o.threads, o.threads == 1 ? "" : "s");
+            printf("arena plan (batch %ld, %ld thread%s, cpu", batch, o.threads, o.threads == 1 ? "" : "s");
             for (int j = 0; j < n_shapes; j++) {
                 char s[160];
                 printf(", %s %s", shapes[j].name, cli_shape_str(s, sizeof s, shapes[j].ndim, shapes[j].dims));
