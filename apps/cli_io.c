@@ -154,22 +154,21 @@ int cli_image_load(ert_context *ctx, const ert_tensor_info *mi, const cli_image_
     *used_gpu = 0;
     const char *kind = cli_file_kind(t->path);
     if (mi->ndim != 4)
-        return fail(err, n, "input '%s' has %d dims: an image needs a (N, C, H, W) or, with --nhwc, (N, H, W, C) input",
-                    mi->name, mi->ndim);
+        return fail(err, n, "it has %d dims: an image needs a (N, C, H, W) or, with --nhwc, (N, H, W, C) input", mi->ndim);
     if (mi->dtype != ERT_DTYPE_F32 && mi->dtype != ERT_DTYPE_F16)
-        return fail(err, n, "input '%s' is %s: an image fills f32 or f16 inputs", mi->name, ert_dtype_name(mi->dtype));
+        return fail(err, n, "it is %s: an image fills f32 or f16 inputs", ert_dtype_name(mi->dtype));
     int cdim = o->nhwc ? 3 : 1, hdim = o->nhwc ? 1 : 2, wdim = hdim + 1;
     int64_t c = mi->dims[cdim];
     if (c < 0) c = 3;
     if (c != 1 && c != 3)
-        return fail(err, n, "input '%s' has %lld channels at dim %d: an image gives 1 or 3%s", mi->name, (long long)c,
-                    cdim, o->nhwc ? "" : " (an NHWC input needs --nhwc)");
+        return fail(err, n, "it has %lld channels at dim %d: an image gives 1 or 3%s", (long long)c, cdim,
+                    o->nhwc ? "" : " (an NHWC input needs --nhwc)");
     int ow = o->w ? o->w : (int)mi->dims[wdim], oh = o->h ? o->h : (int)mi->dims[hdim];
     if (ow <= 0 || oh <= 0)
-        return fail(err, n, "input '%s' has a dynamic height or width: give --size WxH", mi->name);
+        return fail(err, n, "its height or width is dynamic: give --size WxH");
     if ((mi->dims[wdim] > 0 && mi->dims[wdim] != ow) || (mi->dims[hdim] > 0 && mi->dims[hdim] != oh))
-        return fail(err, n, "--size %dx%d: input '%s' is fixed at %lldx%lld (WxH)", ow, oh, mi->name,
-                    (long long)mi->dims[wdim], (long long)mi->dims[hdim]);
+        return fail(err, n, "--size %dx%d, but the model fixes it at %lldx%lld (WxH)", ow, oh, (long long)mi->dims[wdim],
+                    (long long)mi->dims[hdim]);
     int64_t nb = mi->dims[0] > 0 ? mi->dims[0] : batch > 0 ? batch : 1;
     int w = 0, h = 0;
     uint8_t *rgb = decode_rgb(ctx, t->path, kind ? kind : "unknown", &w, &h, err, n);

@@ -731,7 +731,7 @@ static int load_inputs(ert_context *ctx, const ert_model *m, const common_opts *
                 if (strcmp(shapes[j].name, mi.name) == 0) memcpy(want.dims, shapes[j].dims, sizeof want.dims);
             int gpu = 0;
             if (cli_image_load(ctx, &want, &io, (int)o->batch, &ins[k], &gpu, err, sizeof err) != 0)
-                return error("input %s: %s", mi.name, err);
+                return error("input '%s': %s", mi.name, err);
             if (g_verbose) note("image '%s' preprocessed on the %s", ins[k].path, gpu ? "GPU (ert_preprocessor)" : "CPU");
         } else if (!ins[k].data && cli_tensor_load(ctx, &ins[k], err, sizeof err) != 0) {
             return error("input %s", err);

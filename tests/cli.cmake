@@ -339,7 +339,7 @@ if(EXISTS ${_jpg} AND ERT_HAVE_JPEG)
     --labels ${_w}/labels.txt STDOUT "probs +f32 +\\(1, 10\\).*top-3 of row 0: [0-9] \\([a-z]+\\) [0-9.e-]+, [0-9] \\([a-z]+\\)"
     REQUIRES cli_model NEEDS ${_w}/demo.ert)
   ert_cli_test(cli_image_size_fixed CMD ${_cli} run ${_w}/demo.ert -i ${_jpg} --size 64x64 RC 1
-    STDERR "--size 64x64: input 'input' is fixed at 32x32" REQUIRES cli_model NEEDS ${_w}/demo.ert)
+    STDERR "input 'input': --size 64x64, but the model fixes it at 32x32" REQUIRES cli_model NEEDS ${_w}/demo.ert)
 endif()
 
 # convert: the format follows the extension
