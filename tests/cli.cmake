@@ -304,6 +304,10 @@ ert_cli_test(cli_bench_input CMD ${_cli} bench ${_w}/demo.ert --input input=${_w
 # --expect: the output matches the API run's file exactly; a wrong reference fails
 ert_cli_test(cli_expect_ok CMD ${_cli} run ${_w}/demo.ert -i ${_w}/input.npy --expect probs=${_w}/out/probs.npy --tol 0,0
   STDOUT "expect probs: ok: 20 values match" REQUIRES cli_model cli_input cli_out NEEDS ${_w}/out/probs.npy)
+ert_cli_test(cli_expect_json CMD ${_cli} run ${_w}/demo.ert -i ${_w}/input.npy --topk 2 --expect probs=${_w}/out/probs.npy --json
+  JSON expect.0.ok outputs.0.topk.1.0.class STDOUT "\"ok\": true" REQUIRES cli_model cli_input cli_out NEEDS ${_w}/out/probs.npy)
+ert_cli_test(cli_help_full CMD sh -c "${_emu_sh} $<TARGET_FILE:edgert_cli> run --help > /dev/full" RC 1
+  STDERR "cannot write to standard output")
 add_test(NAME cli_wrong_ref COMMAND test_cli_npy write ${_w}/wrong_probs.npy 2 10)
 set_tests_properties(cli_wrong_ref PROPERTIES FIXTURES_SETUP cli_wrong_ref LABELS cli)
 ert_cli_test(cli_expect_mismatch CMD ${_cli} run ${_w}/demo.ert -i ${_w}/input.npy --expect ${_w}/wrong_probs.npy RC 1
