@@ -53,13 +53,18 @@ if(CMAKE_SCRIPT_MODE_FILE)
 endif()
 
 set(_apps ${PROJECT_SOURCE_DIR}/apps)
-foreach(t test_cli_npy test_cli_run)
+foreach(t test_cli_npy test_cli_run test_cli_io)
   if(TARGET ${t})
     target_sources(${t} PRIVATE ${_apps}/npy.c ${_apps}/cli_util.c)
     target_include_directories(${t} PRIVATE ${_apps})
     target_compile_definitions(${t} PRIVATE _POSIX_C_SOURCE=200809L)
   endif()
 endforeach()
+if(TARGET test_cli_io) # cli_io.c shares the camera's CPU preprocessing
+  target_sources(test_cli_io PRIVATE ${_apps}/cli_io.c ${_apps}/camera/proc.c)
+  target_include_directories(test_cli_io PRIVATE ${_apps}/camera)
+  set_tests_properties(cli_io PROPERTIES LABELS cli)
+endif()
 
 if(NOT TARGET edgert_cli)
   # apps not built (ERT_APPS=OFF, or runtime still incomplete): test_cli_run
