@@ -935,7 +935,13 @@ static int cmd_info(int argc, char **argv) {
     }
     flush_stdout();
     if (dyn_rc) rc = check_dynamic(m, shapes, n_shapes);
-    else if (pst != ERT_OK) rc = lib_error(ctx, pst, "cannot plan a session");
+    else if (pst != ERT_OK) {
+        int shape_like = strstr(ert_last_error(ctx), "must be a constant") != NULL;
+        rc = lib_error(ctx, pst, "cannot plan a session");
+        if (shape_like)
+            note("the model takes a shape-like operand as a graph input: `edgert run` fixes such inputs at create from "
+                 "the files given with --input");
+    }
     ert_session_free(sess);
 out:
     free(hist);

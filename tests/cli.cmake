@@ -220,6 +220,14 @@ if(EXISTS ${_add}/model.onnx AND EXISTS ${_add}/test_data_set_0/output_0.pb)
     SETUP cli_add_out REQUIRES cli_clean)
   ert_cli_test(cli_expect_pb CMD ${_cli} run ${_add}/model.onnx --input ${_add}/test_data_set_0/input_0.pb
     --input ${_add}/test_data_set_0/input_1.pb --expect ${_add}/test_data_set_0/output_0.pb STDOUT "expect sum: ok: 60 values")
+  set(_rs ${PROJECT_SOURCE_DIR}/../shared/conformance/onnx-node/test_resize_upsample_scales_linear)
+  if(EXISTS ${_rs}/model.onnx)
+    # Resize's scales is a graph input: info says run fixes it; run does, and matches the reference
+    ert_cli_test(cli_info_shape_like CMD ${_cli} info ${_rs}/model.onnx RC 1 STDERR "scales must be a constant.*edgert run. fixes")
+    ert_cli_test(cli_run_shape_like CMD ${_cli} -v run ${_rs}/model.onnx -i X=${_rs}/test_data_set_0/input_0.pb
+      -i scales=${_rs}/test_data_set_0/input_1.pb --expect Y=${_rs}/test_data_set_0/output_0.pb
+      STDOUT "expect Y: ok" STDERR "input 'scales' fixed at session create")
+  endif()
   add_test(NAME cli_run_two_pb_check COMMAND test_cli_run compare-pb ${_w}/add/sum.npy ${_add}/test_data_set_0/output_0.pb)
   set_tests_properties(cli_run_two_pb_check PROPERTIES FIXTURES_REQUIRED cli_add_out LABELS cli
     SKIP_RETURN_CODE 77)
