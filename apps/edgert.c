@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -130,7 +131,7 @@ static const char *HELP_CONVERT =
     "usage: edgert convert IN OUT [--fp16]\n"
     "\n"
     "Loads any supported model (.ert, ONNX) and saves it in the format OUT's\n"
-    "extension names: .ert (ert_model_save_opts) or .onnx (ert_model_save_onnx);\n"
+    "extension names (any case): .ert (ert_model_save_opts) or .onnx (ert_model_save_onnx);\n"
     "any other extension is refused. Both writes are atomic.\n"
     "\n"
     "  --fp16              .ert only: store f32 weights as f16 (about half the file;\n"
@@ -1260,8 +1261,8 @@ static int cmd_convert(int argc, char **argv) {
     int rc = parse_opts(argc, argv, O_FP16, 2, HELP_CONVERT, &o);
     if (rc) return rc < 0 ? 0 : rc;
     const char *ext = ext_of(o.pos[1]);
-    int onnx = strcmp(ext, ".onnx") == 0;
-    if (!onnx && strcmp(ext, ".ert") != 0)
+    int onnx = strcasecmp(ext, ".onnx") == 0;
+    if (!onnx && strcasecmp(ext, ".ert") != 0)
         return usage_error("output '%s': extension '%s' names no format; use .ert or .onnx", o.pos[1], ext);
     if (onnx && o.fp16) return usage_error("--fp16 applies to .ert output, not '%s'", o.pos[1]);
     ert_context *ctx = make_context();

@@ -364,6 +364,8 @@ ert_cli_test(cli_convert_onnx_out CMD ${_cli} convert ${_w}/demo.ert ${_w}/demo_
   STDOUT "wrote .*demo_export.onnx \\(ONNX" SETUP cli_onnx_out REQUIRES cli_model NEEDS ${_w}/demo.ert)
 ert_cli_test(cli_run_exported CMD ${_cli} run ${_w}/demo_export.onnx -i ${_w}/input.npy --expect probs=${_w}/out/probs.npy
   STDOUT "expect probs: ok" REQUIRES cli_onnx_out cli_input cli_out NEEDS ${_w}/demo_export.onnx ${_w}/out/probs.npy)
+ert_cli_test(cli_convert_fp16_onnx CMD ${_cli} convert ${_w}/demo.ert ${_w}/demo16.onnx --fp16 RC 2
+  STDERR "--fp16 applies to .ert output")
 ert_cli_test(cli_convert_bad_ext CMD ${_cli} convert ${_w}/demo.ert ${_w}/demo.bin RC 2
   STDERR "extension '.bin' names no format; use .ert or .onnx")
 
