@@ -131,8 +131,8 @@ static const char *HELP_CONVERT =
     "usage: edgert convert IN OUT [--fp16]\n"
     "\n"
     "Loads any supported model (.ert, ONNX) and saves it in the format OUT's\n"
-    "extension names (any case): .ert (ert_model_save_opts) or .onnx (ert_model_save_onnx);\n"
-    "any other extension is refused. Both writes are atomic.\n"
+    "extension names, in any case: .ert (ert_model_save_opts) or .onnx\n"
+    "(ert_model_save_onnx); any other extension is refused. Both writes are atomic.\n"
     "\n"
     "  --fp16              .ert only: store f32 weights as f16 (about half the file;\n"
     "                      computed in f32); default off\n";
