@@ -73,14 +73,14 @@ static const char *USAGE =
     "exit status: 0 ok, 1 error (message on stderr), 2 bad usage\n";
 
 #define HELP_SHAPE                                                                                         \
-    "  --shape NAME=DIMS   fix a dynamic input's shape, e.g. x=1x3x736x1280 (repeatable;\n"               \
-    "                      NAME= may be left out for a one-input model)\n"
+    "  --shape NAME=DIMS   fix a dynamic input's shape, e.g. x=1x3x736x1280\n"                          \
+    "                      (repeatable; NAME= may be left out for a one-input model)\n"
 #define HELP_DEVICE                                                                                        \
     "  --device D          cpu, cuda or auto (cuda when this build and machine have it,\n"               \
     "                      else cpu); default cpu\n"
 #define HELP_PRECISION                                                                                     \
-    "  --precision P       f32, f16 or bf16: CUDA compute precision (default f32); the CPU\n"             \
-    "                      always computes in f32, and says so\n"
+    "  --precision P       f32, f16 or bf16: CUDA compute precision (default f32);\n"                     \
+    "                      the CPU always computes in f32, and says so\n"
 
 static const char *HELP_INFO =
     "usage: edgert info MODEL [options]\n"
@@ -154,7 +154,8 @@ static const char *HELP_BENCH =
     "  --threads N         CPU worker threads (default 1)\n"
     "  --nhwc, --no-nhwc   CUDA f16/bf16: channels-last activations always / never\n"
     "                      (default: when cuDNN measures it faster)\n"
-    "  --gemm1x1           CUDA: channels-last 1x1 convs as cuBLASLt GEMMs (default off)\n"
+    "  --gemm1x1           CUDA: channels-last 1x1 convs as cuBLASLt GEMMs\n"
+    "                      (default off)\n"
     "  --conv-graph, --no-conv-graph  CUDA: conv + epilogue as one cuDNN graph\n"
     "                      whenever cuDNN runs it / never (default: where faster)\n"
     "  --json              one JSON object on stdout\n";
