@@ -84,14 +84,18 @@ if(CMAKE_CROSSCOMPILING AND CMAKE_CROSSCOMPILING_EMULATOR)
   set(_emu ${CMAKE_CROSSCOMPILING_EMULATOR})
 endif()
 
-# ert_cli_test(NAME CMD target-or-genex args... [RC regex] [STDOUT regex]
+# ert_cli_test(NAME [HOST] CMD target-or-genex args... [RC regex] [STDOUT regex]
 #              [STDERR regex] [JSON key...] [SETUP fixture] [REQUIRES fixture...])
 function(ert_cli_test name)
-  cmake_parse_arguments(T "" "RC;STDOUT;STDERR;SETUP" "CMD;JSON;REQUIRES;NEEDS" ${ARGN})
+  cmake_parse_arguments(T "HOST" "RC;STDOUT;STDERR;SETUP" "CMD;JSON;REQUIRES;NEEDS" ${ARGN})
   if(NOT DEFINED T_RC)
     set(T_RC 0)
   endif()
-  set(_cmd ${_emu} ${T_CMD})
+  if(T_HOST) # CMD is a host program (sh) that runs the emulator itself
+    set(_cmd ${T_CMD})
+  else()
+    set(_cmd ${_emu} ${T_CMD})
+  endif()
   list(JOIN _cmd "|" _cmdj)
   set(_args "-DERT_CMD=${_cmdj}" "-DERT_EXPECT_RC=${T_RC}")
   if(DEFINED T_STDOUT)
@@ -239,9 +243,9 @@ set(_ppocr ${PROJECT_SOURCE_DIR}/../shared/models/ppocr)
 # stdout write errors are failures (exit 1), not a silent exit 0 (through a
 # shell for the redirection; the emulator of a cross build goes in front)
 list(JOIN _emu " " _emu_sh)
-ert_cli_test(cli_stdout_full_info CMD sh -c "${_emu_sh} $<TARGET_FILE:edgert_cli> info ${_w}/demo.ert > /dev/full"
+ert_cli_test(cli_stdout_full_info HOST CMD sh -c "${_emu_sh} $<TARGET_FILE:edgert_cli> info ${_w}/demo.ert > /dev/full"
   RC 1 STDERR "cannot write to standard output: No space left" REQUIRES cli_model NEEDS ${_w}/demo.ert)
-ert_cli_test(cli_stdout_full_run CMD sh -c "${_emu_sh} $<TARGET_FILE:edgert_cli> run ${_w}/demo.ert -i ${_w}/input.npy --json > /dev/full"
+ert_cli_test(cli_stdout_full_run HOST CMD sh -c "${_emu_sh} $<TARGET_FILE:edgert_cli> run ${_w}/demo.ert -i ${_w}/input.npy --json > /dev/full"
   RC 1 STDERR "cannot write to standard output" REQUIRES cli_model cli_input NEEDS ${_w}/demo.ert)
 
 # per-command help (with the defaults) and one-line usage errors naming option, value and range
@@ -319,7 +323,7 @@ ert_cli_test(cli_expect_ok CMD ${_cli} run ${_w}/demo.ert -i ${_w}/input.npy --e
   STDOUT "expect probs: ok: 20 values match" REQUIRES cli_model cli_input cli_out NEEDS ${_w}/out/probs.npy)
 ert_cli_test(cli_expect_json CMD ${_cli} run ${_w}/demo.ert -i ${_w}/input.npy --topk 2 --expect probs=${_w}/out/probs.npy --json
   JSON expect.0.ok outputs.0.topk.1.0.class STDOUT "\"ok\": true" REQUIRES cli_model cli_input cli_out NEEDS ${_w}/out/probs.npy)
-ert_cli_test(cli_help_full CMD sh -c "${_emu_sh} $<TARGET_FILE:edgert_cli> run --help > /dev/full" RC 1
+ert_cli_test(cli_help_full HOST CMD sh -c "${_emu_sh} $<TARGET_FILE:edgert_cli> run --help > /dev/full" RC 1
   STDERR "cannot write to standard output")
 add_test(NAME cli_wrong_ref COMMAND test_cli_npy write ${_w}/wrong_probs.npy 2 10)
 set_tests_properties(cli_wrong_ref PROPERTIES FIXTURES_SETUP cli_wrong_ref LABELS cli)
