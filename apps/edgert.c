@@ -144,7 +144,8 @@ static const char *HELP_BENCH =
     "random (fixed seed); p50/p90 (nearest rank), mean, min, max latency in ms,\n"
     "throughput (batch x runs per second), create time, arena bytes.\n"
     "\n"
-    "  -i, --input NAME=FILE  an input from a .npy/.pb/image file (repeatable)\n"
+    "  -i, --input NAME=FILE  an input from a .npy/.pb/image file (repeatable; images\n"
+    "                      resized to the input, v/255, no mean/std)\n"
     HELP_SHAPE
     HELP_DEVICE
     HELP_PRECISION
