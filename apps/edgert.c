@@ -43,7 +43,7 @@
     "             [--precision f32|f16|bf16] [--iters N] [--batch N] [--threads N]\n"                      \
     "             [--size WxH] [--mean R,G,B] [--std R,G,B] [--bgr] [--nhwc] [--fit MODE]\n"              \
     "             [--topk K] [--labels FILE] [--expect NAME=FILE]... [--tol ATOL[,RTOL]]\n"                \
-    "             [--output-dir DIR] [--json]\n"
+    "             [--output-dir DIR] [--check-finite] [--json]\n"
 #define SYN_CONVERT "  convert IN OUT.ert|OUT.onnx [--fp16]\n"
 #define SYN_BENCH                                                                                          \
     "  bench MODEL [--input NAME=FILE]... [--shape NAME=DIMS]... [--device cpu|cuda|auto]\n"              \
@@ -125,6 +125,8 @@ static const char *HELP_RUN =
     "  --tol ATOL[,RTOL]   |got - ref| <= ATOL + RTOL |ref| (default 1e-5,1e-3);\n"
     "                      integers and bools must be equal\n"
     "  --output-dir DIR    write DIR/<output>.npy (atomically; bf16 as <f4)\n"
+    "  --check-finite      run node by node and stop at the first node whose output\n"
+    "                      holds a NaN or an infinity: name it and exit 1 (default off)\n"
     "  --json              one JSON object on stdout\n";
 
 static const char *HELP_CONVERT =
@@ -317,7 +319,7 @@ static int opt_choice(opt_parser *p, const char *name, const char *allowed, cons
 
 typedef struct common_opts {
     long batch, threads, iters, warmup, topk;
-    int json, fp16, no_nhwc, nhwc, gemm1x1, conv_graph, no_conv_graph, bgr;
+    int json, fp16, no_nhwc, nhwc, gemm1x1, conv_graph, no_conv_graph, bgr, check_finite;
     const char *device;
     const char *precision;
     const char *output_dir;
@@ -339,7 +341,7 @@ typedef struct common_opts {
 enum {
     O_BATCH = 1 << 0, O_THREADS = 1 << 1, O_JSON = 1 << 2, O_DEVICE = 1 << 3, O_ITERS = 1 << 4, O_WARMUP = 1 << 5,
     O_INPUT = 1 << 6, O_OUTDIR = 1 << 7, O_PRECISION = 1 << 8, O_FP16 = 1 << 9, O_CUDA_LAYOUT = 1 << 10,
-    O_SHAPE = 1 << 11, O_IMAGE = 1 << 12, O_CHECK = 1 << 13,
+    O_SHAPE = 1 << 11, O_IMAGE = 1 << 12, O_CHECK = 1 << 13, O_FINITE = 1 << 14,
 };
 
 /* Append a repeatable option's value. */
@@ -388,6 +390,8 @@ static int parse_opts(int argc, char **argv, unsigned allowed, int npos, const c
             o->conv_graph = 1;
         } else if ((allowed & O_CUDA_LAYOUT) && opt_match(&p, "--no-conv-graph", 0)) {
             o->no_conv_graph = 1;
+        } else if ((allowed & O_FINITE) && opt_match(&p, "--check-finite", 0)) {
+            o->check_finite = 1;
         } else if ((allowed & O_FP16) && opt_match(&p, "--fp16", 0)) {
             o->fp16 = 1;
         } else if ((allowed & O_DEVICE) && opt_match(&p, "--device", 1)) {
@@ -1063,12 +1067,33 @@ static int write_output_npy(const ert_tensor_info *t, const void *data, const ch
     return rc;
 }
 
+/* --check-finite found node nf: say which, on stdout (it is the result),
+ * and fail. */
+static int report_nonfinite(const char *model, const ert_nonfinite *nf, int json) {
+    const char *what = isnan(nf->first_value) ? "nan" : nf->first_value > 0 ? "inf" : "-inf";
+    if (json) {
+        printf("{\"model\": "), cli_json_str(stdout, model);
+        printf(", \"finite\": false, \"node\": "), cli_json_str(stdout, nf->node);
+        printf(", \"op\": "), cli_json_str(stdout, nf->op);
+        printf(", \"output\": "), cli_json_str(stdout, nf->output);
+        printf(", \"node_index\": %d, \"count\": %lld, \"first_index\": %lld, \"first_value\": \"%s\"}\n",
+               nf->node_index, (long long)nf->count, (long long)nf->first_index, what);
+    } else {
+        printf("not finite: node '%s' (%s, #%d in run order), output '%s': %lld non-finite value%s, the first (%s) "
+               "at index %lld\n",
+               nf->node, nf->op, nf->node_index, nf->output, (long long)nf->count, nf->count == 1 ? "" : "s", what,
+               (long long)nf->first_index);
+    }
+    flush_stdout();
+    return 1;
+}
+
 static int cmd_run(int argc, char **argv) {
     common_opts o = {.batch = 0, .threads = 1, .iters = 1, .device = "cpu", .precision = "f32", .atol = 1e-5, .rtol = 1e-3,
                      .std = {1, 1, 1}};
     int rc = parse_opts(argc, argv,
                         O_BATCH | O_THREADS | O_JSON | O_INPUT | O_OUTDIR | O_SHAPE | O_DEVICE | O_PRECISION | O_ITERS |
-                            O_IMAGE | O_CHECK,
+                            O_IMAGE | O_CHECK | O_FINITE,
                         1, HELP_RUN, &o);
     if (rc) return rc < 0 ? 0 : rc;
     if (o.labels && !o.topk) return usage_error("--labels '%s' needs --topk K", o.labels);
@@ -1128,8 +1153,13 @@ static int cmd_run(int argc, char **argv) {
     }
     for (long it = 0; it < o.iters; it++) {
         double t0 = cli_now();
-        st = ert_session_run(s);
+        ert_nonfinite nf;
+        st = o.check_finite ? ert_session_run_check_finite(s, &nf) : ert_session_run(s);
         times[it] = (cli_now() - t0) * 1e3;
+        if (st == ERT_E_NUMERIC) {
+            rc = report_nonfinite(o.pos[0], &nf, o.json);
+            goto out;
+        }
         if (st != ERT_OK) {
             rc = lib_error(ctx, st, "run failed");
             goto out;
@@ -1152,13 +1182,14 @@ static int cmd_run(int argc, char **argv) {
         printf("{\"model\": ");
         cli_json_str(stdout, o.pos[0]);
         printf(", \"device\": \"%s\", \"precision\": \"%s\", \"iters\": %ld, \"run_ms\": %.3f, \"p50_ms\": %.4f, "
-               "\"min_ms\": %.4f, \"max_ms\": %.4f, \"outputs\": [",
-               dev, prec, o.iters, stt.p50, stt.p50, stt.min, stt.max);
+               "\"min_ms\": %.4f, \"max_ms\": %.4f,%s \"outputs\": [",
+               dev, prec, o.iters, stt.p50, stt.p50, stt.min, stt.max, o.check_finite ? " \"finite\": true," : "");
     } else if (o.iters > 1) {
-        printf("ran %s on %s (%s) %ld times: p50 %.3f ms  min %.3f  max %.3f\n", o.pos[0], dev, prec, o.iters, stt.p50,
-               stt.min, stt.max);
+        printf("ran %s on %s (%s) %ld times: p50 %.3f ms  min %.3f  max %.3f%s\n", o.pos[0], dev, prec, o.iters, stt.p50,
+               stt.min, stt.max, o.check_finite ? " (node by node: every output finite)" : "");
     } else {
-        printf("ran %s on %s (%s) in %.3f ms\n", o.pos[0], dev, prec, stt.p50);
+        printf("ran %s on %s (%s) in %.3f ms%s\n", o.pos[0], dev, prec, stt.p50,
+               o.check_finite ? " (node by node: every output finite)" : "");
     }
     for (int i = 0; i < no && !rc; i++) {
         ert_tensor_info t;

@@ -22,9 +22,15 @@
  * the test accuracy; --export writes the trained model as .ert.
  * --max-steps N stops (with a checkpoint) once the step count reaches N: an
  * interruption on purpose, for resume tests and time-boxed runs.
+ * Evaluation (validation, test) counts every held-out sample: the trainer's
+ * batch is fixed, so the last partial batch is padded with copies of a real
+ * sample and only the real ones are scored (eval runs BatchNorm on running
+ * statistics, so the padding cannot change them); loss and accuracy come
+ * from the logits, per sample. An empty set is reported as "n/a" (JSON
+ * null); training data with fewer than two classes is refused.
  * Limits: no PNG decoder; ImageFolder images are made gray (1-channel
- * models); samples that do not fill a
- * whole batch at the end of an epoch are dropped.
+ * models); training samples that do not fill a whole batch at the end of an
+ * epoch are left out of that epoch.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "train_cmd.h"
@@ -365,7 +371,9 @@ static void put_batch(const dataset *ds, int set, const int64_t *idx, int B, flo
     }
 }
 
-/* Accuracy and mean loss over samples [lo, hi) of a set (whole batches). */
+/* Accuracy and mean cross-entropy over every sample [lo, hi) of a set; the
+ * last batch, when partial, is padded with copies of sample lo and only its
+ * real samples are scored. NAN for an empty range. */
 static int evaluate(ert_trainer *t, const dataset *ds, int set, int64_t lo, int64_t hi, int B, double *acc, double *loss) {
     float *x;
     int64_t *y, idx[65536];
@@ -375,23 +383,37 @@ static int evaluate(ert_trainer *t, const dataset *ds, int set, int64_t lo, int6
     ert_trainer_output_data(t, (const void **)&z);
     int64_t ok = 0, n = 0;
     double ls = 0;
-    int nb = 0;
-    for (int64_t s = lo; s + B <= hi; s += B, nb++) {
-        for (int k = 0; k < B; k++) idx[k] = s + k;
+    const int64_t C = ds->classes;
+    for (int64_t s = lo; s < hi; s += B) {
+        int real = hi - s < B ? (int)(hi - s) : B;
+        for (int k = 0; k < B; k++) idx[k] = k < real ? s + k : lo;
         put_batch(ds, set, idx, B, x, y);
         float l;
         if (ert_trainer_eval(t, &l) != ERT_OK) return -1;
-        ls += l;
-        for (int k = 0; k < B; k++, n++) {
+        for (int k = 0; k < real; k++, n++) {
+            const float *zk = z + k * C;
             int best = 0;
-            for (int c = 1; c < ds->classes; c++)
-                if (z[k * ds->classes + c] > z[k * ds->classes + best]) best = c;
+            double mx = zk[0], se = 0;
+            for (int c = 1; c < C; c++) {
+                if (zk[c] > zk[best]) best = c;
+                if (zk[c] > mx) mx = zk[c];
+            }
+            for (int c = 0; c < C; c++) se += exp((double)zk[c] - mx);
+            ls += mx + log(se) - (double)zk[y[k]]; /* -log softmax(z)[y] */
             ok += best == y[k];
         }
     }
-    *acc = n ? (double)ok / (double)n : 0;
-    *loss = nb ? ls / nb : 0;
+    *acc = n ? (double)ok / (double)n : NAN;
+    *loss = n ? ls / (double)n : NAN;
     return 0;
+}
+
+/* "0.8125" or "n/a" (human) / "0.8125" or "null" (JSON) for a metric of a
+ * possibly empty set. */
+static const char *metric_str(char *buf, size_t n, double v, int digits, bool json) {
+    if (isnan(v)) snprintf(buf, n, "%s", json ? "null" : "n/a");
+    else snprintf(buf, n, "%.*f", digits, v);
+    return buf;
 }
 
 /* ------------------------------------------------------------------ command */
@@ -440,6 +462,17 @@ int edgert_cmd_train(int argc, char **argv) {
     if (spe < 1) {
         fail("%lld training samples: fewer than one batch of %d", (long long)n_train, B);
         goto done;
+    }
+    {
+        bool seen_class[256] = {false};
+        int n_seen = 0;
+        for (int64_t i = 0; i < n_train; i++)
+            if (!seen_class[ds.lab[0].data[i]]) seen_class[ds.lab[0].data[i]] = true, n_seen++;
+        if (n_seen < 2) {
+            fail("%s: the training data has %d class%s: a classifier needs at least 2 (one folder per class, or "
+                 "--classes with two or more labels)", o.data, n_seen, n_seen == 1 ? "" : "es");
+            goto done;
+        }
     }
     ert_trainer_options to = {0};
     to.session.batch = B;
@@ -500,9 +533,9 @@ int edgert_cmd_train(int argc, char **argv) {
                o.epochs, (long long)ert_trainer_n_trainable_elems(t), mr.total_bytes,
                (long long)ert_trainer_step_count(t));
     } else {
-        fprintf(stderr, "training on %lld images (%lld validation), batch %d, %ld epoch(s), %lld trainable parameters, arena %s\n",
-                (long long)n_train, (long long)n_val, B, o.epochs, (long long)ert_trainer_n_trainable_elems(t),
-                cli_bytes_str(b1, sizeof b1, mr.total_bytes));
+        fprintf(stderr, "training on %s: %lld images (%lld validation), batch %d, %ld epoch(s), %lld trainable parameters, arena %s\n",
+                ert_trainer_device(t) == ERT_DEVICE_CUDA ? "cuda" : "cpu", (long long)n_train, (long long)n_val, B, o.epochs,
+                (long long)ert_trainer_n_trainable_elems(t), cli_bytes_str(b1, sizeof b1, mr.total_bytes));
     }
     perm = malloc((size_t)n_train * sizeof *perm);
     if (!perm) {
@@ -574,8 +607,9 @@ int edgert_cmd_train(int argc, char **argv) {
             }
         }
         if (tty) fputc('\n', stderr);
-        double vacc = 0, vloss = 0;
-        if (n_val >= B && evaluate(t, &ds, 0, n_train, n_all, B, &vacc, &vloss) != 0) {
+        double vacc = NAN, vloss = NAN;
+        char m1[16], m2[16];
+        if (n_val > 0 && evaluate(t, &ds, 0, n_train, n_all, B, &vacc, &vloss) != 0) {
             fail("validation: %s", ert_last_error(ctx));
             goto done;
         }
@@ -584,16 +618,23 @@ int edgert_cmd_train(int argc, char **argv) {
             goto done;
         }
         if (o.json)
-            printf("{\"event\":\"epoch\",\"epoch\":%ld,\"step\":%lld,\"train_loss\":%.5f,\"train_acc\":%.4f,\"val_loss\":%.5f,"
-                   "\"val_acc\":%.4f}\n", ep + 1, (long long)step, seen ? lsum / (double)(seen / B) : 0.0,
-                   seen ? (double)ok / (double)seen : 0.0, vloss, vacc);
+            printf("{\"event\":\"epoch\",\"epoch\":%ld,\"step\":%lld,\"train_loss\":%.5f,\"train_acc\":%.4f,\"val_loss\":%s,"
+                   "\"val_acc\":%s,\"val\":%lld}\n", ep + 1, (long long)step, seen ? lsum / (double)(seen / B) : 0.0,
+                   seen ? (double)ok / (double)seen : 0.0, metric_str(m1, sizeof m1, vloss, 5, true),
+                   metric_str(m2, sizeof m2, vacc, 4, true), (long long)n_val);
+        else if (n_val == 0)
+            fprintf(stderr, "epoch %ld: train loss %.4f acc %.4f, validation n/a (no validation images)%s\n", ep + 1,
+                    seen ? lsum / (double)(seen / B) : 0.0, seen ? (double)ok / (double)seen : 0.0,
+                    o.ckpt ? " (checkpoint saved)" : "");
         else
-            fprintf(stderr, "epoch %ld: train loss %.4f acc %.4f, validation loss %.4f acc %.4f%s\n", ep + 1,
-                    seen ? lsum / (double)(seen / B) : 0.0, seen ? (double)ok / (double)seen : 0.0, vloss, vacc,
+            fprintf(stderr, "epoch %ld: train loss %.4f acc %.4f, validation loss %s acc %s (%lld images)%s\n", ep + 1,
+                    seen ? lsum / (double)(seen / B) : 0.0, seen ? (double)ok / (double)seen : 0.0,
+                    metric_str(m1, sizeof m1, vloss, 4, false), metric_str(m2, sizeof m2, vacc, 4, false), (long long)n_val,
                     o.ckpt ? " (checkpoint saved)" : "");
         fflush(stdout);
     }
-    double el = cli_now() - t0, tacc = 0, tloss = 0;
+    double el = cli_now() - t0, tacc = NAN, tloss = NAN;
+    const int64_t n_test = test_is_val ? n_val : (int64_t)ds.img[1].dims[0];
     if (test_is_val ? evaluate(t, &ds, 0, n_train, n_all, B, &tacc, &tloss) != 0
                     : evaluate(t, &ds, 1, 0, (int64_t)ds.img[1].dims[0], B, &tacc, &tloss) != 0) {
         fail("test: %s", ert_last_error(ctx));
@@ -609,12 +650,15 @@ int edgert_cmd_train(int argc, char **argv) {
         ert_model_free(e);
     }
     double ips = done_here ? done_here * B / el : 0;
+    char m1[16], m2[16];
     if (o.json)
-        printf("{\"event\":\"done\",\"steps\":%lld,\"seconds\":%.3f,\"images_per_s\":%.1f,\"test_loss\":%.5f,"
-               "\"test_acc\":%.4f}\n", (long long)step, el, ips, tloss, tacc);
+        printf("{\"event\":\"done\",\"steps\":%lld,\"seconds\":%.3f,\"images_per_s\":%.1f,\"test_loss\":%s,"
+               "\"test_acc\":%s,\"test\":%lld}\n", (long long)step, el, ips, metric_str(m1, sizeof m1, tloss, 5, true),
+               metric_str(m2, sizeof m2, tacc, 4, true), (long long)n_test);
     else
-        printf("test accuracy %.4f (loss %.4f) after %lld steps; %.1f s, %.0f images/s\n", tacc, tloss, (long long)step,
-               el, ips);
+        printf("test accuracy %s (loss %s, %lld images) after %lld steps; %.1f s, %.0f images/s\n",
+               metric_str(m2, sizeof m2, tacc, 4, false), metric_str(m1, sizeof m1, tloss, 4, false), (long long)n_test,
+               (long long)step, el, ips);
     rc = 0;
 done:
     free(perm);

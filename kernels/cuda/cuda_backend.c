@@ -862,6 +862,14 @@ static cudnnBackendDescriptor_t fuse_pointwise(fuse_entry *f, cudnnPointwiseMode
     if (!pw) return NULL;
     BSET(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
     BSET(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
+    if (mode != CUDNN_POINTWISE_ADD) {
+        /* ReLU/MAX/MIN keep NaN (Relu(NaN) = NaN as in PyTorch): cuDNN 8.x
+         * defaults to NOT_PROPAGATE; 9.x deprecates the attribute (NaN kept),
+         * so a refusal is ignored rather than losing the fused graph.
+         * tests/test_cuda.c checks NaN through every fused path. */
+        cudnnNanPropagation_t nan = CUDNN_PROPAGATE_NAN;
+        (void)cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_NAN_PROPAGATION, CUDNN_TYPE_NAN_PROPOGATION, 1, &nan);
+    }
     /* plain ReLU: cuDNN 9.14 has no engine for conv + RELU_FWD with an upper
      * clip, so Clip is ReLU/MAX then MIN with by-value bounds (fuse_graph) */
     if (cudnnBackendFinalize(pw) != CUDNN_STATUS_SUCCESS) return NULL;
