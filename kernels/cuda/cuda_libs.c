@@ -9,6 +9,7 @@
  * nothing they can change. A failed load is remembered with its message:
  * retrying a missing library on every session create would only repeat it.
  */
+#define _GNU_SOURCE /* dladdr */
 #define ERT_CUDA_LIBS_IMPL
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -137,6 +138,41 @@ static int ert_libs_sym(void *h, const char *what, const char *name, void **out)
     return 1;
 }
 
+#if defined(ERT_CUDNN_LAZY) && defined(ERT_HAVE_CUDNN)
+/* cuDNN 9's libcudnn.so is a shim that dlopen()s its parts on first use and
+ * abort()s the process when one is missing ("Invalid handle. Cannot load
+ * symbol ..."). Load the parts a convolution needs now, from the shim's own
+ * folder (its RUNPATH is $ORIGIN) or the loader's path, so a broken install
+ * is an error at session create instead. */
+static int ert_libs_cudnn_parts(void *dnn) {
+    static const char *const parts[] = {"libcudnn_graph.so." ERT_STR(CUDNN_MAJOR),
+                                        "libcudnn_ops.so." ERT_STR(CUDNN_MAJOR),
+                                        "libcudnn_cnn.so." ERT_STR(CUDNN_MAJOR)};
+    char dir[768] = "";
+    Dl_info info;
+    void *sym = dlsym(dnn, "cudnnGetVersion");
+    if (sym && dladdr(sym, &info) && info.dli_fname) {
+        const char *slash = strrchr(info.dli_fname, '/');
+        if (slash && (size_t)(slash - info.dli_fname) < sizeof dir)
+            snprintf(dir, sizeof dir, "%.*s", (int)(slash - info.dli_fname), info.dli_fname);
+    }
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        char path[1024];
+        void *h = NULL;
+        if (dir[0] && (size_t)snprintf(path, sizeof path, "%s/%s", dir, parts[i]) < sizeof path)
+            h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (!h) h = dlopen(parts[i], RTLD_NOW | RTLD_LOCAL);
+        if (!h) {
+            const char *why = dlerror();
+            snprintf(ert_libs_error, sizeof ert_libs_error,
+                     "cuDNN is installed incompletely: %s could not be loaded: %s", parts[i], why ? why : "?");
+            return 0;
+        }
+    }
+    return 1;
+}
+#endif
+
 static void ert_libs_load_once(void) {
     ert_cuda_libs t = {0};
     void *blas = NULL, *lt = NULL, *dnn = NULL;
@@ -149,6 +185,7 @@ static void ert_libs_load_once(void) {
 #endif
 #if defined(ERT_CUDNN_LAZY) && defined(ERT_HAVE_CUDNN)
     if (!(dnn = ert_libs_open(dnn_name, ERT_CUDNN_SO, ERT_CUDNN_DIR))) return;
+    if (!ert_libs_cudnn_parts(dnn)) return;
 #endif
     /* Object pointers from dlsym converted to function pointers: POSIX
      * guarantees this works; memcpy keeps -Wpedantic quiet about it. */
