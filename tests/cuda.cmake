@@ -11,11 +11,5 @@ if(TARGET test_cuda)
     target_link_options(test_cuda PRIVATE
       -Wl,--wrap=cudaMalloc -Wl,--wrap=cudaMallocManaged -Wl,--wrap=cudaHostAlloc
       -Wl,--wrap=cudaMallocHost -Wl,--wrap=cudaMallocAsync)
-    # aarch64 gcc 12.2 (Debian's cross gcc, the cuda-aarch64 phase) dies with an
-    # internal compiler error vectorizing ref_softmax's reductions at -O3.
-    if(CMAKE_C_COMPILER_ID STREQUAL "GNU" AND CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64"
-       AND CMAKE_C_COMPILER_VERSION VERSION_LESS 13)
-      target_compile_options(test_cuda PRIVATE -fno-tree-vectorize)
-    endif()
   endif()
 endif()
