@@ -12,6 +12,14 @@
 #   fuzz     scripts/fuzz.sh with a short budget, when that script exists
 #   cuda     compile check of the CUDA backend, when nvcc and kernels/cuda/*.cu
 #            exist (no GPU needed: GPU tests report SKIPPED)
+#   python   the Python package: a venv in build/test-python (sharing .deps/venv's
+#            numpy/onnx/onnxruntime), `pip install .` (CPU; ERT_PY_CUDA=AUTO
+#            builds CUDA in), pytest python/tests (GPU tests report SKIPPED)
+#   py39     the same cp39-abi3 wheel under Debian 11's python3.9 (scripts/
+#            python_py39_check.sh: python/tests; skipped when offline)
+#   pyarm    the aarch64 wheel cross-built (scripts/python_cross_wheel.sh:
+#            Debian's arm64 python3.11 + numpy fetched into build/py-aarch64),
+#            imported and run under qemu-aarch64; skipped when offline
 #   cuda12   the same backend built with CUDA 12.4 (scripts/check_cuda12.sh:
 #            ~1.2 GB downloaded into .deps/cuda12, ~2 min on 2 cores) + the
 #            CPU ctest of that build. Runs in CI (CI=true) or when named in
@@ -39,7 +47,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 jobs=${ERT_JOBS:-2}
-phases=${ERT_TEST_PHASES:-release asan aarch64 fuzz cuda cuda12 cuda-aarch64}
+phases=${ERT_TEST_PHASES:-release asan aarch64 fuzz cuda python py39 pyarm cuda12 cuda-aarch64}
 logs="$root/build/logs"
 t_start=$SECONDS
 
@@ -252,6 +260,87 @@ phase_cuda_aarch64() {
     run_ctest cuda-aarch64 build/test-cuda-aarch64 -E '^zoo_cuda_selfcheck$'
 }
 
+# The Python package (python/, pyproject.toml): its own venv whose .pth
+# shares .deps/venv's packages (numpy, onnx, onnxruntime; pytest and
+# scikit-build-core are installed there if missing), `pip install .` with the
+# build tree kept in build/test-python/skbuild, then pytest with a JUnit
+# report. pytest's "no tests collected" (exit 5) fails the phase.
+phase_python() {
+    local dir=build/test-python venv=build/test-python/venv log="$logs/python-build.log" t0=$SECONDS
+    local base="$root/.deps/venv/bin/python"
+    [[ -x "$base" ]] || base=$(command -v python3)
+    mkdir -p "$dir"
+    if [[ ! -x "$venv/bin/python" ]]; then
+        "$base" -m venv "$venv" >"$log" 2>&1 || { echo "[python] cannot make a venv; from $log:"; tail -n 20 "$log"; return 1; }
+        local site
+        site=$("$base" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+        "$venv/bin/python" -c 'import sysconfig, sys; open(sysconfig.get_paths()["purelib"] + "/ert-deps.pth", "w").write(sys.argv[1] + "\n")' "$site"
+    fi
+    local py="$venv/bin/python"
+    if ! "$py" -c 'import pytest, scikit_build_core, numpy' 2>/dev/null; then
+        "$py" -m pip install -q pytest scikit-build-core numpy >>"$log" 2>&1 ||
+            { echo "[python] pip cannot install pytest/scikit-build-core/numpy (offline?); from $log:"; tail -n 20 "$log"; return 1; }
+    fi
+    # CPU build (the cuda phase compiles the backend); ERT_PY_CUDA=ON|AUTO puts it in.
+    if "$py" -m pip install -v --no-build-isolation --no-deps "$root" \
+        --config-settings=build-dir="$root/$dir/skbuild" --config-settings=cmake.define.ERT_CUDA="${ERT_PY_CUDA:-OFF}" \
+        --config-settings=cmake.define.ERT_WERROR=ON >>"$log" 2>&1; then
+        echo "[python] pip install .: ok ($((SECONDS - t0)) s)"
+    else
+        echo "[python] pip install .: FAILED; from $log:"
+        grep -E -A12 "FAILED:|CMake Error|error:" "$log" | head -n 60 | sed 's/^/    /'
+        return 1
+    fi
+    # the module uses only the 3.9 stable ABI (abi3audit, when installed, reads its symbols)
+    local so
+    so=$(compgen -G "$venv/lib/python3*/site-packages/edgert/_edgert*.so" | head -n1 || true)
+    if "$py" -c 'import abi3audit' 2>/dev/null; then
+        "$py" -m abi3audit --strict --assume-minimum-abi3 3.9 "$so" >"$logs/python-abi3.log" 2>&1 ||
+            { echo "[python] abi3audit: symbols outside the 3.9 stable ABI:"; cat "$logs/python-abi3.log"; return 1; }
+        echo "[python] abi3audit: only the 3.9 stable ABI"
+    else
+        echo "[python] abi3audit not installed: stable-ABI audit skipped"
+    fi
+    local xml="$logs/python-pytest.xml" rc=0
+    rm -f "$xml"
+    # the CLI comparisons use the release phase's edgert when it is there
+    local clibin="$root/build/test-release/apps/edgert"
+    (cd "$root/python/tests" && ERT_CLI="${ERT_CLI:-$([[ -x $clibin ]] && echo "$clibin")}" \
+        "$root/$py" -m pytest -q -rs -p no:cacheprovider --junitxml="$xml" .) || rc=$?
+    local tests=0 failures=0 errors=0 skipped=0 head
+    if [[ -f "$xml" ]]; then
+        head=$(tr '\n\t' '  ' <"$xml" | grep -o '<testsuite [^>]*>' | head -n1 || true)
+        tests=$(sed -n 's/.* tests="\([0-9]*\)".*/\1/p' <<<"$head")
+        failures=$(sed -n 's/.* failures="\([0-9]*\)".*/\1/p' <<<"$head")
+        errors=$(sed -n 's/.* errors="\([0-9]*\)".*/\1/p' <<<"$head")
+        skipped=$(sed -n 's/.* skipped="\([0-9]*\)".*/\1/p' <<<"$head")
+    fi
+    tests=${tests:-0} failures=$((${failures:-0} + ${errors:-0})) skipped=${skipped:-0}
+    # rc 5: no tests collected; any other non-zero rc without a failed test
+    # (a crash of the interpreter) still fails the phase
+    if [[ $rc -ne 0 && $failures -eq 0 ]]; then failures=1; fi
+    local passed=$((tests - (${failures} > tests ? tests : failures) - skipped))
+    ((passed < 0)) && passed=0
+    echo "python: $passed passed, $failures failed, $skipped skipped"
+    n_pass=$((n_pass + passed)) n_fail=$((n_fail + failures)) n_skip=$((n_skip + skipped))
+    [[ $rc -eq 0 ]]
+}
+
+# the python phase's venv has scikit-build-core; else .deps/venv's python
+py_builder() {
+    local py="$root/build/test-python/venv/bin/python"
+    [[ -x "$py" ]] || py="$root/.deps/venv/bin/python"
+    echo "$py"
+}
+phase_pyarm() {
+    ERT_PY_CROSS_PYTHON=$(py_builder) bash scripts/python_cross_wheel.sh
+}
+phase_py39() {
+    local clibin="$root/build/test-release/apps/edgert"
+    ERT_CLI="${ERT_CLI:-$([[ -x $clibin ]] && echo "$clibin")}" ERT_PY_CROSS_PYTHON=$(py_builder) \
+        bash scripts/python_py39_check.sh
+}
+
 for p in $phases; do
     case $p in
         release) phase release "native $(uname -m) Release -Werror" phase_release ;;
@@ -259,6 +348,9 @@ for p in $phases; do
         aarch64) phase aarch64 "aarch64 cross build (CPU), tests under qemu-aarch64" phase_aarch64 ;;
         fuzz) phase fuzz "fuzzers, ${FUZZ_SECONDS:-30} s per target" phase_fuzz ;;
         cuda) phase cuda "CUDA compile check" phase_cuda ;;
+        python) phase python "Python package: pip install ., pytest" phase_python ;;
+        py39) phase py39 "the abi3 wheel under Python 3.9, pytest" phase_py39 ;;
+        pyarm) phase pyarm "aarch64 Python wheel, imported under qemu-aarch64" phase_pyarm ;;
         cuda12) phase cuda12 "CUDA 12.4 build + CPU ctest" phase_cuda12 ;;
         cuda-aarch64) phase cuda-aarch64 "Jetson build: aarch64 + CUDA sm_87/sm_110, tests under qemu" phase_cuda_aarch64 ;;
         *) echo "test: unknown phase '$p'" >&2; exit 2 ;;
