@@ -491,6 +491,10 @@ ert_status ert_session_input_data(ert_session *s, int i, void **data);
  * the input in place (ERT_SESSION_DEVICE_INPUTS). Valid for the session's
  * life. A CPU session: ERT_E_UNSUPPORTED. */
 ert_status ert_session_input_device(ert_session *s, int i, void **dev);
+/* GPU address of output i's storage (CUDA sessions), where a run leaves it
+ * (zero-copy consumers such as DLPack views); valid for the session's life,
+ * its contents until the next run. A CPU session: ERT_E_UNSUPPORTED. */
+ert_status ert_session_output_device(ert_session *s, int i, void **dev);
 /* ERT_SESSION_DEVICE_INPUTS sessions: copy the host view of every input
  * (ert_session_input_data) to the GPU now, for a run whose inputs were
  * written on the CPU after all (e.g. a fallback path). Otherwise a no-op.

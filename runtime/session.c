@@ -959,6 +959,16 @@ ert_status ert_session_input_device(ert_session *s, int i, void **dev) {
     return ERT_OK;
 }
 
+ert_status ert_session_output_device(ert_session *s, int i, void **dev) {
+    if (!s || !dev) return ERT_E_ARG;
+    if (i < 0 || i >= s->n_out) return ert_set_error(s->ctx, ERT_E_ARG, "output index %d out of range [0, %d)", i, s->n_out);
+    if (!s->be->weights_in_arena)
+        return ert_set_error(s->ctx, ERT_E_UNSUPPORTED, "ert_session_output_device: a %s session has no GPU memory",
+                             s->be->name);
+    *dev = s->t[s->out_t[i]].data;
+    return ERT_OK;
+}
+
 static ert_status session_sync_inputs(ert_session *s) {
     if (!(s->flags & ERT_SESSION_DEVICE_INPUTS) || !s->be->weights_in_arena) return ERT_OK;
     for (int i = 0; i < s->n_in; i++) {
