@@ -1002,7 +1002,7 @@ static int report_nonfinite(const char *model, const ert_nonfinite *nf, int json
                nf->node, nf->op, nf->node_index, nf->output, (long long)nf->count, nf->count == 1 ? "" : "s", what,
                (long long)nf->first_index);
     }
-    fflush(stdout);
+    flush_stdout();
     return 1;
 }
 
