@@ -43,6 +43,7 @@ pkgs=(build-essential cmake ninja-build ccache pkgconf
 if [[ $minimal -eq 0 ]]; then
     pkgs+=(
         gcc-aarch64-linux-gnu libc6-dev-arm64-cross # Jetson cross build (static libc incl.)
+        g++-aarch64-linux-gnu     # nvcc -ccbin for the CUDA aarch64 build (cuda-aarch64 phase)
         qemu-user                 # qemu-aarch64 runs the cross-built tests; the
                                   # dynamic build needs no binfmt setup (unlike -static's)
         clang libclang-rt-14-dev  # libFuzzer + sanitizer runtimes for scripts/fuzz.sh

@@ -25,6 +25,12 @@
 #            CPU ctest of that build. Runs in CI (CI=true) or when named in
 #            ERT_TEST_PHASES; skipped otherwise, and skipped (not failed) when
 #            the download is impossible (offline)
+#   cuda-aarch64  the Jetson build itself (scripts/check_cuda_aarch64.sh):
+#            aarch64 + CUDA for sm_87/sm_110 from NVIDIA's aarch64 CUDA 13
+#            wheels (~1 GB, cached in .deps/cuda-aarch64) and the host nvcc;
+#            checks the binaries (aarch64, SASS for both chips, no CUDA shared
+#            library linked), then the whole ctest under qemu-aarch64 (gpu
+#            tests SKIPPED: no driver). Like cuda12: in CI or when named
 # Each ctest phase prints ctest's own summary and a line
 # "<phase>: N passed, N failed, N skipped"; the last line is the total.
 # Exit status: non-zero if any phase failed.
@@ -41,7 +47,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 jobs=${ERT_JOBS:-2}
-phases=${ERT_TEST_PHASES:-release asan aarch64 fuzz cuda python py39 pyarm cuda12}
+phases=${ERT_TEST_PHASES:-release asan aarch64 fuzz cuda python py39 pyarm cuda12 cuda-aarch64}
 logs="$root/build/logs"
 t_start=$SECONDS
 
@@ -85,14 +91,15 @@ configure_build() {
     return 1
 }
 
-# run_ctest NAME DIR : run the suite, print ctest's output and a one-line
+# run_ctest NAME DIR [CTEST_ARGS...] : run the suite, print ctest's output and a one-line
 # count; adds to the totals. Counts come from ctest's JUnit report
 # (CMake >= 3.21), which tells skipped and disabled tests apart from passes.
 run_ctest() {
     local name=$1 dir=$2 xml="$logs/$name-ctest.xml" t0=$SECONDS rc=0
+    shift 2   # the rest: extra ctest arguments
     rm -f "$xml"
     ctest --test-dir "$dir" -j "$jobs" --output-on-failure --no-tests=error \
-          --output-junit "$xml" || rc=$?
+          --output-junit "$xml" "$@" || rc=$?
     local tests=0 failures=0 skipped=0 disabled=0
     if [[ -f "$xml" ]]; then
         local head
@@ -128,9 +135,9 @@ phase() {
     fi
     local dt=$((SECONDS - t0))
     case $rc in
-        0) summary+=("$(printf '%-8s ok       %4d s  %s' "$name" "$dt" "$what")") ;;
-        77) summary+=("$(printf '%-8s skipped  %4d s  %s' "$name" "$dt" "$what")") ;;
-        *) summary+=("$(printf '%-8s FAILED   %4d s  %s' "$name" "$dt" "$what")"); failed=1 ;;
+        0) summary+=("$(printf '%-12s ok       %4d s  %s' "$name" "$dt" "$what")") ;;
+        77) summary+=("$(printf '%-12s skipped  %4d s  %s' "$name" "$dt" "$what")") ;;
+        *) summary+=("$(printf '%-12s FAILED   %4d s  %s' "$name" "$dt" "$what")"); failed=1 ;;
     esac
 }
 
@@ -209,25 +216,48 @@ phase_cuda() {
     fi
 }
 
-phase_cuda12() {
+# fetched_build NAME SCRIPT BUILD_ONLY_VAR WHAT : the phases that fetch a
+# toolkit first (cuda12, cuda-aarch64) run in CI or when named; SCRIPT builds
+# (BUILD_ONLY_VAR=1: ctest is left to run_ctest, to count it), its "[NAME]"
+# lines are shown. 77 (skipped) when WHAT cannot be downloaded.
+fetched_build() {
+    local name=$1 script=$2 only=$3 what=$4
     if [[ "${CI:-}" != true && -z "${ERT_TEST_PHASES:-}" ]]; then
-        echo "[cuda12] not in CI: skipped (ERT_TEST_PHASES=cuda12 bash scripts/test.sh runs it)"
+        echo "[$name] not in CI: skipped (ERT_TEST_PHASES=$name bash scripts/test.sh runs it)"
         return 77
     fi
     if ! compgen -G "kernels/cuda/*.cu" >/dev/null; then
-        echo "[cuda12] no CUDA backend yet (kernels/cuda/*.cu): skipped"; return 77
+        echo "[$name] no CUDA backend yet (kernels/cuda/*.cu): skipped"; return 77
     fi
-    local rc=0 log="$logs/cuda12-build.log"
-    ERT_JOBS=$jobs ERT_CUDA12_BUILD_ONLY=1 bash scripts/check_cuda12.sh >"$log" 2>&1 || rc=$?
-    grep -E "^\[cuda12\]" "$log" | sed 's/^/    /'
+    local rc=0 log="$logs/$name-build.log"
+    env ERT_JOBS="$jobs" "$only=1" bash "$script" >"$log" 2>&1 || rc=$?
+    grep -E "^\[$name\]" "$log" | sed 's/^/    /'
     case $rc in
         0) ;;
-        2) echo "[cuda12] could not download the CUDA 12 toolkit (offline?): skipped"; return 77 ;;
-        *) echo "[cuda12] FAILED; from $log:"; tail -n 60 "$log" | sed 's/^/    /'; return 1 ;;
+        2) echo "[$name] could not download $what (offline?): skipped"; return 77 ;;
+        *) echo "[$name] FAILED; from $log:"; tail -n 60 "$log" | sed 's/^/    /'; return 1 ;;
     esac
+}
+
+phase_cuda12() {
+    fetched_build cuda12 scripts/check_cuda12.sh ERT_CUDA12_BUILD_ONLY "the CUDA 12 toolkit" || return
     # the test binaries load the CUDA 12 shared libraries of that toolkit tree
     LD_LIBRARY_PATH="$root/.deps/cuda12/toolkit/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
         run_ctest cuda12 build/test-cuda12
+}
+
+phase_cuda_aarch64() {
+    fetched_build cuda-aarch64 scripts/check_cuda_aarch64.sh ERT_CUDA_AARCH64_BUILD_ONLY \
+        "the aarch64 CUDA wheels, or no host nvcc 13.0" || return
+    if [[ $(uname -m) != aarch64 ]] && ! command -v qemu-aarch64 >/dev/null &&
+        ! command -v qemu-aarch64-static >/dev/null; then
+        echo "[cuda-aarch64] no qemu-aarch64 (Debian: qemu-user): cannot run the cross-built tests"
+        return 1
+    fi
+    # zoo_cuda_selfcheck (the GPU zoo harness on CPU sessions) runs natively in
+    # the cuda phase; emulated it needs more than its 600 s.
+    echo "[cuda-aarch64] zoo_cuda_selfcheck left to the cuda phase (over 600 s under qemu)"
+    run_ctest cuda-aarch64 build/test-cuda-aarch64 -E '^zoo_cuda_selfcheck$'
 }
 
 # The Python package (python/, pyproject.toml): its own venv whose .pth
@@ -322,6 +352,7 @@ for p in $phases; do
         py39) phase py39 "the abi3 wheel under Python 3.9, pytest" phase_py39 ;;
         pyarm) phase pyarm "aarch64 Python wheel, imported under qemu-aarch64" phase_pyarm ;;
         cuda12) phase cuda12 "CUDA 12.4 build + CPU ctest" phase_cuda12 ;;
+        cuda-aarch64) phase cuda-aarch64 "Jetson build: aarch64 + CUDA sm_87/sm_110, tests under qemu" phase_cuda_aarch64 ;;
         *) echo "test: unknown phase '$p'" >&2; exit 2 ;;
     esac
 done

@@ -61,6 +61,7 @@
 #ifdef ERT_HAVE_CUDNN
 #include <cudnn.h>
 #endif
+#include "cuda_libs.h"
 
 #include <float.h>
 #include <math.h>
@@ -243,7 +244,8 @@ static ert_status cuda_init(ert_context *ctx, const ert_session_options *o, void
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
-        const char *why = e != cudaSuccess ? cudaGetErrorString(e) : "no device";
+        char why_buf[256];
+        const char *why = ert_cuda_no_device_reason(e, why_buf, sizeof why_buf);
         cudaGetLastError();
         if (o->device == ERT_DEVICE_AUTO) { /* not an error: the session falls back to the CPU */
             ert_log(ctx, ERT_LOG_INFO, "no CUDA device (%s): using the CPU", why);
@@ -279,6 +281,11 @@ static ert_status cuda_init(ert_context *ctx, const ert_session_options *o, void
     if (c->placement == ERT_PLACEMENT_AUTO) c->placement = c->integrated ? ERT_PLACEMENT_UNIFIED : ERT_PLACEMENT_DEVICE;
     if ((e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess) {
         st = cuda_err(c, e, "cudaStreamCreate");
+        goto fail;
+    }
+    /* cuBLAS/cuDNN when they are not linked in (cuda_libs.h): now, not at start-up */
+    if ((st = ert_cuda_libs_load(ctx)) != ERT_OK) {
+        if (o->device == ERT_DEVICE_AUTO) ert_log(ctx, ERT_LOG_INFO, "%s: using the CPU", ert_last_error(ctx));
         goto fail;
     }
     cublasStatus_t bs = cublasCreate(&c->blas);
