@@ -38,6 +38,8 @@ ert_status ert_cpu_slice(const ert_kargs *a);
 ert_status ert_cpu_gather(const ert_kargs *a);
 ert_status ert_cpu_pad(const ert_kargs *a);
 ert_status ert_cpu_tile(const ert_kargs *a);
+/* cumsum.c */
+ert_status ert_cpu_cumsum(const ert_kargs *a);
 ert_status ert_cpu_expand(const ert_kargs *a);
 ert_status ert_cpu_cast(const ert_kargs *a);
 ert_status ert_cpu_shape(const ert_kargs *a);
