@@ -11,7 +11,8 @@ Per model, in a child process of its own (one crash or OOM costs one row):
   1. Reference: the exported module (ZOO_DIR/NAME.pt) on the GPU in f32 with
      TF32 off (cuBLAS and cuDNN), on one seeded random input at batch 1.
   2. edgert: bench_zoo_edgert runs the ONNX file for f32 and f16 at batch 1
-     and 8 in one process: create time (first and second create), p50/p90 of
+     and 8 in one process: create time (first create; f32 batch 1 also a
+     second create in the same process), p50/p90 of
      ert_session_run (host clock: input copy in, CUDA-graph replay, output
      copy out, synchronise), arena bytes, CPU-fallback node count; its batch-1
      outputs against the reference (relative L2 of output 0).
@@ -97,7 +98,7 @@ def one_model(a, name):
         xf = os.path.join(td, "x.f32")
         x1.numpy().astype(np.float32).tofile(xf)
         cmd = [a.driver, os.path.join(a.zoo, name + ".onnx"), xf, td, str(a.iters), str(a.warmup)]
-        cmd += ["%s:%d" % c for c in CONFIGS]
+        cmd += ["%s:%d%s" % (c[0], c[1], "+" if c == ("f32", 1) else "") for c in CONFIGS]
         t0 = time.time()
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.edgert_timeout)
         row["edgert_wall_s"] = round(time.time() - t0, 1)

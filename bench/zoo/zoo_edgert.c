@@ -3,9 +3,10 @@
  *
  *   zoo_edgert MODEL INPUT.f32 OUT_DIR ITERS WARMUP CONFIG...
  *
- * CONFIG is PRECISION:BATCH (f32:1, f16:8, ...). INPUT.f32 holds input 0 at
+ * CONFIG is PRECISION:BATCH[+] (f32:1+, f16:8, ...; "+": create the session a
+ * second time and report both create times). INPUT.f32 holds input 0 at
  * batch 1 as raw f32; a larger batch repeats it. Per config, one JSON line on
- * stdout: create time of a first and (batch 1) a second ert_session_create
+ * stdout: create time of a first and (with "+") a second ert_session_create
  * in this process (-1: not measured; the first config's first create also
  * pays for CUDA, cuBLAS and cuDNN start-up), p50/p90 of ert_session_run (host clock; the run copies the
  * input in, replays the CUDA graph, copies outputs out and synchronises),
@@ -15,6 +16,7 @@
 #include "edgert.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +49,7 @@ static void json_err(const char *prec, int batch, const char *what, ert_context 
 }
 
 static void one(ert_context *ctx, ert_model *m, const float *x1, size_t x1_n, const char *out_dir, int iters,
-                int warmup, const char *prec, int batch) {
+                int warmup, const char *prec, int batch, bool second) {
     ert_session_options o = {.device = ERT_DEVICE_CUDA, .batch = batch,
                              .precision = strcmp(prec, "f16") == 0 ? ERT_DTYPE_F16 : ERT_DTYPE_F32};
     ert_session *s = NULL;
@@ -57,7 +59,7 @@ static void one(ert_context *ctx, ert_model *m, const float *x1, size_t x1_n, co
         return;
     }
     double c1 = now_ms() - t0, c2 = -1;
-    if (batch == 1) { /* the second create: batch 1 only, creates cost device time */
+    if (batch == 1 && second) { /* creates cost device time: the second only where asked */
         ert_session_free(s);
         t0 = now_ms();
         if (ert_session_create(m, &o, &s) != ERT_OK) {
@@ -144,13 +146,13 @@ int main(int argc, char **argv) {
         return 1;
     }
     for (int i = 6; i < argc; i++) {
-        char prec[8] = {0};
+        char prec[8] = {0}, twice[2] = {0};
         int batch = 1;
-        if (sscanf(argv[i], "%7[^:]:%d", prec, &batch) != 2 || batch < 1) {
+        if (sscanf(argv[i], "%7[^:]:%d%1[+]", prec, &batch, twice) < 2 || batch < 1) {
             fprintf(stderr, "zoo_edgert: bad config '%s'\n", argv[i]);
             continue;
         }
-        one(ctx, m, x1, (size_t)n, argv[3], iters, warmup, prec, batch);
+        one(ctx, m, x1, (size_t)n, argv[3], iters, warmup, prec, batch, twice[0] == '+');
     }
     free(x1);
     ert_model_free(m);
