@@ -129,6 +129,7 @@ typedef enum ert_op {
     ERT_OP_INSTANCENORM,     /* (x (N, C, D1...), scale[C], B[C]) -> y; norm params (epsilon) */
     ERT_OP_TILE,             /* (x, repeats i64[rank], constant) -> x repeated along each dim; no params */
     ERT_OP_CUMSUM,           /* (x, axis i32/i64 scalar, constant) -> running sums along axis; cumsum params */
+    ERT_OP_NOT,              /* (x bool) -> y bool, element-wise logical not; no params */
     ERT_OP_COUNT
 } ert_op;
 
@@ -487,6 +488,7 @@ ert_status ert_prepare_range(ert_prep *p);
 ert_status ert_prepare_size(ert_prep *p);
 ert_status ert_prepare_arg(ert_prep *p);
 ert_status ert_prepare_cumsum(ert_prep *p); /* runtime/ops_cumsum.c */
+ert_status ert_prepare_not(ert_prep *p);    /* runtime/ops_logic.c */
 /* Training-only ops: refused when they appear in a model (runtime/ops.c). */
 ert_status ert_prepare_internal_only(ert_prep *p);
 

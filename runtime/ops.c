@@ -105,6 +105,7 @@ static const ert_op_def OPS[] = {
     {ERT_OP_INSTANCENORM, "InstanceNormalization", 3, 3, 1, 1, ert_prepare_instancenorm},
     {ERT_OP_TILE, "Tile", 2, 2, 1, 1, ert_prepare_tile}, /* repeats must be constant */
     {ERT_OP_CUMSUM, "CumSum", 2, 2, 1, 1, ert_prepare_cumsum}, /* axis must be constant */
+    {ERT_OP_NOT, "Not", 1, 1, 1, 1, ert_prepare_not},
 };
 #undef U
 

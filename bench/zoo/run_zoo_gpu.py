@@ -98,6 +98,7 @@ def one_model(a, name):
         xf = os.path.join(td, "x.f32")
         x1.numpy().astype(np.float32).tofile(xf)
         cmd = [a.driver, os.path.join(a.zoo, name + ".onnx"), xf, td, str(a.iters), str(a.warmup)]
+        cmd += ["--input-dims", "x".join(str(d) for d in meta["input"])]
         cmd += ["%s:%d%s" % (c[0], c[1], "+" if c == ("f32", 1) else "") for c in CONFIGS]
         t0 = time.time()
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.edgert_timeout)

@@ -1,7 +1,7 @@
 /* zoo_edgert: the edgert side of the zoo benchmark (bench/zoo/run_zoo_gpu.py)
  * for one model, in one process.
  *
- *   zoo_edgert MODEL INPUT.f32 OUT_DIR ITERS WARMUP CONFIG...
+ *   zoo_edgert MODEL INPUT.f32 OUT_DIR ITERS WARMUP [--input-dims 1xCxHxW] CONFIG...
  *
  * CONFIG is PRECISION:BATCH[+] (f32:1+, f16:8, ...; "+": create the session a
  * second time and report both create times). INPUT.f32 holds input 0 at
@@ -48,10 +48,20 @@ static void json_err(const char *prec, int batch, const char *what, ert_context 
     fflush(stdout);
 }
 
+/* Input 0's shape at batch 1 when the model leaves more than the batch dim
+ * dynamic (Ultralytics' dynamic=True export): --input-dims 1x3x640x640. */
+static ert_input_shape g_dims;
+
 static void one(ert_context *ctx, ert_model *m, const float *x1, size_t x1_n, const char *out_dir, int iters,
                 int warmup, const char *prec, int batch, bool second) {
     ert_session_options o = {.device = ERT_DEVICE_CUDA, .batch = batch,
                              .precision = strcmp(prec, "f16") == 0 ? ERT_DTYPE_F16 : ERT_DTYPE_F32};
+    ert_input_shape is = g_dims;
+    if (is.ndim > 0) {
+        is.dims[0] = batch;
+        o.input_shapes = &is;
+        o.n_input_shapes = 1;
+    }
     ert_session *s = NULL;
     double t0 = now_ms();
     if (ert_session_create(m, &o, &s) != ERT_OK) {
@@ -146,6 +156,18 @@ int main(int argc, char **argv) {
         return 1;
     }
     for (int i = 6; i < argc; i++) {
+        if (!strcmp(argv[i], "--input-dims") && i + 1 < argc) {
+            ert_tensor_info ti;
+            const char *p = argv[++i];
+            if (ert_model_input_info(m, 0, &ti) != ERT_OK) continue;
+            g_dims.name = ti.name;
+            for (g_dims.ndim = 0; *p && g_dims.ndim < ERT_MAX_DIMS; g_dims.ndim++) {
+                char *end;
+                g_dims.dims[g_dims.ndim] = strtoll(p, &end, 10);
+                p = *end == 'x' ? end + 1 : end + strlen(end);
+            }
+            continue;
+        }
         char prec[8] = {0}, twice[2] = {0};
         int batch = 1;
         if (sscanf(argv[i], "%7[^:]:%d%1[+]", prec, &batch, twice) < 2 || batch < 1) {

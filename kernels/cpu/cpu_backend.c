@@ -73,6 +73,7 @@ static const ert_kernel_fn KERNELS[ERT_OP_COUNT] = {
     [ERT_OP_INSTANCENORM] = ert_cpu_instancenorm,
     [ERT_OP_TILE] = ert_cpu_tile,
     [ERT_OP_CUMSUM] = ert_cpu_cumsum,
+    [ERT_OP_NOT] = ert_cpu_not,
 };
 
 ert_status ert_cpu_run_node(const ert_kargs *a) {

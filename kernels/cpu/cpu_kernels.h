@@ -40,6 +40,8 @@ ert_status ert_cpu_pad(const ert_kargs *a);
 ert_status ert_cpu_tile(const ert_kargs *a);
 /* cumsum.c */
 ert_status ert_cpu_cumsum(const ert_kargs *a);
+/* logic.c */
+ert_status ert_cpu_not(const ert_kargs *a);
 ert_status ert_cpu_expand(const ert_kargs *a);
 ert_status ert_cpu_cast(const ert_kargs *a);
 ert_status ert_cpu_shape(const ert_kargs *a);
