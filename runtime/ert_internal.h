@@ -130,6 +130,8 @@ typedef enum ert_op {
     ERT_OP_TILE,             /* (x, repeats i64[rank], constant) -> x repeated along each dim; no params */
     ERT_OP_CUMSUM,           /* (x, axis i32/i64 scalar, constant) -> running sums along axis; cumsum params */
     ERT_OP_NOT,              /* (x bool) -> y bool, element-wise logical not; no params */
+    ERT_OP_SIN, ERT_OP_COS,  /* (x f32) -> y; no params */
+    ERT_OP_MOD,              /* (a, b) broadcast -> remainder; mod params */
     ERT_OP_COUNT
 } ert_op;
 
@@ -258,6 +260,10 @@ typedef struct ert_cumsum_params {
     bool reverse;            /* sums run from the end of the axis */
 } ert_cumsum_params;
 
+typedef struct ert_mod_params {
+    bool fmod;               /* 1: C fmod (sign of the dividend); 0: integer mod with the divisor's sign */
+} ert_mod_params;
+
 typedef struct ert_range_params {
     int dummy;
 } ert_range_params;
@@ -313,6 +319,7 @@ typedef union ert_op_params {
     ert_split_params split;
     ert_gather_params gather;
     ert_cumsum_params cumsum;
+    ert_mod_params mod;
 } ert_op_params;
 
 /* ------------------------------------------------------------------ IR */
@@ -489,6 +496,10 @@ ert_status ert_prepare_size(ert_prep *p);
 ert_status ert_prepare_arg(ert_prep *p);
 ert_status ert_prepare_cumsum(ert_prep *p); /* runtime/ops_cumsum.c */
 ert_status ert_prepare_not(ert_prep *p);    /* runtime/ops_logic.c */
+ert_status ert_prepare_trig(ert_prep *p);   /* runtime/ops_math.c: Sin, Cos */
+ert_status ert_prepare_mod(ert_prep *p);    /* runtime/ops_math.c */
+/* Output 0 gets input 0's dtype and shape (its size checked) (runtime/ops_math.c). */
+ert_status ert_prep_out_as_in0(ert_prep *p);
 /* Training-only ops: refused when they appear in a model (runtime/ops.c). */
 ert_status ert_prepare_internal_only(ert_prep *p);
 

@@ -106,6 +106,9 @@ static const ert_op_def OPS[] = {
     {ERT_OP_TILE, "Tile", 2, 2, 1, 1, ert_prepare_tile}, /* repeats must be constant */
     {ERT_OP_CUMSUM, "CumSum", 2, 2, 1, 1, ert_prepare_cumsum}, /* axis must be constant */
     {ERT_OP_NOT, "Not", 1, 1, 1, 1, ert_prepare_not},
+    {ERT_OP_SIN, "Sin", 1, 1, 1, 1, ert_prepare_trig},
+    {ERT_OP_COS, "Cos", 1, 1, 1, 1, ert_prepare_trig},
+    {ERT_OP_MOD, "Mod", 2, 2, 1, 1, ert_prepare_mod},
 };
 #undef U
 

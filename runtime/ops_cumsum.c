@@ -35,10 +35,5 @@ ert_status ert_prepare_cumsum(ert_prep *p) {
                               (long long)rv);
     cp->exclusive = ex;
     cp->reverse = rv;
-    int64_t n;
-    if (!ert_dims_nelems(x->ndim, x->dims, &n)) return ert_prep_error(p, ERT_E_SHAPE, "x's size overflows");
-    p->out[0].dtype = x->dtype;
-    p->out[0].ndim = x->ndim;
-    memcpy(p->out[0].dims, x->dims, sizeof p->out[0].dims);
-    return ERT_OK;
+    return ert_prep_out_as_in0(p);
 }

@@ -3,16 +3,10 @@
  * Not over a constant, so sessions usually fold it at create.) */
 #include "ert_internal.h"
 
-#include <string.h>
 
 ert_status ert_prepare_not(ert_prep *p) {
     const ert_tinfo *x = &p->in[0];
     if (x->dtype != ERT_DTYPE_BOOL)
         return ert_prep_error(p, ERT_E_UNSUPPORTED, "x has dtype %s, Not takes bool", ert_dtype_name(x->dtype));
-    int64_t n;
-    if (!ert_dims_nelems(x->ndim, x->dims, &n)) return ert_prep_error(p, ERT_E_SHAPE, "x's size overflows");
-    p->out[0].dtype = ERT_DTYPE_BOOL;
-    p->out[0].ndim = x->ndim;
-    memcpy(p->out[0].dims, x->dims, sizeof p->out[0].dims);
-    return ERT_OK;
+    return ert_prep_out_as_in0(p);
 }

@@ -74,6 +74,8 @@ static const ert_kernel_fn KERNELS[ERT_OP_COUNT] = {
     [ERT_OP_TILE] = ert_cpu_tile,
     [ERT_OP_CUMSUM] = ert_cpu_cumsum,
     [ERT_OP_NOT] = ert_cpu_not,
+    [ERT_OP_SIN] = ert_cpu_trig, [ERT_OP_COS] = ert_cpu_trig,
+    [ERT_OP_MOD] = ert_cpu_mod,
 };
 
 ert_status ert_cpu_run_node(const ert_kargs *a) {
