@@ -1466,15 +1466,16 @@ static ert_status build(const ert_model *m, const ert_session_options *opts, boo
     if (!(o->flags & ERT_SESSION_NO_FUSE) && (st = fuse(s))) goto fail;
     remove_dead(s);
     /* A node the backend has no kernel for runs on the CPU inside the
-     * session where the backend can do that (bind_host_node), logged once
-     * per op type; otherwise one backend runs every node: refuse a graph it
-     * cannot run (AUTO falls back to the CPU instead). */
+     * session where the backend can do that (bind_host_node) and the CPU
+     * has the op, logged once per op type; otherwise one backend runs every
+     * node: refuse a graph it cannot run (AUTO falls back to the CPU
+     * instead). */
     bool logged[ERT_OP_COUNT] = {0};
     for (int i = 0; i < s->nn && s->be->supports; i++) {
         snode *n = &s->n[i];
         ert_dtype dt = n->n_in > 0 && n->in[0] >= 0 ? s->t[n->in[0]].dtype : ERT_DTYPE_UNDEFINED;
         if (n->dead || node_supported(s, n)) continue;
-        if (s->be->bind_host_node) {
+        if (s->be->bind_host_node && ert_cpu_backend.supports(n->op, dt)) {
             n->host = true;
             s->n_host++;
             if (!logged[n->op])
