@@ -4,7 +4,7 @@ bench/zoo/export_zoo.py made.
 
     python3 bench/zoo/run_zoo_gpu.py --zoo ZOO_DIR --driver BUILD/apps/bench/bench_zoo_edgert \
         --out RESULT.json [--md RESULT.md] [--only NAMES] [--iters 50] [--warmup 10] \
-        [--compile] [--resume OLD.json] [--budget-s S]
+        [--compile] [--configs f16:1,...] [--resume OLD.json] [--budget-s S]
 
 (bench/zoo/run_zoo_gpu.sh does export + build + this in one command.)
 Per model, in a child process of its own (one crash or OOM costs one row):
@@ -99,7 +99,7 @@ def one_model(a, name):
         x1.numpy().astype(np.float32).tofile(xf)
         cmd = [a.driver, os.path.join(a.zoo, name + ".onnx"), xf, td, str(a.iters), str(a.warmup)]
         cmd += ["--input-dims", "x".join(str(d) for d in meta["input"])]
-        cmd += ["%s:%d%s" % (c[0], c[1], "+" if c == ("f32", 1) else "") for c in CONFIGS]
+        cmd += ["%s:%d%s" % (c[0], c[1], "+" if c == ("f32", 1) else "") for c in configs(a)]
         t0 = time.time()
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.edgert_timeout)
         row["edgert_wall_s"] = round(time.time() - t0, 1)
@@ -118,7 +118,7 @@ def one_model(a, name):
         if p.returncode != 0 and not row["edgert"]:
             row["edgert_error"] = (p.stderr or p.stdout)[-500:]
     # PyTorch
-    for prec, batch in CONFIGS:
+    for prec, batch in configs(a):
         key = "%s_b%d" % (prec, batch)
         r = {}
         try:
@@ -166,6 +166,17 @@ def one_model(a, name):
         torch.cuda.empty_cache()
         row["torch"][key] = r
     return row
+
+
+def configs(a):
+    """--configs f16:1,f32:8 (default: all four)."""
+    if not a.configs:
+        return CONFIGS
+    out = []
+    for c in a.configs.split(","):
+        p, b = c.split(":")
+        out.append((p, int(b)))
+    return out
 
 
 def best_torch(t):
@@ -243,6 +254,7 @@ def main():
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--configs", default="", help="PRECISION:BATCH,... (default f32:1,f16:1,f32:8,f16:8)")
     ap.add_argument("--edgert-timeout", type=int, default=240)
     ap.add_argument("--resume", help="an earlier result file: its models are kept, the others run")
     ap.add_argument("--budget-s", type=float, default=0, help="start no model after this many seconds (0: no limit)")

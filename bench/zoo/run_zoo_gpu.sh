@@ -6,7 +6,8 @@
 #   bash bench/zoo/run_zoo_gpu.sh [OUT_DIR]        (default ./zoo-out)
 #   env: ZOO_DIR (default OUT_DIR/zoo), BUILD (default build-zoo), ONLY=a,b,
 #        ITERS (50), WARMUP (10), COMPILE=1 (torch.compile f16 batch 1),
-#        BUDGET_S (start no model after this many seconds), ERT_CUDA_ARCHS (90)
+#        BUDGET_S (start no model after this many seconds), CONFIGS=f16:1,f32:1
+#        (default all of f32/f16 x batch 1/8), ERT_CUDA_ARCHS (90)
 # Results: OUT_DIR/zoo_gpu.json and zoo_gpu.md; a second call with the same
 # OUT_DIR keeps the models already measured and runs the rest.
 set -uo pipefail
@@ -29,4 +30,4 @@ fi
 python3 bench/zoo/export_zoo.py "$zoo" ${ONLY:+--only "$ONLY"} 2>&1 | tee -a "$out/zoo_export.log"
 python3 bench/zoo/run_zoo_gpu.py --zoo "$zoo" --driver "$driver" --out "$out/zoo_gpu.json" --md "$out/zoo_gpu.md" \
   --resume "$out/zoo_gpu.json" --iters "${ITERS:-50}" --warmup "${WARMUP:-10}" ${ONLY:+--only "$ONLY"} \
-  ${COMPILE:+--compile} ${BUDGET_S:+--budget-s "$BUDGET_S"}
+  ${COMPILE:+--compile} ${BUDGET_S:+--budget-s "$BUDGET_S"} ${CONFIGS:+--configs "$CONFIGS"}
