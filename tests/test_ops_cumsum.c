@@ -1,4 +1,4 @@
-/* CumSum on the CPU (kernels/cpu/cumsum.c, runtime/ops_cumsum.c).
+/* CumSum on the CPU (kernels/cpu/cumsum.c, core/ops/cumsum.c).
  * 1. The kernel through its prepare (op_harness.h): random odd shapes of rank
  *    1 to 4, every axis (negative too), all four exclusive x reverse
  *    combinations, f32 / i32 / i64, outputs poisoned, against a float64 (or

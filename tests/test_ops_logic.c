@@ -1,4 +1,4 @@
-/* Logical ops on the CPU (kernels/cpu/logic.c, runtime/ops_logic.c): Not on
+/* Logical ops on the CPU (kernels/cpu/logic.c, core/ops/logic.c): Not on
  * random bool tensors of random rank (0 to 4) with the output poisoned,
  * against !x computed here; Not on f32 refused at prepare. */
 #include "op_harness.h"

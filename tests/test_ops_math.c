@@ -1,4 +1,4 @@
-/* Sin, Cos and Mod on the CPU (kernels/cpu/math.c, runtime/ops_math.c):
+/* Sin, Cos and Mod on the CPU (kernels/cpu/math.c, core/ops/math.c):
  * random shapes (Mod with numpy broadcasting between random shapes), outputs
  * poisoned, against references computed here in double: Sin/Cos within 1e-6;
  * Mod exactly (integers from floor/trunc division in double on values below

@@ -1,5 +1,5 @@
 /* Sin, Cos (f32 in, f32 out, computed in double and rounded once) and Mod
- * (runtime/ops_math.c): the oracle, plain loops.
+ * (core/ops/math.c): the oracle, plain loops.
  * Mod broadcasts numpy-style: each output index is unravelled and mapped into
  * a and b (stride 0 on broadcast dims). Integer division by zero is undefined
  * in ONNX; here it gives 0 rather than a trap (bad input never crashes). */
