@@ -1419,9 +1419,9 @@ static int cmd_bench(int argc, char **argv) {
         printf(", \"version\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", \"precision_requested\": \"%s\", "
                "\"batch\": %ld, \"threads\": %ld, \"iters\": %ld, \"warmup\": %ld, "
                "\"p50_ms\": %.4f, \"p90_ms\": %.4f, \"mean_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, "
-               "\"throughput_items_per_s\": %.3f, \"create_ms\": %.1f, \"arena_bytes\": %zu, \"memory\": ",
+               "\"throughput_items_per_s\": %.3f, \"create_ms\": %.1f, \"arena_bytes\": %zu, \"cpu_fallback_nodes\": %d, \"memory\": ",
                ert_version(), dev, prec, o.precision, batch, o.threads, o.iters, o.warmup, stt.p50, stt.p90, stt.mean,
-               stt.min, stt.max, thr, create_ms, mem.total_bytes);
+               stt.min, stt.max, thr, create_ms, mem.total_bytes, ert_session_n_cpu_fallback(s));
         json_memory(&mem);
         printf("}\n");
     } else {
@@ -1431,6 +1431,7 @@ static int cmd_bench(int argc, char **argv) {
         printf("latency ms: p50 %.3f  p90 %.3f  mean %.3f  min %.3f  max %.3f\n", stt.p50, stt.p90, stt.mean, stt.min, stt.max);
         printf("throughput: %.1f items/s\n", thr);
         printf("session create: %.1f ms\n", create_ms);
+        if (ert_session_n_cpu_fallback(s)) printf("cpu fallback: %d nodes (no CUDA kernel)\n", ert_session_n_cpu_fallback(s));
         printf("arena: %zu bytes (%s); activations %zu, lower bound %zu\n", mem.total_bytes,
                cli_bytes_str(b, sizeof b, mem.total_bytes), mem.activations_bytes, mem.activations_lower_bound);
     }

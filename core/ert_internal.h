@@ -131,6 +131,10 @@ typedef enum ert_op {
     ERT_OP_PRELU,            /* (x, slope), slope broadcast to x (ert_cpu_binary) */
     ERT_OP_INSTANCENORM,     /* (x (N, C, D1...), scale[C], B[C]) -> y; norm params (epsilon) */
     ERT_OP_TILE,             /* (x, repeats i64[rank], constant) -> x repeated along each dim; no params */
+    ERT_OP_CUMSUM,           /* (x, axis i32/i64 scalar, constant) -> running sums along axis; cumsum params */
+    ERT_OP_NOT,              /* (x bool) -> y bool, element-wise logical not; no params */
+    ERT_OP_SIN, ERT_OP_COS,  /* (x f32) -> y; no params */
+    ERT_OP_MOD,              /* (a, b) broadcast -> remainder; mod params */
     ERT_OP_COUNT
 } ert_op;
 
@@ -253,6 +257,16 @@ typedef struct ert_gather_params {
                               * (in[2]) with the first index out of range */
 } ert_gather_params;
 
+typedef struct ert_cumsum_params {
+    int64_t axis;            /* made positive by prepare */
+    bool exclusive;          /* y[j] sums x[..j) (j excluded) */
+    bool reverse;            /* sums run from the end of the axis */
+} ert_cumsum_params;
+
+typedef struct ert_mod_params {
+    bool fmod;               /* 1: C fmod (sign of the dividend); 0: integer mod with the divisor's sign */
+} ert_mod_params;
+
 typedef struct ert_range_params {
     int dummy;
 } ert_range_params;
@@ -307,6 +321,8 @@ typedef union ert_op_params {
     ert_cast_params cast;
     ert_split_params split;
     ert_gather_params gather;
+    ert_cumsum_params cumsum;
+    ert_mod_params mod;
 } ert_op_params;
 
 /* ------------------------------------------------------------------ IR */
@@ -486,6 +502,12 @@ ert_status ert_prepare_constant_of_shape(ert_prep *p);
 ert_status ert_prepare_range(ert_prep *p);
 ert_status ert_prepare_size(ert_prep *p);
 ert_status ert_prepare_arg(ert_prep *p);
+ert_status ert_prepare_cumsum(ert_prep *p); /* core/ops/cumsum.c */
+ert_status ert_prepare_not(ert_prep *p);    /* core/ops/logic.c */
+ert_status ert_prepare_trig(ert_prep *p);   /* core/ops/math.c: Sin, Cos */
+ert_status ert_prepare_mod(ert_prep *p);    /* core/ops/math.c */
+/* Output 0 gets input 0's dtype and shape (its size checked) (core/ops/math.c). */
+ert_status ert_prep_out_as_in0(ert_prep *p);
 /* Training-only ops: refused when they appear in a model (core/ops/op_table.c). */
 ert_status ert_prepare_internal_only(ert_prep *p);
 
@@ -589,6 +611,15 @@ typedef struct ert_backend {
     /* optional: like run_eager, with each node's device time in ms[k] */
     ert_status (*run_timed)(void *bctx, ert_kargs *const *nodes, int n, int *failed, float *ms);
     bool (*supports)(ert_op op, ert_dtype dt);
+    /* optional: like supports, from the node's concrete shapes, dtypes and
+     * params (data NULL): also refuses the variants the backend lacks (a
+     * Resize mode...). Session create asks it before lowering the precision. */
+    bool (*supports_node)(const ert_kargs *a);
+    /* optional: bind a node this backend has no kernel for, to run `cpu` (a
+     * CPU kernel: f32 float data, host memory) in order with the others;
+     * pointers final, like bind_node, and release_node frees it. A backend
+     * that has it never makes a session fail for a missing op. */
+    ert_status (*bind_host_node)(void *bctx, ert_kargs *a, ert_kernel_fn cpu);
     /* optional: the CPU SGEMM's scratch bytes (see ert_prep.gemm_workspace) */
     size_t (*gemm_workspace)(int64_t M, int64_t N, int64_t K, int n_threads);
 } ert_backend;

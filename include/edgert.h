@@ -474,6 +474,12 @@ void ert_session_free(ert_session *s);
 /* The session's arena by category (what ert_session_plan reported).
  * Errors: ERT_E_ARG (NULL). */
 ert_status ert_session_memory(const ert_session *s, ert_memory_report *out);
+/* Nodes of a CUDA session that run on the CPU because the CUDA backend has
+ * no kernel for them (op, dtype or variant): each is run by the CPU kernel in
+ * order with the GPU work, its inputs and outputs copied through pinned
+ * buffers made at create (still no allocation per run). Create logs each
+ * such op type once (INFO). 0 on a CPU session or for NULL. */
+int ert_session_n_cpu_fallback(const ert_session *s);
 int ert_session_n_inputs(const ert_session *s);
 int ert_session_n_outputs(const ert_session *s);
 /* Concrete shapes (no -1); the name points into the session.

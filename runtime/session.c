@@ -389,6 +389,21 @@ static int32_t root_of(const ert_session *s, int32_t t) {
     return t;
 }
 
+/* Kernel arguments of n with concrete shapes and no data (v holds cap
+ * views), for the backend's create-time questions; false if n has more
+ * operands than cap. */
+static bool shape_args(const ert_session *s, snode *n, ert_tview *v, int cap, ert_kargs *a) {
+    if (n->n_in + n->n_out > cap) return false;
+    for (int j = 0; j < n->n_in; j++) {
+        memset(&v[j], 0, sizeof v[j]);
+        if (n->in[j] >= 0) ert_s_fill_view(&v[j], &s->t[n->in[j]], NULL);
+    }
+    for (int j = 0; j < n->n_out; j++) ert_s_fill_view(&v[n->n_in + j], &s->t[n->out[j]], NULL);
+    *a = (ert_kargs){.op = n->op, .params = &n->params, .n_in = n->n_in, .n_out = n->n_out, .in = v,
+                     .out = v + n->n_in, .name = n->name};
+    return true;
+}
+
 static ert_status plan(ert_session *s) {
     ert_s_count_uses(s, NULL);
     s->sched = malloc((size_t)(s->nn + 1) * sizeof *s->sched);
@@ -440,14 +455,8 @@ static ert_status plan(ert_session *s) {
         for (int k = 0; k < s->n_sched; k++) {
             snode *n = &s->n[s->sched[k]];
             ert_tview v[64];
-            if (n->n_in + n->n_out > 64) continue;
-            for (int j = 0; j < n->n_in; j++) {
-                memset(&v[j], 0, sizeof v[j]);
-                if (n->in[j] >= 0) ert_s_fill_view(&v[j], &s->t[n->in[j]], NULL);
-            }
-            for (int j = 0; j < n->n_out; j++) ert_s_fill_view(&v[n->n_in + j], &s->t[n->out[j]], NULL);
-            ert_kargs a = {.op = n->op, .params = &n->params, .n_in = n->n_in, .n_out = n->n_out, .in = v,
-                           .out = v + n->n_in, .name = n->name};
+            ert_kargs a;
+            if (n->host || !shape_args(s, n, v, 64, &a)) continue;
             size_t extra = 0;
             ert_status st = s->be->node_workspace(s->bctx, &a, &extra);
             if (st != ERT_OK) return st;
@@ -612,7 +621,9 @@ static ert_status bind(ert_session *s, const ert_session_options *o) {
                               .out = n->views + n->n_in, .pool = s->pool, .name = n->name,
                               .workspace = n->ws_block >= 0 ? abase + s->blocks[n->ws_block].offset : NULL,
                               .workspace_bytes = n->ws_bytes};
-        if (be->bind_node && (st = be->bind_node(s->bctx, &n->args)) != ERT_OK) {
+        if (n->host) st = be->bind_host_node(s->bctx, &n->args, ert_graph_cpu_run);
+        else st = be->bind_node ? be->bind_node(s->bctx, &n->args) : ERT_OK;
+        if (st != ERT_OK) {
             if (!ert_last_error(s->ctx)[0]) ert_set_error(s->ctx, st, "node '%s' (%s): backend setup failed", n->name, ert_graph_op_name(n->op));
             return st;
         }
@@ -641,6 +652,15 @@ static ert_status bind(ert_session *s, const ert_session_options *o) {
         if (st != ERT_OK) return st;
     }
     return ERT_OK;
+}
+
+/* Can the session's backend run n (concrete shapes, dtypes and params)? */
+static bool node_supported(const ert_session *s, snode *n) {
+    ert_dtype dt = n->n_in > 0 && n->in[0] >= 0 ? s->t[n->in[0]].dtype : ERT_DTYPE_UNDEFINED;
+    ert_tview v[64];
+    ert_kargs a;
+    if (!s->be->supports_node || !shape_args(s, n, v, 64, &a)) return s->be->supports(n->op, dt);
+    return s->be->supports_node(&a);
 }
 
 /* ------------------------------------------------------------------ public */
@@ -740,12 +760,25 @@ static ert_status build(const ert_model *m, const ert_session_options *opts, boo
     }
     if (!(o->flags & ERT_SESSION_NO_FUSE) && (st = ert_s_fuse(s))) goto fail;
     ert_s_remove_dead(s);
-    /* One backend runs every node: refuse a graph it cannot run (AUTO falls
-     * back to the CPU instead). */
+    /* A node the backend has no kernel for runs on the CPU inside the
+     * session where the backend can do that (bind_host_node) and the CPU
+     * has the op, logged once per op type; otherwise one backend runs every
+     * node: refuse a graph it cannot run (AUTO falls back to the CPU
+     * instead). */
+    bool logged[ERT_OP_COUNT] = {0};
     for (int i = 0; i < s->nn && s->be->supports; i++) {
-        const snode *n = &s->n[i];
+        snode *n = &s->n[i];
         ert_dtype dt = n->n_in > 0 && n->in[0] >= 0 ? s->t[n->in[0]].dtype : ERT_DTYPE_UNDEFINED;
-        if (n->dead || s->be->supports(n->op, dt)) continue;
+        if (n->dead || node_supported(s, n)) continue;
+        if (s->be->bind_host_node && ert_cpu_backend.supports(n->op, dt)) {
+            n->host = true;
+            s->n_host++;
+            if (!logged[n->op])
+                ert_log(ctx, ERT_LOG_INFO, "%s (first: node '%s', %s): no %s kernel, runs on the CPU inside the session",
+                        ert_graph_op_name(n->op), n->name, ert_dtype_name(dt), s->be->name);
+            logged[n->op] = true;
+            continue;
+        }
         if (o->device == ERT_DEVICE_AUTO && s->be != &ert_cpu_backend) {
             ert_log(ctx, ERT_LOG_INFO, "node '%s' (%s): no %s kernel, using the CPU", n->name, ert_graph_op_name(n->op), s->be->name);
             s->be->release(s->bctx);
@@ -775,9 +808,9 @@ static ert_status build(const ert_model *m, const ert_session_options *opts, boo
         if ((st = bind(s, o))) goto fail;
     }
     ert_log(ctx, ERT_LOG_INFO,
-            "session on %s: %d of %d nodes scheduled; arena %zu bytes (weights %zu, io %zu, activations %zu "
+            "session on %s: %d of %d nodes scheduled (%d on the CPU fallback); arena %zu bytes (weights %zu, io %zu, activations %zu "
             "= lower bound %zu + %zu planner gap), %zu bytes of weights used in place",
-            s->be->name, s->n_sched, m->n_nodes, s->mem.total_bytes, s->mem.weights_bytes, s->mem.io_bytes,
+            s->be->name, s->n_sched, m->n_nodes, s->n_host, s->mem.total_bytes, s->mem.weights_bytes, s->mem.io_bytes,
             s->mem.activations_bytes, s->mem.activations_lower_bound,
             s->mem.activations_bytes - (s->mem.activations_lower_bound < s->mem.activations_bytes
                                             ? s->mem.activations_lower_bound
@@ -1044,6 +1077,8 @@ bool ert_session_plan_check(const ert_session *s, char *why, size_t cap) {
 }
 
 int ert_session_n_scheduled(const ert_session *s) { return s ? s->n_sched : 0; }
+
+int ert_session_n_cpu_fallback(const ert_session *s) { return s ? s->n_host : 0; }
 
 ert_op ert_session_scheduled_op(const ert_session *s, int k) {
     return (s && k >= 0 && k < s->n_sched) ? s->n[s->sched[k]].op : ERT_OP_INVALID;

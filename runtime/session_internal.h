@@ -46,6 +46,7 @@ typedef struct snode {
     size_t ws_bytes;
     int32_t ws_block;
     bool dead;
+    bool host;           /* the device backend has no kernel: runs the CPU kernel (backend's bind_host_node) */
     ert_tview *views;
     ert_kargs args;
 } snode;
@@ -77,6 +78,7 @@ struct ert_session {
     ert_memory_report mem;
     bool planned_only;
     bool bctx_live;       /* be->init succeeded */
+    int n_host;           /* scheduled nodes on the CPU fallback */
     atomic_bool running;  /* a call is using the arena (busy_internal.h) */
 };
 

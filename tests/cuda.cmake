@@ -3,13 +3,18 @@
 # test can count every cudaMalloc/cudaMallocManaged/cudaHostAlloc/
 # cudaMallocHost/cudaMallocAsync that libedgert.a makes (see test_cuda.c).
 # Without a GPU the test returns 77: ctest reports it SKIPPED.
-if(TARGET test_cuda)
-  set_tests_properties(cuda PROPERTIES LABELS gpu)
-  if(ERT_HAVE_CUDA)
-    target_compile_definitions(test_cuda PRIVATE ERT_TEST_HAVE_CUDA)
-    target_link_libraries(test_cuda PRIVATE CUDA::toolkit)
-    target_link_options(test_cuda PRIVATE
-      -Wl,--wrap=cudaMalloc -Wl,--wrap=cudaMallocManaged -Wl,--wrap=cudaHostAlloc
-      -Wl,--wrap=cudaMallocHost -Wl,--wrap=cudaMallocAsync)
+# ert_cuda_alloc_counted(TARGET TEST): the same for any GPU test that includes
+# tests/cuda_alloc_count.h (later .cmake files of this folder use it).
+function(ert_cuda_alloc_counted target test)
+  if(TARGET ${target})
+    set_tests_properties(${test} PROPERTIES LABELS gpu)
+    if(ERT_HAVE_CUDA)
+      target_compile_definitions(${target} PRIVATE ERT_TEST_HAVE_CUDA)
+      target_link_libraries(${target} PRIVATE CUDA::toolkit)
+      target_link_options(${target} PRIVATE
+        -Wl,--wrap=cudaMalloc -Wl,--wrap=cudaMallocManaged -Wl,--wrap=cudaHostAlloc
+        -Wl,--wrap=cudaMallocHost -Wl,--wrap=cudaMallocAsync)
+    endif()
   endif()
-endif()
+endfunction()
+ert_cuda_alloc_counted(test_cuda cuda)

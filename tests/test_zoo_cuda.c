@@ -7,6 +7,8 @@
  *
  * Models: the generated zoo (scripts/zoo/make_models.py, written to DIR/models
  * by PY when the test finds a GPU; tests/zoo_cuda.cmake sets the three), the
+ * benchmark zoo when ERT_ZOO_BENCH_DIR names a directory that
+ * bench/zoo/export_zoo.py filled (torchvision, timm, Ultralytics exports), the
  * PaddleOCR classifier and detector (fp32 and fp16 exports) in
  * <shared>/models/ppocr, and <shared>/models/{mnist_8,super_resolution_10}
  * (<shared> from ERT_SHARED_DIR or ../shared). Missing ones are listed and
@@ -48,8 +50,15 @@ int main(void) { return ert_test_skip("zoo_cuda", "this build has no CUDA backen
  * onnxruntime's own fp16 export differs from its fp32 one by ~9e-2 there
  * (scripts/zoo/run_zoo.py, TOL_EXPORTS). */
 #define TOL_F16_DET 0.15
+/* The benchmark zoo (ERT_ZOO_BENCH_DIR): random-weight nets up to ViT-B's
+ * depth. A model's f16 tolerance is read from DIR/f16_tol.txt ("NAME TOL"
+ * lines) that bench/zoo/run_zoo_gpu.py writes from a measurement: twice the
+ * relative L2 between PyTorch's own f16 and f32 runs of that model (so edgert
+ * f16 may be at most twice as far from f32 as PyTorch's f16 is), at least
+ * TOL_F16. A model without a line gets TOL_F16_BENCH. */
+#define TOL_F16_BENCH 5e-2
 
-#define MAX_MODELS 64
+#define MAX_MODELS 128
 #define MAX_IO 8
 
 static ert_context *ctx;
@@ -62,6 +71,7 @@ static ert_device gpu_dev = ERT_DEVICE_CUDA;
 typedef struct model_entry {
     char name[96];
     char path[1536];
+    double tol16; /* 0: TOL_F16 (TOL_F16_DET for ppocr/det) */
 } model_entry;
 static model_entry models[MAX_MODELS];
 static int n_models;
@@ -86,6 +96,44 @@ static int cmp_entry(const void *a, const void *b) {
  * files on every run: fixed seeds). ERT_ZOO_MODELS names a directory of
  * models made beforehand instead (a GPU machine without onnx or network:
  * `python scripts/zoo/make_models.py DIR` on the host, DIR carried along). */
+/* Every DIR/NAME.onnx as "PREFIX/NAME" (sorted), with f16 tolerance tol16. */
+static void add_dir(const char *dir, const char *prefix, double tol16) {
+    DIR *d = opendir(dir);
+    if (!d) {
+        printf("  %s zoo: no directory %s: left out\n", prefix, dir);
+        return;
+    }
+    int first = n_models;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n < 6 || strcmp(e->d_name + n - 5, ".onnx") != 0) continue;
+        char name[96], path[1280];
+        snprintf(name, sizeof name, "%s/%.*s", prefix, (int)(n - 5), e->d_name);
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        add_model(name, path);
+        if (n_models > first && !strcmp(models[n_models - 1].name, name)) models[n_models - 1].tol16 = tol16;
+    }
+    closedir(d);
+    qsort(models + first, (size_t)(n_models - first), sizeof models[0], cmp_entry);
+}
+
+/* The benchmark zoo: its models, then the measured f16 tolerances. */
+static void add_bench_zoo(const char *dir) {
+    int first = n_models;
+    add_dir(dir, "bench", TOL_F16_BENCH);
+    char path[1200], name[96];
+    snprintf(path, sizeof path, "%s/f16_tol.txt", dir);
+    FILE *f = fopen(path, "r");
+    double tol;
+    while (f && fscanf(f, "%95s %lf", name, &tol) == 2)
+        for (int k = first; k < n_models; k++)
+            if (!strcmp(models[k].name + 6, name) && tol > 0) models[k].tol16 = tol > TOL_F16 ? tol : TOL_F16;
+    if (f) fclose(f);
+    printf("  bench zoo: %d models in %s (f16 tolerances %s)\n", n_models - first, dir,
+           f ? "from f16_tol.txt" : "default: no f16_tol.txt");
+}
+
 static void add_zoo(const char *py, const char *script, const char *work) {
     char dir[1024 - 16], cmd[4096];
     const char *given = getenv("ERT_ZOO_MODELS");
@@ -105,23 +153,7 @@ static void add_zoo(const char *py, const char *script, const char *work) {
                    "or set ERT_ZOO_MODELS): see %s/make_models.log; models already in %s (if any) are used\n",
                    cmd, WIFEXITED(rc) ? WEXITSTATUS(rc) : rc, work, dir);
     }
-    DIR *d = opendir(dir);
-    if (!d) {
-        printf("  generated zoo: no directory %s: left out\n", dir);
-        return;
-    }
-    int first = n_models;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        size_t n = strlen(e->d_name);
-        if (n < 6 || strcmp(e->d_name + n - 5, ".onnx") != 0) continue;
-        char name[96], path[1280];
-        snprintf(name, sizeof name, "zoo/%.*s", (int)(n - 5), e->d_name);
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        add_model(name, path);
-    }
-    closedir(d);
-    qsort(models + first, (size_t)(n_models - first), sizeof models[0], cmp_entry);
+    add_dir(dir, "zoo", 0);
 }
 
 static void add_shared(void) {
@@ -351,7 +383,7 @@ static void run_model(const model_entry *me, int k) {
             snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%s%lld", d ? "x" : "", (long long)shapes[0].dims[d]);
         printf("%s (%s, %d input%s, %d output%s)\n", me->name, dims, io.n_in, io.n_in == 1 ? "" : "s", io.n_out,
                io.n_out == 1 ? "" : "s");
-        double tol16 = strstr(me->name, "ppocr/det") ? TOL_F16_DET : TOL_F16;
+        double tol16 = me->tol16 > 0 ? me->tol16 : strstr(me->name, "ppocr/det") ? TOL_F16_DET : TOL_F16;
         ok = check_gpu(me, m, &base, cpu, ERT_DTYPE_F32, (ert_placement)(k % 4), TOL_F32, &io) && ok;
         ok = check_gpu(me, m, &base, cpu, ERT_DTYPE_F16, (ert_placement)((k + 2) % 4), tol16, &io) && ok;
     }
@@ -402,6 +434,8 @@ int main(int argc, char **argv) {
 
     printf("models:\n");
     add_zoo(py, script, work);
+    const char *bench_dir = getenv("ERT_ZOO_BENCH_DIR");
+    if (bench_dir && *bench_dir) add_bench_zoo(bench_dir);
     add_shared();
     if (n_models == 0) {
         ert_context_free(ctx);

@@ -8,7 +8,7 @@
 #define U (-1)
 /* Indexed by ert_op: a new op does not compile until this table (and every
  * other per-op table: CPU kernels, CUDA support, backward rules) has its row. */
-_Static_assert(ERT_OP_COUNT == 95, "ERT_OP_COUNT changed: add the new op's row to OPS");
+_Static_assert(ERT_OP_COUNT == 100, "ERT_OP_COUNT changed: add the new op's row to OPS");
 static const ert_op_def OPS[ERT_OP_COUNT] = {
     [ERT_OP_CONV] = {ERT_OP_CONV, "Conv", 2, 4, 1, 1, ert_prepare_conv}, /* 4th input: fused residual */
     [ERT_OP_CONV_TRANSPOSE] = {ERT_OP_CONV_TRANSPOSE, "ConvTranspose", 2, 3, 1, 1, ert_prepare_conv_transpose},
@@ -107,6 +107,11 @@ static const ert_op_def OPS[ERT_OP_COUNT] = {
     [ERT_OP_PRELU] = {ERT_OP_PRELU, "PRelu", 2, 2, 1, 1, ert_prepare_binary},
     [ERT_OP_INSTANCENORM] = {ERT_OP_INSTANCENORM, "InstanceNormalization", 3, 3, 1, 1, ert_prepare_instancenorm},
     [ERT_OP_TILE] = {ERT_OP_TILE, "Tile", 2, 2, 1, 1, ert_prepare_tile}, /* repeats must be constant */
+    [ERT_OP_CUMSUM] = {ERT_OP_CUMSUM, "CumSum", 2, 2, 1, 1, ert_prepare_cumsum}, /* axis must be constant */
+    [ERT_OP_NOT] = {ERT_OP_NOT, "Not", 1, 1, 1, 1, ert_prepare_not},
+    [ERT_OP_SIN] = {ERT_OP_SIN, "Sin", 1, 1, 1, 1, ert_prepare_trig},
+    [ERT_OP_COS] = {ERT_OP_COS, "Cos", 1, 1, 1, 1, ert_prepare_trig},
+    [ERT_OP_MOD] = {ERT_OP_MOD, "Mod", 2, 2, 1, 1, ert_prepare_mod},
 };
 #undef U
 

@@ -6,7 +6,7 @@
 #include <string.h>
 
 /* Indexed by ert_op (core/ops/op_table.c has the same guard). */
-_Static_assert(ERT_OP_COUNT == 95, "ERT_OP_COUNT changed: add the new op's CPU kernel to KERNELS");
+_Static_assert(ERT_OP_COUNT == 100, "ERT_OP_COUNT changed: add the new op's CPU kernel to KERNELS");
 static const ert_kernel_fn KERNELS[ERT_OP_COUNT] = {
     [ERT_OP_CONV] = ert_cpu_conv,
     [ERT_OP_CONV_TRANSPOSE] = ert_cpu_conv_transpose,
@@ -75,6 +75,10 @@ static const ert_kernel_fn KERNELS[ERT_OP_COUNT] = {
     [ERT_OP_MEAN] = ert_cpu_binary, [ERT_OP_PRELU] = ert_cpu_binary,
     [ERT_OP_INSTANCENORM] = ert_cpu_instancenorm,
     [ERT_OP_TILE] = ert_cpu_tile,
+    [ERT_OP_CUMSUM] = ert_cpu_cumsum,
+    [ERT_OP_NOT] = ert_cpu_not,
+    [ERT_OP_SIN] = ert_cpu_trig, [ERT_OP_COS] = ert_cpu_trig,
+    [ERT_OP_MOD] = ert_cpu_mod,
 };
 
 ert_status ert_cpu_run_node(const ert_kargs *a) {

@@ -38,6 +38,13 @@ ert_status ert_cpu_slice(const ert_kargs *a);
 ert_status ert_cpu_gather(const ert_kargs *a);
 ert_status ert_cpu_pad(const ert_kargs *a);
 ert_status ert_cpu_tile(const ert_kargs *a);
+/* cumsum.c */
+ert_status ert_cpu_cumsum(const ert_kargs *a);
+/* logic.c */
+ert_status ert_cpu_not(const ert_kargs *a);
+/* math.c: Sin/Cos (by a->op), Mod */
+ert_status ert_cpu_trig(const ert_kargs *a);
+ert_status ert_cpu_mod(const ert_kargs *a);
 ert_status ert_cpu_expand(const ert_kargs *a);
 ert_status ert_cpu_cast(const ert_kargs *a);
 ert_status ert_cpu_shape(const ert_kargs *a);

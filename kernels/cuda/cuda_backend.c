@@ -147,6 +147,8 @@ typedef struct cuda_ctx {
     fuse_entry *fuses; /* conv + epilogue graph plans (fuse_find), freed at release */
     int n_fuses, cap_fuses;
 #endif
+    ert_kargs **hosts; /* nodes bound to a CPU kernel (bind_host_node); their state is an ert_cuda_host_node */
+    int n_hosts, cap_hosts;
 } cuda_ctx;
 
 /* Per-node state (bind_node). */
@@ -237,6 +239,7 @@ static void cuda_release(void *bctx) {
     free(c->algos);
     free(c->lts);
     free(c->krsc);
+    free(c->hosts);
     free(c);
 }
 
@@ -1721,8 +1724,58 @@ static ert_status cuda_bind_node(void *bctx, ert_kargs *a) {
     return ERT_OK;
 }
 
+/* ------------------------------------------------------------------ CPU fallback (cuda_fallback.c) */
+
+static ert_cuda_host_node *host_of(const cuda_ctx *c, const ert_kargs *a) {
+    for (int i = 0; i < c->n_hosts; i++)
+        if (c->hosts[i] == a) return a->state;
+    return NULL;
+}
+
+static ert_status cuda_bind_host_node(void *bctx, ert_kargs *a, ert_kernel_fn cpu) {
+    cuda_ctx *c = bctx;
+    a->state = NULL;
+    if (c->n_hosts == c->cap_hosts) {
+        int cap = c->cap_hosts ? 2 * c->cap_hosts : 8;
+        ert_kargs **h = realloc(c->hosts, (size_t)cap * sizeof *h);
+        if (!h) return ert_set_error(c->ctx, ERT_E_NOMEM, "out of memory");
+        c->hosts = h;
+        c->cap_hosts = cap;
+    }
+    ert_cuda_host_node *h = NULL;
+    ert_status st = ert_cuda_host_bind(c->ctx, a, cpu, &h);
+    if (st != ERT_OK) return st;
+    a->state = h;
+    c->hosts[c->n_hosts++] = a;
+    return ERT_OK;
+}
+
+/* After the stream is synchronised: the first host node that failed, as the
+ * run's status (*failed its index in nodes); every status reset. */
+static ert_status host_check(cuda_ctx *c, ert_kargs *const *nodes, int n, int *failed) {
+    ert_status first = ERT_OK;
+    for (int i = 0; i < c->n_hosts; i++) {
+        ert_cuda_host_node *h = c->hosts[i]->state;
+        ert_status st = ert_cuda_host_status(h);
+        ert_cuda_host_reset(h);
+        if (st == ERT_OK || first != ERT_OK) continue;
+        first = st;
+        for (int k = 0; k < n; k++)
+            if (nodes[k] == c->hosts[i]) *failed = k;
+        ert_set_error(c->ctx, st, "its CPU kernel (the CPU fallback: no CUDA kernel) failed: %s", ert_status_str(st));
+    }
+    return first;
+}
+
 static void cuda_release_node(void *bctx, ert_kargs *a) {
-    (void)bctx;
+    cuda_ctx *c = bctx;
+    for (int i = 0; i < c->n_hosts; i++)
+        if (c->hosts[i] == a) {
+            ert_cuda_host_free(a->state);
+            a->state = NULL;
+            c->hosts[i] = c->hosts[--c->n_hosts];
+            return;
+        }
     if (ert_cuda_train_op(a->op) || a->op == ERT_OP_CONV_TRANSPOSE) {
         ert_cuda_train_release(a);
         return;
@@ -1983,6 +2036,8 @@ static ert_status run_copy(cuda_ctx *c, const ert_kargs *a) {
 static ert_status run_node(cuda_ctx *c, const ert_kargs *a) {
     cudaError_t e;
     const ert_tview *x = &a->in[0], *y = &a->out[0];
+    ert_cuda_host_node *h = c->n_hosts ? host_of(c, a) : NULL;
+    if (h) return (e = ert_cuda_host_enqueue(h, c->stream)) == cudaSuccess ? ERT_OK : cuda_err(c, e, "CPU fallback copies");
     if (ert_cuda_train_op(a->op) || (a->op == ERT_OP_CONV_TRANSPOSE && a->state)) {
         ert_cuda_env env = env_of(c);
         return ert_cuda_train_run(&env, a);
@@ -2028,6 +2083,23 @@ static ert_status run_node(cuda_ctx *c, const ert_kargs *a) {
         }
         e = ert_cuda_layernorm_launch(x->dtype, x->data, S->data, B ? B->data : NULL, y->data, a->params->norm.epsilon, outer,
                                       inner, S->n_elems == 1, B && B->n_elems == 1, c->stream);
+        break;
+    }
+    case ERT_OP_INSTANCENORM: {
+        int64_t sz = 1;
+        for (int i = 2; i < x->ndim; i++) sz *= x->dims[i];
+        e = ert_cuda_instancenorm_launch(x->dtype, x->data, a->in[1].data, a->in[2].data, y->data,
+                                         a->params->norm.epsilon, x->dims[0], x->dims[1], sz, c->stream);
+        break;
+    }
+    case ERT_OP_CUMSUM: {
+        int64_t axis = a->params->cumsum.axis, outer = 1, inner = 1;
+        for (int i = 0; i < x->ndim; i++) {
+            if (i < axis) outer *= x->dims[i];
+            else if (i > axis) inner *= x->dims[i];
+        }
+        e = ert_cuda_cumsum_launch(x->dtype, x->data, y->data, outer, x->dims[axis], inner, a->params->cumsum.exclusive,
+                                   a->params->cumsum.reverse, c->stream);
         break;
     }
     case ERT_OP_SOFTMAX: case ERT_OP_LOGSOFTMAX: {
@@ -2117,7 +2189,7 @@ static ert_status cuda_run(void *bctx, ert_kargs *const *nodes, int n, int *fail
         }
     }
     if ((e = cudaStreamSynchronize(c->stream)) != cudaSuccess) return cuda_err(c, e, "run");
-    return ERT_OK;
+    return c->n_hosts ? host_check(c, nodes, n, failed) : ERT_OK;
 }
 
 /* Every node enqueued directly, no graph: a trainer's eval (other node
@@ -2127,7 +2199,8 @@ static ert_status cuda_run_eager(void *bctx, ert_kargs *const *nodes, int n, int
     ert_status st = enqueue_all(c, nodes, n, failed);
     cudaError_t e = cudaStreamSynchronize(c->stream);
     if (st != ERT_OK) return st;
-    return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "run");
+    if (e != cudaSuccess) return cuda_err(c, e, "run");
+    return c->n_hosts ? host_check(c, nodes, n, failed) : ERT_OK;
 }
 
 /* Eager, with a pair of events around every node (profiling only). */
@@ -2160,6 +2233,7 @@ static ert_status cuda_run_timed(void *bctx, ert_kargs *const *nodes, int n, int
             st = cuda_err(c, e, "output copy");
     e = cudaStreamSynchronize(c->stream);
     if (st == ERT_OK && e != cudaSuccess) st = cuda_err(c, e, "run");
+    if (st == ERT_OK && c->n_hosts) st = host_check(c, nodes, n, failed);
     for (int i = 0; i < 2; i++)
         if (ev[i]) cudaEventDestroy(ev[i]);
     return st;
@@ -2174,12 +2248,14 @@ static bool cuda_supports(ert_op op, ert_dtype dt) {
         return ert_dtype_size(dt) == 1 || ert_dtype_size(dt) == 2 || ert_dtype_size(dt) == 4 ||
                ert_dtype_size(dt) == 8;
     case ERT_OP_WHERE: return dt == ERT_DTYPE_BOOL;
+    case ERT_OP_CUMSUM: return is_float(dt) || dt == ERT_DTYPE_I32 || dt == ERT_DTYPE_I64;
     case ERT_OP_CAST: return ert_dtype_size(dt) != 0;
     case ERT_OP_GATHER: return ert_dtype_size(dt) == 1 || ert_dtype_size(dt) == 2 || ert_dtype_size(dt) == 4 ||
                                ert_dtype_size(dt) == 8;
     case ERT_OP_CONV_TRANSPOSE:
     case ERT_OP_CONV: case ERT_OP_GEMM: case ERT_OP_MATMUL: case ERT_OP_MAXPOOL: case ERT_OP_AVGPOOL:
     case ERT_OP_GLOBAL_AVGPOOL: case ERT_OP_GLOBAL_MAXPOOL: case ERT_OP_BATCHNORM: case ERT_OP_LAYERNORM:
+    case ERT_OP_INSTANCENORM:
     case ERT_OP_SOFTMAX: case ERT_OP_LOGSOFTMAX: case ERT_OP_PAD: case ERT_OP_RESIZE:
     case ERT_OP_REDUCE_MEAN: case ERT_OP_REDUCE_SUM: case ERT_OP_REDUCE_MAX:
     case ERT_OP_RELU: case ERT_OP_LEAKY_RELU: case ERT_OP_CLIP: case ERT_OP_SIGMOID: case ERT_OP_TANH:
@@ -2190,6 +2266,21 @@ static bool cuda_supports(ert_op op, ert_dtype dt) {
     case ERT_OP_MAX: case ERT_OP_EQUAL: case ERT_OP_LESS: case ERT_OP_GREATER:
         return is_float(dt);
     default: return false; /* Shape, ConstantOfShape, Range: folded at create (constant inputs) */
+    }
+}
+
+/* What bind_node would refuse for a supported op (Resize modes, training
+ * BatchNorm, LayerNorm's extra outputs, Where on non-float data): the
+ * session sends such nodes to the CPU instead. */
+static bool cuda_supports_node(const ert_kargs *a) {
+    if (!cuda_supports(a->op, a->n_in > 0 ? a->in[0].dtype : ERT_DTYPE_UNDEFINED)) return false;
+    const ert_op_params *p = a->params;
+    switch (a->op) {
+    case ERT_OP_WHERE: return a->n_in > 2 && is_float(a->in[1].dtype) && a->in[2].dtype == a->in[1].dtype;
+    case ERT_OP_RESIZE: return (p->resize.mode == 0 || p->resize.mode == 1) && p->resize.coord != 4;
+    case ERT_OP_BATCHNORM: return !p->norm.training;
+    case ERT_OP_LAYERNORM: return a->n_out == 1;
+    default: return true;
     }
 }
 
@@ -2214,4 +2305,6 @@ const ert_backend ert_cuda_backend = {
     .run_eager = cuda_run_eager,
     .run_timed = cuda_run_timed,
     .supports = cuda_supports,
+    .supports_node = cuda_supports_node,
+    .bind_host_node = cuda_bind_host_node,
 };

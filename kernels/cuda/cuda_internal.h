@@ -84,10 +84,26 @@ cudaError_t ert_cuda_batchnorm_launch(ert_dtype dt, const void *x, const void *s
 cudaError_t ert_cuda_layernorm_launch(ert_dtype dt, const void *x, const void *scale, const void *bias, void *y,
                                       float eps, int64_t outer, int64_t inner, bool scale_bcast, bool bias_bcast,
                                       cudaStream_t st);
+/* x (N, C, sz): each (n, c) plane normalised (biased variance), then
+ * * scale[c] + bias[c]. */
+cudaError_t ert_cuda_instancenorm_launch(ert_dtype dt, const void *x, const void *scale, const void *bias, void *y,
+                                         float eps, int64_t N, int64_t C, int64_t sz, cudaStream_t st);
 /* x (outer, n, inner), along n. */
 cudaError_t ert_cuda_softmax_launch(bool log, ert_dtype dt, const void *x, void *y, int64_t outer, int64_t n,
                                     int64_t inner, cudaStream_t st);
 
+/* cumsum.cu: x and y (outer, n, inner), running sums along n (kernels/cpu/cumsum.c);
+ * f32/f16/bf16 (f32 accumulation), i32, i64. */
+cudaError_t ert_cuda_cumsum_launch(ert_dtype dt, const void *x, void *y, int64_t outer, int64_t n, int64_t inner,
+                                   bool exclusive, bool reverse, cudaStream_t st);
+/* cuda_fallback.c: a node without a CUDA kernel run by a CPU kernel `fn` in
+ * stream order (pinned staging made at bind; see the file's comment). */
+typedef struct ert_cuda_host_node ert_cuda_host_node;
+ert_status ert_cuda_host_bind(ert_context *ctx, const ert_kargs *a, ert_kernel_fn fn, ert_cuda_host_node **out);
+cudaError_t ert_cuda_host_enqueue(ert_cuda_host_node *h, cudaStream_t st);
+ert_status ert_cuda_host_status(const ert_cuda_host_node *h); /* the last run's, once the stream is synchronised */
+void ert_cuda_host_reset(ert_cuda_host_node *h);
+void ert_cuda_host_free(ert_cuda_host_node *h);
 /* tensor.cu: same shapes/params as the CPU kernels (kernels/cpu/shape.c,
  * reduce.c, resize.c, shape_gen.c). */
 cudaError_t ert_cuda_pad_launch(const ert_pad_params *p, const ert_tview *x, const ert_tview *y, cudaStream_t st);

@@ -4,6 +4,8 @@
  * BatchNorm: one thread per element, y = x * k + b with k, b per channel.
  * LayerNorm: one block per row (x viewed as (outer, inner)); two passes (mean,
  *   then the sum of squared deviations) through a shared-memory reduction.
+ * InstanceNorm: the same kernel with one block per (n, c) plane, scale[c] and
+ *   B[c] broadcast over the plane.
  * Softmax: along n of x viewed as (outer, n, inner); inner == 1 (the last
  *   axis, the common case) uses one block per row, otherwise one thread per
  *   (outer, inner) line walks n with stride inner. */
@@ -43,10 +45,13 @@ static __device__ float block_reduce(float v, bool is_max, float *red) {
     return r;
 }
 
+/* Row blockIdx.x of x (rows, inner). LayerNorm: scale/bias per element of
+ * the row (or one broadcast value). InstanceNorm (channels > 0): row r is
+ * plane (n, c = r % channels), scale[c] and bias[c] for the whole row. */
 template <typename T>
 static __global__ void ln_kernel(const T *__restrict__ x, const T *__restrict__ scale,
                           const T *__restrict__ bias, T *__restrict__ y, float eps, int64_t inner,
-                          bool scale_bcast, bool bias_bcast) {
+                          bool scale_bcast, bool bias_bcast, int64_t channels) {
     __shared__ float red[kThreads];
     const T *xp = x + blockIdx.x * inner;
     T *yp = y + blockIdx.x * inner;
@@ -59,9 +64,10 @@ static __global__ void ln_kernel(const T *__restrict__ x, const T *__restrict__ 
         v += d * d;
     }
     float inv = rsqrtf(block_reduce(v, false, red) / (float)inner + eps);
+    int64_t c = channels > 0 ? (int64_t)blockIdx.x % channels : 0;
     for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) {
-        float sc = ert_ld(scale[scale_bcast ? 0 : i]);
-        float bi = bias ? ert_ld(bias[bias_bcast ? 0 : i]) : 0.0f;
+        float sc = ert_ld(scale[channels > 0 ? c : scale_bcast ? 0 : i]);
+        float bi = bias ? ert_ld(bias[channels > 0 ? c : bias_bcast ? 0 : i]) : 0.0f;
         ert_put(yp + i, (ert_ld(xp[i]) - mean) * inv * sc + bi);
     }
 }
@@ -134,7 +140,17 @@ cudaError_t ert_cuda_layernorm_launch(ert_dtype dt, const void *x, const void *s
     if (outer > 0x7fffffff) return cudaErrorInvalidValue;
     ERT_CUDA_FLOAT_SWITCH(dt, T,
         ln_kernel<T><<<(unsigned)outer, kThreads, 0, st>>>((const T *)x, (const T *)scale, (const T *)bias, (T *)y,
-                                                          eps, inner, scale_bcast, bias_bcast))
+                                                          eps, inner, scale_bcast, bias_bcast, 0))
+    return cudaGetLastError();
+}
+
+cudaError_t ert_cuda_instancenorm_launch(ert_dtype dt, const void *x, const void *scale, const void *bias, void *y,
+                                         float eps, int64_t N, int64_t C, int64_t sz, cudaStream_t st) {
+    if (N <= 0 || C <= 0 || sz <= 0) return cudaSuccess;
+    if (N * C > 0x7fffffff) return cudaErrorInvalidValue;
+    ERT_CUDA_FLOAT_SWITCH(dt, T,
+        ln_kernel<T><<<(unsigned)(N * C), kThreads, 0, st>>>((const T *)x, (const T *)scale, (const T *)bias, (T *)y,
+                                                            eps, sz, false, false, C))
     return cudaGetLastError();
 }
 

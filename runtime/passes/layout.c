@@ -58,7 +58,7 @@ static int64_t n_elems_of(const stensor *t) {
 
 /* Step 1 for node n: may it run channels-last, given which tensors are? */
 static bool nhwc_node_ok(const ert_session *s, const snode *n, const bool *nh) {
-    if (n->n_out < 1 || n->out[0] < 0) return false;
+    if (n->n_out < 1 || n->out[0] < 0 || n->host) return false;
     const stensor *y = &s->t[n->out[0]];
     if (!ert_s_is_float16ish(y->dtype) || y->ndim != 4) return false;
     for (int k = 0; k < n->n_out; k++)

@@ -1,0 +1,183 @@
+/* zoo_edgert: the edgert side of the zoo benchmark (bench/zoo/run_zoo_gpu.py)
+ * for one model, in one process.
+ *
+ *   zoo_edgert MODEL INPUT.f32 OUT_DIR ITERS WARMUP [--input-dims 1xCxHxW] CONFIG...
+ *
+ * CONFIG is PRECISION:BATCH[+] (f32:1+, f16:8, ...; "+": create the session a
+ * second time and report both create times). INPUT.f32 holds input 0 at
+ * batch 1 as raw f32; a larger batch repeats it. Per config, one JSON line on
+ * stdout: create time of a first and (with "+") a second ert_session_create
+ * in this process (-1: not measured; the first config's first create also
+ * pays for CUDA, cuBLAS and cuDNN start-up), p50/p90 of ert_session_run (host clock; the run copies the
+ * input in, replays the CUDA graph, copies outputs out and synchronises),
+ * arena bytes, nodes on the CPU fallback; output 0 of the batch-1 run is
+ * written to OUT_DIR/out_PRECISION_bBATCH.f32 for the check against PyTorch.
+ * A config that fails prints {"error": ...} and the next one runs. */
+#include "edgert.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* nearest rank, as bench/gpu/bench_gpu.py */
+static double pct(const double *s, int n, double p) {
+    int k = (int)ceil(p / 100.0 * n) - 1;
+    return s[k < 0 ? 0 : k >= n ? n - 1 : k];
+}
+
+static void json_err(const char *prec, int batch, const char *what, ert_context *ctx) {
+    printf("{\"precision\": \"%s\", \"batch\": %d, \"error\": \"%s: ", prec, batch, what);
+    for (const char *c = ert_last_error(ctx); *c; c++)
+        if (*c == '"' || *c == '\\') printf("\\%c", *c);
+        else if ((unsigned char)*c >= 32) putchar(*c);
+    printf("\"}\n");
+    fflush(stdout);
+}
+
+/* Input 0's shape at batch 1 when the model leaves more than the batch dim
+ * dynamic (Ultralytics' dynamic=True export): --input-dims 1x3x640x640. */
+static ert_input_shape g_dims;
+
+static void one(ert_context *ctx, ert_model *m, const float *x1, size_t x1_n, const char *out_dir, int iters,
+                int warmup, const char *prec, int batch, bool second) {
+    ert_session_options o = {.device = ERT_DEVICE_CUDA, .batch = batch,
+                             .precision = strcmp(prec, "f16") == 0 ? ERT_DTYPE_F16 : ERT_DTYPE_F32};
+    ert_input_shape is = g_dims;
+    if (is.ndim > 0) {
+        is.dims[0] = batch;
+        o.input_shapes = &is;
+        o.n_input_shapes = 1;
+    }
+    ert_session *s = NULL;
+    double t0 = now_ms();
+    if (ert_session_create(m, &o, &s) != ERT_OK) {
+        json_err(prec, batch, "create", ctx);
+        return;
+    }
+    double c1 = now_ms() - t0, c2 = -1;
+    if (batch == 1 && second) { /* creates cost device time: the second only where asked */
+        ert_session_free(s);
+        t0 = now_ms();
+        if (ert_session_create(m, &o, &s) != ERT_OK) {
+            json_err(prec, batch, "create", ctx);
+            return;
+        }
+        c2 = now_ms() - t0;
+    }
+    ert_tensor_info ii, oi;
+    ert_session_input_info(s, 0, &ii);
+    ert_session_output_info(s, 0, &oi);
+    size_t in_n = 1, out_n = 1;
+    for (int d = 0; d < ii.ndim; d++) in_n *= (size_t)ii.dims[d];
+    for (int d = 0; d < oi.ndim; d++) out_n *= (size_t)oi.dims[d];
+    float *in = malloc(in_n * sizeof *in), *out = malloc(out_n * sizeof *out);
+    double *t = malloc((size_t)(iters > 0 ? iters : 1) * sizeof *t);
+    for (size_t i = 0; in && i < in_n; i++) in[i] = x1[i % x1_n];
+    if (!in || !out || !t || in_n % x1_n) {
+        free(in), free(out), free(t);
+        ert_session_free(s);
+        printf("{\"precision\": \"%s\", \"batch\": %d, \"error\": \"input size %zu is not a multiple of %zu\"}\n", prec,
+               batch, in_n, x1_n);
+        return;
+    }
+    if (ert_session_set_input(s, 0, in, in_n * sizeof *in) != ERT_OK || ert_session_run(s) != ERT_OK ||
+        ert_session_get_output(s, 0, out, out_n * sizeof *out) != ERT_OK) {
+        json_err(prec, batch, "run", ctx);
+        goto done;
+    }
+    if (batch == 1) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/out_%s_b%d.f32", out_dir, prec, batch);
+        FILE *f = fopen(path, "wb");
+        if (f) {
+            fwrite(out, sizeof *out, out_n, f);
+            fclose(f);
+        }
+    }
+    for (int k = 0; k < warmup + iters; k++) {
+        double a = now_ms();
+        if (ert_session_run(s) != ERT_OK) {
+            json_err(prec, batch, "run", ctx);
+            goto done;
+        }
+        if (k >= warmup) t[k - warmup] = now_ms() - a;
+    }
+    qsort(t, (size_t)iters, sizeof *t, cmp_d);
+    ert_memory_report mem;
+    ert_session_memory(s, &mem);
+    printf("{\"precision\": \"%s\", \"batch\": %d, \"create_first_ms\": %.1f, \"create_second_ms\": %.1f, "
+           "\"p50_ms\": %.4f, \"p90_ms\": %.4f, \"arena_bytes\": %zu, \"weights_bytes\": %zu, \"activations_bytes\": %zu, "
+           "\"cpu_fallback_nodes\": %d, \"error\": null}\n",
+           prec, batch, c1, c2, pct(t, iters, 50), pct(t, iters, 90), mem.total_bytes, mem.weights_bytes,
+           mem.activations_bytes, ert_session_n_cpu_fallback(s));
+    fflush(stdout);
+done:
+    free(in), free(out), free(t);
+    ert_session_free(s);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 7) {
+        fprintf(stderr, "usage: zoo_edgert MODEL INPUT.f32 OUT_DIR ITERS WARMUP PRECISION:BATCH...\n");
+        return 2;
+    }
+    int iters = atoi(argv[4]), warmup = atoi(argv[5]);
+    if (iters < 1) iters = 1;
+    ert_context *ctx = NULL;
+    ert_model *m = NULL;
+    if (ert_context_create(NULL, &ctx) != ERT_OK) return 1;
+    FILE *f = fopen(argv[2], "rb");
+    float *x1 = NULL;
+    long n = 0;
+    if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f) / 4) > 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (x1 = malloc((size_t)n * 4)) && fread(x1, 4, (size_t)n, f) != (size_t)n)
+        n = 0;
+    if (f) fclose(f);
+    if (n <= 0) {
+        fprintf(stderr, "zoo_edgert: cannot read %s\n", argv[2]);
+        return 1;
+    }
+    if (ert_model_load_file(ctx, argv[1], &m) != ERT_OK) {
+        json_err("-", 0, "load", ctx);
+        return 1;
+    }
+    for (int i = 6; i < argc; i++) {
+        if (!strcmp(argv[i], "--input-dims") && i + 1 < argc) {
+            ert_tensor_info ti;
+            const char *p = argv[++i];
+            if (ert_model_input_info(m, 0, &ti) != ERT_OK) continue;
+            g_dims.name = ti.name;
+            for (g_dims.ndim = 0; *p && g_dims.ndim < ERT_MAX_DIMS; g_dims.ndim++) {
+                char *end;
+                g_dims.dims[g_dims.ndim] = strtoll(p, &end, 10);
+                p = *end == 'x' ? end + 1 : end + strlen(end);
+            }
+            continue;
+        }
+        char prec[8] = {0}, twice[2] = {0};
+        int batch = 1;
+        if (sscanf(argv[i], "%7[^:]:%d%1[+]", prec, &batch, twice) < 2 || batch < 1) {
+            fprintf(stderr, "zoo_edgert: bad config '%s'\n", argv[i]);
+            continue;
+        }
+        one(ctx, m, x1, (size_t)n, argv[3], iters, warmup, prec, batch, twice[0] == '+');
+    }
+    free(x1);
+    ert_model_free(m);
+    ert_context_free(ctx);
+    return 0;
+}
