@@ -18,6 +18,7 @@
  * default build targets baseline x86-64, so AVX2 and AVX-512 are only used
  * where the CPU has them. The panel widths follow the chosen kernel.
  * Workspace: per worker slot one B block and one A block (<= 544 KiB). */
+#include "act_vec.h"
 #include "cpu_gemm.h"
 #include "cpu_kernels.h"
 
@@ -152,7 +153,7 @@ static const ukr_desc ukr_portable_desc = {ukr_generic, 6, 16, ERT_CPU_GEMM_PORT
 
 /* Upper bound on which kernel may be picked (tests lower it to cover the
  * slower paths on a machine that has the faster ones). */
-static atomic_int ukr_cap = ERT_CPU_GEMM_AVX512;
+static atomic_int ukr_cap = ERT_CPU_GEMM_FASTEST;
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -199,6 +200,21 @@ static const ukr_desc *pick_ukr(void) {
     if (cap >= ERT_CPU_GEMM_AVX512 && __builtin_cpu_supports("avx512f")) return &ukr_avx512_desc;
     if (cap >= ERT_CPU_GEMM_AVX2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         return &ukr_avx2_desc;
+    return &ukr_portable_desc;
+}
+#elif defined(__aarch64__) && defined(__GNUC__) && defined(__linux__)
+#include <sys/auxv.h>
+#include <asm/hwcap.h>
+
+/* gemm_neon.c */
+void ert_cpu_ukr_neon_6x16(int64_t kc, const float *a, const float *b, float *out, int64_t ldo, bool add);
+static const ukr_desc ukr_neon_desc = {ert_cpu_ukr_neon_6x16, 6, 16, ERT_CPU_GEMM_NEON};
+
+/* ASIMD is part of the aarch64 baseline, but a kernel may run without it
+ * (some embedded Linux configs): ask the kernel's HWCAP, never the build. */
+static const ukr_desc *pick_ukr(void) {
+    int cap = atomic_load_explicit(&ukr_cap, memory_order_relaxed);
+    if (cap >= ERT_CPU_GEMM_NEON && (getauxval(AT_HWCAP) & HWCAP_ASIMD)) return &ukr_neon_desc;
     return &ukr_portable_desc;
 }
 #else
@@ -408,7 +424,7 @@ static inline __attribute__((always_inline)) void epilogue_tile(const ert_sgemm_
             const float *rrow = g->residual + (i0 + i) * g->ldc + j0;
             for (int64_t j = 0; j < nr; j++) crow[j] += rrow[j];
         }
-        if (g->act) ert_cpu_act_inplace(crow, nr, g->act);
+        if (g->act) ert_cpu_act_row(crow, nr, g->act);
     }
 }
 
@@ -431,7 +447,7 @@ static inline __attribute__((always_inline)) void store_tile(const ert_sgemm_arg
             const float *rrow = g->residual + (i0 + i) * g->ldc + j0;
             for (int64_t j = 0; j < nr; j++) crow[j] += rrow[j];
         }
-        if (g->act) ert_cpu_act_inplace(crow, nr, g->act);
+        if (g->act) ert_cpu_act_row(crow, nr, g->act);
     }
 }
 
