@@ -309,6 +309,33 @@ static void test_conv(void) {
         .bias = true, .act = ERT_ACT_RELU}, 2);
 }
 
+/* fp16 conversions (FCVT on aarch64) against the portable ones: every half,
+ * and floats around every half's rounding boundary plus random ones. NaN only
+ * has to stay NaN (FCVT quiets a signalling NaN). */
+static void test_fp16_convert(void) {
+    int64_t bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float a = ert_f16_to_f32((uint16_t)h), b = ert_f16_to_f32_plain((uint16_t)h);
+        if (isnan(b) ? !isnan(a) : memcmp(&a, &b, 4) != 0) bad++;
+        uint32_t u;
+        memcpy(&u, &b, 4);
+        for (int d = -2; d <= 2; d++) { /* bit patterns next to the half: ties and their neighbours */
+            uint32_t v = u + (uint32_t)(d * 4096);
+            float f;
+            memcpy(&f, &v, 4);
+            uint16_t x = ert_f32_to_f16(f), y = ert_f32_to_f16_plain(f);
+            if (isnan(f) ? (x & 0x7c00u) != 0x7c00u || !(x & 0x3ffu) : x != y) bad++;
+        }
+    }
+    for (int i = 0; i < 100000; i++) {
+        uint32_t v = (uint32_t)ert_test_int(&rng, 0, 0xffff) << 16 | (uint32_t)ert_test_int(&rng, 0, 0xffff);
+        float f;
+        memcpy(&f, &v, 4);
+        if (!isnan(f) && ert_f32_to_f16(f) != ert_f32_to_f16_plain(f)) bad++;
+    }
+    CHECK(bad == 0, "fp16 conversion: %lld results differ from the portable conversion", (long long)bad);
+}
+
 /* act_vec.h's row activation (the conv/GEMM store epilogue) against a float64
  * reference on odd lengths (vector body + scalar tail), values around every
  * kink, and NaN, which must stay NaN. */
@@ -1129,6 +1156,7 @@ int main(void) {
         test_matmul_gemm();
     }
     ert_cpu_sgemm_set_kernel_cap(ERT_CPU_GEMM_FASTEST);
+    test_fp16_convert();
     test_act_row();
     test_dw_fast();
     test_pools();

@@ -1,10 +1,10 @@
 /* Vectorised activations for the conv/GEMM stores (matmul.c's epilogue,
  * dwconv.c), applied to a row while it is still in L1.
  *
- * ReLU, Clip (ReLU6), LeakyReLU, HardSigmoid and HardSwish run 8 floats at a
- * time with compare masks (GNU vector types: AVX, SSE or NEON, whatever the
- * including function is compiled for — the always_inline bodies take the
- * target of the AVX2/AVX-512 driver copies); the other kinds go to act.c.
+ * ReLU, Clip (ReLU6), LeakyReLU, HardSigmoid and HardSwish run 8 (x86) or 4
+ * (NEON) floats at a time with compare masks (GNU vector types, compiled for
+ * whatever target the including function has: the always_inline bodies take
+ * the target of the AVX2/AVX-512 driver copies); the other kinds go to act.c.
  * NaN stays NaN: every clamp is written `x < lo ? lo : x`, which is false for
  * NaN (`x > 0 ? x : 0` would turn NaN into 0). The scalar tail uses the same
  * formulas as the vector body, so a value's result does not depend on its
@@ -16,8 +16,15 @@
 #include <string.h>
 
 #if defined(__GNUC__)
-typedef float ert_av8 __attribute__((vector_size(32)));
-typedef int ert_av8i __attribute__((vector_size(32)));
+/* 8 lanes on x86 (AVX), 4 on aarch64 (a NEON q-register: gcc scalarises
+ * compares of wider generic vectors there) */
+#if defined(__aarch64__)
+#define ERT_AV_N 4
+#else
+#define ERT_AV_N 8
+#endif
+typedef float ert_av8 __attribute__((vector_size(ERT_AV_N * 4)));
+typedef int ert_av8i __attribute__((vector_size(ERT_AV_N * 4)));
 
 /* m ? a : b per lane (m is all-ones or zero) */
 #define ERT_AV_SEL(m, a, b) ((ert_av8)(((ert_av8i)(a) & (m)) | ((ert_av8i)(b) & ~(m))))
@@ -37,10 +44,9 @@ static inline __attribute__((always_inline)) void ert_cpu_act_row(float *restric
     }
     const float al = a->alpha, be = a->beta;
     const float lo = kind == ERT_ACT_CLIP ? al : 0.0f, hi = kind == ERT_ACT_CLIP ? be : 1.0f;
-    const ert_av8 vlo = {lo, lo, lo, lo, lo, lo, lo, lo}, vhi = {hi, hi, hi, hi, hi, hi, hi, hi};
-    const ert_av8 z = {0};
+    const ert_av8 z = {0}, vlo = lo - z, vhi = hi - z; /* broadcasts */
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
+    for (; i + ERT_AV_N <= n; i += ERT_AV_N) {
         ert_av8 v, r;
         memcpy(&v, x + i, sizeof v);
         switch (kind) {

@@ -6,7 +6,7 @@
  * each axis, any dilation and padding.
  *
  * Per output row the whole KH x KW window is accumulated in registers,
- * VL = 8 output columns at a time (vectorised along the row: in NCHW the
+ * VL = 8 (x86) or 4 (NEON) output columns at a time (vectorised along the row: in NCHW the
  * channels of one pixel are a plane apart), then bias, residual and the
  * activation are applied before the single store. The plain kernel instead
  * makes one load-FMA-store pass over the row per tap (3 memory operations
@@ -15,7 +15,7 @@
  * take a scalar path with bounds checks.
  *
  * Compiled twice on x86-64 (baseline SSE2 and AVX2+FMA, picked at run time);
- * on aarch64 the 8-wide GNU vectors are pairs of NEON q-registers.
+ * on aarch64 the GNU vectors are NEON q-registers (FMLA, UZP1 for stride 2).
  * Parallel over (image, output channel) planes, like the oracle. */
 #include "act_vec.h"
 #include "cpu_kernels.h"
@@ -24,7 +24,15 @@
 #include <string.h>
 
 #define DW_KMAX 7
+/* vector length: one AVX register on x86; one NEON q-register on aarch64
+ * (gcc scalarises parts of 8-wide generic vectors there) */
+#if defined(__aarch64__)
+#define VL 4
+#define DW_EVEN {0, 2, 4, 6}
+#else
 #define VL 8
+#define DW_EVEN {0, 2, 4, 6, 8, 10, 12, 14}
+#endif
 
 typedef float dw_v8 __attribute__((vector_size(VL * sizeof(float))));
 typedef int dw_v8i __attribute__((vector_size(VL * sizeof(int))));
@@ -51,7 +59,7 @@ bool ert_cpu_dw2d_fits(const ert_dw2d *p) {
             dw_v8 lo_, hi_;                                                                                         \
             memcpy(&lo_, (p), sizeof(dw_v8));                                                                       \
             memcpy(&hi_, (p) + VL, sizeof(dw_v8));                                                                  \
-            (dst) = __builtin_shuffle(lo_, hi_, (dw_v8i){0, 2, 4, 6, 8, 10, 12, 14});                               \
+            (dst) = __builtin_shuffle(lo_, hi_, (dw_v8i)DW_EVEN);                               \
         }                                                                                                           \
     } while (0)
 
@@ -62,7 +70,7 @@ bool ert_cpu_dw2d_fits(const ert_dw2d *p) {
 static inline __attribute__((always_inline)) void dw_block(const float *const *rows, const float *wk, int64_t KH,
                                                           int64_t KW, int64_t base, int64_t d, float bv,
                                                           const int64_t s, float *dst) {
-    dw_v8 acc = {bv, bv, bv, bv, bv, bv, bv, bv};
+    dw_v8 acc = bv - (dw_v8){0}; /* broadcast */
     for (int64_t kh = 0; kh < KH; kh++) {
         const float *xr = rows[kh];
         if (!xr) continue;

@@ -522,8 +522,13 @@ static void sgemm_slot(void *arg, int64_t s0, int64_t s1) { sgemm_slot_body(arg,
 __attribute__((target("avx512f,avx2,fma"))) static void sgemm_slot_avx512(void *arg, int64_t s0, int64_t s1) {
     sgemm_slot_body(arg, s0, s1);
 }
+/* The same for AVX2: the store epilogue's activations (act_vec.h) are
+ * 8-wide, which baseline SSE2 runs as two halves. */
+__attribute__((target("avx2,fma"))) static void sgemm_slot_avx2(void *arg, int64_t s0, int64_t s1) {
+    sgemm_slot_body(arg, s0, s1);
+}
 static ert_par_fn pick_slot(const ukr_desc *uk) {
-    return uk->kind == ERT_CPU_GEMM_AVX512 ? sgemm_slot_avx512 : sgemm_slot;
+    return uk->kind == ERT_CPU_GEMM_AVX512 ? sgemm_slot_avx512 : uk->kind == ERT_CPU_GEMM_AVX2 ? sgemm_slot_avx2 : sgemm_slot;
 }
 #else
 static ert_par_fn pick_slot(const ukr_desc *uk) {
