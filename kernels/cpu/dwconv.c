@@ -91,8 +91,9 @@ static inline __attribute__((always_inline)) void dw_block(const float *const *r
 #define DW_PADW 160
 static inline __attribute__((always_inline)) bool dw_row_padded(const ert_dw2d *p, float *restrict yr,
                                                                const float *const *rows, const float *wk, float bv,
-                                                               const float *rr, const int64_t s) {
-    const int64_t KH = p->KH, KW = p->KW, W = p->W, OW = p->OW, d = p->dw, pw = p->pw;
+                                                               const float *rr, const int64_t s, const int64_t KH,
+                                                               const int64_t KW) {
+    const int64_t W = p->W, OW = p->OW, d = p->dw, pw = p->pw;
     const int64_t OWp = (OW + VL - 1) / VL * VL;
     const int64_t Lp = OWp * s + (KW - 1) * d; /* one past the last float a block reads */
     if (Lp > DW_PADW) return false;
@@ -124,9 +125,10 @@ static inline __attribute__((always_inline)) bool dw_row_padded(const ert_dw2d *
  * the one before rather than falling back to scalar; border columns scalar. */
 static inline __attribute__((always_inline)) void dw_row(const ert_dw2d *p, float *restrict yr,
                                                         const float *const *rows, const float *wk, float bv,
-                                                        const float *rr, const int64_t s) {
-    const int64_t KH = p->KH, KW = p->KW, W = p->W, OW = p->OW, d = p->dw, pw = p->pw;
-    if (OW < 4 * VL && dw_row_padded(p, yr, rows, wk, bv, rr, s)) return;
+                                                        const float *rr, const int64_t s, const int64_t KH,
+                                                        const int64_t KW) {
+    const int64_t W = p->W, OW = p->OW, d = p->dw, pw = p->pw;
+    if (OW < 4 * VL && dw_row_padded(p, yr, rows, wk, bv, rr, s, KH, KW)) return;
     /* window of column ow spans iw = ow*s - pw + [0, (KW-1)*d]; vector blocks
      * also read (s-1) past it */
     const int64_t span = (KW - 1) * d + (s - 1);
@@ -171,7 +173,10 @@ static inline __attribute__((always_inline)) void dw_row(const ert_dw2d *p, floa
     if (p->act) ert_cpu_act_row(yr, OW, p->act); /* the row is still in L1 */
 }
 
-static inline __attribute__((always_inline)) void dw_body(const ert_dw2d *p, int64_t t0, int64_t t1) {
+/* The planes [t0, t1); KH and KW are constants where the caller specialises
+ * (3x3, 5x5), so the tap loops unroll and the weights stay in registers. */
+static inline __attribute__((always_inline)) void dw_planes(const ert_dw2d *p, int64_t t0, int64_t t1,
+                                                           const int64_t KH, const int64_t KW) {
     const int64_t plane_in = p->H * p->W, plane_out = p->OH * p->OW;
     float wk[DW_KMAX * DW_KMAX];
     const float *rows[DW_KMAX];
@@ -179,21 +184,27 @@ static inline __attribute__((always_inline)) void dw_body(const ert_dw2d *p, int
         const int64_t n = t / p->M, m = t % p->M, c = m / p->mult;
         const float *xc = p->x + (n * p->C + c) * plane_in;
         const float sc = p->scale ? p->scale[m] : 1.0f, bv = p->b ? p->b[m] : 0.0f;
-        for (int64_t i = 0; i < p->KH * p->KW; i++) wk[i] = p->w[m * p->KH * p->KW + i] * sc;
+        for (int64_t i = 0; i < KH * KW; i++) wk[i] = p->w[m * KH * KW + i] * sc;
         float *ym = p->y + t * plane_out;
         const float *rm = p->res ? p->res + t * plane_out : NULL;
         for (int64_t oh = 0; oh < p->OH; oh++) {
-            for (int64_t kh = 0; kh < p->KH; kh++) {
+            for (int64_t kh = 0; kh < KH; kh++) {
                 int64_t ih = oh * p->sh - p->ph + kh * p->dh;
                 rows[kh] = ih >= 0 && ih < p->H ? xc + ih * p->W : NULL;
             }
             float *yr = ym + oh * p->OW;
             const float *rr = rm ? rm + oh * p->OW : NULL;
             /* stride as a constant in each branch so the loads specialise */
-            if (p->sw == 1) dw_row(p, yr, rows, wk, bv, rr, 1);
-            else dw_row(p, yr, rows, wk, bv, rr, 2);
+            if (p->sw == 1) dw_row(p, yr, rows, wk, bv, rr, 1, KH, KW);
+            else dw_row(p, yr, rows, wk, bv, rr, 2, KH, KW);
         }
     }
+}
+
+static inline __attribute__((always_inline)) void dw_body(const ert_dw2d *p, int64_t t0, int64_t t1) {
+    if (p->KH == 3 && p->KW == 3) dw_planes(p, t0, t1, 3, 3);
+    else if (p->KH == 5 && p->KW == 5) dw_planes(p, t0, t1, 5, 5);
+    else dw_planes(p, t0, t1, p->KH, p->KW);
 }
 
 static void dw_run_base(void *arg, int64_t t0, int64_t t1) { dw_body(arg, t0, t1); }
