@@ -42,7 +42,9 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 /* ------------------------------------------------------------ micro-kernels */
 
 /* A micro-kernel computes out (mr x nr, row stride nr) = sum_k a[k*mr+i] *
- * b[k*nr+j] over packed panels. Three exist, picked at run time:
+ * b[k*nr+j] over packed panels. On aarch64 a NEON 6x16 kernel with FMLA by
+ * lane (gemm_neon.c) is picked when HWCAP has ASIMD. On x86 three exist,
+ * picked at run time:
  *   portable 6x16 (GNU vector types: AVX/NEON/SSE registers, whatever the
  *   build targets), the same body compiled for AVX2+FMA, and an 8x32 AVX-512
  *   one (16 zmm accumulators: enough independent FMAs to cover the FMA
@@ -528,7 +530,9 @@ __attribute__((target("avx2,fma"))) static void sgemm_slot_avx2(void *arg, int64
     sgemm_slot_body(arg, s0, s1);
 }
 static ert_par_fn pick_slot(const ukr_desc *uk) {
-    return uk->kind == ERT_CPU_GEMM_AVX512 ? sgemm_slot_avx512 : uk->kind == ERT_CPU_GEMM_AVX2 ? sgemm_slot_avx2 : sgemm_slot;
+    return uk->kind == ERT_CPU_GEMM_AVX512 ? sgemm_slot_avx512
+           : uk->kind == ERT_CPU_GEMM_AVX2   ? sgemm_slot_avx2
+                                             : sgemm_slot;
 }
 #else
 static ert_par_fn pick_slot(const ukr_desc *uk) {
