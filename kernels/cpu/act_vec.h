@@ -89,31 +89,57 @@ static inline bool ert_act_row_vectorised(int kind) {
            kind == ERT_ACT_SILU;
 }
 
-static inline __attribute__((always_inline)) void ert_cpu_act_row(float *restrict x, int64_t n,
-                                                                 const ert_act_params *a) {
-    const int kind = a->kind;
-    if (!ert_act_row_vectorised(kind)) {
-        ert_cpu_act_inplace(x, n, a);
-        return;
+/* One vector of the store epilogue: + bias, + residual, activation (each
+ * optional; the kinds act_vec.h lacks are applied by the caller afterwards). */
+static inline __attribute__((always_inline)) void ert_av_epi(ert_av8 *v, const float *bias, const float *res,
+                                                            const ert_act_params *a, bool vec_act) {
+    if (bias) *v += *bias;
+    if (res) {
+        ert_av8 r;
+        memcpy(&r, res, sizeof r);
+        *v += r;
     }
+    if (vec_act) ert_av_act(v, a->kind, a->alpha, a->beta);
+}
+
+/* x[0..n) = act(x + *bias + res) in one pass (bias: one value or NULL; res:
+ * n values or NULL, may be x itself; a: NULL for none), the order of the
+ * scalar epilogue it replaces, so results are unchanged. */
+static inline __attribute__((always_inline)) void ert_cpu_epilogue_row(float *x, int64_t n, const float *bias,
+                                                                      const float *res, const ert_act_params *a) {
+    const bool vec_act = a && ert_act_row_vectorised(a->kind);
     int64_t i = 0;
     for (; i + ERT_AV_N <= n; i += ERT_AV_N) {
         ert_av8 v;
         memcpy(&v, x + i, sizeof v);
-        ert_av_act(&v, kind, a->alpha, a->beta);
+        ert_av_epi(&v, bias, res ? res + i : NULL, a, vec_act);
         memcpy(x + i, &v, sizeof v);
     }
     if (i < n) { /* the tail through the same vector code, so no value depends on its position */
-        float t[ERT_AV_N] = {0};
+        float t[ERT_AV_N] = {0}, rt[ERT_AV_N] = {0};
         memcpy(t, x + i, (size_t)(n - i) * sizeof(float));
+        if (res) memcpy(rt, res + i, (size_t)(n - i) * sizeof(float));
         ert_av8 v;
         memcpy(&v, t, sizeof v);
-        ert_av_act(&v, kind, a->alpha, a->beta);
+        ert_av_epi(&v, bias, res ? rt : NULL, a, vec_act);
         memcpy(x + i, &v, (size_t)(n - i) * sizeof(float));
     }
+    if (a && !vec_act) ert_cpu_act_inplace(x, n, a);
+}
+
+static inline __attribute__((always_inline)) void ert_cpu_act_row(float *x, int64_t n, const ert_act_params *a) {
+    ert_cpu_epilogue_row(x, n, NULL, NULL, a);
 }
 #else
-static inline void ert_cpu_act_row(float *x, int64_t n, const ert_act_params *a) { ert_cpu_act_inplace(x, n, a); }
+static inline void ert_cpu_epilogue_row(float *x, int64_t n, const float *bias, const float *res,
+                                        const ert_act_params *a) {
+    for (int64_t i = 0; i < n; i++) {
+        if (bias) x[i] += *bias;
+        if (res) x[i] += res[i];
+    }
+    if (a) ert_cpu_act_inplace(x, n, a);
+}
+static inline void ert_cpu_act_row(float *x, int64_t n, const ert_act_params *a) { ert_cpu_epilogue_row(x, n, NULL, NULL, a); }
 #endif
 
 #endif

@@ -413,21 +413,12 @@ static inline __attribute__((always_inline)) void pack_b_conv(const ert_conv_geo
 
 /* ------------------------------------------------------------ store + epilogue */
 
-/* bias, residual, activation on a finished tile of C */
+/* bias, residual, activation on a finished tile of C, one pass per row */
 static inline __attribute__((always_inline)) void epilogue_tile(const ert_sgemm_args *g, int64_t i0, int64_t j0,
                                                               int64_t mr, int64_t nr) {
-    for (int64_t i = 0; i < mr; i++) {
-        float *crow = g->c + (i0 + i) * g->ldc + j0;
-        if (g->bias_row) {
-            float bv = g->bias_row[i0 + i];
-            for (int64_t j = 0; j < nr; j++) crow[j] += bv;
-        }
-        if (g->residual) {
-            const float *rrow = g->residual + (i0 + i) * g->ldc + j0;
-            for (int64_t j = 0; j < nr; j++) crow[j] += rrow[j];
-        }
-        if (g->act) ert_cpu_act_row(crow, nr, g->act);
-    }
+    for (int64_t i = 0; i < mr; i++)
+        ert_cpu_epilogue_row(g->c + (i0 + i) * g->ldc + j0, nr, g->bias_row ? g->bias_row + i0 + i : NULL,
+                             g->residual ? g->residual + (i0 + i) * g->ldc + j0 : NULL, g->act);
 }
 
 /* acc is mr x nr with row stride ldacc */
@@ -440,16 +431,9 @@ static inline __attribute__((always_inline)) void store_tile(const ert_sgemm_arg
             for (int64_t j = 0; j < nr; j++) crow[j] = arow[j];
         else
             for (int64_t j = 0; j < nr; j++) crow[j] += arow[j];
-        if (!last) continue;
-        if (g->bias_row) {
-            float bv = g->bias_row[i0 + i];
-            for (int64_t j = 0; j < nr; j++) crow[j] += bv;
-        }
-        if (g->residual) {
-            const float *rrow = g->residual + (i0 + i) * g->ldc + j0;
-            for (int64_t j = 0; j < nr; j++) crow[j] += rrow[j];
-        }
-        if (g->act) ert_cpu_act_row(crow, nr, g->act);
+        if (last && (g->bias_row || g->residual || g->act))
+            ert_cpu_epilogue_row(crow, nr, g->bias_row ? g->bias_row + i0 + i : NULL,
+                                 g->residual ? g->residual + (i0 + i) * g->ldc + j0 : NULL, g->act);
     }
 }
 
