@@ -290,19 +290,6 @@ size_t npy_header(char *buf, size_t buf_size, ert_dtype dtype, int ndim, const i
     return total;
 }
 
-static int write_all(int fd, const void *p, size_t n) {
-    const char *c = p;
-    while (n) {
-        ssize_t w = write(fd, c, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        c += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
 
 int npy_write_file(const char *path, ert_dtype dtype, int ndim, const int64_t *dims,
                    const void *data, size_t bytes, char *err, size_t n) {
@@ -312,28 +299,19 @@ int npy_write_file(const char *path, ert_dtype dtype, int ndim, const int64_t *d
     size_t count = 1;
     for (int i = 0; i < ndim; i++) count *= (size_t)dims[i];
     if (count * ert_dtype_size(dtype) != bytes) return fail(err, n, "%s: data size does not match shape", path);
-    size_t pl = strlen(path);
-    char *tmp = malloc(pl + 16);
-    if (!tmp) return fail(err, n, "out of memory");
-    memcpy(tmp, path, pl);
-    memcpy(tmp + pl, ".tmp.XXXXXX", 12);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        int e = errno;
-        free(tmp);
-        return fail(err, n, "%s: cannot create temporary file: %s", path, strerror(e));
+    /* the library's one atomic write: links followed, devices/FIFOs refused */
+    ert_context *ctx = NULL;
+    ert_context_options co = {0};
+    if (ert_context_create(&co, &ctx) != ERT_OK) return fail(err, n, "out of memory");
+    ert_file_writer *w = NULL;
+    ert_status st = ert_file_writer_open(ctx, path, &w);
+    if (st == ERT_OK) {
+        st = ert_file_writer_write(w, hdr, hl);
+        if (st == ERT_OK) st = ert_file_writer_write(w, data, bytes);
+        if (st == ERT_OK) st = ert_file_writer_commit(w);
+        else ert_file_writer_abort(w);
     }
-    int ok = write_all(fd, hdr, hl) == 0 && write_all(fd, data, bytes) == 0 && fsync(fd) == 0;
-    int e = errno;
-    /* mkstemp makes 0600; give the file the usual permissions */
-    if (ok) fchmod(fd, 0644);
-    if (close(fd) != 0 && ok) ok = 0, e = errno;
-    if (ok && rename(tmp, path) != 0) ok = 0, e = errno;
-    if (!ok) {
-        unlink(tmp);
-        free(tmp);
-        return fail(err, n, "%s: write failed: %s", path, strerror(e));
-    }
-    free(tmp);
-    return 0;
+    int rc = st == ERT_OK ? 0 : fail(err, n, "%s", ert_last_error(ctx));
+    ert_context_free(ctx);
+    return rc;
 }

@@ -35,7 +35,7 @@ void npy_free(npy_array *a);
  * length, or 0 if the dtype has no .npy equivalent (bf16) or buf is too small. */
 size_t npy_header(char *buf, size_t buf_size, ert_dtype dtype, int ndim, const int64_t *dims);
 
-/* Write atomically: PATH.tmp.XXXXXX, fsync, rename over PATH. bytes must equal
+/* Write atomically (ert_file_writer_open: links followed, devices refused). bytes must equal
  * the element bytes of the shape. Returns 0, or -1 with a message in err. */
 int npy_write_file(const char *path, ert_dtype dtype, int ndim, const int64_t *dims,
                    const void *data, size_t bytes, char *err, size_t err_size);

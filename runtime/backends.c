@@ -1,6 +1,6 @@
 /* Backend lookup. The CUDA backend object is linked only when ERT_CUDA is on
  * (it defines ert_cuda_backend in kernels/cuda); otherwise there is none. */
-#include "ert_internal.h"
+#include "runtime_internal.h"
 
 #ifdef ERT_HAVE_CUDA
 extern const ert_backend ert_cuda_backend;

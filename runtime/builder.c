@@ -1,7 +1,7 @@
 /* The C graph builder: a thin, checked layer over the model-building helpers
  * (model.c). Ops use ONNX names; the op's own checks run at session create,
  * but arity, ids and names are checked here so mistakes surface where made. */
-#include "ert_internal.h"
+#include "runtime_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* Lifetime-based arena planner (planner.c). */
 #ifndef ERT_PLANNER_INTERNAL_H
 #define ERT_PLANNER_INTERNAL_H
-#include "ert_internal.h"
+#include "runtime_internal.h"
 
 #include <stdio.h>
 

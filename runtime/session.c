@@ -32,88 +32,18 @@
  * Run: call the backend for each node with its pre-built arguments; no
  * allocation, no shape work.
  */
-#include "ert_internal.h"
-#include "planner_internal.h"
+#include "session_internal.h"
+#include "graph.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum mem_kind {
-    MEM_NONE = 0,
-    MEM_CONST,    /* constant in memory the session does not own (model weights) */
-    MEM_OWNED,    /* constant made by the session (folded, converted); goes to the weights region */
-    MEM_IO,       /* graph input or output: persistent */
-    MEM_ACT,      /* planned activation */
-} mem_kind;
-
-typedef struct stensor {
-    const char *name;
-    ert_dtype dtype, orig_dtype;
-    int ndim;
-    int64_t dims[ERT_MAX_DIMS];
-    size_t nbytes;
-    mem_kind mem;
-    const void *cdata; /* constant data (MEM_CONST / MEM_OWNED) */
-    void *owned;       /* heap copy of MEM_OWNED data until it moves into the arena */
-    bool defined;      /* has dtype/shape (produced or given) */
-    int n_uses;
-    int first, last;   /* schedule steps */
-    int32_t alias;     /* shares the storage of this tensor (-1: own) */
-    int32_t block;     /* planner block index (MEM_ACT roots) */
-    size_t offset;     /* within its region */
-    void *data;        /* resolved pointer kernels use */
-    void *host;        /* MEM_IO: the pointer the user reads/writes */
-} stensor;
-
-typedef struct snode {
-    ert_op op;
-    const ert_node *src; /* model node (attributes, name); NULL for synthetic nodes */
-    const char *name;
-    int n_in, n_out;
-    int32_t *in, *out;   /* in has room for 2 extra entries (bias, residual) */
-    ert_op_params params;
-    size_t ws_bytes;
-    int32_t ws_block;
-    bool dead;
-    ert_tview *views;
-    ert_kargs args;
-} snode;
-
-struct ert_session {
-    ert_context *ctx;
-    const ert_model *model;
-    const ert_backend *be;
-    void *bctx;
-    struct ert_threadpool *pool;
-    int n_threads;
-    unsigned flags;
-    stensor *t;
-    int nt, cap_t;
-    snode *n;
-    int nn, cap_n;
-    int32_t *sched; /* live node indices in run order */
-    int n_sched;
-    int n_in, n_out;
-    int32_t *in_t, *out_t; /* user-facing tensors */
-    uint8_t *arena;
-    size_t arena_bytes;
-    bool arena_owned;
-    uint8_t *io_host;     /* user-visible io region (== arena io region unless the backend mirrors it) */
-    ert_kargs **kptr;     /* scheduled nodes' arguments, in run order */
-    ert_plan_block *blocks;
-    int n_blocks;
-    size_t w_bytes, io_bytes, act_bytes;
-    ert_memory_report mem;
-    bool planned_only;
-    bool bctx_live;       /* be->init succeeded */
-};
-
 /* ------------------------------------------------------------------ helpers */
 
-static ert_status oom(ert_session *s) { return ert_set_error(s->ctx, ERT_E_NOMEM, "out of memory creating the session"); }
+ert_status ert_s_oom(ert_session *s) { return ert_set_error(s->ctx, ERT_E_NOMEM, "out of memory creating the session"); }
 
-static int32_t add_tensor(ert_session *s, const char *name) {
+int32_t ert_s_add_tensor(ert_session *s, const char *name) {
     if (s->nt == s->cap_t) {
         int cap = s->cap_t ? s->cap_t * 2 : 64;
         stensor *t = realloc(s->t, (size_t)cap * sizeof *t);
@@ -130,7 +60,7 @@ static int32_t add_tensor(ert_session *s, const char *name) {
     return s->nt++;
 }
 
-static snode *add_node(ert_session *s, ert_op op, const ert_node *src, const char *name, int n_in, int n_out) {
+snode *ert_s_add_node(ert_session *s, ert_op op, const ert_node *src, const char *name, int n_in, int n_out) {
     if (s->nn == s->cap_n) {
         int cap = s->cap_n ? s->cap_n * 2 : 64;
         snode *n = realloc(s->n, (size_t)cap * sizeof *n);
@@ -153,18 +83,10 @@ static snode *add_node(ert_session *s, ert_op op, const ert_node *src, const cha
     return n;
 }
 
-static bool is_float16ish(ert_dtype d) { return d == ERT_DTYPE_F16 || d == ERT_DTYPE_BF16; }
+bool ert_s_is_float16ish(ert_dtype d) { return d == ERT_DTYPE_F16 || d == ERT_DTYPE_BF16; }
 
-static bool set_nbytes(stensor *t) {
-    ert_tensor tmp = {.dtype = t->dtype, .ndim = t->ndim};
-    memcpy(tmp.dims, t->dims, sizeof tmp.dims);
-    return ert_tensor_nbytes(&tmp, &t->nbytes);
-}
+bool ert_s_set_nbytes(stensor *t) { return ert_graph_nbytes(t->dtype, t->ndim, t->dims, &t->nbytes); }
 
-static const char *op_name(ert_op op) {
-    const ert_op_def *d = ert_op_get(op);
-    return d ? d->name : "?";
-}
 
 /* Convert n f16/bf16 values to a new f32 buffer. */
 static float *widen(const void *src, int64_t n, ert_dtype dt) {
@@ -175,16 +97,7 @@ static float *widen(const void *src, int64_t n, ert_dtype dt) {
     return d;
 }
 
-static void fill_view(ert_tview *v, const stensor *t, void *data) {
-    memset(v, 0, sizeof *v);
-    v->data = data;
-    v->dtype = t->dtype;
-    v->ndim = t->ndim;
-    memcpy(v->dims, t->dims, sizeof v->dims);
-    int64_t ne = 0;
-    ert_dims_nelems(t->ndim, t->dims, &ne);
-    v->n_elems = ne;
-}
+void ert_s_fill_view(ert_tview *v, const stensor *t, void *data) { ert_graph_view(v, t->dtype, t->ndim, t->dims, data); }
 
 /* ------------------------------------------------------------------ step 1-3 */
 
@@ -211,19 +124,19 @@ static ert_status freeze_inputs(ert_session *s, const ert_session_options *o) {
                 return ert_set_error(s->ctx, ERT_E_SHAPE, "input '%s': value dim %d is %lld, the model says %lld", t->name,
                                      d, (long long)iv->dims[d], (long long)t->dims[d]);
         memcpy(t->dims, iv->dims, sizeof t->dims);
-        if (!set_nbytes(t)) return ert_set_error(s->ctx, ERT_E_SHAPE, "input '%s': size overflows", t->name);
+        if (!ert_s_set_nbytes(t)) return ert_set_error(s->ctx, ERT_E_SHAPE, "input '%s': size overflows", t->name);
         int64_t ne = 0;
         ert_dims_nelems(t->ndim, t->dims, &ne);
-        if (is_float16ish(t->dtype)) {
+        if (ert_s_is_float16ish(t->dtype)) {
             t->owned = widen(iv->data, ne, t->dtype);
             t->orig_dtype = t->dtype;
             t->dtype = ERT_DTYPE_F32;
-            set_nbytes(t);
+            ert_s_set_nbytes(t);
         } else {
             t->owned = malloc(t->nbytes ? t->nbytes : 1);
             if (t->owned) memcpy(t->owned, iv->data, t->nbytes);
         }
-        if (!t->owned) return oom(s);
+        if (!t->owned) return ert_s_oom(s);
         t->cdata = t->owned;
         t->mem = MEM_OWNED;
         t->defined = true;
@@ -267,7 +180,7 @@ static ert_status fix_inputs(ert_session *s, const ert_session_options *o) {
                 t->dims[d] = batch;
             }
         }
-        if (!set_nbytes(t)) return ert_set_error(s->ctx, ERT_E_SHAPE, "input '%s': size overflows", t->name);
+        if (!ert_s_set_nbytes(t)) return ert_set_error(s->ctx, ERT_E_SHAPE, "input '%s': size overflows", t->name);
     }
     return ERT_OK;
 }
@@ -276,8 +189,7 @@ static ert_status fix_inputs(ert_session *s, const ert_session_options *o) {
 static ert_status fold_node(ert_session *s, snode *n) {
     ert_tview views[2 * ERT_MAX_NODE_IO];
     ert_tview *v = n->n_in + n->n_out <= 2 * ERT_MAX_NODE_IO ? views : malloc((size_t)(n->n_in + n->n_out) * sizeof *v);
-    if (!v) return oom(s);
-    void *ws = NULL;
+    if (!v) return ert_s_oom(s);
     ert_status st = ERT_OK;
     for (int k = 0; k < n->n_in; k++) {
         if (n->in[k] < 0) {
@@ -285,36 +197,25 @@ static ert_status fold_node(ert_session *s, snode *n) {
             continue;
         }
         stensor *t = &s->t[n->in[k]];
-        fill_view(&v[k], t, (void *)t->cdata);
+        ert_s_fill_view(&v[k], t, (void *)t->cdata);
     }
     for (int k = 0; k < n->n_out; k++) {
         stensor *t = &s->t[n->out[k]];
         t->owned = malloc(t->nbytes ? t->nbytes : 1);
         if (!t->owned) {
-            st = oom(s);
+            st = ert_s_oom(s);
             goto done;
         }
-        fill_view(&v[n->n_in + k], t, t->owned);
+        ert_s_fill_view(&v[n->n_in + k], t, t->owned);
     }
-    if (n->ws_bytes && !(ws = aligned_alloc(64, ert_align_up(n->ws_bytes, 64)))) {
-        st = oom(s);
-        goto done;
-    }
-    ert_kargs a = {.op = n->op, .params = &n->params, .n_in = n->n_in, .n_out = n->n_out, .in = v, .out = v + n->n_in,
-                   .workspace = ws, .workspace_bytes = n->ws_bytes, .pool = NULL};
-    st = ert_cpu_run_node(&a);
-    if (st != ERT_OK) {
-        if (!ert_last_error(s->ctx)[0] || st == ERT_E_UNSUPPORTED)
-            ert_set_error(s->ctx, st, "node '%s' (%s): constant folding failed", n->name, op_name(n->op));
-        goto done;
-    }
+    st = ert_graph_fold(s->ctx, n->name, n->op, &n->params, n->n_in, n->n_out, v, n->ws_bytes);
+    if (st != ERT_OK) goto done;
     for (int k = 0; k < n->n_out; k++) {
         stensor *t = &s->t[n->out[k]];
         t->mem = MEM_OWNED;
         t->cdata = t->owned;
     }
 done:
-    free(ws);
     if (v != views) free(v);
     return st;
 }
@@ -324,34 +225,34 @@ done:
 static ert_status infer(ert_session *s) {
     const ert_model *m = s->model;
     int32_t *map = malloc((size_t)(m->n_tensors ? m->n_tensors : 1) * sizeof *map);
-    if (!map) return oom(s);
+    if (!map) return ert_s_oom(s);
     for (int i = 0; i < m->n_tensors; i++) map[i] = i;
     ert_status st = ERT_OK;
     /* f16/bf16 weights -> f32 constants */
     for (int i = 0; i < m->n_tensors; i++) {
         stensor *t = &s->t[i];
-        if (t->mem != MEM_CONST || !is_float16ish(t->dtype)) continue;
+        if (t->mem != MEM_CONST || !ert_s_is_float16ish(t->dtype)) continue;
         int64_t ne;
         ert_dims_nelems(t->ndim, t->dims, &ne);
         t->owned = widen(t->cdata, ne, t->dtype);
         if (!t->owned) {
-            st = oom(s);
+            st = ert_s_oom(s);
             goto done;
         }
         t->cdata = t->owned;
         t->mem = MEM_OWNED;
         t->orig_dtype = t->dtype;
         t->dtype = ERT_DTYPE_F32;
-        set_nbytes(t);
+        ert_s_set_nbytes(t);
     }
     /* f16/bf16 graph inputs: Cast to f32 in front */
     for (int i = 0; i < m->n_inputs; i++) {
         int32_t ti = m->inputs[i];
-        if (!is_float16ish(s->t[ti].dtype) || s->t[ti].mem != MEM_NONE) continue; /* frozen: a constant */
-        int32_t c = add_tensor(s, s->t[ti].name);
-        snode *n = c >= 0 ? add_node(s, ERT_OP_CAST, NULL, s->t[ti].name, 1, 1) : NULL;
+        if (!ert_s_is_float16ish(s->t[ti].dtype) || s->t[ti].mem != MEM_NONE) continue; /* frozen: a constant */
+        int32_t c = ert_s_add_tensor(s, s->t[ti].name);
+        snode *n = c >= 0 ? ert_s_add_node(s, ERT_OP_CAST, NULL, s->t[ti].name, 1, 1) : NULL;
         if (!n) {
-            st = oom(s);
+            st = ert_s_oom(s);
             goto done;
         }
         stensor *ct = &s->t[c];
@@ -359,7 +260,7 @@ static ert_status infer(ert_session *s) {
         ct->mem = MEM_NONE;
         ct->dtype = ERT_DTYPE_F32;
         ct->alias = ct->block = -1;
-        set_nbytes(ct);
+        ert_s_set_nbytes(ct);
         n->in[0] = ti;
         n->out[0] = c;
         n->params.cast.to = ERT_DTYPE_F32;
@@ -370,12 +271,12 @@ static ert_status infer(ert_session *s) {
         const ert_node *mn = &m->nodes[i];
         if (mn->n_in > 64 || mn->n_out > 64) {
             st = ert_set_error(s->ctx, ERT_E_UNSUPPORTED, "node '%s' (%s): more than 64 inputs or outputs", mn->name,
-                               op_name(mn->op));
+                               ert_graph_op_name(mn->op));
             goto done;
         }
-        snode *n = add_node(s, mn->op, mn, mn->name, mn->n_in, mn->n_out);
+        snode *n = ert_s_add_node(s, mn->op, mn, mn->name, mn->n_in, mn->n_out);
         if (!n) {
-            st = oom(s);
+            st = ert_s_oom(s);
             goto done;
         }
         bool all_const = true;
@@ -399,13 +300,14 @@ static ert_status infer(ert_session *s) {
             memset(&tout[k], 0, sizeof tout[k]);
         }
         ert_prep p = {.ctx = s->ctx, .node = mn, .n_in = mn->n_in, .n_out = mn->n_out, .in = tin, .out = tout,
-                      .params = &n->params, .n_threads = s->n_threads, .fold_ok = true};
+                      .params = &n->params, .n_threads = s->n_threads, .fold_ok = true,
+                      .gemm_workspace = ert_cpu_backend.gemm_workspace};
         s->ctx->err[0] = 0;
         st = ert_op_get(mn->op)->prepare(&p);
         if (st != ERT_OK) {
             char msg[ERT_ERRMSG_SIZE];
             snprintf(msg, sizeof msg, "%s", ert_last_error(s->ctx));
-            ert_set_error(s->ctx, st, "node '%s' (%s): %s", mn->name, op_name(mn->op), msg);
+            ert_set_error(s->ctx, st, "node '%s' (%s): %s", mn->name, ert_graph_op_name(mn->op), msg);
             goto done;
         }
         n->ws_bytes = p.workspace_bytes;
@@ -415,14 +317,14 @@ static ert_status infer(ert_session *s) {
             t->ndim = tout[k].ndim;
             memcpy(t->dims, tout[k].dims, sizeof t->dims);
             t->defined = true;
-            if (is_float16ish(t->dtype)) t->dtype = ERT_DTYPE_F32; /* CPU computes in f32 */
-            if (!set_nbytes(t)) {
+            if (ert_s_is_float16ish(t->dtype)) t->dtype = ERT_DTYPE_F32; /* CPU computes in f32 */
+            if (!ert_s_set_nbytes(t)) {
                 st = ert_set_error(s->ctx, ERT_E_SHAPE, "node '%s' (%s): output %d size overflows or is invalid",
-                                   mn->name, op_name(mn->op), k);
+                                   mn->name, ert_graph_op_name(mn->op), k);
                 goto done;
             }
         }
-        if (n->op == ERT_OP_CAST && is_float16ish(n->params.cast.to)) n->params.cast.to = ERT_DTYPE_F32;
+        if (n->op == ERT_OP_CAST && ert_s_is_float16ish(n->params.cast.to)) n->params.cast.to = ERT_DTYPE_F32;
         if (p.fold_ok && (all_const || n->op == ERT_OP_SHAPE || n->op == ERT_OP_SIZE)) {
             if ((st = fold_node(s, n)) != ERT_OK) goto done;
             free(n->in);
@@ -435,7 +337,7 @@ static ert_status infer(ert_session *s) {
     s->n_in = m->n_inputs;
     s->in_t = malloc((size_t)(m->n_inputs + 1) * sizeof *s->in_t);
     if (!s->out_t || !s->in_t) {
-        st = oom(s);
+        st = ert_s_oom(s);
         goto done;
     }
     s->n_in = 0;
@@ -447,13 +349,13 @@ static ert_status infer(ert_session *s) {
         /* The model's declared dtype wins: a node fed by inputs already
          * widened to f32 infers f32 although the model promises f16. */
         ert_dtype want = m->tensors[m->outputs[i]].dtype;
-        if (!is_float16ish(want)) want = s->t[ti].orig_dtype;
-        if (!is_float16ish(want) || s->t[ti].dtype != ERT_DTYPE_F32) continue;
+        if (!ert_s_is_float16ish(want)) want = s->t[ti].orig_dtype;
+        if (!ert_s_is_float16ish(want) || s->t[ti].dtype != ERT_DTYPE_F32) continue;
         s->t[ti].orig_dtype = want;
-        int32_t c = add_tensor(s, s->t[ti].name);
-        snode *n = c >= 0 ? add_node(s, ERT_OP_CAST, NULL, s->t[ti].name, 1, 1) : NULL;
+        int32_t c = ert_s_add_tensor(s, s->t[ti].name);
+        snode *n = c >= 0 ? ert_s_add_node(s, ERT_OP_CAST, NULL, s->t[ti].name, 1, 1) : NULL;
         if (!n) {
-            st = oom(s);
+            st = ert_s_oom(s);
             goto done;
         }
         stensor *ct = &s->t[c];
@@ -463,7 +365,7 @@ static ert_status infer(ert_session *s) {
         ct->cdata = NULL;
         ct->dtype = ct->orig_dtype;
         ct->alias = ct->block = -1;
-        set_nbytes(ct);
+        ert_s_set_nbytes(ct);
         n->in[0] = ti;
         n->out[0] = c;
         n->params.cast.to = ct->dtype;
@@ -471,613 +373,6 @@ static ert_status infer(ert_session *s) {
     }
 done:
     free(map);
-    return st;
-}
-
-/* ------------------------------------------------------------------ step 4 */
-
-static bool is_const(const ert_session *s, int32_t t) { return t >= 0 && (s->t[t].mem == MEM_CONST || s->t[t].mem == MEM_OWNED); }
-
-static bool is_graph_out(const ert_session *s, int32_t t) {
-    for (int i = 0; i < s->n_out; i++)
-        if (s->out_t[i] == t) return true;
-    return false;
-}
-
-static void count_uses(ert_session *s, int32_t *producer) {
-    for (int i = 0; i < s->nt; i++) {
-        s->t[i].n_uses = 0;
-        if (producer) producer[i] = -1;
-    }
-    for (int i = 0; i < s->nn; i++) {
-        if (s->n[i].dead) continue;
-        for (int k = 0; k < s->n[i].n_in; k++)
-            if (s->n[i].in[k] >= 0) s->t[s->n[i].in[k]].n_uses++;
-        if (producer)
-            for (int k = 0; k < s->n[i].n_out; k++) producer[s->n[i].out[k]] = i;
-    }
-}
-
-/* The single live consumer of tensor t (NULL if not exactly one, or t is a graph output). */
-static snode *sole_consumer(ert_session *s, int32_t t, int after) {
-    if (s->t[t].n_uses != 1 || is_graph_out(s, t)) return NULL;
-    for (int j = after + 1; j < s->nn; j++) {
-        if (s->n[j].dead) continue;
-        for (int k = 0; k < s->n[j].n_in; k++)
-            if (s->n[j].in[k] == t) return &s->n[j];
-    }
-    return NULL;
-}
-
-static ert_status new_const(ert_session *s, const char *name, ert_dtype dt, int ndim, const int64_t *dims, void *owned,
-                            int32_t *id) {
-    int32_t c = add_tensor(s, name);
-    if (c < 0) {
-        free(owned);
-        return oom(s);
-    }
-    stensor *t = &s->t[c];
-    t->dtype = t->orig_dtype = dt;
-    t->ndim = ndim;
-    memcpy(t->dims, dims, (size_t)ndim * sizeof *dims);
-    t->defined = true;
-    t->mem = MEM_OWNED;
-    t->owned = owned;
-    t->cdata = owned;
-    set_nbytes(t);
-    *id = c;
-    return ERT_OK;
-}
-
-/* Conv(x, W, b) -> BN(scale, B, mean, var): W' = W * g, b' = (b - mean) * g + B
- * with g = scale / sqrt(var + eps), per output channel. */
-static ert_status fold_batchnorm(ert_session *s) {
-    for (int i = 0; i < s->nn; i++) {
-        snode *c = &s->n[i];
-        if (c->dead || c->op != ERT_OP_CONV || c->params.conv.has_residual || c->params.conv.act.kind != ERT_ACT_NONE)
-            continue;
-        int32_t w = c->in[1], b = c->n_in > 2 ? c->in[2] : -1;
-        if (!is_const(s, w) || s->t[w].dtype != ERT_DTYPE_F32 || (b >= 0 && !is_const(s, b))) continue;
-        snode *bn = sole_consumer(s, c->out[0], i);
-        if (!bn || bn->op != ERT_OP_BATCHNORM || bn->in[0] != c->out[0] || bn->n_out != 1 ||
-            bn->params.norm.training) /* batch statistics: not a per-channel affine of constants */
-            continue;
-        bool ok = true;
-        for (int k = 1; k < 5; k++) ok = ok && is_const(s, bn->in[k]) && s->t[bn->in[k]].dtype == ERT_DTYPE_F32;
-        if (!ok) continue;
-        const stensor *wt = &s->t[w];
-        int64_t cout = wt->dims[0], per = 1;
-        for (int d = 1; d < wt->ndim; d++) per *= wt->dims[d];
-        const float *sc = s->t[bn->in[1]].cdata, *bb = s->t[bn->in[2]].cdata, *mu = s->t[bn->in[3]].cdata,
-                    *var = s->t[bn->in[4]].cdata, *w0 = wt->cdata, *b0 = b >= 0 ? s->t[b].cdata : NULL;
-        float *nw = malloc(wt->nbytes ? wt->nbytes : 1), *nb = malloc((size_t)cout * sizeof(float));
-        if (!nw || !nb) {
-            free(nw);
-            free(nb);
-            return oom(s);
-        }
-        float eps = bn->params.norm.epsilon;
-        for (int64_t o = 0; o < cout; o++) {
-            double g = sc[o] / sqrt((double)var[o] + eps);
-            for (int64_t k = 0; k < per; k++) nw[o * per + k] = (float)(w0[o * per + k] * g);
-            nb[o] = (float)(((b0 ? b0[o] : 0.0) - mu[o]) * g + bb[o]);
-        }
-        /* new_const may move s->t: copy what we still need first */
-        int64_t wdims[ERT_MAX_DIMS];
-        int wnd = wt->ndim;
-        const char *wname = wt->name, *bname = s->t[bn->in[2]].name;
-        memcpy(wdims, wt->dims, sizeof wdims);
-        int32_t nwi = -1, nbi = -1;
-        ert_status st = new_const(s, wname, ERT_DTYPE_F32, wnd, wdims, nw, &nwi);
-        if (st) {
-            free(nb);
-            return st;
-        }
-        int64_t bd[1] = {cout};
-        if ((st = new_const(s, bname, ERT_DTYPE_F32, 1, bd, nb, &nbi))) return st;
-        c = &s->n[i]; /* add_tensor does not move nodes, but keep it obviously right */
-        c->in[1] = nwi;
-        c->in[2] = nbi;
-        c->n_in = 3;
-        c->params.conv.has_bias = true;
-        c->out[0] = bn->out[0];
-        bn->dead = true;
-        count_uses(s, NULL);
-    }
-    return ERT_OK;
-}
-
-/* Activation params of a unary node, if it can be fused into an epilogue. */
-static bool act_of(const ert_session *s, const snode *n, ert_act_params *a) {
-    memset(a, 0, sizeof *a);
-    switch (n->op) {
-    case ERT_OP_RELU: a->kind = ERT_ACT_RELU; return true;
-    case ERT_OP_SIGMOID: a->kind = ERT_ACT_SIGMOID; return true;
-    case ERT_OP_TANH: a->kind = ERT_ACT_TANH; return true;
-    case ERT_OP_HARD_SWISH: a->kind = ERT_ACT_HARD_SWISH; return true;
-    case ERT_OP_SILU: a->kind = ERT_ACT_SILU; return true;
-    case ERT_OP_LEAKY_RELU:
-        a->kind = ERT_ACT_LEAKY_RELU;
-        a->alpha = n->src ? ert_attr_float(n->src, "alpha", 0.01f) : 0.01f;
-        return true;
-    case ERT_OP_HARD_SIGMOID:
-        a->kind = ERT_ACT_HARD_SIGMOID;
-        a->alpha = n->src ? ert_attr_float(n->src, "alpha", 0.2f) : 0.2f;
-        a->beta = n->src ? ert_attr_float(n->src, "beta", 0.5f) : 0.5f;
-        return true;
-    case ERT_OP_GELU:
-        if (n->src && strcmp(ert_attr_str(n->src, "approximate", "none"), "none") != 0) return false;
-        a->kind = ERT_ACT_GELU;
-        return true;
-    case ERT_OP_CLIP: {
-        a->kind = ERT_ACT_CLIP;
-        a->alpha = -INFINITY;
-        a->beta = INFINITY;
-        for (int k = 1; k < n->n_in && k < 3; k++) {
-            if (n->in[k] < 0) continue;
-            if (!is_const(s, n->in[k]) || s->t[n->in[k]].dtype != ERT_DTYPE_F32) return false;
-            float v = *(const float *)s->t[n->in[k]].cdata;
-            if (k == 1) a->alpha = v;
-            else a->beta = v;
-        }
-        return true;
-    }
-    default: return false;
-    }
-}
-
-static bool same_shape(const stensor *a, const stensor *b) {
-    return a->dtype == b->dtype && a->ndim == b->ndim && memcmp(a->dims, b->dims, (size_t)a->ndim * sizeof a->dims[0]) == 0;
-}
-
-static ert_status fuse(ert_session *s) {
-    int32_t *producer = malloc((size_t)s->nt * sizeof *producer);
-    if (!producer) return oom(s);
-    count_uses(s, producer);
-    /* Mul(x, Sigmoid(x)) -> Silu(x) */
-    for (int i = 0; i < s->nn; i++) {
-        snode *sg = &s->n[i];
-        if (sg->dead || sg->op != ERT_OP_SIGMOID) continue;
-        snode *mul = sole_consumer(s, sg->out[0], i);
-        if (!mul || mul->op != ERT_OP_MUL) continue;
-        int other = mul->in[0] == sg->out[0] ? 1 : 0;
-        if (mul->in[other] != sg->in[0] || !same_shape(&s->t[sg->in[0]], &s->t[mul->out[0]])) continue;
-        sg->op = ERT_OP_SILU;
-        memset(&sg->params, 0, sizeof sg->params);
-        sg->params.unary.act.kind = ERT_ACT_SILU;
-        sg->src = NULL;
-        sg->out[0] = mul->out[0];
-        mul->dead = true;
-        count_uses(s, producer);
-    }
-    for (int i = 0; i < s->nn; i++) {
-        snode *c = &s->n[i];
-        if (c->dead || (c->op != ERT_OP_CONV && c->op != ERT_OP_GEMM)) continue;
-        /* residual: Conv -> Add(y, z) with z ready before the Conv runs */
-        if (c->op == ERT_OP_CONV && !c->params.conv.has_residual && c->params.conv.act.kind == ERT_ACT_NONE) {
-            snode *add = sole_consumer(s, c->out[0], i);
-            if (add && add->op == ERT_OP_ADD) {
-                int other = add->in[0] == c->out[0] ? 1 : 0;
-                int32_t z = add->in[other];
-                if (z != c->out[0] && same_shape(&s->t[z], &s->t[add->out[0]]) &&
-                    same_shape(&s->t[c->out[0]], &s->t[add->out[0]]) && (producer[z] < i)) {
-                    if (c->n_in == 2) c->in[2] = -1;
-                    c->in[3] = z;
-                    c->n_in = 4;
-                    c->params.conv.has_residual = true;
-                    c->out[0] = add->out[0];
-                    add->dead = true;
-                    count_uses(s, producer);
-                }
-            }
-        }
-        ert_act_params *act = c->op == ERT_OP_CONV ? &c->params.conv.act : &c->params.gemm.act;
-        if (act->kind != ERT_ACT_NONE) continue;
-        snode *u = sole_consumer(s, c->out[0], i);
-        ert_act_params a;
-        if (u && u->in[0] == c->out[0] && act_of(s, u, &a) && same_shape(&s->t[c->out[0]], &s->t[u->out[0]])) {
-            *act = a;
-            c->out[0] = u->out[0];
-            u->dead = true;
-            count_uses(s, producer);
-        }
-    }
-    free(producer);
-    return ERT_OK;
-}
-
-static void remove_dead(ert_session *s) {
-    count_uses(s, NULL);
-    for (int i = s->nn - 1; i >= 0; i--) {
-        snode *n = &s->n[i];
-        if (n->dead) continue;
-        bool used = false;
-        for (int k = 0; k < n->n_out; k++) used = used || s->t[n->out[k]].n_uses > 0 || is_graph_out(s, n->out[k]);
-        if (used) continue;
-        n->dead = true;
-        for (int k = 0; k < n->n_in; k++)
-            if (n->in[k] >= 0) s->t[n->in[k]].n_uses--;
-    }
-}
-
-/* ------------------------------------------------------------------ step 4b */
-
-static bool is_io(const ert_session *s, int32_t t) {
-    for (int i = 0; i < s->n_in; i++)
-        if (s->in_t[i] == t) return true;
-    return is_graph_out(s, t);
-}
-
-/* Retype a copy of tensor `from` as dt (a planned activation). */
-static int32_t retyped_copy(ert_session *s, int32_t from, ert_dtype dt) {
-    int32_t c = add_tensor(s, s->t[from].name);
-    if (c < 0) return -1;
-    stensor *t = &s->t[c];
-    *t = s->t[from];
-    t->mem = MEM_NONE;
-    t->owned = NULL;
-    t->cdata = NULL;
-    t->dtype = t->orig_dtype = dt;
-    t->alias = t->block = -1;
-    t->first = t->last = -1;
-    set_nbytes(t);
-    return c;
-}
-
-static ert_status lower_precision(ert_session *s, ert_dtype dt) {
-    count_uses(s, NULL);
-    /* A backend may rewrite a conv's f16/bf16 filter in place once at create
-     * (CUDA stores it (K, R, S, C) for the tensor cores). A filter read by
-     * more than one node gets one private copy per conv, so no reader ever
-     * sees another node's layout (this failed on the GPU when two convs
-     * shared one filter). */
-    for (int i = 0; i < s->nn; i++) {
-        snode *n = &s->n[i];
-        if (n->dead || n->op != ERT_OP_CONV || n->n_in < 2) continue;
-        int32_t w = n->in[1];
-        if (!is_const(s, w) || s->t[w].dtype != ERT_DTYPE_F32 || s->t[w].n_uses < 2) continue;
-        size_t nb = s->t[w].nbytes;
-        int64_t dims[ERT_MAX_DIMS];
-        int nd = s->t[w].ndim;
-        const char *name = s->t[w].name;
-        memcpy(dims, s->t[w].dims, sizeof dims);
-        void *copy = malloc(nb ? nb : 1);
-        if (!copy) return oom(s);
-        memcpy(copy, s->t[w].cdata, nb);
-        int32_t id = -1;
-        ert_status st = new_const(s, name, ERT_DTYPE_F32, nd, dims, copy, &id);
-        if (st != ERT_OK) return st;
-        s->t[w].n_uses--;
-        s->t[id].n_uses = 1;
-        s->n[i].in[1] = id;
-    }
-    count_uses(s, NULL);
-    /* weights */
-    for (int i = 0; i < s->nt; i++) {
-        stensor *t = &s->t[i];
-        if (!is_const(s, i) || t->dtype != ERT_DTYPE_F32 || t->n_uses == 0 || is_graph_out(s, i)) continue;
-        int64_t ne = 0;
-        ert_dims_nelems(t->ndim, t->dims, &ne);
-        uint16_t *h = malloc((size_t)(ne ? ne : 1) * sizeof *h);
-        if (!h) return oom(s);
-        const float *f = t->cdata;
-        for (int64_t k = 0; k < ne; k++) h[k] = dt == ERT_DTYPE_F16 ? ert_f32_to_f16(f[k]) : ert_f32_to_bf16(f[k]);
-        free(t->owned);
-        t->owned = h;
-        t->cdata = h;
-        t->mem = MEM_OWNED;
-        t->dtype = dt;
-        set_nbytes(t);
-    }
-    /* activations (inputs and outputs keep f32) */
-    for (int i = 0; i < s->nt; i++) {
-        stensor *t = &s->t[i];
-        if (t->mem != MEM_NONE || t->dtype != ERT_DTYPE_F32 || !t->defined || is_io(s, i)) continue;
-        t->dtype = dt;
-        set_nbytes(t);
-    }
-    for (int i = 0; i < s->nn; i++)
-        if (!s->n[i].dead && s->n[i].op == ERT_OP_CAST && s->n[i].params.cast.to == ERT_DTYPE_F32 &&
-            !is_io(s, s->n[i].out[0]))
-            s->n[i].params.cast.to = dt;
-    /* f32 graph inputs: a Cast to dt at the front of the node list */
-    for (int i = 0; i < s->n_in; i++) {
-        int32_t ti = s->in_t[i];
-        if (s->t[ti].dtype != ERT_DTYPE_F32 || s->t[ti].n_uses == 0) continue;
-        int32_t c = retyped_copy(s, ti, dt);
-        snode *n = c >= 0 ? add_node(s, ERT_OP_CAST, NULL, s->t[ti].name, 1, 1) : NULL;
-        if (!n) return oom(s);
-        for (int j = 0; j < s->nn - 1; j++)
-            for (int k = 0; k < s->n[j].n_in; k++)
-                if (s->n[j].in[k] == ti) s->n[j].in[k] = c;
-        n->in[0] = ti;
-        n->out[0] = c;
-        n->params.cast.to = dt;
-        snode tmp = *n;
-        memmove(&s->n[1], &s->n[0], (size_t)(s->nn - 1) * sizeof *s->n);
-        s->n[0] = tmp;
-    }
-    /* f32 graph outputs a node makes: the node writes a dt activation, a Cast
-     * at the end writes the f32 output */
-    for (int i = 0; i < s->n_out; i++) {
-        int32_t to = s->out_t[i];
-        if (s->t[to].dtype != ERT_DTYPE_F32 || is_const(s, to)) continue;
-        bool skip = false; /* a graph input, or an output listed twice (done already) */
-        for (int k = 0; k < s->n_in; k++) skip = skip || s->in_t[k] == to;
-        for (int k = 0; k < i; k++) skip = skip || s->out_t[k] == to;
-        if (skip) continue;
-        int32_t c = retyped_copy(s, to, dt);
-        if (c < 0) return oom(s);
-        for (int j = 0; j < s->nn; j++) {
-            snode *m = &s->n[j];
-            for (int k = 0; k < m->n_in; k++)
-                if (m->in[k] == to) m->in[k] = c;
-            for (int k = 0; k < m->n_out; k++)
-                if (m->out[k] == to) m->out[k] = c;
-        }
-        snode *n = add_node(s, ERT_OP_CAST, NULL, s->t[to].name, 1, 1);
-        if (!n) return oom(s);
-        n->in[0] = c;
-        n->out[0] = to;
-        n->params.cast.to = ERT_DTYPE_F32;
-    }
-    return ERT_OK;
-}
-
-/* ------------------------------------------------------------------ step 4c */
-
-/* Channels-last activations (CUDA sessions in f16/bf16, unless
- * ERT_SESSION_NO_NHWC). cuDNN's tensor-core convolutions work on NHWC data;
- * given NCHW they transpose x and y around every call. So:
- *   0. (after 1) Keep NCHW unless the backend's measurements say the convs
- *      run faster NHWC, edges included (nhwc_pays; ERT_SESSION_NHWC skips it).
- *   1. Decide, in node order, which nodes run channels-last: every 2-D Conv
- *      with symmetric pads; MaxPool/AveragePool (2-D), GlobalAverage/MaxPool
- *      and unary element-wise ops whose input is channels-last; binary
- *      element-wise ops and Concat with a channels-last input whose other
- *      inputs are 4-D (transposed to it) or single values. Their outputs
- *      become channels-last (never a graph input or output).
- *   2. Each such tensor t gets a twin with dims (N, H, W, C) that the
- *      channels-last nodes write and read. A node that needs t itself (any
- *      other op) gets it from a Transpose(0, 3, 1, 2) placed before the first
- *      such consumer -- a Reshape when H = W = 1 (after a global pool), where
- *      both layouts are the same bytes and the planner aliases it (no copy).
- *      An NCHW 4-D input of a channels-last node goes through a
- *      Transpose(0, 2, 3, 1) placed before its first such consumer.
- * Every tensor keeps honest dims, so a channels-last region is ordinary ONNX
- * on permuted tensors except Conv and the pools, which carry params nhwc. A
- * residual (N, C, 1, 1) broadcast in an SE block stays correct: the gate is
- * channels-last (N, 1, 1, C) too, and the binary op broadcasts it.
- * Limits: ops outside the list end the region (an unfolded BatchNorm,
- * Resize, Pad, Slice...), and so does a binary op with a constant of rank < 4
- * holding more than one value (it would need re-broadcasting).
- */
-static bool nhwc_unary(ert_op op) {
-    switch (op) {
-    case ERT_OP_RELU: case ERT_OP_LEAKY_RELU: case ERT_OP_CLIP: case ERT_OP_SIGMOID: case ERT_OP_TANH:
-    case ERT_OP_HARD_SIGMOID: case ERT_OP_HARD_SWISH: case ERT_OP_SILU: case ERT_OP_GELU: case ERT_OP_ERF:
-    case ERT_OP_SQRT: case ERT_OP_EXP: case ERT_OP_LOG: case ERT_OP_NEG: case ERT_OP_ABS: case ERT_OP_RECIPROCAL:
-    case ERT_OP_FLOOR: case ERT_OP_CEIL:
-        return true;
-    default: return false;
-    }
-}
-
-static bool nhwc_binary(ert_op op) {
-    return op == ERT_OP_ADD || op == ERT_OP_SUB || op == ERT_OP_MUL || op == ERT_OP_DIV || op == ERT_OP_POW ||
-           op == ERT_OP_MIN || op == ERT_OP_MAX;
-}
-
-static int64_t n_elems_of(const stensor *t) {
-    int64_t n = 0;
-    return ert_dims_nelems(t->ndim, t->dims, &n) ? n : -1;
-}
-
-/* Step 1 for node n: may it run channels-last, given which tensors are? */
-static bool nhwc_node_ok(const ert_session *s, const snode *n, const bool *nh) {
-    if (n->n_out < 1 || n->out[0] < 0) return false;
-    const stensor *y = &s->t[n->out[0]];
-    if (!is_float16ish(y->dtype) || y->ndim != 4) return false;
-    for (int k = 0; k < n->n_out; k++)
-        if (n->out[k] >= 0 && (k > 0 || is_io(s, n->out[k]))) return false; /* MaxPool's Indices too */
-    bool any = false;
-    for (int k = 0; k < n->n_in; k++) {
-        int32_t t = n->in[k];
-        if (t < 0 || (n->op == ERT_OP_CONV && (k == 1 || k == 2))) continue; /* filter, bias */
-        if (nh[t]) any = true;
-        else if (s->t[t].ndim != 4 && n_elems_of(&s->t[t]) != 1) return false;
-        if (s->t[t].dtype != y->dtype) return false;
-    }
-    switch (n->op) {
-    case ERT_OP_CONV: {
-        const ert_conv_params *p = &n->params.conv;
-        if (p->nsp != 2 || s->t[n->in[0]].ndim != 4) return false;
-        for (int i = 0; i < 2; i++)
-            if (p->pad_begin[i] != p->pad_end[i]) return false; /* cuDNN's condition; the rest is slow anyway */
-        return true;
-    }
-    case ERT_OP_MAXPOOL: case ERT_OP_AVGPOOL: return any && n->params.pool.nsp == 2 && s->t[n->in[0]].ndim == 4;
-    case ERT_OP_GLOBAL_AVGPOOL: case ERT_OP_GLOBAL_MAXPOOL: return any && s->t[n->in[0]].ndim == 4;
-    case ERT_OP_CONCAT:
-        for (int k = 0; k < n->n_in; k++)
-            if (n->in[k] >= 0 && s->t[n->in[k]].ndim != 4) return false;
-        return any;
-    default: return any && (nhwc_unary(n->op) || nhwc_binary(n->op)) && n->n_out == 1;
-    }
-}
-
-/* A planned copy of tensor t with dims permuted by perm (4-D). */
-static int32_t permuted_copy(ert_session *s, int32_t t, const int *perm) {
-    int32_t c = retyped_copy(s, t, s->t[t].dtype);
-    if (c < 0) return -1;
-    for (int d = 0; d < 4; d++) s->t[c].dims[d] = s->t[t].dims[perm[d]];
-    return c;
-}
-
-/* A Transpose (or Reshape: same bytes) from -> to, to be scheduled before node
- * `anchor` (anchors[] is indexed by the new node's position past nn0). */
-static ert_status layout_node(ert_session *s, int32_t from, int32_t to, const int *perm, bool same_bytes, int anchor,
-                              int nn0, int **anchors, int *cap) {
-    snode *n = add_node(s, same_bytes ? ERT_OP_RESHAPE : ERT_OP_TRANSPOSE, NULL, s->t[to].name, 1, 1);
-    if (!n) return oom(s);
-    n->in[0] = from;
-    n->out[0] = to;
-    for (int d = 0; d < 4; d++) n->params.transpose.perm[d] = perm[d];
-    int k = s->nn - 1 - nn0;
-    if (k >= *cap) {
-        int c2 = *cap ? *cap * 2 : 64;
-        int *a = realloc(*anchors, (size_t)c2 * sizeof *a);
-        if (!a) return oom(s);
-        *anchors = a;
-        *cap = c2;
-    }
-    (*anchors)[k] = anchor;
-    return ERT_OK;
-}
-
-/* Does the graph run faster channels-last? The backend measures every conv
- * both ways (cuDNN's times of the picked algorithms: for NCHW they include
- * cuDNN's own transposes); each layout edge costs a transpose, taken as
- * EDGE_MS. One graph-wide answer. Measured on an H200 (f16, batch 1, p50):
- * ResNet-18 0.378 -> 0.239 ms and ResNet-50 0.691 -> 0.471 ms NHWC, while
- * MobileNetV2 ran 0.329 NCHW vs 0.420 NHWC (cuDNN's NHWC 1x1 convs are slower
- * there; this picks NCHW for it), hence a measurement rather than a rule
- * (bench/RESULTS.md). Without conv_time the answer is yes. */
-#define EDGE_MS 0.003
-static bool nhwc_pays(ert_session *s, const bool *nh, const bool *node_nh, int nn0) {
-    if (!s->be->conv_time) return true;
-    double t[2][2] = {{0}}; /* [nchw, nhwc][dense, grouped] */
-    int edges = 0, n_conv = 0;
-    for (int i = 0; i < nn0; i++) {
-        const snode *n = &s->n[i];
-        if (n->dead) continue;
-        for (int k = 0; k < n->n_in; k++) {
-            int32_t x = n->in[k];
-            if (x < 0 || (n->op == ERT_OP_CONV && (k == 1 || k == 2))) continue;
-            if (node_nh[i] != nh[x] && s->t[x].ndim == 4 && n_elems_of(&s->t[x]) != 1 &&
-                !(nh[x] && s->t[x].dims[2] == 1 && s->t[x].dims[3] == 1))
-                edges++; /* counted per use: an upper bound */
-        }
-        if (!node_nh[i] || n->op != ERT_OP_CONV) continue;
-        ert_tview v[2][ERT_MAX_NODE_IO + 2];
-        ert_op_params prm[2] = {n->params, n->params};
-        float ms[2] = {-1, -1};
-        for (int l = 0; l < 2; l++) {
-            prm[l].conv.nhwc = l == 1;
-            for (int k = 0; k < n->n_in + n->n_out && k < ERT_MAX_NODE_IO + 2; k++) {
-                int32_t id = k < n->n_in ? n->in[k] : n->out[k - n->n_in];
-                memset(&v[l][k], 0, sizeof v[l][k]);
-                if (id < 0) continue;
-                fill_view(&v[l][k], &s->t[id], NULL);
-                bool act = k == 0 || k == 3 || k >= n->n_in; /* x, residual, y */
-                if (l == 1 && act && v[l][k].ndim == 4) {
-                    int64_t c = v[l][k].dims[1];
-                    v[l][k].dims[1] = v[l][k].dims[2], v[l][k].dims[2] = v[l][k].dims[3], v[l][k].dims[3] = c;
-                }
-            }
-            ert_kargs a = {.op = n->op, .params = &prm[l], .n_in = n->n_in, .n_out = n->n_out, .in = v[l],
-                           .out = v[l] + n->n_in, .name = n->name};
-            if (s->be->conv_time(s->bctx, &a, &ms[l]) != ERT_OK) ms[l] = -1;
-        }
-        if (ms[0] < 0 || ms[1] < 0) continue;
-        int g = n->params.conv.group > 1;
-        t[0][g] += ms[0];
-        t[1][g] += ms[1];
-        n_conv++;
-    }
-    double nchw = t[0][0] + t[0][1], nhwc = t[1][0] + t[1][1] + edges * EDGE_MS;
-    bool yes = nhwc < nchw;
-    ert_log(s->ctx, ERT_LOG_INFO,
-            "channels-last: %d convs measured NCHW %.3f ms (dense %.3f, grouped %.3f), NHWC %.3f ms (dense %.3f, "
-            "grouped %.3f) + %d layout edges: %s",
-            n_conv, nchw, t[0][0], t[0][1], t[1][0] + t[1][1], t[1][0], t[1][1], edges, yes ? "NHWC" : "NCHW kept");
-    return yes;
-}
-
-static ert_status to_channels_last(ert_session *s) {
-    static const int to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2};
-    /* NCHW axis -> its position in (N, H, W, C) */
-    static const int64_t axis_nhwc[4] = {0, 3, 1, 2};
-    int nn0 = s->nn, nt0 = s->nt, cap = 0, *anchors = NULL;
-    bool *nh = calloc((size_t)nt0 + 1, sizeof *nh), *node_nh = calloc((size_t)nn0 + 1, sizeof *node_nh);
-    int32_t *twin = malloc(((size_t)nt0 + 1) * sizeof *twin), *fwd = malloc(((size_t)nt0 + 1) * sizeof *fwd);
-    bool *back = calloc((size_t)nt0 + 1, sizeof *back);
-    snode *order = NULL;
-    ert_status st = ERT_OK;
-    if (!nh || !node_nh || !twin || !fwd || !back) {
-        st = oom(s);
-        goto done;
-    }
-    for (int i = 0; i < nt0; i++) twin[i] = fwd[i] = -1;
-    int n_nh = 0;
-    for (int i = 0; i < nn0; i++) {
-        if (s->n[i].dead || !nhwc_node_ok(s, &s->n[i], nh)) continue;
-        node_nh[i] = true;
-        n_nh++;
-        nh[s->n[i].out[0]] = true;
-    }
-    if (!n_nh || (!(s->flags & ERT_SESSION_NHWC) && !nhwc_pays(s, nh, node_nh, nn0))) goto done;
-    for (int t = 0; t < nt0; t++)
-        if (nh[t] && (twin[t] = permuted_copy(s, t, to_nhwc)) < 0) {
-            st = oom(s);
-            goto done;
-        }
-    for (int i = 0; i < nn0 && st == ERT_OK; i++) {
-        if (s->n[i].dead) continue;
-        if (!node_nh[i]) {
-            for (int k = 0; k < s->n[i].n_in && st == ERT_OK; k++) {
-                int32_t t = s->n[i].in[k];
-                if (t < 0 || t >= nt0 || !nh[t] || back[t]) continue;
-                back[t] = true;
-                bool same = s->t[t].dims[2] == 1 && s->t[t].dims[3] == 1;
-                st = layout_node(s, twin[t], t, to_nchw, same, i, nn0, &anchors, &cap);
-            }
-            continue;
-        }
-        for (int k = 0; k < s->n[i].n_in && st == ERT_OK; k++) {
-            int32_t t = s->n[i].in[k];
-            if (t < 0 || (s->n[i].op == ERT_OP_CONV && (k == 1 || k == 2))) continue;
-            if (t < nt0 && nh[t]) {
-                s->n[i].in[k] = twin[t];
-            } else if (s->t[t].ndim == 4 && n_elems_of(&s->t[t]) != 1) {
-                if (fwd[t] < 0) {
-                    if ((fwd[t] = permuted_copy(s, t, to_nhwc)) < 0) st = oom(s);
-                    else st = layout_node(s, t, fwd[t], to_nhwc, false, i, nn0, &anchors, &cap);
-                }
-                s->n[i].in[k] = fwd[t];
-            }
-        }
-        snode *n = &s->n[i];
-        n->out[0] = twin[n->out[0]];
-        if (n->op == ERT_OP_CONV) n->params.conv.nhwc = true;
-        else if (n->op == ERT_OP_MAXPOOL || n->op == ERT_OP_AVGPOOL || n->op == ERT_OP_GLOBAL_AVGPOOL ||
-                 n->op == ERT_OP_GLOBAL_MAXPOOL)
-            n->params.pool.nhwc = true;
-        else if (n->op == ERT_OP_CONCAT)
-            n->params.axis.axis = axis_nhwc[n->params.axis.axis & 3];
-    }
-    if (st != ERT_OK) goto done;
-    /* schedule each new node right before its anchor */
-    order = malloc((size_t)s->nn * sizeof *order);
-    if (!order) {
-        st = oom(s);
-        goto done;
-    }
-    int m = 0;
-    for (int i = 0; i < nn0; i++) {
-        for (int j = nn0; j < s->nn; j++)
-            if (anchors[j - nn0] == i) order[m++] = s->n[j];
-        order[m++] = s->n[i];
-    }
-    memcpy(s->n, order, (size_t)m * sizeof *order);
-done:
-    free(nh);
-    free(node_nh);
-    free(twin);
-    free(fwd);
-    free(back);
-    free(anchors);
-    free(order);
     return st;
 }
 
@@ -1094,9 +389,9 @@ static int32_t root_of(const ert_session *s, int32_t t) {
 }
 
 static ert_status plan(ert_session *s) {
-    count_uses(s, NULL);
+    ert_s_count_uses(s, NULL);
     s->sched = malloc((size_t)(s->nn + 1) * sizeof *s->sched);
-    if (!s->sched) return oom(s);
+    if (!s->sched) return ert_s_oom(s);
     s->n_sched = 0;
     for (int i = 0; i < s->nn; i++)
         if (!s->n[i].dead) s->sched[s->n_sched++] = i;
@@ -1147,9 +442,9 @@ static ert_status plan(ert_session *s) {
             if (n->n_in + n->n_out > 64) continue;
             for (int j = 0; j < n->n_in; j++) {
                 memset(&v[j], 0, sizeof v[j]);
-                if (n->in[j] >= 0) fill_view(&v[j], &s->t[n->in[j]], NULL);
+                if (n->in[j] >= 0) ert_s_fill_view(&v[j], &s->t[n->in[j]], NULL);
             }
-            for (int j = 0; j < n->n_out; j++) fill_view(&v[n->n_in + j], &s->t[n->out[j]], NULL);
+            for (int j = 0; j < n->n_out; j++) ert_s_fill_view(&v[n->n_in + j], &s->t[n->out[j]], NULL);
             ert_kargs a = {.op = n->op, .params = &n->params, .n_in = n->n_in, .n_out = n->n_out, .in = v,
                            .out = v + n->n_in, .name = n->name};
             size_t extra = 0;
@@ -1165,7 +460,7 @@ static ert_status plan(ert_session *s) {
     for (int k = 0; k < s->n_sched; k++)
         if (s->n[s->sched[k]].ws_bytes) nb++;
     s->blocks = calloc((size_t)(nb ? nb : 1), sizeof *s->blocks);
-    if (!s->blocks) return oom(s);
+    if (!s->blocks) return ert_s_oom(s);
     nb = 0;
     for (int i = 0; i < s->nt; i++) {
         stensor *t = &s->t[i];
@@ -1184,10 +479,10 @@ static ert_status plan(ert_session *s) {
     s->n_blocks = nb;
     size_t peak, lb;
     ert_status st = ert_plan_offsets(s->blocks, nb, ERT_ALIGN, &peak, &lb);
-    if (st) return st == ERT_E_NOMEM ? oom(s) : ert_set_error(s->ctx, st, "activation sizes overflow");
+    if (st) return st == ERT_E_NOMEM ? ert_s_oom(s) : ert_set_error(s->ctx, st, "activation sizes overflow");
     /* weights region: constants the session made that live nodes still read */
     size_t w = 0, io = 0, mapped = 0;
-    count_uses(s, NULL);
+    ert_s_count_uses(s, NULL);
     for (int i = 0; i < s->nt; i++) {
         stensor *t = &s->t[i];
         if (t->mem == MEM_OWNED && t->n_uses > 0) {
@@ -1304,20 +599,20 @@ static ert_status bind(ert_session *s, const ert_session_options *o) {
     }
     /* kernel arguments, resolved once */
     s->kptr = calloc((size_t)(s->n_sched + 1), sizeof *s->kptr);
-    if (!s->kptr) return oom(s);
+    if (!s->kptr) return ert_s_oom(s);
     for (int k = 0; k < s->n_sched; k++) {
         snode *n = &s->n[s->sched[k]];
         n->views = calloc((size_t)(n->n_in + n->n_out), sizeof *n->views);
-        if (!n->views) return oom(s);
+        if (!n->views) return ert_s_oom(s);
         for (int j = 0; j < n->n_in; j++)
-            if (n->in[j] >= 0) fill_view(&n->views[j], &s->t[n->in[j]], s->t[n->in[j]].data);
-        for (int j = 0; j < n->n_out; j++) fill_view(&n->views[n->n_in + j], &s->t[n->out[j]], s->t[n->out[j]].data);
+            if (n->in[j] >= 0) ert_s_fill_view(&n->views[j], &s->t[n->in[j]], s->t[n->in[j]].data);
+        for (int j = 0; j < n->n_out; j++) ert_s_fill_view(&n->views[n->n_in + j], &s->t[n->out[j]], s->t[n->out[j]].data);
         n->args = (ert_kargs){.op = n->op, .params = &n->params, .n_in = n->n_in, .n_out = n->n_out, .in = n->views,
                               .out = n->views + n->n_in, .pool = s->pool, .name = n->name,
                               .workspace = n->ws_block >= 0 ? abase + s->blocks[n->ws_block].offset : NULL,
                               .workspace_bytes = n->ws_bytes};
         if (be->bind_node && (st = be->bind_node(s->bctx, &n->args)) != ERT_OK) {
-            if (!ert_last_error(s->ctx)[0]) ert_set_error(s->ctx, st, "node '%s' (%s): backend setup failed", n->name, op_name(n->op));
+            if (!ert_last_error(s->ctx)[0]) ert_set_error(s->ctx, st, "node '%s' (%s): backend setup failed", n->name, ert_graph_op_name(n->op));
             return st;
         }
         s->kptr[k] = &n->args;
@@ -1327,7 +622,7 @@ static ert_status bind(ert_session *s, const ert_session_options *o) {
         if (!ins || !outs) {
             free(ins);
             free(outs);
-            return oom(s);
+            return ert_s_oom(s);
         }
         /* ERT_SESSION_DEVICE_INPUTS: the caller writes the inputs on the GPU */
         int n_in_copy = (s->flags & ERT_SESSION_DEVICE_INPUTS) ? 0 : s->n_in;
@@ -1413,9 +708,9 @@ static ert_status build(const ert_model *m, const ert_session_options *opts, boo
     s->n_threads = o->n_threads > 0 ? o->n_threads : 1;
     s->planned_only = plan_only;
     for (int i = 0; i < m->n_tensors; i++) {
-        int32_t id = add_tensor(s, m->tensors[i].name);
+        int32_t id = ert_s_add_tensor(s, m->tensors[i].name);
         if (id < 0) {
-            st = oom(s);
+            st = ert_s_oom(s);
             goto fail;
         }
         stensor *t = &s->t[id];
@@ -1427,7 +722,7 @@ static ert_status build(const ert_model *m, const ert_session_options *opts, boo
             t->mem = MEM_CONST;
             t->cdata = mt->data;
             t->defined = true;
-            if (!set_nbytes(t)) {
+            if (!ert_s_set_nbytes(t)) {
                 st = ert_set_error(ctx, ERT_E_FORMAT, "weight '%s': invalid size", t->name);
                 goto fail;
             }
@@ -1438,11 +733,11 @@ static ert_status build(const ert_model *m, const ert_session_options *opts, boo
     if ((st = freeze_inputs(s, o))) goto fail;
     if ((st = infer(s))) goto fail;
     if (!(o->flags & ERT_SESSION_NO_FOLD)) {
-        count_uses(s, NULL);
-        if ((st = fold_batchnorm(s))) goto fail;
+        ert_s_count_uses(s, NULL);
+        if ((st = ert_s_fold_batchnorm(s))) goto fail;
     }
-    if (!(o->flags & ERT_SESSION_NO_FUSE) && (st = fuse(s))) goto fail;
-    remove_dead(s);
+    if (!(o->flags & ERT_SESSION_NO_FUSE) && (st = ert_s_fuse(s))) goto fail;
+    ert_s_remove_dead(s);
     /* One backend runs every node: refuse a graph it cannot run (AUTO falls
      * back to the CPU instead). */
     for (int i = 0; i < s->nn && s->be->supports; i++) {
@@ -1450,7 +745,7 @@ static ert_status build(const ert_model *m, const ert_session_options *opts, boo
         ert_dtype dt = n->n_in > 0 && n->in[0] >= 0 ? s->t[n->in[0]].dtype : ERT_DTYPE_UNDEFINED;
         if (n->dead || s->be->supports(n->op, dt)) continue;
         if (o->device == ERT_DEVICE_AUTO && s->be != &ert_cpu_backend) {
-            ert_log(ctx, ERT_LOG_INFO, "node '%s' (%s): no %s kernel, using the CPU", n->name, op_name(n->op), s->be->name);
+            ert_log(ctx, ERT_LOG_INFO, "node '%s' (%s): no %s kernel, using the CPU", n->name, ert_graph_op_name(n->op), s->be->name);
             s->be->release(s->bctx);
             s->be = &ert_cpu_backend;
             if ((st = s->be->init(ctx, o, &s->bctx)) != ERT_OK) {
@@ -1460,14 +755,14 @@ static ert_status build(const ert_model *m, const ert_session_options *opts, boo
             continue;
         }
         st = ert_set_error(ctx, ERT_E_UNSUPPORTED, "node '%s' (%s, %s): the %s backend does not implement it yet",
-                           n->name, op_name(n->op), ert_dtype_name(dt), s->be->name);
+                           n->name, ert_graph_op_name(n->op), ert_dtype_name(dt), s->be->name);
         goto fail;
     }
     if ((o->precision == ERT_DTYPE_F16 || o->precision == ERT_DTYPE_BF16) && s->be->device == ERT_DEVICE_CUDA &&
-        (st = lower_precision(s, o->precision)))
+        (st = ert_s_lower_precision(s, o->precision)))
         goto fail;
     if ((o->precision == ERT_DTYPE_F16 || o->precision == ERT_DTYPE_BF16) && s->be->device == ERT_DEVICE_CUDA &&
-        !(o->flags & ERT_SESSION_NO_NHWC) && (st = to_channels_last(s)))
+        !(o->flags & ERT_SESSION_NO_NHWC) && (st = ert_s_to_channels_last(s)))
         goto fail;
     if ((st = plan(s))) goto fail;
     if (!plan_only) {
@@ -1522,7 +817,7 @@ ert_status ert_session_run(ert_session *s) {
             ert_gather_bad_index(s->kptr[failed], &pos, &val, &dim))
             return ert_set_error(s->ctx, st, "node '%s' (Gather): index %lld (at position %lld) out of range [-%lld, %lld)",
                                  n->name, (long long)val, (long long)pos, (long long)dim, (long long)dim);
-        return ert_set_error(s->ctx, st, "node '%s' (%s) failed on %s: %s", n ? n->name : "?", n ? op_name(n->op) : "?",
+        return ert_set_error(s->ctx, st, "node '%s' (%s) failed on %s: %s", n ? n->name : "?", n ? ert_graph_op_name(n->op) : "?",
                              s->be->name,
                              detail[0] ? detail
                              : st == ERT_E_UNSUPPORTED ? "the backend does not implement it for these inputs"

@@ -24,7 +24,7 @@ srcs=("$root"/kernels/cuda/*.cu)
 for src in "${srcs[@]}"; do
     obj="$tmp/$(basename "$src").o"
     if ! "$nvcc" -std=c++17 -O2 "${gencode[@]}" -DERT_HAVE_CUDA \
-        -I"$root/runtime/include" -I"$root/runtime" -I"$root/kernels/cuda" -I"$root/kernels/cpu" \
+        -I"$root/include" -I"$root/core" -I"$root/kernels/cuda" \
         -Xcompiler=-Wall,-Wextra,-Werror,-fno-exceptions -c "$src" -o "$obj"; then
         echo "FAIL: $(basename "$src") does not compile for sm_${archs[*]}" >&2
         fail=1

@@ -26,7 +26,7 @@
  * test, result, max_err, detail.
  */
 #include "edgert.h"
-#include "ert_internal.h" /* ert_session_plan_check: every plan is checked for overlaps */
+#include "runtime_internal.h" /* ert_session_plan_check: every plan is checked for overlaps */
 
 #include <dirent.h>
 #include <errno.h>

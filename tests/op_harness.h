@@ -3,7 +3,7 @@
  * allocates poisoned outputs and workspace, and runs ert_cpu_run_node. */
 #ifndef ERT_OP_HARNESS_H
 #define ERT_OP_HARNESS_H
-#include "ert_internal.h"
+#include "runtime_internal.h"
 #include "testutil.h"
 
 #include <stdlib.h>
@@ -131,7 +131,8 @@ static inline ert_status run_op(ert_context *ctx, ert_op op, const ert_attr_val 
     ert_node node = {.op = op, .name = (char *)"t", .n_in = n_in, .n_out = n_out, .in = ii, .out = oi,
                      .n_attrs = n_attrs, .attrs = (ert_attr_val *)attrs};
     ert_prep p = {.ctx = ctx, .node = &node, .n_in = n_in, .n_out = n_out, .in = ti, .out = to,
-                  .params = &params, .n_threads = 1, .fold_ok = true};
+                  .params = &params, .n_threads = 1, .fold_ok = true,
+                  .gemm_workspace = ert_cpu_backend.gemm_workspace};
     if (stage) *stage = 0;
     const ert_op_def *def = ert_op_get(op);
     if (!def) return ERT_E_INTERNAL;

@@ -6,7 +6,7 @@
  * buffers are copied into exactly-sized allocations so over-reads show. */
 /* fork, mkdtemp, memmem, clock_gettime: POSIX and GNU extras on top of C11. */
 #define _GNU_SOURCE
-#include "ert_internal.h"
+#include "runtime_internal.h"
 #include "testutil.h"
 #include "../loaders/ert/ert_format_internal.h"
 

@@ -3,7 +3,7 @@
  * crash), external data confinement, TensorProto .pb reading, and the real
  * models in ../shared/models. */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp, symlink */
-#include "ert_internal.h"
+#include "runtime_internal.h"
 #include "onnx_enc.h"
 #include "testutil.h"
 

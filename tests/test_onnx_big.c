@@ -2,7 +2,7 @@
  * load (iteratively: no stack growth with depth) in reasonable time. Kept out
  * of test_onnx so that one stays fast under sanitizers and qemu. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
-#include "ert_internal.h"
+#include "runtime_internal.h"
 #include "onnx_enc.h"
 #include "testutil.h"
 

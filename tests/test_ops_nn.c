@@ -8,7 +8,7 @@
 #include "act_vec.h"
 #include "cpu_gemm.h"
 #include "cpu_kernels.h"
-#include "ert_internal.h"
+#include "runtime_internal.h"
 #include "testutil.h"
 
 #include <stdatomic.h>
@@ -91,7 +91,8 @@ static ert_status run_op(ert_op op, const attrs *A, int n_in, const tens *in, in
     ert_op_params params;
     memset(&params, 0xAB, sizeof params); /* prepare must set every field it uses */
     ert_prep prep = {.ctx = ctx, .node = &node, .n_in = n_in, .n_out = n_out, .in = ti, .out = to,
-                     .params = &params, .n_threads = pool_threads[pool_i], .fold_ok = true};
+                     .params = &params, .n_threads = pool_threads[pool_i], .fold_ok = true,
+                     .gemm_workspace = ert_cpu_backend.gemm_workspace};
     ctx->err[0] = 0;
     ert_status st = ert_op_get(op)->prepare(&prep);
     if (st) return st;

@@ -2,7 +2,7 @@
  * constant folding, dead-node removal, caller arenas, and bad input. Uses only
  * element-wise ops so it stays independent of the heavy kernels (those have
  * their own tests and the model tests). */
-#include "ert_internal.h"
+#include "runtime_internal.h"
 #include "testutil.h"
 
 #include <stdlib.h>

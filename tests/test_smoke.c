@@ -1,6 +1,6 @@
 /* Status strings, dtypes, version, fp16/bf16 conversion against a double-precision
  * reference, CRC-32 against known values. */
-#include "ert_internal.h"
+#include "runtime_internal.h"
 #include "testutil.h"
 
 #include <string.h>

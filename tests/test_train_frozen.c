@@ -1,4 +1,4 @@
-/* Frozen prefix planned like inference (runtime/trainer.c fold_frozen), CPU:
+/* Frozen prefix planned like inference (runtime/train/frozen.c), CPU:
  *   - head-only training of a small CNN (conv+BN+relu blocks, BN frozen):
  *     its BatchNorms are folded into the convs, the Relus fused, the
  *     residual Add (+ Relu) made the last conv's epilogue; the loss
@@ -179,7 +179,7 @@ out:
     ert_model_free(m);
 }
 
-/* A stem big enough to be chunked (runtime/trainer.c chunk_stem: a chain
+/* A stem big enough to be chunked (runtime/train/stem.c chunk_stem: a chain
  * tensor of 4 MiB or more): x (8, 3, 96, 96) -> conv 3->64 /2 + BN + relu
  * (8x64x48x48 f32: 4.7 MB) -> maxpool 3/2 -> conv + BN + relu -> GAP -> fc.
  * Head-only (fc) vs full training with the same frozen BatchNorms: the
@@ -230,7 +230,7 @@ static int count_replays(const ert_trainer *t) {
     return n;
 }
 
-/* BatchNorm (batch statistics) + Relu fused (runtime/trainer.c fuse_bn_relu)
+/* BatchNorm (batch statistics) + Relu fused (runtime/train/frozen.c fuse_bn_relu)
  * vs the two nodes (bn_relu_unfused): the same math in the same order on the
  * CPU, so the loss and every gradient agree exactly, two steps running (the
  * second also checks the running statistics feed nothing wrong).

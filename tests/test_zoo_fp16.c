@@ -3,7 +3,7 @@
  * purpose), that the saved file loads and runs close to the f32 model, that
  * the model saved from is unchanged, and the statuses. The end-to-end check
  * on real networks against onnxruntime is the `zoo` test (run_zoo.py). */
-#include "ert_internal.h"
+#include "runtime_internal.h"
 #include "testutil.h"
 
 #include <stdlib.h>

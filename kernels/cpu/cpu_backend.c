@@ -1,9 +1,12 @@
 /* CPU backend table: op -> kernel. */
+#include "cpu_gemm.h"
 #include "cpu_kernels.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+/* Indexed by ert_op (core/ops/op_table.c has the same guard). */
+_Static_assert(ERT_OP_COUNT == 95, "ERT_OP_COUNT changed: add the new op's CPU kernel to KERNELS");
 static const ert_kernel_fn KERNELS[ERT_OP_COUNT] = {
     [ERT_OP_CONV] = ert_cpu_conv,
     [ERT_OP_CONV_TRANSPOSE] = ert_cpu_conv_transpose,
@@ -137,4 +140,5 @@ const ert_backend ert_cpu_backend = {
     .upload = cpu_upload,
     .run = cpu_run,
     .supports = cpu_supports,
+    .gemm_workspace = ert_cpu_sgemm_workspace,
 };

@@ -5,7 +5,7 @@
  * f16/bf16 tensors to f32 for the CPU backend. */
 #ifndef ERT_CPU_KERNELS_H
 #define ERT_CPU_KERNELS_H
-#include "ert_internal.h"
+#include "cpu_backend.h"
 
 /* conv.c */
 ert_status ert_cpu_conv(const ert_kargs *a);

@@ -1,6 +1,6 @@
 /* Data-movement kernels: Transpose, Concat, Split, Slice, Gather, Pad, Tile.
  * All are dtype-generic by element size (1, 2, 4 or 8 bytes). Shapes were
- * validated by prepare (runtime/ops_tensor.c); Gather still checks its indices
+ * validated by prepare (core/ops/tensor.c); Gather still checks its indices
  * here because they may be computed at run time. Expand is in eltwise.c
  * (broadcasting), Cast/Shape/ConstantOfShape/Range in shape_gen.c. */
 #include "cpu_kernels.h"

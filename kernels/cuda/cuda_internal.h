@@ -22,7 +22,7 @@ extern "C" {
  * k's element for output index (i0..in) is at sum(i_d * s[k][d]) (stride 0 on
  * broadcast dims). Passed to kernels by value. */
 #define ERT_CUDA_MAX_OPS 3
-/* A trainer's workspace budget (runtime/trainer.c ws_budget) makes a conv
+/* A trainer's workspace budget (runtime/train/trainer.c ws_budget) makes a conv
  * take an algorithm needing less workspace only if cudnnFind timed it at
  * most this many times slower than the fastest; otherwise the conv keeps the
  * fastest and the arena's peak grows (ResNet-18's first conv: the 64 MB

@@ -1,6 +1,6 @@
 /*
  * CUDA backend, training ops: dispatch of the backward, loss and optimizer
- * nodes the trainer (runtime/trainer.c, autodiff.c) emits: f32, plus the
+ * nodes the trainer (runtime/train/) emits: f32, plus the
  * f16/bf16 convolution gradients of mixed precision (tensor cores, f32
  * accumulation) and the f16 loss scaler (LOSS slot 3, GRAD_NORM's last two
  * inputs).
@@ -29,6 +29,9 @@
 #define TRAIN_WS_MAX ((size_t)256 << 20) /* largest cuDNN backward workspace a node may plan */
 #define BLAS_WS ((size_t)4 << 20)
 
+/* CUDA's training-op table (cuda_supports in cuda_backend.c has the
+ * inference ops). */
+_Static_assert(ERT_OP_COUNT == 95, "ERT_OP_COUNT changed: say here whether the new op is a CUDA training op");
 bool ert_cuda_train_op(ert_op op) {
     switch (op) {
     case ERT_OP_CONV_GRAD_WEIGHT: case ERT_OP_REDUCE_TO: case ERT_OP_ACT_GRAD: case ERT_OP_BINARY_GRAD:

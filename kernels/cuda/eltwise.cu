@@ -231,7 +231,7 @@ cudaError_t ert_cuda_unary_launch(ert_op op, const ert_unary_params *p, ert_dtyp
     case ERT_OP_HARD_SIGMOID: kind = ERT_ACT_HARD_SIGMOID; break;
     case ERT_OP_HARD_SWISH: kind = ERT_ACT_HARD_SWISH; break;
     case ERT_OP_SILU: kind = ERT_ACT_SILU; break;
-    case ERT_OP_GELU: /* unary.alpha: 0 erf form, 1 tanh form (runtime/ops_eltwise.c) */
+    case ERT_OP_GELU: /* unary.alpha: 0 erf form, 1 tanh form (core/ops/eltwise.c) */
         if (p->alpha == 1.0f) what = U_GELU_TANH;
         else kind = ERT_ACT_GELU;
         break;

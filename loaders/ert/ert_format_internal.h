@@ -11,7 +11,7 @@
 #ifndef ERT_FORMAT_INTERNAL_H
 #define ERT_FORMAT_INTERNAL_H
 
-#include "ert_internal.h"
+#include "loaders.h"
 
 #include <stdint.h>
 #include <string.h>

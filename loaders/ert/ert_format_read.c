@@ -12,7 +12,7 @@
  *   4. Every tensor, node, attribute and graph field: string offsets, enums,
  *      counts, index ranges, dims, data ranges; op names known (else
  *      ERT_E_UNSUPPORTED naming op and node); names unique.
- *   5. Build the model with the runtime/model.c helpers, point weights into
+ *   5. Build the model with the core/model.c helpers, point weights into
  *      the buffer (borrow) or a single 64-byte-aligned copy, and run
  *      ert_model_validate (cycles, tensors defined once).
  * Every failure is ERT_E_FORMAT (or UNSUPPORTED) with a message naming the

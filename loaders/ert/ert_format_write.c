@@ -6,12 +6,12 @@
  *   2. Build the metadata sections (strings, tensors, nodes, attributes, aux
  *      arrays, indices, graph) in memory; lay out the weight blob (every
  *      tensor 64-byte aligned) without copying it.
- *   3. Write to PATH.tmp.XXXXXX (mkstemp, same directory so rename is atomic):
+ *   3. Write through the one atomic writer (core/fileio.c: ert_file_writer):
  *      zeros where header and table go, metadata, then the weights streamed
  *      from the tensors while their CRC is computed, then the header and
- *      table with pwrite at offset 0.
- *   4. fsync, close, rename over PATH, fsync the directory.
- * Any failure before the rename unlinks the temp file: PATH is untouched.
+ *      table written at offset 0.
+ *   4. Commit: fsync, rename over PATH, fsync the directory.
+ * Any failure before the commit discards the new file: PATH is untouched.
  *
  * Limits: counts and string offsets are u32 in the format; models past that
  * (4 GiB of names) are refused with ERT_E_UNSUPPORTED. Metadata is held in
@@ -19,13 +19,9 @@
  */
 #include "ert_format_internal.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /* ------------------------------------------------------------------ buffer */
 
@@ -73,36 +69,6 @@ static uint32_t wb_str(wbuf *b, const char *s, bool *too_big) {
 
 /* ------------------------------------------------------------------ I/O */
 
-static bool write_all(int fd, const void *data, size_t n) {
-    const uint8_t *p = data;
-    while (n > 0) {
-        ssize_t w = write(fd, p, n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return false;
-        }
-        if (w == 0) { errno = EIO; return false; }
-        p += w;
-        n -= (size_t)w;
-    }
-    return true;
-}
-
-static bool pwrite_all(int fd, const void *data, size_t n, off_t off) {
-    const uint8_t *p = data;
-    while (n > 0) {
-        ssize_t w = pwrite(fd, p, n, off);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return false;
-        }
-        if (w == 0) { errno = EIO; return false; }
-        p += w;
-        n -= (size_t)w;
-        off += w;
-    }
-    return true;
-}
 
 static const uint8_t ZEROS[ERTF_WEIGHT_ALIGN];
 
@@ -256,33 +222,29 @@ static ert_status build_layout(const ert_model *m, layout *L) {
 
 /* ------------------------------------------------------------------ write */
 
-static ert_status io_error(ert_context *ctx, const char *what, const char *path, int err) {
-    return ert_set_error(ctx, ERT_E_IO, ".ert write: %s '%s': %s", what, path, strerror(err));
-}
-
-/* Write the whole file to fd. Returns ERT_OK or ERT_E_IO with ctx's message. */
-static ert_status write_file(const ert_model *m, const layout *L, int fd, const char *tmp) {
-    ert_context *ctx = m->ctx;
+/* Write the whole file to fw. Returns ERT_OK or ERT_E_IO with ctx's message. */
+static ert_status write_file(const ert_model *m, const layout *L, ert_file_writer *fw) {
+    ert_status st;
     static const int order[] = {ERTF_SEC_STRINGS, ERTF_SEC_TENSORS, ERTF_SEC_NODES, ERTF_SEC_ATTRS,
                                 ERTF_SEC_AUX, ERTF_SEC_INDICES, ERTF_SEC_GRAPH};
     enum { NSEC = sizeof order / sizeof order[0] + 1 };
     uint8_t head[ERTF_HEADER_SIZE + NSEC * ERTF_SECTION_ENTRY_SIZE];
     memset(head, 0, sizeof head);
 
-    if (!write_all(fd, head, sizeof head)) return io_error(ctx, "write", tmp, errno);
+    if ((st = ert_file_writer_write(fw, head, sizeof head))) return st;
     uint64_t pos = sizeof head;
     for (size_t k = 0; k < NSEC; k++) {
         bool weights = k == NSEC - 1;
         int type = weights ? ERTF_SEC_WEIGHTS : order[k];
         size_t align = weights ? ERTF_WEIGHT_ALIGN : ERTF_SECTION_ALIGN;
         size_t pad = (size_t)(ert_align_up((size_t)pos, align) - pos);
-        if (pad && !write_all(fd, ZEROS, pad)) return io_error(ctx, "write", tmp, errno);
+        if (pad && (st = ert_file_writer_write(fw, ZEROS, pad))) return st;
         pos += pad;
         uint64_t start = pos, size;
         uint32_t crc = 0;
         if (!weights) {
             const wbuf *b = &L->sec[type];
-            if (b->n && !write_all(fd, b->p, b->n)) return io_error(ctx, "write", tmp, errno);
+            if (b->n && (st = ert_file_writer_write(fw, b->p, b->n))) return st;
             crc = ert_crc32(0, b->p, b->n);
             size = b->n;
         } else {
@@ -295,13 +257,13 @@ static ert_status write_file(const ert_model *m, const layout *L, int fd, const 
                 uint64_t off = L->data_off[i];
                 size_t gap = (size_t)(off - w);
                 if (gap) {
-                    if (!write_all(fd, ZEROS, gap)) return io_error(ctx, "write", tmp, errno);
+                    if ((st = ert_file_writer_write(fw, ZEROS, gap))) return st;
                     crc = ert_crc32(crc, ZEROS, gap);
                 }
                 /* Size recomputed exactly as in build_layout (checked there). */
                 nb = ert_dtype_size(t->dtype);
                 for (int d = 0; d < t->ndim; d++) nb *= (size_t)t->dims[d];
-                if (nb && !write_all(fd, t->data, nb)) return io_error(ctx, "write", tmp, errno);
+                if (nb && (st = ert_file_writer_write(fw, t->data, nb))) return st;
                 if (nb) crc = ert_crc32(crc, t->data, nb);
                 w = off + nb;
             }
@@ -324,9 +286,7 @@ static ert_status write_file(const ert_model *m, const layout *L, int fd, const 
     ertf_wr64(head + ERTF_H_TABLE_OFFSET, ERTF_HEADER_SIZE);
     ertf_wr32(head + ERTF_H_TABLE_CRC, ert_crc32(0, head + ERTF_HEADER_SIZE, NSEC * ERTF_SECTION_ENTRY_SIZE));
     ertf_wr32(head + ERTF_H_CRC, ert_crc32(0, head, ERTF_H_CRC));
-    if (!pwrite_all(fd, head, sizeof head, 0)) return io_error(ctx, "write", tmp, errno);
-    if (fsync(fd) != 0) return io_error(ctx, "fsync", tmp, errno);
-    return ERT_OK;
+    return ert_file_writer_write_at(fw, 0, head, sizeof head);
 }
 
 ert_status ert_format_write(const ert_model *m, const char *path) {
@@ -339,50 +299,13 @@ ert_status ert_format_write(const ert_model *m, const char *path) {
     ert_status st = build_layout(m, &L);
     if (st != ERT_OK) { layout_free(&L); return st; }
 
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + sizeof ".tmp.XXXXXX");
-    char *dir = malloc(plen + 2);
-    if (!tmp || !dir) {
-        free(tmp); free(dir); layout_free(&L);
-        return ert_set_error(ctx, ERT_E_NOMEM, ".ert write: out of memory");
+    /* the one atomic write (core/fileio.c): links followed, devices refused */
+    ert_file_writer *w = NULL;
+    if ((st = ert_file_writer_open(ctx, path, &w)) == ERT_OK) {
+        st = write_file(m, &L, w);
+        if (st == ERT_OK) st = ert_file_writer_commit(w);
+        else ert_file_writer_abort(w);
     }
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp.XXXXXX", sizeof ".tmp.XXXXXX");
-    /* Directory of path, for the fsync that makes the rename durable. */
-    const char *slash = strrchr(path, '/');
-    if (!slash) strcpy(dir, ".");
-    else if (slash == path) strcpy(dir, "/");
-    else { memcpy(dir, path, (size_t)(slash - path)); dir[slash - path] = 0; }
-
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        st = io_error(ctx, "cannot create temporary file", tmp, errno);
-        free(tmp); free(dir); layout_free(&L);
-        return st;
-    }
-    /* mkstemp makes 0600; keep the replaced file's mode, else the usual 0644
-     * (reading the umask would mean changing it: process-global state). */
-    struct stat sb;
-    mode_t mode = stat(path, &sb) == 0 ? (sb.st_mode & 07777) : 0644;
-    if (fchmod(fd, mode) != 0) st = io_error(ctx, "fchmod", tmp, errno);
-    if (st == ERT_OK) st = write_file(m, &L, fd, tmp);
-    if (close(fd) != 0 && st == ERT_OK) st = io_error(ctx, "close", tmp, errno);
-    if (st == ERT_OK && rename(tmp, path) != 0) st = io_error(ctx, "rename to", path, errno);
-    if (st != ERT_OK) {
-        unlink(tmp);
-    } else {
-        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        /* Some file systems refuse fsync on directories (EINVAL): nothing to
-         * make durable there. */
-        if (dfd < 0) st = io_error(ctx, "open directory (file written, rename may not be durable)", dir, errno);
-        else {
-            if (fsync(dfd) != 0 && errno != EINVAL)
-                st = io_error(ctx, "fsync directory (file written, rename may not be durable)", dir, errno);
-            close(dfd);
-        }
-    }
-    free(tmp);
-    free(dir);
     layout_free(&L);
     return st;
 }

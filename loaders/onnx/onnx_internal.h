@@ -3,7 +3,7 @@
 #ifndef ERT_ONNX_INTERNAL_H
 #define ERT_ONNX_INTERNAL_H
 
-#include "ert_internal.h"
+#include "loaders.h"
 
 /* A window of the input. `base` is the start of the whole file, kept so error
  * messages can give absolute byte offsets. */

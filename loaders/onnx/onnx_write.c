@@ -11,19 +11,16 @@
  *      The IR holds the newest-opset form of every op (the loader normalises
  *      older opsets), so the file declares opset 18 (20 when a Gelu is
  *      present), ir_version 8.
- *   3. Write atomically: PATH.tmp.XXXXXX, fsync, rename, directory fsync.
+ *   3. Write atomically with ert_file_write_atomic (core/fileio.c).
  * Limits: no external data (one file, < 2 GiB); optimizer-state tensors of a
  * checkpoint are not written.
  */
 #include "ert_internal.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 typedef struct obuf {
     uint8_t *p;
@@ -176,9 +173,6 @@ static ert_status encode(const ert_model *m, obuf *model) {
     return oom ? ert_set_error(ctx, ERT_E_NOMEM, "ONNX export: out of memory") : ERT_OK;
 }
 
-static ert_status io_err(ert_context *ctx, const char *what, const char *path) {
-    return ert_set_error(ctx, ERT_E_IO, "ONNX export: %s '%s': %s", what, path, strerror(errno));
-}
 
 ert_status ert_model_save_onnx(const ert_model *m, const char *path) {
     if (!m) return ERT_E_ARG;
@@ -190,40 +184,7 @@ ert_status ert_model_save_onnx(const ert_model *m, const char *path) {
         free(b.p);
         return st;
     }
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 16), *dir = malloc(plen + 2);
-    if (!tmp || !dir) {
-        free(tmp), free(dir), free(b.p);
-        return ert_set_error(ctx, ERT_E_NOMEM, "ONNX export: out of memory");
-    }
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp.XXXXXX", 12);
-    const char *slash = strrchr(path, '/');
-    if (!slash) strcpy(dir, ".");
-    else if (slash == path) strcpy(dir, "/");
-    else memcpy(dir, path, (size_t)(slash - path)), dir[slash - path] = 0;
-    int fd = mkstemp(tmp);
-    if (fd < 0) st = io_err(ctx, "cannot create", tmp);
-    else {
-        fchmod(fd, 0644);
-        for (size_t off = 0; st == ERT_OK && off < b.n;) {
-            ssize_t w = write(fd, b.p + off, b.n - off);
-            if (w < 0 && errno == EINTR) continue;
-            if (w <= 0) st = io_err(ctx, "write", tmp);
-            else off += (size_t)w;
-        }
-        if (st == ERT_OK && fsync(fd) != 0) st = io_err(ctx, "fsync", tmp);
-        if (close(fd) != 0 && st == ERT_OK) st = io_err(ctx, "close", tmp);
-        if (st == ERT_OK && rename(tmp, path) != 0) st = io_err(ctx, "rename to", path);
-        if (st != ERT_OK) unlink(tmp);
-        else {
-            int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-            if (dfd >= 0) {
-                fsync(dfd); /* best effort: some file systems refuse it */
-                close(dfd);
-            }
-        }
-    }
-    free(tmp), free(dir), free(b.p);
+    st = ert_file_write_atomic(ctx, path, b.p, b.n); /* core/fileio.c */
+    free(b.p);
     return st;
 }

@@ -8,7 +8,7 @@
  * every mutation dies at a CRC check and the fuzzer never reaches the field
  * validation behind it; fixing CRCs here keeps the library free of a
  * fuzzing-only mode. */
-#include "ert_internal.h"
+#include "runtime_internal.h"
 #include "../../loaders/ert/ert_format_internal.h"
 
 #include <stdint.h>

@@ -35,17 +35,21 @@
  * Unsqueeze/Identity, Transpose, Concat, Split, Slice, Dropout.
  * Limits: rank-1 MatMul operands, Conv with a fused epilogue, ConvTranspose
  * and other ops refuse with ERT_E_UNSUPPORTED when a gradient has to
- * flow through them. Workspace sizes are the CPU kernels' (TODO(#5): ask the
- * backend when the CUDA trainer lands).
+ * flow through them. Workspace sizes set here are the CPU kernels' (the
+ * SGEMM's through ert_cpu_backend.gemm_workspace); on a
+ * CUDA device the trainer's plan step (trainer.c node_ws) asks the backend's
+ * node_workspace for its own.
  */
-#include "cpu_gemm.h"
-#include "cpu_kernels.h"
+#include "cpu_kernels.h" /* ert_cpu_conv_grad_weight_workspace: TODO(#11) through the backend table */
 #include "trainer_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* The backward rules' table (this switch and emit's): a new op must decide
+ * here whether gradients flow through it. */
+_Static_assert(ERT_OP_COUNT == 95, "ERT_OP_COUNT changed: give the new op its backward rule (or none) here");
 bool ert_ad_diff_slot(ert_op op, int k) {
     switch (op) {
     case ERT_OP_CONV: case ERT_OP_GEMM: case ERT_OP_BATCHNORM: case ERT_OP_BATCHNORM_TRAIN:
@@ -200,7 +204,7 @@ static ert_status rule(ad *a, int fi) {
             }
             (void)ksz;
             size_t cols = ert_align_up((size_t)kc * (size_t)in_sz * sizeof(float), 64);
-            size_t ws = cols + ert_cpu_sgemm_workspace(kc, in_sz, Y->dims[1] / G, nthr);
+            size_t ws = cols + ert_cpu_backend.gemm_workspace(kc, in_sz, Y->dims[1] / G, nthr);
             int32_t ins[2] = {dy, f.in[1]};
             if ((st = simple(a, fi, 0, ERT_OP_CONV_TRANSPOSE, ins, 2, &p, ws))) return st;
         }
@@ -233,7 +237,7 @@ static ert_status rule(ad *a, int fi) {
                 ins[0] = f.in[1], ins[1] = dy;
                 p.gemm.trans_a = gp->trans_b, p.gemm.trans_b = true;
             }
-            size_t ws = ert_cpu_sgemm_workspace(gp->trans_a ? K : M, gp->trans_a ? M : K, N, nthr);
+            size_t ws = ert_cpu_backend.gemm_workspace(gp->trans_a ? K : M, gp->trans_a ? M : K, N, nthr);
             if ((st = simple(a, fi, 0, ERT_OP_GEMM, ins, 2, &p, ws))) return st;
         }
         if (need(t, &f, 1)) {
@@ -245,7 +249,7 @@ static ert_status rule(ad *a, int fi) {
                 ins[0] = dy, ins[1] = f.in[0];
                 p.gemm.trans_a = true, p.gemm.trans_b = gp->trans_a;
             }
-            size_t ws = ert_cpu_sgemm_workspace(gp->trans_b ? N : K, gp->trans_b ? K : N, M, nthr);
+            size_t ws = ert_cpu_backend.gemm_workspace(gp->trans_b ? N : K, gp->trans_b ? K : N, M, nthr);
             if ((st = simple(a, fi, 1, ERT_OP_GEMM, ins, 2, &p, ws))) return st;
         }
         if (need(t, &f, 2)) return reduce_to(a, fi, 2, dy, gp->beta, -1);
@@ -256,7 +260,7 @@ static ert_status rule(ad *a, int fi) {
         if (A->ndim < 2 || B->ndim < 2) return unsupported(t, &f, "rank-1 operand");
         if (f.params.gemm.act.kind != ERT_ACT_NONE) return unsupported(t, &f, "fused epilogue");
         int64_t M = A->dims[A->ndim - 2], K = A->dims[A->ndim - 1], N = B->dims[B->ndim - 1];
-        size_t w0 = ert_cpu_sgemm_workspace(M, K, N, nthr), w1 = ert_cpu_sgemm_workspace(K, N, M, nthr);
+        size_t w0 = ert_cpu_backend.gemm_workspace(M, K, N, nthr), w1 = ert_cpu_backend.gemm_workspace(K, N, M, nthr);
         int32_t ins[3] = {dy, f.in[0], f.in[1]};
         for (int k = 0; k < 2; k++) {
             if (!need(t, &f, k)) continue;

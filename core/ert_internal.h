@@ -1,5 +1,8 @@
 /*
- * ert_internal.h - contracts between runtime/, loaders/ and kernels/.
+ * ert_internal.h - core/'s contracts (floor 1), seen by kernels/, loaders/
+ * and runtime/: context and errors, the op enum and typed params, the IR,
+ * the op table and shape inference, kernel arguments, the thread pool and
+ * the backend table. Floors: docs/architecture.md.
  *
  * Graph IR
  *   A model is a list of tensors and a list of nodes (topologically sorted at
@@ -8,12 +11,12 @@
  *   copy them; at session create each op's `prepare` parses them into a typed
  *   params struct (ert_op_params) and infers output shapes.
  *
- * Session pipeline (runtime/session.c)
+ * Session pipeline (runtime/session.c, passes in runtime/passes/)
  *   copy graph -> fix dynamic dims -> for each node in order: prepare (shape
  *   inference) and fold it if all inputs are constant -> passes (BN fold,
  *   fusion, dead nodes) -> memory plan -> arena -> run.
  *
- * Trainer pipeline (runtime/trainer.c, runtime/autodiff.c)
+ * Trainer pipeline (runtime/train/: trainer.c, autodiff.c, ...)
  *   copy graph -> fix dims -> pick parameters -> prepare (parameters never
  *   fold; BN/Dropout in training form) -> loss node -> backward nodes (the
  *   training-only ops at the end of ert_op) -> gradient norm + optimizer
@@ -365,7 +368,7 @@ struct ert_model {
     void *name_index;         /* tensor-name hash (model.c) */
 };
 
-/* Model building helpers used by the builder and by loaders (runtime/model.c).
+/* Model building helpers used by the builder and by loaders (core/model.c).
  * All return -1 / an error status on allocation failure, with ctx's message set. */
 ert_model *ert_model_new(ert_context *ctx);
 int32_t ert_model_add_tensor(ert_model *m, const char *name, ert_dtype dt, ert_role role,
@@ -413,6 +416,11 @@ typedef struct ert_prep {
     size_t workspace_bytes;   /* to fill (0 default); size it for n_threads workers if the kernel splits scratch per thread */
     int n_threads;            /* workers the kernel may use (>= 1) */
     bool fold_ok;             /* set false to forbid constant folding (default true) */
+    /* Scratch bytes of the CPU SGEMM that Conv/ConvTranspose/MatMul/Gemm
+     * kernels call, C(M,N) = A(M,K) B(K,N) on n_threads workers. The caller
+     * (runtime/) passes ert_cpu_backend.gemm_workspace, so core/ never sees
+     * kernels/; NULL counts as 0 bytes. */
+    size_t (*gemm_workspace)(int64_t M, int64_t N, int64_t K, int n_threads);
 } ert_prep;
 
 typedef ert_status (*ert_prepare_fn)(ert_prep *p);
@@ -428,7 +436,7 @@ typedef struct ert_op_def {
 const ert_op_def *ert_op_get(ert_op op);
 const ert_op_def *ert_op_find(const char *name); /* NULL if unknown */
 
-/* prepare helpers shared by op files (runtime/ops.c). */
+/* prepare helpers shared by op files (core/ops/op_table.c). */
 ert_status ert_prep_error(ert_prep *p, ert_status st, const char *fmt, ...) ERT_PRINTF(3, 4);
 int64_t ert_attr_int(const ert_node *n, const char *name, int64_t dflt);
 float ert_attr_float(const ert_node *n, const char *name, float dflt);
@@ -440,10 +448,10 @@ bool ert_broadcast_shape(int na, const int64_t *a, int nb, const int64_t *b, int
 /* Read a constant integer tensor (i32 or i64) into out (max entries); returns count or -1. */
 int ert_tinfo_ints(const ert_tinfo *t, int64_t *out, int max);
 
-/* ONNX TensorProto.DataType code -> ert_dtype, UNDEFINED if unsupported (ops_tensor.c). */
+/* ONNX TensorProto.DataType code -> ert_dtype, UNDEFINED if unsupported (core/ops/tensor.c). */
 ert_dtype ert_onnx_dtype(int code);
 
-/* prepare functions, by file: runtime/ops_nn.c, runtime/ops_eltwise.c, runtime/ops_tensor.c */
+/* prepare functions, by file: core/ops/nn.c, eltwise.c, tensor.c, resize.c */
 ert_status ert_prepare_conv(ert_prep *p);
 ert_status ert_prepare_conv_transpose(ert_prep *p);
 ert_status ert_prepare_batchnorm(ert_prep *p);
@@ -478,15 +486,9 @@ ert_status ert_prepare_constant_of_shape(ert_prep *p);
 ert_status ert_prepare_range(ert_prep *p);
 ert_status ert_prepare_size(ert_prep *p);
 ert_status ert_prepare_arg(ert_prep *p);
-/* Training-only ops: refused when they appear in a model (runtime/ops.c). */
+/* Training-only ops: refused when they appear in a model (core/ops/op_table.c). */
 ert_status ert_prepare_internal_only(ert_prep *p);
 
-/* Session introspection for tests (runtime/session.c). */
-bool ert_session_plan_check(const ert_session *s, char *why, size_t cap);
-int ert_session_n_scheduled(const ert_session *s);
-/* Output dtypes/shapes of m at `batch` (plan only, nothing allocated past return). */
-ert_status ert_session_output_shapes(const ert_model *m, int batch, ert_tensor_info *out);
-ert_op ert_session_scheduled_op(const ert_session *s, int k);
 
 /* ------------------------------------------------------------------ kernels */
 
@@ -518,7 +520,7 @@ typedef struct ert_kargs {
 
 typedef ert_status (*ert_kernel_fn)(const ert_kargs *a);
 
-/* Thread pool (runtime/threadpool.c): fixed workers made at session create;
+/* Thread pool (core/threadpool.c): fixed workers made at session create;
  * parallel_for never allocates. fn(arg, begin, end) is called on disjoint
  * chunks covering [0, n); the caller thread takes part. */
 typedef void (*ert_par_fn)(void *arg, int64_t begin, int64_t end);
@@ -587,35 +589,16 @@ typedef struct ert_backend {
     /* optional: like run_eager, with each node's device time in ms[k] */
     ert_status (*run_timed)(void *bctx, ert_kargs *const *nodes, int n, int *failed, float *ms);
     bool (*supports)(ert_op op, ert_dtype dt);
+    /* optional: the CPU SGEMM's scratch bytes (see ert_prep.gemm_workspace) */
+    size_t (*gemm_workspace)(int64_t M, int64_t N, int64_t K, int n_threads);
 } ert_backend;
 
-/* Returns the CUDA backend if this build has one, else NULL (runtime/backends.c). */
-const ert_backend *ert_cuda_backend_get(void);
 
-/* kernels/cpu/cpu_backend.c */
-extern const ert_backend ert_cpu_backend;
-/* Direct CPU kernel dispatch (also used for constant folding). */
-ert_status ert_cpu_run_node(const ert_kargs *a);
-/* A Gather node's first index out of range (host-visible indices): its
- * position, value and the size of the gathered axis, for error messages;
- * false if every index is in range. */
-bool ert_gather_bad_index(const ert_kargs *a, int64_t *pos, int64_t *val, int64_t *dim);
 
-/* fp16 / bf16 conversion: public (edgert.h), in kernels/cpu/convert.c */
+/* fp16 / bf16 conversion: public (edgert.h), in core/fp16.c */
 
-/* CRC-32 (IEEE 802.3, as zlib) (runtime/crc32.c) */
+/* CRC-32 (IEEE 802.3, as zlib) (core/crc32.c) */
 uint32_t ert_crc32(uint32_t crc, const void *data, size_t n);
 
-/* .ert format (loaders/ert/ert_format.c) */
-ert_status ert_format_write(const ert_model *m, const char *path);
-/* Parse `size` bytes at `data` (64-byte aligned). If `borrow` the model keeps
- * pointers into data (weights used in place) and the caller hands ownership of
- * the mapping to the model via map_base/map_size; else it copies what it needs. */
-ert_status ert_format_read(ert_context *ctx, const void *data, size_t size, bool borrow, ert_model **out);
-bool ert_format_sniff(const void *data, size_t size);
-
-/* ONNX (loaders/onnx/onnx_loader.c). `dir` is the model's directory for
- * external data (NULL: external data refused). */
-ert_status ert_onnx_read(ert_context *ctx, const void *data, size_t size, const char *dir, ert_model **out);
 
 #endif /* ERT_INTERNAL_H */

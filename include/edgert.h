@@ -163,13 +163,16 @@ ert_status ert_model_load_file(ert_context *ctx, const char *path, ert_model **o
 
 /* Load from memory. The bytes are copied unless ERT_LOAD_NO_COPY is given, in
  * which case `data` must stay valid and unchanged until ert_model_free and must
- * be 64-byte aligned. */
+ * be 64-byte aligned. ONNX external data is refused (no folder to read it
+ * from). Errors: ERT_E_ARG (NULL, unaligned NO_COPY data), ERT_E_FORMAT,
+ * ERT_E_UNSUPPORTED, ERT_E_NOMEM. */
 #define ERT_LOAD_NO_COPY 1u
 ert_status ert_model_load_memory(ert_context *ctx, const void *data, size_t size,
                                  unsigned flags, ert_model **out);
 
-/* Save as .ert, atomically: written to PATH.tmp.XXXXXX, fsync'd, renamed over
- * PATH, directory fsync'd. On failure PATH is untouched. */
+/* Save as .ert, atomically (see ert_file_writer_open: links followed, a
+ * target that is not a regular file refused). On failure PATH is untouched.
+ * Errors: ERT_E_IO, ERT_E_FORMAT (too large for the format), ERT_E_NOMEM. */
 ert_status ert_model_save(const ert_model *model, const char *path);
 
 /* Options of ert_model_save_opts. Zero-initialised: same as ert_model_save. */
@@ -187,6 +190,44 @@ typedef struct ert_save_options {
  * converted weights are held in memory only while the file is written.
  * Errors: as ert_model_save, ERT_E_UNSUPPORTED (weights_dtype), ERT_E_NOMEM. */
 ert_status ert_model_save_opts(const ert_model *model, const char *path, const ert_save_options *opts);
+
+/* ------------------------------------------------------------------ files */
+
+/* Atomic file writes: every file the library writes (.ert models,
+ * checkpoints, ONNX exports) goes through these, and so do the apps.
+ * Semantics, for a target PATH:
+ * - Symbolic links are followed (at most 40) and the real file is replaced
+ *   in its own folder; the links stay links.
+ * - If the real file exists and is not a regular file (character or block
+ *   device, FIFO, socket, directory), nothing is written: ERT_E_IO, and the
+ *   message says what it is.
+ * - The new contents go to a file nobody can see (O_TMPFILE) or, where the
+ *   file system lacks it, to PATH.tmp.XXXXXX; commit fsyncs it, renames it
+ *   over the real file and fsyncs the folder. A crash or kill at any moment
+ *   leaves the old file or the new one, never a mix; temporary files left by
+ *   a killed writer are removed by the next save of the same file.
+ * - The mode of a replaced file is kept; a new file gets 0644.
+ * Not for use from `run`/`step` (it allocates). One writer is used by one
+ * thread at a time; ctx (may be NULL) receives the messages. */
+typedef struct ert_file_writer ert_file_writer;
+
+/* Start writing PATH (nothing visible changes until commit).
+ * Errors: ERT_E_ARG (empty path), ERT_E_IO (not a regular file, missing or
+ * unwritable folder, too many links), ERT_E_NOMEM. */
+ert_status ert_file_writer_open(ert_context *ctx, const char *path, ert_file_writer **out);
+/* Append n bytes. Errors: ERT_E_IO (disk full...: commit will then refuse). */
+ert_status ert_file_writer_write(ert_file_writer *w, const void *data, size_t n);
+/* Write n bytes at `offset` (e.g. a header patched after the body); the
+ * append position is unchanged. Errors: ERT_E_IO. */
+ert_status ert_file_writer_write_at(ert_file_writer *w, uint64_t offset, const void *data, size_t n);
+/* fsync, replace the real file atomically, fsync its folder; frees w, also
+ * on failure (then the old file is untouched and no temporary file is left).
+ * Errors: ERT_E_IO (an earlier write failed, fsync, rename). */
+ert_status ert_file_writer_commit(ert_file_writer *w);
+/* Discard what was written and free w (NULL: no-op). The target is untouched. */
+void ert_file_writer_abort(ert_file_writer *w);
+/* open + write + commit of one buffer. Errors: as the three. */
+ert_status ert_file_write_atomic(ert_context *ctx, const char *path, const void *data, size_t n);
 
 void ert_model_free(ert_model *model);
 
@@ -246,10 +287,16 @@ typedef struct ert_attr {
 #define ERT_ATTR_FS(nm, p, cnt) ((ert_attr){.name = (nm), .type = ERT_ATTR_FLOATS, .floats = (p), .n = (cnt)})
 #define ERT_ATTR_S(nm, str) ((ert_attr){.name = (nm), .type = ERT_ATTR_STRING, .s = (str)})
 
+/* A builder assembles a model in memory, node by node (the C API's
+ * counterpart of an ONNX file). It belongs to ctx and is used by one thread
+ * at a time. Release with ert_builder_free (after or instead of finish).
+ * Errors (every builder call): ERT_E_ARG (NULL, bad id, duplicate name),
+ * ERT_E_NOMEM; ert_builder_create: ERT_E_NOMEM. */
 ert_status ert_builder_create(ert_context *ctx, ert_builder **out);
 void ert_builder_free(ert_builder *b);
 
-/* A graph input. dims[k] == -1 marks a dynamic dim. Names must be unique. */
+/* A graph input. dims[k] == -1 marks a dynamic dim. Names must be unique.
+ * Errors: ERT_E_ARG (name taken, rank > ERT_MAX_DIMS, dims < -1). */
 ert_status ert_builder_input(ert_builder *b, const char *name, ert_dtype dtype,
                              int ndim, const int64_t *dims, int32_t *id);
 /* A constant tensor (weight). `data` (ert_dtype_size(dtype) * product(dims)
@@ -264,7 +311,8 @@ ert_status ert_builder_node(ert_builder *b, const char *op, const char *name,
                             const int32_t *inputs, int n_in,
                             const ert_attr *attrs, int n_attrs,
                             int32_t *outputs, int n_out);
-/* Mark tensor `id` as a graph output named `name` (NULL keeps its name). */
+/* Mark tensor `id` as a graph output named `name` (NULL keeps its name).
+ * Errors: ERT_E_ARG (unknown id, name taken). */
 ert_status ert_builder_output(ert_builder *b, int32_t id, const char *name);
 /* Validate and turn the graph into a model; the builder is then empty and may
  * be freed. Errors: ERT_E_FORMAT (cycles, undefined tensors), ERT_E_SHAPE. */
@@ -281,7 +329,9 @@ ert_status ert_builder_linear(ert_builder *b, int32_t x, int32_t w, int32_t bias
 ert_status ert_builder_unary(ert_builder *b, const char *op, int32_t x, int32_t *y);
 /* Two-input, one-output op without attributes ("Add", "Mul", "MatMul"...). */
 ert_status ert_builder_binary(ert_builder *b, const char *op, int32_t a, int32_t c, int32_t *y);
+/* y = MaxPool(x) with a square kernel, stride and pad. */
 ert_status ert_builder_maxpool2d(ert_builder *b, int32_t x, int kernel, int stride, int pad, int32_t *y);
+/* The wrappers' errors: as ert_builder_node. */
 
 /* ---------------------------------------------------------------- session */
 
@@ -340,8 +390,8 @@ typedef struct ert_input_shape {
 /* CUDA f16/bf16 sessions: channels-last 1x1 stride-1 convolutions run as one
  * cuBLASLt GEMM (bias, ReLU and the residual in its epilogue) instead of
  * cuDNN, and the NHWC/NCHW measurement counts the GEMM's time. Off by
- * default: on an H200 it made MobileNetV2 pick NHWC at 0.361 ms where NCHW
- * ran 0.329 (ResNet-50 0.478 -> 0.455 ms); see bench/RESULTS.md. */
+ * default: it made some models slower (measurements: docs/architecture.md,
+ * "Measured choices"). */
 #define ERT_SESSION_GEMM_1X1 32u
 /* CUDA f16/bf16 sessions: a channels-last convolution followed by bias,
  * residual Add and ReLU/Clip runs as one cuDNN operation graph (the epilogue
@@ -401,7 +451,9 @@ typedef struct ert_memory_report {
     size_t total_bytes;
 } ert_memory_report;
 
-/* Plan without creating: fills *out with the exact arena size create needs. */
+/* Plan without creating: fills *out with the exact arena size create needs.
+ * Nothing is allocated past the return. Errors: as ert_session_create except
+ * ERT_E_ARENA and ERT_E_CUDA from allocation. */
 ert_status ert_session_plan(const ert_model *model, const ert_session_options *opts,
                             ert_memory_report *out);
 
@@ -412,10 +464,13 @@ ert_status ert_session_create(const ert_model *model, const ert_session_options 
                               ert_session **out);
 void ert_session_free(ert_session *s);
 
+/* The session's arena by category (what ert_session_plan reported).
+ * Errors: ERT_E_ARG (NULL). */
 ert_status ert_session_memory(const ert_session *s, ert_memory_report *out);
 int ert_session_n_inputs(const ert_session *s);
 int ert_session_n_outputs(const ert_session *s);
-/* Concrete shapes (no -1). */
+/* Concrete shapes (no -1); the name points into the session.
+ * Errors: ERT_E_ARG (NULL, index out of range). */
 ert_status ert_session_input_info(const ert_session *s, int i, ert_tensor_info *out);
 ert_status ert_session_output_info(const ert_session *s, int i, ert_tensor_info *out);
 /* Index of a named input/output; ERT_E_NOT_FOUND if none. */
@@ -423,7 +478,7 @@ ert_status ert_session_find_input(const ert_session *s, const char *name, int *i
 ert_status ert_session_find_output(const ert_session *s, const char *name, int *index);
 
 /* Pointer to input i's storage in the arena, to write in place. Valid for the
- * session's life. */
+ * session's life; the session owns it. Errors: ERT_E_ARG (NULL, index). */
 ert_status ert_session_input_data(ert_session *s, int i, void **data);
 /* GPU address of input i's storage (CUDA sessions), for a kernel that writes
  * the input in place (ERT_SESSION_DEVICE_INPUTS). Valid for the session's
@@ -431,18 +486,20 @@ ert_status ert_session_input_data(ert_session *s, int i, void **data);
 ert_status ert_session_input_device(ert_session *s, int i, void **dev);
 /* ERT_SESSION_DEVICE_INPUTS sessions: copy the host view of every input
  * (ert_session_input_data) to the GPU now, for a run whose inputs were
- * written on the CPU after all (e.g. a fallback path). Otherwise a no-op. */
+ * written on the CPU after all (e.g. a fallback path). Otherwise a no-op.
+ * Errors: ERT_E_ARG (NULL), ERT_E_CUDA. */
 ert_status ert_session_sync_inputs(ert_session *s);
-/* Copy `bytes` (must equal the input's size) into input i. ERT_E_SHAPE if not. */
+/* Copy `bytes` (must equal the input's size) into input i.
+ * Errors: ERT_E_ARG (NULL, index), ERT_E_SHAPE (size differs). */
 ert_status ert_session_set_input(ert_session *s, int i, const void *data, size_t bytes);
 /* Run the graph. Never allocates. */
 ert_status ert_session_run(ert_session *s);
-/* Pointer to output i's storage, valid until the next run or free. */
+/* Pointer to output i's storage (owned by the session), valid until the next
+ * run or free. Errors: ERT_E_ARG (NULL, index). */
 ert_status ert_session_output_data(ert_session *s, int i, const void **data);
-/* Copy output i (bytes must equal its size). */
+/* Copy output i (bytes must equal its size).
+ * Errors: ERT_E_ARG (NULL, index), ERT_E_SHAPE (size differs). */
 ert_status ert_session_get_output(ert_session *s, int i, void *data, size_t bytes);
-
-/* Per-node timing of the last run (after ERT_SESSION_PROFILE); reserved. */
 
 /* ---------------------------------------------------------------- images */
 
@@ -525,7 +582,7 @@ ert_status ert_jpeg_encode(ert_jpeg *j, const void *src, int width, int height,
  * 32768 or whose product overflows), ERT_E_NOMEM. */
 ert_status ert_image_read_pnm(ert_context *ctx, const char *path, int *width,
                               int *height, int *channels, uint8_t **pixels);
-/* The same from memory. */
+/* The same from memory. Errors: as ert_image_read_pnm except ERT_E_IO. */
 ert_status ert_image_decode_pnm(ert_context *ctx, const void *data, size_t size,
                                 int *width, int *height, int *channels,
                                 uint8_t **pixels);
@@ -703,10 +760,12 @@ ert_status ert_trainer_plan(const ert_model *model, const ert_trainer_options *o
 ert_status ert_trainer_create(const ert_model *model, const ert_trainer_options *opts, ert_trainer **out);
 void ert_trainer_free(ert_trainer *t);
 
+/* Accessors below: Errors: ERT_E_ARG (NULL, index out of range). Pointers
+ * they give are owned by the trainer and valid for its life. */
 ert_status ert_trainer_memory(const ert_trainer *t, ert_memory_report *out);
 int ert_trainer_n_inputs(const ert_trainer *t);
 ert_status ert_trainer_input_info(const ert_trainer *t, int i, ert_tensor_info *out);
-/* Graph input i's storage (valid for the trainer's life). */
+/* Graph input i's storage. */
 ert_status ert_trainer_input_data(ert_trainer *t, int i, void **data);
 /* Target storage: int64 (N) class indices for CE, else f32 with the output's
  * shape. Checked at step and eval, before anything runs: a class index out of
@@ -730,8 +789,10 @@ ert_status ert_trainer_target_info(const ert_trainer *t, ert_tensor_info *out);
  * Gather whose data gets a gradient is checked (a frozen table's forward
  * gives zeros for such an index). */
 ert_status ert_trainer_step(ert_trainer *t, float *loss);
+/* (ert_trainer_step's errors: ERT_E_ARG as above, ERT_E_CUDA.) */
 /* Forward and loss only, BatchNorm with running statistics, Dropout off; no
- * update. Never allocates. */
+ * update. Never allocates. Errors: ERT_E_ARG (target out of range, non-finite
+ * loss), ERT_E_CUDA. */
 ert_status ert_trainer_eval(ert_trainer *t, float *loss);
 /* One training step like ert_trainer_step (it updates the weights), run node
  * by node with the time of each node measured: on CUDA the device time
@@ -746,6 +807,7 @@ typedef struct ert_profile_entry {
     const char *op;
     double ms;
 } ert_profile_entry;
+/* Errors: as ert_trainer_step. */
 ert_status ert_trainer_profile(ert_trainer *t, ert_profile_entry *out, int cap, int *n, float *loss);
 /* The output the loss reads, after the last step or eval (valid until the
  * next one). */
@@ -768,8 +830,8 @@ int64_t ert_trainer_skipped_steps(const ert_trainer *t);
 
 /* Checkpoint: every weight the trainer holds (parameters, BatchNorm running
  * statistics), optimizer state, step count and RNG state, with the model's
- * fingerprint. Written atomically (PATH.tmp.XXXXXX, fsync, rename, directory
- * fsync): on any failure or crash the previous file at PATH is intact.
+ * fingerprint. Written atomically (ert_file_writer_open): on any failure or
+ * crash the previous file at PATH is intact.
  * Errors: ERT_E_IO, ERT_E_CUDA (copying a device trainer's weights). */
 ert_status ert_trainer_save_checkpoint(ert_trainer *t, const char *path);
 /* Restore a checkpoint saved from a trainer of the same model and options
@@ -849,7 +911,8 @@ ert_status ert_preprocessor_run(ert_preprocessor *p, const uint8_t *frame, int w
 /* As ert_preprocessor_run, but dst is GPU memory (e.g. ert_session_input_device
  * of a session created with ERT_SESSION_DEVICE_INPUTS): the result never goes
  * back through host memory. Complete on return (the preprocessor's stream is
- * synchronised), so a following ert_session_run on any stream sees it. */
+ * synchronised), so a following ert_session_run on any stream sees it.
+ * Errors: as ert_preprocessor_run. */
 ert_status ert_preprocessor_run_device(ert_preprocessor *p, const uint8_t *frame, int w, int h, size_t stride,
                                        ert_frame_format fmt, void *dst_dev);
 /* NULL is a no-op. */

@@ -1,9 +1,9 @@
-/* Trainer internals shared by runtime/trainer.c (pipeline, plan, step),
- * runtime/autodiff.c (backward graph) and runtime/trainer_ckpt.c
- * (checkpoints, export). */
+/* Trainer internals shared by runtime/train/ (trainer.c pipeline, plan, step;
+ * frozen.c, amp.c, stem.c, emit.c; autodiff.c backward graph;
+ * checkpoint.c checkpoints and export). */
 #ifndef ERT_TRAINER_INTERNAL_H
 #define ERT_TRAINER_INTERNAL_H
-#include "ert_internal.h"
+#include "runtime_internal.h"
 #include "planner_internal.h"
 
 typedef enum tmem {
@@ -108,6 +108,28 @@ int32_t ert_tr_add_tensor(ert_trainer *t, const char *name, ert_dtype dt, int nd
 tnode *ert_tr_add_node(ert_trainer *t, ert_op op, const char *name, int n_in, int n_out, int phase);
 ert_status ert_tr_oom(ert_trainer *t);
 float ert_tr_lr_at(const ert_trainer_options *o, int64_t step);
+
+/* Build steps, in the order build() (trainer.c) calls them, and the helpers
+ * they share across the train/ files. */
+/* trainer.c */
+bool ert_tr_is_imm(const ttensor *x);
+ert_status ert_tr_fold_node(ert_trainer *t, tnode *n);
+/* frozen.c */
+bool ert_tr_frozen_w(const ttensor *x);
+int ert_tr_n_uses(const ert_trainer *t, int32_t x);
+int ert_tr_find_user(const ert_trainer *t, int32_t x, int from);
+void ert_tr_drop_node(ert_trainer *t, int k);
+ert_status ert_tr_fold_frozen(ert_trainer *t);
+ert_status ert_tr_fuse_bn_relu(ert_trainer *t);
+/* amp.c */
+ert_status ert_tr_amp_rewrite(ert_trainer *t);
+/* stem.c */
+ert_status ert_tr_prefix_channels_last(ert_trainer *t);
+ert_status ert_tr_chunk_stem(ert_trainer *t);
+/* emit.c */
+ert_status ert_tr_recompute(ert_trainer *t);
+ert_status ert_tr_add_loss(ert_trainer *t);
+ert_status ert_tr_add_optim(ert_trainer *t, const int32_t *grads);
 
 /* Tests: a trainable parameter's storage and its gradient (after a step). */
 ert_status ert_trainer_param(ert_trainer *t, const char *name, float **value, const float **grad, int64_t *n);

@@ -1,0 +1,259 @@
+/* Session step 4c: channels-last regions (CUDA f16/bf16 sessions, unless
+ * ERT_SESSION_NO_NHWC). Called from build() in session.c. */
+#include "session_internal.h"
+#include "graph.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ step 4c */
+
+/* Channels-last activations (CUDA sessions in f16/bf16, unless
+ * ERT_SESSION_NO_NHWC). cuDNN's tensor-core convolutions work on NHWC data;
+ * given NCHW they transpose x and y around every call. So:
+ *   0. (after 1) Keep NCHW unless the backend's measurements say the convs
+ *      run faster NHWC, edges included (nhwc_pays; ERT_SESSION_NHWC skips it).
+ *   1. Decide, in node order, which nodes run channels-last: every 2-D Conv
+ *      with symmetric pads; MaxPool/AveragePool (2-D), GlobalAverage/MaxPool
+ *      and unary element-wise ops whose input is channels-last; binary
+ *      element-wise ops and Concat with a channels-last input whose other
+ *      inputs are 4-D (transposed to it) or single values. Their outputs
+ *      become channels-last (never a graph input or output).
+ *   2. Each such tensor t gets a twin with dims (N, H, W, C) that the
+ *      channels-last nodes write and read. A node that needs t itself (any
+ *      other op) gets it from a Transpose(0, 3, 1, 2) placed before the first
+ *      such consumer -- a Reshape when H = W = 1 (after a global pool), where
+ *      both layouts are the same bytes and the planner aliases it (no copy).
+ *      An NCHW 4-D input of a channels-last node goes through a
+ *      Transpose(0, 2, 3, 1) placed before its first such consumer.
+ * Every tensor keeps honest dims, so a channels-last region is ordinary ONNX
+ * on permuted tensors except Conv and the pools, which carry params nhwc. A
+ * residual (N, C, 1, 1) broadcast in an SE block stays correct: the gate is
+ * channels-last (N, 1, 1, C) too, and the binary op broadcasts it.
+ * Limits: ops outside the list end the region (an unfolded BatchNorm,
+ * Resize, Pad, Slice...), and so does a binary op with a constant of rank < 4
+ * holding more than one value (it would need re-broadcasting).
+ */
+static bool nhwc_unary(ert_op op) {
+    switch (op) {
+    case ERT_OP_RELU: case ERT_OP_LEAKY_RELU: case ERT_OP_CLIP: case ERT_OP_SIGMOID: case ERT_OP_TANH:
+    case ERT_OP_HARD_SIGMOID: case ERT_OP_HARD_SWISH: case ERT_OP_SILU: case ERT_OP_GELU: case ERT_OP_ERF:
+    case ERT_OP_SQRT: case ERT_OP_EXP: case ERT_OP_LOG: case ERT_OP_NEG: case ERT_OP_ABS: case ERT_OP_RECIPROCAL:
+    case ERT_OP_FLOOR: case ERT_OP_CEIL:
+        return true;
+    default: return false;
+    }
+}
+
+static bool nhwc_binary(ert_op op) {
+    return op == ERT_OP_ADD || op == ERT_OP_SUB || op == ERT_OP_MUL || op == ERT_OP_DIV || op == ERT_OP_POW ||
+           op == ERT_OP_MIN || op == ERT_OP_MAX;
+}
+
+static int64_t n_elems_of(const stensor *t) {
+    int64_t n = 0;
+    return ert_dims_nelems(t->ndim, t->dims, &n) ? n : -1;
+}
+
+/* Step 1 for node n: may it run channels-last, given which tensors are? */
+static bool nhwc_node_ok(const ert_session *s, const snode *n, const bool *nh) {
+    if (n->n_out < 1 || n->out[0] < 0) return false;
+    const stensor *y = &s->t[n->out[0]];
+    if (!ert_s_is_float16ish(y->dtype) || y->ndim != 4) return false;
+    for (int k = 0; k < n->n_out; k++)
+        if (n->out[k] >= 0 && (k > 0 || ert_s_is_io(s, n->out[k]))) return false; /* MaxPool's Indices too */
+    bool any = false;
+    for (int k = 0; k < n->n_in; k++) {
+        int32_t t = n->in[k];
+        if (t < 0 || (n->op == ERT_OP_CONV && (k == 1 || k == 2))) continue; /* filter, bias */
+        if (nh[t]) any = true;
+        else if (s->t[t].ndim != 4 && n_elems_of(&s->t[t]) != 1) return false;
+        if (s->t[t].dtype != y->dtype) return false;
+    }
+    switch (n->op) {
+    case ERT_OP_CONV: return ert_graph_nhwc_op_ok(n->op, &n->params) && s->t[n->in[0]].ndim == 4;
+    case ERT_OP_MAXPOOL: case ERT_OP_AVGPOOL: case ERT_OP_GLOBAL_AVGPOOL: case ERT_OP_GLOBAL_MAXPOOL:
+        return any && ert_graph_nhwc_op_ok(n->op, &n->params) && s->t[n->in[0]].ndim == 4;
+    case ERT_OP_CONCAT:
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0 && s->t[n->in[k]].ndim != 4) return false;
+        return any;
+    default: return any && (nhwc_unary(n->op) || nhwc_binary(n->op)) && n->n_out == 1;
+    }
+}
+
+/* A planned copy of tensor t with dims permuted by perm (4-D). */
+static int32_t permuted_copy(ert_session *s, int32_t t, const int *perm) {
+    int32_t c = ert_s_retyped_copy(s, t, s->t[t].dtype);
+    if (c < 0) return -1;
+    for (int d = 0; d < 4; d++) s->t[c].dims[d] = s->t[t].dims[perm[d]];
+    return c;
+}
+
+/* A Transpose (or Reshape: same bytes) from -> to, to be scheduled before node
+ * `anchor` (anchors[] is indexed by the new node's position past nn0). */
+static ert_status layout_node(ert_session *s, int32_t from, int32_t to, const int *perm, bool same_bytes, int anchor,
+                              int nn0, int **anchors, int *cap) {
+    snode *n = ert_s_add_node(s, same_bytes ? ERT_OP_RESHAPE : ERT_OP_TRANSPOSE, NULL, s->t[to].name, 1, 1);
+    if (!n) return ert_s_oom(s);
+    n->in[0] = from;
+    n->out[0] = to;
+    for (int d = 0; d < 4; d++) n->params.transpose.perm[d] = perm[d];
+    int k = s->nn - 1 - nn0;
+    if (k >= *cap) {
+        int c2 = *cap ? *cap * 2 : 64;
+        int *a = realloc(*anchors, (size_t)c2 * sizeof *a);
+        if (!a) return ert_s_oom(s);
+        *anchors = a;
+        *cap = c2;
+    }
+    (*anchors)[k] = anchor;
+    return ERT_OK;
+}
+
+/* Does the graph run faster channels-last? The backend measures every conv
+ * both ways (cuDNN's times of the picked algorithms: for NCHW they include
+ * cuDNN's own transposes); each layout edge costs a transpose, taken as
+ * EDGE_MS. One graph-wide answer. Measured on an H200 (f16, batch 1, p50):
+ * ResNet-18 0.378 -> 0.239 ms and ResNet-50 0.691 -> 0.471 ms NHWC, while
+ * MobileNetV2 ran 0.329 NCHW vs 0.420 NHWC (cuDNN's NHWC 1x1 convs are slower
+ * there; this picks NCHW for it), hence a measurement rather than a rule
+ * (bench/RESULTS.md). Without conv_time the answer is yes. */
+#define EDGE_MS 0.003
+static bool nhwc_pays(ert_session *s, const bool *nh, const bool *node_nh, int nn0) {
+    if (!s->be->conv_time) return true;
+    double t[2][2] = {{0}}; /* [nchw, nhwc][dense, grouped] */
+    int edges = 0, n_conv = 0;
+    for (int i = 0; i < nn0; i++) {
+        const snode *n = &s->n[i];
+        if (n->dead) continue;
+        for (int k = 0; k < n->n_in; k++) {
+            int32_t x = n->in[k];
+            if (x < 0 || (n->op == ERT_OP_CONV && (k == 1 || k == 2))) continue;
+            if (node_nh[i] != nh[x] && s->t[x].ndim == 4 && n_elems_of(&s->t[x]) != 1 &&
+                !(nh[x] && s->t[x].dims[2] == 1 && s->t[x].dims[3] == 1))
+                edges++; /* counted per use: an upper bound */
+        }
+        if (!node_nh[i] || n->op != ERT_OP_CONV) continue;
+        ert_tview v[2][ERT_MAX_NODE_IO + 2];
+        ert_op_params prm[2] = {n->params, n->params};
+        float ms[2] = {-1, -1};
+        for (int l = 0; l < 2; l++) {
+            prm[l].conv.nhwc = l == 1;
+            for (int k = 0; k < n->n_in + n->n_out && k < ERT_MAX_NODE_IO + 2; k++) {
+                int32_t id = k < n->n_in ? n->in[k] : n->out[k - n->n_in];
+                memset(&v[l][k], 0, sizeof v[l][k]);
+                if (id < 0) continue;
+                ert_s_fill_view(&v[l][k], &s->t[id], NULL);
+                bool act = k == 0 || k == 3 || k >= n->n_in; /* x, residual, y */
+                if (l == 1 && act && v[l][k].ndim == 4) {
+                    int64_t c = v[l][k].dims[1];
+                    v[l][k].dims[1] = v[l][k].dims[2], v[l][k].dims[2] = v[l][k].dims[3], v[l][k].dims[3] = c;
+                }
+            }
+            ert_kargs a = {.op = n->op, .params = &prm[l], .n_in = n->n_in, .n_out = n->n_out, .in = v[l],
+                           .out = v[l] + n->n_in, .name = n->name};
+            if (s->be->conv_time(s->bctx, &a, &ms[l]) != ERT_OK) ms[l] = -1;
+        }
+        if (ms[0] < 0 || ms[1] < 0) continue;
+        int g = n->params.conv.group > 1;
+        t[0][g] += ms[0];
+        t[1][g] += ms[1];
+        n_conv++;
+    }
+    double nchw = t[0][0] + t[0][1], nhwc = t[1][0] + t[1][1] + edges * EDGE_MS;
+    bool yes = nhwc < nchw;
+    ert_log(s->ctx, ERT_LOG_INFO,
+            "channels-last: %d convs measured NCHW %.3f ms (dense %.3f, grouped %.3f), NHWC %.3f ms (dense %.3f, "
+            "grouped %.3f) + %d layout edges: %s",
+            n_conv, nchw, t[0][0], t[0][1], t[1][0] + t[1][1], t[1][0], t[1][1], edges, yes ? "NHWC" : "NCHW kept");
+    return yes;
+}
+
+ert_status ert_s_to_channels_last(ert_session *s) {
+    static const int to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2};
+    /* NCHW axis -> its position in (N, H, W, C) */
+    static const int64_t axis_nhwc[4] = {0, 3, 1, 2};
+    int nn0 = s->nn, nt0 = s->nt, cap = 0, *anchors = NULL;
+    bool *nh = calloc((size_t)nt0 + 1, sizeof *nh), *node_nh = calloc((size_t)nn0 + 1, sizeof *node_nh);
+    int32_t *twin = malloc(((size_t)nt0 + 1) * sizeof *twin), *fwd = malloc(((size_t)nt0 + 1) * sizeof *fwd);
+    bool *back = calloc((size_t)nt0 + 1, sizeof *back);
+    snode *order = NULL;
+    ert_status st = ERT_OK;
+    if (!nh || !node_nh || !twin || !fwd || !back) {
+        st = ert_s_oom(s);
+        goto done;
+    }
+    for (int i = 0; i < nt0; i++) twin[i] = fwd[i] = -1;
+    int n_nh = 0;
+    for (int i = 0; i < nn0; i++) {
+        if (s->n[i].dead || !nhwc_node_ok(s, &s->n[i], nh)) continue;
+        node_nh[i] = true;
+        n_nh++;
+        nh[s->n[i].out[0]] = true;
+    }
+    if (!n_nh || (!(s->flags & ERT_SESSION_NHWC) && !nhwc_pays(s, nh, node_nh, nn0))) goto done;
+    for (int t = 0; t < nt0; t++)
+        if (nh[t] && (twin[t] = permuted_copy(s, t, to_nhwc)) < 0) {
+            st = ert_s_oom(s);
+            goto done;
+        }
+    for (int i = 0; i < nn0 && st == ERT_OK; i++) {
+        if (s->n[i].dead) continue;
+        if (!node_nh[i]) {
+            for (int k = 0; k < s->n[i].n_in && st == ERT_OK; k++) {
+                int32_t t = s->n[i].in[k];
+                if (t < 0 || t >= nt0 || !nh[t] || back[t]) continue;
+                back[t] = true;
+                bool same = s->t[t].dims[2] == 1 && s->t[t].dims[3] == 1;
+                st = layout_node(s, twin[t], t, to_nchw, same, i, nn0, &anchors, &cap);
+            }
+            continue;
+        }
+        for (int k = 0; k < s->n[i].n_in && st == ERT_OK; k++) {
+            int32_t t = s->n[i].in[k];
+            if (t < 0 || (s->n[i].op == ERT_OP_CONV && (k == 1 || k == 2))) continue;
+            if (t < nt0 && nh[t]) {
+                s->n[i].in[k] = twin[t];
+            } else if (s->t[t].ndim == 4 && n_elems_of(&s->t[t]) != 1) {
+                if (fwd[t] < 0) {
+                    if ((fwd[t] = permuted_copy(s, t, to_nhwc)) < 0) st = ert_s_oom(s);
+                    else st = layout_node(s, t, fwd[t], to_nhwc, false, i, nn0, &anchors, &cap);
+                }
+                s->n[i].in[k] = fwd[t];
+            }
+        }
+        snode *n = &s->n[i];
+        n->out[0] = twin[n->out[0]];
+        if (n->op == ERT_OP_CONV) n->params.conv.nhwc = true;
+        else if (n->op == ERT_OP_MAXPOOL || n->op == ERT_OP_AVGPOOL || n->op == ERT_OP_GLOBAL_AVGPOOL ||
+                 n->op == ERT_OP_GLOBAL_MAXPOOL)
+            n->params.pool.nhwc = true;
+        else if (n->op == ERT_OP_CONCAT)
+            n->params.axis.axis = axis_nhwc[n->params.axis.axis & 3];
+    }
+    if (st != ERT_OK) goto done;
+    /* schedule each new node right before its anchor */
+    order = malloc((size_t)s->nn * sizeof *order);
+    if (!order) {
+        st = ert_s_oom(s);
+        goto done;
+    }
+    int m = 0;
+    for (int i = 0; i < nn0; i++) {
+        for (int j = nn0; j < s->nn; j++)
+            if (anchors[j - nn0] == i) order[m++] = s->n[j];
+        order[m++] = s->n[i];
+    }
+    memcpy(s->n, order, (size_t)m * sizeof *order);
+done:
+    free(nh);
+    free(node_nh);
+    free(twin);
+    free(fwd);
+    free(back);
+    free(anchors);
+    free(order);
+    return st;
+}
