@@ -90,11 +90,6 @@ void ert_cpu_dw2d(const ert_dw2d *p, struct ert_threadpool *pool);
  * previous setting. Process-wide; set it only while no conv runs. */
 bool ert_cpu_dw2d_set_fast(bool on);
 
-/* convert.c: the portable fp16 conversions ert_f16_to_f32/ert_f32_to_f16 use
- * where the CPU has no conversion instruction (the oracle for the FCVT path). */
-float ert_f16_to_f32_plain(uint16_t h);
-uint16_t ert_f32_to_f16_plain(float f);
-
 /* act.c: apply an activation in place on n floats (Conv/Gemm epilogues, unary ops). */
 void ert_cpu_act_inplace(float *x, int64_t n, const ert_act_params *act);
 float ert_cpu_act1(float x, const ert_act_params *act);
