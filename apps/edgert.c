@@ -1,17 +1,22 @@
 /*
- * edgert - command-line front end of the library: info, run, convert, bench.
+ * edgert - command-line front end of the library: info, run, convert, bench
+ * (and train, apps/train_cmd.c).
  *
  * Conventions: human-readable output on stdout by default, --json prints one
  * JSON object instead; errors go to stderr as "edgert: error: ..." with the
- * library's ert_last_error() message. Exit status: 0 success, 1 failure
- * (library, file or data error), 2 bad usage (usage text on stderr).
+ * library's ert_last_error() message, notes as "edgert: note: ...". Exit
+ * status: 0 success, 1 failure (library, file or data error, a failed
+ * --expect, or stdout not written), 2 bad usage (one line naming the option,
+ * the value and what is allowed, then "see `edgert CMD --help`").
  * Uses only the public header edgert.h.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "edgert.h"
 
+#include "cli_io.h"
 #include "cli_util.h"
 #include "npy.h"
+#include "proc.h" /* apps/camera: top-k and labels */
 
 #include <errno.h>
 #include <math.h>
@@ -19,51 +24,148 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #ifdef EDGERT_HAVE_TRAIN_CMD /* apps/train_cmd.c, built when zlib is found */
 #include "train_cmd.h"
 #else
-#define EDGERT_TRAIN_USAGE ""
+#define EDGERT_TRAIN_SYNOPSIS ""
 #endif
 
 #define EXIT_USAGE 2
 #define MAX_INPUTS 64
 
+#define SYN_INFO "  info MODEL [--shape NAME=DIMS]... [--batch N] [--threads N] [--json]\n"
+#define SYN_RUN                                                                                            \
+    "  run MODEL --input NAME=FILE... [--shape NAME=DIMS]... [--device cpu|cuda|auto]\n"                  \
+    "             [--precision f32|f16|bf16] [--iters N] [--batch N] [--threads N]\n"                      \
+    "             [--size WxH] [--mean R,G,B] [--std R,G,B] [--bgr] [--nhwc] [--fit MODE]\n"              \
+    "             [--topk K] [--labels FILE] [--expect NAME=FILE]... [--tol ATOL[,RTOL]]\n"                \
+    "             [--output-dir DIR] [--check-finite] [--json]\n"
+#define SYN_CONVERT "  convert IN OUT.ert|OUT.onnx [--fp16]\n"
+#define SYN_BENCH                                                                                          \
+    "  bench MODEL [--input NAME=FILE]... [--shape NAME=DIMS]... [--device cpu|cuda|auto]\n"              \
+    "              [--precision f32|f16|bf16] [--iters N] [--warmup N] [--batch N] [--threads N]\n"       \
+    "              [--nhwc|--no-nhwc] [--gemm1x1] [--conv-graph|--no-conv-graph] [--json]\n"
+
 static const char *USAGE =
-    "usage: edgert <command> [options]\n"
+    "usage: edgert <command> [options]     (edgert <command> --help for details)\n"
     "\n"
     "commands:\n"
-    "  info MODEL [--batch N] [--threads N] [--json]\n"
-    "      inputs, outputs, op histogram, node and parameter counts, and the\n"
-    "      planned arena by category for batch N (default 1)\n"
-    "  run MODEL --input NAME=FILE ... [--output-dir DIR] [--threads N] [--batch N] [--json]\n"
-    "      run once on inputs from .npy or ONNX TensorProto .pb files; with\n"
-    "      --output-dir writes DIR/<output>.npy; NAME= may be left out when the\n"
-    "      model has one input, or for a .pb that names its tensor\n"
-    "  convert IN OUT.ert [--fp16]\n"
-    "      load any supported model (.ert, ONNX) and save it as .ert; --fp16\n"
-    "      stores f32 weights as f16 (about half the file; computed in f32)\n"
-    "  bench MODEL [--batch N] [--threads N] [--device cpu|cuda] [--iters N]\n"
-    "              [--warmup N] [--precision f32|f16|bf16] [--nhwc|--no-nhwc] [--gemm1x1]\n"
-    "              [--conv-graph|--no-conv-graph] [--json]\n"
-    "      time ert_session_run on random inputs (fixed seed): p50/p90/mean/min\n"
-    "      latency, throughput, arena bytes (defaults: --iters 20 --warmup 3);\n"
-    "      --nhwc/--no-nhwc: f16/bf16 CUDA activations channels-last always/never\n"
-    "      (default: when cuDNN measures it faster); --gemm1x1: channels-last 1x1\n"
-    "      convs as cuBLASLt GEMMs (ERT_SESSION_GEMM_1X1); --conv-graph/--no-conv-graph:\n"
-    "      channels-last conv + epilogue as one cuDNN graph whenever cuDNN runs it/never\n"
-    "      (default: where it measures faster)\n"
-    EDGERT_TRAIN_USAGE
+    SYN_INFO
+    "      inputs, outputs, op histogram, node and parameter counts, planned arena\n"
+    SYN_RUN
+    "      run on inputs from .npy, ONNX TensorProto .pb or image files; print,\n"
+    "      check (--expect) or save (--output-dir) the outputs\n"
+    SYN_CONVERT
+    "      save any supported model as .ert or ONNX (by OUT's extension)\n"
+    SYN_BENCH
+    "      time ert_session_run: p50/p90/mean/min latency, throughput, arena\n"
+    EDGERT_TRAIN_SYNOPSIS
     "\n"
     "options:\n"
-    "  -h, --help     this text          --version   library and CLI version\n"
+    "  -h, --help     this text (after a command: that command's)\n"
+    "  --version      library and CLI version\n"
     "  -v, --verbose  library log messages (info level) on stderr; twice: debug level\n"
     "\n"
     "exit status: 0 ok, 1 error (message on stderr), 2 bad usage\n";
 
+#define HELP_SHAPE                                                                                         \
+    "  --shape NAME=DIMS   fix a dynamic input's shape, e.g. x=1x3x736x1280\n"                          \
+    "                      (repeatable; NAME= may be left out for a one-input model)\n"
+#define HELP_DEVICE                                                                                        \
+    "  --device D          cpu, cuda or auto (cuda when this build and machine have it,\n"               \
+    "                      else cpu); default cpu\n"
+#define HELP_PRECISION                                                                                     \
+    "  --precision P       f32, f16 or bf16: CUDA compute precision (default f32);\n"                     \
+    "                      the CPU always computes in f32, and says so\n"
+
+static const char *HELP_INFO =
+    "usage: edgert info MODEL [options]\n"
+    "\n"
+    "Inputs and outputs (dtype, shape; ? marks a dynamic dim), op histogram, node\n"
+    "and parameter counts, and the arena a CPU session would need (ert_session_plan).\n"
+    "\n"
+    HELP_SHAPE
+    "  --batch N           batch for a dynamic leading dim (default 1)\n"
+    "  --threads N         CPU worker threads (default 1)\n"
+    "  --json              one JSON object on stdout\n";
+
+static const char *HELP_RUN =
+    "usage: edgert run MODEL --input NAME=FILE... [options]\n"
+    "\n"
+    "Runs the model on the given inputs and prints each output (dtype, shape, first\n"
+    "values). FILE is a .npy (an <f8 array is cast to f32, with a note), an ONNX\n"
+    "TensorProto .pb, or an image (JPEG, PPM, PGM) preprocessed for the input.\n"
+    "NAME= may be left out for a one-input model or a .pb that names its tensor.\n"
+    "Inputs the model uses as shape-like operands (Reshape shape, Resize scales,\n"
+    "axes, pads, Clip bounds...) are fixed at session create.\n"
+    "\n"
+    "  -i, --input NAME=FILE  an input (repeatable; every model input is needed)\n"
+    HELP_SHAPE
+    HELP_DEVICE
+    HELP_PRECISION
+    "  --iters N           run N times on one session, print p50/min/max (default 1)\n"
+    "  --batch N           batch for a dynamic leading dim no file fixes (default 1)\n"
+    "  --threads N         CPU worker threads (default 1)\n"
+    "image inputs (bilinear resize, v/255, then (v - mean) / std):\n"
+    "  --size WxH          network input size (default: the input's fixed H and W)\n"
+    "  --mean R,G,B        per-channel mean (default 0,0,0; one value: all channels)\n"
+    "  --std R,G,B         per-channel std (default 1,1,1)\n"
+    "  --bgr               channel order BGR (default RGB)\n"
+    "  --nhwc              the input is (N, H, W, C) (default (N, C, H, W))\n"
+    "  --fit MODE          stretch, letterbox or crop (default stretch)\n"
+    "outputs:\n"
+    "  --topk K            the K best classes of each row of an (N, C) output\n"
+    "  --labels FILE       class names for --topk, one a line\n"
+    "  --expect NAME=FILE  compare output NAME with a .npy/.pb reference; exit 1 on a\n"
+    "                      mismatch (repeatable; NAME= optional for one output)\n"
+    "  --tol ATOL[,RTOL]   |got - ref| <= ATOL + RTOL |ref| (default 1e-5,1e-3);\n"
+    "                      integers and bools must be equal\n"
+    "  --output-dir DIR    write DIR/<output>.npy (atomically; bf16 as <f4)\n"
+    "  --check-finite      run node by node (CPU oracle) and stop at the first node\n"
+    "                      whose output holds a NaN or an infinity: node, op, output,\n"
+    "                      count, first index; exit 1 (default off)\n"
+    "  --json              one JSON object on stdout\n";
+
+static const char *HELP_CONVERT =
+    "usage: edgert convert IN OUT [--fp16]\n"
+    "\n"
+    "Loads any supported model (.ert, ONNX) and saves it in the format OUT's\n"
+    "extension names, in any case: .ert (ert_model_save_opts) or .onnx\n"
+    "(ert_model_save_onnx); any other extension is refused. Both writes are atomic.\n"
+    "\n"
+    "  --fp16              .ert only: store f32 weights as f16 (about half the file;\n"
+    "                      computed in f32); default off\n";
+
+static const char *HELP_BENCH =
+    "usage: edgert bench MODEL [options]\n"
+    "\n"
+    "Times ert_session_run on one session: inputs from --input files, the rest\n"
+    "random (fixed seed); p50/p90 (nearest rank), mean, min, max latency in ms,\n"
+    "throughput (batch x runs per second), create time, arena bytes.\n"
+    "\n"
+    "  -i, --input NAME=FILE  an input from a .npy/.pb/image file (repeatable; images\n"
+    "                      resized to the input, v/255, no mean/std)\n"
+    HELP_SHAPE
+    HELP_DEVICE
+    HELP_PRECISION
+    "  --iters N           timed runs (default 20)\n"
+    "  --warmup N          untimed runs first (default 3)\n"
+    "  --batch N           batch for a dynamic leading dim (default 1)\n"
+    "  --threads N         CPU worker threads (default 1)\n"
+    "  --nhwc, --no-nhwc   CUDA f16/bf16: channels-last activations always / never\n"
+    "                      (default: when cuDNN measures it faster)\n"
+    "  --gemm1x1           CUDA: channels-last 1x1 convs as cuBLASLt GEMMs\n"
+    "                      (default off)\n"
+    "  --conv-graph, --no-conv-graph  CUDA: conv + epilogue as one cuDNN graph\n"
+    "                      whenever cuDNN runs it / never (default: where faster)\n"
+    "  --json              one JSON object on stdout\n";
+
 static int g_verbose;
+static const char *g_cmd; /* the command being run, for usage errors */
 
 #if defined(__GNUC__)
 #define CLI_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -72,25 +174,38 @@ static int g_verbose;
 #endif
 static int usage_error(const char *fmt, ...) CLI_PRINTF(1, 2);
 static int error(const char *fmt, ...) CLI_PRINTF(1, 2);
+static void note(const char *fmt, ...) CLI_PRINTF(1, 2);
 
+/* One line saying what is wrong, then where the help is. */
 static int usage_error(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "edgert: ");
+    fprintf(stderr, "edgert%s%s: ", g_cmd ? " " : "", g_cmd ? g_cmd : "");
     vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n\n%s", USAGE);
+    fprintf(stderr, "\nsee `edgert%s%s --help`\n", g_cmd ? " " : "", g_cmd ? g_cmd : "");
     va_end(ap);
     return EXIT_USAGE;
+}
+
+static void vsay(const char *prefix, const char *fmt, va_list ap) {
+    fputs(prefix, stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
 }
 
 static int error(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "edgert: error: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    vsay("edgert: error: ", fmt, ap);
     va_end(ap);
     return 1;
+}
+
+static void note(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsay("edgert: note: ", fmt, ap);
+    va_end(ap);
 }
 
 /* A failed library call: what we were doing, then the library's own detail. */
@@ -99,6 +214,25 @@ static int lib_error(const ert_context *ctx, ert_status st, const char *what) {
     if (msg && *msg)
         return error("%s: %s [%s]", what, msg, ert_status_str(st));
     return error("%s: %s", what, ert_status_str(st));
+}
+
+/* stdout is where results go: a failed write (full disk, closed pipe) is a
+ * failure, never exit 0 with the output lost. The first failure's errno is
+ * kept for the message. */
+static int g_stdout_errno;
+
+static void flush_stdout(void) {
+    errno = 0;
+    if (fflush(stdout) != 0 && !g_stdout_errno) g_stdout_errno = errno ? errno : EIO;
+}
+
+static int finish_stdout(int rc) {
+    flush_stdout();
+    if (g_stdout_errno || ferror(stdout)) {
+        fprintf(stderr, "edgert: error: cannot write to standard output: %s\n", strerror(g_stdout_errno ? g_stdout_errno : EIO));
+        return rc ? rc : 1;
+    }
+    return rc;
 }
 
 static void log_cb(void *user, ert_log_level lvl, const char *msg) {
@@ -151,100 +285,207 @@ static int opt_match(opt_parser *p, const char *name, int has_val) {
     return 0;
 }
 
-static int opt_int(opt_parser *p, long lo, long hi, long *out) {
+static int opt_int(opt_parser *p, const char *name, long lo, long hi, long *out) {
     if (p->err) return 0;
     if (cli_parse_int(p->val, lo, hi, out) != 0) {
-        p->err = usage_error("%s: expected an integer in [%ld, %ld], got '%s'", p->argv[p->i], lo, hi, p->val);
+        p->err = usage_error("%s '%s': expected an integer in [%ld, %ld]", name, p->val, lo, hi);
         return 0;
     }
     return 1;
 }
 
+/* One of `allowed` ("a|b|c"), else a usage error listing them. */
+static int opt_choice(opt_parser *p, const char *name, const char *allowed, const char **out) {
+    if (p->err) return 0;
+    size_t n = strlen(p->val);
+    for (const char *a = allowed; *a;) {
+        const char *bar = strchr(a, '|');
+        size_t l = bar ? (size_t)(bar - a) : strlen(a);
+        if (l == n && strncmp(a, p->val, n) == 0) {
+            *out = p->val;
+            return 1;
+        }
+        a += l + (bar ? 1 : 0);
+    }
+    char list[128];
+    size_t k = 0;
+    for (const char *c = allowed; *c && k + 3 < sizeof list; c++) {
+        if (*c == '|') list[k++] = ',', list[k++] = ' ';
+        else list[k++] = *c;
+    }
+    list[k] = 0;
+    p->err = usage_error("%s '%s': expected one of %s", name, p->val, list);
+    return 0;
+}
+
 typedef struct common_opts {
-    long batch, threads, iters, warmup;
-    int json, fp16, no_nhwc, nhwc, gemm1x1, conv_graph, no_conv_graph;
+    long batch, threads, iters, warmup, topk;
+    int json, fp16, no_nhwc, nhwc, gemm1x1, conv_graph, no_conv_graph, bgr, check_finite;
     const char *device;
     const char *precision;
     const char *output_dir;
+    const char *labels;
+    const char *fit;
     const char *inputs[MAX_INPUTS];
     int n_inputs;
+    const char *shapes[MAX_INPUTS];
+    int n_shapes;
+    const char *expects[MAX_INPUTS];
+    int n_expects;
+    double atol, rtol;
+    int size_w, size_h;
+    float mean[3], std[3];
     const char *pos[4];
     int n_pos;
 } common_opts;
 
-enum { O_BATCH = 1, O_THREADS = 2, O_JSON = 4, O_DEVICE = 8, O_ITERS = 16, O_WARMUP = 32, O_INPUT = 64, O_OUTDIR = 128,
-       O_PRECISION = 256, O_FP16 = 512, O_NO_NHWC = 1024 };
+enum {
+    O_BATCH = 1 << 0, O_THREADS = 1 << 1, O_JSON = 1 << 2, O_DEVICE = 1 << 3, O_ITERS = 1 << 4, O_WARMUP = 1 << 5,
+    O_INPUT = 1 << 6, O_OUTDIR = 1 << 7, O_PRECISION = 1 << 8, O_FP16 = 1 << 9, O_CUDA_LAYOUT = 1 << 10,
+    O_SHAPE = 1 << 11, O_IMAGE = 1 << 12, O_CHECK = 1 << 13, O_CHECK_FINITE = 1 << 14,
+};
+
+/* Append a repeatable option's value. */
+static int opt_push(opt_parser *p, const char *name, const char **list, int *n) {
+    if (p->err) return 0;
+    if (*n == MAX_INPUTS) {
+        p->err = usage_error("%s given more than %d times", name, MAX_INPUTS);
+        return 0;
+    }
+    list[(*n)++] = p->val;
+    return 1;
+}
 
 /* Parse argv[2..] of a command; `allowed` is a mask of O_*; `npos` the exact
- * number of positional arguments. Returns 0 or an exit status. */
-static int parse_opts(int argc, char **argv, unsigned allowed, int npos, common_opts *o) {
+ * number of positional arguments; `help` the command's --help text.
+ * Returns 0, or an exit status (-1: help printed, exit 0). */
+static int parse_opts(int argc, char **argv, unsigned allowed, int npos, const char *help, common_opts *o) {
     opt_parser p = {argc, 2, argv, NULL, 0};
     for (; p.i < argc && !p.err; p.i++) {
         const char *a = argv[p.i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(USAGE, stdout);
-            exit(0);
+            fputs(help, stdout);
+            return -1;
         } else if (strcmp(a, "--version") == 0) {
             printf("edgert %s (library %s)\n", ERT_VERSION_STRING, ert_version());
-            exit(0);
+            return -1;
         } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
             g_verbose++;
         } else if ((allowed & O_BATCH) && opt_match(&p, "--batch", 1)) {
-            opt_int(&p, 1, 1 << 20, &o->batch);
+            opt_int(&p, "--batch", 1, 1 << 20, &o->batch);
         } else if ((allowed & O_THREADS) && opt_match(&p, "--threads", 1)) {
-            opt_int(&p, 1, 1024, &o->threads);
+            opt_int(&p, "--threads", 1, 1024, &o->threads);
         } else if ((allowed & O_ITERS) && opt_match(&p, "--iters", 1)) {
-            opt_int(&p, 1, 100000000, &o->iters);
+            opt_int(&p, "--iters", 1, 100000000, &o->iters);
         } else if ((allowed & O_WARMUP) && opt_match(&p, "--warmup", 1)) {
-            opt_int(&p, 0, 100000000, &o->warmup);
+            opt_int(&p, "--warmup", 0, 100000000, &o->warmup);
         } else if ((allowed & O_JSON) && opt_match(&p, "--json", 0)) {
             o->json = 1;
-        } else if ((allowed & O_NO_NHWC) && opt_match(&p, "--no-nhwc", 0)) {
+        } else if ((allowed & O_CUDA_LAYOUT) && opt_match(&p, "--no-nhwc", 0)) {
             o->no_nhwc = 1;
-        } else if ((allowed & O_NO_NHWC) && opt_match(&p, "--nhwc", 0)) {
+        } else if ((allowed & (O_CUDA_LAYOUT | O_IMAGE)) && opt_match(&p, "--nhwc", 0)) {
             o->nhwc = 1;
-        } else if ((allowed & O_NO_NHWC) && opt_match(&p, "--gemm1x1", 0)) {
+        } else if ((allowed & O_CUDA_LAYOUT) && opt_match(&p, "--gemm1x1", 0)) {
             o->gemm1x1 = 1;
-        } else if ((allowed & O_NO_NHWC) && opt_match(&p, "--conv-graph", 0)) {
+        } else if ((allowed & O_CUDA_LAYOUT) && opt_match(&p, "--conv-graph", 0)) {
             o->conv_graph = 1;
-        } else if ((allowed & O_NO_NHWC) && opt_match(&p, "--no-conv-graph", 0)) {
+        } else if ((allowed & O_CUDA_LAYOUT) && opt_match(&p, "--no-conv-graph", 0)) {
             o->no_conv_graph = 1;
+        } else if ((allowed & O_CHECK_FINITE) && opt_match(&p, "--check-finite", 0)) {
+            o->check_finite = 1;
         } else if ((allowed & O_FP16) && opt_match(&p, "--fp16", 0)) {
             o->fp16 = 1;
         } else if ((allowed & O_DEVICE) && opt_match(&p, "--device", 1)) {
-            if (!p.err) o->device = p.val;
+            opt_choice(&p, "--device", "cpu|cuda|auto", &o->device);
         } else if ((allowed & O_PRECISION) && opt_match(&p, "--precision", 1)) {
-            if (!p.err) o->precision = p.val;
+            opt_choice(&p, "--precision", "f32|f16|bf16", &o->precision);
         } else if ((allowed & O_OUTDIR) && opt_match(&p, "--output-dir", 1)) {
             if (!p.err) o->output_dir = p.val;
         } else if ((allowed & O_INPUT) && (opt_match(&p, "--input", 1) || opt_match(&p, "-i", 1))) {
+            opt_push(&p, "--input", o->inputs, &o->n_inputs);
+        } else if ((allowed & O_SHAPE) && opt_match(&p, "--shape", 1)) {
+            opt_push(&p, "--shape", o->shapes, &o->n_shapes);
+        } else if ((allowed & O_CHECK) && opt_match(&p, "--expect", 1)) {
+            opt_push(&p, "--expect", o->expects, &o->n_expects);
+        } else if ((allowed & O_CHECK) && opt_match(&p, "--tol", 1)) {
             if (p.err) break;
-            if (o->n_inputs == MAX_INPUTS) return usage_error("too many --input options (max %d)", MAX_INPUTS);
-            o->inputs[o->n_inputs++] = p.val;
+            char *end;
+            double at = strtod(p.val, &end), rt = o->rtol;
+            if (end != p.val && *end == ',') {
+                const char *r = end + 1;
+                rt = strtod(r, &end);
+                if (end == r) end = (char *)"x";
+            }
+            if (end == p.val || *end || !(at >= 0) || !(rt >= 0) || !isfinite(at) || !isfinite(rt))
+                return usage_error("--tol '%s': expected ATOL or ATOL,RTOL, numbers >= 0 (e.g. 1e-5,1e-3)", p.val);
+            o->atol = at, o->rtol = rt;
+        } else if ((allowed & O_CHECK) && opt_match(&p, "--topk", 1)) {
+            opt_int(&p, "--topk", 1, 1000, &o->topk);
+        } else if ((allowed & O_CHECK) && opt_match(&p, "--labels", 1)) {
+            if (!p.err) o->labels = p.val;
+        } else if ((allowed & O_IMAGE) && opt_match(&p, "--size", 1)) {
+            if (p.err) break;
+            int nd;
+            int64_t d[ERT_MAX_DIMS];
+            if (cli_parse_dims(p.val, &nd, d) != 0 || nd != 2 || d[0] < 1 || d[1] < 1 || d[0] > 32768 || d[1] > 32768)
+                return usage_error("--size '%s': expected WxH, each in [1, 32768] (e.g. 224x224)", p.val);
+            o->size_w = (int)d[0], o->size_h = (int)d[1];
+        } else if ((allowed & O_IMAGE) && (opt_match(&p, "--mean", 1) || opt_match(&p, "--std", 1))) {
+            if (p.err) break;
+            int is_std = strncmp(a, "--std", 5) == 0;
+            float *v = is_std ? o->std : o->mean;
+            if (cli_parse_floats3(p.val, v) != 0 || (is_std && !(v[0] > 0 && v[1] > 0 && v[2] > 0)))
+                return usage_error("%s '%s': expected 3 comma-separated numbers%s (or one for all channels)",
+                                   is_std ? "--std" : "--mean", p.val, is_std ? " > 0" : "");
+        } else if ((allowed & O_IMAGE) && opt_match(&p, "--bgr", 0)) {
+            o->bgr = 1;
+        } else if ((allowed & O_IMAGE) && opt_match(&p, "--fit", 1)) {
+            opt_choice(&p, "--fit", "stretch|letterbox|crop", &o->fit);
         } else if (a[0] == '-' && a[1] != 0) {
-            return usage_error("unknown option '%s' for '%s'", a, argv[1]);
+            return usage_error("unknown option '%s'", a);
         } else {
-            if (o->n_pos == npos) return usage_error("unexpected argument '%s'", a);
+            if (o->n_pos == npos) return usage_error("unexpected argument '%s' (takes %d)", a, npos);
             o->pos[o->n_pos++] = a;
         }
     }
     if (p.err) return p.err;
-    if (o->n_pos != npos) return usage_error("'%s' needs %d argument%s", argv[1], npos, npos == 1 ? "" : "s");
+    if (o->n_pos != npos) return usage_error("needs %d argument%s, got %d", npos, npos == 1 ? "" : "s", o->n_pos);
     return 0;
+}
+
+static ert_device device_of(const char *s) {
+    return strcmp(s, "cuda") == 0 ? ERT_DEVICE_CUDA : strcmp(s, "auto") == 0 ? ERT_DEVICE_AUTO : ERT_DEVICE_CPU;
+}
+
+static ert_dtype precision_of(const char *s) {
+    return strcmp(s, "f16") == 0 ? ERT_DTYPE_F16 : strcmp(s, "bf16") == 0 ? ERT_DTYPE_BF16 : ERT_DTYPE_F32;
 }
 
 /* ---------------------------------------------------------------- shared bits */
 
-static void print_info_line(const ert_tensor_info *t) {
+/* inferred: an output the file does not declare, shaped by a session. */
+static void print_info_line(const ert_tensor_info *t, int inferred) {
     char sh[160];
-    if (t->dtype == ERT_DTYPE_UNDEFINED) { /* outputs of a graph without value_info */
-        printf("  %-24s (dtype and shape inferred when a session is created)\n", t->name ? t->name : "?");
+    if (t->dtype == ERT_DTYPE_UNDEFINED) { /* outputs of a graph without value_info, no session made */
+        printf("  %-24s (not declared in the file: inferred when a session is created)\n", t->name ? t->name : "?");
         return;
     }
-    printf("  %-24s %-5s %s\n", t->name ? t->name : "?", ert_dtype_name(t->dtype), cli_shape_str(sh, sizeof sh, t->ndim, t->dims));
+    printf("  %-24s %-5s %s%s\n", t->name ? t->name : "?", ert_dtype_name(t->dtype), cli_shape_str(sh, sizeof sh, t->ndim, t->dims),
+           inferred ? "  (not declared in the file: inferred for the plan below)" : "");
 }
 
-static void json_info(const ert_tensor_info *t) {
+/* Output i as the file declares it, or, where it does not, as session s
+ * (if any) inferred it. */
+static void output_info(const ert_model *m, const ert_session *s, int i, ert_tensor_info *t, int *inferred) {
+    int k;
+    *inferred = 0;
+    if (ert_model_output_info(m, i, t) != ERT_OK) memset(t, 0, sizeof *t);
+    if (t->dtype == ERT_DTYPE_UNDEFINED && s && t->name && ert_session_find_output(s, t->name, &k) == ERT_OK &&
+        ert_session_output_info(s, k, t) == ERT_OK)
+        *inferred = 1;
+}
+
+static void json_info(const ert_tensor_info *t, int inferred) {
     printf("{\"name\": ");
     cli_json_str(stdout, t->name);
     if (t->dtype == ERT_DTYPE_UNDEFINED) {
@@ -254,7 +495,7 @@ static void json_info(const ert_tensor_info *t) {
     /* dynamic dims are -1 */
     printf(", \"dtype\": \"%s\", \"shape\": [", ert_dtype_name(t->dtype));
     for (int d = 0; d < t->ndim; d++) printf("%s%lld", d ? ", " : "", (long long)t->dims[d]);
-    printf("]}");
+    printf("]%s}", inferred ? ", \"inferred\": true" : "");
 }
 
 static void print_memory(const ert_memory_report *m) {
@@ -294,6 +535,277 @@ static int load_model(ert_context *ctx, const char *path, ert_model **m) {
     return 0;
 }
 
+/* "NAME=FILE": NAME into name (cut to fit), returns the '=' (NULL if none). */
+static const char *spec_name(const char *spec, char *name, size_t n) {
+    const char *eq = strchr(spec, '=');
+    if (!eq) return NULL;
+    size_t nl = (size_t)(eq - spec) < n - 1 ? (size_t)(eq - spec) : n - 1;
+    memcpy(name, spec, nl);
+    name[nl] = 0;
+    return eq;
+}
+
+static int find_model_input(const ert_model *m, const char *name, ert_tensor_info *mi) {
+    for (int i = 0; i < ert_model_n_inputs(m); i++)
+        if (ert_model_input_info(m, i, mi) == ERT_OK && strcmp(mi->name, name) == 0) return i;
+    return -1;
+}
+
+/* --shape specs -> ert_input_shape entries appended to shapes[*n]. */
+static int parse_shapes(const ert_model *m, const common_opts *o, ert_input_shape *shapes, int *n) {
+    char err[1024];
+    for (int k = 0; k < o->n_shapes; k++)
+        if (cli_shape_resolve(m, o->shapes[k], shapes, n, err, sizeof err) != 0) return usage_error("%s", err);
+    return 0;
+}
+
+/* Before planning: an input with a dynamic dim other than the batch that no
+ * --shape (or file) fixes gets a message a CLI user can act on. */
+static int check_dynamic(const ert_model *m, const ert_input_shape *shapes, int n_shapes) {
+    for (int i = 0; i < ert_model_n_inputs(m); i++) {
+        ert_tensor_info mi;
+        if (ert_model_input_info(m, i, &mi) != ERT_OK) continue;
+        int fixed = 0, dyn = 0;
+        for (int j = 0; j < n_shapes; j++) fixed |= strcmp(shapes[j].name, mi.name) == 0;
+        for (int d = 1; d < mi.ndim; d++) dyn |= mi.dims[d] < 0;
+        if (dyn && !fixed) {
+            char s[160], ex[160];
+            size_t k = 0;
+            for (int d = 0; d < mi.ndim && k < sizeof ex; d++) {
+                if (mi.dims[d] >= 0) k += (size_t)snprintf(ex + k, sizeof ex - k, "%s%lld", d ? "x" : "", (long long)mi.dims[d]);
+                else k += (size_t)snprintf(ex + k, sizeof ex - k, "%s%s", d ? "x" : "", d == 0 ? "1" : "N");
+            }
+            return error("input '%s' has dynamic dims %s: fix them with --shape %s=%s (N: the size wanted)", mi.name,
+                         cli_shape_str(s, sizeof s, mi.ndim, mi.dims), mi.name, ex);
+        }
+    }
+    return 0;
+}
+
+/* --batch that a model's fixed leading dim (or an input file's shape) makes
+ * pointless is said, not silently dropped. */
+static void batch_notes(const ert_model *m, long batch, const ert_input_shape *shapes, int n_shapes) {
+    if (batch <= 0) return;
+    for (int i = 0; i < ert_model_n_inputs(m); i++) {
+        ert_tensor_info mi;
+        char s[160];
+        if (ert_model_input_info(m, i, &mi) != ERT_OK || mi.ndim == 0) continue;
+        if (mi.dims[0] >= 0 && mi.dims[0] != batch) {
+            note("--batch %ld ignored for input '%s': the model file fixes its shape %s", batch, mi.name,
+                 cli_shape_str(s, sizeof s, mi.ndim, mi.dims));
+            continue;
+        }
+        for (int j = 0; j < n_shapes; j++)
+            if (strcmp(shapes[j].name, mi.name) == 0 && shapes[j].ndim && shapes[j].dims[0] != batch)
+                note("--batch %ld ignored for input '%s': its shape %s comes from a file or --shape", batch, mi.name,
+                     cli_shape_str(s, sizeof s, shapes[j].ndim, shapes[j].dims));
+    }
+}
+
+/* The leading dim the first input gets from the model, a --shape or --batch. */
+static long planned_batch(const ert_model *m, long batch, const ert_input_shape *shapes, int n_shapes) {
+    ert_tensor_info mi;
+    if (ert_model_n_inputs(m) < 1 || ert_model_input_info(m, 0, &mi) != ERT_OK || mi.ndim == 0) return batch;
+    if (mi.dims[0] >= 0) return (long)mi.dims[0];
+    for (int j = 0; j < n_shapes; j++)
+        if (strcmp(shapes[j].name, mi.name) == 0 && shapes[j].ndim) return (long)shapes[j].dims[0];
+    return batch;
+}
+
+/* The leading dim of the session's first input: the batch it really runs. */
+static long session_batch(const ert_session *s) {
+    ert_tensor_info ti;
+    if (ert_session_n_inputs(s) > 0 && ert_session_input_info(s, 0, &ti) == ERT_OK && ti.ndim > 0) return (long)ti.dims[0];
+    return 1;
+}
+
+/* Create a session; `device` is cpu, cuda or auto (CUDA when it can be used,
+ * else the CPU: *used says which). Models that take shape-like operands
+ * (Reshape's shape, axes, pads, Resize scales, Clip bounds) as graph inputs
+ * need those values at create: when the session says so, the given inputs
+ * after the first are fixed (ert_session_options.input_values), integer
+ * inputs and scalars first, then every one of them; frozen[k] marks those,
+ * which are then not set at run time. */
+static ert_status create_session(ert_context *ctx, const ert_model *m, ert_session_options *so, const char *device,
+                                 const cli_tensor *ins, int n_ins, int *frozen, ert_session **s, ert_device *used) {
+    ert_device devs[2];
+    int nd = 0;
+    ert_device want = device_of(device);
+    if (want == ERT_DEVICE_AUTO) devs[nd++] = ERT_DEVICE_CUDA, devs[nd++] = ERT_DEVICE_CPU;
+    else devs[nd++] = want;
+    ert_input_value vals[MAX_INPUTS];
+    ert_status st = ERT_E_ARG;
+    for (int di = 0; di < nd; di++) {
+        so->device = devs[di];
+        so->input_values = NULL;
+        so->n_input_values = 0;
+        for (int k = 0; k < n_ins; k++) frozen[k] = 0;
+        st = ert_session_create(m, so, s);
+        for (int pass = 0; pass < 2 && st == ERT_E_UNSUPPORTED && strstr(ert_last_error(ctx), "must be a constant"); pass++) {
+            int nv = 0;
+            for (int k = 0; k < n_ins; k++) {
+                ert_tensor_info mi;
+                frozen[k] = 0;
+                if (ins[k].is_image || find_model_input(m, ins[k].name, &mi) < 1) continue; /* never the first input */
+                int64_t ne = cli_numel(ins[k].ndim, ins[k].dims);
+                if (pass == 0 && !(ins[k].dtype == ERT_DTYPE_I64 || ins[k].dtype == ERT_DTYPE_I32 || ne <= 1)) continue;
+                ert_input_value v = {.name = ins[k].name, .dtype = ins[k].dtype, .ndim = ins[k].ndim, .data = ins[k].data};
+                memcpy(v.dims, ins[k].dims, sizeof v.dims);
+                vals[nv++] = v;
+                frozen[k] = 1;
+            }
+            if (!nv) continue; /* nothing of this kind: try the next pass */
+            so->input_values = vals;
+            so->n_input_values = nv;
+            st = ert_session_create(m, so, s);
+        }
+        if (st == ERT_OK) {
+            *used = devs[di];
+            for (int k = 0; k < n_ins && g_verbose; k++)
+                if (frozen[k]) note("input '%s' fixed at session create (the model uses it as a shape-like operand)", ins[k].name);
+            so->input_values = NULL; /* vals is local */
+            so->n_input_values = 0;
+            return ERT_OK;
+        }
+        if (di + 1 < nd && g_verbose) note("--device auto: CUDA not used (%s); trying the CPU", ert_last_error(ctx));
+    }
+    so->input_values = NULL;
+    so->n_input_values = 0;
+    return st;
+}
+
+static int create_error(ert_context *ctx, ert_status st, const char *device) {
+    if (strcmp(device, "cuda") == 0 && (st == ERT_E_CUDA || st == ERT_E_UNSUPPORTED))
+        return lib_error(ctx, st, "--device cuda: cannot create a CUDA session (try --device auto or cpu)");
+    return lib_error(ctx, st, "cannot create a session");
+}
+
+/* The precision a session really computes in: the CPU always uses f32. */
+static const char *effective_precision(ert_device used, const char *asked) {
+    return used == ERT_DEVICE_CPU ? "f32" : asked;
+}
+
+static void precision_note(ert_device used, const char *asked) {
+    if (used == ERT_DEVICE_CPU && strcmp(asked, "f32") != 0)
+        note("--precision %s applies to CUDA sessions; this one runs on the CPU, which computes in f32", asked);
+}
+
+/* Match --input specs to model inputs and load them. ins[k].name is set to
+ * the model input's name; dynamic inputs' shapes go to shapes[*n_shapes]
+ * (a --shape for the same input must agree). */
+static int load_inputs(ert_context *ctx, const ert_model *m, const common_opts *o, cli_tensor *ins,
+                       ert_input_shape *shapes, int *n_shapes) {
+    int nmi = ert_model_n_inputs(m);
+    char names[512], err[1024], s1[160], s2[160];
+    cli_image_options io = {.w = o->size_w, .h = o->size_h, .bgr = o->bgr, .nhwc = o->nhwc};
+    memcpy(io.mean, o->mean, sizeof io.mean);
+    memcpy(io.std, o->std, sizeof io.std);
+    io.fit = !o->fit || strcmp(o->fit, "stretch") == 0 ? ERT_FIT_STRETCH
+             : strcmp(o->fit, "letterbox") == 0        ? ERT_FIT_LETTERBOX
+                                                       : ERT_FIT_CENTER_CROP;
+    int n_given_shapes = *n_shapes;
+    for (int k = 0; k < o->n_inputs; k++) {
+        const char *spec = o->inputs[k];
+        ert_tensor_info mi;
+        int found = -1;
+        char name[256];
+        const char *eq = spec_name(spec, name, sizeof name);
+        if (eq) found = find_model_input(m, name, &mi);
+        if (found >= 0) {
+            ins[k].path = eq + 1;
+        } else if (nmi == 1 && o->n_inputs == 1 && (!eq || access(spec, F_OK) == 0)) {
+            /* one input: NAME= may be left out (and a path may contain '=') */
+            found = 0;
+            ins[k].path = spec;
+        } else if (!eq) {
+            /* a .pb names its tensor (ONNX test data does): match on that */
+            ins[k].path = spec;
+            if (cli_tensor_load(ctx, &ins[k], err, sizeof err) != 0) return error("input %s", err);
+            if (ins[k].file_name) found = find_model_input(m, ins[k].file_name, &mi);
+        }
+        if (found < 0) {
+            if (eq) return error("model has no input named '%s' (its inputs: %s)", name, cli_input_names(m, names, sizeof names));
+            return error("--input '%s': give NAME=FILE (the model's inputs: %s)", spec, cli_input_names(m, names, sizeof names));
+        }
+        ert_model_input_info(m, found, &mi);
+        for (int j = 0; j < k; j++)
+            if (strcmp(ins[j].name, mi.name) == 0) return error("input '%s' given twice", mi.name);
+        ins[k].name = mi.name;
+        const char *kind = cli_file_kind(ins[k].path);
+        if (!ins[k].data && kind && strcmp(kind, "npy") != 0) {
+            /* an image: its shape follows the model (or --size / --shape) */
+            ert_tensor_info want = mi;
+            for (int j = 0; j < n_given_shapes; j++)
+                if (strcmp(shapes[j].name, mi.name) == 0) memcpy(want.dims, shapes[j].dims, sizeof want.dims);
+            int gpu = 0;
+            if (cli_image_load(ctx, &want, &io, (int)o->batch, &ins[k], &gpu, err, sizeof err) != 0)
+                return error("input '%s': %s", mi.name, err);
+            if (g_verbose) note("image '%s' preprocessed on the %s", ins[k].path, gpu ? "GPU (ert_preprocessor)" : "CPU");
+        } else if (!ins[k].data && cli_tensor_load(ctx, &ins[k], err, sizeof err) != 0) {
+            return error("input %s", err);
+        }
+        if (ins[k].from_f64) note("input '%s': '%s' holds float64 (<f8): cast to f32", mi.name, ins[k].path);
+        /* bf16 has no numpy dtype: accept f32 files and convert */
+        if (mi.dtype == ERT_DTYPE_BF16 && ins[k].dtype == ERT_DTYPE_F32) {
+            size_t ne = ins[k].bytes / 4;
+            unsigned char *p = ins[k].data;
+            for (size_t i = 0; i < ne; i++) { /* in place, forward: writes stay behind reads */
+                float f;
+                memcpy(&f, p + 4 * i, 4);
+                uint16_t h = cli_f32_to_bf16(f);
+                memcpy(p + 2 * i, &h, 2);
+            }
+            ins[k].bytes = ne * 2;
+            ins[k].dtype = ERT_DTYPE_BF16;
+        }
+        if (ins[k].dtype != mi.dtype)
+            return error("input '%s' is %s, file '%s' holds %s", mi.name, ert_dtype_name(mi.dtype), ins[k].path,
+                         ert_dtype_name(ins[k].dtype));
+        int dynamic = 0, mismatch = ins[k].ndim != mi.ndim;
+        for (int d = 0; d < mi.ndim && !mismatch; d++) {
+            if (mi.dims[d] < 0) dynamic = 1;
+            else if (mi.dims[d] != ins[k].dims[d]) mismatch = 1;
+        }
+        if (mismatch)
+            return error("input '%s' has shape %s, file '%s' holds %s", mi.name, cli_shape_str(s1, sizeof s1, mi.ndim, mi.dims),
+                         ins[k].path, cli_shape_str(s2, sizeof s2, ins[k].ndim, ins[k].dims));
+        int have = -1;
+        for (int j = 0; j < *n_shapes; j++)
+            if (strcmp(shapes[j].name, mi.name) == 0) have = j;
+        if (have >= 0) {
+            int same = shapes[have].ndim == ins[k].ndim;
+            for (int d = 0; same && d < ins[k].ndim; d++) same = shapes[have].dims[d] == ins[k].dims[d];
+            if (!same)
+                return error("input '%s': --shape %s but file '%s' holds %s", mi.name,
+                             cli_shape_str(s1, sizeof s1, shapes[have].ndim, shapes[have].dims), ins[k].path,
+                             cli_shape_str(s2, sizeof s2, ins[k].ndim, ins[k].dims));
+        } else if (dynamic) {
+            ert_input_shape *sh = &shapes[(*n_shapes)++];
+            memset(sh, 0, sizeof *sh);
+            sh->name = mi.name;
+            sh->ndim = ins[k].ndim;
+            memcpy(sh->dims, ins[k].dims, sizeof sh->dims);
+        }
+    }
+    return 0;
+}
+
+/* Give the session the loaded inputs (those not fixed at create). */
+static int set_inputs(ert_context *ctx, ert_session *s, const cli_tensor *ins, int n, const int *frozen) {
+    for (int k = 0; k < n; k++) {
+        int idx;
+        ert_status st;
+        if (frozen[k]) continue;
+        if ((st = ert_session_find_input(s, ins[k].name, &idx)) != ERT_OK ||
+            (st = ert_session_set_input(s, idx, ins[k].data, ins[k].bytes)) != ERT_OK) {
+            char what[300];
+            snprintf(what, sizeof what, "cannot set input '%s'", ins[k].name);
+            return lib_error(ctx, st, what);
+        }
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- info */
 
 typedef struct op_count {
@@ -308,16 +820,20 @@ static int cmp_op_count(const void *a, const void *b) {
 }
 
 static int cmd_info(int argc, char **argv) {
-    common_opts o = {.batch = 1, .threads = 1};
-    int rc = parse_opts(argc, argv, O_BATCH | O_THREADS | O_JSON, 1, &o);
-    if (rc) return rc;
+    common_opts o = {.batch = 0, .threads = 1};
+    int rc = parse_opts(argc, argv, O_BATCH | O_THREADS | O_JSON | O_SHAPE, 1, HELP_INFO, &o);
+    if (rc) return rc < 0 ? 0 : rc;
     ert_context *ctx = make_context();
     if (!ctx) return 1;
     ert_model *m = NULL;
+    op_count *hist = NULL;
+    ert_input_shape shapes[MAX_INPUTS];
+    int n_shapes = 0;
     if ((rc = load_model(ctx, o.pos[0], &m)) != 0) goto out;
+    if ((rc = parse_shapes(m, &o, shapes, &n_shapes)) != 0) goto out;
 
     int nn = ert_model_n_nodes(m);
-    op_count *hist = calloc((size_t)(nn > 0 ? nn : 1), sizeof *hist);
+    hist = calloc((size_t)(nn > 0 ? nn : 1), sizeof *hist);
     int nh = 0;
     if (!hist) {
         rc = error("out of memory");
@@ -334,11 +850,36 @@ static int cmd_info(int argc, char **argv) {
     qsort(hist, (size_t)nh, sizeof *hist, cmp_op_count);
 
     ert_session_options so = {0};
+    batch_notes(m, o.batch, shapes, n_shapes);
+    if (!o.batch) o.batch = 1;
     so.batch = (int)o.batch;
     so.n_threads = (int)o.threads;
+    so.input_shapes = n_shapes ? shapes : NULL;
+    so.n_input_shapes = n_shapes;
+    long batch = planned_batch(m, o.batch, shapes, n_shapes); /* what the plan is for */
     ert_memory_report mem;
     memset(&mem, 0, sizeof mem);
-    ert_status pst = ert_session_plan(m, &so, &mem);
+    /* a dynamic dim nobody fixed: say which --shape is missing instead of planning */
+    int dyn_rc = 0;
+    ert_status pst = ERT_OK;
+    for (int i = 0; i < ert_model_n_inputs(m) && pst == ERT_OK; i++) {
+        ert_tensor_info mi;
+        int fixed = 0, dyn = 0;
+        if (ert_model_input_info(m, i, &mi) != ERT_OK) continue;
+        for (int j = 0; j < n_shapes; j++) fixed |= strcmp(shapes[j].name, mi.name) == 0;
+        for (int d = 1; d < mi.ndim; d++) dyn |= mi.dims[d] < 0;
+        if (dyn && !fixed) pst = ERT_E_SHAPE, dyn_rc = 1;
+    }
+    if (pst == ERT_OK) pst = ert_session_plan(m, &so, &mem);
+    /* outputs the file does not declare: a session (CPU, the planned shapes)
+     * infers them; if it cannot be made, they are listed as undeclared */
+    ert_session *sess = NULL;
+    for (int i = 0; i < ert_model_n_outputs(m) && pst == ERT_OK && !sess; i++) {
+        ert_tensor_info ot;
+        if (ert_model_output_info(m, i, &ot) == ERT_OK && ot.dtype == ERT_DTYPE_UNDEFINED &&
+            ert_session_create(m, &so, &sess) != ERT_OK)
+            break;
+    }
 
     int ni = ert_model_n_inputs(m), no = ert_model_n_outputs(m);
     ert_tensor_info t;
@@ -347,19 +888,32 @@ static int cmd_info(int argc, char **argv) {
         cli_json_str(stdout, o.pos[0]);
         printf(", \"inputs\": [");
         for (int i = 0; i < ni; i++)
-            if (ert_model_input_info(m, i, &t) == ERT_OK) printf("%s", i ? ", " : ""), json_info(&t);
+            if (ert_model_input_info(m, i, &t) == ERT_OK) printf("%s", i ? ", " : ""), json_info(&t, 0);
         printf("], \"outputs\": [");
-        for (int i = 0; i < no; i++)
-            if (ert_model_output_info(m, i, &t) == ERT_OK) printf("%s", i ? ", " : ""), json_info(&t);
+        for (int i = 0; i < no; i++) {
+            int inf;
+            output_info(m, sess, i, &t, &inf);
+            printf("%s", i ? ", " : ""), json_info(&t, inf);
+        }
         printf("], \"nodes\": %d, \"parameters\": %lld, \"ops\": {", nn, (long long)ert_model_n_params(m));
         for (int k = 0; k < nh; k++) {
             printf("%s", k ? ", " : "");
             cli_json_str(stdout, hist[k].op);
             printf(": %d", hist[k].n);
         }
-        printf("}, \"batch\": %ld, \"threads\": %ld, \"arena\": ", o.batch, o.threads);
+        printf("}, \"batch\": %ld, \"threads\": %ld, \"shapes\": {", batch, o.threads);
+        for (int j = 0; j < n_shapes; j++) {
+            printf("%s", j ? ", " : "");
+            cli_json_str(stdout, shapes[j].name);
+            printf(": [");
+            for (int d = 0; d < shapes[j].ndim; d++) printf("%s%lld", d ? ", " : "", (long long)shapes[j].dims[d]);
+            printf("]");
+        }
+        printf("}, \"arena\": ");
         if (pst == ERT_OK)
             json_memory(&mem);
+        else if (dyn_rc)
+            printf("null, \"plan_error\": \"dynamic input dims: give --shape NAME=DIMS\"");
         else
             printf("null, \"plan_error\": "), cli_json_str(stdout, ert_last_error(ctx));
         printf("}\n");
@@ -367,92 +921,44 @@ static int cmd_info(int argc, char **argv) {
         printf("model: %s\n", o.pos[0]);
         printf("inputs (%d):\n", ni);
         for (int i = 0; i < ni; i++)
-            if (ert_model_input_info(m, i, &t) == ERT_OK) print_info_line(&t);
+            if (ert_model_input_info(m, i, &t) == ERT_OK) print_info_line(&t, 0);
         printf("outputs (%d):\n", no);
-        for (int i = 0; i < no; i++)
-            if (ert_model_output_info(m, i, &t) == ERT_OK) print_info_line(&t);
+        for (int i = 0; i < no; i++) {
+            int inf;
+            output_info(m, sess, i, &t, &inf);
+            print_info_line(&t, inf);
+        }
         printf("nodes: %d\nparameters: %lld\nops:", nn, (long long)ert_model_n_params(m));
         for (int k = 0; k < nh; k++) printf("%s %s x%d", k ? "," : "", hist[k].op, hist[k].n);
         printf("\n");
         if (pst == ERT_OK) {
-            printf("arena plan (batch %ld, %ld thread%s, cpu):\n", o.batch, o.threads, o.threads == 1 ? "" : "s");
+            printf("arena plan (batch %ld, %ld thread%s, cpu", batch, o.threads, o.threads == 1 ? "" : "s");
+            for (int j = 0; j < n_shapes; j++) {
+                char s[160];
+                printf(", %s %s", shapes[j].name, cli_shape_str(s, sizeof s, shapes[j].ndim, shapes[j].dims));
+            }
+            printf("):\n");
             print_memory(&mem);
         }
     }
-    fflush(stdout);
-    free(hist);
-    if (pst != ERT_OK) rc = lib_error(ctx, pst, "cannot plan a session");
+    flush_stdout();
+    if (dyn_rc) rc = check_dynamic(m, shapes, n_shapes);
+    else if (pst != ERT_OK) {
+        int shape_like = strstr(ert_last_error(ctx), "must be a constant") != NULL;
+        rc = lib_error(ctx, pst, "cannot plan a session");
+        if (shape_like)
+            note("the model takes a shape-like operand as a graph input: `edgert run` fixes such inputs at create from "
+                 "the files given with --input");
+    }
+    ert_session_free(sess);
 out:
+    free(hist);
     ert_model_free(m);
     ert_context_free(ctx);
     return rc;
 }
 
 /* ---------------------------------------------------------------- run */
-
-typedef struct loaded_input {
-    const char *name; /* model's input name */
-    const char *path;
-    ert_dtype dtype;
-    int ndim;
-    int64_t dims[ERT_MAX_DIMS];
-    void *data;       /* malloc'd (npy) or ert_free'd (pb) */
-    size_t bytes;
-    int from_pb;
-    const char *file_name; /* tensor name inside a .pb (in data), or NULL */
-} loaded_input;
-
-static int is_npy(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    char m[6] = {0};
-    size_t n = fread(m, 1, 6, f);
-    fclose(f);
-    return n == 6 && memcmp(m, "\x93NUMPY", 6) == 0;
-}
-
-static int load_input_file(ert_context *ctx, const char *path, loaded_input *in) {
-    /* fopen first for a plain message on a missing file */
-    FILE *f = fopen(path, "rb");
-    if (!f) return error("input file '%s': %s", path, strerror(errno));
-    fclose(f);
-    if (is_npy(path)) {
-        npy_array a;
-        char err[512];
-        if (npy_read_file(path, &a, err, sizeof err) != 0) return error("input %s", err);
-        in->dtype = a.dtype;
-        in->ndim = a.ndim;
-        memcpy(in->dims, a.dims, sizeof a.dims);
-        in->data = a.data;
-        in->bytes = a.bytes;
-        return 0;
-    }
-    ert_tensor_info info;
-    void *data = NULL;
-    size_t bytes = 0;
-    ert_status st = ert_tensor_load_pb(ctx, path, &info, &data, &bytes);
-    if (st != ERT_OK) {
-        char what[512];
-        snprintf(what, sizeof what, "input '%s' is neither .npy nor a readable TensorProto .pb", path);
-        return lib_error(ctx, st, what);
-    }
-    in->dtype = info.dtype;
-    in->ndim = info.ndim;
-    memcpy(in->dims, info.dims, sizeof info.dims);
-    in->data = data;
-    in->bytes = bytes;
-    in->from_pb = 1;
-    in->file_name = info.name && *info.name ? info.name : NULL;
-    return 0;
-}
-
-static void free_input(loaded_input *in) {
-    if (in->from_pb)
-        ert_free(in->data);
-    else
-        free(in->data);
-    in->data = NULL;
-}
 
 static void print_values(const ert_tensor_info *t, const void *data, size_t n) {
     size_t show = n < 8 ? n : 8;
@@ -479,107 +985,138 @@ static int make_dirs(const char *dir) {
     return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
 }
 
+/* --check-finite found node nf: say which, on stdout (it is the result),
+ * and fail. */
+static int report_nonfinite(const char *model, const ert_nonfinite *nf, int json) {
+    const char *what = isnan(nf->first_value) ? "nan" : nf->first_value > 0 ? "inf" : "-inf";
+    if (json) {
+        printf("{\"model\": "), cli_json_str(stdout, model);
+        printf(", \"finite\": false, \"node\": "), cli_json_str(stdout, nf->node);
+        printf(", \"op\": "), cli_json_str(stdout, nf->op);
+        printf(", \"output\": "), cli_json_str(stdout, nf->output);
+        printf(", \"node_index\": %d, \"count\": %lld, \"first_index\": %lld, \"first_value\": \"%s\"}\n",
+               nf->node_index, (long long)nf->count, (long long)nf->first_index, what);
+    } else {
+        printf("not finite: node '%s' (%s, #%d in run order), output '%s': %lld non-finite value%s, the first (%s) "
+               "at index %lld\n",
+               nf->node, nf->op, nf->node_index, nf->output, (long long)nf->count, nf->count == 1 ? "" : "s", what,
+               (long long)nf->first_index);
+    }
+    flush_stdout();
+    return 1;
+}
+
+/* Top-k of each row of an (N, C) float output, best first, as scores. */
+static void print_topk(const ert_tensor_info *t, const void *data, long k, char **labels, int n_labels, int json) {
+    int64_t rows = t->ndim == 2 ? t->dims[0] : 1, cols = t->dims[t->ndim - 1];
+    int kk = (int)(k < cols ? k : cols);
+    float *row = malloc((size_t)cols * sizeof *row);
+    int *idx = malloc((size_t)kk * sizeof *idx);
+    float *score = malloc((size_t)kk * sizeof *score);
+    if (json) printf(", \"topk\": [");
+    for (int64_t r = 0; row && idx && score && r < rows; r++) {
+        for (int64_t c = 0; c < cols; c++) row[c] = (float)cli_elem(t->dtype, data, (size_t)(r * cols + c));
+        int got = cam_topk(row, (int)cols, kk, 0, idx, score);
+        if (json) printf("%s[", r ? ", " : "");
+        else printf("    top-%d of row %lld:", kk, (long long)r);
+        for (int j = 0; j < got; j++) {
+            const char *lab = idx[j] < n_labels ? labels[idx[j]] : NULL;
+            if (json) {
+                printf("%s{\"class\": %d, \"score\": %.7g, \"label\": ", j ? ", " : "", idx[j], score[j]);
+                if (lab) cli_json_str(stdout, lab);
+                else printf("null");
+                printf("}");
+            } else {
+                printf("%s %d%s%s%s %.5g", j ? "," : "", idx[j], lab ? " (" : "", lab ? lab : "", lab ? ")" : "", score[j]);
+            }
+        }
+        printf(json ? "]" : "\n");
+    }
+    if (json) printf("]");
+    free(row);
+    free(idx);
+    free(score);
+}
+
+/* --expect specs resolved to output indices, references loaded. */
+typedef struct expect_ref {
+    cli_tensor t;
+    int output;
+} expect_ref;
+
+static int load_expects(ert_context *ctx, ert_session *s, const common_opts *o, expect_ref *ex) {
+    char err[1024];
+    int no = ert_session_n_outputs(s);
+    for (int k = 0; k < o->n_expects; k++) {
+        const char *spec = o->expects[k];
+        int idx = -1;
+        char name[256];
+        const char *eq = spec_name(spec, name, sizeof name);
+        if (eq) {
+            if (ert_session_find_output(s, name, &idx) == ERT_OK) ex[k].t.path = eq + 1;
+            else idx = -1;
+        }
+        if (idx < 0 && (!eq || access(spec, F_OK) == 0)) {
+            ex[k].t.path = spec;
+            if (cli_tensor_load(ctx, &ex[k].t, err, sizeof err) != 0) return error("--expect %s", err);
+            if (ex[k].t.file_name && ert_session_find_output(s, ex[k].t.file_name, &idx) != ERT_OK) idx = -1;
+            if (idx < 0 && no == 1) idx = 0;
+        }
+        if (idx < 0)
+            return error("--expect '%s': give OUTPUT=FILE with one of the model's outputs%s", spec,
+                         eq ? " (no output has that name)" : "");
+        if (!ex[k].t.data && cli_tensor_load(ctx, &ex[k].t, err, sizeof err) != 0) return error("--expect %s", err);
+        ex[k].output = idx;
+    }
+    return 0;
+}
+
+static int write_output_npy(const ert_tensor_info *t, const void *data, const char *path) {
+    int64_t n = cli_numel(t->ndim, t->dims);
+    void *conv = NULL;
+    ert_dtype wdt = t->dtype;
+    const void *wdata = data;
+    size_t wbytes = (size_t)n * ert_dtype_size(t->dtype);
+    if (t->dtype == ERT_DTYPE_BF16) { /* no numpy bf16: widen to f32 */
+        conv = malloc((size_t)n * 4 + 1);
+        if (!conv) return error("out of memory");
+        for (int64_t e = 0; e < n; e++) ((float *)conv)[e] = cli_bf16_to_f32(((const uint16_t *)data)[e]);
+        wdt = ERT_DTYPE_F32, wdata = conv, wbytes = (size_t)n * 4;
+    }
+    char err[512];
+    int rc = npy_write_file(path, wdt, t->ndim, t->dims, wdata, wbytes, err, sizeof err) != 0 ? error("%s", err) : 0;
+    free(conv);
+    return rc;
+}
+
 static int cmd_run(int argc, char **argv) {
-    common_opts o = {.batch = 0, .threads = 1};
-    int rc = parse_opts(argc, argv, O_BATCH | O_THREADS | O_JSON | O_INPUT | O_OUTDIR, 1, &o);
-    if (rc) return rc;
+    common_opts o = {.batch = 0, .threads = 1, .iters = 1, .device = "cpu", .precision = "f32", .atol = 1e-5, .rtol = 1e-3,
+                     .std = {1, 1, 1}};
+    int rc = parse_opts(argc, argv,
+                        O_BATCH | O_THREADS | O_JSON | O_INPUT | O_OUTDIR | O_SHAPE | O_DEVICE | O_PRECISION | O_ITERS |
+                            O_IMAGE | O_CHECK | O_CHECK_FINITE,
+                        1, HELP_RUN, &o);
+    if (rc) return rc < 0 ? 0 : rc;
+    if (o.labels && !o.topk) return usage_error("--labels '%s' needs --topk K", o.labels);
     ert_context *ctx = make_context();
     if (!ctx) return 1;
     ert_model *m = NULL;
     ert_session *s = NULL;
-    loaded_input ins[MAX_INPUTS];
+    cli_tensor ins[MAX_INPUTS];
+    expect_ref ex[MAX_INPUTS];
+    int frozen[MAX_INPUTS] = {0};
     ert_input_shape shapes[MAX_INPUTS];
     int n_shapes = 0;
+    double *times = NULL;
+    char **labels = NULL;
+    int n_labels = 0;
+    char(*files)[256] = NULL;
     memset(ins, 0, sizeof ins);
+    memset(ex, 0, sizeof ex);
     if ((rc = load_model(ctx, o.pos[0], &m)) != 0) goto out;
-    int nmi = ert_model_n_inputs(m);
-
-    /* Match each --input to a model input and check what can be checked
-     * before planning; shapes of dynamic inputs come from the files. */
-    for (int k = 0; k < o.n_inputs; k++) {
-        const char *spec = o.inputs[k], *eq = strchr(spec, '=');
-        ert_tensor_info mi;
-        int found = -1;
-        char name[256];
-        if (eq) {
-            size_t nl = (size_t)(eq - spec);
-            if (nl >= sizeof name) nl = sizeof name - 1;
-            memcpy(name, spec, nl);
-            name[nl] = 0;
-            for (int i = 0; i < nmi && found < 0; i++)
-                if (ert_model_input_info(m, i, &mi) == ERT_OK && strcmp(mi.name, name) == 0) found = i;
-        }
-        if (found >= 0) {
-            ins[k].path = eq + 1;
-        } else if (nmi == 1 && o.n_inputs == 1 && (!eq || access(spec, F_OK) == 0)) {
-            /* one input: NAME= may be left out (and a path may contain '=') */
-            found = 0;
-            ins[k].path = spec;
-        } else if (!eq) {
-            /* a .pb names its tensor (ONNX test data does): match on that */
-            ins[k].path = spec;
-            if ((rc = load_input_file(ctx, spec, &ins[k])) != 0) goto out;
-            for (int i = 0; i < nmi && found < 0 && ins[k].file_name; i++)
-                if (ert_model_input_info(m, i, &mi) == ERT_OK && strcmp(mi.name, ins[k].file_name) == 0) found = i;
-        }
-        if (found < 0) {
-            char names[512] = "";
-            size_t nl = 0;
-            for (int i = 0; i < nmi && nl < sizeof names; i++)
-                if (ert_model_input_info(m, i, &mi) == ERT_OK)
-                    nl += (size_t)snprintf(names + nl, sizeof names - nl, "%s%s", i ? ", " : "", mi.name);
-            if (eq)
-                rc = error("model has no input named '%s' (its inputs: %s)", name, names);
-            else
-                rc = error("--input '%s': give NAME=FILE (the model's inputs: %s)", spec, names);
-            goto out;
-        }
-        ert_model_input_info(m, found, &mi);
-        for (int j = 0; j < k; j++)
-            if (strcmp(ins[j].name, mi.name) == 0) {
-                rc = error("input '%s' given twice", mi.name);
-                goto out;
-            }
-        ins[k].name = mi.name;
-        if (!ins[k].data && (rc = load_input_file(ctx, ins[k].path, &ins[k])) != 0) goto out;
-        /* bf16 has no numpy dtype: accept f32 files and convert */
-        if (mi.dtype == ERT_DTYPE_BF16 && ins[k].dtype == ERT_DTYPE_F32) {
-            size_t n = ins[k].bytes / 4;
-            unsigned char *p = ins[k].data;
-            for (size_t i = 0; i < n; i++) { /* in place, forward: writes stay behind reads */
-                float f;
-                memcpy(&f, p + 4 * i, 4);
-                uint16_t h = cli_f32_to_bf16(f);
-                memcpy(p + 2 * i, &h, 2);
-            }
-            ins[k].bytes = n * 2;
-            ins[k].dtype = ERT_DTYPE_BF16;
-        }
-        if (ins[k].dtype != mi.dtype) {
-            rc = error("input '%s' is %s, file '%s' holds %s", mi.name, ert_dtype_name(mi.dtype), ins[k].path,
-                       ert_dtype_name(ins[k].dtype));
-            goto out;
-        }
-        char s1[160], s2[160];
-        int dynamic = 0, mismatch = ins[k].ndim != mi.ndim;
-        for (int d = 0; d < mi.ndim && !mismatch; d++) {
-            if (mi.dims[d] < 0) dynamic = 1;
-            else if (mi.dims[d] != ins[k].dims[d]) mismatch = 1;
-        }
-        if (mismatch) {
-            rc = error("input '%s' has shape %s, file '%s' holds %s", mi.name, cli_shape_str(s1, sizeof s1, mi.ndim, mi.dims),
-                       ins[k].path, cli_shape_str(s2, sizeof s2, ins[k].ndim, ins[k].dims));
-            goto out;
-        }
-        if (dynamic) {
-            ert_input_shape *sh = &shapes[n_shapes++];
-            memset(sh, 0, sizeof *sh);
-            sh->name = mi.name;
-            sh->ndim = ins[k].ndim;
-            memcpy(sh->dims, ins[k].dims, sizeof sh->dims);
-        }
-    }
-    for (int i = 0; i < nmi; i++) {
+    if ((rc = parse_shapes(m, &o, shapes, &n_shapes)) != 0) goto out;
+    if ((rc = load_inputs(ctx, m, &o, ins, shapes, &n_shapes)) != 0) goto out;
+    for (int i = 0; i < ert_model_n_inputs(m); i++) {
         ert_tensor_info mi;
         ert_model_input_info(m, i, &mi);
         int given = 0;
@@ -589,47 +1126,72 @@ static int cmd_run(int argc, char **argv) {
             goto out;
         }
     }
+    if (o.labels && (n_labels = cam_labels_load(o.labels, &labels)) == 0) {
+        rc = error("--labels '%s': cannot read it, or it is empty", o.labels);
+        goto out;
+    }
+    batch_notes(m, o.batch, shapes, n_shapes);
 
     ert_session_options so = {0};
     so.batch = (int)o.batch;
     so.n_threads = (int)o.threads;
+    so.precision = precision_of(o.precision);
     so.input_shapes = n_shapes ? shapes : NULL;
     so.n_input_shapes = n_shapes;
-    ert_status st = ert_session_create(m, &so, &s);
+    ert_device used = ERT_DEVICE_CPU;
+    ert_status st = create_session(ctx, m, &so, o.device, ins, o.n_inputs, frozen, &s, &used);
     if (st != ERT_OK) {
-        rc = lib_error(ctx, st, "cannot create a session");
+        rc = create_error(ctx, st, o.device);
         goto out;
     }
-    for (int k = 0; k < o.n_inputs; k++) {
-        int idx;
-        if ((st = ert_session_find_input(s, ins[k].name, &idx)) != ERT_OK ||
-            (st = ert_session_set_input(s, idx, ins[k].data, ins[k].bytes)) != ERT_OK) {
-            char what[300];
-            snprintf(what, sizeof what, "cannot set input '%s'", ins[k].name);
-            rc = lib_error(ctx, st, what);
+    precision_note(used, o.precision);
+    if ((rc = set_inputs(ctx, s, ins, o.n_inputs, frozen)) != 0) goto out;
+    if ((rc = load_expects(ctx, s, &o, ex)) != 0) goto out;
+    times = malloc(sizeof *times * (size_t)o.iters);
+    if (!times) {
+        rc = error("out of memory");
+        goto out;
+    }
+    for (long it = 0; it < o.iters; it++) {
+        double t0 = cli_now();
+        ert_nonfinite nf;
+        st = o.check_finite ? ert_session_run_check_finite(s, &nf) : ert_session_run(s);
+        times[it] = (cli_now() - t0) * 1e3;
+        if (st == ERT_E_NUMERIC && o.check_finite) {
+            rc = report_nonfinite(o.pos[0], &nf, o.json);
+            goto out;
+        }
+        if (st != ERT_OK) {
+            rc = lib_error(ctx, st, "run failed");
             goto out;
         }
     }
-    double t0 = cli_now();
-    st = ert_session_run(s);
-    double t_ms = (cli_now() - t0) * 1e3;
-    if (st != ERT_OK) {
-        rc = lib_error(ctx, st, "run failed");
-        goto out;
-    }
+    cli_stats stt = cli_stats_compute(times, (int)o.iters);
     if (o.output_dir && make_dirs(o.output_dir) != 0) {
         rc = error("cannot create output directory '%s': %s", o.output_dir, strerror(errno));
         goto out;
     }
 
     int no = ert_session_n_outputs(s);
-    char(*files)[256] = calloc((size_t)(no > 0 ? no : 1), sizeof *files);
+    files = calloc((size_t)(no > 0 ? no : 1), sizeof *files);
     if (!files) {
         rc = error("out of memory");
         goto out;
     }
-    if (o.json) printf("{\"model\": "), cli_json_str(stdout, o.pos[0]), printf(", \"run_ms\": %.3f, \"outputs\": [", t_ms);
-    else printf("ran %s in %.3f ms\n", o.pos[0], t_ms);
+    const char *dev = used == ERT_DEVICE_CUDA ? "cuda" : "cpu", *prec = effective_precision(used, o.precision);
+    if (o.json) {
+        printf("{\"model\": ");
+        cli_json_str(stdout, o.pos[0]);
+        printf(", \"device\": \"%s\", \"precision\": \"%s\", \"iters\": %ld, \"run_ms\": %.3f, \"p50_ms\": %.4f, "
+               "\"min_ms\": %.4f, \"max_ms\": %.4f,%s \"outputs\": [",
+               dev, prec, o.iters, stt.p50, stt.p50, stt.min, stt.max, o.check_finite ? " \"finite\": true," : "");
+    } else if (o.iters > 1) {
+        printf("ran %s on %s (%s) %ld times: p50 %.3f ms  min %.3f  max %.3f\n", o.pos[0], dev, prec, o.iters, stt.p50,
+               stt.min, stt.max);
+    } else {
+        printf("ran %s on %s (%s) in %.3f ms%s\n", o.pos[0], dev, prec, stt.p50,
+               o.check_finite ? " (node by node: every output finite)" : "");
+    }
     for (int i = 0; i < no && !rc; i++) {
         ert_tensor_info t;
         const void *data;
@@ -638,7 +1200,6 @@ static int cmd_run(int argc, char **argv) {
             break;
         }
         int64_t n = cli_numel(t.ndim, t.dims);
-        size_t bytes = (size_t)n * ert_dtype_size(t.dtype);
         char path[4096] = "";
         if (o.output_dir) {
             /* sanitised names may collide ("a/b" and "a_b"): suffix the index */
@@ -650,24 +1211,9 @@ static int cmd_run(int argc, char **argv) {
                     break;
                 }
             snprintf(path, sizeof path, "%s/%s.npy", o.output_dir, files[i]);
-            void *conv = NULL;
-            ert_dtype wdt = t.dtype;
-            const void *wdata = data;
-            size_t wbytes = bytes;
-            if (t.dtype == ERT_DTYPE_BF16) { /* no numpy bf16: widen to f32 */
-                conv = malloc((size_t)n * 4 + 1);
-                if (!conv) {
-                    rc = error("out of memory");
-                    break;
-                }
-                for (int64_t e = 0; e < n; e++) ((float *)conv)[e] = cli_bf16_to_f32(((const uint16_t *)data)[e]);
-                wdt = ERT_DTYPE_F32, wdata = conv, wbytes = (size_t)n * 4;
-            }
-            char err[512];
-            if (npy_write_file(path, wdt, t.ndim, t.dims, wdata, wbytes, err, sizeof err) != 0) rc = error("%s", err);
-            free(conv);
-            if (rc) break;
+            if ((rc = write_output_npy(&t, data, path)) != 0) break;
         }
+        int topk = o.topk && (t.ndim == 2 || t.ndim == 1) && t.dims[t.ndim - 1] > 0;
         char sh[160];
         if (o.json) {
             printf("%s{\"name\": ", i ? ", " : "");
@@ -682,19 +1228,54 @@ static int cmd_run(int argc, char **argv) {
             }
             printf("], \"file\": ");
             if (o.output_dir) cli_json_str(stdout, path); else printf("null");
+            if (topk) print_topk(&t, data, o.topk, labels, n_labels, 1);
             printf("}");
         } else {
             printf("  %-20s %-5s %-18s ", t.name, ert_dtype_name(t.dtype), cli_shape_str(sh, sizeof sh, t.ndim, t.dims));
             print_values(&t, data, (size_t)n);
             if (o.output_dir) printf("  -> %s", path);
             printf("\n");
+            if (topk) print_topk(&t, data, o.topk, labels, n_labels, 0);
         }
     }
+    if (o.topk && !rc) {
+        int any = 0;
+        for (int i = 0; i < no; i++) {
+            ert_tensor_info t;
+            if (ert_session_output_info(s, i, &t) == ERT_OK) any |= (t.ndim == 2 || t.ndim == 1);
+        }
+        if (!any) note("--topk: no output is (N, C) or (C,); nothing ranked");
+    }
+    /* --expect: every reference checked, all mismatches listed */
+    int mismatches = 0;
+    if (o.json && !rc) printf("], \"expect\": [");
+    for (int k = 0; k < o.n_expects && !rc; k++) {
+        ert_tensor_info t;
+        const void *data;
+        char msg[1024];
+        if (ert_session_output_info(s, ex[k].output, &t) != ERT_OK || ert_session_output_data(s, ex[k].output, &data) != ERT_OK)
+            continue;
+        int ok = cli_tensor_compare(&t, data, &ex[k].t, o.atol, o.rtol, msg, sizeof msg);
+        mismatches += !ok;
+        if (o.json) {
+            printf("%s{\"output\": ", k ? ", " : "");
+            cli_json_str(stdout, t.name);
+            printf(", \"ok\": %s, \"detail\": ", ok ? "true" : "false");
+            cli_json_str(stdout, msg);
+            printf("}");
+        } else {
+            printf("expect %s: %s: %s\n", t.name, ok ? "ok" : "MISMATCH", msg);
+        }
+        if (!ok) fprintf(stderr, "edgert: error: --expect %s: %s\n", t.name, msg);
+    }
     if (o.json && !rc) printf("]}\n");
-    fflush(stdout);
-    free(files);
+    if (!rc && mismatches) rc = 1;
 out:
-    for (int k = 0; k < o.n_inputs; k++) free_input(&ins[k]);
+    free(files);
+    free(times);
+    if (labels) cam_labels_free(labels, n_labels);
+    for (int k = 0; k < o.n_inputs; k++) cli_tensor_free(&ins[k]);
+    for (int k = 0; k < o.n_expects; k++) cli_tensor_free(&ex[k].t);
     ert_session_free(s);
     ert_model_free(m);
     ert_context_free(ctx);
@@ -703,25 +1284,36 @@ out:
 
 /* ---------------------------------------------------------------- convert */
 
+/* The format is the output's extension: a user typing OUT.onnx expects ONNX. */
+static const char *ext_of(const char *path) {
+    const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
+    return dot && (!slash || dot > slash) ? dot : "";
+}
+
 static int cmd_convert(int argc, char **argv) {
     common_opts o = {0};
-    int rc = parse_opts(argc, argv, O_FP16, 2, &o);
-    if (rc) return rc;
+    int rc = parse_opts(argc, argv, O_FP16, 2, HELP_CONVERT, &o);
+    if (rc) return rc < 0 ? 0 : rc;
+    const char *ext = ext_of(o.pos[1]);
+    int onnx = strcasecmp(ext, ".onnx") == 0;
+    if (!onnx && strcasecmp(ext, ".ert") != 0)
+        return usage_error("output '%s': extension '%s' names no format; use .ert or .onnx", o.pos[1], ext);
+    if (onnx && o.fp16) return usage_error("--fp16 applies to .ert output, not '%s'", o.pos[1]);
     ert_context *ctx = make_context();
     if (!ctx) return 1;
     ert_model *m = NULL;
     if ((rc = load_model(ctx, o.pos[0], &m)) == 0) {
         ert_save_options so = {.weights_dtype = o.fp16 ? ERT_DTYPE_F16 : ERT_DTYPE_UNDEFINED};
-        ert_status st = ert_model_save_opts(m, o.pos[1], &so);
+        ert_status st = onnx ? ert_model_save_onnx(m, o.pos[1]) : ert_model_save_opts(m, o.pos[1], &so);
         if (st != ERT_OK) {
             char what[600];
-            snprintf(what, sizeof what, "cannot save '%s'", o.pos[1]);
+            snprintf(what, sizeof what, "cannot save '%s' as %s", o.pos[1], onnx ? "ONNX" : ".ert");
             rc = lib_error(ctx, st, what);
         } else {
             struct stat sb;
             long long size = stat(o.pos[1], &sb) == 0 ? (long long)sb.st_size : -1;
-            printf("wrote %s (%lld bytes, %d nodes, %lld parameters)\n", o.pos[1], size, ert_model_n_nodes(m),
-                   (long long)ert_model_n_params(m));
+            printf("wrote %s (%s, %lld bytes, %d nodes, %lld parameters)\n", o.pos[1], onnx ? "ONNX" : ".ert", size,
+                   ert_model_n_nodes(m), (long long)ert_model_n_params(m));
         }
     }
     ert_model_free(m);
@@ -732,45 +1324,50 @@ static int cmd_convert(int argc, char **argv) {
 /* ---------------------------------------------------------------- bench */
 
 static int cmd_bench(int argc, char **argv) {
-    common_opts o = {.batch = 1, .threads = 1, .iters = 20, .warmup = 3, .device = "cpu", .precision = "f32"};
-    int rc = parse_opts(argc, argv, O_BATCH | O_THREADS | O_JSON | O_DEVICE | O_ITERS | O_WARMUP | O_PRECISION | O_NO_NHWC, 1, &o);
-    if (rc) return rc;
-    ert_dtype prec;
-    if (strcmp(o.precision, "f32") == 0) prec = ERT_DTYPE_F32;
-    else if (strcmp(o.precision, "f16") == 0) prec = ERT_DTYPE_F16;
-    else if (strcmp(o.precision, "bf16") == 0) prec = ERT_DTYPE_BF16;
-    else return usage_error("--precision must be f32, f16 or bf16, got '%s'", o.precision);
-    ert_device dev;
-    if (strcmp(o.device, "cpu") == 0) dev = ERT_DEVICE_CPU;
-    else if (strcmp(o.device, "cuda") == 0) dev = ERT_DEVICE_CUDA;
-    else return usage_error("--device must be cpu or cuda, got '%s'", o.device);
+    common_opts o = {.batch = 0, .threads = 1, .iters = 20, .warmup = 3, .device = "cpu", .precision = "f32",
+                     .std = {1, 1, 1}};
+    int rc = parse_opts(argc, argv,
+                        O_BATCH | O_THREADS | O_JSON | O_DEVICE | O_ITERS | O_WARMUP | O_PRECISION | O_CUDA_LAYOUT |
+                            O_SHAPE | O_INPUT,
+                        1, HELP_BENCH, &o);
+    if (rc) return rc < 0 ? 0 : rc;
     ert_context *ctx = make_context();
     if (!ctx) return 1;
     ert_model *m = NULL;
     ert_session *s = NULL;
     double *t = NULL;
+    cli_tensor ins[MAX_INPUTS];
+    int frozen[MAX_INPUTS] = {0};
+    ert_input_shape shapes[MAX_INPUTS];
+    int n_shapes = 0;
+    memset(ins, 0, sizeof ins);
     if ((rc = load_model(ctx, o.pos[0], &m)) != 0) goto out;
+    if ((rc = parse_shapes(m, &o, shapes, &n_shapes)) != 0) goto out;
+    if ((rc = load_inputs(ctx, m, &o, ins, shapes, &n_shapes)) != 0) goto out;
+    if ((rc = check_dynamic(m, shapes, n_shapes)) != 0) goto out;
+    batch_notes(m, o.batch, shapes, n_shapes);
     ert_session_options so = {0};
-    so.device = dev;
-    so.batch = (int)o.batch;
+    so.batch = (int)(o.batch ? o.batch : 1);
     so.n_threads = (int)o.threads;
-    so.precision = prec; /* the CPU computes in f32 whatever this says */
+    so.precision = precision_of(o.precision);
+    so.input_shapes = n_shapes ? shapes : NULL;
+    so.n_input_shapes = n_shapes;
     if (o.no_nhwc) so.flags |= ERT_SESSION_NO_NHWC;
     if (o.nhwc) so.flags |= ERT_SESSION_NHWC;
     if (o.gemm1x1) so.flags |= ERT_SESSION_GEMM_1X1;
     if (o.conv_graph) so.flags |= ERT_SESSION_CONV_GRAPH;
     if (o.no_conv_graph) so.flags |= ERT_SESSION_NO_CONV_GRAPH;
+    ert_device used = ERT_DEVICE_CPU;
     double create0 = cli_now();
-    ert_status st = ert_session_create(m, &so, &s);
+    ert_status st = create_session(ctx, m, &so, o.device, ins, o.n_inputs, frozen, &s, &used);
     double create_ms = (cli_now() - create0) * 1e3;
     if (st != ERT_OK) {
-        if (dev == ERT_DEVICE_CUDA && (st == ERT_E_CUDA || st == ERT_E_UNSUPPORTED))
-            rc = lib_error(ctx, st, "--device cuda: this build or machine has no usable CUDA backend");
-        else
-            rc = lib_error(ctx, st, "cannot create a session");
+        rc = create_error(ctx, st, o.device);
         goto out;
     }
-    /* random inputs, fixed seed: the same numbers on every run and machine */
+    precision_note(used, o.precision);
+    /* random inputs, fixed seed: the same numbers on every run and machine;
+     * then the files given with --input */
     cli_rng rng;
     cli_rng_seed(&rng, 0x5eed);
     int ni = ert_session_n_inputs(s);
@@ -783,6 +1380,7 @@ static int cmd_bench(int argc, char **argv) {
         }
         cli_fill_random(&rng, ti.dtype, p, (size_t)cli_numel(ti.ndim, ti.dims) * ert_dtype_size(ti.dtype));
     }
+    if ((rc = set_inputs(ctx, s, ins, o.n_inputs, frozen)) != 0) goto out;
     t = malloc(sizeof *t * (size_t)o.iters);
     if (!t) {
         rc = error("out of memory");
@@ -812,30 +1410,33 @@ static int cmd_bench(int argc, char **argv) {
     memset(&mem, 0, sizeof mem);
     ert_session_memory(s, &mem);
     cli_stats stt = cli_stats_compute(t, (int)o.iters);
-    double thr = stt.mean > 0 ? (double)o.batch * 1e3 / stt.mean : 0;
+    long batch = session_batch(s); /* what ran, whatever --batch said */
+    double thr = stt.mean > 0 ? (double)batch * 1e3 / stt.mean : 0;
+    const char *dev = used == ERT_DEVICE_CUDA ? "cuda" : "cpu", *prec = effective_precision(used, o.precision);
     if (o.json) {
         printf("{\"model\": ");
         cli_json_str(stdout, o.pos[0]);
-        printf(", \"version\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", \"batch\": %ld, \"threads\": %ld, \"iters\": %ld, \"warmup\": %ld, "
+        printf(", \"version\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", \"precision_requested\": \"%s\", "
+               "\"batch\": %ld, \"threads\": %ld, \"iters\": %ld, \"warmup\": %ld, "
                "\"p50_ms\": %.4f, \"p90_ms\": %.4f, \"mean_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, "
                "\"throughput_items_per_s\": %.3f, \"create_ms\": %.1f, \"arena_bytes\": %zu, \"memory\": ",
-               ert_version(), o.device, o.precision, o.batch, o.threads, o.iters, o.warmup, stt.p50, stt.p90, stt.mean, stt.min, stt.max,
-               thr, create_ms, mem.total_bytes);
+               ert_version(), dev, prec, o.precision, batch, o.threads, o.iters, o.warmup, stt.p50, stt.p90, stt.mean,
+               stt.min, stt.max, thr, create_ms, mem.total_bytes);
         json_memory(&mem);
         printf("}\n");
     } else {
         char b[64];
-        printf("model: %s  device: %s  batch: %ld  threads: %ld  iters: %ld (+%ld warm-up)\n", o.pos[0], o.device, o.batch,
-               o.threads, o.iters, o.warmup);
+        printf("model: %s  device: %s  precision: %s  batch: %ld  threads: %ld  iters: %ld (+%ld warm-up)\n", o.pos[0],
+               dev, prec, batch, o.threads, o.iters, o.warmup);
         printf("latency ms: p50 %.3f  p90 %.3f  mean %.3f  min %.3f  max %.3f\n", stt.p50, stt.p90, stt.mean, stt.min, stt.max);
         printf("throughput: %.1f items/s\n", thr);
         printf("session create: %.1f ms\n", create_ms);
         printf("arena: %zu bytes (%s); activations %zu, lower bound %zu\n", mem.total_bytes,
                cli_bytes_str(b, sizeof b, mem.total_bytes), mem.activations_bytes, mem.activations_lower_bound);
     }
-    fflush(stdout);
 out:
     free(t);
+    for (int k = 0; k < o.n_inputs; k++) cli_tensor_free(&ins[k]);
     ert_session_free(s);
     ert_model_free(m);
     ert_context_free(ctx);
@@ -844,14 +1445,17 @@ out:
 
 /* ---------------------------------------------------------------- main */
 
-int main(int argc, char **argv) {
+static int dispatch(int argc, char **argv) {
     /* global options before the command */
     while (argc > 1 && (strcmp(argv[1], "-v") == 0 || strcmp(argv[1], "--verbose") == 0)) {
         g_verbose++;
         argv[1] = argv[0];
         argv++, argc--;
     }
-    if (argc < 2) return usage_error("no command given");
+    if (argc < 2) {
+        fprintf(stderr, "edgert: no command given\n\n%s", USAGE);
+        return EXIT_USAGE;
+    }
     const char *cmd = argv[1];
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
         fputs(USAGE, stdout);
@@ -861,6 +1465,7 @@ int main(int argc, char **argv) {
         printf("edgert %s (library %s)\n", ERT_VERSION_STRING, ert_version());
         return 0;
     }
+    g_cmd = cmd;
     if (strcmp(cmd, "info") == 0) return cmd_info(argc, argv);
     if (strcmp(cmd, "run") == 0) return cmd_run(argc, argv);
     if (strcmp(cmd, "convert") == 0) return cmd_convert(argc, argv);
@@ -868,5 +1473,13 @@ int main(int argc, char **argv) {
 #ifdef EDGERT_HAVE_TRAIN_CMD
     if (strcmp(cmd, "train") == 0) return edgert_cmd_train(argc, argv);
 #endif
-    return usage_error(cmd[0] == '-' ? "unknown option '%s'" : "unknown command '%s'", cmd);
+    g_cmd = NULL;
+    return usage_error(cmd[0] == '-' ? "unknown option '%s'" : "unknown command '%s' (commands: info, run, convert, bench"
+#ifdef EDGERT_HAVE_TRAIN_CMD
+                                                               ", train"
+#endif
+                                                               ")",
+                       cmd);
 }
+
+int main(int argc, char **argv) { return finish_stdout(dispatch(argc, argv)); }

@@ -67,7 +67,7 @@ static int descr_dtype(const char *d, ert_dtype *dt, char *err, size_t n) {
         return fail(err, n, "big-endian dtype '%s' is not supported (convert with a.astype('<%s'))", d, d + 1);
     if (strchr(d, 'O'))
         return fail(err, n, "object arrays ('%s') are not supported", d);
-    return fail(err, n, "dtype '%s' is not supported (supported: <f4 <f2 <i8 <i4 |u1 |i1 |b1)", d);
+    return fail(err, n, "dtype '%s' is not supported (supported: <f4 <f2 <f8 (read as f32) <i8 <i4 |u1 |i1 |b1)", d);
 }
 
 /* ---------------------------------------------------------------- header parser */
@@ -128,7 +128,10 @@ static int parse_header(const char *h, size_t len, npy_array *a, char *err, size
             char d[32];
             if (have_descr++ || parse_str(&c, d, sizeof d) != 0)
                 return fail(err, n, "bad .npy header: 'descr' must be one dtype string (structured dtypes are not supported)");
-            if (descr_dtype(d, &a->dtype, err, n) != 0) return -1;
+            /* float64 has no ert dtype: read as f32 (npy_parse narrows it) */
+            a->from_f64 = strcmp(d, "<f8") == 0 || strcmp(d, "=f8") == 0;
+            if (a->from_f64) a->dtype = ERT_DTYPE_F32;
+            else if (descr_dtype(d, &a->dtype, err, n) != 0) return -1;
         } else if (strcmp(key, "fortran_order") == 0) {
             if (have_fo++) return fail(err, n, "bad .npy header: 'fortran_order' given twice");
             if (parse_word(&c, "True"))
@@ -198,13 +201,23 @@ int npy_parse(const void *buf, size_t size, npy_array *out, char *err, size_t n)
     for (int i = 0; i < a.ndim; i++)
         if ((uint64_t)a.dims[i] > SIZE_MAX || __builtin_mul_overflow(count, (size_t)a.dims[i], &count))
             return fail(err, n, "array too large");
-    if (__builtin_mul_overflow(count, ert_dtype_size(a.dtype), &bytes)) return fail(err, n, "array too large");
+    size_t esize = a.from_f64 ? 8 : ert_dtype_size(a.dtype);
+    if (__builtin_mul_overflow(count, esize, &bytes)) return fail(err, n, "array too large");
     size_t have = size - pre - hlen;
     if (have < bytes) return fail(err, n, "truncated .npy data: shape needs %zu bytes, file has %zu", bytes, have);
     if (have > bytes) return fail(err, n, ".npy file has %zu bytes after the data (not a single array?)", have - bytes);
     a.data = malloc(bytes ? bytes : 1);
     if (!a.data) return fail(err, n, "out of memory (%zu bytes)", bytes);
-    memcpy(a.data, b + pre + hlen, bytes);
+    if (a.from_f64) { /* narrow to f32, round to nearest (the caller says so) */
+        for (size_t i = 0; i < count; i++) {
+            double v;
+            memcpy(&v, b + pre + hlen + 8 * i, 8);
+            ((float *)a.data)[i] = (float)v;
+        }
+        bytes = count * 4;
+    } else {
+        memcpy(a.data, b + pre + hlen, bytes);
+    }
     a.bytes = bytes;
     *out = a;
     return 0;

@@ -2,7 +2,7 @@
  * npy.h - read and write NumPy .npy files (format versions 1, 2 and 3).
  *
  * Supported: little-endian (or byte-order-free) '<f4' '<f2' '<i8' '<i4' '|u1'
- * '|i1' '|b1', C order, rank 0..ERT_MAX_DIMS. Everything else is rejected with
+ * '|i1' '|b1', and '<f8' read as f32 (from_f64 set: the caller says so), C order, rank 0..ERT_MAX_DIMS. Everything else is rejected with
  * a message that says why (Fortran order, big-endian, object arrays, other
  * dtypes). Files are treated as hostile: every length is checked before use.
  *
@@ -22,6 +22,7 @@ typedef struct npy_array {
     int64_t dims[ERT_MAX_DIMS];
     void *data;   /* malloc'd, C order, little-endian; free with npy_free */
     size_t bytes; /* element bytes */
+    int from_f64; /* the file held '<f8': data was narrowed to f32 */
 } npy_array;
 
 /* Parse a whole .npy image held in memory. On failure returns -1 and writes a

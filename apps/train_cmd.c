@@ -22,13 +22,20 @@
  * the test accuracy; --export writes the trained model as .ert.
  * --max-steps N stops (with a checkpoint) once the step count reaches N: an
  * interruption on purpose, for resume tests and time-boxed runs.
+ * Evaluation (validation, test) counts every held-out sample: the trainer's
+ * batch is fixed, so the last partial batch is padded with copies of a real
+ * sample and only the real ones are scored (eval runs BatchNorm on running
+ * statistics, so the padding cannot change them); loss and accuracy come
+ * from the logits, per sample. An empty set is reported as "n/a" (JSON
+ * null); training data with fewer than two classes is refused.
  * Limits: no PNG decoder; ImageFolder images are made gray (1-channel
- * models); samples that do not fill a
- * whole batch at the end of an epoch are dropped.
+ * models); training samples that do not fill a whole batch at the end of an
+ * epoch are left out of that epoch.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "train_cmd.h"
 
+#include "cli_io.h"
 #include "cli_util.h"
 #include "edgert.h"
 #include "idx.h"
@@ -43,19 +50,27 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#define TRAIN_MAX_SHAPES 16
+
 typedef struct topts {
+    const char *shapes[TRAIN_MAX_SHAPES];
+    int n_shapes;
     const char *model, *data, *ckpt, *resume, *export_path, *optim, *schedule, *device, *classes;
     long epochs, batch, threads, limit, last_n, warmup, seed, max_steps;
     double lr, momentum, wd, val_split;
     int json;
 } topts;
 
+static void vsay(const char *fmt, va_list ap, const char *tail) {
+    fputs("edgert train: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs(tail, stderr);
+}
+
 static int fail(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fputs("edgert train: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsay(fmt, ap, "\n");
     va_end(ap);
     return 1;
 }
@@ -68,6 +83,49 @@ static int parse_double(const char *s, double lo, double hi, double *out) {
     return 0;
 }
 
+static const char *HELP_TRAIN =
+    "usage: edgert train MODEL|small-cnn --data DIR [options]\n"
+    "\n"
+    "Trains a classifier on an IDX dataset (MNIST/Fashion-MNIST layout) or an\n"
+    "ImageFolder (DIR/<class>/*.jpg|pgm|ppm, or DIR/train + DIR/test). MODEL\n"
+    "(.ert/.onnx, one (N, 1, H, W) input, (N, classes) logits) is fine-tuned;\n"
+    "small-cnn is built in (2 conv + 2 FC). Progress on stderr, or JSON lines on\n"
+    "stdout with --json; validation accuracy per epoch, test accuracy at the end.\n"
+    "\n"
+    "  --data DIR          the dataset (required)\n"
+    "  --epochs N          default 1\n"
+    "  --batch N           default 32\n"
+    "  --lr F              default 0.05 for sgd, 0.002 for adam/adamw\n"
+    "  --optim O           sgd, adam or adamw (default adam)\n"
+    "  --momentum F        default 0.9 for sgd, 0 otherwise\n"
+    "  --weight-decay F    default 0\n"
+    "  --schedule S        constant or cosine (default cosine)\n"
+    "  --warmup N          linear warm-up steps (default 0)\n"
+    "  --val-split F       held-out part of the training images (default 0.1)\n"
+    "  --limit N           use only the first N training images (default all)\n"
+    "  --last-n N          train only the last N layers with parameters (default all)\n"
+    "  --classes LIST      IDX data: keep labels 0-7 or 1,3,5 (the head keeps all)\n"
+    "  --shape NAME=DIMS   fix a dynamic model input, e.g. x=32x1x28x28 (repeatable)\n"
+    "  --checkpoint FILE   written after every epoch (default none)\n"
+    "  --resume FILE       continue from a checkpoint\n"
+    "  --export OUT.ert    save the trained model\n"
+    "  --threads N         CPU worker threads (default 1)\n"
+    "  --seed N            default 1\n"
+    "  --max-steps N       stop (with a checkpoint) at step N (default: no limit)\n"
+    "  --device D          cpu, cuda or auto (cuda when this build and machine have\n"
+    "                      it, else cpu); default cpu; checkpoints work on both\n"
+    "  --json              JSON lines on stdout\n";
+
+/* One line naming the option, the value and what is allowed. */
+static int usage(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsay(fmt, ap, "\nsee `edgert train --help`\n");
+    va_end(ap);
+    return 2;
+}
+
+/* Returns 0, an exit status, or -1 (help printed: exit 0). */
 static int parse(int argc, char **argv, topts *o) {
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
@@ -76,29 +134,44 @@ static int parse(int argc, char **argv, topts *o) {
         double d;
 #define NEED()                                                      \
     do {                                                            \
-        if (!v) return fprintf(stderr, "edgert train: %s needs a value\n", a), 2; \
+        if (!v) return usage("%s needs a value", a);                \
         i++;                                                        \
     } while (0)
 #define INT(field, lo, hi)                                                                               \
     do {                                                                                                 \
         NEED();                                                                                          \
-        if (cli_parse_int(v, lo, hi, &l)) return fprintf(stderr, "edgert train: %s: bad value '%s'\n", a, v), 2; \
+        if (cli_parse_int(v, lo, hi, &l)) return usage("%s '%s': expected an integer in [%ld, %ld]", a, v, (long)(lo), (long)(hi)); \
         o->field = l;                                                                                    \
     } while (0)
 #define DBL(field, lo, hi)                                                                               \
     do {                                                                                                 \
         NEED();                                                                                          \
-        if (parse_double(v, lo, hi, &d)) return fprintf(stderr, "edgert train: %s: bad value '%s'\n", a, v), 2; \
+        if (parse_double(v, lo, hi, &d)) return usage("%s '%s': expected a number in [%g, %g]", a, v, (double)(lo), (double)(hi)); \
         o->field = d;                                                                                    \
     } while (0)
-        if (strcmp(a, "--data") == 0) { NEED(); o->data = v; }
+#define CHOICE(field, list, ...)                                                                         \
+    do {                                                                                                 \
+        NEED();                                                                                          \
+        static const char *const ok_[] = {__VA_ARGS__};                                                  \
+        int hit_ = 0;                                                                                    \
+        for (size_t k_ = 0; k_ < sizeof ok_ / sizeof ok_[0]; k_++) hit_ |= strcmp(v, ok_[k_]) == 0;     \
+        if (!hit_) return usage("%s '%s': expected one of %s", a, v, list);                              \
+        o->field = v;                                                                                    \
+    } while (0)
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) return fputs(HELP_TRAIN, stdout), -1;
+        else if (strcmp(a, "--data") == 0) { NEED(); o->data = v; }
         else if (strcmp(a, "--checkpoint") == 0) { NEED(); o->ckpt = v; }
         else if (strcmp(a, "--resume") == 0) { NEED(); o->resume = v; }
         else if (strcmp(a, "--export") == 0) { NEED(); o->export_path = v; }
-        else if (strcmp(a, "--optim") == 0) { NEED(); o->optim = v; }
-        else if (strcmp(a, "--schedule") == 0) { NEED(); o->schedule = v; }
-        else if (strcmp(a, "--device") == 0) { NEED(); o->device = v; }
+        else if (strcmp(a, "--optim") == 0) CHOICE(optim, "sgd, adam, adamw", "sgd", "adam", "adamw");
+        else if (strcmp(a, "--schedule") == 0) CHOICE(schedule, "constant, cosine", "constant", "cosine");
+        else if (strcmp(a, "--device") == 0) CHOICE(device, "cpu, cuda, auto", "cpu", "cuda", "auto");
         else if (strcmp(a, "--classes") == 0) { NEED(); o->classes = v; }
+        else if (strcmp(a, "--shape") == 0) {
+            NEED();
+            if (o->n_shapes == TRAIN_MAX_SHAPES) return usage("--shape given more than %d times", TRAIN_MAX_SHAPES);
+            o->shapes[o->n_shapes++] = v;
+        }
         else if (strcmp(a, "--epochs") == 0) INT(epochs, 1, 1000);
         else if (strcmp(a, "--batch") == 0) INT(batch, 1, 65536);
         else if (strcmp(a, "--threads") == 0) INT(threads, 1, 256);
@@ -112,14 +185,15 @@ static int parse(int argc, char **argv, topts *o) {
         else if (strcmp(a, "--weight-decay") == 0) DBL(wd, 0, 1);
         else if (strcmp(a, "--val-split") == 0) DBL(val_split, 0, 0.9);
         else if (strcmp(a, "--json") == 0) o->json = 1;
-        else if (a[0] == '-') return fprintf(stderr, "edgert train: unknown option '%s'\n", a), 2;
+        else if (a[0] == '-') return usage("unknown option '%s'", a);
         else if (!o->model) o->model = a;
-        else return fprintf(stderr, "edgert train: unexpected argument '%s'\n", a), 2;
+        else return usage("unexpected argument '%s' (takes one MODEL)", a);
 #undef NEED
 #undef INT
 #undef DBL
+#undef CHOICE
     }
-    if (!o->model || !o->data) return fprintf(stderr, "edgert train: needs MODEL and --data DIR (see edgert --help)\n"), 2;
+    if (!o->model || !o->data) return usage("needs MODEL (a file or small-cnn) and --data DIR");
     return 0;
 }
 
@@ -297,7 +371,9 @@ static void put_batch(const dataset *ds, int set, const int64_t *idx, int B, flo
     }
 }
 
-/* Accuracy and mean loss over samples [lo, hi) of a set (whole batches). */
+/* Accuracy and mean cross-entropy over every sample [lo, hi) of a set; the
+ * last batch, when partial, is padded with copies of sample lo and only its
+ * real samples are scored. NAN for an empty range. */
 static int evaluate(ert_trainer *t, const dataset *ds, int set, int64_t lo, int64_t hi, int B, double *acc, double *loss) {
     float *x;
     int64_t *y, idx[65536];
@@ -307,23 +383,37 @@ static int evaluate(ert_trainer *t, const dataset *ds, int set, int64_t lo, int6
     ert_trainer_output_data(t, (const void **)&z);
     int64_t ok = 0, n = 0;
     double ls = 0;
-    int nb = 0;
-    for (int64_t s = lo; s + B <= hi; s += B, nb++) {
-        for (int k = 0; k < B; k++) idx[k] = s + k;
+    const int64_t C = ds->classes;
+    for (int64_t s = lo; s < hi; s += B) {
+        int real = hi - s < B ? (int)(hi - s) : B;
+        for (int k = 0; k < B; k++) idx[k] = k < real ? s + k : lo;
         put_batch(ds, set, idx, B, x, y);
         float l;
         if (ert_trainer_eval(t, &l) != ERT_OK) return -1;
-        ls += l;
-        for (int k = 0; k < B; k++, n++) {
+        for (int k = 0; k < real; k++, n++) {
+            const float *zk = z + k * C;
             int best = 0;
-            for (int c = 1; c < ds->classes; c++)
-                if (z[k * ds->classes + c] > z[k * ds->classes + best]) best = c;
+            double mx = zk[0], se = 0;
+            for (int c = 1; c < C; c++) {
+                if (zk[c] > zk[best]) best = c;
+                if (zk[c] > mx) mx = zk[c];
+            }
+            for (int c = 0; c < C; c++) se += exp((double)zk[c] - mx);
+            ls += mx + log(se) - (double)zk[y[k]]; /* -log softmax(z)[y] */
             ok += best == y[k];
         }
     }
-    *acc = n ? (double)ok / (double)n : 0;
-    *loss = nb ? ls / nb : 0;
+    *acc = n ? (double)ok / (double)n : NAN;
+    *loss = n ? ls / (double)n : NAN;
     return 0;
+}
+
+/* "0.8125" or "n/a" (human) / "0.8125" or "null" (JSON) for a metric of a
+ * possibly empty set. */
+static const char *metric_str(char *buf, size_t n, double v, int digits, bool json) {
+    if (isnan(v)) snprintf(buf, n, "%s", json ? "null" : "n/a");
+    else snprintf(buf, n, "%.*f", digits, v);
+    return buf;
 }
 
 /* ------------------------------------------------------------------ command */
@@ -333,7 +423,7 @@ int edgert_cmd_train(int argc, char **argv) {
                .device = "cpu",
                .val_split = 0.1};
     int rc = parse(argc, argv, &o);
-    if (rc) return rc;
+    if (rc) return rc < 0 ? 0 : rc;
     dataset ds;
     memset(&ds, 0, sizeof ds);
     ert_context *ctx = NULL;
@@ -373,25 +463,36 @@ int edgert_cmd_train(int argc, char **argv) {
         fail("%lld training samples: fewer than one batch of %d", (long long)n_train, B);
         goto done;
     }
+    {
+        bool seen_class[256] = {false};
+        int n_seen = 0;
+        for (int64_t i = 0; i < n_train; i++)
+            if (!seen_class[ds.lab[0].data[i]]) seen_class[ds.lab[0].data[i]] = true, n_seen++;
+        if (n_seen < 2) {
+            fail("%s: the training data has %d class%s: a classifier needs at least 2 (one folder per class, or "
+                 "--classes with two or more labels)", o.data, n_seen, n_seen == 1 ? "" : "es");
+            goto done;
+        }
+    }
     ert_trainer_options to = {0};
     to.session.batch = B;
     to.session.n_threads = (int)o.threads;
-    if (strcmp(o.device, "cpu") == 0) to.session.device = ERT_DEVICE_CPU;
-    else if (strcmp(o.device, "cuda") == 0) to.session.device = ERT_DEVICE_CUDA;
-    else if (strcmp(o.device, "auto") == 0) to.session.device = ERT_DEVICE_AUTO;
-    else {
-        rc = 2;
-        fprintf(stderr, "edgert train: --device must be cpu, cuda or auto\n");
-        goto done;
+    ert_input_shape shapes[TRAIN_MAX_SHAPES];
+    int n_shapes = 0;
+    for (int k = 0; k < o.n_shapes; k++) {
+        char err[1024];
+        if (cli_shape_resolve(m, o.shapes[k], shapes, &n_shapes, err, sizeof err) != 0) {
+            rc = usage("%s", err);
+            goto done;
+        }
     }
-    if (strcmp(o.optim, "sgd") == 0) to.optim.kind = ERT_OPTIM_SGD;
-    else if (strcmp(o.optim, "adam") == 0) to.optim.kind = ERT_OPTIM_ADAM;
-    else if (strcmp(o.optim, "adamw") == 0) to.optim.kind = ERT_OPTIM_ADAMW;
-    else {
-        rc = 2;
-        fprintf(stderr, "edgert train: --optim must be sgd, adam or adamw\n");
-        goto done;
-    }
+    to.session.input_shapes = n_shapes ? shapes : NULL;
+    to.session.n_input_shapes = n_shapes;
+    /* values checked by parse() */
+    to.session.device = strcmp(o.device, "cuda") == 0 ? ERT_DEVICE_CUDA
+                        : strcmp(o.device, "auto") == 0 ? ERT_DEVICE_AUTO
+                                                        : ERT_DEVICE_CPU;
+    to.optim.kind = strcmp(o.optim, "sgd") == 0 ? ERT_OPTIM_SGD : strcmp(o.optim, "adam") == 0 ? ERT_OPTIM_ADAM : ERT_OPTIM_ADAMW;
     to.optim.lr = o.lr >= 0 ? (float)o.lr : to.optim.kind == ERT_OPTIM_SGD ? 0.05f : 2e-3f;
     to.optim.momentum = (float)(o.momentum ? o.momentum : (to.optim.kind == ERT_OPTIM_SGD ? 0.9 : 0));
     to.optim.weight_decay = (float)o.wd;
@@ -432,9 +533,9 @@ int edgert_cmd_train(int argc, char **argv) {
                o.epochs, (long long)ert_trainer_n_trainable_elems(t), mr.total_bytes,
                (long long)ert_trainer_step_count(t));
     } else {
-        fprintf(stderr, "training on %lld images (%lld validation), batch %d, %ld epoch(s), %lld trainable parameters, arena %s\n",
-                (long long)n_train, (long long)n_val, B, o.epochs, (long long)ert_trainer_n_trainable_elems(t),
-                cli_bytes_str(b1, sizeof b1, mr.total_bytes));
+        fprintf(stderr, "training on %s: %lld images (%lld validation), batch %d, %ld epoch(s), %lld trainable parameters, arena %s\n",
+                ert_trainer_device(t) == ERT_DEVICE_CUDA ? "cuda" : "cpu", (long long)n_train, (long long)n_val, B, o.epochs,
+                (long long)ert_trainer_n_trainable_elems(t), cli_bytes_str(b1, sizeof b1, mr.total_bytes));
     }
     perm = malloc((size_t)n_train * sizeof *perm);
     if (!perm) {
@@ -506,8 +607,9 @@ int edgert_cmd_train(int argc, char **argv) {
             }
         }
         if (tty) fputc('\n', stderr);
-        double vacc = 0, vloss = 0;
-        if (n_val >= B && evaluate(t, &ds, 0, n_train, n_all, B, &vacc, &vloss) != 0) {
+        double vacc = NAN, vloss = NAN;
+        char m1[16], m2[16];
+        if (n_val > 0 && evaluate(t, &ds, 0, n_train, n_all, B, &vacc, &vloss) != 0) {
             fail("validation: %s", ert_last_error(ctx));
             goto done;
         }
@@ -516,16 +618,23 @@ int edgert_cmd_train(int argc, char **argv) {
             goto done;
         }
         if (o.json)
-            printf("{\"event\":\"epoch\",\"epoch\":%ld,\"step\":%lld,\"train_loss\":%.5f,\"train_acc\":%.4f,\"val_loss\":%.5f,"
-                   "\"val_acc\":%.4f}\n", ep + 1, (long long)step, seen ? lsum / (double)(seen / B) : 0.0,
-                   seen ? (double)ok / (double)seen : 0.0, vloss, vacc);
+            printf("{\"event\":\"epoch\",\"epoch\":%ld,\"step\":%lld,\"train_loss\":%.5f,\"train_acc\":%.4f,\"val_loss\":%s,"
+                   "\"val_acc\":%s,\"val\":%lld}\n", ep + 1, (long long)step, seen ? lsum / (double)(seen / B) : 0.0,
+                   seen ? (double)ok / (double)seen : 0.0, metric_str(m1, sizeof m1, vloss, 5, true),
+                   metric_str(m2, sizeof m2, vacc, 4, true), (long long)n_val);
+        else if (n_val == 0)
+            fprintf(stderr, "epoch %ld: train loss %.4f acc %.4f, validation n/a (no validation images)%s\n", ep + 1,
+                    seen ? lsum / (double)(seen / B) : 0.0, seen ? (double)ok / (double)seen : 0.0,
+                    o.ckpt ? " (checkpoint saved)" : "");
         else
-            fprintf(stderr, "epoch %ld: train loss %.4f acc %.4f, validation loss %.4f acc %.4f%s\n", ep + 1,
-                    seen ? lsum / (double)(seen / B) : 0.0, seen ? (double)ok / (double)seen : 0.0, vloss, vacc,
+            fprintf(stderr, "epoch %ld: train loss %.4f acc %.4f, validation loss %s acc %s (%lld images)%s\n", ep + 1,
+                    seen ? lsum / (double)(seen / B) : 0.0, seen ? (double)ok / (double)seen : 0.0,
+                    metric_str(m1, sizeof m1, vloss, 4, false), metric_str(m2, sizeof m2, vacc, 4, false), (long long)n_val,
                     o.ckpt ? " (checkpoint saved)" : "");
         fflush(stdout);
     }
-    double el = cli_now() - t0, tacc = 0, tloss = 0;
+    double el = cli_now() - t0, tacc = NAN, tloss = NAN;
+    const int64_t n_test = test_is_val ? n_val : (int64_t)ds.img[1].dims[0];
     if (test_is_val ? evaluate(t, &ds, 0, n_train, n_all, B, &tacc, &tloss) != 0
                     : evaluate(t, &ds, 1, 0, (int64_t)ds.img[1].dims[0], B, &tacc, &tloss) != 0) {
         fail("test: %s", ert_last_error(ctx));
@@ -541,12 +650,15 @@ int edgert_cmd_train(int argc, char **argv) {
         ert_model_free(e);
     }
     double ips = done_here ? done_here * B / el : 0;
+    char m1[16], m2[16];
     if (o.json)
-        printf("{\"event\":\"done\",\"steps\":%lld,\"seconds\":%.3f,\"images_per_s\":%.1f,\"test_loss\":%.5f,"
-               "\"test_acc\":%.4f}\n", (long long)step, el, ips, tloss, tacc);
+        printf("{\"event\":\"done\",\"steps\":%lld,\"seconds\":%.3f,\"images_per_s\":%.1f,\"test_loss\":%s,"
+               "\"test_acc\":%s,\"test\":%lld}\n", (long long)step, el, ips, metric_str(m1, sizeof m1, tloss, 5, true),
+               metric_str(m2, sizeof m2, tacc, 4, true), (long long)n_test);
     else
-        printf("test accuracy %.4f (loss %.4f) after %lld steps; %.1f s, %.0f images/s\n", tacc, tloss, (long long)step,
-               el, ips);
+        printf("test accuracy %s (loss %s, %lld images) after %lld steps; %.1f s, %.0f images/s\n",
+               metric_str(m2, sizeof m2, tacc, 4, false), metric_str(m1, sizeof m1, tloss, 4, false), (long long)n_test,
+               (long long)step, el, ips);
     rc = 0;
 done:
     free(perm);

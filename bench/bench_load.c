@@ -6,10 +6,18 @@
  * Memory is measured in a fresh child process per format: VmHWM (peak
  * resident), and after the load RssAnon (heap: copied weights) vs RssFile
  * (pages of the mapped file, shared and evictable). The .ert path maps the file
- * and uses weights in place, so its RssAnon should stay near the baseline. */
+ * and uses weights in place, so its RssAnon should stay near the baseline.
+ *
+ * `bench_load --create-chain [--json FILE]`: session create time (CPU
+ * backend) of Relu/Sigmoid chains of 12.5k, 50k and 100k nodes built with
+ * ert_builder (create = passes + memory plan; issue 13 item 17: it was
+ * quadratic). Wall and CPU time: on a shared machine the wall time mostly
+ * measures the neighbours. */
 #include "edgert.h"
 
 #include <fcntl.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +29,12 @@
 static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static double cpu_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
@@ -53,20 +67,89 @@ static double median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* Writes one JSON line to path; nonzero (and a message) on failure. */
+static int write_json(const char *path, const char *fmt, ...) {
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        perror(path);
+        return 1;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    if (fclose(f) != 0) {
+        perror(path);
+        return 1;
+    }
+    return 0;
+}
+
+/* x -> Relu -> Sigmoid -> Relu -> ... (n nodes, alternating so no pass
+ * merges neighbours) -> y; x is (1, 64). */
+static ert_status build_chain(ert_context *ctx, int n, ert_model **out) {
+    ert_builder *b;
+    ert_status st = ert_builder_create(ctx, &b);
+    if (st) return st;
+    int64_t dims[2] = {1, 64};
+    int32_t t;
+    st = ert_builder_input(b, "x", ERT_DTYPE_F32, 2, dims, &t);
+    for (int k = 0; k < n && !st; k++) st = ert_builder_node(b, k % 2 ? "Sigmoid" : "Relu", NULL, &t, 1, NULL, 0, &t, 1);
+    if (!st) st = ert_builder_output(b, t, "y");
+    if (!st) st = ert_builder_finish(b, out);
+    ert_builder_free(b);
+    return st;
+}
+
+static int bench_create(const char *json) {
+    static const int sizes[3] = {12500, 50000, 100000};
+    double wall[3], cpu[3];
+    ert_context *ctx;
+    if (ert_context_create(NULL, &ctx)) return 1;
+    for (int i = 0; i < 3; i++) {
+        ert_model *m = NULL;
+        ert_session *s = NULL;
+        ert_status st = build_chain(ctx, sizes[i], &m);
+        double t0 = now_ms(), c0 = cpu_ms();
+        if (!st) st = ert_session_create(m, NULL, &s);
+        wall[i] = now_ms() - t0;
+        cpu[i] = cpu_ms() - c0;
+        if (st) {
+            fprintf(stderr, "bench_load: chain of %d: %s\n", sizes[i], ert_last_error(ctx));
+            return 1;
+        }
+        printf("session create, %6d-node chain (CPU): %.1f ms wall, %.1f ms CPU time\n", sizes[i], wall[i], cpu[i]);
+        ert_session_free(s);
+        ert_model_free(m);
+    }
+    ert_context_free(ctx);
+    if (json && write_json(json,
+                           "{\"nodes\":[12500,50000,100000],\"create_wall_ms\":[%.2f,%.2f,%.2f],"
+                           "\"create_cpu_ms\":[%.2f,%.2f,%.2f]}\n",
+                           wall[0], wall[1], wall[2], cpu[0], cpu[1], cpu[2]))
+        return 1;
+    return 0;
+}
+
+static const char usage[] = "usage: bench_load MODEL [--iters N] [--json FILE] | bench_load --create-chain [--json FILE]\n";
+
 int main(int argc, char **argv) {
     const char *path = NULL, *json = NULL;
     int iters = 10;
+    bool create_chain = false;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--create-chain")) create_chain = true;
+        else if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
         else if (argv[i][0] != '-' && !path) path = argv[i];
         else {
-            fprintf(stderr, "usage: bench_load MODEL [--iters N] [--json FILE]\n");
+            fputs(usage, stderr);
             return 2;
         }
     }
+    if (create_chain) return bench_create(json);
     if (!path || iters < 1) {
-        fprintf(stderr, "usage: bench_load MODEL [--iters N] [--json FILE]\n");
+        fputs(usage, stderr);
         return 2;
     }
     struct stat sb;
@@ -124,18 +207,12 @@ int main(int argc, char **argv) {
     printf("  load warm p50 %.2f ms, cold p50 %.2f ms (%d loads each)\n", wm, cm, iters);
     printf("  peak RSS during load +%.1f MB (VmHWM %ld kB); after load: heap +%.1f MB, file pages %.1f MB\n",
            (mem[2] - mem[1]) / 1024.0, mem[2], (mem[3] - mem[0]) / 1024.0, mem[4] / 1024.0);
-    if (json) {
-        FILE *f = fopen(json, "w");
-        if (!f) {
-            perror(json);
-            return 1;
-        }
-        fprintf(f,
+    if (json &&
+        write_json(json,
                 "{\"model\":\"%s\",\"file_bytes\":%lld,\"params\":%lld,\"iters\":%d,\"warm_p50_ms\":%.3f,"
                 "\"cold_p50_ms\":%.3f,\"peak_rss_delta_kb\":%ld,\"heap_after_load_kb\":%ld,\"file_rss_after_load_kb\":%ld}\n",
-                path, (long long)sb.st_size, n_params, iters, wm, cm, mem[2] - mem[1], mem[3] - mem[0], mem[4]);
-        fclose(f);
-    }
+                path, (long long)sb.st_size, n_params, iters, wm, cm, mem[2] - mem[1], mem[3] - mem[0], mem[4]))
+        return 1;
     free(warm);
     free(cold);
     ert_context_free(ctx);

@@ -21,6 +21,7 @@ const char *ert_status_str(ert_status s) {
     case ERT_E_STATE: return "ERT_E_STATE: invalid state";
     case ERT_E_INTERNAL: return "ERT_E_INTERNAL: internal error";
     case ERT_E_NOT_FOUND: return "ERT_E_NOT_FOUND: not found";
+    case ERT_E_NUMERIC: return "ERT_E_NUMERIC: NaN or infinity";
     }
     return "ERT_E_?: unknown status";
 }

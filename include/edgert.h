@@ -37,6 +37,12 @@
  * - Threads: independent contexts share nothing. A context and everything made
  *   from it must be used by one thread at a time (the library's own worker
  *   threads are internal to a session).
+ *   A session or trainer entered by a second thread while a call that uses
+ *   its arena (run, set_input, get_output, sync_inputs; step, eval, profile,
+ *   export, checkpoint save/load) is in progress returns ERT_E_STATE at once
+ *   ("already running in another thread") and touches nothing: detected,
+ *   not serialised. A sequence of calls (set_input, run, get_output) is not
+ *   atomic: another thread's set_input may land in between.
  * - The library never prints, never exits, keeps no global mutable state.
  */
 #ifndef EDGERT_H
@@ -73,6 +79,7 @@ typedef enum ert_status {
     ERT_E_STATE = 9,       /* call not valid in the object's current state */
     ERT_E_INTERNAL = 10,   /* a bug in edgert: please report */
     ERT_E_NOT_FOUND = 11,  /* named item does not exist */
+    ERT_E_NUMERIC = 12,    /* a NaN or infinity where finite values were asked for (ert_session_run_check_finite) */
 } ert_status;
 
 /* Static text naming a status ("ERT_E_ARENA: arena too small"). Never NULL. */
@@ -484,6 +491,10 @@ ert_status ert_session_input_data(ert_session *s, int i, void **data);
  * the input in place (ERT_SESSION_DEVICE_INPUTS). Valid for the session's
  * life. A CPU session: ERT_E_UNSUPPORTED. */
 ert_status ert_session_input_device(ert_session *s, int i, void **dev);
+/* GPU address of output i's storage (CUDA sessions), where a run leaves it
+ * (zero-copy consumers such as DLPack views); valid for the session's life,
+ * its contents until the next run. A CPU session: ERT_E_UNSUPPORTED. */
+ert_status ert_session_output_device(ert_session *s, int i, void **dev);
 /* ERT_SESSION_DEVICE_INPUTS sessions: copy the host view of every input
  * (ert_session_input_data) to the GPU now, for a run whose inputs were
  * written on the CPU after all (e.g. a fallback path). Otherwise a no-op.
@@ -494,6 +505,25 @@ ert_status ert_session_sync_inputs(ert_session *s);
 ert_status ert_session_set_input(ert_session *s, int i, const void *data, size_t bytes);
 /* Run the graph. Never allocates. */
 ert_status ert_session_run(ert_session *s);
+/* Where ert_session_run_check_finite stopped. */
+typedef struct ert_nonfinite {
+    int node_index;       /* position in the schedule (run order); -1: every output was finite */
+    const char *node;     /* node name, op type (ONNX) and output tensor name; valid for the session's life */
+    const char *op;
+    const char *output;
+    int64_t count;        /* NaN/inf values in that output */
+    int64_t first_index;  /* flat C-order index of the first one */
+    float first_value;    /* NaN, +inf or -inf */
+} ert_nonfinite;
+
+/* A debugging run: the graph node by node, each float output scanned after its
+ * node; stops after the first node (in schedule order) whose output holds a
+ * NaN or an infinity: ERT_E_NUMERIC, *out filled and the message names node,
+ * op, output, count and first index. All finite: ERT_OK, out->node_index = -1,
+ * outputs as ert_session_run gives them. A NaN in a graph input is reported
+ * at the first node that reads it. CPU sessions only (others:
+ * ERT_E_UNSUPPORTED); never allocates; slower than run (one scan per output). */
+ert_status ert_session_run_check_finite(ert_session *s, ert_nonfinite *out);
 /* Pointer to output i's storage (owned by the session), valid until the next
  * run or free. Errors: ERT_E_ARG (NULL, index). */
 ert_status ert_session_output_data(ert_session *s, int i, const void **data);

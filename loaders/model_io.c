@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -27,6 +28,69 @@ static const char *base_dir(const char *path, char *buf, size_t cap) {
     memcpy(buf, path, n);
     buf[n] = 0;
     return buf;
+}
+
+/* A file that is not a model at all, or an ONNX file cut short, gets a
+ * message that says so instead of the protobuf reader's first complaint.
+ * Only consulted after the ONNX reader failed, so no model is refused. */
+static const char *non_model_kind(const unsigned char *p, size_t n) {
+    if (n >= 3 && p[0] == 0xff && p[1] == 0xd8 && p[2] == 0xff) return "a JPEG image";
+    if (n >= 8 && memcmp(p, "\x89PNG\r\n\x1a\n", 8) == 0) return "a PNG image";
+    if (n >= 6 && memcmp(p, "\x93NUMPY", 6) == 0) return "a NumPy .npy array";
+    if (n >= 2 && p[0] == 'P' && p[1] >= '1' && p[1] <= '6') return "a PPM/PGM image";
+    if (n >= 2 && p[0] == 0x1f && p[1] == 0x8b) return "a gzip file";
+    if (n >= 4 && memcmp(p, "PK\x03\x04", 4) == 0) return "a zip archive (a PyTorch .pt/.pth checkpoint?)";
+    if (n >= 4 && memcmp(p, "\x7f" "ELF", 4) == 0) return "an executable";
+    size_t k = 0, look = n < 256 ? n : 256;
+    while (k < look && ((p[k] >= 0x20 && p[k] < 0x7f) || p[k] == '\n' || p[k] == '\r' || p[k] == '\t')) k++;
+    if (look >= 16 && k == look) return "a text file";
+    return NULL;
+}
+
+/* Walk ModelProto's top-level fields: the byte a length-delimited field
+ * would need past the end of the file, or 0 if every field fits. */
+static uint64_t onnx_truncated_need(const unsigned char *p, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        uint64_t tag = 0, v = 0;
+        for (int sh = 0;; sh += 7) {
+            if (i >= n || sh > 63) return i >= n ? (uint64_t)n + 1 : 0;
+            tag |= (uint64_t)(p[i] & 0x7f) << sh;
+            if (!(p[i++] & 0x80)) break;
+        }
+        unsigned wt = (unsigned)(tag & 7);
+        if (wt == 0 || wt == 2) {
+            for (int sh = 0;; sh += 7) {
+                if (i >= n || sh > 63) return i >= n ? (uint64_t)n + 1 : 0;
+                v |= (uint64_t)(p[i] & 0x7f) << sh;
+                if (!(p[i++] & 0x80)) break;
+            }
+            if (wt == 2) {
+                if (v > (uint64_t)(n - i)) return (uint64_t)i + v;
+                i += (size_t)v;
+            }
+        } else if (wt == 1 || wt == 5) {
+            size_t w = wt == 1 ? 8 : 4;
+            if (n - i < w) return (uint64_t)i + w;
+            i += w;
+        } else {
+            return 0; /* not protobuf: nothing to say about truncation */
+        }
+    }
+    return 0;
+}
+
+static ert_status explain_bad_model(ert_context *ctx, ert_status st, const char *path, const unsigned char *p, size_t n) {
+    if (st != ERT_E_FORMAT) return st;
+    char orig[512];
+    snprintf(orig, sizeof orig, "%s", ert_last_error(ctx));
+    const char *kind = non_model_kind(p, n);
+    if (kind) return ert_set_error(ctx, st, "'%s' looks like %s, not a model (.ert or ONNX)", path, kind);
+    uint64_t need = onnx_truncated_need(p, n);
+    if (need > n)
+        return ert_set_error(ctx, st, "'%s' is truncated at byte %zu of at least %llu (%s)", path, n,
+                             (unsigned long long)need, orig);
+    return st;
 }
 
 ert_status ert_model_load_file(ert_context *ctx, const char *path, ert_model **out) {
@@ -67,6 +131,7 @@ ert_status ert_model_load_file(ert_context *ctx, const char *path, ert_model **o
         const char *dir = base_dir(path, dbuf, sizeof dbuf);
         st = ert_onnx_read(ctx, map, size, dir, &m);
         if (st == ERT_OK) *out = m; /* the ONNX loader copies what it keeps */
+        else st = explain_bad_model(ctx, st, path, map, size);
     }
     munmap(map, size);
     return st;

@@ -12,6 +12,8 @@ const ert_backend *ert_cuda_backend_get(void);
 
 /* Session introspection for tests (runtime/session.c). */
 bool ert_session_plan_check(const ert_session *s, char *why, size_t cap);
+/* The planned blocks (activation roots, then workspaces), for the planner oracle. */
+const struct ert_plan_block *ert_session_plan_blocks(const ert_session *s, int *n);
 int ert_session_n_scheduled(const ert_session *s);
 /* Output dtypes/shapes of m at `batch` (plan only, nothing allocated past return). */
 ert_status ert_session_output_shapes(const ert_model *m, int batch, ert_tensor_info *out);

@@ -34,6 +34,7 @@
  */
 #include "session_internal.h"
 #include "graph.h"
+#include "busy_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -682,6 +683,7 @@ static ert_status build(const ert_model *m, const ert_session_options *opts, boo
         return ert_set_error(ctx, ERT_E_ARG, "precision must be f32, f16 or bf16 (got %d)", (int)o->precision);
     ert_session *s = calloc(1, sizeof *s);
     if (!s) return ert_set_error(ctx, ERT_E_NOMEM, "out of memory");
+    atomic_init(&s->running, false);
     s->ctx = ctx;
     s->model = m;
     ert_status st = ERT_OK;
@@ -803,8 +805,7 @@ ert_status ert_session_create(const ert_model *m, const ert_session_options *o, 
     return build(m, o, false, out);
 }
 
-ert_status ert_session_run(ert_session *s) {
-    if (!s) return ERT_E_ARG;
+static ert_status session_run(ert_session *s) {
     int failed = -1;
     s->ctx->err[0] = 0; /* a backend may leave a detail (a CUDA error string) */
     ert_status st = s->be->run(s->bctx, s->kptr, s->n_sched, &failed);
@@ -824,6 +825,76 @@ ert_status ert_session_run(ert_session *s) {
                                                        : ert_status_str(st));
     }
     return ERT_OK;
+}
+
+/* Non-finite values of a float tensor: count, first index and value. f16 and
+ * bf16 by their bits (exponent all ones). */
+static int64_t count_nonfinite(const stensor *t, int64_t *first, float *first_value) {
+    int64_t n = (int64_t)(t->nbytes / ert_dtype_size(t->dtype)), cnt = 0;
+    *first = -1;
+    for (int64_t i = 0; i < n; i++) {
+        float v;
+        if (t->dtype == ERT_DTYPE_F32) {
+            v = ((const float *)t->data)[i];
+            if (isfinite(v)) continue;
+        } else {
+            uint16_t h = ((const uint16_t *)t->data)[i];
+            uint16_t e = t->dtype == ERT_DTYPE_F16 ? 0x7C00 : 0x7F80, m = t->dtype == ERT_DTYPE_F16 ? 0x03FF : 0x007F;
+            if ((h & e) != e) continue;
+            v = (h & m) ? NAN : (h & 0x8000) ? -INFINITY : INFINITY;
+        }
+        if (cnt++ == 0) {
+            *first = i;
+            *first_value = v;
+        }
+    }
+    return cnt;
+}
+
+static ert_status session_run_check_finite(ert_session *s, ert_nonfinite *out) {
+    memset(out, 0, sizeof *out);
+    out->node_index = -1;
+    if (s->be->device != ERT_DEVICE_CPU)
+        return ert_set_error(s->ctx, ERT_E_UNSUPPORTED, "the finite check runs CPU sessions only (this one is %s)",
+                             s->be->name);
+    for (int k = 0; k < s->n_sched; k++) {
+        int failed = -1;
+        ert_status st = s->be->run(s->bctx, s->kptr + k, 1, &failed);
+        const snode *n = &s->n[s->sched[k]];
+        if (st != ERT_OK) {
+            char detail[ERT_ERRMSG_SIZE];
+            snprintf(detail, sizeof detail, "%s", ert_last_error(s->ctx));
+            return ert_set_error(s->ctx, st, "node '%s' (%s) failed: %s", n->name, ert_graph_op_name(n->op), detail);
+        }
+        for (int j = 0; j < n->n_out; j++) {
+            const stensor *t = &s->t[n->out[j]];
+            if (t->dtype != ERT_DTYPE_F32 && t->dtype != ERT_DTYPE_F16 && t->dtype != ERT_DTYPE_BF16) continue;
+            int64_t first;
+            float v = 0;
+            int64_t cnt = count_nonfinite(t, &first, &v);
+            if (!cnt) continue;
+            *out = (ert_nonfinite){.node_index = k, .node = n->name, .op = ert_graph_op_name(n->op), .output = t->name,
+                                   .count = cnt, .first_index = first, .first_value = v};
+            return ert_set_error(s->ctx, ERT_E_NUMERIC,
+                                 "node '%s' (%s, #%d in run order): output '%s' has %lld non-finite value%s, the first "
+                                 "(%g) at index %lld",
+                                 n->name, ert_graph_op_name(n->op), k, t->name, (long long)cnt, cnt == 1 ? "" : "s", (double)v,
+                                 (long long)first);
+        }
+    }
+    return ERT_OK;
+}
+
+/* Calls that read or write the arena run with the session's running flag
+ * held; a second thread gets ERT_E_STATE (busy_internal.h). */
+ert_status ert_session_run(ert_session *s) {
+    if (!s) return ERT_E_ARG;
+    ERT_BUSY_RETURN(&s->running, s->ctx, "session", session_run(s));
+}
+
+ert_status ert_session_run_check_finite(ert_session *s, ert_nonfinite *out) {
+    if (!s || !out) return ERT_E_ARG;
+    ERT_BUSY_RETURN(&s->running, s->ctx, "session", session_run_check_finite(s, out));
 }
 
 ert_status ert_session_memory(const ert_session *s, ert_memory_report *out) {
@@ -888,8 +959,17 @@ ert_status ert_session_input_device(ert_session *s, int i, void **dev) {
     return ERT_OK;
 }
 
-ert_status ert_session_sync_inputs(ert_session *s) {
-    if (!s) return ERT_E_ARG;
+ert_status ert_session_output_device(ert_session *s, int i, void **dev) {
+    if (!s || !dev) return ERT_E_ARG;
+    if (i < 0 || i >= s->n_out) return ert_set_error(s->ctx, ERT_E_ARG, "output index %d out of range [0, %d)", i, s->n_out);
+    if (!s->be->weights_in_arena)
+        return ert_set_error(s->ctx, ERT_E_UNSUPPORTED, "ert_session_output_device: a %s session has no GPU memory",
+                             s->be->name);
+    *dev = s->t[s->out_t[i]].data;
+    return ERT_OK;
+}
+
+static ert_status session_sync_inputs(ert_session *s) {
     if (!(s->flags & ERT_SESSION_DEVICE_INPUTS) || !s->be->weights_in_arena) return ERT_OK;
     for (int i = 0; i < s->n_in; i++) {
         const stensor *t = &s->t[s->in_t[i]];
@@ -900,14 +980,23 @@ ert_status ert_session_sync_inputs(ert_session *s) {
     return ERT_OK;
 }
 
-ert_status ert_session_set_input(ert_session *s, int i, const void *data, size_t bytes) {
-    if (!s || !data) return ERT_E_ARG;
+ert_status ert_session_sync_inputs(ert_session *s) {
+    if (!s) return ERT_E_ARG;
+    ERT_BUSY_RETURN(&s->running, s->ctx, "session", session_sync_inputs(s));
+}
+
+static ert_status session_set_input(ert_session *s, int i, const void *data, size_t bytes) {
     if (i < 0 || i >= s->n_in) return ert_set_error(s->ctx, ERT_E_ARG, "input index %d out of range [0, %d)", i, s->n_in);
     const stensor *t = &s->t[s->in_t[i]];
     if (bytes != t->nbytes)
         return ert_set_error(s->ctx, ERT_E_SHAPE, "input '%s' holds %zu bytes, %zu given", t->name, t->nbytes, bytes);
     memcpy(t->host, data, bytes);
     return ERT_OK;
+}
+
+ert_status ert_session_set_input(ert_session *s, int i, const void *data, size_t bytes) {
+    if (!s || !data) return ERT_E_ARG;
+    ERT_BUSY_RETURN(&s->running, s->ctx, "session", session_set_input(s, i, data, bytes));
 }
 
 ert_status ert_session_output_data(ert_session *s, int i, const void **data) {
@@ -918,8 +1007,7 @@ ert_status ert_session_output_data(ert_session *s, int i, const void **data) {
     return ERT_OK;
 }
 
-ert_status ert_session_get_output(ert_session *s, int i, void *data, size_t bytes) {
-    if (!s || !data) return ERT_E_ARG;
+static ert_status session_get_output(ert_session *s, int i, void *data, size_t bytes) {
     if (i < 0 || i >= s->n_out)
         return ert_set_error(s->ctx, ERT_E_ARG, "output index %d out of range [0, %d)", i, s->n_out);
     const stensor *t = &s->t[s->out_t[i]];
@@ -929,7 +1017,17 @@ ert_status ert_session_get_output(ert_session *s, int i, void *data, size_t byte
     return ERT_OK;
 }
 
+ert_status ert_session_get_output(ert_session *s, int i, void *data, size_t bytes) {
+    if (!s || !data) return ERT_E_ARG;
+    ERT_BUSY_RETURN(&s->running, s->ctx, "session", session_get_output(s, i, data, bytes));
+}
+
 /* ------------------------------------------------------------------ introspection (tests, CLI internals) */
+
+const ert_plan_block *ert_session_plan_blocks(const ert_session *s, int *n) {
+    *n = s->n_blocks;
+    return s->blocks;
+}
 
 bool ert_session_plan_check(const ert_session *s, char *why, size_t cap) {
     if (!ert_plan_check(s->blocks, s->n_blocks, why, cap)) return false;

@@ -7,6 +7,8 @@
 #include "runtime_internal.h"
 #include "planner_internal.h"
 
+#include <stdatomic.h>
+
 typedef enum mem_kind {
     MEM_NONE = 0,
     MEM_CONST,    /* constant in memory the session does not own (model weights) */
@@ -75,6 +77,7 @@ struct ert_session {
     ert_memory_report mem;
     bool planned_only;
     bool bctx_live;       /* be->init succeeded */
+    atomic_bool running;  /* a call is using the arena (busy_internal.h) */
 };
 
 /* Steps of build() (session.c) and the helpers the passes share. */

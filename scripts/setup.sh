@@ -43,6 +43,7 @@ pkgs=(build-essential cmake ninja-build ccache pkgconf
 if [[ $minimal -eq 0 ]]; then
     pkgs+=(
         gcc-aarch64-linux-gnu libc6-dev-arm64-cross # Jetson cross build (static libc incl.)
+        g++-aarch64-linux-gnu     # nvcc -ccbin for the CUDA aarch64 build (cuda-aarch64 phase)
         qemu-user                 # qemu-aarch64 runs the cross-built tests; the
                                   # dynamic build needs no binfmt setup (unlike -static's)
         clang libclang-rt-14-dev  # libFuzzer + sanitizer runtimes for scripts/fuzz.sh
@@ -84,14 +85,15 @@ fi
 py=${ERT_PYTHON:-/usr/bin/python3}
 [[ -x "$py" ]] || py=$(command -v python3 || echo python3)
 venv="$root/.deps/venv"
-pymods="import onnx, onnxruntime, numpy"
+# pytest, scikit-build-core, abi3audit: the python phase of test.sh (pip install . without network)
+pymods="import onnx, onnxruntime, numpy, pytest, scikit_build_core"
 if [[ -x "$venv/bin/python" ]] && "$venv/bin/python" -c "$pymods" >>"$log" 2>&1; then
-    step "python venv: onnx, onnxruntime, numpy present ($venv)"
+    step "python venv: onnx, onnxruntime, numpy, pytest, scikit-build-core present ($venv)"
 else
-    step "python venv: installing onnx onnxruntime numpy into $venv"
+    step "python venv: installing onnx onnxruntime numpy pytest scikit-build-core abi3audit into $venv"
     if "$py" -m venv "$venv" >>"$log" 2>&1 &&
         "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-            --timeout 30 --retries 2 onnx onnxruntime numpy >>"$log" 2>&1 &&
+            --timeout 30 --retries 2 onnx onnxruntime numpy pytest scikit-build-core abi3audit >>"$log" 2>&1 &&
         "$venv/bin/python" -c "$pymods" >>"$log" 2>&1; then
         step "python venv: ready"
     else

@@ -12,11 +12,25 @@
 #   fuzz     scripts/fuzz.sh with a short budget, when that script exists
 #   cuda     compile check of the CUDA backend, when nvcc and kernels/cuda/*.cu
 #            exist (no GPU needed: GPU tests report SKIPPED)
+#   python   the Python package: a venv in build/test-python (sharing .deps/venv's
+#            numpy/onnx/onnxruntime), `pip install .` (CPU; ERT_PY_CUDA=AUTO
+#            builds CUDA in), pytest python/tests (GPU tests report SKIPPED)
+#   py39     the same cp39-abi3 wheel under Debian 11's python3.9 (scripts/
+#            python_py39_check.sh: python/tests; skipped when offline)
+#   pyarm    the aarch64 wheel cross-built (scripts/python_cross_wheel.sh:
+#            Debian's arm64 python3.11 + numpy fetched into build/py-aarch64),
+#            imported and run under qemu-aarch64; skipped when offline
 #   cuda12   the same backend built with CUDA 12.4 (scripts/check_cuda12.sh:
 #            ~1.2 GB downloaded into .deps/cuda12, ~2 min on 2 cores) + the
 #            CPU ctest of that build. Runs in CI (CI=true) or when named in
 #            ERT_TEST_PHASES; skipped otherwise, and skipped (not failed) when
 #            the download is impossible (offline)
+#   cuda-aarch64  the Jetson build itself (scripts/check_cuda_aarch64.sh):
+#            aarch64 + CUDA for sm_87/sm_110 from NVIDIA's aarch64 CUDA 13
+#            wheels (~1 GB, cached in .deps/cuda-aarch64) and the host nvcc;
+#            checks the binaries (aarch64, SASS for both chips, no CUDA shared
+#            library linked), then the whole ctest under qemu-aarch64 (gpu
+#            tests SKIPPED: no driver). Like cuda12: in CI or when named
 # Each ctest phase prints ctest's own summary and a line
 # "<phase>: N passed, N failed, N skipped"; the last line is the total.
 # Exit status: non-zero if any phase failed.
@@ -33,7 +47,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 jobs=${ERT_JOBS:-2}
-phases=${ERT_TEST_PHASES:-release asan aarch64 fuzz cuda cuda12}
+phases=${ERT_TEST_PHASES:-release asan aarch64 fuzz cuda python py39 pyarm cuda12 cuda-aarch64}
 logs="$root/build/logs"
 t_start=$SECONDS
 
@@ -77,14 +91,15 @@ configure_build() {
     return 1
 }
 
-# run_ctest NAME DIR : run the suite, print ctest's output and a one-line
+# run_ctest NAME DIR [CTEST_ARGS...] : run the suite, print ctest's output and a one-line
 # count; adds to the totals. Counts come from ctest's JUnit report
 # (CMake >= 3.21), which tells skipped and disabled tests apart from passes.
 run_ctest() {
     local name=$1 dir=$2 xml="$logs/$name-ctest.xml" t0=$SECONDS rc=0
+    shift 2   # the rest: extra ctest arguments
     rm -f "$xml"
     ctest --test-dir "$dir" -j "$jobs" --output-on-failure --no-tests=error \
-          --output-junit "$xml" || rc=$?
+          --output-junit "$xml" "$@" || rc=$?
     local tests=0 failures=0 skipped=0 disabled=0
     if [[ -f "$xml" ]]; then
         local head
@@ -120,9 +135,9 @@ phase() {
     fi
     local dt=$((SECONDS - t0))
     case $rc in
-        0) summary+=("$(printf '%-8s ok       %4d s  %s' "$name" "$dt" "$what")") ;;
-        77) summary+=("$(printf '%-8s skipped  %4d s  %s' "$name" "$dt" "$what")") ;;
-        *) summary+=("$(printf '%-8s FAILED   %4d s  %s' "$name" "$dt" "$what")"); failed=1 ;;
+        0) summary+=("$(printf '%-12s ok       %4d s  %s' "$name" "$dt" "$what")") ;;
+        77) summary+=("$(printf '%-12s skipped  %4d s  %s' "$name" "$dt" "$what")") ;;
+        *) summary+=("$(printf '%-12s FAILED   %4d s  %s' "$name" "$dt" "$what")"); failed=1 ;;
     esac
 }
 
@@ -201,25 +216,129 @@ phase_cuda() {
     fi
 }
 
-phase_cuda12() {
+# fetched_build NAME SCRIPT BUILD_ONLY_VAR WHAT : the phases that fetch a
+# toolkit first (cuda12, cuda-aarch64) run in CI or when named; SCRIPT builds
+# (BUILD_ONLY_VAR=1: ctest is left to run_ctest, to count it), its "[NAME]"
+# lines are shown. 77 (skipped) when WHAT cannot be downloaded.
+fetched_build() {
+    local name=$1 script=$2 only=$3 what=$4
     if [[ "${CI:-}" != true && -z "${ERT_TEST_PHASES:-}" ]]; then
-        echo "[cuda12] not in CI: skipped (ERT_TEST_PHASES=cuda12 bash scripts/test.sh runs it)"
+        echo "[$name] not in CI: skipped (ERT_TEST_PHASES=$name bash scripts/test.sh runs it)"
         return 77
     fi
     if ! compgen -G "kernels/cuda/*.cu" >/dev/null; then
-        echo "[cuda12] no CUDA backend yet (kernels/cuda/*.cu): skipped"; return 77
+        echo "[$name] no CUDA backend yet (kernels/cuda/*.cu): skipped"; return 77
     fi
-    local rc=0 log="$logs/cuda12-build.log"
-    ERT_JOBS=$jobs ERT_CUDA12_BUILD_ONLY=1 bash scripts/check_cuda12.sh >"$log" 2>&1 || rc=$?
-    grep -E "^\[cuda12\]" "$log" | sed 's/^/    /'
+    local rc=0 log="$logs/$name-build.log"
+    env ERT_JOBS="$jobs" "$only=1" bash "$script" >"$log" 2>&1 || rc=$?
+    grep -E "^\[$name\]" "$log" | sed 's/^/    /'
     case $rc in
         0) ;;
-        2) echo "[cuda12] could not download the CUDA 12 toolkit (offline?): skipped"; return 77 ;;
-        *) echo "[cuda12] FAILED; from $log:"; tail -n 60 "$log" | sed 's/^/    /'; return 1 ;;
+        2) echo "[$name] could not download $what (offline?): skipped"; return 77 ;;
+        *) echo "[$name] FAILED; from $log:"; tail -n 60 "$log" | sed 's/^/    /'; return 1 ;;
     esac
+}
+
+phase_cuda12() {
+    fetched_build cuda12 scripts/check_cuda12.sh ERT_CUDA12_BUILD_ONLY "the CUDA 12 toolkit" || return
     # the test binaries load the CUDA 12 shared libraries of that toolkit tree
     LD_LIBRARY_PATH="$root/.deps/cuda12/toolkit/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
         run_ctest cuda12 build/test-cuda12
+}
+
+phase_cuda_aarch64() {
+    fetched_build cuda-aarch64 scripts/check_cuda_aarch64.sh ERT_CUDA_AARCH64_BUILD_ONLY \
+        "the aarch64 CUDA wheels, or no host nvcc 13.0" || return
+    if [[ $(uname -m) != aarch64 ]] && ! command -v qemu-aarch64 >/dev/null &&
+        ! command -v qemu-aarch64-static >/dev/null; then
+        echo "[cuda-aarch64] no qemu-aarch64 (Debian: qemu-user): cannot run the cross-built tests"
+        return 1
+    fi
+    # zoo_cuda_selfcheck (the GPU zoo harness on CPU sessions) runs natively in
+    # the cuda phase; emulated it needs more than its 600 s.
+    echo "[cuda-aarch64] zoo_cuda_selfcheck left to the cuda phase (over 600 s under qemu)"
+    run_ctest cuda-aarch64 build/test-cuda-aarch64 -E '^zoo_cuda_selfcheck$'
+}
+
+# The Python package (python/, pyproject.toml): its own venv whose .pth
+# shares .deps/venv's packages (numpy, onnx, onnxruntime; pytest and
+# scikit-build-core are installed there if missing), `pip install .` with the
+# build tree kept in build/test-python/skbuild, then pytest with a JUnit
+# report. pytest's "no tests collected" (exit 5) fails the phase.
+phase_python() {
+    local dir=build/test-python venv=build/test-python/venv log="$logs/python-build.log" t0=$SECONDS
+    local base="$root/.deps/venv/bin/python"
+    [[ -x "$base" ]] || base=$(command -v python3)
+    mkdir -p "$dir"
+    if [[ ! -x "$venv/bin/python" ]]; then
+        "$base" -m venv "$venv" >"$log" 2>&1 || { echo "[python] cannot make a venv; from $log:"; tail -n 20 "$log"; return 1; }
+        local site
+        site=$("$base" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+        "$venv/bin/python" -c 'import sysconfig, sys; open(sysconfig.get_paths()["purelib"] + "/ert-deps.pth", "w").write(sys.argv[1] + "\n")' "$site"
+    fi
+    local py="$venv/bin/python"
+    if ! "$py" -c 'import pytest, scikit_build_core, numpy' 2>/dev/null; then
+        "$py" -m pip install -q pytest scikit-build-core numpy >>"$log" 2>&1 ||
+            { echo "[python] pip cannot install pytest/scikit-build-core/numpy (offline?); from $log:"; tail -n 20 "$log"; return 1; }
+    fi
+    # CPU build (the cuda phase compiles the backend); ERT_PY_CUDA=ON|AUTO puts it in.
+    if "$py" -m pip install -v --no-build-isolation --no-deps "$root" \
+        --config-settings=build-dir="$root/$dir/skbuild" --config-settings=cmake.define.ERT_CUDA="${ERT_PY_CUDA:-OFF}" \
+        --config-settings=cmake.define.ERT_WERROR=ON >>"$log" 2>&1; then
+        echo "[python] pip install .: ok ($((SECONDS - t0)) s)"
+    else
+        echo "[python] pip install .: FAILED; from $log:"
+        grep -E -A12 "FAILED:|CMake Error|error:" "$log" | head -n 60 | sed 's/^/    /'
+        return 1
+    fi
+    # the module uses only the 3.9 stable ABI (abi3audit, when installed, reads its symbols)
+    local so
+    so=$(compgen -G "$venv/lib/python3*/site-packages/edgert/_edgert*.so" | head -n1 || true)
+    if "$py" -c 'import abi3audit' 2>/dev/null; then
+        "$py" -m abi3audit --strict --assume-minimum-abi3 3.9 "$so" >"$logs/python-abi3.log" 2>&1 ||
+            { echo "[python] abi3audit: symbols outside the 3.9 stable ABI:"; cat "$logs/python-abi3.log"; return 1; }
+        echo "[python] abi3audit: only the 3.9 stable ABI"
+    else
+        echo "[python] abi3audit not installed: stable-ABI audit skipped"
+    fi
+    local xml="$logs/python-pytest.xml" rc=0
+    rm -f "$xml"
+    # the CLI comparisons use the release phase's edgert when it is there
+    local clibin="$root/build/test-release/apps/edgert"
+    (cd "$root/python/tests" && ERT_CLI="${ERT_CLI:-$([[ -x $clibin ]] && echo "$clibin")}" \
+        "$root/$py" -m pytest -q -rs -p no:cacheprovider --junitxml="$xml" .) || rc=$?
+    local tests=0 failures=0 errors=0 skipped=0 head
+    if [[ -f "$xml" ]]; then
+        head=$(tr '\n\t' '  ' <"$xml" | grep -o '<testsuite [^>]*>' | head -n1 || true)
+        tests=$(sed -n 's/.* tests="\([0-9]*\)".*/\1/p' <<<"$head")
+        failures=$(sed -n 's/.* failures="\([0-9]*\)".*/\1/p' <<<"$head")
+        errors=$(sed -n 's/.* errors="\([0-9]*\)".*/\1/p' <<<"$head")
+        skipped=$(sed -n 's/.* skipped="\([0-9]*\)".*/\1/p' <<<"$head")
+    fi
+    tests=${tests:-0} failures=$((${failures:-0} + ${errors:-0})) skipped=${skipped:-0}
+    # rc 5: no tests collected; any other non-zero rc without a failed test
+    # (a crash of the interpreter) still fails the phase
+    if [[ $rc -ne 0 && $failures -eq 0 ]]; then failures=1; fi
+    local passed=$((tests - (${failures} > tests ? tests : failures) - skipped))
+    ((passed < 0)) && passed=0
+    echo "python: $passed passed, $failures failed, $skipped skipped"
+    n_pass=$((n_pass + passed)) n_fail=$((n_fail + failures)) n_skip=$((n_skip + skipped))
+    [[ $rc -eq 0 ]]
+}
+
+# the python phase's venv has scikit-build-core; else .deps/venv's python
+py_builder() {
+    local py="$root/build/test-python/venv/bin/python"
+    [[ -x "$py" ]] || py="$root/.deps/venv/bin/python"
+    echo "$py"
+}
+phase_pyarm() {
+    ERT_PY_CROSS_PYTHON=$(py_builder) bash scripts/python_cross_wheel.sh
+}
+phase_py39() {
+    local clibin="$root/build/test-release/apps/edgert"
+    ERT_CLI="${ERT_CLI:-$([[ -x $clibin ]] && echo "$clibin")}" ERT_PY_CROSS_PYTHON=$(py_builder) \
+        bash scripts/python_py39_check.sh
 }
 
 for p in $phases; do
@@ -229,7 +348,11 @@ for p in $phases; do
         aarch64) phase aarch64 "aarch64 cross build (CPU), tests under qemu-aarch64" phase_aarch64 ;;
         fuzz) phase fuzz "fuzzers, ${FUZZ_SECONDS:-30} s per target" phase_fuzz ;;
         cuda) phase cuda "CUDA compile check" phase_cuda ;;
+        python) phase python "Python package: pip install ., pytest" phase_python ;;
+        py39) phase py39 "the abi3 wheel under Python 3.9, pytest" phase_py39 ;;
+        pyarm) phase pyarm "aarch64 Python wheel, imported under qemu-aarch64" phase_pyarm ;;
         cuda12) phase cuda12 "CUDA 12.4 build + CPU ctest" phase_cuda12 ;;
+        cuda-aarch64) phase cuda-aarch64 "Jetson build: aarch64 + CUDA sm_87/sm_110, tests under qemu" phase_cuda_aarch64 ;;
         *) echo "test: unknown phase '$p'" >&2; exit 2 ;;
     esac
 done

@@ -1,6 +1,6 @@
 # Tests of the camera pipeline (apps/camera) link its internal library; they
 # are disabled when the apps are not built.
-foreach(t test_camera_source test_camera_proc test_camera_e2e test_camera_ppocr)
+foreach(t test_camera_source test_camera_proc test_camera_e2e test_camera_ppocr test_camera_app)
   if(TARGET ${t})
     if(TARGET ert_camera)
       target_link_libraries(${t} PRIVATE ert_camera)
@@ -15,6 +15,15 @@ if(TARGET test_camera_e2e AND TARGET edgert_camera)
   target_compile_definitions(test_camera_e2e PRIVATE ERT_CAMERA_BIN="$<TARGET_FILE:edgert_camera>")
   add_dependencies(test_camera_e2e edgert_camera)
   set_tests_properties(camera_e2e PROPERTIES TIMEOUT 120)
+endif()
+# camera_app: usage errors, checked writes, "no frames", signals (runs the app)
+if(TARGET test_camera_app AND TARGET edgert_camera)
+  target_compile_definitions(test_camera_app PRIVATE ERT_CAMERA_BIN="$<TARGET_FILE:edgert_camera>")
+  add_dependencies(test_camera_app edgert_camera)
+  if(CMAKE_CROSSCOMPILING) # the test execs the app: not possible from inside qemu-user
+    target_compile_definitions(test_camera_app PRIVATE ERT_TEST_CROSS=1)
+  endif()
+  set_tests_properties(camera_app PROPERTIES TIMEOUT 300 LABELS camera)
 endif()
 
 # test_camera_ppocr compares with onnxruntime: a Python that has it

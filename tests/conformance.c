@@ -27,6 +27,7 @@
  */
 #include "edgert.h"
 #include "runtime_internal.h" /* ert_session_plan_check: every plan is checked for overlaps */
+#include "plan_oracle.h"   /* ... and against the all-pairs planner */
 
 #include <dirent.h>
 #include <errno.h>
@@ -249,6 +250,12 @@ static void run_test(const char *tdir, result *r, bool verbose) {
         char why[256];
         if (!ert_session_plan_check(s, why, sizeof why)) {
             set_result(r, R_ERROR, "memory plan overlaps: %s", why);
+            goto done;
+        }
+        int nb;
+        const ert_plan_block *blk = ert_session_plan_blocks(s, &nb);
+        if (!ert_plan_matches_oracle(blk, nb, why, sizeof why)) {
+            set_result(r, R_ERROR, "memory plan differs from the all-pairs oracle: %s", why);
             goto done;
         }
         for (int k = 0; k < n_in; k++) {

@@ -1,6 +1,8 @@
 # ctest `install_consumer`: `cmake --install` into a scratch prefix, then build
 # and run two tiny consumers of the installed package, one through
 # find_package(edgert) and one through pkg-config (tests/install_consumer/).
+# Each creates and runs a session on CUDA and on AUTO and checks the answer;
+# in a CUDA build the CUDA one must run or be refused for want of a GPU.
 # This is what users of the library do; it catches a broken export set, a
 # missing header or a wrong .pc file before they do.
 #
@@ -23,6 +25,7 @@ else()
       "-DEMULATOR=${CMAKE_CROSSCOMPILING_EMULATOR}"
       -DPKG_CONFIG=${ERT_PKG_CONFIG}
       -DSYSROOT=${CMAKE_SYSROOT}
+      -DCONSUMER_CUDA=$<IF:$<BOOL:${ERT_HAVE_CUDA}>,built,none>
       -P ${CMAKE_CURRENT_SOURCE_DIR}/install_consumer/run.cmake)
   set_tests_properties(install_consumer PROPERTIES TIMEOUT 300)
 endif()

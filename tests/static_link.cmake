@@ -1,4 +1,4 @@
-# ctest `static_link`: a program using only edgert.h, linked with -static
+# ctest `static_link`: a program using only edgert.h (install_consumer/consumer.c), linked with -static
 # against libedgert.a (firmware-style), is built like any target and run (under
 # qemu-aarch64 in the cross build: CMAKE_CROSSCOMPILING_EMULATOR applies).
 #
@@ -11,7 +11,7 @@ set(_ert_static_why "")
 if(ERT_SANITIZE)
   set(_ert_static_why "sanitizer runtimes cannot be linked -static")
 elseif(ERT_HAVE_CUDA AND NOT ERT_CUDA_FULLY_STATIC)
-  set(_ert_static_why "the CUDA backend links shared cuDNN/cuBLAS (kernels/cuda/cuda.cmake)")
+  set(_ert_static_why "ERT_CUDA_STATIC=OFF links the shared CUDA runtime (cmake/ert_cuda_link.cmake)")
 else()
   set(CMAKE_REQUIRED_LINK_OPTIONS -static)
   set(CMAKE_REQUIRED_LIBRARIES Threads::Threads m)
@@ -28,11 +28,14 @@ if(_ert_static_why)
   add_test(NAME static_link COMMAND ${CMAKE_COMMAND} -E echo "disabled: ${_ert_static_why}")
   set_tests_properties(static_link PROPERTIES DISABLED TRUE)
 else()
-  add_executable(static_link_main ${CMAKE_CURRENT_SOURCE_DIR}/static_link_main.c)
+  # The install test's consumer: a session on CUDA and AUTO, checked against
+  # float64 (in a CUDA build: the static CUDA runtime, cuBLAS/cuDNN dlopen()ed).
+  add_executable(static_link_main ${CMAKE_CURRENT_SOURCE_DIR}/install_consumer/consumer.c)
   # Only the public target: no internal headers, no test harness.
   target_link_libraries(static_link_main PRIVATE edgert)
   target_link_options(static_link_main PRIVATE -static)
   target_compile_options(static_link_main PRIVATE ${ERT_WARN})
   add_test(NAME static_link COMMAND static_link_main)
-  set_tests_properties(static_link PROPERTIES TIMEOUT 120)
+  set_tests_properties(static_link PROPERTIES TIMEOUT 120
+    ENVIRONMENT "ERT_CONSUMER_CUDA=$<IF:$<BOOL:${ERT_HAVE_CUDA}>,built,none>")
 endif()

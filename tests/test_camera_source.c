@@ -31,6 +31,9 @@ static struct fake {
     int grant_bufs;
     int timeout;                  /* select never ready */
     int vanish_after;             /* DQBUF count after which the device is gone (0: never) */
+    volatile sig_atomic_t *stop;  /* set to 1 at select call number stop_at (a signal mid-wait) */
+    int stop_at, n_select;
+    long max_wait_us;             /* longest select timeout asked for */
     /* state */
     int open_count, close_count, mmap_count, munmap_count, streaming;
     uint32_t fmt;
@@ -173,6 +176,9 @@ static int f_select(int n, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *t
     (void)n; (void)wr; (void)ex;
     CHECK(tv && (tv->tv_sec > 0 || tv->tv_usec > 0), "select has a timeout");
     CHECK(rd && FD_ISSET(FAKE_FD, rd), "select on the device");
+    long us = tv ? (long)tv->tv_sec * 1000000L + (long)tv->tv_usec : 0;
+    if (us > fk.max_wait_us) fk.max_wait_us = us;
+    if (++fk.n_select == fk.stop_at && fk.stop) *fk.stop = 1;
     if (fk.timeout) return 0;
     return 1;
 }
@@ -294,6 +300,45 @@ static void write_all(const char *path, const uint8_t *d, size_t n) {
     FILE *f = fopen(path, "wb");
     CHECK(f && fwrite(d, 1, n, f) == n, "write %s", path);
     if (f) fclose(f);
+}
+
+/* A stop flag (set by the app's signal handler) ends a wait: the V4L2 select
+ * runs in 100 ms slices and a stalled stream pipe is polled. */
+static void test_stop(void) {
+    static volatile sig_atomic_t stop;
+    char err[256];
+    cam_source *s = NULL;
+    cam_frame f;
+    cam_source_options o = {.sys = &fake_sys, .timeout_ms = 2000, .stop = &stop};
+    fake_reset();
+    CHECK(cam_source_open("v4l2:/dev/video0", &o, &s, err, sizeof err) == CAM_OK, "open: %s", err);
+    if (s) {
+        fk.timeout = 1;
+        CHECK(cam_source_next(s, &f) == CAM_TIMEOUT && fk.n_select == 20 && fk.max_wait_us == 100000,
+              "2 s timeout in 100 ms slices: %d selects, longest %ld us", fk.n_select, fk.max_wait_us);
+        fk.n_select = 0;
+        fk.stop = &stop;
+        fk.stop_at = 3;
+        CHECK(cam_source_next(s, &f) == CAM_EOF && fk.n_select == 3, "stop mid-wait: %d selects", fk.n_select);
+        fk.stop = NULL;
+        cam_source_close(s);
+        check_released("stopped");
+    }
+    int p[2];
+    if (pipe(p) != 0) return;
+    int saved = dup(0);
+    dup2(p[0], 0); /* a stalled "-" stream: the writer stays open and silent */
+    stop = 0;
+    CHECK(cam_source_open("-", &o, &s, err, sizeof err) == CAM_OK, "open -: %s", err);
+    if (s) {
+        stop = 1; /* already requested: returns at once instead of blocking in read() */
+        CHECK(cam_source_next(s, &f) == CAM_EOF, "stalled pipe, stop requested");
+        cam_source_close(s);
+    }
+    dup2(saved, 0);
+    close(saved);
+    close(p[0]);
+    close(p[1]);
 }
 
 static void test_mjpeg(ert_test_rng *r) {
@@ -473,6 +518,7 @@ int main(void) {
     ert_jpeg_free(j);
     ert_context_free(ctx);
     test_v4l2();
+    test_stop();
     test_mjpeg(&r);
     return ert_test_finish("camera_source");
 }

@@ -8,6 +8,12 @@
  *   test_cli_npy write PATH D0 D1 ...
  *                                  helper for the CLI tests: writes a '<f4'
  *                                  array of that shape, uniform [-1, 1), fixed seed
+ *   test_cli_npy write-f8 IN.npy OUT.npy
+ *                                  the '<f4' array IN widened to '<f8' (exact)
+ *   test_cli_npy write-image OUT.ppm OUT.npy W H rgb|bgr MEAN STD
+ *                                  random W x H RGB pixels as PPM, and the
+ *                                  (1, 3, H, W) input they preprocess to,
+ *                                  (v / 255 - MEAN) / STD computed in double
  */
 #define _POSIX_C_SOURCE 200809L
 #include "cli_util.h"
@@ -134,7 +140,7 @@ static void test_rejects(void) {
     expect_reject("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", f, 24, "fortran_order");
     expect_reject("{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }", f, 24, "big-endian");
     expect_reject("{'descr': '|O', 'fortran_order': False, 'shape': (2,), }", f, 16, "object");
-    expect_reject("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }", f, 24, "not supported");
+    expect_reject("{'descr': '<c8', 'fortran_order': False, 'shape': (3,), }", f, 24, "not supported");
     expect_reject("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }", f, 8, "structured");
     expect_reject("{'descr': '<f4', 'shape': (2, 3), }", f, 24, "missing");
     expect_reject("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'x': 1, }", f, 24, "unexpected key");
@@ -256,8 +262,79 @@ static int write_bad_mode(const char *path, const char *kind) {
     return ok ? 0 : 1;
 }
 
+/* IN ('<f4') widened to '<f8': the CLI narrows it back exactly. */
+static int write_f8_mode(const char *in, const char *out) {
+    npy_array a;
+    char err[256];
+    if (npy_read_file(in, &a, err, sizeof err) != 0 || a.dtype != ERT_DTYPE_F32)
+        return fprintf(stderr, "%s: %s\n", in, a.dtype != ERT_DTYPE_F32 ? "not <f4" : err), 1;
+    char dict[256];
+    int k = snprintf(dict, sizeof dict, "{'descr': '<f8', 'fortran_order': False, 'shape': (");
+    for (int d = 0; d < a.ndim; d++) k += snprintf(dict + k, sizeof dict - (size_t)k, "%lld, ", (long long)a.dims[d]);
+    snprintf(dict + k, sizeof dict - (size_t)k, "), }");
+    size_t n = a.bytes / 4;
+    double *x = malloc(n * sizeof *x + 1);
+    unsigned char *buf = malloc(256 + n * 8);
+    int ok = x && buf;
+    for (size_t i = 0; ok && i < n; i++) x[i] = ((const float *)a.data)[i];
+    size_t len = ok ? make_npy(buf, 1, dict, x, n * 8) : 0;
+    FILE *f = ok ? fopen(out, "wb") : NULL;
+    ok = f && fwrite(buf, 1, len, f) == len;
+    if (f && fclose(f) != 0) ok = 0;
+    free(x);
+    free(buf);
+    npy_free(&a);
+    return ok ? 0 : 1;
+}
+
+/* Random pixels as PPM and the model input they must become, computed here
+ * independently of the CLI's preprocessing (no resize: W x H is the size). */
+static int write_image_mode(char **argv) {
+    int w = atoi(argv[4]), h = atoi(argv[5]), bgr = strcmp(argv[6], "bgr") == 0;
+    double mean = atof(argv[7]), std = atof(argv[8]);
+    if (w < 1 || h < 1 || w > 4096 || h > 4096 || !(std > 0)) return fprintf(stderr, "bad write-image arguments\n"), 2;
+    size_t np = (size_t)w * (size_t)h;
+    unsigned char *px = malloc(np * 3);
+    float *x = malloc(np * 3 * sizeof *x);
+    if (!px || !x) return 1;
+    cli_rng r;
+    cli_rng_seed(&r, 4321);
+    for (size_t i = 0; i < np * 3; i++) px[i] = (unsigned char)(cli_rng_next(&r) & 255);
+    for (int c = 0; c < 3; c++) /* plane c holds channel c of RGB, or of BGR */
+        for (size_t i = 0; i < np; i++)
+            x[(size_t)c * np + i] = (float)(((double)px[3 * i + (size_t)(bgr ? 2 - c : c)] / 255.0 - mean) / std);
+    FILE *f = fopen(argv[2], "wb");
+    int ok = f && fprintf(f, "P6\n%d %d\n255\n", w, h) > 0 && fwrite(px, 1, np * 3, f) == np * 3;
+    if (f && fclose(f) != 0) ok = 0;
+    int64_t dims[4] = {1, 3, h, w};
+    char err[256];
+    if (ok && npy_write_file(argv[3], ERT_DTYPE_F32, 4, dims, x, np * 3 * sizeof *x, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        ok = 0;
+    }
+    free(px);
+    free(x);
+    return ok ? 0 : 1;
+}
+
+/* '<f8' files are read as f32 (rounded to nearest) and say so. */
+static void test_f8(void) {
+    double v[5] = {0.1, -2.5, 1e30, 3.0, 1.0 / 3.0};
+    unsigned char buf[512];
+    size_t n = make_npy(buf, 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (5,), }", v, sizeof v);
+    npy_array a;
+    char err[256];
+    CHECK(npy_parse(buf, n, &a, err, sizeof err) == 0, "f8: %s", err);
+    CHECK(a.dtype == ERT_DTYPE_F32 && a.from_f64 && a.bytes == 20 && a.ndim == 1 && a.dims[0] == 5, "f8 array read as f32");
+    for (int i = 0; i < 5 && a.data; i++) CHECK(((float *)a.data)[i] == (float)v[i], "f8 element %d", i);
+    npy_free(&a);
+    CHECK(npy_parse(buf, n - 1, &a, err, sizeof err) != 0 && strstr(err, "truncated"), "truncated f8 refused: %s", err);
+}
+
 int main(int argc, char **argv) {
     if (argc >= 3 && strcmp(argv[1], "write") == 0) return write_mode(argc, argv);
+    if (argc == 4 && strcmp(argv[1], "write-f8") == 0) return write_f8_mode(argv[2], argv[3]);
+    if (argc == 9 && strcmp(argv[1], "write-image") == 0) return write_image_mode(argv);
     if (argc == 4 && strcmp(argv[1], "write-bad") == 0) return write_bad_mode(argv[2], argv[3]);
     snprintf(g_dir, sizeof g_dir, "%s/ert_cli_npy_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(g_dir)) return fprintf(stderr, "mkdtemp failed\n"), 1;
@@ -268,6 +345,7 @@ int main(int argc, char **argv) {
     test_hostile();
     test_sanitize();
     test_f16();
+    test_f8();
     rmdir(g_dir);
     return ert_test_finish("cli_npy");
 }

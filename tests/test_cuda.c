@@ -1264,6 +1264,136 @@ static void test_errors(void) {
 }
 
 /* Every op and the CNN, in the current g_prec. */
+/* ------------------------------------------------------------------ NaN */
+
+/* NaN propagates (issue 13 item 5): `m` on the GPU and on the CPU (whose NaN
+ * rule test_nan checks against float64) from the same inputs holding NaN
+ * (about 4% of the values, then a single one): the outputs must be NaN at
+ * exactly the same places. Runs under every battery setting, so the fused
+ * paths (legacy cuDNN conv+bias+act, the cuDNN runtime-fusion graph, the
+ * conv + epilogue kernel, cuBLASLt's ReLU epilogue for 1x1 convs and Gemm)
+ * are each covered. */
+static void check_nan(const char *name, ert_model *m) {
+    ert_session *gs = NULL, *cs = NULL;
+    if (!m) {
+        n_skipped++;
+        return;
+    }
+    if (!make_session(m, gpu_dev, ERT_PLACEMENT_AUTO, &gs, name, false)) {
+        n_skipped++;
+        return;
+    }
+    if (!make_session(m, ERT_DEVICE_CPU, ERT_PLACEMENT_AUTO, &cs, name, false)) {
+        CHECK(false, "%s: no CPU session for the NaN reference (%s)", name, ert_last_error(ctx));
+        ert_session_free(gs);
+        return;
+    }
+    ert_tensor_info oi;
+    CHECK_OK(ert_session_output_info(gs, 0, &oi), ctx);
+    int64_t no = nel(oi.ndim, oi.dims);
+    float *got = xmalloc((size_t)no * sizeof *got), *want = xmalloc((size_t)no * sizeof *want);
+    for (int rep = 0; rep < 2; rep++) {
+        for (int i = 0; i < ert_session_n_inputs(gs); i++) {
+            ert_tensor_info ii;
+            CHECK_OK(ert_session_input_info(gs, i, &ii), ctx);
+            int64_t n = nel(ii.ndim, ii.dims);
+            float *x = xmalloc((size_t)n * sizeof *x);
+            ert_test_fill(&rng, x, n, -1, 1);
+            quant_buf(x, n);
+            for (int64_t e = 0; rep == 0 && e < n; e++) x[e] = ert_test_uniform(&rng, 0, 1) < 0.04 ? NAN : x[e];
+            x[ert_test_int(&rng, 0, (int)n - 1)] = NAN; /* at least one, whatever the draw */
+            CHECK_OK(ert_session_set_input(gs, i, x, (size_t)n * sizeof *x), ctx);
+            CHECK_OK(ert_session_set_input(cs, i, x, (size_t)n * sizeof *x), ctx);
+            free(x);
+        }
+        CHECK_OK(ert_session_run(gs), ctx);
+        CHECK_OK(ert_session_run(cs), ctx);
+        CHECK_OK(ert_session_get_output(gs, 0, got, (size_t)no * sizeof *got), ctx);
+        CHECK_OK(ert_session_get_output(cs, 0, want, (size_t)no * sizeof *want), ctx);
+        int64_t bad = 0, first = -1, nans = 0;
+        for (int64_t e = 0; e < no; e++) {
+            nans += isnan(want[e]);
+            if (isnan(got[e]) != isnan(want[e]) && bad++ == 0) first = e;
+        }
+        CHECK(bad == 0, "%s (%s, flags %u, %s): %lld of %lld NaN positions differ from the CPU, first at %lld: "
+              "got %g, CPU %g", name, ert_dtype_name(g_prec), g_flags, rep ? "one NaN" : "4% NaN", (long long)bad,
+              (long long)no, (long long)first, first >= 0 ? got[first] : 0.0, first >= 0 ? want[first] : 0.0);
+        CHECK(nans > 0, "%s: the CPU output has no NaN: the case tests nothing", name);
+    }
+    free(got);
+    free(want);
+    ert_session_free(gs);
+    ert_session_free(cs);
+}
+
+static void test_nan(void) {
+    int64_t d[4] = {2, 3, 5, 7};
+    static const char *unary[] = {"Relu", "LeakyRelu", "HardSigmoid", "HardSwish", "GlobalMaxPool"};
+    for (int k = 0; k < 5; k++) {
+        bstart();
+        int32_t y = -1;
+        BT(ert_builder_unary(B, unary[k], binput("x", 4, d), &y));
+        ert_model *m = bfinish(y);
+        check_nan(unary[k], m);
+        ert_model_free(m);
+    }
+    for (int k = 0; k < 5; k++) { /* Max, Min, Clip, MaxPool, ReduceMax */
+        static const char *names[] = {"Max", "Min", "Clip(-0.5, 0.7)", "MaxPool 3x3/2", "ReduceMax"};
+        bstart();
+        int32_t x = binput("x", 4, d), y = -1;
+        float lo = -0.5f, hi = 0.7f;
+        if (k < 2) BT(ert_builder_binary(B, k ? "Min" : "Max", x, binput("z", 4, d), &y));
+        else if (k == 2) y = bnode("Clip", (int32_t[]){x, bweight(0, NULL, &lo), bweight(0, NULL, &hi)}, 3, NULL, 0);
+        else if (k == 3) BT(ert_builder_maxpool2d(B, x, 3, 2, 1, &y));
+        else y = bnode("ReduceMax", (int32_t[]){x, bweight_i64(1, (int64_t[]){3})}, 2, NULL, 0);
+        ert_model *m = bfinish(y);
+        check_nan(names[k], m);
+        ert_model_free(m);
+    }
+    /* fused convs: 3x3 + bias + ReLU, 3x3/2 + bias + Clip(0, 0.5), 1x1 + residual + ReLU */
+    conv_case cc[3] = {
+        {.nsp = 2, .N = 2, .C = 16, .M = 32, .group = 1, .in = {14, 14}, .k = {3, 3}, .s = {1, 1}, .d = {1, 1},
+         .pb = {1, 1}, .pe = {1, 1}, .bias = true, .act = 1},
+        {.nsp = 2, .N = 1, .C = 8, .M = 24, .group = 1, .in = {15, 15}, .k = {3, 3}, .s = {2, 2}, .d = {1, 1},
+         .pb = {1, 1}, .pe = {1, 1}, .bias = true, .act = 3},
+        {.nsp = 2, .N = 2, .C = 16, .M = 24, .group = 1, .in = {6, 5}, .k = {1, 1}, .s = {1, 1}, .d = {1, 1},
+         .bias = true, .residual = true, .act = 1}};
+    static const char *cnames[3] = {"conv 3x3 + bias + relu", "conv 3x3/2 + bias + clip", "conv 1x1 + res + relu"};
+    for (int k = 0; k < 3; k++) {
+        ert_model *m = build_conv(&cc[k]);
+        check_nan(cnames[k], m);
+        ert_model_free(m);
+        free(cc[k].w);
+        free(cc[k].b);
+    }
+    { /* Gemm + bias + ReLU (cuBLASLt epilogue), and a small CNN: conv+relu,
+       * maxpool, conv 1x1 + relu, GlobalMaxPool, Flatten, Gemm */
+        int64_t xd[2] = {5, 24}, wd[2] = {9, 24}, bd[1] = {9};
+        float *w = rnd(9 * 24, -0.5f, 0.5f), *b = rnd(9, -0.1f, 0.1f);
+        bstart();
+        int32_t y = -1;
+        BT(ert_builder_linear(B, binput("x", 2, xd), bweight(2, wd, w), bweight(1, bd, b), &y));
+        BT(ert_builder_unary(B, "Relu", y, &y));
+        ert_model *m = bfinish(y);
+        check_nan("Gemm + bias + relu", m);
+        ert_model_free(m);
+        free(w), free(b);
+        int64_t cd[4] = {2, 8, 12, 12}, fwd[2] = {5, 16}, fbd[1] = {5};
+        bstart();
+        int32_t h = nconv(binput("x", 4, cd), 8, 16, 3, 1, 1, true), g, f;
+        BT(ert_builder_maxpool2d(B, h, 3, 2, 1, &h));
+        h = nconv(h, 16, 16, 1, 1, 1, true);
+        BT(ert_builder_unary(B, "GlobalMaxPool", h, &g));
+        BT(ert_builder_unary(B, "Flatten", g, &f));
+        w = rnd(5 * 16, -0.5f, 0.5f), b = rnd(5, -0.1f, 0.1f);
+        BT(ert_builder_linear(B, f, bweight(2, fwd, w), bweight(1, fbd, b), &y));
+        free(w), free(b);
+        m = bfinish(y);
+        check_nan("CNN conv/maxpool/GMP/Gemm", m);
+        ert_model_free(m);
+    }
+}
+
 static void run_battery(bool gpu) {
     test_unary();
     test_binary();
@@ -1276,10 +1406,12 @@ static void run_battery(bool gpu) {
     test_tensor_cpu_ref();
     test_new_ops();
     test_cnn();
+    test_nan();
     /* channels-last regions, forced (the default measures and may keep NCHW),
      * with 1x1 convs as cuBLASLt GEMMs (ERT_SESSION_GEMM_1X1, off by default) */
     g_flags = ERT_SESSION_NHWC | ERT_SESSION_GEMM_1X1;
     test_nhwc();
+    test_nan();
     if (g_prec != ERT_DTYPE_F32) {
         test_conv();
         test_pool();
@@ -1291,6 +1423,7 @@ static void run_battery(bool gpu) {
     g_flags = ERT_SESSION_NHWC | ERT_SESSION_CONV_GRAPH;
     int graphs0 = n_conv_graph;
     test_nhwc();
+    test_nan();
     if (g_prec != ERT_DTYPE_F32) {
         test_conv();
         test_cnn();
@@ -1301,6 +1434,7 @@ static void run_battery(bool gpu) {
     }
     g_flags = ERT_SESSION_NHWC | ERT_SESSION_NO_CONV_GRAPH; /* the conv + epilogue kernel path */
     test_nhwc();
+    test_nan();
     g_flags = 0;
     test_nhwc(); /* as measured */
     (void)gpu;

@@ -10,6 +10,7 @@
  * kinks. Losses (CE with label smoothing and class weights, BCE) are checked
  * the same way with their own float64 reference. */
 #include "testutil.h"
+#include "plan_oracle.h"
 #include "trainer_internal.h"
 
 #include <stdlib.h>
@@ -168,6 +169,9 @@ static void gc_check(gc *c, int32_t out, fwd_fn fwd, ert_bn_mode bn) {
     }
     char why[256] = "";
     CHECK(ert_trainer_plan_check(t, why, sizeof why), "%s: plan: %s", c->what, why);
+    int nb;
+    const ert_plan_block *blk = ert_trainer_plan_blocks(t, &nb);
+    CHECK(ert_plan_matches_oracle(blk, nb, why, sizeof why), "%s: plan vs oracle: %s", c->what, why);
     float loss = 0;
     CHECK_OK(ert_trainer_step(t, &loss), ctx);
     double *y = malloc((size_t)c->ny * sizeof(double));

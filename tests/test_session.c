@@ -3,6 +3,7 @@
  * element-wise ops so it stays independent of the heavy kernels (those have
  * their own tests and the model tests). */
 #include "runtime_internal.h"
+#include "plan_oracle.h"
 #include "testutil.h"
 
 #include <stdlib.h>
@@ -13,6 +14,9 @@ static ert_context *ctx;
 static void check_plan(ert_session *s) {
     char why[256] = "";
     CHECK(ert_session_plan_check(s, why, sizeof why), "plan: %s", why);
+    int nb;
+    const ert_plan_block *blk = ert_session_plan_blocks(s, &nb);
+    CHECK(ert_plan_matches_oracle(blk, nb, why, sizeof why), "plan vs oracle: %s", why);
 }
 
 /* y = Relu(a + b), z = Identity(y); a, b are (-1, 5, 7) inputs */

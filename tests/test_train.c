@@ -5,6 +5,7 @@
  * save). */
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
+#include "plan_oracle.h"
 #include "trainer_internal.h" /* plan check */
 
 #include <math.h>
@@ -267,6 +268,9 @@ static void train_cnn(void) {
     ert_trainer_memory(t, &full);
     char why[256] = "";
     CHECK(ert_trainer_plan_check(t, why, sizeof why), "CNN plan: %s", why);
+    int nb;
+    const ert_plan_block *blk = ert_trainer_plan_blocks(t, &nb);
+    CHECK(ert_plan_matches_oracle(blk, nb, why, sizeof why), "CNN plan vs oracle: %s", why);
     float *x;
     int64_t *y;
     const float *z;

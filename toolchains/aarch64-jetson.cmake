@@ -3,7 +3,7 @@
 #   cmake -S . -B build/aarch64 -G Ninja \
 #         -DCMAKE_TOOLCHAIN_FILE=toolchains/aarch64-jetson.cmake \
 #         [-DERT_JETSON_SYSROOT=/opt/jetson-rootfs]          # JetPack rootfs copy
-#         [-DERT_CUDA_TARGET_ROOT=/usr/local/cuda/targets/aarch64-linux]  # cross CUDA
+#         [-DERT_CUDA_TARGET_ROOT=<aarch64 CUDA target tree>]   # cross CUDA (below)
 #         [-DERT_CUDA_ARCHS="87-real"]                         # override the chip list
 #
 # Without ERT_JETSON_SYSROOT it builds against Debian's multiarch cross libc
@@ -26,7 +26,7 @@ endif()
 # try_compile() projects re-read this file in a fresh scope: pass our knobs on,
 # or the sysroot would silently be missing from every configure check.
 list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES
-  ERT_JETSON_SYSROOT ERT_CUDA_TARGET_ROOT ERT_CUDA_ARCHS)
+  ERT_JETSON_SYSROOT ERT_CUDA_TARGET_ROOT ERT_CUDA_ARCHS ERT_HOST_NVCC ERT_CUDA_CROSS_TREE)
 
 # ---------------------------------------------------------------- sysroot
 # A JetPack rootfs (copied off the device or from the L4T sample rootfs): its
@@ -61,18 +61,89 @@ endif()
 
 # ---------------------------------------------------------------- CUDA
 # Cross CUDA = the host's x86_64 nvcc + the aarch64 target tree of the same
-# CUDA version, which must sit at <toolkit>/targets/aarch64-linux: that is
-# where CMake (CMakeDetermineCUDACompiler, FindCUDAToolkit) and nvcc look for
-# the target's headers and libraries. NVIDIA's cross packages install it
-# there; a copy from the device's /usr/local/cuda/targets/aarch64-linux can be
-# put there too. nvcc compiles host code with the cross g++.
+# CUDA version. ERT_CUDA_TARGET_ROOT names that tree (include/, lib/), one of:
+#   <JetPack sysroot>/usr/local/cuda/targets/aarch64-linux   (copied off the device)
+#   .deps/cuda-aarch64/target   NVIDIA's aarch64 CUDA 13 wheels from PyPI, merged by
+#                               scripts/check_cuda_aarch64.sh (the tested recipe)
+#   <x86 toolkit>/targets/aarch64-linux   NVIDIA's cross packages install it there
+# CMake (CMakeDetermineCUDACompiler, FindCUDAToolkit) and nvcc look for the
+# target only at <toolkit>/targets/aarch64-linux next to the nvcc that runs.
+# When the tree is not already there, it is paired with the host nvcc
+# (ERT_HOST_NVCC, else nvcc on PATH or /usr/local/cuda/bin) in a toolkit made
+# of links, <build>/ert-cuda-cross: bin/nvcc and nvcc.profile copied (nvcc
+# finds both and its TOP through /proc/self/exe), the other tools and nvvm/
+# linked, targets/aarch64-linux/{include,lib} linking the given tree's
+# entries, plus nvcc's own fatbinary_section.h when the tree lacks it (the
+# wheels do). nvcc compiles host code with the cross g++.
 if(ERT_CUDA_TARGET_ROOT)
-  get_filename_component(_ert_cuda_root "${ERT_CUDA_TARGET_ROOT}/../.." ABSOLUTE)
-  get_filename_component(_ert_cuda_tgt "${ERT_CUDA_TARGET_ROOT}" NAME)
-  if(NOT _ert_cuda_tgt STREQUAL "aarch64-linux" OR NOT EXISTS "${_ert_cuda_root}/bin/nvcc")
-    message(FATAL_ERROR "ERT_CUDA_TARGET_ROOT=${ERT_CUDA_TARGET_ROOT}: expected "
-      "<CUDA toolkit>/targets/aarch64-linux with the toolkit's x86_64 nvcc in "
-      "<CUDA toolkit>/bin (see docs/building.md, cross CUDA)")
+  get_filename_component(_ert_tgt "${ERT_CUDA_TARGET_ROOT}" ABSOLUTE)
+  if(NOT EXISTS "${_ert_tgt}/include/cuda_runtime.h")
+    message(FATAL_ERROR "ERT_CUDA_TARGET_ROOT=${ERT_CUDA_TARGET_ROOT}: no include/cuda_runtime.h there: "
+      "expected an aarch64 CUDA target tree (see README.md, Cross-compiling for Jetson)")
+  endif()
+  get_filename_component(_ert_cuda_root "${_ert_tgt}/../.." ABSOLUTE)
+  get_filename_component(_ert_cuda_tgt "${_ert_tgt}" NAME)
+  set(_ert_nvcc_runs FALSE)
+  if(_ert_cuda_tgt STREQUAL "aarch64-linux" AND EXISTS "${_ert_cuda_root}/bin/nvcc")
+    execute_process(COMMAND "${_ert_cuda_root}/bin/nvcc" --version RESULT_VARIABLE _ert_rc
+                    OUTPUT_QUIET ERROR_QUIET)
+    if(_ert_rc EQUAL 0)
+      set(_ert_nvcc_runs TRUE)   # an x86_64 toolkit with its target tree in place
+    endif()
+  endif()
+  if(NOT _ert_nvcc_runs)
+    if(NOT ERT_CUDA_CROSS_TREE)  # try_compile projects get the main build's
+      set(ERT_CUDA_CROSS_TREE "${CMAKE_BINARY_DIR}/ert-cuda-cross")
+    endif()
+    if(NOT ERT_HOST_NVCC)
+      find_program(ERT_HOST_NVCC nvcc PATHS /usr/local/cuda/bin NO_CMAKE_FIND_ROOT_PATH)
+    endif()
+    if(NOT ERT_HOST_NVCC)
+      message(FATAL_ERROR "ERT_CUDA_TARGET_ROOT is set but no x86_64 nvcc was found: "
+        "install a CUDA toolkit of the same version or set -DERT_HOST_NVCC=<path>/nvcc")
+    endif()
+    get_filename_component(_ert_hb "${ERT_HOST_NVCC}" REALPATH)
+    get_filename_component(_ert_hb "${_ert_hb}" DIRECTORY)
+    set(_ert_x "${ERT_CUDA_CROSS_TREE}")
+    set(_ert_stamp "${_ert_tgt}|${_ert_hb}")
+    set(_ert_old "")
+    if(EXISTS "${_ert_x}/.stamp")
+      file(READ "${_ert_x}/.stamp" _ert_old)
+    endif()
+    if(NOT _ert_old STREQUAL _ert_stamp)
+      file(REMOVE_RECURSE "${_ert_x}")
+      file(MAKE_DIRECTORY "${_ert_x}/bin" "${_ert_x}/targets/aarch64-linux/include")
+      file(COPY "${_ert_hb}/nvcc" "${_ert_hb}/nvcc.profile" DESTINATION "${_ert_x}/bin")
+      file(GLOB _ert_tools LIST_DIRECTORIES true "${_ert_hb}/*")
+      foreach(_t IN LISTS _ert_tools)
+        get_filename_component(_n "${_t}" NAME)
+        if(NOT EXISTS "${_ert_x}/bin/${_n}")
+          file(CREATE_LINK "${_t}" "${_ert_x}/bin/${_n}" SYMBOLIC)
+        endif()
+      endforeach()
+      get_filename_component(_ert_nvvm "${_ert_hb}/../nvvm" REALPATH)
+      file(CREATE_LINK "${_ert_nvvm}" "${_ert_x}/nvvm" SYMBOLIC)
+      file(GLOB _ert_inc LIST_DIRECTORIES true "${_ert_tgt}/include/*")
+      foreach(_t IN LISTS _ert_inc)
+        get_filename_component(_n "${_t}" NAME)
+        file(CREATE_LINK "${_t}" "${_ert_x}/targets/aarch64-linux/include/${_n}" SYMBOLIC)
+      endforeach()
+      if(NOT EXISTS "${_ert_tgt}/include/fatbinary_section.h")
+        find_file(_ert_fsh fatbinary_section.h PATHS "${_ert_hb}/../include"
+                  "${_ert_hb}/../targets/x86_64-linux/include" NO_DEFAULT_PATH NO_CMAKE_FIND_ROOT_PATH NO_CACHE)
+        if(NOT _ert_fsh)
+          message(FATAL_ERROR "no fatbinary_section.h next to ${ERT_HOST_NVCC} (nvcc's own header)")
+        endif()
+        file(CREATE_LINK "${_ert_fsh}" "${_ert_x}/targets/aarch64-linux/include/fatbinary_section.h" SYMBOLIC)
+      endif()
+      foreach(_l lib lib64)
+        if(EXISTS "${_ert_tgt}/${_l}")
+          file(CREATE_LINK "${_ert_tgt}/${_l}" "${_ert_x}/targets/aarch64-linux/${_l}" SYMBOLIC)
+        endif()
+      endforeach()
+      file(WRITE "${_ert_x}/.stamp" "${_ert_stamp}")
+    endif()
+    set(_ert_cuda_root "${_ert_x}")
   endif()
   set(CUDAToolkit_ROOT "${_ert_cuda_root}")
   if(NOT CMAKE_CUDA_COMPILER)

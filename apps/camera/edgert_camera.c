@@ -8,7 +8,13 @@
  * RGB slots while the main thread preprocesses (straight into the session's
  * input memory), runs and annotates frame N from the other slot. Corrupt
  * frames (JPEG the decoder refuses, short YUYV buffers) are counted and
- * skipped; the run still exits 0. See --help and apps/camera/README.md.
+ * skipped; the run still exits 0. Every output write is checked: the first
+ * failure ends the run with exit 1 naming the file; so does a source that
+ * yields no decodable frame at all. SIGINT/SIGTERM set a flag that every
+ * wait (the source's reads, the slot hand-over, --serve-wait, --fps-limit
+ * pacing) looks at within 100 ms, so the run ends within a second with the
+ * summary; a second signal kills (SA_RESETHAND). See --help and
+ * apps/camera/README.md.
  */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
@@ -29,6 +35,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 enum { ST_CAPTURE, ST_DECODE, ST_PRE, ST_INFER, ST_POST, ST_ENCODE, N_STAGES };
 static const char *stage_names[N_STAGES] = {"capture", "decode", "preprocess", "infer", "postprocess", "encode"};
@@ -52,8 +59,23 @@ typedef struct opts {
     float score_thr, iou_thr;
 } opts;
 
-static volatile sig_atomic_t g_stop;
-static void on_signal(int sig) { (void)sig; g_stop = 1; }
+/* g_stop: end the run (a signal, --collect-max reached, a failed write);
+ * g_signal: the signal that asked for it, for the summary. */
+static volatile sig_atomic_t g_stop, g_signal;
+static void on_signal(int sig) {
+    g_signal = sig;
+    g_stop = 1;
+}
+
+/* pthread_cond_wait for at most ms (the caller re-checks g_stop). */
+static void cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long)ms * 1000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(cv, mu, &ts);
+}
 
 /* ------------------------------------------------------------ producer */
 
@@ -112,13 +134,14 @@ static void *producer(void *arg) {
     uint64_t n_in = 0;
     double t_begin = cli_now();
     while (!g_stop && (p->max_frames <= 0 || n_in < (uint64_t)p->max_frames)) {
-        if (p->fps_limit > 0) {
+        while (p->fps_limit > 0 && !g_stop) { /* pace in slices of <= 100 ms: a stop is seen */
             double wait = t_begin + (double)n_in / p->fps_limit - cli_now();
-            if (wait > 0) {
-                struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
-                nanosleep(&ts, NULL);
-            }
+            if (wait <= 0) break;
+            if (wait > 0.1) wait = 0.1;
+            struct timespec ts = {0, (long)(wait * 1e9)};
+            nanosleep(&ts, NULL);
         }
+        if (g_stop) break;
         double t0 = cli_now();
         cam_frame f;
         cam_status st = cam_source_next(p->src, &f);
@@ -140,7 +163,7 @@ static void *producer(void *arg) {
         consecutive_timeouts = 0;
         pthread_mutex_lock(&p->mu);
         p->captured++;
-        while (p->count == 2 && !g_stop) pthread_cond_wait(&p->cv, &p->mu);
+        while (p->count == 2 && !g_stop) cond_wait_ms(&p->cv, &p->mu, 100);
         pthread_mutex_unlock(&p->mu);
         if (g_stop) break;
         double t_dec = cli_now(); /* decode time starts once a slot is free */
@@ -230,70 +253,159 @@ static int mkdir_p(const char *dir) {
             path[i] = c;
         }
     struct stat st;
-    return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
+    if (stat(dir, &st) != 0) return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
 }
 
-/* One collected frame, written to a temporary name and renamed: a crash or a
- * full disk mid-write never leaves a truncated image for the trainer. */
-static int save_frame(const char *dir, uint64_t seq, const uint8_t *jpg, size_t len) {
-    char path[1100], tmp[1110];
-    snprintf(path, sizeof path, "%s/frame_%06llu.jpg", dir, (unsigned long long)seq);
+/* One frame file (--collect, --out), written to a temporary name and
+ * renamed: a crash or a full disk mid-write never leaves a truncated image
+ * (for the trainer, or a viewer). On failure -1, errno set and `path` is the
+ * file that failed. */
+static int save_frame(const char *dir, uint64_t seq, const uint8_t *jpg, size_t len, char *path, size_t path_n) {
+    char tmp[1200];
+    snprintf(path, path_n, "%s/frame_%06llu.jpg", dir, (unsigned long long)seq);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
     if (!f) return -1;
     int ok = fwrite(jpg, 1, len, f) == len;
-    ok &= fclose(f) == 0;
-    if (!ok || rename(tmp, path) != 0) {
-        remove(tmp);
+    ok = fflush(f) == 0 && ok;
+    int e = errno;
+    ok = fclose(f) == 0 && ok;
+    if (ok && rename(tmp, path) == 0) return 0;
+    if (ok) e = errno;
+    remove(tmp);
+    errno = e ? e : EIO;
+    return -1;
+}
+
+/* A streaming output (--frames-jsonl, --mjpeg-out) after a frame's writes:
+ * flushed so a full disk shows now, not at exit. 0, or -1 with errno. */
+static int stream_flushed(FILE *f) {
+    if (fflush(f) != 0) return -1;
+    if (ferror(f)) {
+        errno = errno ? errno : EIO;
         return -1;
     }
     return 0;
+}
+
+/* Closes a streaming output; a regular file is fsync'd so a power cut after
+ * a clean exit keeps it. Reports a failure naming the option and file unless
+ * one was already reported (`quiet`). */
+static int stream_close(FILE *f, const char *opt, const char *path, int quiet) {
+    if (!f) return 0;
+    int ok = fflush(f) == 0 && !ferror(f), e = errno;
+    struct stat st;
+    if (ok && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && fsync(fileno(f)) != 0) ok = 0, e = errno;
+    if (fclose(f) != 0 && ok) ok = 0, e = errno;
+    if (ok) return 0;
+    if (!quiet) fprintf(stderr, "edgert-camera: %s %s: write failed: %s\n", opt, path, strerror(e ? e : EIO));
+    return -1;
 }
 
 /* ------------------------------------------------------------ options */
 
 static void usage(FILE *f) {
     fputs("usage: edgert-camera --model M --source SRC [options]\n"
+          "       edgert-camera --source SRC --collect DIR [options]     (no model needed)\n"
           "  --model PATH|builtin:tiny|builtin:resnet18   model file (.ert/.onnx) or a built-in test model\n"
           "  --source SRC       v4l2:/dev/video0[?fmt=mjpeg|yuyv&w=W&h=H&fps=F] | image.jpg|.ppm | DIR/ |\n"
           "                     stream.mjpeg (concatenated JPEGs) | - (MJPEG on stdin)\n"
-          "  --labels FILE      class names, one per line\n"
+          "  --v4l2-format F    mjpeg | yuyv | auto (default auto: MJPEG preferred)\n"
+          "  --labels FILE      class names, one per line (default: class numbers)\n"
           "  --task T           classify | detect (YOLO boxes + NMS) | textdet (DB text boxes); default: from the output shape\n"
           "  --input-size WxH   network input size when the model's is dynamic (default 640x640)\n"
           "  --fit F            stretch | letterbox | crop (default: crop for classify, letterbox for detect, stretch for textdet)\n"
-          "  --mean R,G,B --std R,G,B --scale S   normalisation (default ImageNet; detect: 0,1 and 1/255);\n"
+          "  --mean R,G,B --std R,G,B --scale S   normalisation (default ImageNet 0.485,0.456,0.406 and\n"
+          "                     0.229,0.224,0.225, scale 1/255; detect: mean 0, std 1);\n"
           "                     one value sets all channels. A 1-channel model input gets the frame's luma\n"
           "                     (BT.601), normalised with the first mean/std: e.g. --mean 0.286 --std 0.353\n"
-          "  --topk K --score T --iou T           postprocessing (defaults 5, 0.25, 0.45)\n"
-          "  --device cpu|cuda|auto  --threads N  --fp16\n"
+          "  --topk K           classes listed per frame, 1..16 (default 5)\n"
+          "  --score T --iou T  detection score and NMS IoU thresholds, 0..1 (defaults 0.25, 0.45)\n"
+          "  --device D         cpu | cuda | auto (default cpu)\n"
+          "  --threads N        CPU threads, 1..256 (default 1)\n"
+          "  --fp16             f16 compute in CUDA sessions (default f32)\n"
           "  --gpu-preprocess on|off  resize + normalise frames on the GPU (default on with --device cuda|auto;\n"
           "                     falls back to the CPU when no GPU can be used)\n"
-          "  --out DIR          annotated JPEGs DIR/frame_NNNNNN.jpg\n"
+          "  --out DIR          annotated JPEGs DIR/frame_NNNNNN.jpg (missing folders are made)\n"
           "  --mjpeg-out FILE   annotated frames as one MJPEG stream file\n"
           "  --serve [IP:]PORT  MJPEG over HTTP (default IP 127.0.0.1); open http://IP:PORT/\n"
-          "  --serve-wait MS    wait up to MS for a viewer before starting\n"
-          "  --quality Q        JPEG quality of the outputs (default 85)\n"
-          "  --max-frames N     stop after N captured frames\n"
-          "  --fps-limit F      replay a file source at F frames/s (like a camera)\n"
+          "  --serve-wait MS    wait up to MS for a viewer before starting, 0..3600000 (default 0)\n"
+          "  --quality Q        JPEG quality of the outputs, 1..100 (default 85)\n"
+          "  --max-frames N     stop after N captured frames (default 0: until the source ends)\n"
+          "  --fps-limit F      replay a file source at F frames/s like a camera, 0..1000 (default 0: as fast as possible)\n"
           "  --decode-only      capture + decode only (measures the decode bound)\n"
-          "  --decode-scale S   JPEG decode at 1/S size (1, 2, 4, 8) or auto (default: the largest that still\n"
+          "  --decode-scale S   JPEG decode at 1/S size: 1, 2, 4, 8 or auto (default auto: the largest that still\n"
           "                     covers the network input; outputs are then annotated at that size)\n"
           "  --frames-jsonl F   one JSON line per processed frame (results)\n"
           "  --collect DIR      save the frames (as captured, before annotation) as DIR/frame_NNNNNN.jpg, e.g.\n"
           "                     into ImageFolder/<class>/ for `edgert train`; --model is optional then\n"
           "  --collect-every K  save every K-th good frame (default 1)\n"
-          "  --collect-max N    stop after saving N frames\n"
+          "  --collect-max N    stop after saving N frames (default 0: no limit)\n"
           "  --json             JSON summary on stdout (human summary goes to stderr)\n"
-          "  --quiet            no per-second status lines\n",
+          "  --quiet            no per-second status lines\n"
+          "  --version          print the version\n"
+          "Exit status: 0 done; 1 error (a failed write, a source error, no decodable frame at all); 2 usage.\n"
+          "SIGINT/SIGTERM end the run within a second, with the summary.\n",
           f);
 }
 
-static int parse_floats3(const char *s, float v[3]) {
-    int n = sscanf(s, "%f,%f,%f", &v[0], &v[1], &v[2]);
-    if (n == 1) v[1] = v[2] = v[0]; /* one value: all channels (a gray model uses the first) */
-    return n == 1 || n == 3 ? 0 : -1;
+/* A rejected value: one line naming the option, the value and what is allowed. */
+static int bad_value(const char *opt, const char *val, const char *allowed) {
+    fprintf(stderr, "edgert-camera: %s '%s': %s\nsee edgert-camera --help\n", opt, val, allowed);
+    return -1;
 }
 
+static int int_arg(const char *opt, const char *v, long lo, long hi, int *out) {
+    long l;
+    if (cli_parse_int(v, lo, hi, &l) != 0) {
+        char allowed[96];
+        snprintf(allowed, sizeof allowed, "must be an integer in %ld..%ld", lo, hi);
+        return bad_value(opt, v, allowed);
+    }
+    *out = (int)l;
+    return 0;
+}
+
+/* A finite number in [lo, hi] (lo excluded when lo_open). */
+static int float_arg(const char *opt, const char *v, double lo, double hi, int lo_open, float *out) {
+    char *end;
+    double d = strtod(v, &end);
+    if (!*v || *end || !(d >= lo && d <= hi) || (lo_open && d == lo)) {
+        char allowed[96];
+        if (lo_open) snprintf(allowed, sizeof allowed, "must be a number > %g and <= %g", lo, hi);
+        else snprintf(allowed, sizeof allowed, "must be a number in %g..%g", lo, hi);
+        return bad_value(opt, v, allowed);
+    }
+    *out = (float)d;
+    return 0;
+}
+
+/* "R,G,B" or one value for all channels; std values must be > 0. */
+static int floats3_arg(const char *opt, const char *s, int positive, float v[3]) {
+    char *end;
+    const char *p = s;
+    int n = 0;
+    for (; n < 3; n++) {
+        double d = strtod(p, &end);
+        if (end == p || !(d > -1e30 && d < 1e30) || (positive && !(d > 0))) break;
+        v[n] = (float)d;
+        p = end;
+        if (*p != ',') { n++; break; }
+        p++;
+    }
+    if (*p || (n != 1 && n != 3))
+        return bad_value(opt, s, positive ? "must be one or three numbers > 0, e.g. 0.229,0.224,0.225"
+                                          : "must be one or three numbers, e.g. 0.485,0.456,0.406");
+    if (n == 1) v[1] = v[2] = v[0]; /* one value: all channels (a gray model uses the first) */
+    return 0;
+}
+
+/* 0: parsed; 1: --help/--version printed (exit 0); -1: a usage error, already reported. */
 static int parse_args(int argc, char **argv, opts *o) {
     memset(o, 0, sizeof *o);
     o->threads = 1;
@@ -307,68 +419,86 @@ static int parse_args(int argc, char **argv, opts *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define ARG(name) (strcmp(a, name) == 0 && (v || (fprintf(stderr, "%s needs a value\n", name), 0)) && ++i)
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) { usage(stdout); exit(0); }
+        const char *missing = NULL;
+#define ARG(name) (strcmp(a, name) == 0 && (v ? (++i, 1) : (missing = name, 0)))
+#define CHECK(x) do { if ((x) != 0) return -1; } while (0)
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) { usage(stdout); return 1; }
+        else if (strcmp(a, "--version") == 0) { printf("edgert-camera %s\n", ert_version()); return 1; }
         else if (ARG("--model")) o->model = v;
         else if (ARG("--source")) o->source = v;
         else if (ARG("--labels")) o->labels = v;
         else if (ARG("--out")) o->out_dir = v;
         else if (ARG("--mjpeg-out")) o->mjpeg_out = v;
         else if (ARG("--serve")) o->serve = v;
-        else if (ARG("--serve-wait")) o->serve_wait_ms = atoi(v);
+        else if (ARG("--serve-wait")) CHECK(int_arg(a, v, 0, 3600000, &o->serve_wait_ms));
         else if (ARG("--frames-jsonl")) o->frames_jsonl = v;
         else if (ARG("--collect")) o->collect_dir = v;
-        else if (ARG("--collect-every")) o->collect_every = atoi(v);
-        else if (ARG("--collect-max")) o->collect_max = atoi(v);
-        else if (ARG("--v4l2-format")) o->v4l2_format = v;
-        else if (ARG("--threads")) o->threads = atoi(v);
-        else if (ARG("--max-frames")) o->max_frames = atoi(v);
-        else if (ARG("--fps-limit")) o->fps_limit = atof(v);
+        else if (ARG("--collect-every")) CHECK(int_arg(a, v, 1, 1000000, &o->collect_every));
+        else if (ARG("--collect-max")) CHECK(int_arg(a, v, 0, 1000000000, &o->collect_max));
+        else if (ARG("--v4l2-format")) {
+            if (strcmp(v, "mjpeg") && strcmp(v, "yuyv") && strcmp(v, "auto")) return bad_value(a, v, "must be mjpeg, yuyv or auto");
+            o->v4l2_format = v;
+        }
+        else if (ARG("--threads")) CHECK(int_arg(a, v, 1, 256, &o->threads));
+        else if (ARG("--max-frames")) CHECK(int_arg(a, v, 0, 2147483647, &o->max_frames));
+        else if (ARG("--fps-limit")) {
+            float f;
+            CHECK(float_arg(a, v, 0, 1000, 0, &f));
+            o->fps_limit = f;
+        }
         else if (ARG("--decode-scale")) {
             if (strcmp(v, "auto") == 0) o->decode_scale = 0;
-            else if ((o->decode_scale = atoi(v)) != 1 && o->decode_scale != 2 && o->decode_scale != 4 && o->decode_scale != 8) return -1;
+            else if (strcmp(v, "1") && strcmp(v, "2") && strcmp(v, "4") && strcmp(v, "8")) return bad_value(a, v, "must be 1, 2, 4, 8 or auto");
+            else o->decode_scale = atoi(v);
         }
-        else if (ARG("--topk")) o->topk = atoi(v);
-        else if (ARG("--quality")) o->quality = atoi(v);
-        else if (ARG("--score")) o->score_thr = (float)atof(v);
-        else if (ARG("--iou")) o->iou_thr = (float)atof(v);
-        else if (ARG("--scale")) o->scale = (float)atof(v);
-        else if (ARG("--mean")) { if (parse_floats3(v, o->mean)) return -1; o->have_mean = 1; }
-        else if (ARG("--std")) { if (parse_floats3(v, o->std)) return -1; o->have_std = 1; }
-        else if (ARG("--input-size")) { if (sscanf(v, "%dx%d", &o->in_w, &o->in_h) != 2 || o->in_w < 1 || o->in_h < 1) return -1; }
+        else if (ARG("--topk")) CHECK(int_arg(a, v, 1, 16, &o->topk));
+        else if (ARG("--quality")) CHECK(int_arg(a, v, 1, 100, &o->quality));
+        else if (ARG("--score")) CHECK(float_arg(a, v, 0, 1, 0, &o->score_thr));
+        else if (ARG("--iou")) CHECK(float_arg(a, v, 0, 1, 0, &o->iou_thr));
+        else if (ARG("--scale")) CHECK(float_arg(a, v, 0, 1e6, 1, &o->scale));
+        else if (ARG("--mean")) { CHECK(floats3_arg(a, v, 0, o->mean)); o->have_mean = 1; }
+        else if (ARG("--std")) { CHECK(floats3_arg(a, v, 1, o->std)); o->have_std = 1; }
+        else if (ARG("--input-size")) {
+            char tail;
+            if (sscanf(v, "%dx%d%c", &o->in_w, &o->in_h, &tail) != 2 || o->in_w < 1 || o->in_h < 1 || o->in_w > 16384 || o->in_h > 16384)
+                return bad_value(a, v, "must be WxH, each 1..16384, e.g. 640x480");
+        }
         else if (ARG("--gpu-preprocess")) {
             if (strcmp(v, "on") == 0) o->gpu_pre = 1;
             else if (strcmp(v, "off") == 0) o->gpu_pre = 0;
-            else return -1;
+            else return bad_value(a, v, "must be on or off");
         }
         else if (ARG("--device")) {
             if (strcmp(v, "cpu") == 0) o->device = ERT_DEVICE_CPU;
             else if (strcmp(v, "cuda") == 0) o->device = ERT_DEVICE_CUDA;
             else if (strcmp(v, "auto") == 0) o->device = ERT_DEVICE_AUTO;
-            else return -1;
+            else return bad_value(a, v, "must be cpu, cuda or auto");
         } else if (ARG("--task")) {
             if (strcmp(v, "classify") == 0) o->task = TASK_CLASSIFY;
             else if (strcmp(v, "detect") == 0) o->task = TASK_DETECT;
             else if (strcmp(v, "textdet") == 0) o->task = TASK_TEXTDET;
-            else return -1;
+            else return bad_value(a, v, "must be classify, detect or textdet");
         } else if (ARG("--fit")) {
             if (strcmp(v, "stretch") == 0) o->fit = CAM_FIT_STRETCH;
             else if (strcmp(v, "letterbox") == 0) o->fit = CAM_FIT_LETTERBOX;
             else if (strcmp(v, "crop") == 0) o->fit = CAM_FIT_CENTER_CROP;
-            else return -1;
+            else return bad_value(a, v, "must be stretch, letterbox or crop");
         }
         else if (strcmp(a, "--fp16") == 0) o->fp16 = 1;
         else if (strcmp(a, "--json") == 0) o->json = 1;
         else if (strcmp(a, "--decode-only") == 0) o->decode_only = 1;
         else if (strcmp(a, "--quiet") == 0) o->quiet = 1;
-        else { fprintf(stderr, "edgert-camera: unknown or incomplete option '%s'\n", a); return -1; }
+        else if (missing) { fprintf(stderr, "edgert-camera: %s needs a value\nsee edgert-camera --help\n", missing); return -1; }
+        else { fprintf(stderr, "edgert-camera: unknown option '%s'\nsee edgert-camera --help\n", a); return -1; }
 #undef ARG
+#undef CHECK
     }
     if (o->collect_dir && !o->model) o->decode_only = 1; /* collecting needs no model */
-    if (!o->source || (!o->model && !o->decode_only)) return -1;
-    if (o->collect_every < 0 || o->collect_max < 0) return -1;
+    if (!o->source || (!o->model && !o->decode_only)) {
+        fprintf(stderr, "edgert-camera: %s is required\nsee edgert-camera --help\n", !o->source ? "--source" : "--model (or --collect/--decode-only)");
+        return -1;
+    }
     if (o->collect_every == 0) o->collect_every = 1;
-    if (o->threads < 1 || o->topk < 1 || o->quality < 1 || o->quality > 100) return -1;
     return 0;
 }
 
@@ -376,13 +506,12 @@ static int parse_args(int argc, char **argv, opts *o) {
 
 int main(int argc, char **argv) {
     opts o;
-    if (parse_args(argc, argv, &o) != 0) {
-        usage(stderr);
-        return 2;
-    }
+    int pr = parse_args(argc, argv, &o);
+    if (pr != 0) return pr > 0 ? 0 : 2;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESETHAND; /* a second signal kills */
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     if (!ert_jpeg_available()) {
@@ -500,7 +629,7 @@ int main(int argc, char **argv) {
 
     /* Source and outputs. */
     char err[320];
-    cam_source_options sopt = {.v4l2_format = o.v4l2_format};
+    cam_source_options sopt = {.v4l2_format = o.v4l2_format, .stop = &g_stop};
     if (cam_source_open(o.source, &sopt, &src, err, sizeof err) != CAM_OK) {
         fprintf(stderr, "edgert-camera: %s\n", err);
         goto done;
@@ -509,16 +638,16 @@ int main(int argc, char **argv) {
         fprintf(stderr, "edgert-camera: --collect %s: %s\n", o.collect_dir, strerror(errno));
         goto done;
     }
-    if (o.out_dir && mkdir(o.out_dir, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "edgert-camera: %s: %s\n", o.out_dir, strerror(errno));
+    if (o.out_dir && mkdir_p(o.out_dir) != 0) {
+        fprintf(stderr, "edgert-camera: --out %s: %s\n", o.out_dir, strerror(errno));
         goto done;
     }
     if (o.mjpeg_out && !(mjpeg = fopen(o.mjpeg_out, "wb"))) {
-        fprintf(stderr, "edgert-camera: %s: %s\n", o.mjpeg_out, strerror(errno));
+        fprintf(stderr, "edgert-camera: --mjpeg-out %s: %s\n", o.mjpeg_out, strerror(errno));
         goto done;
     }
     if (o.frames_jsonl && !(fjl = fopen(o.frames_jsonl, "w"))) {
-        fprintf(stderr, "edgert-camera: %s: %s\n", o.frames_jsonl, strerror(errno));
+        fprintf(stderr, "edgert-camera: --frames-jsonl %s: %s\n", o.frames_jsonl, strerror(errno));
         goto done;
     }
     if (o.serve) {
@@ -527,7 +656,13 @@ int main(int argc, char **argv) {
             goto done;
         }
         fprintf(stderr, "edgert-camera: serving on http://%s:%d/\n", cam_http_host(http), cam_http_port(http));
-        if (o.serve_wait_ms > 0 && !cam_http_wait_client(http, o.serve_wait_ms))
+        int waited = 0, viewer = 0; /* in slices: a signal ends the wait */
+        while (!g_stop && waited < o.serve_wait_ms && !viewer) {
+            int slice = o.serve_wait_ms - waited < 100 ? o.serve_wait_ms - waited : 100;
+            viewer = cam_http_wait_client(http, slice);
+            waited += slice;
+        }
+        if (o.serve_wait_ms > 0 && !viewer && !g_stop)
             fprintf(stderr, "edgert-camera: no viewer after %d ms; going on\n", o.serve_wait_ms);
     }
     int want_encode = o.out_dir || mjpeg || http;
@@ -549,13 +684,14 @@ int main(int argc, char **argv) {
 
     double t_start = cli_now(), t_window = t_start;
     uint64_t processed = 0, window_frames = 0, collected = 0;
-    int collect_failed = 0;
+    int collect_failed = 0, write_failed = 0;
+    char write_err[1400] = "";
     double window_sum[N_STAGES] = {0};
     float fps_shown = 0;
     int head = 0;
     for (;;) {
         pthread_mutex_lock(&ps.mu);
-        while (ps.count == 0 && !ps.done) pthread_cond_wait(&ps.cv, &ps.mu);
+        while (ps.count == 0 && !ps.done && !g_stop) cond_wait_ms(&ps.cv, &ps.mu, 100);
         if (ps.count == 0) { pthread_mutex_unlock(&ps.mu); break; }
         pthread_mutex_unlock(&ps.mu);
         slot *s = &ps.slots[head];
@@ -628,11 +764,14 @@ int main(int argc, char **argv) {
                 jpg_out = malloc(need);
                 jpg_cap = jpg_out ? need : 0;
             }
+            char path[1100];
             if (!jpg_out ||
-                ert_jpeg_encode(enc, s->rgb, s->w, s->h, 0, ERT_PIXEL_RGB, 95, jpg_out, jpg_cap, &len) != ERT_OK ||
-                save_frame(o.collect_dir, s->seq, jpg_out, len) != 0) {
-                fprintf(stderr, "edgert-camera: --collect: cannot write frame %llu to %s\n",
-                        (unsigned long long)s->seq, o.collect_dir);
+                ert_jpeg_encode(enc, s->rgb, s->w, s->h, 0, ERT_PIXEL_RGB, 95, jpg_out, jpg_cap, &len) != ERT_OK) {
+                fprintf(stderr, "edgert-camera: --collect: cannot encode frame %llu\n", (unsigned long long)s->seq);
+                g_stop = 1;
+                collect_failed = 1;
+            } else if (save_frame(o.collect_dir, s->seq, jpg_out, len, path, sizeof path) != 0) {
+                fprintf(stderr, "edgert-camera: --collect %s: write failed: %s\n", path, strerror(errno));
                 g_stop = 1;
                 collect_failed = 1;
             } else if (++collected == (uint64_t)o.collect_max) {
@@ -651,6 +790,10 @@ int main(int argc, char **argv) {
                 fprintf(fjl, "%s[%.1f,%.1f,%.1f,%.1f,%.4f,%d]", i ? "," : "", boxes[i].x0 * sx, boxes[i].y0 * sy,
                         boxes[i].x1 * sx, boxes[i].y1 * sy, boxes[i].score, boxes[i].cls);
             fprintf(fjl, "]}\n");
+            if (stream_flushed(fjl) != 0 && !write_failed) {
+                snprintf(write_err, sizeof write_err, "--frames-jsonl %s: write failed: %s", o.frames_jsonl, strerror(errno));
+                write_failed = 1;
+            }
         }
         if (want_encode) {
             double a = cli_now();
@@ -685,13 +828,15 @@ int main(int argc, char **argv) {
                 jpg_cap = jpg_out ? need : 0;
             }
             if (jpg_out && ert_jpeg_encode(enc, s->rgb, s->w, s->h, 0, ERT_PIXEL_RGB, o.quality, jpg_out, jpg_cap, &len) == ERT_OK) {
-                if (mjpeg) fwrite(jpg_out, 1, len, mjpeg);
+                char path[1100];
+                if (mjpeg && (fwrite(jpg_out, 1, len, mjpeg) != len || stream_flushed(mjpeg) != 0) && !write_failed) {
+                    snprintf(write_err, sizeof write_err, "--mjpeg-out %s: write failed: %s", o.mjpeg_out, strerror(errno));
+                    write_failed = 1;
+                }
                 if (http) cam_http_publish(http, jpg_out, len);
-                if (o.out_dir) {
-                    char path[1024];
-                    snprintf(path, sizeof path, "%s/frame_%06llu.jpg", o.out_dir, (unsigned long long)s->seq);
-                    FILE *f = fopen(path, "wb");
-                    if (f) { fwrite(jpg_out, 1, len, f); fclose(f); }
+                if (o.out_dir && !write_failed && save_frame(o.out_dir, s->seq, jpg_out, len, path, sizeof path) != 0) {
+                    snprintf(write_err, sizeof write_err, "--out %s: write failed: %s", path, strerror(errno));
+                    write_failed = 1;
                 }
             }
             t[ST_ENCODE] = cli_now() - a;
@@ -723,6 +868,7 @@ int main(int argc, char **argv) {
             window_frames = 0;
             memset(window_sum, 0, sizeof window_sum);
         }
+        if (write_failed) g_stop = 1; /* reported after the summary */
         if (g_stop) break;
     }
     g_stop = 1; /* stop the producer if we left early */
@@ -743,6 +889,12 @@ int main(int argc, char **argv) {
     for (int k = 0; k < N_STAGES; k++)
         fprintf(stderr, "  %-12s mean %7.3f  p50 %7.3f  p90 %7.3f ms\n", stage_names[k], stats[k].mean, stats[k].p50, stats[k].p90);
     if (ps.failed) fprintf(stderr, "edgert-camera: %s\n", ps.err);
+    if (g_signal) fprintf(stderr, "edgert-camera: stopped by %s\n", g_signal == SIGINT ? "SIGINT" : "SIGTERM");
+    if (write_failed) fprintf(stderr, "edgert-camera: %s\n", write_err);
+    if (processed == 0 && g_signal)
+        fprintf(stderr, "edgert-camera: no frames: stopped before the first one\n");
+    else if (processed == 0)
+        fprintf(stderr, "edgert-camera: no frames: %s gave no decodable frame\n", cam_source_describe(src));
     if (o.collect_dir)
         fprintf(stderr, "edgert-camera: collected %llu frames into %s\n", (unsigned long long)collected, o.collect_dir);
     if (o.json) {
@@ -761,14 +913,21 @@ int main(int argc, char **argv) {
         getrusage(RUSAGE_SELF, &ru);
         printf("\"max_rss_kb\":%ld,\"collected\":%llu,", ru.ru_maxrss, (unsigned long long)collected);
         printf("\"http_frames_sent\":%llu,\"error\":", (unsigned long long)(http ? cam_http_frames_sent(http) : 0));
-        cli_json_str(stdout, ps.failed ? ps.err : "");
+        cli_json_str(stdout, write_failed ? write_err : ps.failed ? ps.err : processed == 0 ? "no frames" : "");
         printf(",\"stages_ms\":{");
         for (int k = 0; k < N_STAGES; k++)
             printf("%s\"%s\":{\"mean\":%.4f,\"p50\":%.4f,\"p90\":%.4f}", k ? "," : "", stage_names[k], stats[k].mean,
                    stats[k].p50, stats[k].p90);
         printf("}}\n");
     }
-    rc = ps.failed || collect_failed ? 1 : 0;
+    rc = ps.failed || collect_failed || write_failed || processed == 0 ? 1 : 0;
+    if (stream_close(mjpeg, "--mjpeg-out", o.mjpeg_out, write_failed) != 0) rc = 1;
+    if (stream_close(fjl, "--frames-jsonl", o.frames_jsonl, write_failed) != 0) rc = 1;
+    mjpeg = fjl = NULL;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "edgert-camera: stdout: write failed: %s\n", strerror(errno ? errno : EIO));
+        rc = 1;
+    }
 
 done:
     if (thread_started) {

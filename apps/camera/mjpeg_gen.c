@@ -56,6 +56,21 @@ static void resize_u8(const uint8_t *s, int sw, int sh, uint8_t *d, int dw, int 
     }
 }
 
+static void usage(FILE *f) {
+    fputs("usage: edgert-mjpeg-gen [options] OUT.mjpeg\n"
+          "  --width W --height H  frame size (default 640x480; ignored with --from-idx)\n"
+          "  --frames N            frames to write (default 100; with --from-idx: all images)\n"
+          "  --from DIR            photographs (JPEG) in DIR, cycled and resized (default: synthetic frames)\n"
+          "  --from-idx IMAGES     the images of an IDX file (MNIST / Fashion-MNIST, .gz or not) at their own size\n"
+          "  --idx-labels LABELS   the IDX labels that go with --from-idx\n"
+          "  --labels-out FILE     the labels of the frames written, one per line in stream order (needs --idx-labels)\n"
+          "  --idx-class K         only the images labelled K (needs --idx-labels)\n"
+          "  --corrupt-every K     a corrupt frame after every K-th good one (default 0: none)\n"
+          "  --quality Q           JPEG quality, 1..100 (default 85)\n"
+          "  --seed S              noise seed of the synthetic frames (default 1)\n",
+          f);
+}
+
 int main(int argc, char **argv) {
     int w = 640, h = 480, frames = 100, every = 0, quality = 85;
     unsigned long long seed = 1;
@@ -63,7 +78,8 @@ int main(int argc, char **argv) {
     int frames_given = 0, idx_class = -1;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : "";
-        if (strcmp(argv[i], "--width") == 0) w = atoi(v), i++;
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) { usage(stdout); return 0; }
+        else if (strcmp(argv[i], "--width") == 0) w = atoi(v), i++;
         else if (strcmp(argv[i], "--height") == 0) h = atoi(v), i++;
         else if (strcmp(argv[i], "--frames") == 0) frames = atoi(v), frames_given = 1, i++;
         else if (strcmp(argv[i], "--from-idx") == 0) from_idx = v, i++;
@@ -75,10 +91,10 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--seed") == 0) seed = strtoull(v, NULL, 0), i++;
         else if (strcmp(argv[i], "--from") == 0) from = v, i++;
         else if (argv[i][0] != '-' && !out) out = argv[i];
-        else { fprintf(stderr, "usage: edgert-mjpeg-gen --width W --height H --frames N [--from DIR] [--corrupt-every K] OUT\n"); return 2; }
+        else { usage(stderr); return 2; }
     }
     if (!out || w < 1 || h < 1 || frames < 1 || quality < 1 || quality > 100) {
-        fprintf(stderr, "usage: edgert-mjpeg-gen --width W --height H --frames N [--from DIR] [--corrupt-every K] OUT\n");
+        usage(stderr);
         return 2;
     }
     if ((idx_labels || labels_out) && !from_idx) {
@@ -187,7 +203,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "encode: %s\n", ert_last_error(ctx));
             return 1;
         }
-        fwrite(jpg, 1, len, f);
+        if (fwrite(jpg, 1, len, f) != len) break; /* reported at the close */
         total += len;
         if (every > 0 && i % every == every - 1) {
             if (n_corrupt % 2 == 0) {
@@ -203,7 +219,7 @@ int main(int argc, char **argv) {
             n_corrupt++;
         }
     }
-    fclose(f);
+    if (ferror(f) | fclose(f)) { perror(out); return 1; }
     if (lf && fclose(lf) != 0) { perror(labels_out); return 1; }
     printf("%d frames (%dx%d), %d corrupt, %zu bytes -> %s\n", frames, w, h, n_corrupt, total, out);
     for (int k = 0; k < n_photos; k++) free(photos[k]);

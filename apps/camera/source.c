@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,7 @@ struct cam_source {
     uint64_t skipped;
     /* v4l2 */
     cam_v4l2 *v4l2;
+    const volatile sig_atomic_t *stop;
 };
 
 const char *cam_status_str(cam_status s) {
@@ -107,6 +109,7 @@ cam_status cam_source_open(const char *spec, const cam_source_options *opts, cam
     cam_source *s = calloc(1, sizeof *s);
     if (!s) return fail(err, errlen, CAM_E_NOMEM, "out of memory");
     s->fd = -1;
+    s->stop = o.stop;
     cam_status st = CAM_OK;
     struct stat sb;
     if (strncmp(spec, "v4l2:", 5) == 0) {
@@ -268,12 +271,21 @@ static cam_status next_stream(cam_source *s, cam_frame *f) {
             s->hi -= s->lo;
             s->lo = 0;
         }
+        if (s->stop && *s->stop) {
+            snprintf(s->err, sizeof s->err, "stopped");
+            return CAM_EOF;
+        }
         if (s->hi == s->cap) {
             size_t ncap = s->cap * 2;
             uint8_t *nb = realloc(s->buf, ncap);
             if (!nb) { snprintf(s->err, sizeof s->err, "out of memory"); return CAM_E_NOMEM; }
             s->buf = nb;
             s->cap = ncap;
+        }
+        if (s->stop) { /* wait in slices so a stop request is seen */
+            struct pollfd pfd = {.fd = s->fd, .events = POLLIN};
+            int pr = poll(&pfd, 1, 100);
+            if (pr == 0 || (pr < 0 && errno == EINTR)) continue;
         }
         ssize_t r = read(s->fd, s->buf + s->hi, s->cap - s->hi);
         if (r < 0) {

@@ -13,6 +13,7 @@
 #ifndef CAM_SOURCE_H
 #define CAM_SOURCE_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/select.h>
@@ -69,6 +70,11 @@ typedef struct cam_source_options {
     int timeout_ms;           /* V4L2 wait per frame; 0: 2000 */
     size_t max_frame_bytes;   /* MJPEG stream: larger "frames" are dropped as corrupt; 0: 32 MiB */
     const cam_v4l2_sys *sys;  /* NULL: the real system calls */
+    /* When set and *stop becomes non-zero (a signal handler's flag), a waiting
+     * cam_source_next returns CAM_EOF within about 100 ms: a stream that
+     * never yields a frame (/dev/zero, a stalled pipe) or a silent camera
+     * cannot hold the caller. The stream is then polled, not read blocking. */
+    const volatile sig_atomic_t *stop;
 } cam_source_options;
 
 typedef struct cam_source cam_source;

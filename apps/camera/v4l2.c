@@ -40,6 +40,7 @@ struct cam_v4l2 {
     int streaming;
     int have_bufs;     /* REQBUFS succeeded: free them with count 0 on close */
     int timeout_ms;
+    const volatile sig_atomic_t *stop;
 };
 
 static int sys_open(const char *p, int fl) { return open(p, fl); }
@@ -93,6 +94,7 @@ cam_status cam_v4l2_open(const char *path, const cam_source_options *o, cam_v4l2
     v->fd = -1;
     v->held = -1;
     v->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 2000;
+    v->stop = o->stop;
     snprintf(v->path, sizeof v->path, "%s", path);
     /* Options after '?' in the path: v4l2:/dev/video0?fmt=yuyv&w=1280&h=720&fps=30 */
     int want_w = o->width > 0 ? o->width : 640, want_h = o->height > 0 ? o->height : 480;
@@ -287,16 +289,21 @@ cam_status cam_v4l2_next(cam_v4l2 *v, cam_frame *f, char *err, size_t errlen) {
         v->held = -1;
         if (xioctl(v, VIDIOC_QBUF, &b) < 0) return gone(err, errlen, v, "VIDIOC_QBUF", errno);
     }
+    int waited_ms = 0;
     for (;;) {
+        if (v->stop && *v->stop) return fail(err, errlen, CAM_EOF, "stopped");
         fd_set rd;
         FD_ZERO(&rd);
         FD_SET(v->fd, &rd);
-        struct timeval tv = {v->timeout_ms / 1000, (v->timeout_ms % 1000) * 1000};
+        /* with a stop flag, wait in 100 ms slices so a stop is seen in time */
+        int slice = v->stop && v->timeout_ms - waited_ms > 100 ? 100 : v->timeout_ms - waited_ms;
+        struct timeval tv = {slice / 1000, (slice % 1000) * 1000};
         int r = v->sys->select(v->fd + 1, &rd, NULL, NULL, &tv);
         if (r < 0) {
             if (errno == EINTR) continue;
             return gone(err, errlen, v, "select", errno);
         }
+        if (r == 0 && (waited_ms += slice) < v->timeout_ms) continue;
         if (r == 0)
             return fail(err, errlen, CAM_TIMEOUT, "%s: no frame within %d ms", v->path, v->timeout_ms);
         struct v4l2_buffer b;

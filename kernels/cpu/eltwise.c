@@ -8,6 +8,7 @@
  * loops. Rows are split across the pool. */
 #include "act_vec.h"
 #include "cpu_kernels.h"
+#include "nan_rules.h"
 
 #include <math.h>
 #include <string.h>
@@ -154,9 +155,8 @@ static void row_f32(ert_op op, const float *x, int64_t sx, const float *z, int64
     case ERT_OP_MUL: LOOP(y[i] = p * q) break;
     case ERT_OP_DIV: LOOP(y[i] = p / q) break;
     case ERT_OP_POW: LOOP(y[i] = powf(p, q)) break;
-    /* NaN propagates like ONNX Min/Max */
-    case ERT_OP_MIN: LOOP(y[i] = (p < q || isnan(p)) ? p : q) break;
-    case ERT_OP_MAX: LOOP(y[i] = (p > q || isnan(p)) ? p : q) break;
+    case ERT_OP_MIN: LOOP(y[i] = ert_min_nan(p, q)) break;
+    case ERT_OP_MAX: LOOP(y[i] = ert_max_nan(p, q)) break;
     case ERT_OP_EQUAL: LOOP(yb[i] = p == q) break;
     case ERT_OP_LESS: LOOP(yb[i] = p < q) break;
     case ERT_OP_GREATER: LOOP(yb[i] = p > q) break;

@@ -24,6 +24,7 @@
  *   splitmix64 stream whose state lives in a u64 tensor (so checkpoints and
  *   resumes reproduce it); y = x * mask. The backward is Mul(dy, mask). */
 #include "cpu_kernels.h"
+#include "nan_rules.h"
 
 #include <math.h>
 #include <string.h>
@@ -79,7 +80,7 @@ static void bnt_run(void *arg, int64_t c0, int64_t c1) {
             const float *xp = j->x + (n * C + c) * sz;
             float *yp = j->y + (n * C + c) * sz;
             if (j->p->relu)
-                for (int64_t i = 0; i < sz; i++) yp[i] = fmaxf(xp[i] * k + b, 0.0f);
+                for (int64_t i = 0; i < sz; i++) yp[i] = ert_relu_nan(xp[i] * k + b);
             else
                 for (int64_t i = 0; i < sz; i++) yp[i] = xp[i] * k + b;
         }

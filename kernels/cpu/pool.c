@@ -7,6 +7,7 @@
  * clipped, as onnxruntime and PyTorch do); otherwise only taps inside the
  * input. A MaxPool window with no tap inside the input yields -inf. */
 #include "cpu_kernels.h"
+#include "nan_rules.h"
 
 #include <math.h>
 
@@ -51,7 +52,7 @@ static float pool_one(const pool_job *j, const float *xp, int64_t od, int64_t oh
             int64_t base = (id * j->in[1] + st[1] + kh * j->d[1]) * j->in[2] + st[2];
             for (int64_t kw = lo[2]; kw < hi[2]; kw++) {
                 float v = xp[base + kw * j->d[2]];
-                if (v > mx || isnan(v)) mx = v;
+                mx = ert_max_nan(v, mx);
                 sum += v;
             }
         }
@@ -87,8 +88,7 @@ static inline __attribute__((always_inline)) void max2d_plane(const pool_job *j,
             const float *xr = xp + (st + kh) * W - pw;
             for (int64_t kw = 0; kw < KW; kw++)
                 for (int64_t ow = ow_lo; ow < ow_hi; ow++) {
-                    float v = xr[ow * S + kw], m = yr[ow];
-                    yr[ow] = (v > m || v != v) ? v : m;
+                    yr[ow] = ert_max_nan(xr[ow * S + kw], yr[ow]);
                 }
         }
         for (int64_t ow = ow_hi; ow < OW; ow++) yr[ow] = pool_one(j, xp, 0, oh, ow);
@@ -158,8 +158,7 @@ static void gpool_run(void *arg, int64_t t0, int64_t t1) {
         const float *xp = j->x + t * j->sz;
         if (j->is_max) {
             float m = -INFINITY;
-            for (int64_t i = 0; i < j->sz; i++)
-                if (xp[i] > m || isnan(xp[i])) m = xp[i];
+            for (int64_t i = 0; i < j->sz; i++) m = ert_max_nan(xp[i], m);
             j->y[t] = m;
         } else {
             double s = 0; /* large planes: keep the sum exact enough */

@@ -19,7 +19,7 @@ struct cgeom {
 
 static __device__ __forceinline__ float act1(float x, int kind, float alpha, float beta) {
     switch (kind) {
-    case ERT_ACT_RELU: return x > 0.0f ? x : 0.0f;
+    case ERT_ACT_RELU: return ert_relu_nan(x);
     case ERT_ACT_LEAKY_RELU: return x >= 0.0f ? x : alpha * x;
     case ERT_ACT_CLIP: return x < alpha ? alpha : (x > beta ? beta : x);
     case ERT_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));

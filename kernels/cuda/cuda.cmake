@@ -11,13 +11,9 @@
 # CUDA 13 has nothing before 75) are dropped with a warning: see
 # _ert_cuda_supported_archs below.
 #
-# Linking: ERT_CUDA_STATIC (default ON, what firmware wants) links
-# CUDA::cudart_static and, where the toolkit ships them, cublas_static
-# (+ cublasLt_static + culibos). A program linking the installed libedgert.a
-# by hand then needs: -lcudart_static -lcublas_static -lcublasLt_static
-# -lculibos -lcudnn -ldl -lrt -lpthread (or -lcudart -lcublas -lcudnn when
-# ERT_CUDA_STATIC=OFF or the static cuBLAS is absent). cuDNN 9 is always
-# linked as a shared library: it loads its engine sub-libraries at run time.
+# Linking: cmake/ert_cuda_link.cmake (static CUDA runtime and, where the
+# toolkit has them, static cuBLAS; whatever is only shared is dlopen()ed at
+# the first CUDA session, see kernels/cuda/cuda_libs.h).
 
 if(NOT ERT_CUDA STREQUAL "OFF")
   include(CheckLanguage)
@@ -34,8 +30,10 @@ if(NOT ERT_CUDA STREQUAL "OFF")
       message(FATAL_ERROR "ERT_CUDA=ON but no CUDA compiler or no cuBLAS was found "
                           "(set CMAKE_CUDA_COMPILER / CUDAToolkit_ROOT)")
     endif()
-    message(STATUS "edgert: CUDA backend off (no CUDA compiler or cuBLAS found)")
+    message(STATUS "edgert: CUDA backend OFF (ERT_CUDA=AUTO: no CUDA compiler or no cuBLAS found)")
   endif()
+else()
+  message(STATUS "edgert: CUDA backend OFF (ERT_CUDA=OFF)")
 endif()
 
 # The chip lists (toolchains/*.cmake, ERT_CUDA_ARCHS) name chips of the newest
@@ -145,54 +143,34 @@ if(NOT ERT_CUDA STREQUAL "OFF" AND _ert_cuda_ok)
   set_target_properties(edgert PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}"
                         CUDA_VISIBILITY_PRESET hidden CUDA_RUNTIME_LIBRARY None)
 
-  # Link through the toolkit's imported targets in this build; an installed
-  # libedgert.a (edgertTargets.cmake) names the library files themselves, so
-  # a consumer's find_package(edgert) needs no find_package(CUDAToolkit).
-  set(_ert_cuda_libs "")
-  set(_ert_cuda_files "")
-  if(ERT_CUDA_STATIC)
-    list(APPEND _ert_cuda_libs CUDA::cudart_static)
-    list(APPEND _ert_cuda_files ${CUDA_cudart_static_LIBRARY})
-    if(TARGET CUDA::cublas_static)
-      list(APPEND _ert_cuda_libs CUDA::cublas_static)
-      list(APPEND _ert_cuda_files ${CUDA_cublas_static_LIBRARY} ${CUDA_cublasLt_static_LIBRARY}
-                                  ${CUDA_culibos_LIBRARY})
-      set(ERT_CUDA_FULLY_STATIC TRUE)
-    else()
-      message(STATUS "edgert: no static cuBLAS in this toolkit; linking the shared libcublas")
-      list(APPEND _ert_cuda_libs CUDA::cublas)
-      list(APPEND _ert_cuda_files ${CUDA_cublas_LIBRARY} ${CUDA_cublasLt_LIBRARY})
-      set(ERT_CUDA_FULLY_STATIC FALSE)
-    endif()
-    list(APPEND _ert_cuda_files dl rt)
-  else()
-    list(APPEND _ert_cuda_libs CUDA::cudart CUDA::cublas)
-    list(APPEND _ert_cuda_files ${CUDA_cudart_LIBRARY} ${CUDA_cublas_LIBRARY} ${CUDA_cublasLt_LIBRARY})
-    set(ERT_CUDA_FULLY_STATIC FALSE)
-  endif()
-  # nvcc's registration code uses __cxa_guard_*: C consumers need libstdc++.
-  list(APPEND _ert_cuda_files stdc++)
-  foreach(_l IN LISTS _ert_cuda_libs)
-    target_link_libraries(edgert PUBLIC $<BUILD_INTERFACE:${_l}>)
-  endforeach()
-  foreach(_l IN LISTS _ert_cuda_files)
-    target_link_libraries(edgert PUBLIC $<INSTALL_INTERFACE:${_l}>)
-  endforeach()
+  # Linking (CUDA runtime, cuBLAS, cuDNN; the installed package's lists):
+  # cmake/ert_cuda_link.cmake.
+  include(${PROJECT_SOURCE_DIR}/cmake/ert_cuda_link.cmake)
 
   find_path(ERT_CUDNN_INCLUDE cudnn.h
     HINTS ${ERT_CUDNN_ROOT} ${CUDAToolkit_INCLUDE_DIRS} ENV CUDNN_ROOT PATH_SUFFIXES include)
   find_library(ERT_CUDNN_LIB NAMES cudnn libcudnn.so.9
     HINTS ${ERT_CUDNN_ROOT} ${CUDAToolkit_LIBRARY_DIR} ENV CUDNN_ROOT PATH_SUFFIXES lib lib64)
+  if(CMAKE_CROSSCOMPILING AND NOT (ERT_CUDNN_INCLUDE AND ERT_CUDNN_LIB))
+    # cuDNN inside the CUDA target tree (e.g. the aarch64 wheels): those paths
+    # are already the target's, not to be re-rooted into a sysroot.
+    find_path(ERT_CUDNN_INCLUDE cudnn.h PATHS ${CUDAToolkit_INCLUDE_DIRS}
+              NO_DEFAULT_PATH NO_CMAKE_FIND_ROOT_PATH)
+    find_library(ERT_CUDNN_LIB NAMES cudnn libcudnn.so.9 PATHS ${CUDAToolkit_LIBRARY_DIR}
+                 NO_DEFAULT_PATH NO_CMAKE_FIND_ROOT_PATH)
+  endif()
   if(ERT_CUDNN_INCLUDE AND ERT_CUDNN_LIB)
+    # Not linked: kernels/cuda/cuda_libs.c opens it at the first CUDA session.
     target_include_directories(edgert PRIVATE ${ERT_CUDNN_INCLUDE})
     target_compile_definitions(edgert PRIVATE ERT_HAVE_CUDNN)
-    target_link_libraries(edgert PUBLIC ${ERT_CUDNN_LIB})
-    # cuDNN 9 exists only as shared libraries here: no -static executables
-    # (tests/static_link.cmake can test ERT_CUDA_FULLY_STATIC to skip itself).
-    set(ERT_CUDA_FULLY_STATIC FALSE)
-    message(STATUS "edgert: CUDA backend on (archs ${CMAKE_CUDA_ARCHITECTURES}), cuDNN ${ERT_CUDNN_LIB}")
+    get_filename_component(_ert_dir "${ERT_CUDNN_LIB}" DIRECTORY)
+    set_property(SOURCE ${PROJECT_SOURCE_DIR}/kernels/cuda/cuda_libs.c APPEND PROPERTY
+                 COMPILE_DEFINITIONS "ERT_CUDNN_DIR=\"${_ert_dir}\"")
+    set(ERT_CUDNN_HOW "cuDNN loaded at the first CUDA session (found ${ERT_CUDNN_LIB})")
   else()
-    message(STATUS "edgert: CUDA backend on (archs ${CMAKE_CUDA_ARCHITECTURES}), no cuDNN: own conv kernels")
+    set(ERT_CUDNN_HOW "no cuDNN: own conv kernels")
   endif()
+  message(STATUS "edgert: CUDA backend ON (ERT_CUDA=${ERT_CUDA}), archs ${CMAKE_CUDA_ARCHITECTURES}; "
+                 "CUDA runtime ${_ert_cudart_how}; cuBLAS ${ERT_CUBLAS_HOW}; ${ERT_CUDNN_HOW}")
   set(ERT_HAVE_CUDA ON)
 endif()

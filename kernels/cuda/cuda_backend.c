@@ -61,6 +61,7 @@
 #ifdef ERT_HAVE_CUDNN
 #include <cudnn.h>
 #endif
+#include "cuda_libs.h"
 
 #include <float.h>
 #include <math.h>
@@ -243,7 +244,8 @@ static ert_status cuda_init(ert_context *ctx, const ert_session_options *o, void
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
-        const char *why = e != cudaSuccess ? cudaGetErrorString(e) : "no device";
+        char why_buf[256];
+        const char *why = ert_cuda_no_device_reason(e, why_buf, sizeof why_buf);
         cudaGetLastError();
         if (o->device == ERT_DEVICE_AUTO) { /* not an error: the session falls back to the CPU */
             ert_log(ctx, ERT_LOG_INFO, "no CUDA device (%s): using the CPU", why);
@@ -279,6 +281,11 @@ static ert_status cuda_init(ert_context *ctx, const ert_session_options *o, void
     if (c->placement == ERT_PLACEMENT_AUTO) c->placement = c->integrated ? ERT_PLACEMENT_UNIFIED : ERT_PLACEMENT_DEVICE;
     if ((e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess) {
         st = cuda_err(c, e, "cudaStreamCreate");
+        goto fail;
+    }
+    /* cuBLAS/cuDNN when they are not linked in (cuda_libs.h): now, not at start-up */
+    if ((st = ert_cuda_libs_load(ctx)) != ERT_OK) {
+        if (o->device == ERT_DEVICE_AUTO) ert_log(ctx, ERT_LOG_INFO, "%s: using the CPU", ert_last_error(ctx));
         goto fail;
     }
     cublasStatus_t bs = cublasCreate(&c->blas);
@@ -862,6 +869,14 @@ static cudnnBackendDescriptor_t fuse_pointwise(fuse_entry *f, cudnnPointwiseMode
     if (!pw) return NULL;
     BSET(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
     BSET(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
+    if (mode != CUDNN_POINTWISE_ADD) {
+        /* ReLU/MAX/MIN keep NaN (Relu(NaN) = NaN as in PyTorch): cuDNN 8.x
+         * defaults to NOT_PROPAGATE; 9.x deprecates the attribute (NaN kept),
+         * so a refusal is ignored rather than losing the fused graph.
+         * tests/test_cuda.c checks NaN through every fused path. */
+        cudnnNanPropagation_t nan = CUDNN_PROPAGATE_NAN;
+        (void)cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_NAN_PROPAGATION, CUDNN_TYPE_NAN_PROPOGATION, 1, &nan);
+    }
     /* plain ReLU: cuDNN 9.14 has no engine for conv + RELU_FWD with an upper
      * clip, so Clip is ReLU/MAX then MIN with by-value bounds (fuse_graph) */
     if (cudnnBackendFinalize(pw) != CUDNN_STATUS_SUCCESS) return NULL;

@@ -22,6 +22,7 @@
 #ifdef ERT_HAVE_CUDNN
 #include <cudnn.h>
 #endif
+#include "cuda_libs.h"
 
 #include <stdlib.h>
 #include <string.h>

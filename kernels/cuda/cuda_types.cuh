@@ -17,6 +17,12 @@ static __device__ __forceinline__ void ert_put(float *p, float v) { *p = v; }
 static __device__ __forceinline__ void ert_put(__half *p, float v) { *p = __float2half_rn(v); }
 static __device__ __forceinline__ void ert_put(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
 
+/* NaN rules, as kernels/cpu/nan_rules.h: NaN propagates through Relu, Max,
+ * Min and Clip (fmaxf/fminf would drop it). */
+static __device__ __forceinline__ float ert_relu_nan(float x) { return (x > 0.0f || x != x) ? x : 0.0f; }
+static __device__ __forceinline__ float ert_max_nan(float a, float b) { return (a > b || a != a) ? a : b; }
+static __device__ __forceinline__ float ert_min_nan(float a, float b) { return (a < b || a != a) ? a : b; }
+
 /* V consecutive elements in one load/store (8 or 16 bytes for V = 4): the
  * 16-bit types move 4x more data per memory instruction than scalar loads,
  * which is what keeps a memory-bound kernel near the bandwidth. The caller

@@ -20,7 +20,7 @@ static unsigned grid_for(int64_t n) {
 /* Same math as ert_cpu_act1. */
 static __device__ __forceinline__ float act1(float x, int kind, float alpha, float beta) {
     switch (kind) {
-    case ERT_ACT_RELU: return x > 0.0f ? x : 0.0f;
+    case ERT_ACT_RELU: return ert_relu_nan(x);
     case ERT_ACT_LEAKY_RELU: return x >= 0.0f ? x : alpha * x;
     case ERT_ACT_CLIP: return x < alpha ? alpha : (x > beta ? beta : x);
     case ERT_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
@@ -92,8 +92,8 @@ static __device__ __forceinline__ float bin_op(int what, float u, float v) {
     case B_MUL: return u * v;
     case B_DIV: return u / v;
     case B_POW: return powf(u, v);
-    case B_MIN: return (u < v || isnan(u)) ? u : v;
-    default: return (u > v || isnan(u)) ? u : v;
+    case B_MIN: return ert_min_nan(u, v);
+    default: return ert_max_nan(u, v);
     }
 }
 

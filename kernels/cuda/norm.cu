@@ -34,7 +34,7 @@ static __device__ float block_reduce(float v, bool is_max, float *red) {
     for (int w = blockDim.x / 2; w > 0; w >>= 1) {
         if ((int)threadIdx.x < w) {
             float a = red[threadIdx.x], b = red[threadIdx.x + w];
-            red[threadIdx.x] = is_max ? fmaxf(a, b) : a + b;
+            red[threadIdx.x] = is_max ? ert_max_nan(a, b) : a + b;
         }
         __syncthreads();
     }
@@ -72,7 +72,7 @@ static __global__ void softmax_row_kernel(const T *__restrict__ x, T *__restrict
     const T *xp = x + blockIdx.x * n;
     T *yp = y + blockIdx.x * n;
     float m = -INFINITY;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, ert_ld(xp[i]));
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) m = ert_max_nan(ert_ld(xp[i]), m);
     m = block_reduce(m, true, red);
     float s = 0.0f;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += expf(ert_ld(xp[i]) - m);
@@ -95,7 +95,7 @@ static __global__ void softmax_line_kernel(const T *__restrict__ x, T *__restric
         const T *xp = x + o * n * inner + in;
         T *yp = y + o * n * inner + in;
         float m = -INFINITY;
-        for (int64_t i = 0; i < n; i++) m = fmaxf(m, ert_ld(xp[i * inner]));
+        for (int64_t i = 0; i < n; i++) m = ert_max_nan(ert_ld(xp[i * inner]), m);
         float s = 0.0f;
         for (int64_t i = 0; i < n; i++) s += expf(ert_ld(xp[i * inner]) - m);
         if (log) {

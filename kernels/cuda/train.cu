@@ -831,7 +831,7 @@ static __global__ void __launch_bounds__(kThreads) bn_apply_k(const T *__restric
             float v[V];
             ert_ldv<V>(xr + i * V, v);
 #pragma unroll
-            for (int q = 0; q < V; q++) v[q] = fmaxf(v[q] * k + b, lo);
+            for (int q = 0; q < V; q++) v[q] = ert_max_nan(v[q] * k + b, lo); /* NaN stays NaN */
             ert_stv<V>(yr + i * V, v);
         }
     }

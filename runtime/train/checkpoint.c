@@ -117,19 +117,25 @@ static ert_status make_model(ert_trainer *t, bool with_state, ert_model **out) {
     return ERT_OK;
 }
 
+/* export, save and load read or write the arena: they run with the trainer's
+ * running flag held (busy_internal.h). */
 ert_status ert_trainer_export(ert_trainer *t, ert_model **out) {
     if (!t || !out) return ERT_E_ARG;
-    return make_model(t, false, out);
+    ERT_BUSY_RETURN(&t->running, t->ctx, "trainer", make_model(t, false, out));
 }
 
-ert_status ert_trainer_save_checkpoint(ert_trainer *t, const char *path) {
-    if (!t || !path) return t ? ert_set_error(t->ctx, ERT_E_ARG, "checkpoint: NULL path") : ERT_E_ARG;
+static ert_status save_checkpoint(ert_trainer *t, const char *path) {
     ert_model *m = NULL;
     ert_status st = make_model(t, true, &m);
     if (st) return st;
     st = ert_format_write(m, path);
     ert_model_free(m);
     return st;
+}
+
+ert_status ert_trainer_save_checkpoint(ert_trainer *t, const char *path) {
+    if (!t || !path) return t ? ert_set_error(t->ctx, ERT_E_ARG, "checkpoint: NULL path") : ERT_E_ARG;
+    ERT_BUSY_RETURN(&t->running, t->ctx, "trainer", save_checkpoint(t, path));
 }
 
 static void dims_str(int nd, const int64_t *d, char *buf, size_t cap) {
@@ -139,8 +145,7 @@ static void dims_str(int nd, const int64_t *d, char *buf, size_t cap) {
     if (o < cap) snprintf(buf + o, cap - o, ")");
 }
 
-ert_status ert_trainer_load_checkpoint(ert_trainer *t, const char *path) {
-    if (!t || !path) return t ? ert_set_error(t->ctx, ERT_E_ARG, "checkpoint: NULL path") : ERT_E_ARG;
+static ert_status load_checkpoint(ert_trainer *t, const char *path) {
     ert_context *ctx = t->ctx;
     ert_model *m = NULL;
     ert_status st = ert_model_load_file(ctx, path, &m);
@@ -208,4 +213,9 @@ ert_status ert_trainer_load_checkpoint(ert_trainer *t, const char *path) {
     }
     ert_model_free(m);
     return st;
+}
+
+ert_status ert_trainer_load_checkpoint(ert_trainer *t, const char *path) {
+    if (!t || !path) return t ? ert_set_error(t->ctx, ERT_E_ARG, "checkpoint: NULL path") : ERT_E_ARG;
+    ERT_BUSY_RETURN(&t->running, t->ctx, "trainer", load_checkpoint(t, path));
 }

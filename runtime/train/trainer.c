@@ -919,6 +919,7 @@ static ert_status build(const ert_model *m, const ert_trainer_options *opts, boo
     if (st) return st;
     ert_trainer *t = calloc(1, sizeof *t);
     if (!t) return ert_set_error(ctx, ERT_E_NOMEM, "out of memory");
+    atomic_init(&t->running, false);
     t->ctx = ctx;
     t->model = m;
     t->o = *o;
@@ -1206,13 +1207,24 @@ static ert_status step(ert_trainer *t, float *loss, float *ms) {
     return ERT_OK;
 }
 
-ert_status ert_trainer_step(ert_trainer *t, float *loss) { return step(t, loss, NULL); }
+/* Calls that read or write the arena run with the trainer's running flag
+ * held; a second thread gets ERT_E_STATE (busy_internal.h). */
+ert_status ert_trainer_step(ert_trainer *t, float *loss) {
+    if (!t) return ERT_E_ARG;
+    ERT_BUSY_RETURN(&t->running, t->ctx, "trainer", step(t, loss, NULL));
+}
 
 ert_status ert_trainer_profile(ert_trainer *t, ert_profile_entry *out, int cap, int *n, float *loss) {
     if (!t || !n || (cap > 0 && !out)) return ERT_E_ARG;
+    ert_status st = ert_busy_enter(&t->running, t->ctx, "trainer", __func__);
+    if (st) return st;
     float *ms = calloc((size_t)t->nn + 1, sizeof *ms);
-    if (!ms) return ert_tr_oom(t);
-    ert_status st = step(t, loss, ms);
+    if (!ms) {
+        ert_busy_leave(&t->running);
+        return ert_tr_oom(t);
+    }
+    st = step(t, loss, ms);
+    ert_busy_leave(&t->running);
     *n = t->nn;
     for (int k = 0; k < t->nn && k < cap; k++) {
         out[k].node = t->n[k].name;
@@ -1223,8 +1235,7 @@ ert_status ert_trainer_profile(ert_trainer *t, ert_profile_entry *out, int cap, 
     return st;
 }
 
-ert_status ert_trainer_eval(ert_trainer *t, float *loss) {
-    if (!t) return ERT_E_ARG;
+static ert_status eval(ert_trainer *t, float *loss) {
     set_training(t, false);
     ert_status st = check_target(t);
     int failed = -1;
@@ -1236,6 +1247,11 @@ ert_status ert_trainer_eval(ert_trainer *t, float *loss) {
     if (st) return st;
     if (loss) *loss = *(const float *)t->t[t->loss_t].host;
     return ERT_OK;
+}
+
+ert_status ert_trainer_eval(ert_trainer *t, float *loss) {
+    if (!t) return ERT_E_ARG;
+    ERT_BUSY_RETURN(&t->running, t->ctx, "trainer", eval(t, loss));
 }
 
 ert_status ert_trainer_memory(const ert_trainer *t, ert_memory_report *out) {
@@ -1325,6 +1341,11 @@ ert_status ert_trainer_param(ert_trainer *t, const char *name, float **value, co
 
 /* Planner invariant for tests: no two planned blocks overlap in time and
  * space, and every tensor with storage lies inside the arena. */
+const ert_plan_block *ert_trainer_plan_blocks(const ert_trainer *t, int *n) {
+    *n = t->n_blocks;
+    return t->blocks;
+}
+
 bool ert_trainer_plan_check(const ert_trainer *t, char *why, size_t cap) {
     if (!ert_plan_check(t->blocks, t->n_blocks, why, cap)) return false;
     for (int i = 0; i < t->nt; i++) {
@@ -1339,8 +1360,7 @@ bool ert_trainer_plan_check(const ert_trainer *t, char *why, size_t cap) {
     return true;
 }
 
-ert_status ert_trainer_param_copy(ert_trainer *t, const char *name, float *value, float *grad, int64_t *n) {
-    if (!t || !name || !n) return ERT_E_ARG;
+static ert_status param_copy(ert_trainer *t, const char *name, float *value, float *grad, int64_t *n) {
     float *v = NULL;
     const float *g = NULL;
     int64_t cnt = 0;
@@ -1357,6 +1377,11 @@ ert_status ert_trainer_param_copy(ert_trainer *t, const char *name, float *value
     }
     *n = cnt;
     return ERT_OK;
+}
+
+ert_status ert_trainer_param_copy(ert_trainer *t, const char *name, float *value, float *grad, int64_t *n) {
+    if (!t || !name || !n) return ERT_E_ARG;
+    ERT_BUSY_RETURN(&t->running, t->ctx, "trainer", param_copy(t, name, value, grad, n));
 }
 
 float ert_trainer_loss_scale(const ert_trainer *t) { return t ? t->scale_now : 1.0f; }

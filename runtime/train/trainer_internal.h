@@ -4,7 +4,10 @@
 #ifndef ERT_TRAINER_INTERNAL_H
 #define ERT_TRAINER_INTERNAL_H
 #include "runtime_internal.h"
+#include "busy_internal.h"
 #include "planner_internal.h"
+
+#include <stdatomic.h>
 
 typedef enum tmem {
     TM_NONE = 0,
@@ -101,6 +104,7 @@ struct ert_trainer {
     int32_t scaler_t;
     float scale_now;
     int64_t skipped;
+    atomic_bool running;    /* a call is using the arena (busy_internal.h) */
 };
 
 /* trainer.c */
@@ -134,6 +138,7 @@ ert_status ert_tr_add_optim(ert_trainer *t, const int32_t *grads);
 /* Tests: a trainable parameter's storage and its gradient (after a step). */
 ert_status ert_trainer_param(ert_trainer *t, const char *name, float **value, const float **grad, int64_t *n);
 bool ert_trainer_plan_check(const ert_trainer *t, char *why, size_t cap);
+const struct ert_plan_block *ert_trainer_plan_blocks(const ert_trainer *t, int *n);
 /* Tests, any device: copy a trainable parameter's value and gradient (either
  * may be NULL) into host buffers of at least *n floats (*n gets the count). */
 ert_status ert_trainer_param_copy(ert_trainer *t, const char *name, float *value, float *grad, int64_t *n);

@@ -1,7 +1,9 @@
 # Driven by tests/install.cmake (cmake -P): install, then build and run a
 # find_package consumer and a pkg-config consumer against the install.
 # Not named tests/*.cmake on purpose: those are include()d by tests/CMakeLists.txt.
+# CONSUMER_CUDA (built|none) tells consumer.c what its CUDA session must do.
 set(prefix ${WORK_DIR}/prefix)
+set(ENV{ERT_CONSUMER_CUDA} "${CONSUMER_CUDA}")
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 
@@ -10,7 +12,7 @@ function(run_step what)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "install_consumer: ${what} failed (${rc}):\n${out}\n${err}")
   endif()
-  message(STATUS "${what}: ok ${out}")
+  message(STATUS "${what}: ok\n${out}")
 endfunction()
 
 run_step("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
