@@ -626,7 +626,11 @@ typedef struct ert_backend {
 
 
 
-/* fp16 / bf16 conversion: public (edgert.h), in core/fp16.c */
+/* fp16 / bf16 conversion: public (edgert.h), in core/fp16.c. The portable
+ * fp16 versions below are what the public ones use where the CPU has no
+ * conversion instruction, and the oracle for the aarch64 FCVT path. */
+float ert_f16_to_f32_plain(uint16_t h);
+uint16_t ert_f32_to_f16_plain(float f);
 
 /* CRC-32 (IEEE 802.3, as zlib) (core/crc32.c) */
 uint32_t ert_crc32(uint32_t crc, const void *data, size_t n);

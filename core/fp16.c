@@ -1,4 +1,7 @@
-/* IEEE fp16 and bfloat16 <-> f32, round to nearest even, NaN/Inf preserved. */
+/* IEEE fp16 and bfloat16 <-> f32, round to nearest even, NaN/Inf preserved.
+ * The bit-exact C versions are the oracle; on aarch64 fp16 goes through the
+ * FCVT instruction (base ARMv8, no feature check needed), which gives the
+ * same bits except that a signalling NaN comes back quiet. */
 #include "ert_internal.h"
 
 #include <string.h>
@@ -6,7 +9,7 @@
 static uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
-float ert_f16_to_f32(uint16_t h) {
+float ert_f16_to_f32_plain(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ffu;
     if (exp == 0) {
@@ -19,7 +22,7 @@ float ert_f16_to_f32(uint16_t h) {
     return u2f(sign | ((exp + 112) << 23) | (man << 13));
 }
 
-uint16_t ert_f32_to_f16(float f) {
+uint16_t ert_f32_to_f16_plain(float f) {
     uint32_t u = f2u(f);
     uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
     uint32_t abs = u & 0x7fffffffu;
@@ -38,6 +41,24 @@ uint16_t ert_f32_to_f16(float f) {
     if (rem > 0x1000u || (rem == 0x1000u && (r & 1))) r++;
     return sign | (uint16_t)r;
 }
+
+#if defined(__aarch64__) && defined(__GNUC__)
+float ert_f16_to_f32(uint16_t h) {
+    __fp16 v;
+    memcpy(&v, &h, 2);
+    return (float)v;
+}
+
+uint16_t ert_f32_to_f16(float f) {
+    __fp16 v = (__fp16)f;
+    uint16_t h;
+    memcpy(&h, &v, 2);
+    return h;
+}
+#else
+float ert_f16_to_f32(uint16_t h) { return ert_f16_to_f32_plain(h); }
+uint16_t ert_f32_to_f16(float f) { return ert_f32_to_f16_plain(f); }
+#endif
 
 float ert_bf16_to_f32(uint16_t h) { return u2f((uint32_t)h << 16); }
 

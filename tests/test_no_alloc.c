@@ -38,12 +38,15 @@ static int32_t weight(ert_builder *b, ert_test_rng *r, int nd, const int64_t *d)
     return id;
 }
 
-/* conv3x3(3->8) relu maxpool conv3x3(8->8)+residual relu GAP flatten gemm(8->5) softmax */
+/* conv3x3(3->8) relu maxpool conv3x3(8->8)+residual relu, depthwise conv3x3
+ * stride 2 (dwconv.c) with SiLU as Sigmoid*Mul (act_vec.h), GAP flatten
+ * gemm(8->5) softmax */
 static ert_model *cnn(ert_test_rng *r) {
     ert_builder *b;
     CHECK_OK(ert_builder_create(ctx, &b), ctx);
     int64_t xd[4] = {-1, 3, 12, 12}, w1d[4] = {8, 3, 3, 3}, w2d[4] = {8, 8, 3, 3}, bd[1] = {8}, fd[2] = {5, 8}, fbd[1] = {5};
-    int32_t x, c1, r1, p1, c2, s2, r2, g, f, o, sm;
+    int64_t wdd[4] = {8, 1, 3, 3};
+    int32_t x, c1, r1, p1, c2, s2, r2, dw, sg, sl, g, f, o, sm;
     CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 4, xd, &x), ctx);
     CHECK_OK(ert_builder_conv2d(b, x, weight(b, r, 4, w1d), weight(b, r, 1, bd), 1, 1, 1, 1, &c1), ctx);
     CHECK_OK(ert_builder_unary(b, "Relu", c1, &r1), ctx);
@@ -51,7 +54,10 @@ static ert_model *cnn(ert_test_rng *r) {
     CHECK_OK(ert_builder_conv2d(b, p1, weight(b, r, 4, w2d), weight(b, r, 1, bd), 1, 1, 1, 1, &c2), ctx);
     CHECK_OK(ert_builder_binary(b, "Add", c2, p1, &s2), ctx);
     CHECK_OK(ert_builder_unary(b, "Relu", s2, &r2), ctx);
-    CHECK_OK(ert_builder_unary(b, "GlobalAveragePool", r2, &g), ctx);
+    CHECK_OK(ert_builder_conv2d(b, r2, weight(b, r, 4, wdd), weight(b, r, 1, bd), 2, 1, 1, 8, &dw), ctx);
+    CHECK_OK(ert_builder_unary(b, "Sigmoid", dw, &sg), ctx);
+    CHECK_OK(ert_builder_binary(b, "Mul", dw, sg, &sl), ctx);
+    CHECK_OK(ert_builder_unary(b, "GlobalAveragePool", sl, &g), ctx);
     CHECK_OK(ert_builder_unary(b, "Flatten", g, &f), ctx);
     CHECK_OK(ert_builder_linear(b, f, weight(b, r, 2, fd), weight(b, r, 1, fbd), &o), ctx);
     CHECK_OK(ert_builder_unary(b, "Softmax", o, &sm), ctx);

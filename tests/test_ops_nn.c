@@ -5,6 +5,7 @@
  * ert_cpu_run_node, without a pool and with 2 and 3 threads, and is compared
  * with a float64 reference written here with plain loops. Error paths check
  * the status and the message. */
+#include "act_vec.h"
 #include "cpu_gemm.h"
 #include "cpu_kernels.h"
 #include "runtime_internal.h"
@@ -307,6 +308,121 @@ static void test_conv(void) {
     test_conv_case("conv 16->300 s2 (row blocks)", (convcfg){.nsp = 2, .N = 1, .C = 16, .M = 300, .group = 1,
         .in = V3(9, 11, 0), .k = V3(3, 3, 0), .s = V3(2, 2, 0), .d = V3(1, 1, 0), .pb = V3(1, 1, 0), .pe = V3(1, 1, 0),
         .bias = true, .act = ERT_ACT_RELU}, 2);
+}
+
+/* fp16 conversions (FCVT on aarch64) against the portable ones: every half,
+ * and floats around every half's rounding boundary plus random ones. NaN only
+ * has to stay NaN (FCVT quiets a signalling NaN). */
+static void test_fp16_convert(void) {
+    int64_t bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float a = ert_f16_to_f32((uint16_t)h), b = ert_f16_to_f32_plain((uint16_t)h);
+        if (isnan(b) ? !isnan(a) : memcmp(&a, &b, 4) != 0) bad++;
+        uint32_t u;
+        memcpy(&u, &b, 4);
+        for (int d = -2; d <= 2; d++) { /* bit patterns next to the half: ties and their neighbours */
+            uint32_t v = u + (uint32_t)(d * 4096);
+            float f;
+            memcpy(&f, &v, 4);
+            uint16_t x = ert_f32_to_f16(f), y = ert_f32_to_f16_plain(f);
+            if (isnan(f) ? (x & 0x7c00u) != 0x7c00u || !(x & 0x3ffu) : x != y) bad++;
+        }
+    }
+    for (int i = 0; i < 100000; i++) {
+        uint32_t v = (uint32_t)ert_test_int(&rng, 0, 0xffff) << 16 | (uint32_t)ert_test_int(&rng, 0, 0xffff);
+        float f;
+        memcpy(&f, &v, 4);
+        if (!isnan(f) && ert_f32_to_f16(f) != ert_f32_to_f16_plain(f)) bad++;
+    }
+    CHECK(bad == 0, "fp16 conversion: %lld results differ from the portable conversion", (long long)bad);
+}
+
+/* act_vec.h's row activation (the conv/GEMM store epilogue) against a float64
+ * reference on odd lengths (vector body + scalar tail), values around every
+ * kink, and NaN, which must stay NaN. */
+static void test_act_row(void) {
+    static const int kinds[] = {ERT_ACT_RELU, ERT_ACT_CLIP, ERT_ACT_LEAKY_RELU, ERT_ACT_HARD_SIGMOID,
+                                ERT_ACT_HARD_SWISH, ERT_ACT_SIGMOID, ERT_ACT_SILU, ERT_ACT_TANH};
+    for (int rep = 0; rep < 32; rep++) {
+        int kind = kinds[rep % 8];
+        ert_act_params ap = {.kind = kind, .alpha = kind == ERT_ACT_CLIP ? -0.5f : 0.2f,
+                             .beta = kind == ERT_ACT_CLIP ? 6.0f : 0.5f};
+        int64_t n = ert_test_int(&rng, 1, 300);
+        float *x = malloc((size_t)n * sizeof *x);
+        double *ref = malloc((size_t)n * sizeof *ref);
+        int64_t nan_at = ert_test_int(&rng, 0, (int)n - 1);
+        for (int64_t i = 0; i < n; i++) {
+            /* mostly around the kinks, some far out (exp's clamps) */
+            x[i] = (float)(i % 7 == 3 ? ert_test_uniform(&rng, -120, 120) : ert_test_uniform(&rng, -8, 8));
+            double v = x[i], y;
+            switch (kind) {
+            case ERT_ACT_SILU: y = v / (1 + exp(-v)); break;
+            case ERT_ACT_TANH: y = tanh(v); break;
+            case ERT_ACT_HARD_SIGMOID: y = fmin(1, fmax(0, ap.alpha * v + ap.beta)); break;
+            case ERT_ACT_HARD_SWISH: y = v * fmin(1, fmax(0, v / 6 + 0.5)); break;
+            default: y = ref_act(v, kind, ap.alpha, ap.beta); break;
+            }
+            ref[i] = y;
+        }
+        x[nan_at] = NAN, ref[nan_at] = NAN;
+        ert_cpu_act_row(x, n, &ap);
+        char w[64];
+        snprintf(w, sizeof w, "act row kind %d n %lld", kind, (long long)n);
+        CHECK(isnan(x[nan_at]), "%s: NaN at %lld became %g", w, (long long)nan_at, x[nan_at]);
+        x[nan_at] = 0, ref[nan_at] = 0;
+        CHECK(ert_test_close(w, x, ref, n, 1e-7, 1e-6), "%s", w); /* exp's polynomial: a few ulp */
+        free(x);
+        free(ref);
+    }
+}
+
+/* The direct depthwise kernel (dwconv.c) against the float64 reference and
+ * against the plain loops (hook off), on random 2-D cases over everything it
+ * claims: kernels 1..7 per axis, stride 1/2 per axis, dilation 1/2, any pads,
+ * odd channel counts, multiplier 1/2, rows wider than two vectors (interior
+ * blocks + border + tail), bias/residual/activation, 1-3 threads; outputs
+ * poisoned by run_op. */
+static void test_dw_fast(void) {
+    static const int acts[] = {0, ERT_ACT_RELU, ERT_ACT_LEAKY_RELU, ERT_ACT_CLIP, ERT_ACT_SIGMOID};
+    for (int rep = 0; rep < 42; rep++) {
+        convcfg c = {.nsp = 2, .N = ert_test_int(&rng, 1, 2), .group = ert_test_int(&rng, 1, 13)};
+        c.C = c.group;
+        c.M = c.C * ert_test_int(&rng, 1, 2);
+        for (int i = 0; i < 2; i++) {
+            /* every (kernel width, column stride) pair, each with wide and narrow rows */
+            c.k[i] = i || rep % 3 == 0 ? 1 + rep % 7 : ert_test_int(&rng, 1, 7); /* square: 3x3, 5x5 specialised */
+            c.s[i] = i ? 1 + (rep / 7) % 2 : ert_test_int(&rng, 1, 2);
+            c.d[i] = rep % 4 == 3 ? 2 : 1;
+            c.pb[i] = ert_test_int(&rng, 0, (int)c.k[i] - 1);
+            c.pe[i] = ert_test_int(&rng, 0, (int)c.k[i] - 1);
+            int64_t ext = c.d[i] * (c.k[i] - 1) + 1;
+            int64_t lo = ext > c.pb[i] + c.pe[i] ? ext - c.pb[i] - c.pe[i] : 1; /* at least one output */
+            c.in[i] = lo + ert_test_int(&rng, 0, i ? ((rep / 14) % 2 ? 40 : 110) : 8); /* wide rows: unpadded path */
+        }
+        c.bias = rep % 3 != 0;
+        c.residual = rep % 5 == 1;
+        c.act = acts[rep % 5];
+        c.act_a = c.act == ERT_ACT_CLIP ? -0.2f : 0.1f;
+        c.act_b = 0.3f;
+        int64_t od[3];
+        convcfg probe = c;
+        conv_out_dims(&probe, od);
+        ert_dw2d d = {.N = c.N, .C = c.C, .M = c.M, .mult = c.M / c.C, .H = c.in[0], .W = c.in[1], .OH = od[0],
+                      .OW = od[1], .KH = c.k[0], .KW = c.k[1], .sh = c.s[0], .sw = c.s[1], .dh = c.d[0],
+                      .dw = c.d[1], .ph = c.pb[0], .pw = c.pb[1]};
+        CHECK(ert_cpu_dw2d_fits(&d), "dw rep %d: the direct kernel should take k %lldx%lld s %lld,%lld", rep,
+              (long long)c.k[0], (long long)c.k[1], (long long)c.s[0], (long long)c.s[1]);
+        char w[160];
+        for (int fast = 1; fast >= 0; fast--) {
+            ert_cpu_dw2d_set_fast(fast);
+            snprintf(w, sizeof w, "dw %s rep %d C%lld M%lld %lldx%lld in %lldx%lld k%lldx%lld s%lld,%lld d%lld",
+                     fast ? "direct" : "plain", rep, (long long)c.C, (long long)c.M, (long long)c.N, (long long)c.C,
+                     (long long)c.in[0], (long long)c.in[1], (long long)c.k[0], (long long)c.k[1], (long long)c.s[0],
+                     (long long)c.s[1], (long long)c.d[0]);
+            test_conv_case(w, c, N_POOLS);
+        }
+        ert_cpu_dw2d_set_fast(true);
+    }
 }
 
 /* ------------------------------------------------------------ ConvTranspose */
@@ -1034,14 +1150,17 @@ int main(void) {
         if (ert_threadpool_create(pool_threads[i], &pools[i]) != ERT_OK) return 1;
     test_threadpool();
     /* every SGEMM micro-kernel this CPU has (panel widths differ: 6x16, 8x32) */
-    for (int cap = ERT_CPU_GEMM_AVX512; cap >= ERT_CPU_GEMM_PORTABLE; cap--) {
+    for (int cap = ERT_CPU_GEMM_FASTEST; cap >= ERT_CPU_GEMM_PORTABLE; cap--) {
         ert_cpu_gemm_kernel used = ert_cpu_sgemm_set_kernel_cap((ert_cpu_gemm_kernel)cap);
         if ((int)used != cap) continue; /* not on this CPU: already covered by a lower cap */
         test_conv();
         test_convt();
         test_matmul_gemm();
     }
-    ert_cpu_sgemm_set_kernel_cap(ERT_CPU_GEMM_AVX512);
+    ert_cpu_sgemm_set_kernel_cap(ERT_CPU_GEMM_FASTEST);
+    test_fp16_convert();
+    test_act_row();
+    test_dw_fast();
     test_pools();
     test_norms();
     test_norm_stats();

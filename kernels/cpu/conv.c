@@ -4,8 +4,10 @@
  *   - every rank is handled as 3-D: missing leading spatial dims have size 1,
  *     kernel 1, stride 1, no padding;
  *   - one input channel per group (depthwise, with any channel multiplier):
- *     direct loops, parallel over (image, output channel), each tap a
- *     bounds-clipped row update that vectorises;
+ *     2-D kernels up to 7x7 with stride 1 or 2 go to dwconv.c's register-
+ *     blocked kernel; the rest (and every case, with the test hook off) to
+ *     the plain direct loops here, parallel over (image, output channel), each
+ *     tap a bounds-clipped row update that vectorises;
  *   - otherwise per (image, group) one SGEMM: W_g (Mg, Cg*k) x im2col(x_g)
  *     (Cg*k, OD*OH*OW), the im2col matrix packed on the fly (cpu_gemm.h); a
  *     1x1/stride 1/no pad conv reads x_g directly as the B matrix. Bias,
@@ -124,6 +126,14 @@ ert_status ert_cpu_conv(const ert_kargs *a) {
     const float *x = X->data, *w = Wt->data;
     float *y = Y->data;
     if (Cg == 1 && G > 1) {
+        if (g.in[0] == 1 && g.k[0] == 1 && g.pb[0] == 0) {
+            ert_dw2d d = {x, w, b, res, scale, y, N, C, M, Mg, g.in[1], g.in[2], g.out[1], g.out[2],
+                          g.k[1], g.k[2], g.s[1], g.s[2], g.d[1], g.d[2], g.pb[1], g.pb[2], act};
+            if (ert_cpu_dw2d_fits(&d)) {
+                ert_cpu_dw2d(&d, a->pool);
+                return ERT_OK;
+            }
+        }
         dw_job j = {&g, x, w, b, res, scale, y, C, M, Mg, act};
         ert_parallel_for(a->pool, N * M, 1, dw_run, &j);
         return ERT_OK;

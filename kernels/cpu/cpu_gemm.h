@@ -48,10 +48,13 @@ typedef enum ert_cpu_gemm_kernel {
     ERT_CPU_GEMM_PORTABLE = 0, /* 6x16, GNU vector types or plain C */
     ERT_CPU_GEMM_AVX2 = 1,     /* 6x16, x86-64 AVX2+FMA */
     ERT_CPU_GEMM_AVX512 = 2,   /* 8x32, x86-64 AVX-512F */
+    ERT_CPU_GEMM_NEON = 3,     /* 6x16, aarch64 ASIMD FMLA by lane (gemm_neon.c) */
 } ert_cpu_gemm_kernel;
+/* The x86 and Arm kernels never meet on one CPU, so one order serves both. */
+#define ERT_CPU_GEMM_FASTEST ERT_CPU_GEMM_NEON
 
 /* Test hook: later SGEMMs use the fastest kernel the CPU supports that is
- * not above cap (default: ERT_CPU_GEMM_AVX512, i.e. the fastest). Returns
+ * not above cap (default: ERT_CPU_GEMM_FASTEST). Returns
  * the kernel that will be used. Process-wide; set it only while no SGEMM
  * runs. The workspace size does not depend on it. */
 ert_cpu_gemm_kernel ert_cpu_sgemm_set_kernel_cap(ert_cpu_gemm_kernel cap);

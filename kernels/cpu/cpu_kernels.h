@@ -80,6 +80,23 @@ ert_status ert_cpu_optim(const ert_kargs *a);
 size_t ert_cpu_conv_grad_weight_workspace(const ert_conv_params *p, const int64_t *x_dims, const int64_t *dy_dims,
                                           int n_threads);
 
+/* dwconv.c: direct 2-D depthwise conv (any channel multiplier), the fast twin
+ * of conv.c's plain depthwise loops. x (N,C,H,W), w (M,1,KH,KW), y (N,M,OH,OW);
+ * b, res (N,M,OH,OW), scale (M) and act optional (NULL). */
+typedef struct ert_dw2d {
+    const float *x, *w, *b, *res, *scale;
+    float *y;
+    int64_t N, C, M, mult;
+    int64_t H, W, OH, OW, KH, KW, sh, sw, dh, dw, ph, pw;
+    const ert_act_params *act;
+} ert_dw2d;
+/* Whether the direct kernel takes this case (and is switched on). */
+bool ert_cpu_dw2d_fits(const ert_dw2d *p);
+void ert_cpu_dw2d(const ert_dw2d *p, struct ert_threadpool *pool);
+/* Test hook: off sends every depthwise conv to the plain loops; returns the
+ * previous setting. Process-wide; set it only while no conv runs. */
+bool ert_cpu_dw2d_set_fast(bool on);
+
 /* act.c: apply an activation in place on n floats (Conv/Gemm epilogues, unary ops). */
 void ert_cpu_act_inplace(float *x, int64_t n, const ert_act_params *act);
 float ert_cpu_act1(float x, const ert_act_params *act);

@@ -6,6 +6,7 @@
  * row is one call of a tight loop with per-input inner strides 0 or 1, so
  * same-shape, scalar and row-broadcast ((N,C) + (C)) cases all become simple
  * loops. Rows are split across the pool. */
+#include "act_vec.h"
 #include "cpu_kernels.h"
 #include "nan_rules.h"
 
@@ -90,7 +91,7 @@ static void unary_f32(void *arg, int64_t b, int64_t e) {
             break;
         }
         if (y != x) memcpy(y + b, x + b, (size_t)(e - b) * sizeof *y);
-        ert_cpu_act_inplace(y + b, e - b, &u->act);
+        ert_cpu_act_row(y + b, e - b, &u->act); /* vectorised where act_vec.h has the kind */
         break;
     }
 }

@@ -18,6 +18,7 @@
  * default build targets baseline x86-64, so AVX2 and AVX-512 are only used
  * where the CPU has them. The panel widths follow the chosen kernel.
  * Workspace: per worker slot one B block and one A block (<= 544 KiB). */
+#include "act_vec.h"
 #include "cpu_gemm.h"
 #include "cpu_kernels.h"
 
@@ -41,7 +42,9 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 /* ------------------------------------------------------------ micro-kernels */
 
 /* A micro-kernel computes out (mr x nr, row stride nr) = sum_k a[k*mr+i] *
- * b[k*nr+j] over packed panels. Three exist, picked at run time:
+ * b[k*nr+j] over packed panels. On aarch64 a NEON 6x16 kernel with FMLA by
+ * lane (gemm_neon.c) is picked when HWCAP has ASIMD. On x86 three exist,
+ * picked at run time:
  *   portable 6x16 (GNU vector types: AVX/NEON/SSE registers, whatever the
  *   build targets), the same body compiled for AVX2+FMA, and an 8x32 AVX-512
  *   one (16 zmm accumulators: enough independent FMAs to cover the FMA
@@ -152,7 +155,7 @@ static const ukr_desc ukr_portable_desc = {ukr_generic, 6, 16, ERT_CPU_GEMM_PORT
 
 /* Upper bound on which kernel may be picked (tests lower it to cover the
  * slower paths on a machine that has the faster ones). */
-static atomic_int ukr_cap = ERT_CPU_GEMM_AVX512;
+static atomic_int ukr_cap = ERT_CPU_GEMM_FASTEST;
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -199,6 +202,21 @@ static const ukr_desc *pick_ukr(void) {
     if (cap >= ERT_CPU_GEMM_AVX512 && __builtin_cpu_supports("avx512f")) return &ukr_avx512_desc;
     if (cap >= ERT_CPU_GEMM_AVX2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         return &ukr_avx2_desc;
+    return &ukr_portable_desc;
+}
+#elif defined(__aarch64__) && defined(__GNUC__) && defined(__linux__)
+#include <sys/auxv.h>
+#include <asm/hwcap.h>
+
+/* gemm_neon.c */
+void ert_cpu_ukr_neon_6x16(int64_t kc, const float *a, const float *b, float *out, int64_t ldo, bool add);
+static const ukr_desc ukr_neon_desc = {ert_cpu_ukr_neon_6x16, 6, 16, ERT_CPU_GEMM_NEON};
+
+/* ASIMD is part of the aarch64 baseline, but a kernel may run without it
+ * (some embedded Linux configs): ask the kernel's HWCAP, never the build. */
+static const ukr_desc *pick_ukr(void) {
+    int cap = atomic_load_explicit(&ukr_cap, memory_order_relaxed);
+    if (cap >= ERT_CPU_GEMM_NEON && (getauxval(AT_HWCAP) & HWCAP_ASIMD)) return &ukr_neon_desc;
     return &ukr_portable_desc;
 }
 #else
@@ -395,21 +413,12 @@ static inline __attribute__((always_inline)) void pack_b_conv(const ert_conv_geo
 
 /* ------------------------------------------------------------ store + epilogue */
 
-/* bias, residual, activation on a finished tile of C */
+/* bias, residual, activation on a finished tile of C, one pass per row */
 static inline __attribute__((always_inline)) void epilogue_tile(const ert_sgemm_args *g, int64_t i0, int64_t j0,
                                                               int64_t mr, int64_t nr) {
-    for (int64_t i = 0; i < mr; i++) {
-        float *crow = g->c + (i0 + i) * g->ldc + j0;
-        if (g->bias_row) {
-            float bv = g->bias_row[i0 + i];
-            for (int64_t j = 0; j < nr; j++) crow[j] += bv;
-        }
-        if (g->residual) {
-            const float *rrow = g->residual + (i0 + i) * g->ldc + j0;
-            for (int64_t j = 0; j < nr; j++) crow[j] += rrow[j];
-        }
-        if (g->act) ert_cpu_act_inplace(crow, nr, g->act);
-    }
+    for (int64_t i = 0; i < mr; i++)
+        ert_cpu_epilogue_row(g->c + (i0 + i) * g->ldc + j0, nr, g->bias_row ? g->bias_row + i0 + i : NULL,
+                             g->residual ? g->residual + (i0 + i) * g->ldc + j0 : NULL, g->act);
 }
 
 /* acc is mr x nr with row stride ldacc */
@@ -422,16 +431,9 @@ static inline __attribute__((always_inline)) void store_tile(const ert_sgemm_arg
             for (int64_t j = 0; j < nr; j++) crow[j] = arow[j];
         else
             for (int64_t j = 0; j < nr; j++) crow[j] += arow[j];
-        if (!last) continue;
-        if (g->bias_row) {
-            float bv = g->bias_row[i0 + i];
-            for (int64_t j = 0; j < nr; j++) crow[j] += bv;
-        }
-        if (g->residual) {
-            const float *rrow = g->residual + (i0 + i) * g->ldc + j0;
-            for (int64_t j = 0; j < nr; j++) crow[j] += rrow[j];
-        }
-        if (g->act) ert_cpu_act_inplace(crow, nr, g->act);
+        if (last && (g->bias_row || g->residual || g->act))
+            ert_cpu_epilogue_row(crow, nr, g->bias_row ? g->bias_row + i0 + i : NULL,
+                                 g->residual ? g->residual + (i0 + i) * g->ldc + j0 : NULL, g->act);
     }
 }
 
@@ -506,8 +508,15 @@ static void sgemm_slot(void *arg, int64_t s0, int64_t s1) { sgemm_slot_body(arg,
 __attribute__((target("avx512f,avx2,fma"))) static void sgemm_slot_avx512(void *arg, int64_t s0, int64_t s1) {
     sgemm_slot_body(arg, s0, s1);
 }
+/* The same for AVX2: the store epilogue's activations (act_vec.h) are
+ * 8-wide, which baseline SSE2 runs as two halves. */
+__attribute__((target("avx2,fma"))) static void sgemm_slot_avx2(void *arg, int64_t s0, int64_t s1) {
+    sgemm_slot_body(arg, s0, s1);
+}
 static ert_par_fn pick_slot(const ukr_desc *uk) {
-    return uk->kind == ERT_CPU_GEMM_AVX512 ? sgemm_slot_avx512 : sgemm_slot;
+    return uk->kind == ERT_CPU_GEMM_AVX512 ? sgemm_slot_avx512
+           : uk->kind == ERT_CPU_GEMM_AVX2   ? sgemm_slot_avx2
+                                             : sgemm_slot;
 }
 #else
 static ert_par_fn pick_slot(const ukr_desc *uk) {

@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""CPU zoo benchmark: edgert vs onnxruntime on every .onnx of a folder.
+
+    python bench/zoo/bench_cpu_zoo.py MODELS_DIR [--threads 1,2,4,8] [--batch 1,8]
+        [--iters 20] [--warmup 3] [--edgert build/rel/apps/edgert]
+        [--out bench/results] [--compare OLD.json] [--only NAME,...]
+
+MODELS_DIR is any folder of .onnx files with one float input whose only
+dynamic dim is the batch: bench/zoo/export_zoo.py's torchvision/timm/YOLO
+exports where torch exists, bench/zoo/make_cpu_zoo.py's torch-free ones
+elsewhere. Thread counts above the machine's cores are dropped.
+
+Per model, batch and thread count, in one run:
+  edgert       `edgert bench MODEL --json --threads T --batch B` (its own
+               process; p50 of --iters timed runs after --warmup);
+  onnxruntime  one InferenceSession per thread count (intra_op T, inter_op 1,
+               sequential, all graph optimisations), same iters and warm-up;
+  outputs      `edgert run` and onnxruntime on the same random input
+               (uniform [-1, 1), seeded per model), max |diff| / max |ref|
+               reported, a mismatch above --tol flagged.
+Writes OUT/cpu_zoo_<UTC>.json and .md (p50 per side, ratio edgert/ort, and
+the geomean of the ratios per thread count and batch). --compare OLD.json adds
+the edgert p50 of an earlier run (another build: --edgert) as before/after.
+Timings on a shared machine are noisy: say so when quoting them.
+Needs: pip install onnxruntime onnx numpy
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from bench_cpu_ort import cpu_model  # noqa: E402  (bench/, one level up)
+
+
+def input_spec(path, batch):
+    m = onnx.load(path, load_external_data=False)
+    inits = {i.name for i in m.graph.initializer}
+    ins = [i for i in m.graph.input if i.name not in inits]
+    if len(ins) != 1 or ins[0].type.tensor_type.elem_type != onnx.TensorProto.FLOAT:
+        raise ValueError("needs exactly one float input")
+    dims = []
+    for k, d in enumerate(ins[0].type.tensor_type.shape.dim):
+        if d.HasField("dim_value") and d.dim_value > 0:
+            dims.append(d.dim_value)
+        elif k == 0:
+            dims.append(batch)
+        else:
+            raise ValueError(f"dynamic dim {k} ({d.dim_param}) other than the batch")
+    return ins[0].name, dims
+
+
+def p50(v):
+    s = sorted(v)
+    return s[(len(s) - 1) // 2]
+
+
+def ort_session(path, threads):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.log_severity_level = 3  # errors only: old exports warn once per initializer listed as an input
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
+def ort_time(sess, name, x, iters, warmup):
+    for _ in range(warmup):
+        sess.run(None, {name: x})
+    t = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        sess.run(None, {name: x})
+        t.append((time.perf_counter() - t0) * 1e3)
+    return p50(t)
+
+
+def edgert_bench(exe, path, threads, batch, iters, warmup):
+    r = subprocess.run([exe, "bench", path, "--json", "--threads", str(threads), "--batch", str(batch), "--iters",
+                        str(iters), "--warmup", str(warmup)], capture_output=True, text=True)
+    if r.returncode:
+        raise RuntimeError(r.stderr.strip() or r.stdout.strip())
+    return json.loads(r.stdout)["p50_ms"]
+
+
+def edgert_outputs(exe, path, name, x, threads, batch, tmp):
+    inp = os.path.join(tmp, "in.npy")
+    np.save(inp, x)
+    od = os.path.join(tmp, "out")
+    os.makedirs(od, exist_ok=True)
+    r = subprocess.run([exe, "run", path, "--input", f"{name}={inp}", "--output-dir", od, "--threads",
+                        str(threads), "--batch", str(batch)], capture_output=True, text=True)
+    if r.returncode:
+        raise RuntimeError(r.stderr.strip() or r.stdout.strip())
+    return {f[:-4]: np.load(os.path.join(od, f)) for f in os.listdir(od) if f.endswith(".npy")}
+
+
+def geomean(v):
+    v = [x for x in v if x and x > 0]
+    return math.exp(sum(math.log(x) for x in v) / len(v)) if v else None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("models_dir")
+    ap.add_argument("--threads", default="1,2,4,8")
+    ap.add_argument("--batch", default="1,8")
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--edgert", default=os.path.join("build", "rel", "apps", "edgert"))
+    ap.add_argument("--out", default=os.path.join("bench", "results"))
+    ap.add_argument("--compare", help="an earlier cpu_zoo JSON: its edgert p50 shown as 'before'")
+    ap.add_argument("--only", default="", help="comma-separated model names (file names without .onnx)")
+    ap.add_argument("--tol", type=float, default=1e-3, help="max |diff| / max |ref| allowed")
+    a = ap.parse_args()
+
+    ncpu = os.cpu_count() or 1
+    threads = [t for t in (int(s) for s in a.threads.split(",")) if t <= ncpu] or [1]
+    batches = [int(s) for s in a.batch.split(",")]
+    only = {s for s in a.only.split(",") if s}
+    models = sorted(f for f in os.listdir(a.models_dir) if f.endswith(".onnx") and (not only or f[:-5] in only))
+    if not models:
+        sys.exit(f"no .onnx files in {a.models_dir}")
+    before = {}
+    if a.compare:
+        with open(a.compare) as f:
+            for r in json.load(f)["rows"]:
+                before[(r["model"], r["batch"], r["threads"])] = r.get("edgert_p50_ms")
+
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for mi, mf in enumerate(models):
+            path, name = os.path.join(a.models_dir, mf), mf[:-5]
+            for b in batches:
+                try:
+                    in_name, dims = input_spec(path, b)
+                except ValueError as e:
+                    print(f"{name}: skipped ({e})", file=sys.stderr)
+                    break
+                x = np.random.default_rng(1000 + mi).uniform(-1, 1, dims).astype(np.float32)
+                for t in threads:
+                    row = {"model": name, "batch": b, "threads": t}
+                    try:
+                        sess = ort_session(path, t)
+                        ref = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, {in_name: x})))
+                        row["ort_p50_ms"] = ort_time(sess, in_name, x, a.iters, a.warmup)
+                        del sess
+                    except Exception as e:  # an op onnxruntime lacks: keep edgert's figure
+                        row["ort_error"] = str(e).splitlines()[0][:200]
+                        ref = None
+                    try:
+                        row["edgert_p50_ms"] = edgert_bench(a.edgert, path, t, b, a.iters, a.warmup)
+                        got = edgert_outputs(a.edgert, path, in_name, x, t, b, tmp)
+                        if ref:
+                            err = 0.0
+                            for k, v in ref.items():
+                                g = got.get(k)
+                                if g is None or g.shape != v.shape:
+                                    err = float("inf")
+                                    break
+                                scale = float(np.max(np.abs(v))) or 1.0
+                                err = max(err, float(np.max(np.abs(g.astype(np.float64) - v))) / scale)
+                            row["max_rel_diff"] = err
+                            row["outputs_match"] = err <= a.tol
+                    except Exception as e:
+                        row["edgert_error"] = str(e).splitlines()[0][:200] if str(e) else "failed"
+                    if row.get("edgert_p50_ms") and row.get("ort_p50_ms"):
+                        row["ratio"] = row["edgert_p50_ms"] / row["ort_p50_ms"]
+                    if (name, b, t) in before:
+                        row["edgert_before_p50_ms"] = before[(name, b, t)]
+                    rows.append(row)
+                    print(json.dumps(row), file=sys.stderr)
+
+    summary = []
+    for b in batches:
+        for t in threads:
+            sel = [r for r in rows if r["batch"] == b and r["threads"] == t]
+            s = {"batch": b, "threads": t, "geomean_ratio": geomean([r.get("ratio") for r in sel]),
+                 "worst": max(sel, key=lambda r: r.get("ratio") or 0)["model"] if sel else None}
+            bef = [(r["edgert_before_p50_ms"], r["edgert_p50_ms"]) for r in sel
+                   if r.get("edgert_before_p50_ms") and r.get("edgert_p50_ms")]
+            if bef:
+                s["geomean_after_over_before"] = geomean([n / o for o, n in bef])
+            summary.append(s)
+    res = {"stamp": stamp, "machine": {"cpu": cpu_model(), "cores": ncpu, "arch": platform.machine()},
+           "onnxruntime": ort.__version__, "edgert": a.edgert, "models_dir": a.models_dir, "iters": a.iters,
+           "warmup": a.warmup, "rows": rows, "summary": summary}
+    os.makedirs(a.out, exist_ok=True)
+    jpath = os.path.join(a.out, f"cpu_zoo_{stamp}.json")
+    with open(jpath, "w") as f:
+        json.dump(res, f, indent=1)
+
+    def fmt(v, p=2):
+        return "-" if v is None else f"{v:.{p}f}"
+
+    md = [f"# CPU zoo {stamp}", "", f"{res['machine']['cpu']}, {ncpu} cores ({platform.machine()}), "
+          f"onnxruntime {ort.__version__}, p50 of {a.iters} runs after {a.warmup} warm-up", "",
+          "| model | batch | threads | edgert ms | ort ms | edgert/ort | outputs (max rel diff) |"
+          + (" edgert before ms |" if before else ""),
+          "|---|---|---|---|---|---|---|" + ("---|" if before else "")]
+    for r in rows:
+        outs = "-" if "max_rel_diff" not in r else f"{'ok' if r['outputs_match'] else 'MISMATCH'} ({r['max_rel_diff']:.1e})"
+        line = (f"| {r['model']} | {r['batch']} | {r['threads']} | {fmt(r.get('edgert_p50_ms'))} | "
+                f"{fmt(r.get('ort_p50_ms'))} | {fmt(r.get('ratio'))} | {outs} |")
+        if before:
+            line += f" {fmt(r.get('edgert_before_p50_ms'))} |"
+        md.append(line)
+    md += ["", "| batch | threads | geomean edgert/ort | worst |" + (" geomean after/before |" if before else ""),
+           "|---|---|---|---|" + ("---|" if before else "")]
+    for s in summary:
+        line = f"| {s['batch']} | {s['threads']} | {fmt(s['geomean_ratio'])} | {s['worst']} |"
+        if before:
+            line += f" {fmt(s.get('geomean_after_over_before'))} |"
+        md.append(line)
+    mpath = os.path.join(a.out, f"cpu_zoo_{stamp}.md")
+    with open(mpath, "w") as f:
+        f.write("\n".join(md) + "\n")
+    print("\n".join(md))
+    print(f"\nwrote {jpath} and {mpath}")
+    bad = [r for r in rows if r.get("outputs_match") is False or "edgert_error" in r]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""Write ImageNet-sized CNNs as ONNX for the CPU zoo benchmark, without torch.
+
+    python bench/zoo/make_cpu_zoo.py OUT_DIR [--only NAME,...]
+
+For machines where torch is not installed (its PyPI wheel pulls GBs of CUDA
+libraries): the graphs follow the published architectures and the node
+patterns torch.onnx.export emits (Conv + BatchNormalization with running
+statistics, Clip for ReLU6, Sigmoid*Mul for SiLU, HardSwish/HardSigmoid, SE
+blocks GlobalAveragePool->Conv->act->Conv->gate->Mul, Flatten + Gemm
+transB=1), 224x224 inputs, dynamic batch "N", opset 17. Weights are random
+(He-normal, fixed seed per model) and BatchNorm statistics are realistic
+(running var 0.5..1.5, mean +-0.1, gamma 0.5..1.5), so activations stay in
+range through the depth. Where torch exists, bench/zoo/export_zoo.py writes the
+real torchvision/timm/Ultralytics exports; bench_cpu_zoo.py runs either folder.
+
+  resnet18         torchvision ResNet-18 (BasicBlock, 1x1 stride-2 shortcuts)
+  mobilenetv2      torchvision MobileNetV2 1.0 (inverted residual, ReLU6)
+  mobilenetv3_l    torchvision MobileNetV3-Large (HardSwish, SE + HardSigmoid, k5)
+  efficientnet_b0  EfficientNet-B0 (MBConv k3/k5, SiLU, SE + Sigmoid)
+"""
+import argparse
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+class G:
+    def __init__(self, name, seed):
+        self.name, self.rng = name, np.random.default_rng(seed)
+        self.nodes, self.inits, self.k = [], [], 0
+
+    def t(self, p):
+        self.k += 1
+        return f"{p}_{self.k}"
+
+    def init(self, p, arr):
+        n = self.t(p)
+        self.inits.append(numpy_helper.from_array(np.asarray(arr, np.float32), n))
+        return n
+
+    def node(self, op, ins, p, **attrs):
+        out = self.t(p)
+        self.nodes.append(helper.make_node(op, ins, [out], name=out, **attrs))
+        return out
+
+    def conv_bn(self, x, cin, cout, k, s=1, groups=1, act=None):
+        fan_in = cin // groups * k * k
+        w = self.rng.normal(0, np.sqrt(2.0 / fan_in), (cout, cin // groups, k, k))
+        y = self.node("Conv", [x, self.init("w", w)], "conv", kernel_shape=[k, k], strides=[s, s],
+                      pads=[k // 2] * 4, group=groups)
+        bn = [self.rng.uniform(0.5, 1.5, cout), self.rng.normal(0, 0.05, cout), self.rng.normal(0, 0.1, cout),
+              self.rng.uniform(0.5, 1.5, cout)]
+        y = self.node("BatchNormalization", [y] + [self.init(n, v) for n, v in zip(("g", "b", "m", "v"), bn)],
+                      "bn", epsilon=1e-5)
+        return self.act(y, act)
+
+    def act(self, y, act):
+        if act == "relu":
+            return self.node("Relu", [y], "relu")
+        if act == "relu6":
+            return self.node("Clip", [y, self.init("lo", 0.0), self.init("hi", 6.0)], "relu6")
+        if act == "silu":
+            return self.node("Mul", [y, self.node("Sigmoid", [y], "sig")], "silu")
+        if act == "hswish":
+            return self.node("HardSwish", [y], "hswish")
+        return y
+
+    def se(self, x, c, cr, gate):
+        s = self.node("GlobalAveragePool", [x], "gap")
+        w1 = self.rng.normal(0, np.sqrt(2.0 / c), (cr, c, 1, 1))
+        s = self.node("Conv", [s, self.init("w", w1), self.init("b", np.zeros(cr))], "se1", kernel_shape=[1, 1])
+        s = self.act(s, "silu" if gate == "sigmoid" else "relu")
+        w2 = self.rng.normal(0, np.sqrt(1.0 / cr), (c, cr, 1, 1))
+        s = self.node("Conv", [s, self.init("w", w2), self.init("b", np.full(c, 1.0))], "se2", kernel_shape=[1, 1])
+        s = self.node("Sigmoid" if gate == "sigmoid" else "HardSigmoid", [s], "gate")
+        return self.node("Mul", [x, s], "scale")
+
+    def head(self, x, c, n_cls=1000):
+        y = self.node("GlobalAveragePool", [x], "gap")
+        y = self.node("Flatten", [y], "flat", axis=1)
+        w = self.rng.normal(0, np.sqrt(1.0 / c), (n_cls, c))
+        self.node("Gemm", [y, self.init("fc_w", w), self.init("fc_b", np.zeros(n_cls))], "fc", transB=1)
+        self.nodes[-1].output[0] = "logits"
+
+    def model(self):
+        x = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 3, 224, 224])
+        y = helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 1000])
+        g = helper.make_graph(self.nodes, self.name, [x], [y], self.inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="edgert-cpu-zoo")
+        m.ir_version = 8
+        onnx.checker.check_model(m)
+        return m
+
+
+def resnet18():
+    g = G("resnet18", 18)
+    x = g.conv_bn("input", 3, 64, 7, 2, act="relu")
+    x = g.node("MaxPool", [x], "pool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    cin = 64
+    for i, c in enumerate([64, 128, 256, 512]):
+        for b in range(2):
+            s = 2 if i > 0 and b == 0 else 1
+            y = g.conv_bn(x, cin, c, 3, s, act="relu")
+            y = g.conv_bn(y, c, c, 3)
+            sc = g.conv_bn(x, cin, c, 1, s) if s != 1 or cin != c else x
+            x = g.node("Relu", [g.node("Add", [y, sc], "add")], "relu")
+            cin = c
+    g.head(x, 512)
+    return g.model()
+
+
+def block(g, x, cin, hid, c, s, k, act, se_c=0, gate="sigmoid"):
+    """Inverted residual / MBConv: 1x1 expand (skipped when hid == cin), kxk
+    depthwise, optional SE squeezing to se_c, 1x1 project, residual when the
+    shape allows."""
+    y = g.conv_bn(x, cin, hid, 1, act=act) if hid != cin else x
+    y = g.conv_bn(y, hid, hid, k, s, groups=hid, act=act)
+    if se_c:
+        y = g.se(y, hid, se_c, gate)
+    y = g.conv_bn(y, hid, c, 1)
+    return g.node("Add", [x, y], "add") if s == 1 and cin == c else y
+
+
+def inverted_residuals(g, x, cin, cfg, act, se):
+    """MobileNetV2/EfficientNet stages: (expand t, out c, repeats n, stride s,
+    kernel k) each; SE (EfficientNet) squeezes to a quarter of the block input."""
+    for t, c, n, s, k in cfg:
+        for i in range(n):
+            x = block(g, x, cin, cin * t, c, s if i == 0 else 1, k, act, max(1, cin // 4) if se else 0)
+            cin = c
+    return x, cin
+
+
+def inverted_residual_net(name, seed, act, se, cfg):
+    g = G(name, seed)
+    x = g.conv_bn("input", 3, 32, 3, 2, act=act)
+    x, cin = inverted_residuals(g, x, 32, cfg, act, se)
+    x = g.conv_bn(x, cin, 1280, 1, act=act)
+    g.head(x, 1280)
+    return g.model()
+
+
+def mobilenetv2():
+    return inverted_residual_net("mobilenetv2", 2, "relu6", False, [
+        (1, 16, 1, 1, 3), (6, 24, 2, 2, 3), (6, 32, 3, 2, 3), (6, 64, 4, 2, 3), (6, 96, 3, 1, 3), (6, 160, 3, 2, 3),
+        (6, 320, 1, 1, 3)])
+
+
+def mobilenetv3_l():
+    g = G("mobilenetv3_l", 3)
+    x, cin = g.conv_bn("input", 3, 16, 3, 2, act="hswish"), 16
+    cfg = [(3, 16, 16, False, "relu", 1), (3, 64, 24, False, "relu", 2), (3, 72, 24, False, "relu", 1),
+           (5, 72, 40, True, "relu", 2), (5, 120, 40, True, "relu", 1), (5, 120, 40, True, "relu", 1),
+           (3, 240, 80, False, "hswish", 2), (3, 200, 80, False, "hswish", 1), (3, 184, 80, False, "hswish", 1),
+           (3, 184, 80, False, "hswish", 1), (3, 480, 112, True, "hswish", 1), (3, 672, 112, True, "hswish", 1),
+           (5, 672, 160, True, "hswish", 2), (5, 960, 160, True, "hswish", 1), (5, 960, 160, True, "hswish", 1)]
+    for k, exp, c, se, act, s in cfg:
+        x = block(g, x, cin, exp, c, s, k, act, (exp // 4 + 7) // 8 * 8 if se else 0, "hard")
+        cin = c
+    x = g.conv_bn(x, cin, 960, 1, act="hswish")
+    g.head(x, 960)
+    return g.model()
+
+
+def efficientnet_b0():
+    return inverted_residual_net("efficientnet_b0", 0, "silu", True, [
+        (1, 16, 1, 1, 3), (6, 24, 2, 2, 3), (6, 40, 2, 2, 5), (6, 80, 3, 2, 3), (6, 112, 3, 1, 5), (6, 192, 4, 2, 5),
+        (6, 320, 1, 1, 3)])
+
+
+MODELS = {"resnet18": resnet18, "mobilenetv2": mobilenetv2, "mobilenetv3_l": mobilenetv3_l,
+          "efficientnet_b0": efficientnet_b0}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("out_dir")
+    ap.add_argument("--only", default="", help="comma-separated model names")
+    a = ap.parse_args()
+    os.makedirs(a.out_dir, exist_ok=True)
+    names = [n for n in a.only.split(",") if n] or list(MODELS)
+    for n in names:
+        onnx.save(MODELS[n](), os.path.join(a.out_dir, n + ".onnx"))
+        print(os.path.join(a.out_dir, n + ".onnx"))
+
+
+if __name__ == "__main__":
+    main()

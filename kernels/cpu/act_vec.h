@@ -1,0 +1,145 @@
+/* Vectorised activations for the conv/GEMM stores (matmul.c's epilogue,
+ * dwconv.c), applied to a row while it is still in L1.
+ *
+ * ReLU, Clip (ReLU6), LeakyReLU, HardSigmoid, HardSwish, Sigmoid and SiLU
+ * (exp by a polynomial, about 2 ulp: libm's expf was a fifth of EfficientNet's
+ * instructions, one call per element) run 8 (x86) or 4
+ * (NEON) floats at a time with compare masks (GNU vector types, compiled for
+ * whatever target the including function has: the always_inline bodies take
+ * the target of the AVX2/AVX-512 driver copies); the other kinds go to act.c.
+ * NaN stays NaN: every clamp is written `x < lo ? lo : x`, which is false for
+ * NaN (`x > 0 ? x : 0` would turn NaN into 0). */
+#ifndef ERT_CPU_ACT_VEC_H
+#define ERT_CPU_ACT_VEC_H
+#include "cpu_kernels.h"
+
+#include <string.h>
+
+#if defined(__GNUC__)
+/* 8 lanes on x86 (AVX), 4 on aarch64 (a NEON q-register: gcc scalarises
+ * compares of wider generic vectors there) */
+#if defined(__aarch64__)
+#define ERT_AV_N 4
+#else
+#define ERT_AV_N 8
+#endif
+typedef float ert_av8 __attribute__((vector_size(ERT_AV_N * 4)));
+typedef int ert_av8i __attribute__((vector_size(ERT_AV_N * 4)));
+
+/* m ? a : b per lane (m is all-ones or zero) */
+#define ERT_AV_SEL(m, a, b) ((ert_av8)(((ert_av8i)(a) & (m)) | ((ert_av8i)(b) & ~(m))))
+
+/* exp(x) per lane, relative error about 2 ulp (Cephes expf's polynomial):
+ * x = n ln2 + r, |r| <= ln2/2, exp(r) by a degree-6 polynomial, 2^n by the
+ * exponent field. x is clamped to [-87.3, 88.3] (no overflow to inf or
+ * underflow past the smallest normal), NaN stays NaN. */
+static inline __attribute__((always_inline)) void ert_av_exp(ert_av8 *io) {
+    const ert_av8 z = {0};
+    ert_av8 x = *io;
+    x = ERT_AV_SEL(x < -87.3f + z, -87.3f + z, x);
+    x = ERT_AV_SEL(x > 88.3f + z, 88.3f + z, x);
+    /* round(x / ln2) with the 1.5 * 2^23 trick: t's low mantissa bits hold n */
+    const ert_av8 t = x * 1.44269504088896341f + 12582912.0f;
+    const ert_av8 n = t - 12582912.0f;
+    ert_av8 r = x - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    ert_av8 p = 1.9875691500e-4f + z;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    /* 2^n as a float (n in [-126, 127] after the clamp); a product, not an
+     * exponent-field add, so a NaN stays NaN */
+    const ert_av8 pow2n = (ert_av8)(((ert_av8i)t - 0x4b400000 + 127) << 23);
+    *io = p * pow2n;
+}
+
+/* one vector of the activation, in place */
+static inline __attribute__((always_inline)) void ert_av_act(ert_av8 *io, int kind, float al, float be) {
+    const ert_av8 z = {0}, one = 1.0f + z;
+    ert_av8 v = *io, r;
+    switch (kind) {
+    case ERT_ACT_RELU: r = ERT_AV_SEL(v < z, z, v); break;
+    case ERT_ACT_CLIP: r = ERT_AV_SEL(v < al + z, al + z, v), r = ERT_AV_SEL(r > be + z, be + z, r); break;
+    case ERT_ACT_LEAKY_RELU: r = ERT_AV_SEL(v < z, al * v, v); break;
+    case ERT_ACT_HARD_SIGMOID:
+        r = al * v + be;
+        r = ERT_AV_SEL(r < z, z, r), r = ERT_AV_SEL(r > one, one, r);
+        break;
+    case ERT_ACT_HARD_SWISH:
+        r = v / 6.0f + 0.5f;
+        r = ERT_AV_SEL(r < z, z, r), r = ERT_AV_SEL(r > one, one, r);
+        r = v * r;
+        break;
+    default: /* SIGMOID, SILU: x / (1 + exp(-x)) is SiLU, 1 / (1 + exp(-x)) sigmoid */
+        r = -v;
+        ert_av_exp(&r);
+        r = (kind == ERT_ACT_SILU ? v : one) / (one + r);
+        break;
+    }
+    *io = r;
+}
+
+/* The kinds done here; the others go to act.c one element at a time. */
+static inline bool ert_act_row_vectorised(int kind) {
+    return kind == ERT_ACT_RELU || kind == ERT_ACT_CLIP || kind == ERT_ACT_LEAKY_RELU ||
+           kind == ERT_ACT_HARD_SIGMOID || kind == ERT_ACT_HARD_SWISH || kind == ERT_ACT_SIGMOID ||
+           kind == ERT_ACT_SILU;
+}
+
+/* One vector of the store epilogue: + bias, + residual, activation (each
+ * optional; the kinds act_vec.h lacks are applied by the caller afterwards). */
+static inline __attribute__((always_inline)) void ert_av_epi(ert_av8 *v, const float *bias, const float *res,
+                                                            const ert_act_params *a, bool vec_act) {
+    if (bias) *v += *bias;
+    if (res) {
+        ert_av8 r;
+        memcpy(&r, res, sizeof r);
+        *v += r;
+    }
+    if (vec_act) ert_av_act(v, a->kind, a->alpha, a->beta);
+}
+
+/* x[0..n) = act(x + *bias + res) in one pass (bias: one value or NULL; res:
+ * n values or NULL, may be x itself; a: NULL for none), the order of the
+ * scalar epilogue it replaces, so results are unchanged. */
+static inline __attribute__((always_inline)) void ert_cpu_epilogue_row(float *x, int64_t n, const float *bias,
+                                                                      const float *res, const ert_act_params *a) {
+    const bool vec_act = a && ert_act_row_vectorised(a->kind);
+    int64_t i = 0;
+    for (; i + ERT_AV_N <= n; i += ERT_AV_N) {
+        ert_av8 v;
+        memcpy(&v, x + i, sizeof v);
+        ert_av_epi(&v, bias, res ? res + i : NULL, a, vec_act);
+        memcpy(x + i, &v, sizeof v);
+    }
+    if (i < n) { /* the tail through the same vector code, so no value depends on its position */
+        float t[ERT_AV_N] = {0}, rt[ERT_AV_N] = {0};
+        memcpy(t, x + i, (size_t)(n - i) * sizeof(float));
+        if (res) memcpy(rt, res + i, (size_t)(n - i) * sizeof(float));
+        ert_av8 v;
+        memcpy(&v, t, sizeof v);
+        ert_av_epi(&v, bias, res ? rt : NULL, a, vec_act);
+        memcpy(x + i, &v, (size_t)(n - i) * sizeof(float));
+    }
+    if (a && !vec_act) ert_cpu_act_inplace(x, n, a);
+}
+
+static inline __attribute__((always_inline)) void ert_cpu_act_row(float *x, int64_t n, const ert_act_params *a) {
+    ert_cpu_epilogue_row(x, n, NULL, NULL, a);
+}
+#else
+static inline void ert_cpu_epilogue_row(float *x, int64_t n, const float *bias, const float *res,
+                                        const ert_act_params *a) {
+    for (int64_t i = 0; i < n; i++) {
+        if (bias) x[i] += *bias;
+        if (res) x[i] += res[i];
+    }
+    if (a) ert_cpu_act_inplace(x, n, a);
+}
+static inline void ert_cpu_act_row(float *x, int64_t n, const ert_act_params *a) { ert_cpu_epilogue_row(x, n, NULL, NULL, a); }
+#endif
+
+#endif
