@@ -1309,12 +1309,19 @@ static void check_nan(const char *name, ert_model *m) {
         CHECK_OK(ert_session_run(cs), ctx);
         CHECK_OK(ert_session_get_output(gs, 0, got, (size_t)no * sizeof *got), ctx);
         CHECK_OK(ert_session_get_output(cs, 0, want, (size_t)no * sizeof *want), ctx);
-        int64_t bad = 0, first = -1, nans = 0;
+        /* A NaN the CPU has must be NaN here (never dropped). The GPU may
+         * have more: cuDNN's FFT/Winograd algorithms mix a tile's inputs, so
+         * a NaN reaches outputs outside its receptive field (seen on an H100
+         * with f32 3x3 convs); those are counted, not failed. */
+        int64_t bad = 0, first = -1, nans = 0, extra = 0;
         for (int64_t e = 0; e < no; e++) {
             nans += isnan(want[e]);
-            if (isnan(got[e]) != isnan(want[e]) && bad++ == 0) first = e;
+            extra += isnan(got[e]) && !isnan(want[e]);
+            if (isnan(want[e]) && !isnan(got[e]) && bad++ == 0) first = e;
         }
-        CHECK(bad == 0, "%s (%s, flags %u, %s): %lld of %lld NaN positions differ from the CPU, first at %lld: "
+        if (extra) printf("  %s (%s, flags %u): %lld NaN beyond the CPU's (a transform algorithm)\n", name,
+                          ert_dtype_name(g_prec), g_flags, (long long)extra);
+        CHECK(bad == 0, "%s (%s, flags %u, %s): %lld of %lld outputs NaN on the CPU are not NaN here, first at %lld: "
               "got %g, CPU %g", name, ert_dtype_name(g_prec), g_flags, rep ? "one NaN" : "4% NaN", (long long)bad,
               (long long)no, (long long)first, first >= 0 ? got[first] : 0.0, first >= 0 ? want[first] : 0.0);
         CHECK(nans > 0, "%s: the CPU output has no NaN: the case tests nothing", name);
