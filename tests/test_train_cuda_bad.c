@@ -38,22 +38,7 @@ int main(void) { return ert_test_skip("train_cuda_bad", "this build has no CUDA 
 #else
 #include <cuda_runtime_api.h>
 
-static long n_allocs;
-cudaError_t __real_cudaMalloc(void **p, size_t n);
-cudaError_t __real_cudaMallocManaged(void **p, size_t n, unsigned flags);
-cudaError_t __real_cudaHostAlloc(void **p, size_t n, unsigned flags);
-cudaError_t __real_cudaMallocHost(void **p, size_t n);
-cudaError_t __real_cudaMallocAsync(void **p, size_t n, cudaStream_t s);
-cudaError_t __wrap_cudaMalloc(void **p, size_t n);
-cudaError_t __wrap_cudaMallocManaged(void **p, size_t n, unsigned flags);
-cudaError_t __wrap_cudaHostAlloc(void **p, size_t n, unsigned flags);
-cudaError_t __wrap_cudaMallocHost(void **p, size_t n);
-cudaError_t __wrap_cudaMallocAsync(void **p, size_t n, cudaStream_t s);
-cudaError_t __wrap_cudaMalloc(void **p, size_t n) { n_allocs++; return __real_cudaMalloc(p, n); }
-cudaError_t __wrap_cudaMallocManaged(void **p, size_t n, unsigned f) { n_allocs++; return __real_cudaMallocManaged(p, n, f); }
-cudaError_t __wrap_cudaHostAlloc(void **p, size_t n, unsigned f) { n_allocs++; return __real_cudaHostAlloc(p, n, f); }
-cudaError_t __wrap_cudaMallocHost(void **p, size_t n) { n_allocs++; return __real_cudaMallocHost(p, n); }
-cudaError_t __wrap_cudaMallocAsync(void **p, size_t n, cudaStream_t s) { n_allocs++; return __real_cudaMallocAsync(p, n, s); }
+#include "cuda_alloc_count.h"
 
 static ert_context *ctx;
 static ert_test_rng rng;
