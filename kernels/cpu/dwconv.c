@@ -29,9 +29,18 @@
 #if defined(__aarch64__)
 #define VL 4
 #define DW_EVEN {0, 2, 4, 6}
+#define DW_EVEN_LIST 0, 2, 4, 6
 #else
 #define VL 8
 #define DW_EVEN {0, 2, 4, 6, 8, 10, 12, 14}
+#define DW_EVEN_LIST 0, 2, 4, 6, 8, 10, 12, 14
+#endif
+/* the even lanes of (lo, hi): gcc's __builtin_shuffle; clang (the fuzz and
+ * sanitizer builds) spells it __builtin_shufflevector with constant lanes */
+#if defined(__clang__)
+#define DW_SHUFFLE_EVEN(lo, hi) __builtin_shufflevector((lo), (hi), DW_EVEN_LIST)
+#else
+#define DW_SHUFFLE_EVEN(lo, hi) __builtin_shuffle((lo), (hi), (dw_v8i)DW_EVEN)
 #endif
 
 typedef float dw_v8 __attribute__((vector_size(VL * sizeof(float))));
@@ -59,7 +68,7 @@ bool ert_cpu_dw2d_fits(const ert_dw2d *p) {
             dw_v8 lo_, hi_;                                                                                         \
             memcpy(&lo_, (p), sizeof(dw_v8));                                                                       \
             memcpy(&hi_, (p) + VL, sizeof(dw_v8));                                                                  \
-            (dst) = __builtin_shuffle(lo_, hi_, (dw_v8i)DW_EVEN);                               \
+            (dst) = DW_SHUFFLE_EVEN(lo_, hi_);                                                      \
         }                                                                                                           \
     } while (0)
 
