@@ -30,8 +30,11 @@ if [[ ! -x "$out/root/usr/bin/python3.9" ]]; then
     rm -rf "$out/root" && mkdir -p "$out/root"
     for d in "$out"/debs/*.deb; do dpkg -x "$d" "$out/root"; done
 fi
-if ! compgen -G "$out/wheels/onnxruntime-*.whl" >/dev/null; then
+# pytest's own needs below Python 3.11 (exceptiongroup, tomli) are named:
+# pip's resolver, run by a newer Python, does not always fetch them
+if ! compgen -G "$out/wheels/onnxruntime-*.whl" >/dev/null || ! compgen -G "$out/wheels/exceptiongroup-*.whl" >/dev/null; then
     "$py" -m pip download -q "numpy==2.0.2" "pytest==8.3.5" "onnx==1.17.0" "onnxruntime==1.19.2" \
+        "exceptiongroup>=1.0.0rc8" "tomli>=1" "typing_extensions>=4.6" \
         --python-version 3.9 --only-binary=:all: --platform manylinux2014_x86_64 \
         --platform manylinux_2_27_x86_64 --platform manylinux_2_28_x86_64 -d "$out/wheels" >>"$out/apt.log" 2>&1 ||
         { echo "[py39] cannot download numpy/pytest/onnx/onnxruntime for cp39 (offline?): skipped"; exit 77; }
