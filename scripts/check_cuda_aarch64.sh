@@ -56,6 +56,10 @@ t0=$SECONDS
 nvcc_host=${ERT_HOST_NVCC:-$(command -v nvcc || true)}
 [[ -z "$nvcc_host" && -x /usr/local/cuda/bin/nvcc ]] && nvcc_host=/usr/local/cuda/bin/nvcc
 if [[ -z "$nvcc_host" ]]; then say "no x86_64 nvcc (CUDA 13.0)"; exit 2; fi
+# nvcc on PATH may be a wrapper script (CI's /usr/local/bin/nvcc is
+# `exec /usr/local/cuda-13.0/bin/nvcc "$@"`): ask nvcc where it really lives.
+nvcc_here=$("$nvcc_host" -dryrun -E -x cu /dev/null 2>&1 | sed -n 's/^#\$ _HERE_=//p' | head -n1)
+if [[ -n "$nvcc_here" && -x "$nvcc_here/nvcc" ]]; then nvcc_host=$nvcc_here/nvcc; fi
 nvcc_host=$(readlink -f "$nvcc_host")
 host_ver=$("$nvcc_host" --version | sed -n 's/.*release \([0-9.]*\),.*/\1/p')
 if [[ "$host_ver" != 13.0 ]]; then

@@ -104,6 +104,19 @@ if(ERT_CUDA_TARGET_ROOT)
     endif()
     get_filename_component(_ert_hb "${ERT_HOST_NVCC}" REALPATH)
     get_filename_component(_ert_hb "${_ert_hb}" DIRECTORY)
+    if(NOT EXISTS "${_ert_hb}/nvcc.profile")
+      # A wrapper script (e.g. /usr/local/bin/nvcc = exec .../cuda-13.0/bin/nvcc):
+      # nvcc's dry run names the directory it really runs from.
+      execute_process(COMMAND "${ERT_HOST_NVCC}" -dryrun -E -x cu /dev/null
+                      OUTPUT_VARIABLE _ert_dry ERROR_VARIABLE _ert_dry)
+      if(_ert_dry MATCHES "#\\$ _HERE_=([^\r\n]+)")
+        get_filename_component(_ert_hb "${CMAKE_MATCH_1}" REALPATH)
+      endif()
+      if(NOT EXISTS "${_ert_hb}/nvcc.profile")
+        message(FATAL_ERROR "${ERT_HOST_NVCC}: no nvcc.profile next to the nvcc it runs (${_ert_hb}); "
+          "set -DERT_HOST_NVCC=<toolkit>/bin/nvcc")
+      endif()
+    endif()
     set(_ert_x "${ERT_CUDA_CROSS_TREE}")
     set(_ert_stamp "${_ert_tgt}|${_ert_hb}")
     set(_ert_old "")
