@@ -193,21 +193,30 @@ static __global__ void strided_copy_kernel(const T *__restrict__ in, T *__restri
 
 /* A copy map with its dims coalesced (see copy_coalesce), 32-bit: every
  * index, extent and offset of the copy fits in int32. */
-struct copy_map32 {
+template <typename I> struct copy_map {
     int nd;
-    int dims[ERT_MAX_DIMS], si[ERT_MAX_DIMS], so[ERT_MAX_DIMS];
+    I dims[ERT_MAX_DIMS], si[ERT_MAX_DIMS], so[ERT_MAX_DIMS];
 };
 
+/* Index r of the map's dims -> its input and output offsets. */
+template <typename I>
+static __device__ __forceinline__ void copy_decode(const copy_map<I> &m, I r, I *oi, I *oo) {
+    I a = 0, b = 0;
+    for (int d = m.nd - 1; d >= 0; d--) {
+        I k = r % m.dims[d];
+        r /= m.dims[d];
+        a += k * m.si[d];
+        b += k * m.so[d];
+    }
+    *oi = a;
+    *oo = b;
+}
+
 template <typename T>
-static __global__ void strided_copy32_kernel(const T *__restrict__ in, T *__restrict__ out, copy_map32 m, int n) {
+static __global__ void strided_copy32_kernel(const T *__restrict__ in, T *__restrict__ out, copy_map<int> m, int n) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        int r = i, oi = 0, oo = 0;
-        for (int d = m.nd - 1; d >= 0; d--) {
-            int k = r % m.dims[d];
-            r /= m.dims[d];
-            oi += k * m.si[d];
-            oo += k * m.so[d];
-        }
+        int oi, oo;
+        copy_decode(m, i, &oi, &oo);
         out[oo] = in[oi];
     }
 }
@@ -217,22 +226,12 @@ static __global__ void strided_copy32_kernel(const T *__restrict__ in, T *__rest
  * once (dims/si/so of the outer dims, in units of V); threads copy the
  * row's Lv V-sized words. V is the widest of 16/8/4/2/1 bytes that every
  * offset allows. */
-struct copy_rows {
-    int nd;
-    int64_t dims[ERT_MAX_DIMS], si[ERT_MAX_DIMS], so[ERT_MAX_DIMS];
-};
-
 template <typename V>
-static __global__ void copy_rows_kernel(const V *__restrict__ in, V *__restrict__ out, copy_rows m, int64_t rows,
-                                        int64_t Lv) {
+static __global__ void copy_rows_kernel(const V *__restrict__ in, V *__restrict__ out, copy_map<int64_t> m,
+                                        int64_t rows, int64_t Lv) {
     for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
-        int64_t q = r, bi = 0, bo = 0;
-        for (int d = m.nd - 1; d >= 0; d--) {
-            int64_t k = q % m.dims[d];
-            q /= m.dims[d];
-            bi += k * m.si[d];
-            bo += k * m.so[d];
-        }
+        int64_t bi, bo;
+        copy_decode(m, r, &bi, &bo);
         for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < Lv; j += (int64_t)gridDim.x * blockDim.x)
             out[bo + j] = in[bi + j];
     }
@@ -439,7 +438,7 @@ cudaError_t ert_cuda_strided_copy_launch(const void *in, int64_t in_off, void *o
             if (ok) break;
             vb /= 2;
         }
-        copy_rows r;
+        copy_map<int64_t> r;
         r.nd = nd - 1;
         for (int d = 0; d < nd - 1; d++) {
             r.dims[d] = dims[d];
@@ -466,7 +465,7 @@ cudaError_t ert_cuda_strided_copy_launch(const void *in, int64_t in_off, void *o
         maxo += (dims[d] - 1) * (so[d] < 0 ? -so[d] : so[d]);
     }
     if (small && fits32(maxi) && fits32(maxo)) {
-        copy_map32 c;
+        copy_map<int> c;
         c.nd = nd;
         for (int d = 0; d < nd; d++) c.dims[d] = (int)dims[d], c.si[d] = (int)si[d], c.so[d] = (int)so[d];
         switch (esize) {
