@@ -950,6 +950,32 @@ static void test_tensor(void) {
         check_model(name, m, NULL, NULL, -1, 1, 1e-6, ERT_PLACEMENT_AUTO);
         ert_model_free(m);
     }
+    /* a transformer MLP as exporters write it (CPU session as oracle): MatMul
+     * + bias Add on a rank-3 input, GELU spelled with Erf (both become one
+     * MatMul with a bias and GELU epilogue), MatMul + bias + Relu, and a
+     * MatMul whose bias is not over the last axis only (stays an Add) */
+    for (int v = 0; v < 2; v++) {
+        int64_t xd[3] = {2, 7, 24}, w1d[2] = {24, 40}, b1d[1] = {40}, w2d[2] = {40, 9}, b2d[3] = {1, v ? 7 : 1, 9};
+        float *w1 = rnd(24 * 40, -0.3f, 0.3f), *b1 = rnd(40, -0.5f, 0.5f), *w2 = rnd(40 * 9, -0.3f, 0.3f),
+              *b2 = rnd(7 * 9, -0.5f, 0.5f), sq2 = 1.4142135f, one = 1.0f, half = 0.5f;
+        bstart();
+        int32_t x = binput("x", 3, xd), h, g;
+        h = bnode("MatMul", (int32_t[]){x, bweight(2, w1d, w1)}, 2, NULL, 0);
+        h = bnode("Add", (int32_t[]){h, bweight(1, b1d, b1)}, 2, NULL, 0);
+        g = bnode("Div", (int32_t[]){h, bweight(0, NULL, &sq2)}, 2, NULL, 0);
+        g = bnode("Erf", (int32_t[]){g}, 1, NULL, 0);
+        g = bnode("Add", (int32_t[]){g, bweight(0, NULL, &one)}, 2, NULL, 0);
+        g = bnode("Mul", (int32_t[]){h, g}, 2, NULL, 0);
+        g = bnode("Mul", (int32_t[]){g, bweight(0, NULL, &half)}, 2, NULL, 0);
+        int32_t y = bnode("MatMul", (int32_t[]){g, bweight(2, w2d, w2)}, 2, NULL, 0);
+        y = bnode("Add", (int32_t[]){bweight(3, b2d, b2), y}, 2, NULL, 0);
+        y = bnode("Relu", (int32_t[]){y}, 1, NULL, 0);
+        free(w1), free(b1), free(w2), free(b2);
+        ert_model *m = bfinish(y);
+        check_model(v ? "MLP MatMul+bias, GELU (full b2)" : "MLP MatMul+bias, GELU", m, NULL, NULL, -1, 1, 1e-4,
+                    ERT_PLACEMENT_AUTO);
+        ert_model_free(m);
+    }
 }
 
 /* ------------------------------------------------------------------ Cast, Gather, ConvTranspose (CPU session as oracle) */

@@ -597,10 +597,14 @@ ert_status ert_cpu_matmul(const ert_kargs *a) {
     if (!ert_broadcast_shape(na, A->dims, nb, B->dims, &nbd, bd)) return ERT_E_SHAPE;
     int64_t n_batch = 1;
     for (int i = 0; i < nbd; i++) n_batch *= bd[i];
+    /* a fused bias (runtime/passes/fuse.c): (N) values over the last axis,
+     * added before the activation */
+    const float *bias = a->params->gemm.has_c && a->n_in > 2 && a->in[2].data ? a->in[2].data : NULL;
+    const ert_act_params *act = a->params->gemm.act.kind != ERT_ACT_NONE ? &a->params->gemm.act : NULL;
     ert_sgemm_args g = {
         .M = M, .N = N, .K = K, .a_rs = K, .a_cs = 1, .alpha = 1.0f,
         .b_rs = B->ndim >= 2 ? N : 1, .b_cs = 1, .ldc = N,
-        .act = a->params->gemm.act.kind != ERT_ACT_NONE ? &a->params->gemm.act : NULL,
+        .act = bias ? NULL : act,
     };
     for (int64_t bi = 0; bi < n_batch; bi++) {
         /* map the output batch index to (broadcast) offsets into a and b */
@@ -623,6 +627,7 @@ ert_status ert_cpu_matmul(const ert_kargs *a) {
         g.c = (float *)Y->data + bi * M * N;
         ert_status st = ert_cpu_sgemm(&g, a->workspace, a->workspace_bytes, a->pool);
         if (st) return st;
+        for (int64_t r = 0; bias && r < M; r++) ert_cpu_epilogue_row(g.c + r * N, N, NULL, bias, act);
     }
     return ERT_OK;
 }

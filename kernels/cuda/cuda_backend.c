@@ -1938,10 +1938,18 @@ static ert_status run_matmul(cuda_ctx *c, const ert_kargs *a) {
         }
     }
     const ert_act_params *act = &a->params->gemm.act;
+    /* a fused bias (runtime/passes/fuse.c): (N) values over the last axis,
+     * added before the activation by the channels-last conv epilogue (C = N) */
+    const void *bias = a->params->gemm.has_c && a->n_in > 2 ? a->in[2].data : NULL;
+    cudaError_t e;
+    if (bias) {
+        e = ert_cuda_conv_epilogue_launch(Y->dtype, Y->data, bias, NULL, 1, N, Y->n_elems / N, true, act, c->stream);
+        return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "matmul bias epilogue");
+    }
     if (act->kind == ERT_ACT_NONE) return ERT_OK;
     ert_cuda_map m;
     map_out(&m, Y);
-    cudaError_t e = ert_cuda_epilogue_launch(Y->dtype, Y->data, NULL, 0.0f, NULL, &m, Y->n_elems, act, c->stream);
+    e = ert_cuda_epilogue_launch(Y->dtype, Y->data, NULL, 0.0f, NULL, &m, Y->n_elems, act, c->stream);
     return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "matmul epilogue");
 }
 
