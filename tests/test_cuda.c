@@ -976,6 +976,25 @@ static void test_tensor(void) {
                     ERT_PLACEMENT_AUTO);
         ert_model_free(m);
     }
+    { /* attention: heads (2, 3, 6, 16); (q * c) @ (Transpose(k) * c) -> Softmax
+       * -> @ v, + q: the scalars become alpha, the Transpose trans_b, the Add a
+       * residual of the last MatMul */
+        int64_t d[4] = {2, 3, 6, 16}, perm[4] = {0, 1, 3, 2};
+        float c = 0.5f;
+        bstart();
+        int32_t q = binput("q", 4, d), k = binput("k", 4, d), v = binput("v", 4, d), y;
+        ert_attr pa[] = {ERT_ATTR_IS("perm", perm, 4)}, sa[] = {ERT_ATTR_I("axis", -1)};
+        int32_t qs = bnode("Mul", (int32_t[]){q, bweight(0, NULL, &c)}, 2, NULL, 0);
+        int32_t kt = bnode("Transpose", (int32_t[]){k}, 1, pa, 1);
+        kt = bnode("Mul", (int32_t[]){bweight(0, NULL, &c), kt}, 2, NULL, 0);
+        y = bnode("MatMul", (int32_t[]){qs, kt}, 2, NULL, 0);
+        y = bnode("Softmax", (int32_t[]){y}, 1, sa, 1);
+        y = bnode("MatMul", (int32_t[]){y, v}, 2, NULL, 0);
+        y = bnode("Add", (int32_t[]){y, q}, 2, NULL, 0);
+        ert_model *m = bfinish(y);
+        check_model("attention alpha/trans_b/residual", m, NULL, NULL, -1, 1, 1e-4, ERT_PLACEMENT_AUTO);
+        ert_model_free(m);
+    }
 }
 
 /* ------------------------------------------------------------------ Cast, Gather, ConvTranspose (CPU session as oracle) */

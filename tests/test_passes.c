@@ -7,7 +7,10 @@
  *    propagate.
  * 2. A transformer MLP as exporters write it: MatMul + bias Add on a rank-3
  *    input, GELU spelled with Erf (both spellings), MatMul + bias + Relu; a
- *    bias that is not over the last axis only (must not fuse). */
+ *    bias that is not over the last axis only (must not fuse).
+ * 3. Attention as exporters write it: (q * c1) @ (Transpose(k) * c2) ->
+ *    Softmax -> @ v, + x: the scalars fold into the MatMul's alpha, the
+ *    Transpose into trans_b, the residual Add into the MatMul. */
 #include "session_internal.h" /* white-box: which nodes the passes left */
 #include "testutil.h"
 
@@ -232,6 +235,77 @@ static void test_mlp(int form, bool b2_full) {
     ert_model_free(m);
 }
 
+/* ------------------------------------------------------------ attention */
+
+static void test_attention(void) {
+    enum { Bn = 2, T = 5, D = 8 };
+    static float wq[D * D], wk[D * D], wv[D * D];
+    const float c1 = 0.6f, c2 = 0.55f;
+    ert_builder *b = NULL;
+    CHECK_OK(ert_builder_create(ctx, &b), ctx);
+    int64_t xd[3] = {Bn, T, D}, wd[2] = {D, D}, perm[3] = {0, 2, 1};
+    int32_t x, q, k, v, y;
+    CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 3, xd, &x), ctx);
+    q = node2(b, "MatMul", x, weight(b, 2, wd, -0.5f, 0.5f, wq));
+    k = node2(b, "MatMul", x, weight(b, 2, wd, -0.5f, 0.5f, wk));
+    v = node2(b, "MatMul", x, weight(b, 2, wd, -0.5f, 0.5f, wv));
+    q = node2(b, "Mul", q, scalar(b, c1));
+    ert_attr pa[] = {ERT_ATTR_IS("perm", perm, 3)}, sa[] = {ERT_ATTR_I("axis", -1)};
+    CHECK_OK(ert_builder_node(b, "Transpose", NULL, &k, 1, pa, 1, &k, 1), ctx);
+    k = node2(b, "Mul", scalar(b, c2), k);
+    y = node2(b, "MatMul", q, k);
+    CHECK_OK(ert_builder_node(b, "Softmax", NULL, &y, 1, sa, 1, &y, 1), ctx);
+    y = node2(b, "MatMul", y, v);
+    y = node2(b, "Add", x, y);
+    CHECK_OK(ert_builder_output(b, y, "y"), ctx);
+    ert_model *m = NULL;
+    CHECK_OK(ert_builder_finish(b, &m), ctx);
+    ert_builder_free(b);
+    if (!m) return;
+    float x_[Bn * T * D], y_[Bn * T * D];
+    double ref[Bn * T * D];
+    ert_test_fill(&rng, x_, Bn * T * D, -2, 2);
+    for (int bb = 0; bb < Bn; bb++) {
+        double Q[T][D], K[T][D], V[T][D];
+        const float *xb = x_ + bb * T * D;
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < D; j++) {
+                Q[t][j] = K[t][j] = V[t][j] = 0;
+                for (int i = 0; i < D; i++) {
+                    Q[t][j] += (double)xb[t * D + i] * wq[i * D + j];
+                    K[t][j] += (double)xb[t * D + i] * wk[i * D + j];
+                    V[t][j] += (double)xb[t * D + i] * wv[i * D + j];
+                }
+            }
+        for (int t = 0; t < T; t++) {
+            double sc[T], mx = -INFINITY, sum = 0;
+            for (int u = 0; u < T; u++) {
+                sc[u] = 0;
+                for (int j = 0; j < D; j++) sc[u] += (double)c1 * Q[t][j] * (double)c2 * K[u][j];
+                mx = fmax(mx, sc[u]);
+            }
+            for (int u = 0; u < T; u++) sum += sc[u] = exp(sc[u] - mx);
+            for (int j = 0; j < D; j++) {
+                double o = xb[t * D + j];
+                for (int u = 0; u < T; u++) o += sc[u] / sum * V[u][j];
+                ref[(bb * T + t) * D + j] = o;
+            }
+        }
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        ert_session *s = run_once(m, pass, x_, Bn * T * D, y_, Bn * T * D);
+        if (!s) continue;
+        if (!pass) {
+            int left = n_live(s, ERT_OP_MUL) + n_live(s, ERT_OP_TRANSPOSE) + n_live(s, ERT_OP_ADD);
+            CHECK(left == 0 && n_live(s, ERT_OP_MATMUL) == 5, "attention: %d Mul/Transpose/Add left, %d MatMul", left,
+                  n_live(s, ERT_OP_MATMUL));
+        }
+        CHECK(ert_test_close(pass ? "attention unfused" : "attention", y_, ref, Bn * T * D, 1e-5, 1e-4), "attention");
+        ert_session_free(s);
+    }
+    ert_model_free(m);
+}
+
 int main(void) {
     ert_context_options co = {0};
     if (ert_context_create(&co, &ctx) != ERT_OK) return 1;
@@ -255,6 +329,7 @@ int main(void) {
         test_mlp(form, false);
         test_mlp(form, true);
     }
+    test_attention();
     ert_context_free(ctx);
     return ert_test_finish("passes");
 }

@@ -1,7 +1,8 @@
 /* Session step 4: inference passes on the working graph: BatchNorm folded
  * into the preceding Conv, spatial ReduceMean/Max -> global pools, the
  * exporters' Erf spelling of GELU -> Gelu, MatMul + bias Add -> MatMul with
- * a bias, Mul(x, Sigmoid(x)) -> SiLU, Conv + Add (residual)
+ * a bias, scalar Muls, a last-axes Transpose and a residual Add into the
+ * MatMul, Mul(x, Sigmoid(x)) -> SiLU, Conv + Add (residual)
  * and Conv/Gemm + activation fused into the producer's epilogue, dead nodes
  * removed. Called from build() in session.c. */
 #include "session_internal.h"
@@ -284,6 +285,68 @@ static void fuse_matmul_bias(ert_session *s, int32_t *producer) {
     }
 }
 
+/* The node that writes tensor t (one output), or NULL. */
+static snode *writer_of(ert_session *s, const int32_t *producer, int32_t t) {
+    if (t < 0 || producer[t] < 0) return NULL;
+    snode *n = &s->n[producer[t]];
+    return n->dead || n->n_out != 1 ? NULL : n;
+}
+
+/* Around a MatMul (attention as exporters write it: q * c @ (k^T * c), the
+ * residual stream's x + Linear(...)):
+ * - an operand that is Mul(u, scalar constant) read by the MatMul alone
+ *   -> u, the scalar folded into gemm.alpha;
+ * - B that is Transpose(u) swapping the last two axes, read by the MatMul
+ *   alone -> u with gemm.trans_b (no transpose copy);
+ * - an Add of the MatMul's output and a tensor z of the same shape written
+ *   before it (after the bias pass) -> z as the MatMul's residual (in[3]). */
+static void fuse_matmul_operands(ert_session *s, int32_t *producer) {
+    for (int i = 0; i < s->nn; i++) {
+        snode *mm = &s->n[i];
+        if (mm->dead || mm->op != ERT_OP_MATMUL || s->t[mm->out[0]].dtype != ERT_DTYPE_F32) continue;
+        for (int k = 0; k < 2; k++) {
+            snode *mul = s->t[mm->in[k]].n_uses == 1 ? writer_of(s, producer, mm->in[k]) : NULL;
+            for (int j = 0; j < 2 && mul && mul->op == ERT_OP_MUL && mul->n_in == 2; j++) {
+                int32_t u = mul->in[j], c = mul->in[1 - j];
+                int64_t nc = 0;
+                if (!ert_s_is_const(s, c) || s->t[c].dtype != ERT_DTYPE_F32 || !s->t[c].cdata ||
+                    !ert_dims_nelems(s->t[c].ndim, s->t[c].dims, &nc) || nc != 1 || !same_shape(&s->t[u], &s->t[mm->in[k]]))
+                    continue;
+                mm->params.gemm.alpha *= *(const float *)s->t[c].cdata;
+                mm->in[k] = u;
+                mul->dead = true;
+                ert_s_count_uses(s, producer);
+                break;
+            }
+        }
+        snode *tr = s->t[mm->in[1]].n_uses == 1 ? writer_of(s, producer, mm->in[1]) : NULL;
+        int nd = s->t[mm->in[1]].ndim;
+        if (tr && tr->op == ERT_OP_TRANSPOSE && !mm->params.gemm.trans_b && nd >= 2) {
+            const int64_t *perm = tr->params.transpose.perm;
+            bool swap = perm[nd - 2] == nd - 1 && perm[nd - 1] == nd - 2;
+            for (int d = 0; d < nd - 2; d++) swap = swap && perm[d] == d;
+            if (swap) {
+                mm->in[1] = tr->in[0];
+                mm->params.gemm.trans_b = true;
+                tr->dead = true;
+                ert_s_count_uses(s, producer);
+            }
+        }
+        if (mm->n_in > 3 || mm->params.gemm.act.kind != ERT_ACT_NONE) continue;
+        snode *add = sole_consumer(s, mm->out[0], i);
+        int32_t z = other_in(add, ERT_OP_ADD, mm->out[0]);
+        if (z < 0 || z == mm->out[0] || producer[z] >= i || !same_shape(&s->t[z], &s->t[mm->out[0]]) ||
+            !same_shape(&s->t[z], &s->t[add->out[0]]))
+            continue;
+        if (mm->n_in == 2) mm->in[2] = -1;
+        mm->in[3] = z;
+        mm->n_in = 4;
+        mm->out[0] = add->out[0];
+        add->dead = true;
+        ert_s_count_uses(s, producer);
+    }
+}
+
 ert_status ert_s_fuse(ert_session *s) {
     int32_t *producer = malloc((size_t)s->nt * sizeof *producer);
     if (!producer) return ert_s_oom(s);
@@ -291,6 +354,7 @@ ert_status ert_s_fuse(ert_session *s) {
     ert_s_count_uses(s, producer);
     fuse_gelu(s);
     fuse_matmul_bias(s, producer);
+    fuse_matmul_operands(s, producer);
     ert_s_count_uses(s, producer);
     /* Mul(x, Sigmoid(x)) -> Silu(x) */
     for (int i = 0; i < s->nn; i++) {
