@@ -26,6 +26,10 @@
  *   test_op_harness --cuda   CUDA f32 and f16 sessions, CUDA trainer (ctest
  *                            op_harness_cuda, label gpu; 77 = SKIPPED without
  *                            a GPU or without the CUDA backend)
+ *   test_op_harness --cpu-selfcheck   the f16 session path (inputs and
+ *                            weights rounded to f16, its tolerance) on the
+ *                            CPU, which ignores precision: the harness's own
+ *                            check where no GPU is (ctest op_harness_selfcheck)
  * ERT_HEAVY=1: 10 random draws per case instead of 3.
  * This file runs the cases; they are described in op_harness_eltwise.c,
  * op_harness_nn.c and op_harness_tensor.c (types in harness_cases.h). */
@@ -425,7 +429,8 @@ static bool cuda_probe(char *why, size_t n) {
 
 int main(int argc, char **argv) {
     bool cuda = argc > 1 && !strcmp(argv[1], "--cuda");
-    const char *name = cuda ? "op_harness_cuda" : "op_harness";
+    bool selfcheck = argc > 1 && !strcmp(argv[1], "--cpu-selfcheck");
+    const char *name = cuda ? "op_harness_cuda" : selfcheck ? "op_harness --cpu-selfcheck" : "op_harness";
     ert_test_rng_init(&rng, name);
     if (ert_context_create(NULL, &ctx) != ERT_OK) return 1;
     if (cuda) {
@@ -442,6 +447,10 @@ int main(int argc, char **argv) {
     } else {
         backends[0] = (backend){"cpu", ERT_DEVICE_CPU, ERT_DTYPE_F32, 1e-4};
         n_backends = 1;
+        if (selfcheck) { /* the f16 path (rounded inputs and weights, its tolerance) on the CPU, which ignores precision */
+            backends[1] = (backend){"cpu f16 inputs", ERT_DEVICE_CPU, ERT_DTYPE_F16, 2e-2};
+            n_backends = 2;
+        }
     }
     int reps = getenv("ERT_HEAVY") ? 10 : 3;
     for (int r = 0; r < reps; r++) {
