@@ -104,7 +104,7 @@ slot *add_f32(hcase *c, int nd, const int64_t *d, double lo, double hi) {
     slot *s = &c->s[c->ns++];
     s->kind = S_F32;
     s->nd = nd;
-    memcpy(s->dims, d, (size_t)nd * sizeof *d);
+    if (nd) memcpy(s->dims, d, (size_t)nd * sizeof *d);
     s->lo = lo, s->hi = hi;
     return s;
 }
@@ -114,7 +114,7 @@ slot *add_const(hcase *c, ert_dtype dt, int nd, const int64_t *d, const void *da
     s->kind = S_CONST;
     s->dt = dt;
     s->nd = nd;
-    memcpy(s->dims, d, (size_t)nd * sizeof *d);
+    if (nd) memcpy(s->dims, d, (size_t)nd * sizeof *d);
     s->data = data;
     return s;
 }
@@ -122,7 +122,7 @@ slot *add_const(hcase *c, ert_dtype dt, int nd, const int64_t *d, const void *da
 void set_y(hcase *c, ert_dtype dt, int nd, const int64_t *d) {
     c->ydt = dt;
     c->ynd = nd;
-    memcpy(c->yd, d, (size_t)nd * sizeof *d);
+    if (nd) memcpy(c->yd, d, (size_t)nd * sizeof *d); /* d may be NULL for a scalar */
 }
 
 /* Draw the S_F32/S_BOOL operands: f32 values (what the library gets) in
