@@ -161,19 +161,20 @@ static __device__ __forceinline__ float bin_op(int what, float u, float v) {
     }
 }
 
+/* y[i] = a op b: T, or a 0/1 byte for the comparisons */
+template <typename T, typename I>
+static __device__ __forceinline__ void bin_store(void *y, I i, float u, float v, int what) {
+    if (what >= B_EQ) ((uint8_t *)y)[i] = (what == B_EQ ? u == v : (what == B_LT ? u < v : u > v)) ? 1 : 0;
+    else ert_put((T *)y + i, bin_op(what, u, v));
+}
+
 template <typename T>
 static __global__ void binary_kernel(const T *__restrict__ a, const T *__restrict__ b, void *__restrict__ y,
                               ert_cuda_map m, int64_t n, int what) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t oa, ob, unused;
         decode(m, i, &oa, &ob, &unused);
-        float u = ert_ld(a[oa]), v = ert_ld(b[ob]);
-        if (what >= B_EQ) {
-            bool r = what == B_EQ ? u == v : (what == B_LT ? u < v : u > v);
-            ((uint8_t *)y)[i] = r ? 1 : 0;
-            continue;
-        }
-        ert_put((T *)y + i, bin_op(what, u, v));
+        bin_store<T>(y, i, ert_ld(a[oa]), ert_ld(b[ob]), what);
     }
 }
 
@@ -185,13 +186,7 @@ static __global__ void binary32_kernel(const T *__restrict__ a, const T *__restr
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         int oa, ob;
         copy_decode(m, i, &oa, &ob);
-        float u = ert_ld(a[oa]), v = ert_ld(b[ob]);
-        if (what >= B_EQ) {
-            bool r = what == B_EQ ? u == v : (what == B_LT ? u < v : u > v);
-            ((uint8_t *)y)[i] = r ? 1 : 0;
-            continue;
-        }
-        ert_put((T *)y + i, bin_op(what, u, v));
+        bin_store<T>(y, i, ert_ld(a[oa]), ert_ld(b[ob]), what);
     }
 }
 
