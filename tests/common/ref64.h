@@ -246,23 +246,33 @@ static inline void softmax_ref(const ert_ref *c, double *y) {
         }
 }
 
-/* iv: d0 d1 d2, red mask bits, kind (0 sum, 1 mean, 2 max) */
+/* iv: d0 d1 d2, red mask bits, kind (0 Sum, 1 Mean, 2 Max, 3 Min, 4 Prod,
+ * 5 L1, 6 L2, 7 SumSquare, 8 LogSum, 9 LogSumExp) */
 static inline void reduce_ref(const ert_ref *c, double *y) {
     const int64_t *d = c->iv;
-    int mask = (int)c->iv[3];
+    int mask = (int)c->iv[3], kind = (int)c->iv[4];
     int64_t od[3];
     for (int i = 0; i < 3; i++) od[i] = mask >> i & 1 ? 1 : d[i];
-    int64_t cnt = 1;
+    int64_t cnt = 1, no = od[0] * od[1] * od[2];
     for (int i = 0; i < 3; i++) cnt *= mask >> i & 1 ? d[i] : 1;
-    for (int64_t i = 0; i < od[0] * od[1] * od[2]; i++) y[i] = c->iv[4] == 2 ? -INFINITY : 0;
+    for (int64_t i = 0; i < no; i++) y[i] = kind == 2 ? -INFINITY : kind == 3 ? INFINITY : kind == 4 ? 1 : 0;
     for (int64_t a = 0; a < d[0]; a++)
         for (int64_t b = 0; b < d[1]; b++)
             for (int64_t e = 0; e < d[2]; e++) {
                 int64_t oa = mask & 1 ? 0 : a, ob = mask & 2 ? 0 : b, oe = mask & 4 ? 0 : e;
                 double v = c->pd[0][(a * d[1] + b) * d[2] + e], *o = &y[(oa * od[1] + ob) * od[2] + oe];
-                if (c->iv[4] == 2) *o = fmax(*o, v);
-                else *o += v / (c->iv[4] ? (double)cnt : 1.0);
+                switch (kind) {
+                case 1: *o += v / (double)cnt; break;
+                case 2: *o = fmax(*o, v); break;
+                case 3: *o = fmin(*o, v); break;
+                case 4: *o *= v; break;
+                case 5: *o += fabs(v); break;
+                case 6: case 7: *o += v * v; break;
+                case 9: *o += exp(v); break;
+                default: *o += v; break; /* Sum, LogSum */
+                }
             }
+    for (int64_t i = 0; i < no; i++) y[i] = kind == 6 ? sqrt(y[i]) : kind == 8 || kind == 9 ? log(y[i]) : y[i];
 }
 
 /* Gather of a weight (embedding rows, repeated indices) or along axis 1 with

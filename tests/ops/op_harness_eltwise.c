@@ -168,8 +168,9 @@ static void arg_ref(const ert_ref *c, double *y) { /* iv: d0 d1 d2, axis, min */
 }
 
 void cases_reduce(void) {
-    static const char *R[] = {"ReduceSum", "ReduceMean", "ReduceMax"};
-    for (int kind = 0; kind < 3; kind++) {
+    static const char *R[] = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+                              "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"};
+    for (int kind = 0; kind < 10; kind++) {
         hcase hc, *c = begin(&hc, R[kind]);
         int64_t d[3] = {ert_test_int(&rng, 1, 3), ert_test_int(&rng, 1, 4), ert_test_int(&rng, 2, 5)}, od[3];
         int mask = ert_test_int(&rng, 1, 7), keep = ert_test_int(&rng, 0, 1), na = 0, ond = 0;
@@ -179,7 +180,10 @@ void cases_reduce(void) {
         for (int i = 0; i < 3; i++)
             if (!(mask >> i & 1) || keep) od[ond++] = mask >> i & 1 ? 1 : d[i];
         slot *x = add_f32(c, 3, d, -1, 1);
-        if (kind == 2) x->gap = -1; /* no near-ties for the max */
+        if (kind == 2 || kind == 3) x->gap = -1; /* no near-ties for the max or min */
+        if (kind == 4) x->lo = 0.9, x->hi = 1.1;  /* a product of up to 60 stays in f16's range */
+        if (kind == 5 || kind == 6) x->gap = 0.05; /* |x| and the norm's kink at 0 */
+        if (kind == 8) x->lo = 0.1;               /* the log of a positive sum */
         int64_t an = na;
         add_const(c, ERT_DTYPE_I64, 1, &an, axes);
         c->at[c->na++] = ERT_ATTR_I("keepdims", keep);
