@@ -75,5 +75,6 @@ void cases_tile_expand(void);
 void cases_concat_split_gather(void);
 void cases_misc(void);
 void cases_resize(void);
+void cases_scatter(void);
 
 #endif

@@ -3,22 +3,23 @@
 
 /* ------------------------------------------------------------ data movement */
 
-/* Output element i reads input element map(i) (or a constant fill when the
- * map gives -1): iv[0] the fill value index (no fill: 0), the map in the
- * case's own `gmap`, computed when the case is made. */
+/* Output element i (of iv[0]) reads element g_map[i] of operand g_src[i]
+ * (operand 0 where there is no g_src), or g_fill where the map gives -1;
+ * the case computes the map when it is made. */
 static int64_t *g_map;
+static uint8_t *g_src;
 static double g_fill;
 static void map_ref(const ert_ref *c, double *y) {
-    for (int64_t i = 0; i < c->iv[0]; i++) y[i] = g_map[i] < 0 ? g_fill : c->pd[0][g_map[i]];
+    for (int64_t i = 0; i < c->iv[0]; i++) y[i] = g_map[i] < 0 ? g_fill : c->pd[g_src ? g_src[i] : 0][g_map[i]];
 }
 
-/* A one-input node whose output is a gather of its input through g_map. */
+/* A node whose output gathers its operands' elements through g_map. */
 static void run_map(hcase *c, int64_t ny) {
     c->r.iv[0] = ny;
     c->ref = map_ref;
     run(c);
-    free(g_map);
-    g_map = NULL;
+    free(g_map), free(g_src);
+    g_map = NULL, g_src = NULL;
 }
 
 static int64_t *identity_map(int64_t n) {
@@ -488,4 +489,90 @@ void cases_resize(void) {
         c->ref = resize_ref;
         run(c);
     }
+}
+
+/* GatherElements: y = data at the indices along axis (indices' dims at most
+ * data's off the axis, any along it; negative indices too). ScatterElements:
+ * data with updates written at distinct indices along axis. ScatterND: data
+ * with update slices written at distinct index tuples of length k = 1 or 2. */
+void cases_scatter(void) {
+    int64_t d[3] = {ert_test_int(&rng, 1, 3), ert_test_int(&rng, 1, 4), ert_test_int(&rng, 2, 4)}, id[3], idx[3];
+    int ax = ert_test_int(&rng, 0, 2);
+    static int64_t ind[64];
+    hcase hc, *c = begin(&hc, "GatherElements");
+    for (int a = 0; a < 3; a++) id[a] = a == ax ? ert_test_int(&rng, 1, 4) : ert_test_int(&rng, 1, (int)d[a]);
+    int64_t n = nel(3, id);
+    for (int64_t i = 0; i < n; i++) ind[i] = ert_test_int(&rng, -(int)d[ax], (int)d[ax] - 1);
+    add_f32(c, 3, d, -1, 1);
+    add_const(c, ERT_DTYPE_I64, 3, id, ind);
+    c->at[c->na++] = ERT_ATTR_I("axis", ax - (ert_test_int(&rng, 0, 1) ? 3 : 0));
+    set_y(c, ERT_DTYPE_F32, 3, id);
+    g_map = malloc((size_t)n * sizeof *g_map);
+    for (int64_t i = 0; i < n; i++) {
+        unflat(i, 3, id, idx);
+        idx[ax] = ind[i] < 0 ? ind[i] + d[ax] : ind[i];
+        g_map[i] = (idx[0] * d[1] + idx[1]) * d[2] + idx[2];
+    }
+    run_map(c, n);
+
+    c = begin(&hc, "ScatterElements");
+    for (int a = 0; a < 3; a++) id[a] = ert_test_int(&rng, 1, (int)d[a]);
+    n = nel(3, id);
+    int64_t nd_ = nel(3, d);
+    g_map = malloc((size_t)nd_ * sizeof *g_map), g_src = calloc((size_t)nd_, 1);
+    for (int64_t o = 0; o < nd_; o++) g_map[o] = o;
+    for (int64_t i = 0; i < n; i++) { /* each line along the axis: a prefix of a permutation */
+        unflat(i, 3, id, idx);
+        if (idx[ax] == 0) {
+            int64_t perm[4];
+            for (int64_t k = 0; k < d[ax]; k++) perm[k] = k;
+            for (int64_t k = d[ax] - 1; k > 0; k--) {
+                int j = ert_test_int(&rng, 0, (int)k);
+                int64_t t = perm[k];
+                perm[k] = perm[j], perm[j] = t;
+            }
+            for (int64_t k = 0; k < id[ax]; k++) {
+                int64_t e = i + k * (ax == 0 ? id[1] * id[2] : ax == 1 ? id[2] : 1);
+                ind[e] = perm[k] - (ert_test_int(&rng, 0, 1) ? d[ax] : 0);
+            }
+        }
+    }
+    for (int64_t i = 0; i < n; i++) {
+        unflat(i, 3, id, idx);
+        idx[ax] = ind[i] < 0 ? ind[i] + d[ax] : ind[i];
+        int64_t t = (idx[0] * d[1] + idx[1]) * d[2] + idx[2];
+        g_map[t] = i, g_src[t] = 1;
+    }
+    add_f32(c, 3, d, -1, 1);
+    add_const(c, ERT_DTYPE_I64, 3, id, ind);
+    add_f32(c, 3, id, -1, 1);
+    c->at[c->na++] = ERT_ATTR_I("axis", ax);
+    snprintf(c->what, sizeof c->what, "ScatterElements(axis %d)", ax);
+    set_y(c, ERT_DTYPE_F32, 3, d);
+    run_map(c, nd_);
+
+    c = begin(&hc, "ScatterND");
+    int k = ert_test_int(&rng, 1, 2);
+    int64_t tuples = k == 1 ? d[0] : d[0] * d[1], order[12], slice = k == 1 ? d[1] * d[2] : d[2];
+    for (int64_t t = 0; t < tuples; t++) order[t] = t;
+    for (int64_t t = tuples - 1; t > 0; t--) {
+        int j = ert_test_int(&rng, 0, (int)t);
+        int64_t tmp = order[t];
+        order[t] = order[j], order[j] = tmp;
+    }
+    int64_t m = ert_test_int(&rng, 1, (int)tuples), ishape[2] = {m, k}, ushape[3] = {m, k == 1 ? d[1] : d[2], d[2]};
+    for (int64_t j = 0; j < m; j++) {
+        if (k == 1) ind[j] = order[j];
+        else ind[2 * j] = order[j] / d[1], ind[2 * j + 1] = order[j] % d[1];
+    }
+    g_map = malloc((size_t)nd_ * sizeof *g_map), g_src = calloc((size_t)nd_, 1);
+    for (int64_t o = 0; o < nd_; o++) g_map[o] = o;
+    for (int64_t j = 0; j < m; j++)
+        for (int64_t e = 0; e < slice; e++) g_map[order[j] * slice + e] = j * slice + e, g_src[order[j] * slice + e] = 1;
+    add_f32(c, 3, d, -1, 1);
+    add_const(c, ERT_DTYPE_I64, 2, ishape, ind);
+    add_f32(c, k == 1 ? 3 : 2, ushape, -1, 1);
+    snprintf(c->what, sizeof c->what, "ScatterND(k %d)", k);
+    set_y(c, ERT_DTYPE_F32, 3, d);
+    run_map(c, nd_);
 }

@@ -70,10 +70,6 @@ static const struct { const char *op; unsigned what; const char *why; } NOT_HERE
     {"QLinearMatMul", COV_FWD, "integer op: exact against onnxruntime in ctest quant_integer (tests/ops/quant_ort.py)"},
     {"MatMulInteger", COV_FWD, "integer op: exact against onnxruntime in ctest quant_integer (tests/ops/quant_ort.py)"},
     {"ConvInteger", COV_FWD, "integer op: exact against onnxruntime in ctest quant_integer (tests/ops/quant_ort.py)"},
-    /* issue 12 (gpuops branch): no float64 case here yet */
-    {"ScatterND", COV_FWD, "checked against onnxruntime in ctest ops_ort (tests/ops/ops_ort.py), hostile input in ops_scatter"},
-    {"ScatterElements", COV_FWD, "checked against onnxruntime in ctest ops_ort (tests/ops/ops_ort.py), hostile input in ops_scatter"},
-    {"GatherElements", COV_FWD, "checked against onnxruntime in ctest ops_ort (tests/ops/ops_ort.py), hostile input in ops_scatter"},
     {"ert.DropoutTrain", COV_GRAD, "made for Dropout in training, whose random mask rules out finite differences: test_grad case_dropout"},
     {"Dropout", COV_GRAD, "the training mask is random: finite differences do not apply; test_grad case_dropout checks the mask algebra"},
 };
@@ -484,6 +480,7 @@ int main(int argc, char **argv) {
         cases_concat_split_gather();
         cases_misc();
         cases_resize();
+        cases_scatter();
     }
     /* Coverage: every op of the table is covered or listed. */
     int n_fwd = 0, n_grad = 0, n_listed = 0, n_internal = 0;
