@@ -12,7 +12,7 @@
 
 extern ert_test_rng rng;
 
-enum { S_F32, S_BOOL, S_CONST, S_OMIT };
+enum { S_F32, S_BOOL, S_INT, S_CONST, S_OMIT }; /* S_INT: a graph input of integer dtype dt, values in [lo, hi] */
 typedef struct slot {
     int kind;
     bool weight;      /* S_F32: a weight in the forward model too (filters, norm parameters) */
@@ -23,7 +23,7 @@ typedef struct slot {
     double kink[4];   /* S_F32: values kept 0.05 away from these (n_kink of them) */
     int n_kink;
     bool grid;        /* S_F32: values from {-2, -1, 0, 1, 2} (Equal can be true) */
-    ert_dtype dt;     /* S_CONST */
+    ert_dtype dt;     /* S_CONST, S_INT */
     const void *data; /* S_CONST */
 } slot;
 
@@ -76,5 +76,6 @@ void cases_concat_split_gather(void);
 void cases_misc(void);
 void cases_resize(void);
 void cases_scatter(void);
+void cases_quant(void);
 
 #endif

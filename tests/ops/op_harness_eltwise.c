@@ -305,3 +305,56 @@ void cases_norm(void) {
     c->tol = 3;
     run(c);
 }
+
+/* ------------------------------------------------------------ quantization */
+
+/* QuantizeLinear / DequantizeLinear, per-tensor or per-axis (along iv[1]
+ * of the rank-3 x, dims iv[2..4]); iv[0]: 0 Quantize (to iv[5]: 0 i8, 1 u8),
+ * 1 Dequantize; iv[6] > 1: one scale and zero point per index along the
+ * axis (q_scale, q_zp: the constant operands 1 and 2). */
+static float q_scale[4];
+static uint8_t q_zp[4];
+static double q_zpd[4];
+static void quant_ref(const ert_ref *c, double *y) {
+    const int64_t *d = c->iv + 2;
+    int ax = (int)c->iv[1];
+    for (int64_t i = 0; i < c->pn[0]; i++) {
+        int64_t idx[3];
+        unflat(i, 3, d, idx);
+        int64_t q = c->iv[6] > 1 ? idx[ax] : 0;
+        double sc = q_scale[q], zp = q_zpd[q], x = c->pd[0][i];
+        if (c->iv[0] == 1) {
+            y[i] = (x - zp) * sc;
+            continue;
+        }
+        double v = nearbyint(x / sc) + zp, lo = c->iv[5] ? 0 : -128, hi = c->iv[5] ? 255 : 127; /* half to even */
+        y[i] = v < lo ? lo : v > hi ? hi : v;
+    }
+}
+
+void cases_quant(void) {
+    for (int deq = 0; deq < 2; deq++) {
+        hcase hc, *c = begin(&hc, deq ? "DequantizeLinear" : "QuantizeLinear");
+        int64_t d[3] = {ert_test_int(&rng, 1, 3), ert_test_int(&rng, 1, 4), ert_test_int(&rng, 2, 5)};
+        int ax = ert_test_int(&rng, 0, 2), per_axis = ert_test_int(&rng, 0, 1), u8 = ert_test_int(&rng, 0, 1);
+        ert_dtype qdt = u8 ? ERT_DTYPE_U8 : ERT_DTYPE_I8;
+        int64_t nq = per_axis ? d[ax] : 1;
+        for (int64_t q = 0; q < nq; q++) { /* powers of two: x / scale is exact, no tie is decided by rounding */
+            q_scale[q] = ldexpf(1.0f, ert_test_int(&rng, -4, 1));
+            q_zpd[q] = u8 ? ert_test_int(&rng, 100, 150) : ert_test_int(&rng, -20, 20);
+            q_zp[q] = (uint8_t)(int)q_zpd[q];
+        }
+        c->r.iv[0] = deq, c->r.iv[1] = ax, c->r.iv[5] = u8, c->r.iv[6] = nq;
+        memcpy(c->r.iv + 2, d, sizeof d);
+        slot *x = add_f32(c, 3, d, -20, 20);
+        if (deq) x->kind = S_INT, x->dt = qdt, x->lo = u8 ? 0 : -128, x->hi = u8 ? 255 : 127;
+        add_const(c, ERT_DTYPE_F32, per_axis ? 1 : 0, &nq, q_scale);
+        add_const(c, qdt, per_axis ? 1 : 0, &nq, q_zp);
+        if (per_axis) c->at[c->na++] = ERT_ATTR_I("axis", ax - (ert_test_int(&rng, 0, 1) ? 3 : 0));
+        snprintf(c->what, sizeof c->what, "%s(%s, %s)", c->op, u8 ? "u8" : "i8", per_axis ? "per axis" : "per tensor");
+        if (!deq) c->no_half = "an f16 x / scale rounds to another integer near .5";
+        set_y(c, deq ? ERT_DTYPE_F32 : qdt, 3, d);
+        c->ref = quant_ref;
+        run(c);
+    }
+}

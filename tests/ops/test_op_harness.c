@@ -64,8 +64,6 @@ static bool cuda_run;
  * an op is in neither this list nor a case, so no gap is silent. */
 static const struct { const char *op; unsigned what; const char *why; } NOT_HERE[] = {
     /* issue 14 (int8, quant branches): integer in or out, exact rather than float64 */
-    {"QuantizeLinear", COV_FWD, "quantization: exact against onnxruntime in ctest quant_qdq (tests/ops/quant_ort.py)"},
-    {"DequantizeLinear", COV_FWD, "quantization: exact against onnxruntime in ctest quant_qdq (tests/ops/quant_ort.py)"},
     {"QLinearConv", COV_FWD, "integer op: exact against onnxruntime in ctest quant_integer (tests/ops/quant_ort.py)"},
     {"QLinearMatMul", COV_FWD, "integer op: exact against onnxruntime in ctest quant_integer (tests/ops/quant_ort.py)"},
     {"MatMulInteger", COV_FWD, "integer op: exact against onnxruntime in ctest quant_integer (tests/ops/quant_ort.py)"},
@@ -139,12 +137,13 @@ static void draw(hcase *c, float **xf) {
     for (int k = 0; k < c->ns; k++) {
         slot *s = &c->s[k];
         xf[k] = NULL;
-        if (s->kind != S_F32 && s->kind != S_BOOL) continue;
+        if (s->kind != S_F32 && s->kind != S_BOOL && s->kind != S_INT) continue;
         int64_t n = nel(s->nd, s->dims);
         xf[k] = malloc((size_t)(n ? n : 1) * sizeof(float));
         for (int64_t i = 0; i < n; i++) {
             double v;
             if (s->kind == S_BOOL) v = (double)ert_test_int(&rng, 0, 1);
+            else if (s->kind == S_INT) v = (double)ert_test_int(&rng, (int)s->lo, (int)s->hi);
             else if (s->grid) v = (double)ert_test_int(&rng, -2, 2);
             else if (s->gap < 0) v = s->lo + ((double)i + 0.5) * (s->hi - s->lo) / (double)n;
             else {
@@ -207,6 +206,13 @@ static ert_model *build(hcase *c, float **xf, bool train, bool half) {
             st = train ? ert_builder_weight(b, nm, ERT_DTYPE_BOOL, s->nd, s->dims, u, &in[k])
                        : ert_builder_input(b, nm, ERT_DTYPE_BOOL, s->nd, s->dims, &in[k]);
             free(u);
+        } else if (s->kind == S_INT) { /* i8 or u8 */
+            int64_t n = nel(s->nd, s->dims);
+            uint8_t *u = malloc((size_t)(n ? n : 1));
+            for (int64_t i = 0; i < n; i++) u[i] = (uint8_t)(int)xf[k][i];
+            st = train ? ert_builder_weight(b, nm, s->dt, s->nd, s->dims, u, &in[k])
+                       : ert_builder_input(b, nm, s->dt, s->nd, s->dims, &in[k]);
+            free(u);
         } else if (train || s->weight) {
             const float *w = xf[k];
             if (half) { /* the reference saw the f16-rounded value */
@@ -264,9 +270,9 @@ static void check_fwd(hcase *c, float **xf, const backend *bk) {
         int idx = -1;
         int64_t n = nel(sl->nd, sl->dims);
         CHECK_OK(ert_session_find_input(s, nm, &idx), ctx);
-        if (sl->kind == S_BOOL) {
+        if (sl->kind == S_BOOL || sl->kind == S_INT) { /* one byte each: bool, i8, u8 */
             uint8_t *u = malloc((size_t)(n ? n : 1));
-            for (int64_t i = 0; i < n; i++) u[i] = xf[k][i] != 0;
+            for (int64_t i = 0; i < n; i++) u[i] = sl->kind == S_BOOL ? xf[k][i] != 0 : (uint8_t)(int)xf[k][i];
             CHECK_OK(ert_session_set_input(s, idx, u, (size_t)n), ctx);
             free(u);
         } else {
@@ -296,7 +302,8 @@ static void check_fwd(hcase *c, float **xf, const backend *bk) {
         int64_t bad = 0, first = -1;
         for (int64_t i = 0; i < ny; i++) {
             double g = c->ydt == ERT_DTYPE_I64 ? (double)((int64_t *)got)[i]
-                     : c->ydt == ERT_DTYPE_I32 ? (double)((int32_t *)got)[i] : (double)((uint8_t *)got)[i];
+                     : c->ydt == ERT_DTYPE_I32 ? (double)((int32_t *)got)[i]
+                     : c->ydt == ERT_DTYPE_I8 ? (double)((int8_t *)got)[i] : (double)((uint8_t *)got)[i];
             if (g != ref[i] && bad++ == 0) first = i;
         }
         CHECK(bad == 0, "%s: %lld of %lld values differ, the first at %lld", what, (long long)bad, (long long)ny,
@@ -481,6 +488,7 @@ int main(int argc, char **argv) {
         cases_misc();
         cases_resize();
         cases_scatter();
+        cases_quant();
     }
     /* Coverage: every op of the table is covered or listed. */
     int n_fwd = 0, n_grad = 0, n_listed = 0, n_internal = 0;
