@@ -312,9 +312,9 @@ void cases_norm(void) {
  * of the rank-3 x, dims iv[2..4]); iv[0]: 0 Quantize (to iv[5]: 0 i8, 1 u8),
  * 1 Dequantize; iv[6] > 1: one scale and zero point per index along the
  * axis (q_scale, q_zp: the constant operands 1 and 2). */
-static float q_scale[4];
-static uint8_t q_zp[4];
-static double q_zpd[4];
+static float q_scale[8]; /* one per index along the axis: at most 5 */
+static uint8_t q_zp[8];
+static double q_zpd[8];
 static void quant_ref(const ert_ref *c, double *y) {
     const int64_t *d = c->iv + 2;
     int ax = (int)c->iv[1];

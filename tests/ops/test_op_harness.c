@@ -300,14 +300,15 @@ static void check_fwd(hcase *c, float **xf, const backend *bk) {
         CHECK(ert_test_close(what, (const float *)got, ref, ny, tol * sc, tol), "%s: output vs float64 reference", what);
     } else {
         int64_t bad = 0, first = -1;
+        double fg = 0;
         for (int64_t i = 0; i < ny; i++) {
             double g = c->ydt == ERT_DTYPE_I64 ? (double)((int64_t *)got)[i]
                      : c->ydt == ERT_DTYPE_I32 ? (double)((int32_t *)got)[i]
                      : c->ydt == ERT_DTYPE_I8 ? (double)((int8_t *)got)[i] : (double)((uint8_t *)got)[i];
-            if (g != ref[i] && bad++ == 0) first = i;
+            if (g != ref[i] && bad++ == 0) first = i, fg = g;
         }
-        CHECK(bad == 0, "%s: %lld of %lld values differ, the first at %lld", what, (long long)bad, (long long)ny,
-              (long long)first);
+        CHECK(bad == 0, "%s: %lld of %lld values differ, the first at %lld: %g, expected %g", what, (long long)bad,
+              (long long)ny, (long long)first, fg, first >= 0 ? ref[first] : 0.0);
     }
     free(got);
     covered[op] |= COV_FWD;
