@@ -120,6 +120,11 @@ ert_status ert_graph_prepare(ert_context *ctx, const ert_node *mn, int n_threads
     return ERT_OK;
 }
 
+bool ert_graph_is_copy_op(ert_op op) {
+    return op == ERT_OP_IDENTITY || op == ERT_OP_DROPOUT || op == ERT_OP_FLATTEN || op == ERT_OP_RESHAPE ||
+           op == ERT_OP_SQUEEZE || op == ERT_OP_UNSQUEEZE;
+}
+
 bool ert_graph_nhwc_op_ok(ert_op op, const ert_op_params *p) {
     switch (op) {
     case ERT_OP_CONV:

@@ -42,6 +42,11 @@ ert_status ert_graph_check_node_io(ert_context *ctx, const ert_node *mn);
 void ert_graph_tinfo(ert_tinfo *ti, ert_dtype dt, int ndim, const int64_t *dims, const void *const_data);
 ert_status ert_graph_prepare(ert_context *ctx, const ert_node *mn, int n_threads, const ert_tinfo *in, ert_tinfo *out,
                              ert_op_params *params, size_t *ws_bytes, bool *fold_ok);
+/* Reshape-like ops (Identity, Dropout at inference, Flatten, Reshape,
+ * Squeeze, Unsqueeze): output 0 holds input 0's bytes unchanged, so the
+ * planners of session and trainer let it share input 0's storage when that
+ * input dies there. */
+bool ert_graph_is_copy_op(ert_op op);
 /* Channels-last, the op's own conditions: a 2-D Conv with symmetric pads
  * (cuDNN's NHWC condition), 2-D Max/AveragePool, global pools. Callers add
  * their conditions on tensors (dtype, rank, region). */

@@ -332,11 +332,6 @@ done:
 
 /* ------------------------------------------------------------------ step 5-6 */
 
-static bool is_copy_op(ert_op op) {
-    return op == ERT_OP_IDENTITY || op == ERT_OP_DROPOUT || op == ERT_OP_FLATTEN || op == ERT_OP_RESHAPE ||
-           op == ERT_OP_SQUEEZE || op == ERT_OP_UNSQUEEZE;
-}
-
 static int32_t root_of(const ert_session *s, int32_t t) {
     while (s->t[t].alias >= 0) t = s->t[t].alias;
     return t;
@@ -390,7 +385,7 @@ static ert_status plan(ert_session *s) {
      * input is a planned activation that dies at this op */
     for (int k = 0; k < s->n_sched; k++) {
         snode *n = &s->n[s->sched[k]];
-        if (!is_copy_op(n->op) || n->n_out != 1) continue;
+        if (!ert_graph_is_copy_op(n->op) || n->n_out != 1) continue;
         stensor *in = &s->t[n->in[0]], *out = &s->t[n->out[0]];
         if (in->mem != MEM_ACT || out->mem != MEM_ACT || in->last != k || in->nbytes != out->nbytes) continue;
         int32_t r = root_of(s, n->in[0]);

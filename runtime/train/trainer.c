@@ -535,9 +535,7 @@ static ert_status plan(ert_trainer *t) {
      * backwards in schedule order, so one pass extends the roots' lifetimes */
     for (int k = 0; k < t->nn; k++) {
         const tnode *n = &t->n[k];
-        bool copy = n->op == ERT_OP_IDENTITY || n->op == ERT_OP_FLATTEN || n->op == ERT_OP_RESHAPE ||
-                    n->op == ERT_OP_SQUEEZE || n->op == ERT_OP_UNSQUEEZE || n->op == ERT_OP_DROPOUT;
-        if (!copy || n->n_out < 1 || n->in[0] < 0 || n->out[0] < 0) continue;
+        if (!ert_graph_is_copy_op(n->op) || n->n_out < 1 || n->in[0] < 0 || n->out[0] < 0) continue;
         ttensor *in = &t->t[n->in[0]], *o = &t->t[n->out[0]];
         if (in->mem != TM_ACT || o->mem != TM_ACT || in->last != k || in->nbytes != o->nbytes) continue;
         int32_t r = n->in[0];
