@@ -258,8 +258,15 @@ ert_status ert_cuda_run_matmul(cuda_ctx *c, const ert_kargs *a) {
     const ert_tview *A = &a->in[0], *B = &a->in[1], *Y = &a->out[0];
     int an = A->ndim, bn = B->ndim;
     if (an < 1 || bn < 1) return ERT_E_UNSUPPORTED;
-    int64_t M = an >= 2 ? A->dims[an - 2] : 1, K = A->dims[an - 1], N = bn >= 2 ? B->dims[bn - 1] : 1;
+    /* What the session's passes fuse (runtime/passes/fuse.c): trans_b (B
+     * given as (..., N, K)), alpha, a bias (N) over the last axis (in[2])
+     * and a residual of Y's shape (in[3]), added before the activation. */
+    const ert_gemm_params *gp = &a->params->gemm;
+    const bool tb = gp->trans_b && bn >= 2;
+    const cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    int64_t M = an >= 2 ? A->dims[an - 2] : 1, K = A->dims[an - 1], N = bn >= 2 ? B->dims[bn - (tb ? 2 : 1)] : 1;
     if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) return ERT_E_UNSUPPORTED;
+    const int ldb = (int)(tb ? K : N);
     int abn = an > 2 ? an - 2 : 0, bbn = bn > 2 ? bn - 2 : 0, obn = abn > bbn ? abn : bbn;
     int64_t odims[ERT_MAX_DIMS], sa[ERT_MAX_DIMS], sb[ERT_MAX_DIMS], batch = 1, pa = 1, pb = 1;
     for (int d = 0; d < obn; d++) {
@@ -273,12 +280,11 @@ ert_status ert_cuda_run_matmul(cuda_ctx *c, const ert_kargs *a) {
     if (batch == 0 || M == 0 || N == 0) return ERT_OK;
     ert_status st = blas_ws(c, a);
     if (st) return st;
-    const float one = 1.0f;
     const size_t es = ert_dtype_size(Y->dtype);
     cublasStatus_t bs;
     bool a_ok = pa == batch || pa == 1, b_ok = pb == batch || pb == 1;
     if (a_ok && b_ok) {
-        bs = gemm_ex(c, Y->dtype, CUBLAS_OP_N, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, B->data, (int)N,
+        bs = gemm_ex(c, Y->dtype, opb, CUBLAS_OP_N, (int)N, (int)M, (int)K, &gp->alpha, B->data, ldb,
                      pb == 1 ? 0 : K * N, A->data, (int)K, pa == 1 ? 0 : M * K, Y->data, (int)N, M * N, (int)batch);
         if (bs != CUBLAS_STATUS_SUCCESS) return blas_err(c, bs, "cublasGemmStridedBatchedEx");
     } else {
@@ -293,17 +299,25 @@ ert_status ert_cuda_run_matmul(cuda_ctx *c, const ert_kargs *a) {
                 oa += k * sa[d];
                 ob += k * sb[d];
             }
-            bs = gemm_ex(c, Y->dtype, CUBLAS_OP_N, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one,
-                         (const char *)B->data + (size_t)(ob * K * N) * es, (int)N, 0,
+            bs = gemm_ex(c, Y->dtype, opb, CUBLAS_OP_N, (int)N, (int)M, (int)K, &gp->alpha,
+                         (const char *)B->data + (size_t)(ob * K * N) * es, ldb, 0,
                          (const char *)A->data + (size_t)(oa * M * K) * es, (int)K, 0,
                          (char *)Y->data + (size_t)(i * M * N) * es, (int)N, 0, 1);
             if (bs != CUBLAS_STATUS_SUCCESS) return blas_err(c, bs, "cublasGemmEx");
         }
     }
-    const ert_act_params *act = &a->params->gemm.act;
+    const ert_act_params *act = &gp->act;
+    /* bias and residual: the channels-last conv epilogue with C = N */
+    const void *bias = gp->has_c && a->n_in > 2 ? a->in[2].data : NULL;
+    const void *res = a->n_in > 3 ? a->in[3].data : NULL;
+    cudaError_t e;
+    if (bias || res) {
+        e = ert_cuda_conv_epilogue_launch(Y->dtype, Y->data, bias, res, 1, N, Y->n_elems / N, true, act, c->stream);
+        return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "matmul bias epilogue");
+    }
     if (act->kind == ERT_ACT_NONE) return ERT_OK;
     ert_cuda_map m;
     map_out(&m, Y);
-    cudaError_t e = ert_cuda_epilogue_launch(Y->dtype, Y->data, NULL, 0.0f, NULL, &m, Y->n_elems, act, c->stream);
+    e = ert_cuda_epilogue_launch(Y->dtype, Y->data, NULL, 0.0f, NULL, &m, Y->n_elems, act, c->stream);
     return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "matmul epilogue");
 }
