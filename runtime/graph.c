@@ -120,6 +120,36 @@ ert_status ert_graph_prepare(ert_context *ctx, const ert_node *mn, int n_threads
     return ERT_OK;
 }
 
+ert_status ert_graph_arena(ert_context *ctx, const ert_backend *be, void *bctx, const ert_session_options *o,
+                           size_t total, const char *parts, uint8_t **arena, size_t *bytes, bool *owned) {
+    if (o->arena) {
+        if ((uintptr_t)o->arena % ERT_HOST_ALIGN)
+            return ert_set_error(ctx, ERT_E_ARG, "arena must be %d-byte aligned", ERT_HOST_ALIGN);
+        if (o->arena_bytes < total)
+            return ert_set_error(ctx, ERT_E_ARENA, "arena too small: %zu bytes given, %zu needed (%s)", o->arena_bytes,
+                                 total, parts);
+        *arena = o->arena;
+        *bytes = o->arena_bytes;
+        *owned = false;
+        return ERT_OK;
+    }
+    void *p = NULL;
+    ert_status st = ERT_E_NOMEM;
+    ctx->err[0] = 0; /* a backend that fails without a message leaves it empty */
+    if (be) st = be->arena_alloc(bctx, total, &p);
+    else if ((p = aligned_alloc(ERT_ALIGN, ert_align_up(total ? total : 1, ERT_ALIGN)))) st = ERT_OK;
+    if (st != ERT_OK) {
+        char why[ERT_ERRMSG_SIZE / 2]; /* the backend's reason, kept: ert_set_error overwrites it */
+        snprintf(why, sizeof why, "%.200s", ctx->err[0] ? ctx->err : "out of memory");
+        return ert_set_error(ctx, st, "cannot allocate the %zu-byte arena on %s (%s): %s", total,
+                             be ? be->name : "cpu", parts, why);
+    }
+    *arena = p;
+    *bytes = total;
+    *owned = true;
+    return ERT_OK;
+}
+
 bool ert_graph_is_copy_op(ert_op op) {
     return op == ERT_OP_IDENTITY || op == ERT_OP_DROPOUT || op == ERT_OP_FLATTEN || op == ERT_OP_RESHAPE ||
            op == ERT_OP_SQUEEZE || op == ERT_OP_UNSQUEEZE;

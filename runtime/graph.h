@@ -42,6 +42,14 @@ ert_status ert_graph_check_node_io(ert_context *ctx, const ert_node *mn);
 void ert_graph_tinfo(ert_tinfo *ti, ert_dtype dt, int ndim, const int64_t *dims, const void *const_data);
 ert_status ert_graph_prepare(ert_context *ctx, const ert_node *mn, int n_threads, const ert_tinfo *in, ert_tinfo *out,
                              ert_op_params *params, size_t *ws_bytes, bool *fold_ok);
+/* The arena of a session or trainer (the first step of bind): the caller's
+ * (o->arena: ERT_HOST_ALIGN-aligned and at least `total` bytes, else
+ * ERT_E_ARG / ERT_E_ARENA), or one allocation of `total` bytes: the backend's
+ * arena_alloc, or aligned host memory when be is NULL (the CPU trainer).
+ * `parts` names how total splits, for the messages ("weights 1024, io 64,
+ * activations 4096"). *owned: the arena is ours to free. */
+ert_status ert_graph_arena(ert_context *ctx, const ert_backend *be, void *bctx, const ert_session_options *o,
+                           size_t total, const char *parts, uint8_t **arena, size_t *bytes, bool *owned);
 /* Reshape-like ops (Identity, Dropout at inference, Flatten, Reshape,
  * Squeeze, Unsqueeze): output 0 holds input 0's bytes unchanged, so the
  * planners of session and trainer let it share input 0's storage when that

@@ -483,29 +483,10 @@ static ert_status bind(ert_session *s, const ert_session_options *o) {
     size_t total = s->mem.total_bytes;
     const ert_backend *be = s->be;
     ert_status st;
-    if (o->arena) {
-        if ((uintptr_t)o->arena % ERT_HOST_ALIGN)
-            return ert_set_error(s->ctx, ERT_E_ARG, "arena must be %d-byte aligned", ERT_HOST_ALIGN);
-        if (o->arena_bytes < total)
-            return ert_set_error(s->ctx, ERT_E_ARENA,
-                                 "arena too small: %zu bytes given, %zu needed (weights %zu, io %zu, activations %zu)",
-                                 o->arena_bytes, total, s->w_bytes, s->io_bytes, s->act_bytes);
-        s->arena = o->arena;
-        s->arena_bytes = o->arena_bytes;
-    } else {
-        void *p = NULL;
-        s->ctx->err[0] = 0; /* a backend that fails without a message leaves it empty */
-        if ((st = be->arena_alloc(s->bctx, total, &p)) != ERT_OK) {
-            char why[ERT_ERRMSG_SIZE / 2]; /* the backend's reason, kept: ert_set_error overwrites it */
-            snprintf(why, sizeof why, "%.200s", s->ctx->err[0] ? s->ctx->err : "out of memory");
-            return ert_set_error(s->ctx, st,
-                                 "cannot allocate the %zu-byte arena on %s (weights %zu, io %zu, activations %zu): %s",
-                                 total, be->name, s->w_bytes, s->io_bytes, s->act_bytes, why);
-        }
-        s->arena = p;
-        s->arena_owned = true;
-        s->arena_bytes = total;
-    }
+    char parts[160];
+    snprintf(parts, sizeof parts, "weights %zu, io %zu, activations %zu", s->w_bytes, s->io_bytes, s->act_bytes);
+    st = ert_graph_arena(s->ctx, be, s->bctx, o, total, parts, &s->arena, &s->arena_bytes, &s->arena_owned);
+    if (st != ERT_OK) return st;
     uint8_t *wbase = s->arena, *iobase = s->arena + s->w_bytes, *abase = iobase + s->io_bytes;
     void *ioh = NULL;
     if ((st = be->io_host(s->bctx, iobase, s->io_bytes, &ioh)) != ERT_OK)

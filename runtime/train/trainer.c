@@ -705,29 +705,12 @@ static ert_status dev_bind(ert_trainer *t, uint8_t *iob) {
 static ert_status bind(ert_trainer *t) {
     const ert_session_options *o = &t->o.session;
     size_t total = t->mem.total_bytes;
-    if (o->arena) {
-        if ((uintptr_t)o->arena % ERT_HOST_ALIGN)
-            return ert_set_error(t->ctx, ERT_E_ARG, "arena must be %d-byte aligned", ERT_HOST_ALIGN);
-        if (o->arena_bytes < total)
-            return ert_set_error(t->ctx, ERT_E_ARENA,
-                                 "arena too small: %zu bytes given, %zu needed (weights %zu, gradients %zu, optimizer "
-                                 "%zu, io %zu, activations %zu)",
-                                 o->arena_bytes, total, t->w_bytes, t->g_bytes, t->s_bytes, t->io_bytes, t->act_bytes);
-        t->arena = o->arena;
-        t->arena_bytes = o->arena_bytes;
-    } else if (t->be) {
-        void *p = NULL;
-        ert_status st = t->be->arena_alloc(t->bctx, total, &p);
-        if (st) return st;
-        t->arena = p;
-        t->arena_owned = true;
-        t->arena_bytes = total;
-    } else {
-        t->arena = aligned_alloc(ERT_ALIGN, ert_align_up(total ? total : 1, ERT_ALIGN));
-        if (!t->arena) return ert_set_error(t->ctx, ERT_E_NOMEM, "cannot allocate the %zu-byte training arena", total);
-        t->arena_owned = true;
-        t->arena_bytes = total;
-    }
+    char parts[200];
+    snprintf(parts, sizeof parts, "weights %zu, gradients %zu, optimizer %zu, io %zu, activations %zu", t->w_bytes,
+             t->g_bytes, t->s_bytes, t->io_bytes, t->act_bytes);
+    ert_status st0 = ert_graph_arena(t->ctx, t->be, t->bctx, o, total, parts, &t->arena, &t->arena_bytes,
+                                     &t->arena_owned);
+    if (st0 != ERT_OK) return st0;
     uint8_t *wb = t->arena, *gb = wb + t->w_bytes, *sb = gb + t->g_bytes, *iob = sb + t->s_bytes, *ab = iob + t->io_bytes;
     if (!t->be) memset(gb, 0, t->g_bytes + t->s_bytes + t->io_bytes);
     for (int i = 0; i < t->nt; i++) {
