@@ -179,8 +179,8 @@ int cli_image_load(ert_context *ctx, const ert_tensor_info *mi, const cli_image_
         free(rgb);
         return fail(err, n, "out of memory");
     }
-    ert_preprocess_options po = {.out_w = ow, .out_h = oh, .fit = (ert_fit)o->fit, .nhwc = o->nhwc, .bgr = o->bgr,
-                                 .gray = c == 1, .f16 = es == 2};
+    ert_preprocessor_options po = {.out_w = ow, .out_h = oh, .fit = (ert_fit)o->fit, .nhwc = o->nhwc, .bgr = o->bgr,
+                                   .gray = c == 1, .f16 = es == 2};
     memcpy(po.mean, o->mean, sizeof po.mean);
     memcpy(po.std, o->std, sizeof po.std);
     ert_preprocessor *pp = NULL;

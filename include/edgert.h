@@ -896,8 +896,8 @@ ert_status ert_model_save_onnx(const ert_model *model, const char *path);
  * -> v * scale, then (v - mean) / std -> f32, in one kernel. Matches the CPU
  * preprocessing of the camera app (apps/camera/proc.c) to within 1e-5.
  *
- *     ert_preprocess_options po = {.out_w = 224, .out_h = 224, .fit = ERT_FIT_CENTER_CROP,
- *                                  .mean = {...}, .std = {...}};
+ *     ert_preprocessor_options po = {.out_w = 224, .out_h = 224, .fit = ERT_FIT_CENTER_CROP,
+ *                                    .mean = {...}, .std = {...}};
  *     ert_preprocessor *pp;
  *     ert_preprocessor_create(ctx, 1280, 720, &po, &pp); // allocates everything
  *     ert_session_input_data(s, 0, (void **)&in);
@@ -915,7 +915,7 @@ typedef enum ert_fit {
 } ert_fit;
 
 /* Zero-initialised means: stretch, pad 0, scale 1/255, mean 0, std 1, NCHW, RGB. */
-typedef struct ert_preprocess_options {
+typedef struct ert_preprocessor_options {
     int out_w, out_h;       /* the network input's width and height */
     ert_fit fit;
     uint8_t pad;            /* letterbox fill, in pixel units (e.g. 114) */
@@ -925,7 +925,7 @@ typedef struct ert_preprocess_options {
     int bgr;                /* output channel order BGR */
     int gray;               /* 1 channel: 0.299 R + 0.587 G + 0.114 B, with mean[0], std[0] */
     int f16;                /* write IEEE half floats (round to nearest even), for f16 model inputs */
-} ert_preprocess_options;
+} ert_preprocessor_options;
 
 typedef struct ert_preprocessor ert_preprocessor;
 
@@ -935,7 +935,7 @@ typedef struct ert_preprocessor ert_preprocessor;
  * Errors: ERT_E_ARG (NULL ctx/o/out, sizes outside 1..16384, unknown fit),
  * ERT_E_NOMEM, ERT_E_CUDA (no usable GPU, or its allocations failed),
  * ERT_E_UNSUPPORTED (edgert built without CUDA). */
-ert_status ert_preprocessor_create(ert_context *ctx, int max_w, int max_h, const ert_preprocess_options *o,
+ert_status ert_preprocessor_create(ert_context *ctx, int max_w, int max_h, const ert_preprocessor_options *o,
                                    ert_preprocessor **out);
 /* Bytes one run writes: out_w * out_h * (3, or 1 with gray) * (4, or 2 with f16). */
 size_t ert_preprocessor_output_bytes(const ert_preprocessor *p);

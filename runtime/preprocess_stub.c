@@ -3,7 +3,7 @@
 #include "ert_internal.h"
 
 #ifndef ERT_HAVE_CUDA
-ert_status ert_preprocessor_create(ert_context *ctx, int max_w, int max_h, const ert_preprocess_options *o,
+ert_status ert_preprocessor_create(ert_context *ctx, int max_w, int max_h, const ert_preprocessor_options *o,
                                    ert_preprocessor **out) {
     (void)max_w;
     (void)max_h;

@@ -707,9 +707,9 @@ int main(int argc, char **argv) {
                 gpre = NULL;
                 gpre_w = s->w > gpre_w ? s->w : gpre_w;
                 gpre_h = s->h > gpre_h ? s->h : gpre_h;
-                ert_preprocess_options gpo = {.out_w = pre.out_w, .out_h = pre.out_h, .fit = (ert_fit)pre.fit,
-                                              .pad = pre.pad, .scale = pre.scale, .nhwc = pre.nhwc,
-                                              .bgr = pre.bgr, .gray = pre.gray, .f16 = pre.f16};
+                ert_preprocessor_options gpo = {.out_w = pre.out_w, .out_h = pre.out_h, .fit = (ert_fit)pre.fit,
+                                                .pad = pre.pad, .scale = pre.scale, .nhwc = pre.nhwc,
+                                                .bgr = pre.bgr, .gray = pre.gray, .f16 = pre.f16};
                 memcpy(gpo.mean, pre.mean, sizeof gpo.mean);
                 memcpy(gpo.std, pre.std, sizeof gpo.std);
                 ert_status gst = ert_preprocessor_create(ctx, gpre_w, gpre_h, &gpo, &gpre);

@@ -107,7 +107,7 @@ extern "C" {
 
 struct ert_preprocessor {
     ert_context *ctx; /* the caller's: every message goes there */
-    ert_preprocess_options o;
+    ert_preprocessor_options o;
     int max_w, max_h;
     size_t frame_cap, out_bytes;
     uint8_t *h_frame, *d_frame; /* pinned staging, device copy (frame_cap bytes) */
@@ -126,7 +126,7 @@ void ert_preprocessor_free(ert_preprocessor *p) {
     free(p);
 }
 
-ert_status ert_preprocessor_create(ert_context *ctx, int max_w, int max_h, const ert_preprocess_options *o,
+ert_status ert_preprocessor_create(ert_context *ctx, int max_w, int max_h, const ert_preprocessor_options *o,
                                    ert_preprocessor **out) {
     if (out) *out = NULL;
     if (!ctx || !o || !out) return ert_set_error(ctx, ERT_E_ARG, "ert_preprocessor_create: NULL argument");
@@ -184,7 +184,7 @@ static ert_status pre_enqueue(ert_preprocessor *pp, const uint8_t *frame, int w,
     if (stride < row)
         return ert_set_error(pp->ctx, ERT_E_ARG, "ert_preprocessor_run: stride %zu under the %zu bytes of a row", stride,
                              row);
-    const ert_preprocess_options *o = &pp->o;
+    const ert_preprocessor_options *o = &pp->o;
     /* The xform of cam_pre_xform (apps/camera/proc.c). */
     double sx0 = 0, sy0 = 0, sw = w, sh = h, dx0 = 0, dy0 = 0, dw = o->out_w, dh = o->out_h;
     double sx = (double)o->out_w / w, sy = (double)o->out_h / h;

@@ -126,8 +126,8 @@ static PyObject *m_prep_create(PyObject *self, PyObject *args) {
                           &mean[2], &sd[0], &sd[1], &sd[2], &nhwc, &bgr, &gray, &f16))
         return NULL;
     if (pad < 0 || pad > 255) return py_raise(ERT_E_ARG, "pad must be in [0, 255]");
-    ert_preprocess_options o = {.out_w = ow, .out_h = oh, .fit = (ert_fit)fit, .pad = (uint8_t)pad, .scale = scale,
-                                .nhwc = nhwc, .bgr = bgr, .gray = gray, .f16 = f16};
+    ert_preprocessor_options o = {.out_w = ow, .out_h = oh, .fit = (ert_fit)fit, .pad = (uint8_t)pad, .scale = scale,
+                                  .nhwc = nhwc, .bgr = bgr, .gray = gray, .f16 = f16};
     memcpy(o.mean, mean, sizeof mean);
     memcpy(o.std, sd, sizeof sd);
     py_prep *pp = calloc(1, sizeof *pp);

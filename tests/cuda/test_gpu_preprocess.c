@@ -20,7 +20,7 @@ static ert_context *g_ctx; /* every preprocessor reports on it */
 
 /* layout: 0 NCHW, 1 NHWC, 2 BGR, 3 gray, 4 NCHW f16, 5 gray f16 */
 static void one(ert_test_rng *r, int w, int h, int ow, int oh, int fit, int yuyv, int layout) {
-    ert_preprocess_options po = {.out_w = ow, .out_h = oh, .fit = (ert_fit)fit, .pad = 114};
+    ert_preprocessor_options po = {.out_w = ow, .out_h = oh, .fit = (ert_fit)fit, .pad = 114};
     cam_pre_options co = {.out_w = ow, .out_h = oh, .fit = (cam_fit)fit, .pad = 114};
     float mean[3] = {0.485f, 0.456f, 0.406f}, sd[3] = {0.229f, 0.224f, 0.225f};
     memcpy(po.mean, mean, sizeof mean);
@@ -103,8 +103,8 @@ static void device_inputs(ert_test_rng *r) {
     int w = 71, h = 53;
     uint8_t *frame = malloc((size_t)w * h * 3);
     for (int i = 0; i < w * h * 3; i++) frame[i] = (uint8_t)ert_test_int(r, 0, 255);
-    ert_preprocess_options po = {.out_w = 32, .out_h = 24, .fit = ERT_FIT_LETTERBOX, .pad = 114,
-                                 .mean = {0.485f, 0.456f, 0.406f}, .std = {0.229f, 0.224f, 0.225f}};
+    ert_preprocessor_options po = {.out_w = 32, .out_h = 24, .fit = ERT_FIT_LETTERBOX, .pad = 114,
+                                   .mean = {0.485f, 0.456f, 0.406f}, .std = {0.229f, 0.224f, 0.225f}};
     cam_pre_options co = {.out_w = 32, .out_h = 24, .fit = CAM_FIT_LETTERBOX, .pad = 114,
                           .mean = {0.485f, 0.456f, 0.406f}, .std = {0.229f, 0.224f, 0.225f}};
     ert_preprocessor *pp = NULL;
@@ -163,7 +163,7 @@ int main(void) {
     ert_test_rng r;
     ert_test_rng_init(&r, "gpu_preprocess");
     if (ert_context_create(NULL, &g_ctx) != ERT_OK) return 1;
-    ert_preprocess_options po = {.out_w = 8, .out_h = 8};
+    ert_preprocessor_options po = {.out_w = 8, .out_h = 8};
     ert_preprocessor *pp = NULL;
     ert_status st = ert_preprocessor_create(g_ctx, 16, 16, &po, &pp);
     if (st == ERT_E_UNSUPPORTED) return ert_test_skip("gpu_preprocess", "edgert built without CUDA");
