@@ -1129,6 +1129,22 @@ static void test_nhwc(void) {
         check_model("NHWC SE block", m, NULL, NULL, -1, 1, 1e-4, ERT_PLACEMENT_AUTO);
         ert_model_free(m);
     }
+    { /* YOLO's C2f: conv -> Split in two halves -> conv on one -> Concat of
+       * all three (channels-last: rows of 16 channels, 32-byte rows in f16,
+       * copied a word per thread) -> conv */
+        int64_t xd[4] = {1, 8, 20, 20}, sp[2] = {16, 16};
+        bstart();
+        int32_t x = binput("x", 4, xd), h, parts[2] = {-1, -1}, b2, cat, y;
+        h = nconv(x, 8, 32, 3, 1, 1, true);
+        ert_attr ax[] = {ERT_ATTR_I("axis", 1)};
+        BT(ert_builder_node(B, "Split", NULL, (int32_t[]){h, bweight_i64(2, sp)}, 2, ax, 1, parts, 2));
+        b2 = nconv(parts[1], 16, 16, 3, 1, 1, true);
+        cat = bnode("Concat", (int32_t[]){parts[0], parts[1], b2}, 3, ax, 1);
+        y = nconv(cat, 48, 16, 1, 1, 1, false);
+        ert_model *m = bfinish(y);
+        check_model("NHWC C2f split/concat", m, NULL, NULL, -1, 1, 1e-4, ERT_PLACEMENT_AUTO);
+        ert_model_free(m);
+    }
     { /* timm's SE block: ReduceMean(axes 2,3, keepdims) instead of a
        * GlobalAveragePool (becomes one), SiLU as x * Sigmoid(x), 40 channels
        * (not a multiple of 32) over 56x56 pixels: the channels-last global
