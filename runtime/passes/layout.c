@@ -31,9 +31,15 @@
  * on permuted tensors except Conv and the pools, which carry params nhwc. A
  * residual (N, C, 1, 1) broadcast in an SE block stays correct: the gate is
  * channels-last (N, 1, 1, C) too, and the binary op broadcasts it.
+ *   3. Transposes at the region's edge are views: Transpose(0,2,3,1) of a
+ *      channels-last tensor is a Reshape of its twin (the same bytes), and
+ *      Transpose(0,3,1,2) of an (N,H,W,C) tensor gives its output a twin
+ *      that is a Reshape of that input (ConvNeXt's permutes around
+ *      LayerNorm and the MLP); the planner aliases both.
  * Limits: ops outside the list end the region (an unfolded BatchNorm,
  * Resize, Pad, Slice...), and so does a binary op with a constant of rank < 4
- * holding more than one value (it would need re-broadcasting).
+ * holding more than one value, except a per-channel (C,1,1) constant (the
+ * same bytes as (1,1,1,C)).
  */
 static bool nhwc_unary(ert_op op) {
     switch (op) {
