@@ -135,6 +135,12 @@ typedef enum ert_op {
     ERT_OP_NOT,              /* (x bool) -> y bool, element-wise logical not; no params */
     ERT_OP_SIN, ERT_OP_COS,  /* (x f32) -> y; no params */
     ERT_OP_MOD,              /* (a, b) broadcast -> remainder; mod params */
+    /* ReduceMin/Prod/L1/L2/SumSquare/LogSum/LogSumExp: like ReduceSum (axis params) */
+    ERT_OP_REDUCE_MIN, ERT_OP_REDUCE_PROD, ERT_OP_REDUCE_L1, ERT_OP_REDUCE_L2,
+    ERT_OP_REDUCE_SUM_SQUARE, ERT_OP_REDUCE_LOG_SUM, ERT_OP_REDUCE_LOG_SUM_EXP,
+    ERT_OP_SCATTER_ND,       /* (data, indices i64 (..., k), updates) -> data with updates written at the indices; scatter params */
+    ERT_OP_SCATTER_ELEMENTS, /* (data, indices, updates), one rank -> data with updates[i] at indices[i] on axis; scatter params */
+    ERT_OP_GATHER_ELEMENTS,  /* (data, indices), one rank -> y[i] = data[i with indices[i] on axis]; scatter params */
     ERT_OP_COUNT
 } ert_op;
 
@@ -263,6 +269,16 @@ typedef struct ert_cumsum_params {
     bool reverse;            /* sums run from the end of the axis */
 } ert_cumsum_params;
 
+/* ScatterND / ScatterElements reduction attribute (opset 16/18). */
+typedef enum ert_scatter_red {
+    ERT_SCATTER_NONE = 0, ERT_SCATTER_ADD, ERT_SCATTER_MUL, ERT_SCATTER_MAX, ERT_SCATTER_MIN,
+} ert_scatter_red;
+
+typedef struct ert_scatter_params {
+    int64_t axis;            /* Scatter/GatherElements: made positive by prepare */
+    ert_scatter_red reduction;
+} ert_scatter_params;
+
 typedef struct ert_mod_params {
     bool fmod;               /* 1: C fmod (sign of the dividend); 0: integer mod with the divisor's sign */
 } ert_mod_params;
@@ -323,6 +339,7 @@ typedef union ert_op_params {
     ert_gather_params gather;
     ert_cumsum_params cumsum;
     ert_mod_params mod;
+    ert_scatter_params scatter;
 } ert_op_params;
 
 /* ------------------------------------------------------------------ IR */
@@ -506,6 +523,9 @@ ert_status ert_prepare_cumsum(ert_prep *p); /* core/ops/cumsum.c */
 ert_status ert_prepare_not(ert_prep *p);    /* core/ops/logic.c */
 ert_status ert_prepare_trig(ert_prep *p);   /* core/ops/math.c: Sin, Cos */
 ert_status ert_prepare_mod(ert_prep *p);    /* core/ops/math.c */
+ert_status ert_prepare_scatter_nd(ert_prep *p);       /* core/ops/scatter.c */
+ert_status ert_prepare_scatter_elements(ert_prep *p); /* core/ops/scatter.c */
+ert_status ert_prepare_gather_elements(ert_prep *p);  /* core/ops/scatter.c */
 /* Output 0 gets input 0's dtype and shape (its size checked) (core/ops/math.c). */
 ert_status ert_prep_out_as_in0(ert_prep *p);
 /* Training-only ops: refused when they appear in a model (core/ops/op_table.c). */
