@@ -652,6 +652,41 @@ typedef struct ert_backend {
 float ert_f16_to_f32_plain(uint16_t h);
 uint16_t ert_f32_to_f16_plain(float f);
 
+/* Plan cache file (core/plan_cache.c: format and rules at its top). A read
+ * that is not a HIT is a miss, logged with the reason, never an error. */
+#define ERT_PLAN_CACHE_VERSION 1
+#define ERT_PLAN_CACHE_KEY_MAX 4096
+#define ERT_PLAN_CACHE_FILE_MAX ((uint64_t)64 << 20)
+typedef enum ert_plan_cache_result {
+    ERT_PLAN_CACHE_HIT = 0,
+    ERT_PLAN_CACHE_ABSENT,      /* no file */
+    ERT_PLAN_CACHE_STALE_KEY,   /* another GPU, driver, library version or model */
+    ERT_PLAN_CACHE_BAD_VERSION, /* another file format */
+    ERT_PLAN_CACHE_CORRUPT,     /* magic, sizes or CRC wrong */
+    ERT_PLAN_CACHE_TRUNCATED,
+    ERT_PLAN_CACHE_UNREADABLE,  /* permissions, not a regular file */
+} ert_plan_cache_result;
+const char *ert_plan_cache_result_str(ert_plan_cache_result r);
+/* dir/<16 hex digits of the key's hash>.ertplan into out (cap bytes). */
+ert_status ert_plan_cache_path(const char *dir, const char *key, char *out, size_t cap);
+/* On HIT *payload is malloc'd (free()) with *n bytes; otherwise NULL and 0.
+ * Returns ERT_OK whatever the file holds (ERT_E_ARG for NULL arguments). */
+ert_status ert_plan_cache_read(ert_context *ctx, const char *path, const char *key, void **payload, size_t *n,
+                               ert_plan_cache_result *res);
+/* Atomic write, folders made as needed; failures logged (WARN) and returned. */
+ert_status ert_plan_cache_write(ert_context *ctx, const char *path, const char *key, const void *payload, size_t n);
+/* Payload records: (u32 tag, u32 len, len bytes)... A growing buffer for
+ * writing (create time only) and a bounds-checked reader: 1 a record, 0 the
+ * end, -1 malformed (stop trusting the payload). */
+typedef struct ert_plan_buf {
+    uint8_t *p;
+    size_t n, cap;
+    bool failed;
+} ert_plan_buf;
+ert_status ert_plan_rec_put(ert_plan_buf *b, uint32_t tag, const void *data, uint32_t len);
+void ert_plan_buf_free(ert_plan_buf *b);
+int ert_plan_rec_next(const void *payload, size_t n, size_t *pos, uint32_t *tag, const void **data, uint32_t *len);
+
 /* CRC-32 (IEEE 802.3, as zlib) (core/crc32.c) */
 uint32_t ert_crc32(uint32_t crc, const void *data, size_t n);
 
