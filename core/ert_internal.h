@@ -642,6 +642,16 @@ typedef struct ert_backend {
     ert_status (*bind_host_node)(void *bctx, ert_kargs *a, ert_kernel_fn cpu);
     /* optional: the CPU SGEMM's scratch bytes (see ert_prep.gemm_workspace) */
     size_t (*gemm_workspace)(int64_t M, int64_t N, int64_t K, int n_threads);
+    /* optional: the plan cache (ert_session_options.plan_cache_dir). open:
+     * right after init (before node_workspace and conv_time) with the folder
+     * and the model's shape signature (runtime/plan_sig.c); reads the file.
+     * save: once every node is bound; writes the file if create measured.
+     * Neither fails a create (problems are logged). */
+    void (*plan_cache_open)(void *bctx, const char *dir, uint64_t signature);
+    void (*plan_cache_save)(void *bctx);
+    /* optional: the backend's part of ert_create_stats (mode, plan_cache,
+     * n_searches, n_cached) */
+    void (*create_stats)(void *bctx, ert_create_stats *out);
 } ert_backend;
 
 
@@ -667,6 +677,9 @@ typedef enum ert_plan_cache_result {
     ERT_PLAN_CACHE_UNREADABLE,  /* permissions, not a regular file */
 } ert_plan_cache_result;
 const char *ert_plan_cache_result_str(ert_plan_cache_result r);
+/* FNV-1a 64: start with ERT_FNV64_INIT, chain calls (names, signatures). */
+#define ERT_FNV64_INIT 0xcbf29ce484222325ull
+uint64_t ert_fnv64(uint64_t h, const void *data, size_t n);
 /* dir/<16 hex digits of the key's hash>.ertplan into out (cap bytes). */
 ert_status ert_plan_cache_path(const char *dir, const char *key, char *out, size_t cap);
 /* On HIT *payload is malloc'd (free()) with *n bytes; otherwise NULL and 0.

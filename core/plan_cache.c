@@ -51,13 +51,14 @@ const char *ert_plan_cache_result_str(ert_plan_cache_result r) {
     return "?";
 }
 
-/* FNV-1a 64 over the key: the file name only (collisions are caught by the
- * key comparison inside). */
-static uint64_t key_hash(const char *key) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (const unsigned char *p = (const unsigned char *)key; *p; p++) h = (h ^ *p) * 0x100000001b3ull;
+uint64_t ert_fnv64(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
     return h;
 }
+
+/* The file name only: collisions are caught by the key comparison inside. */
+static uint64_t key_hash(const char *key) { return ert_fnv64(ERT_FNV64_INIT, key, strlen(key)); }
 
 ert_status ert_plan_cache_path(const char *dir, const char *key, char *out, size_t cap) {
     if (!dir || !*dir || !key || !out) return ERT_E_ARG;

@@ -12,7 +12,12 @@
  *    every miss logged at INFO with its reason;
  * 6. payload records: what ert_plan_rec_put writes, ert_plan_rec_next reads
  *    back; any truncation or a length past the end is -1, never a read
- *    outside the buffer (ASan phase). */
+ *    outside the buffer (ASan phase);
+ * 7. the key's model part (ert_plan_signature): same for the same model and
+ *    options and for other large weight values; different for another shape
+ *    constant, batch, precision, create mode, flags or input shape; and a CPU
+ *    session's ert_session_create_stats (cache off, nothing measured, no
+ *    file written, a bad create_mode refused). */
 #include "runtime_internal.h"
 #include "testutil.h"
 
@@ -222,6 +227,83 @@ static void test_records(void) {
     ert_plan_buf_free(&b);
 }
 
+/* x (N, 3, 9, 9) -> Conv(w: 4x3x3x3, b) -> Relu -> Reshape(shape) -> y;
+ * `shape_last` is the Reshape constant's last value (a small constant, so in
+ * the signature); `wscale` scales the conv weights (large enough to be left
+ * out of it). */
+static ert_model *small_model(int64_t shape_last, float wscale) {
+    ert_builder *b;
+    ert_model *m = NULL;
+    if (ert_builder_create(ctx, &b) != ERT_OK) return NULL;
+    int64_t xd[4] = {-1, 3, 9, 9}, wd[4] = {4, 3, 3, 3}, bd[1] = {4}, sd[1] = {2}, shape[2] = {-1, shape_last};
+    float w[108], bias[4] = {0.1f, -0.2f, 0.3f, 0};
+    for (int i = 0; i < 108; i++) w[i] = wscale * (float)((i % 7) - 3);
+    int32_t x, wi, bi, si, c, r, y;
+    bool ok = ert_builder_input(b, "x", ERT_DTYPE_F32, 4, xd, &x) == ERT_OK &&
+              ert_builder_weight(b, "w", ERT_DTYPE_F32, 4, wd, w, &wi) == ERT_OK &&
+              ert_builder_weight(b, "b", ERT_DTYPE_F32, 1, bd, bias, &bi) == ERT_OK &&
+              ert_builder_weight(b, "shape", ERT_DTYPE_I64, 1, sd, shape, &si) == ERT_OK &&
+              ert_builder_conv2d(b, x, wi, bi, 1, 1, 1, 1, &c) == ERT_OK && ert_builder_unary(b, "Relu", c, &r) == ERT_OK;
+    int32_t rin[2] = {r, si};
+    ok = ok && ert_builder_node(b, "Reshape", "rs", rin, 2, NULL, 0, &y, 1) == ERT_OK &&
+         ert_builder_output(b, y, "y") == ERT_OK && ert_builder_finish(b, &m) == ERT_OK;
+    ert_builder_free(b);
+    CHECK(ok && m, "small model built: %s", ert_last_error(ctx));
+    return m;
+}
+
+/* The key's model part: equal for equal models and options, different when
+ * anything that changes create's measurements changes; and the create
+ * statistics of a CPU session (the CPU backend keeps no plan cache). */
+static void test_signature_and_stats(void) {
+    ert_model *m1 = small_model(81 * 4, 1), *m2 = small_model(81 * 4, 2), *m3 = small_model(81 * 2, 1);
+    if (!m1 || !m2 || !m3) return;
+    ert_session_options o = {.batch = 1}, o2;
+    uint64_t s1 = ert_plan_signature(m1, &o);
+    CHECK(s1 == ert_plan_signature(m1, &o), "signature is deterministic");
+    CHECK(s1 == ert_plan_signature(m2, &o), "other large weight values: same signature (same plans)");
+    CHECK(s1 != ert_plan_signature(m3, &o), "another Reshape constant: another signature");
+    o2 = o;
+    o2.batch = 2;
+    CHECK(s1 != ert_plan_signature(m1, &o2), "another batch: another signature");
+    o2 = o;
+    o2.precision = ERT_DTYPE_F16;
+    CHECK(s1 != ert_plan_signature(m1, &o2), "another precision: another signature");
+    o2 = o;
+    o2.create_mode = ERT_CREATE_FAST;
+    CHECK(s1 != ert_plan_signature(m1, &o2), "another create mode: another signature");
+    o2 = o;
+    o2.flags = ERT_SESSION_NO_NHWC;
+    CHECK(s1 != ert_plan_signature(m1, &o2), "other flags: another signature");
+    ert_input_shape is = {.name = "x", .ndim = 4, .dims = {1, 3, 9, 9}};
+    o2 = o;
+    o2.input_shapes = &is;
+    o2.n_input_shapes = 1;
+    CHECK(s1 != ert_plan_signature(m1, &o2), "an input shape given: another signature");
+    /* a CPU session with the cache asked for: no file, stats say off */
+    char cdir[300];
+    snprintf(cdir, sizeof cdir, "%s/cpu_cache", dir);
+    ert_session_options so = {.device = ERT_DEVICE_CPU, .plan_cache_dir = cdir, .create_mode = ERT_CREATE_FAST};
+    ert_session *s = NULL;
+    CHECK(ert_session_create(m1, &so, &s) == ERT_OK, "CPU session: %s", ert_last_error(ctx));
+    ert_create_stats st;
+    memset(&st, 0xA5, sizeof st);
+    CHECK(ert_session_create_stats(s, &st) == ERT_OK, "create stats");
+    CHECK(st.plan_cache == ERT_PLAN_CACHE_OFF && st.n_searches == 0 && st.n_cached == 0 && st.mode == ERT_CREATE_FAST &&
+              st.create_ms >= 0 && st.create_ms < 60e3,
+          "CPU create stats: cache %d, searches %d, cached %d, mode %d, %.3f ms", (int)st.plan_cache, st.n_searches,
+          st.n_cached, (int)st.mode, st.create_ms);
+    struct stat sb;
+    CHECK(stat(cdir, &sb) != 0, "the CPU backend writes no plan cache");
+    CHECK(ert_session_create_stats(NULL, &st) == ERT_E_ARG && ert_session_create_stats(s, NULL) == ERT_E_ARG, "NULL args");
+    ert_session_free(s);
+    so.create_mode = (ert_create_mode)7;
+    CHECK(ert_session_create(m1, &so, &s) == ERT_E_ARG, "create_mode 7 refused");
+    ert_model_free(m1);
+    ert_model_free(m2);
+    ert_model_free(m3);
+}
+
 int main(void) {
     ert_test_rng_init(&rng, "plan_cache");
     ert_context_options co = {.log = on_log, .log_level = ERT_LOG_INFO};
@@ -232,6 +314,7 @@ int main(void) {
     test_corrupt_truncated();
     test_unwritable();
     test_records();
+    test_signature_and_stats();
     char cmd[700];
     snprintf(cmd, sizeof cmd, "chmod -R u+w %s 2>/dev/null; rm -rf %s", dir, dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
