@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The ops the model zoo needed beyond the common families, against onnxruntime.
 
-    python tests/ops_ort.py --edgert build/apps/edgert --work build/ops_ort [--seed N] [--emulator ...]
+    python tests/ops/ops_ort.py --edgert build/apps/edgert --work build/ops_ort [--seed N] [--emulator ...]
 
 Per case: a one-node (or small pattern) ONNX graph made here with onnx.helper
 on random shapes (odd sizes, rank 1 to 4), random attributes and random
@@ -27,7 +27,7 @@ import sys
 import time
 
 sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "zoo"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "zoo"))
 import run_zoo  # noqa: E402 (re-executes under .deps/venv, or exits 77, without onnx)
 from run_zoo import Runner, ort_run, np, onnx  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402

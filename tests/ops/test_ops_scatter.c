@@ -1,5 +1,5 @@
 /* ScatterND, ScatterElements, GatherElements and the new reductions on hostile
- * input (their numbers are checked against onnxruntime by tests/ops_ort.py):
+ * input (their numbers are checked against onnxruntime by tests/ops/ops_ort.py):
  * 1. index values out of range, constant (refused by prepare, ERT_E_ARG,
  *    naming the value) and computed (the kernel returns ERT_E_ARG before it
  *    writes anything), on random shapes, both signs;
