@@ -42,6 +42,7 @@ static void on_log(void *user, ert_log_level lvl, const char *msg) {
 static char dir[256];
 
 static uint8_t *file_bytes(const char *path, size_t *n) {
+    *n = 0;
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     fseek(f, 0, SEEK_END);
@@ -99,8 +100,10 @@ static void test_hit_and_miss(void) {
     CHECK(read_res(path, other, &pl, &n) == ERT_PLAN_CACHE_STALE_KEY, "a longer key is stale");
     CHECK(strstr(last_msg, "key differs"), "stale reason logged: %s", last_msg);
     /* another format version with a valid CRC */
-    size_t fn;
+    size_t fn = 0;
     uint8_t *b = file_bytes(path, &fn);
+    CHECK(b && fn > 28, "read back the file");
+    if (!b || fn <= 28) return;
     b[8] = (uint8_t)(ERT_PLAN_CACHE_VERSION + 1);
     uint32_t crc = ert_crc32(0, b, fn - 4);
     for (int k = 0; k < 4; k++) b[fn - 4 + k] = (uint8_t)(crc >> 8 * k);
@@ -120,8 +123,14 @@ static void test_corrupt_truncated(void) {
     for (size_t k = 0; k < 20000; k++) big[k] = (uint8_t)ert_test_int(&rng, 0, 255);
     for (int which = 0; which < 2; which++) {
         CHECK(ert_plan_cache_write(ctx, path, key, which ? big : small, which ? 20000 : sizeof small) == ERT_OK, "write");
-        size_t fn;
+        size_t fn = 0;
         uint8_t *good = file_bytes(path, &fn), *b = malloc(fn + 1);
+        CHECK(good && fn > 28, "read back the file");
+        if (!good || fn <= 28) {
+            free(good);
+            free(b);
+            break;
+        }
         void *pl;
         size_t n;
         int bad = 0, tries = 0;
