@@ -201,7 +201,10 @@ static ert_status conv_describe(cuda_ctx *c, const ert_kargs *a, size_t ws_limit
             cudnnFilterDescriptor_t keep = s->wd;
             s->wd = wd2;
             key[16] = 1;
+            /* find_algo may grow (realloc) c->algos: e is found again by index */
+            ptrdiff_t ei = e - c->algos;
             st = find_algo(c, s, key, f32, &e2);
+            e = &c->algos[ei];
             s->wd = keep;
             if (st == ERT_OK && e2->ok && e2->ws <= ws_limit && (!e->ok || e->ws > ws_limit || e2->ms < e->ms)) {
                 cudnnDestroyFilterDescriptor(s->wd);

@@ -1,9 +1,13 @@
 /* CUDA session create: the plan cache and the fast create mode (label `gpu`).
  *
  * The model: x (1, 16, 14, 14) -> Conv 3x3 (32) + Relu -> Conv 3x3 (32) +
- * residual Add + Relu -> depthwise Conv 3x3 (group 32) -> Conv 1x1 (24) ->
- * GlobalAveragePool = y; channel counts multiples of 8 so f16 sessions take
- * the channels-last and fused-graph paths whose choices create measures.
+ * residual Add + Relu -> depthwise Conv 3x3 (group 32) -> 18 x (Conv 1x1
+ * growing by 8 channels + Relu) -> Conv 1x1 (24) -> GlobalAveragePool = y;
+ * channel counts multiples of 8 so f16 sessions take the channels-last and
+ * fused-graph paths whose choices create measures; 22 conv shapes, 44
+ * algorithm entries with the f16 filter-layout variants, past the backend's
+ * first 32-entry table (conv_describe once kept a pointer into it across a
+ * lookup that could grow it).
  * Per precision (f32, f16):
  * 1. tuned, cache folder fresh: create measures (n_searches > 0) and writes
  *    the file (ERT_PLAN_CACHE_WRITTEN);
@@ -24,6 +28,7 @@
 #include "testutil.h"
 #include "cuda_probe.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +63,16 @@ static ert_model *plan_model(void) {
     CHECK_OK(ert_builder_binary(b, "Add", c2, r1, &s2), ctx);
     CHECK_OK(ert_builder_unary(b, "Relu", s2, &r2), ctx);
     CHECK_OK(ert_builder_conv2d(b, r2, weight(b, 4, wd, 0.3f), -1, 1, 1, 1, 32, &d), ctx);
-    CHECK_OK(ert_builder_conv2d(b, d, weight(b, 4, w3, 0.2f), weight(b, 1, b24, 0.1f), 1, 0, 1, 1, &c3), ctx);
+    for (int k = 0, cin = 32; k < 18; k++, cin += 8) {
+        int64_t wk[4] = {cin + 8, cin, 1, 1}, bk[1] = {cin + 8};
+        int32_t ck;
+        CHECK_OK(ert_builder_conv2d(b, d, weight(b, 4, wk, sqrtf(3.0f / (float)cin)), weight(b, 1, bk, 0.1f), 1, 0, 1,
+                                    1, &ck),
+                 ctx);
+        CHECK_OK(ert_builder_unary(b, "Relu", ck, &d), ctx);
+    }
+    w3[1] = 32 + 18 * 8;
+    CHECK_OK(ert_builder_conv2d(b, d, weight(b, 4, w3, 0.1f), weight(b, 1, b24, 0.1f), 1, 0, 1, 1, &c3), ctx);
     CHECK_OK(ert_builder_unary(b, "GlobalAveragePool", c3, &y), ctx);
     CHECK_OK(ert_builder_output(b, y, "y"), ctx);
     CHECK_OK(ert_builder_finish(b, &m), ctx);
