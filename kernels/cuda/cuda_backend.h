@@ -69,6 +69,11 @@
  *                    fusion): graph, plans, timing in CUDA-graph replay, the
  *                    numeric check of every plan.
  *   cuda_gemm.c      cuBLAS Gemm/MatMul and cuBLASLt 1x1 convs.
+ *   cuda_plan.c      the plan cache (what create measured, kept between
+ *                    processes) and ert_create_stats. ERT_CREATE_FAST
+ *                    (c->fast) is honoured where the measuring happens:
+ *                    find_algo and the direct-kernel time (cuda_conv.c),
+ *                    ert_cuda_fuse_find, gemm_find, ert_cuda_conv_time.
  */
 #ifndef ERT_CUDA_BACKEND_H
 #define ERT_CUDA_BACKEND_H
