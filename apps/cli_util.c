@@ -193,3 +193,21 @@ int cli_parse_int(const char *s, long lo, long hi, long *out) {
     *out = v;
     return 0;
 }
+
+const char *cli_plan_cache_dir(const char *opt, char *buf, size_t n) {
+    if (opt) return strcmp(opt, "off") == 0 ? NULL : opt;
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    int w = -1;
+    if (xdg && xdg[0] == '/') w = snprintf(buf, n, "%s/edgert", xdg); /* the spec: relative values are ignored */
+    else if (home && home[0]) w = snprintf(buf, n, "%s/.cache/edgert", home);
+    return w > 0 && (size_t)w < n ? buf : NULL;
+}
+
+const char *cli_plan_cache_state_str(ert_plan_cache_state st) {
+    switch (st) {
+    case ERT_PLAN_CACHE_USED: return "used";
+    case ERT_PLAN_CACHE_WRITTEN: return "written";
+    case ERT_PLAN_CACHE_NOT_WRITTEN: return "not_written";
+    default: return "off";
+    }
+}

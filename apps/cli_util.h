@@ -33,6 +33,13 @@ uint16_t cli_f32_to_bf16(float f);
 /* Element i of a tensor of dt as a double (for printing and comparing). */
 double cli_elem(ert_dtype dt, const void *data, size_t i);
 
+/* The plan cache folder the apps use (ert_session_options.plan_cache_dir):
+ * `opt` (a --plan-cache value) if given, NULL for "off"; else
+ * $XDG_CACHE_HOME/edgert, else $HOME/.cache/edgert (into buf), else NULL. */
+const char *cli_plan_cache_dir(const char *opt, char *buf, size_t n);
+/* "off", "used", "written", "not_written" */
+const char *cli_plan_cache_state_str(ert_plan_cache_state st);
+
 /* Monotonic time in seconds. */
 double cli_now(void);
 

@@ -43,12 +43,14 @@
     "             [--precision f32|f16|bf16] [--iters N] [--batch N] [--threads N]\n"                      \
     "             [--size WxH] [--mean R,G,B] [--std R,G,B] [--bgr] [--nhwc] [--fit MODE]\n"              \
     "             [--topk K] [--labels FILE] [--expect NAME=FILE]... [--tol ATOL[,RTOL]]\n"                \
-    "             [--output-dir DIR] [--check-finite] [--json]\n"
+    "             [--output-dir DIR] [--check-finite] [--plan-cache DIR|off] [--create-mode fast|tuned]\n" \
+    "             [--json]\n"
 #define SYN_CONVERT "  convert IN OUT.ert|OUT.onnx [--fp16]\n"
 #define SYN_BENCH                                                                                          \
     "  bench MODEL [--input NAME=FILE]... [--shape NAME=DIMS]... [--device cpu|cuda|auto]\n"              \
     "              [--precision f32|f16|bf16] [--iters N] [--warmup N] [--batch N] [--threads N]\n"       \
-    "              [--nhwc|--no-nhwc] [--gemm1x1] [--conv-graph|--no-conv-graph] [--json]\n"
+    "              [--nhwc|--no-nhwc] [--gemm1x1] [--conv-graph|--no-conv-graph]\n"                      \
+    "              [--plan-cache DIR|off] [--create-mode fast|tuned] [--json]\n"
 
 static const char *USAGE =
     "usage: edgert <command> [options]     (edgert <command> --help for details)\n"
@@ -81,6 +83,13 @@ static const char *USAGE =
 #define HELP_PRECISION                                                                                     \
     "  --precision P       f32, f16 or bf16: CUDA compute precision (default f32);\n"                     \
     "                      the CPU always computes in f32, and says so\n"
+#define HELP_PLAN                                                                                          \
+    "  --plan-cache DIR    where CUDA sessions keep what create measured (algorithms, fused\n"           \
+    "                      plans, layouts), one file per GPU, library versions and model;\n"          \
+    "                      a second create takes its answers from there; 'off' measures\n"            \
+    "                      every time (default $XDG_CACHE_HOME/edgert, else ~/.cache/edgert)\n"        \
+    "  --create-mode M     tuned (default: measure every choice) or fast (heuristics\n"             \
+    "                      only, nothing timed: quicker create, maybe slower runs)\n"
 
 static const char *HELP_INFO =
     "usage: edgert info MODEL [options]\n"
@@ -107,6 +116,7 @@ static const char *HELP_RUN =
     HELP_SHAPE
     HELP_DEVICE
     HELP_PRECISION
+    HELP_PLAN
     "  --iters N           run N times on one session, print p50/min/max (default 1)\n"
     "  --batch N           batch for a dynamic leading dim no file fixes (default 1)\n"
     "  --threads N         CPU worker threads (default 1)\n"
@@ -152,6 +162,7 @@ static const char *HELP_BENCH =
     HELP_SHAPE
     HELP_DEVICE
     HELP_PRECISION
+    HELP_PLAN
     "  --iters N           timed runs (default 20)\n"
     "  --warmup N          untimed runs first (default 3)\n"
     "  --batch N           batch for a dynamic leading dim (default 1)\n"
@@ -323,6 +334,7 @@ typedef struct common_opts {
     int json, fp16, no_nhwc, nhwc, gemm1x1, conv_graph, no_conv_graph, bgr, check_finite;
     const char *device;
     const char *precision;
+    const char *plan_cache, *create_mode;
     const char *output_dir;
     const char *labels;
     const char *fit;
@@ -342,7 +354,7 @@ typedef struct common_opts {
 enum {
     O_BATCH = 1 << 0, O_THREADS = 1 << 1, O_JSON = 1 << 2, O_DEVICE = 1 << 3, O_ITERS = 1 << 4, O_WARMUP = 1 << 5,
     O_INPUT = 1 << 6, O_OUTDIR = 1 << 7, O_PRECISION = 1 << 8, O_FP16 = 1 << 9, O_CUDA_LAYOUT = 1 << 10,
-    O_SHAPE = 1 << 11, O_IMAGE = 1 << 12, O_CHECK = 1 << 13, O_CHECK_FINITE = 1 << 14,
+    O_SHAPE = 1 << 11, O_IMAGE = 1 << 12, O_CHECK = 1 << 13, O_CHECK_FINITE = 1 << 14, O_PLAN = 1 << 15,
 };
 
 /* Append a repeatable option's value. */
@@ -399,6 +411,10 @@ static int parse_opts(int argc, char **argv, unsigned allowed, int npos, const c
             opt_choice(&p, "--device", "cpu|cuda|auto", &o->device);
         } else if ((allowed & O_PRECISION) && opt_match(&p, "--precision", 1)) {
             opt_choice(&p, "--precision", "f32|f16|bf16", &o->precision);
+        } else if ((allowed & O_PLAN) && opt_match(&p, "--plan-cache", 1)) {
+            if (!p.err) o->plan_cache = p.val;
+        } else if ((allowed & O_PLAN) && opt_match(&p, "--create-mode", 1)) {
+            opt_choice(&p, "--create-mode", "fast|tuned", &o->create_mode);
         } else if ((allowed & O_OUTDIR) && opt_match(&p, "--output-dir", 1)) {
             if (!p.err) o->output_dir = p.val;
         } else if ((allowed & O_INPUT) && (opt_match(&p, "--input", 1) || opt_match(&p, "-i", 1))) {
@@ -678,6 +694,13 @@ static int create_error(ert_context *ctx, ert_status st, const char *device) {
     if (strcmp(device, "cuda") == 0 && (st == ERT_E_CUDA || st == ERT_E_UNSUPPORTED))
         return lib_error(ctx, st, "--device cuda: cannot create a CUDA session (try --device auto or cpu)");
     return lib_error(ctx, st, "cannot create a session");
+}
+
+/* --plan-cache and --create-mode into the session options (buf holds the
+ * default folder). */
+static void plan_options(const common_opts *o, ert_session_options *so, char *buf, size_t n) {
+    so->plan_cache_dir = cli_plan_cache_dir(o->plan_cache, buf, n);
+    so->create_mode = o->create_mode && strcmp(o->create_mode, "fast") == 0 ? ERT_CREATE_FAST : ERT_CREATE_TUNED;
 }
 
 /* The precision a session really computes in: the CPU always uses f32. */
@@ -1094,7 +1117,7 @@ static int cmd_run(int argc, char **argv) {
                      .std = {1, 1, 1}};
     int rc = parse_opts(argc, argv,
                         O_BATCH | O_THREADS | O_JSON | O_INPUT | O_OUTDIR | O_SHAPE | O_DEVICE | O_PRECISION | O_ITERS |
-                            O_IMAGE | O_CHECK | O_CHECK_FINITE,
+                            O_IMAGE | O_CHECK | O_CHECK_FINITE | O_PLAN,
                         1, HELP_RUN, &o);
     if (rc) return rc < 0 ? 0 : rc;
     if (o.labels && !o.topk) return usage_error("--labels '%s' needs --topk K", o.labels);
@@ -1138,6 +1161,8 @@ static int cmd_run(int argc, char **argv) {
     so.precision = precision_of(o.precision);
     so.input_shapes = n_shapes ? shapes : NULL;
     so.n_input_shapes = n_shapes;
+    char plan_dir[1024];
+    plan_options(&o, &so, plan_dir, sizeof plan_dir);
     ert_device used = ERT_DEVICE_CPU;
     ert_status st = create_session(ctx, m, &so, o.device, ins, o.n_inputs, frozen, &s, &used);
     if (st != ERT_OK) {
@@ -1328,7 +1353,7 @@ static int cmd_bench(int argc, char **argv) {
                      .std = {1, 1, 1}};
     int rc = parse_opts(argc, argv,
                         O_BATCH | O_THREADS | O_JSON | O_DEVICE | O_ITERS | O_WARMUP | O_PRECISION | O_CUDA_LAYOUT |
-                            O_SHAPE | O_INPUT,
+                            O_SHAPE | O_INPUT | O_PLAN,
                         1, HELP_BENCH, &o);
     if (rc) return rc < 0 ? 0 : rc;
     ert_context *ctx = make_context();
@@ -1357,6 +1382,8 @@ static int cmd_bench(int argc, char **argv) {
     if (o.gemm1x1) so.flags |= ERT_SESSION_GEMM_1X1;
     if (o.conv_graph) so.flags |= ERT_SESSION_CONV_GRAPH;
     if (o.no_conv_graph) so.flags |= ERT_SESSION_NO_CONV_GRAPH;
+    char plan_dir[1024];
+    plan_options(&o, &so, plan_dir, sizeof plan_dir);
     ert_device used = ERT_DEVICE_CPU;
     double create0 = cli_now();
     ert_status st = create_session(ctx, m, &so, o.device, ins, o.n_inputs, frozen, &s, &used);
@@ -1412,6 +1439,19 @@ static int cmd_bench(int argc, char **argv) {
     cli_stats stt = cli_stats_compute(t, (int)o.iters);
     long batch = session_batch(s); /* what ran, whatever --batch said */
     double thr = stt.mean > 0 ? (double)batch * 1e3 / stt.mean : 0;
+    /* create again (the first session freed): with a plan cache, this is the
+     * warm create a second process would see */
+    ert_create_stats cs[2];
+    memset(cs, 0, sizeof cs);
+    ert_session_create_stats(s, &cs[0]);
+    int n_fallback = ert_session_n_cpu_fallback(s);
+    ert_session_free(s);
+    s = NULL;
+    if ((st = create_session(ctx, m, &so, used == ERT_DEVICE_CUDA ? "cuda" : "cpu", ins, o.n_inputs, frozen, &s, &used)) != ERT_OK) {
+        rc = create_error(ctx, st, o.device);
+        goto out;
+    }
+    ert_session_create_stats(s, &cs[1]);
     const char *dev = used == ERT_DEVICE_CUDA ? "cuda" : "cpu", *prec = effective_precision(used, o.precision);
     if (o.json) {
         printf("{\"model\": ");
@@ -1421,8 +1461,16 @@ static int cmd_bench(int argc, char **argv) {
                "\"p50_ms\": %.4f, \"p90_ms\": %.4f, \"mean_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, "
                "\"throughput_items_per_s\": %.3f, \"create_ms\": %.1f, \"arena_bytes\": %zu, \"cpu_fallback_nodes\": %d, \"memory\": ",
                ert_version(), dev, prec, o.precision, batch, o.threads, o.iters, o.warmup, stt.p50, stt.p90, stt.mean,
-               stt.min, stt.max, thr, create_ms, mem.total_bytes, ert_session_n_cpu_fallback(s));
+               stt.min, stt.max, thr, create_ms, mem.total_bytes, n_fallback);
         json_memory(&mem);
+        printf(", \"create\": {\"mode\": \"%s\", \"plan_cache_dir\": ", cs[0].mode == ERT_CREATE_FAST ? "fast" : "tuned");
+        if (so.plan_cache_dir) cli_json_str(stdout, so.plan_cache_dir);
+        else printf("null");
+        for (int k = 0; k < 2; k++)
+            printf(", \"%s\": {\"ms\": %.1f, \"plan_cache\": \"%s\", \"searches\": %d, \"cached\": %d}",
+                   k ? "second" : "first", cs[k].create_ms, cli_plan_cache_state_str(cs[k].plan_cache), cs[k].n_searches,
+                   cs[k].n_cached);
+        printf("}");
         printf("}\n");
     } else {
         char b[64];
@@ -1430,8 +1478,11 @@ static int cmd_bench(int argc, char **argv) {
                dev, prec, batch, o.threads, o.iters, o.warmup);
         printf("latency ms: p50 %.3f  p90 %.3f  mean %.3f  min %.3f  max %.3f\n", stt.p50, stt.p90, stt.mean, stt.min, stt.max);
         printf("throughput: %.1f items/s\n", thr);
-        printf("session create: %.1f ms\n", create_ms);
-        if (ert_session_n_cpu_fallback(s)) printf("cpu fallback: %d nodes (no CUDA kernel)\n", ert_session_n_cpu_fallback(s));
+        for (int k = 0; k < 2; k++)
+            printf("session create%s: %.1f ms (%s; plan cache %s; %d measured, %d from the cache)\n", k ? " again" : "",
+                   cs[k].create_ms, cs[k].mode == ERT_CREATE_FAST ? "fast" : "tuned", cli_plan_cache_state_str(cs[k].plan_cache),
+                   cs[k].n_searches, cs[k].n_cached);
+        if (n_fallback) printf("cpu fallback: %d nodes (no CUDA kernel)\n", n_fallback);
         printf("arena: %zu bytes (%s); activations %zu, lower bound %zu\n", mem.total_bytes,
                cli_bytes_str(b, sizeof b, mem.total_bytes), mem.activations_bytes, mem.activations_lower_bound);
     }

@@ -140,6 +140,12 @@ typedef enum ert_op {
     ERT_OP_NOT,              /* (x bool) -> y bool, element-wise logical not; no params */
     ERT_OP_SIN, ERT_OP_COS,  /* (x f32) -> y; no params */
     ERT_OP_MOD,              /* (a, b) broadcast -> remainder; mod params */
+    /* ReduceMin/Prod/L1/L2/SumSquare/LogSum/LogSumExp: like ReduceSum (axis params) */
+    ERT_OP_REDUCE_MIN, ERT_OP_REDUCE_PROD, ERT_OP_REDUCE_L1, ERT_OP_REDUCE_L2,
+    ERT_OP_REDUCE_SUM_SQUARE, ERT_OP_REDUCE_LOG_SUM, ERT_OP_REDUCE_LOG_SUM_EXP,
+    ERT_OP_SCATTER_ND,       /* (data, indices i64 (..., k), updates) -> data with updates written at the indices; scatter params */
+    ERT_OP_SCATTER_ELEMENTS, /* (data, indices, updates), one rank -> data with updates[i] at indices[i] on axis; scatter params */
+    ERT_OP_GATHER_ELEMENTS,  /* (data, indices), one rank -> y[i] = data[i with indices[i] on axis]; scatter params */
     ERT_OP_COUNT
 } ert_op;
 
@@ -268,6 +274,16 @@ typedef struct ert_cumsum_params {
     bool reverse;            /* sums run from the end of the axis */
 } ert_cumsum_params;
 
+/* ScatterND / ScatterElements reduction attribute (opset 16/18). */
+typedef enum ert_scatter_red {
+    ERT_SCATTER_NONE = 0, ERT_SCATTER_ADD, ERT_SCATTER_MUL, ERT_SCATTER_MAX, ERT_SCATTER_MIN,
+} ert_scatter_red;
+
+typedef struct ert_scatter_params {
+    int64_t axis;            /* Scatter/GatherElements: made positive by prepare */
+    ert_scatter_red reduction;
+} ert_scatter_params;
+
 typedef struct ert_mod_params {
     bool fmod;               /* 1: C fmod (sign of the dividend); 0: integer mod with the divisor's sign */
 } ert_mod_params;
@@ -328,6 +344,7 @@ typedef union ert_op_params {
     ert_gather_params gather;
     ert_cumsum_params cumsum;
     ert_mod_params mod;
+    ert_scatter_params scatter;
 } ert_op_params;
 
 /* ------------------------------------------------------------------ IR */
@@ -511,6 +528,9 @@ ert_status ert_prepare_cumsum(ert_prep *p); /* core/ops/cumsum.c */
 ert_status ert_prepare_not(ert_prep *p);    /* core/ops/logic.c */
 ert_status ert_prepare_trig(ert_prep *p);   /* core/ops/math.c: Sin, Cos */
 ert_status ert_prepare_mod(ert_prep *p);    /* core/ops/math.c */
+ert_status ert_prepare_scatter_nd(ert_prep *p);       /* core/ops/scatter.c */
+ert_status ert_prepare_scatter_elements(ert_prep *p); /* core/ops/scatter.c */
+ert_status ert_prepare_gather_elements(ert_prep *p);  /* core/ops/scatter.c */
 /* Output 0 gets input 0's dtype and shape (its size checked) (core/ops/math.c). */
 ert_status ert_prep_out_as_in0(ert_prep *p);
 /* Training-only ops: refused when they appear in a model (core/ops/op_table.c). */
@@ -627,6 +647,16 @@ typedef struct ert_backend {
     ert_status (*bind_host_node)(void *bctx, ert_kargs *a, ert_kernel_fn cpu);
     /* optional: the CPU SGEMM's scratch bytes (see ert_prep.gemm_workspace) */
     size_t (*gemm_workspace)(int64_t M, int64_t N, int64_t K, int n_threads);
+    /* optional: the plan cache (ert_session_options.plan_cache_dir). open:
+     * right after init (before node_workspace and conv_time) with the folder
+     * and the model's shape signature (runtime/plan_sig.c); reads the file.
+     * save: once every node is bound; writes the file if create measured.
+     * Neither fails a create (problems are logged). */
+    void (*plan_cache_open)(void *bctx, const char *dir, uint64_t signature);
+    void (*plan_cache_save)(void *bctx);
+    /* optional: the backend's part of ert_create_stats (mode, plan_cache,
+     * n_searches, n_cached) */
+    void (*create_stats)(void *bctx, ert_create_stats *out);
 } ert_backend;
 
 
@@ -636,6 +666,44 @@ typedef struct ert_backend {
  * conversion instruction, and the oracle for the aarch64 FCVT path. */
 float ert_f16_to_f32_plain(uint16_t h);
 uint16_t ert_f32_to_f16_plain(float f);
+
+/* Plan cache file (core/plan_cache.c: format and rules at its top). A read
+ * that is not a HIT is a miss, logged with the reason, never an error. */
+#define ERT_PLAN_CACHE_VERSION 1
+#define ERT_PLAN_CACHE_KEY_MAX 4096
+#define ERT_PLAN_CACHE_FILE_MAX ((uint64_t)64 << 20)
+typedef enum ert_plan_cache_result {
+    ERT_PLAN_CACHE_HIT = 0,
+    ERT_PLAN_CACHE_ABSENT,      /* no file */
+    ERT_PLAN_CACHE_STALE_KEY,   /* another GPU, driver, library version or model */
+    ERT_PLAN_CACHE_BAD_VERSION, /* another file format */
+    ERT_PLAN_CACHE_CORRUPT,     /* magic, sizes or CRC wrong */
+    ERT_PLAN_CACHE_TRUNCATED,
+    ERT_PLAN_CACHE_UNREADABLE,  /* permissions, not a regular file */
+} ert_plan_cache_result;
+const char *ert_plan_cache_result_str(ert_plan_cache_result r);
+/* FNV-1a 64: start with ERT_FNV64_INIT, chain calls (names, signatures). */
+#define ERT_FNV64_INIT 0xcbf29ce484222325ull
+uint64_t ert_fnv64(uint64_t h, const void *data, size_t n);
+/* dir/<16 hex digits of the key's hash>.ertplan into out (cap bytes). */
+ert_status ert_plan_cache_path(const char *dir, const char *key, char *out, size_t cap);
+/* On HIT *payload is malloc'd (free()) with *n bytes; otherwise NULL and 0.
+ * Returns ERT_OK whatever the file holds (ERT_E_ARG for NULL arguments). */
+ert_status ert_plan_cache_read(ert_context *ctx, const char *path, const char *key, void **payload, size_t *n,
+                               ert_plan_cache_result *res);
+/* Atomic write, folders made as needed; failures logged (WARN) and returned. */
+ert_status ert_plan_cache_write(ert_context *ctx, const char *path, const char *key, const void *payload, size_t n);
+/* Payload records: (u32 tag, u32 len, len bytes)... A growing buffer for
+ * writing (create time only) and a bounds-checked reader: 1 a record, 0 the
+ * end, -1 malformed (stop trusting the payload). */
+typedef struct ert_plan_buf {
+    uint8_t *p;
+    size_t n, cap;
+    bool failed;
+} ert_plan_buf;
+ert_status ert_plan_rec_put(ert_plan_buf *b, uint32_t tag, const void *data, uint32_t len);
+void ert_plan_buf_free(ert_plan_buf *b);
+int ert_plan_rec_next(const void *payload, size_t n, size_t *pos, uint32_t *tag, const void **data, uint32_t *len);
 
 /* CRC-32 (IEEE 802.3, as zlib) (core/crc32.c) */
 uint32_t ert_crc32(uint32_t crc, const void *data, size_t n);

@@ -408,6 +408,18 @@ typedef struct ert_input_shape {
 #define ERT_SESSION_NO_CONV_GRAPH 64u
 #define ERT_SESSION_CONV_GRAPH 128u
 
+/* How a CUDA session chooses its algorithms at create. Append-only. */
+typedef enum ert_create_mode {
+    ERT_CREATE_TUNED = 0,   /* measure: cudnnFind per conv shape, cuBLASLt's candidates and cuDNN's fused
+                               plans timed, conv layouts timed (seconds on a large model, once per
+                               process unless a plan cache has the answers) */
+    ERT_CREATE_FAST = 1,    /* heuristics only, nothing timed: cuDNN's heuristic order (the first
+                               algorithm that runs within the workspace cap), cuBLASLt's first
+                               heuristic answer, no fused cuDNN graph (conv + our epilogue kernel),
+                               channels-last as the heuristics say. Same results within tolerance,
+                               possibly slower kernels. The CPU backend ignores it. */
+} ert_create_mode;
+
 typedef struct ert_session_options {
     ert_device device;      /* default CPU */
     int batch;              /* replaces a dynamic leading dim of every input; 0: 1 */
@@ -426,6 +438,18 @@ typedef struct ert_session_options {
                                The CPU backend ignores it (computes in f32). Other values: ERT_E_ARG. */
     const struct ert_input_value *input_values; /* optional: graph inputs whose values are fixed at create */
     int n_input_values;
+    /* optional (NULL: off): folder of the plan cache. A CUDA session keeps
+     * what create measured (algorithm choices, fused-plan choices, conv layout
+     * timings) in one file there per GPU, driver, CUDA/cuDNN/cuBLAS versions,
+     * edgert version and model shape signature (graph, shapes, dtypes, these
+     * options); a later create with the same key takes the answers from the
+     * file instead of measuring. Missing folders are made. A corrupt,
+     * truncated, foreign or unwritable file is ignored with a log line (INFO
+     * when read, WARN when it cannot be written), never an error and never
+     * trusted. Written atomically at the end of a create that measured. The
+     * CPU backend ignores it. See ert_session_create_stats. */
+    const char *plan_cache_dir;
+    ert_create_mode create_mode;
 } ert_session_options;
 
 /* A graph input whose value is known when the session is created. A static
@@ -480,6 +504,26 @@ ert_status ert_session_memory(const ert_session *s, ert_memory_report *out);
  * buffers made at create (still no allocation per run). Create logs each
  * such op type once (INFO). 0 on a CPU session or for NULL. */
 int ert_session_n_cpu_fallback(const ert_session *s);
+
+/* What session create did (ert_session_create_stats). Append-only. */
+typedef enum ert_plan_cache_state {
+    ERT_PLAN_CACHE_OFF = 0,     /* no plan_cache_dir, or a backend without a cache (CPU) */
+    ERT_PLAN_CACHE_USED = 1,    /* the file matched: its answers were used */
+    ERT_PLAN_CACHE_WRITTEN = 2, /* no usable file: create measured and wrote one */
+    ERT_PLAN_CACHE_NOT_WRITTEN = 3, /* no usable file, and writing failed (logged) */
+} ert_plan_cache_state;
+
+typedef struct ert_create_stats {
+    double create_ms;        /* wall time of ert_session_create */
+    ert_create_mode mode;
+    ert_plan_cache_state plan_cache;
+    int n_searches;          /* measurements create ran: cudnnFind calls, cuBLASLt and fused-plan timings,
+                                conv layout timings (0 on a CPU session; 0 when the cache had everything) */
+    int n_cached;            /* answers taken from the plan cache */
+} ert_create_stats;
+
+/* Fills *out. Errors: ERT_E_ARG (NULL). */
+ert_status ert_session_create_stats(const ert_session *s, ert_create_stats *out);
 int ert_session_n_inputs(const ert_session *s);
 int ert_session_n_outputs(const ert_session *s);
 /* Concrete shapes (no -1); the name points into the session.

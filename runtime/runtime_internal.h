@@ -9,6 +9,8 @@
 
 /* Returns the CUDA backend if this build has one, else NULL (runtime/backends.c). */
 const ert_backend *ert_cuda_backend_get(void);
+/* The plan cache key's model part (runtime/plan_sig.c). */
+uint64_t ert_plan_signature(const ert_model *m, const ert_session_options *o);
 
 /* Session introspection for tests (runtime/session.c). */
 bool ert_session_plan_check(const ert_session *s, char *why, size_t cap);

@@ -39,6 +39,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -714,6 +715,9 @@ static ert_status build(const ert_model *m, const ert_session_options *opts, boo
         (o->n_input_values && !o->input_values) || o->batch < 0 || o->n_threads < 0 ||
         o->n_threads > 256)
         return ert_set_error(ctx, ERT_E_ARG, "invalid session options");
+    if (o->create_mode != ERT_CREATE_TUNED && o->create_mode != ERT_CREATE_FAST)
+        return ert_set_error(ctx, ERT_E_ARG, "create_mode must be ERT_CREATE_TUNED or ERT_CREATE_FAST (got %d)",
+                             (int)o->create_mode);
     if (o->precision != ERT_DTYPE_UNDEFINED && o->precision != ERT_DTYPE_F32 && o->precision != ERT_DTYPE_F16 &&
         o->precision != ERT_DTYPE_BF16)
         return ert_set_error(ctx, ERT_E_ARG, "precision must be f32, f16 or bf16 (got %d)", (int)o->precision);
@@ -742,6 +746,8 @@ static ert_status build(const ert_model *m, const ert_session_options *opts, boo
         if ((st = s->be->init(ctx, o, &s->bctx)) != ERT_OK) goto fail;
         s->bctx_live = true;
     }
+    if (o->plan_cache_dir && s->be->plan_cache_open && !plan_only)
+        s->be->plan_cache_open(s->bctx, o->plan_cache_dir, ert_plan_signature(m, o));
     s->flags = o->flags;
     s->n_threads = o->n_threads > 0 ? o->n_threads : 1;
     s->planned_only = plan_only;
@@ -822,6 +828,7 @@ static ert_status build(const ert_model *m, const ert_session_options *opts, boo
             goto fail;
         }
         if ((st = bind(s, o))) goto fail;
+        if (s->be->plan_cache_save) s->be->plan_cache_save(s->bctx);
     }
     ert_log(ctx, ERT_LOG_INFO,
             "session on %s: %d of %d nodes scheduled (%d on the CPU fallback); arena %zu bytes (weights %zu, io %zu, activations %zu "
@@ -851,7 +858,22 @@ ert_status ert_session_plan(const ert_model *m, const ert_session_options *o, er
 
 ert_status ert_session_create(const ert_model *m, const ert_session_options *o, ert_session **out) {
     if (!m || !out) return m ? ert_set_error(m->ctx, ERT_E_ARG, "ert_session_create: NULL out") : ERT_E_ARG;
-    return build(m, o, false, out);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ert_status st = build(m, o, false, out);
+    if (st) return st;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    ert_session *s = *out;
+    s->stats.mode = o ? o->create_mode : ERT_CREATE_TUNED;
+    if (s->be->create_stats) s->be->create_stats(s->bctx, &s->stats);
+    s->stats.create_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6;
+    return ERT_OK;
+}
+
+ert_status ert_session_create_stats(const ert_session *s, ert_create_stats *out) {
+    if (!s || !out) return ERT_E_ARG;
+    *out = s->stats;
+    return ERT_OK;
 }
 
 static ert_status session_run(ert_session *s) {

@@ -81,6 +81,7 @@ struct ert_session {
     bool planned_only;
     bool bctx_live;       /* be->init succeeded */
     int n_host;           /* scheduled nodes on the CPU fallback */
+    ert_create_stats stats; /* ert_session_create_stats: create_ms here, the rest from the backend */
     atomic_bool running;  /* a call is using the arena (busy_internal.h) */
 };
 

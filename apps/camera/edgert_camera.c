@@ -44,7 +44,7 @@ typedef enum { TASK_AUTO, TASK_CLASSIFY, TASK_DETECT, TASK_TEXTDET } task_kind;
 
 typedef struct opts {
     const char *model, *source, *labels, *out_dir, *mjpeg_out, *serve, *json_path, *frames_jsonl;
-    const char *v4l2_format, *collect_dir;
+    const char *v4l2_format, *collect_dir, *plan_cache;
     ert_device device;
     int collect_every, collect_max;
     double fps_limit;
@@ -329,6 +329,8 @@ static void usage(FILE *f) {
           "  --device D         cpu | cuda | auto (default cpu)\n"
           "  --threads N        CPU threads, 1..256 (default 1)\n"
           "  --fp16             f16 compute in CUDA sessions (default f32)\n"
+          "  --plan-cache DIR|off  where CUDA sessions keep what create measured, so the next start\n"
+          "                     skips it (default $XDG_CACHE_HOME/edgert, else ~/.cache/edgert)\n"
           "  --gpu-preprocess on|off  resize + normalise frames on the GPU (default on with --device cuda|auto;\n"
           "                     falls back to the CPU when no GPU can be used)\n"
           "  --out DIR          annotated JPEGs DIR/frame_NNNNNN.jpg (missing folders are made)\n"
@@ -428,6 +430,7 @@ static int parse_args(int argc, char **argv, opts *o) {
         else if (ARG("--source")) o->source = v;
         else if (ARG("--labels")) o->labels = v;
         else if (ARG("--out")) o->out_dir = v;
+        else if (ARG("--plan-cache")) o->plan_cache = v;
         else if (ARG("--mjpeg-out")) o->mjpeg_out = v;
         else if (ARG("--serve")) o->serve = v;
         else if (ARG("--serve-wait")) CHECK(int_arg(a, v, 0, 3600000, &o->serve_wait_ms));
@@ -583,6 +586,8 @@ int main(int argc, char **argv) {
                                   .input_shapes = &shape, .n_input_shapes = 1,
                                   .precision = o.fp16 ? ERT_DTYPE_F16 : ERT_DTYPE_F32,
                                   .flags = want_dev_in ? ERT_SESSION_DEVICE_INPUTS : 0};
+        char plan_dir[1024];
+        so.plan_cache_dir = cli_plan_cache_dir(o.plan_cache, plan_dir, sizeof plan_dir);
         if (ert_session_create(model, &so, &sess) != ERT_OK) {
             fprintf(stderr, "edgert-camera: session: %s\n", ert_last_error(ctx));
             goto done;

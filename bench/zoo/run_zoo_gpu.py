@@ -4,15 +4,19 @@ bench/zoo/export_zoo.py made.
 
     python3 bench/zoo/run_zoo_gpu.py --zoo ZOO_DIR --driver BUILD/apps/bench/bench_zoo_edgert \
         --out RESULT.json [--md RESULT.md] [--only NAMES] [--iters 50] [--warmup 10] \
-        [--compile] [--configs f16:1,...] [--resume OLD.json] [--budget-s S]
+        [--compile] [--configs f16:1,...] [--resume OLD.json] [--budget-s S] [--fast] [--no-plan-cache]
 
 (bench/zoo/run_zoo_gpu.sh does export + build + this in one command.)
 Per model, in a child process of its own (one crash or OOM costs one row):
   1. Reference: the exported module (ZOO_DIR/NAME.pt) on the GPU in f32 with
      TF32 off (cuBLAS and cuDNN), on one seeded random input at batch 1.
   2. edgert: bench_zoo_edgert runs the ONNX file for f32 and f16 at batch 1
-     and 8 in one process: create time (first create; f32 batch 1 also a
-     second create in the same process), p50/p90 of
+     and 8 in one process: create time (first create; batch 1 also a second
+     create in the same process, which with the plan cache (on unless
+     --no-plan-cache: a fresh folder per model) takes create's answers from
+     the file the first wrote: cold vs warm), measurements made by each create
+     (ert_create_stats), with --fast also f16 batch 1 in ERT_CREATE_FAST
+     (heuristics only: its create time and p50 against the tuned one), p50/p90 of
      ert_session_run (host clock: input copy in, CUDA-graph replay, output
      copy out, synchronise), arena bytes, CPU-fallback node count; its batch-1
      outputs against the reference (relative L2 of output 0).
@@ -99,7 +103,11 @@ def one_model(a, name):
         x1.numpy().astype(np.float32).tofile(xf)
         cmd = [a.driver, os.path.join(a.zoo, name + ".onnx"), xf, td, str(a.iters), str(a.warmup)]
         cmd += ["--input-dims", "x".join(str(d) for d in meta["input"])]
-        cmd += ["%s:%d%s" % (c[0], c[1], "+" if c == ("f32", 1) else "") for c in configs(a)]
+        if not a.no_plan_cache:
+            cmd += ["--plan-cache", os.path.join(td, "plan")]
+        cmd += ["%s:%d%s" % (c[0], c[1], "+" if c[1] == 1 else "") for c in configs(a)]
+        if a.fast:
+            cmd += ["f16:1+f"]
         t0 = time.time()
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.edgert_timeout)
         row["edgert_wall_s"] = round(time.time() - t0, 1)
@@ -108,9 +116,10 @@ def one_model(a, name):
                 r = json.loads(line)
             except ValueError:
                 continue
-            key = "%s_b%d" % (r.get("precision"), r.get("batch", 0))
+            fast = "_fast" if r.get("create_mode") == "fast" else ""
+            key = "%s_b%d%s" % (r.get("precision"), r.get("batch", 0), fast)
             if r.get("batch") == 1 and not r.get("error"):
-                of = os.path.join(td, "out_%s_b1.f32" % r["precision"])
+                of = os.path.join(td, "out_%s_b1%s.f32" % (r["precision"], fast))
                 if os.path.exists(of):
                     got = np.fromfile(of, dtype=np.float32)
                     r["rel_l2"] = rel_l2(got, ref) if got.size == ref.size else None
@@ -210,12 +219,14 @@ def markdown(res):
            "Device: %s; date %s; command: `%s`" % (res["device"], res["date"], res["command"]), "",
            "p50 ms; ratio = edgert / best PyTorch (fastest of CUDA graph NCHW, CUDA graph channels_last and "
            "torch.compile reduce-overhead where measured); rel L2 of output 0 against PyTorch f32 (TF32 off); "
-           "create = first / second ert_session_create in one process (no plan cache); arena vs PyTorch peak "
+           "create = first / second ert_session_create in one process (the second from the plan cache the first "
+           "wrote, unless --no-plan-cache); fast = ERT_CREATE_FAST f16 b1: create ms and p50 / tuned p50 (--fast); "
+           "arena vs PyTorch peak "
            "(f16, batch 1, weights included). edgert times include the input/output copies, PyTorch's do not.", "",
            "| model | exporter | fb | f16 b1 edgert | graph | graph CL | compile | ratio | f16 b8 edgert | best | ratio "
            "| f32 b1 edgert | best | ratio | f32 b8 edgert | best | ratio | rel L2 f32 | rel L2 f16 | create f16 ms "
-           "| arena MiB | torch peak MiB |",
-           "|" + "---|" * 21]
+           "| fast create ms | fast p50 / tuned | arena MiB | torch peak MiB |",
+           "|" + "---|" * 23]
     for r in res["models"]:
         e, t, q = r.get("edgert", {}), r.get("torch", {}), r.get("ratio", {})
         g = lambda k: e.get(k, {})
@@ -228,6 +239,9 @@ def markdown(res):
                       fmt(best_torch(t.get(k, {})), "%.3f"), fmt(q.get(k))]
         cells += [fmt(g("f32_b1").get("rel_l2"), "%.1e"), fmt(g("f16_b1").get("rel_l2"), "%.1e"),
                   "%s / %s" % (fmt(g("f16_b1").get("create_first_ms"), "%.0f"), fmt(g("f16_b1").get("create_second_ms"), "%.0f")),
+                  fmt(g("f16_b1_fast").get("create_first_ms"), "%.0f"),
+                  fmt(g("f16_b1_fast")["p50_ms"] / g("f16_b1")["p50_ms"]
+                      if g("f16_b1_fast").get("p50_ms") and g("f16_b1").get("p50_ms") else None),
                   fmt(g("f16_b1").get("arena_bytes", 0) / 2**20 if g("f16_b1").get("arena_bytes") else None, "%.1f"),
                   fmt(r.get("torch_peak_bytes_f16_b1", 0) / 2**20 if r.get("torch_peak_bytes_f16_b1") else None, "%.1f")]
         out.append("| " + " | ".join(cells) + " |")
@@ -258,6 +272,8 @@ def main():
     ap.add_argument("--edgert-timeout", type=int, default=240)
     ap.add_argument("--resume", help="an earlier result file: its models are kept, the others run")
     ap.add_argument("--budget-s", type=float, default=0, help="start no model after this many seconds (0: no limit)")
+    ap.add_argument("--fast", action="store_true", help="also f16 batch 1 with ERT_CREATE_FAST")
+    ap.add_argument("--no-plan-cache", action="store_true", help="every create measures (no plan cache folder)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:

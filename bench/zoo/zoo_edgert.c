@@ -1,16 +1,21 @@
 /* zoo_edgert: the edgert side of the zoo benchmark (bench/zoo/run_zoo_gpu.py)
  * for one model, in one process.
  *
- *   zoo_edgert MODEL INPUT.f32 OUT_DIR ITERS WARMUP [--input-dims 1xCxHxW] CONFIG...
+ *   zoo_edgert MODEL INPUT.f32 OUT_DIR ITERS WARMUP [--input-dims 1xCxHxW] [--plan-cache DIR] CONFIG...
  *
- * CONFIG is PRECISION:BATCH[+] (f32:1+, f16:8, ...; "+": create the session a
- * second time and report both create times). INPUT.f32 holds input 0 at
+ * CONFIG is PRECISION:BATCH[+][f] (f32:1+, f16:8, f16:1f, ...; "+": create the
+ * session a second time and report both create times; "f": ERT_CREATE_FAST,
+ * heuristics only). With --plan-cache the sessions use that folder
+ * (ert_session_options.plan_cache_dir): give a fresh one and the first create
+ * measures and writes the file, the second ("+") takes its answers from it,
+ * as a second process would (minus CUDA's own start-up). INPUT.f32 holds input 0 at
  * batch 1 as raw f32; a larger batch repeats it. Per config, one JSON line on
  * stdout: create time of a first and (with "+") a second ert_session_create
  * in this process (-1: not measured; the first config's first create also
  * pays for CUDA, cuBLAS and cuDNN start-up), p50/p90 of ert_session_run (host clock; the run copies the
  * input in, replays the CUDA graph, copies outputs out and synchronises),
- * arena bytes, nodes on the CPU fallback; output 0 of the batch-1 run is
+ * arena bytes, nodes on the CPU fallback, ert_create_stats of both creates
+ * (mode, plan cache state, measurements made, answers from the cache); output 0 of the batch-1 run is
  * written to OUT_DIR/out_PRECISION_bBATCH.f32 for the check against PyTorch.
  * A config that fails prints {"error": ...} and the next one runs. */
 #include "edgert.h"
@@ -51,11 +56,20 @@ static void json_err(const char *prec, int batch, const char *what, ert_context 
 /* Input 0's shape at batch 1 when the model leaves more than the batch dim
  * dynamic (Ultralytics' dynamic=True export): --input-dims 1x3x640x640. */
 static ert_input_shape g_dims;
+static const char *g_plan_dir;
+
+static const char *cache_str(ert_plan_cache_state st) {
+    return st == ERT_PLAN_CACHE_USED ? "used" : st == ERT_PLAN_CACHE_WRITTEN ? "written"
+         : st == ERT_PLAN_CACHE_NOT_WRITTEN ? "not_written" : "off";
+}
 
 static void one(ert_context *ctx, ert_model *m, const float *x1, size_t x1_n, const char *out_dir, int iters,
-                int warmup, const char *prec, int batch, bool second) {
+                int warmup, const char *prec, int batch, bool second, bool fast) {
     ert_session_options o = {.device = ERT_DEVICE_CUDA, .batch = batch,
-                             .precision = strcmp(prec, "f16") == 0 ? ERT_DTYPE_F16 : ERT_DTYPE_F32};
+                             .precision = strcmp(prec, "f16") == 0 ? ERT_DTYPE_F16 : ERT_DTYPE_F32,
+                             .plan_cache_dir = g_plan_dir, .create_mode = fast ? ERT_CREATE_FAST : ERT_CREATE_TUNED};
+    ert_create_stats cs[2];
+    memset(cs, 0, sizeof cs);
     ert_input_shape is = g_dims;
     if (is.ndim > 0) {
         is.dims[0] = batch;
@@ -69,6 +83,7 @@ static void one(ert_context *ctx, ert_model *m, const float *x1, size_t x1_n, co
         return;
     }
     double c1 = now_ms() - t0, c2 = -1;
+    ert_session_create_stats(s, &cs[0]);
     if (batch == 1 && second) { /* creates cost device time: the second only where asked */
         ert_session_free(s);
         t0 = now_ms();
@@ -77,6 +92,7 @@ static void one(ert_context *ctx, ert_model *m, const float *x1, size_t x1_n, co
             return;
         }
         c2 = now_ms() - t0;
+        ert_session_create_stats(s, &cs[1]);
     }
     ert_tensor_info ii, oi;
     ert_session_input_info(s, 0, &ii);
@@ -101,7 +117,7 @@ static void one(ert_context *ctx, ert_model *m, const float *x1, size_t x1_n, co
     }
     if (batch == 1) {
         char path[4096];
-        snprintf(path, sizeof path, "%s/out_%s_b%d.f32", out_dir, prec, batch);
+        snprintf(path, sizeof path, "%s/out_%s_b%d%s.f32", out_dir, prec, batch, fast ? "_fast" : "");
         FILE *f = fopen(path, "wb");
         if (f) {
             fwrite(out, sizeof *out, out_n, f);
@@ -119,11 +135,14 @@ static void one(ert_context *ctx, ert_model *m, const float *x1, size_t x1_n, co
     qsort(t, (size_t)iters, sizeof *t, cmp_d);
     ert_memory_report mem;
     ert_session_memory(s, &mem);
-    printf("{\"precision\": \"%s\", \"batch\": %d, \"create_first_ms\": %.1f, \"create_second_ms\": %.1f, "
+    printf("{\"precision\": \"%s\", \"batch\": %d, \"create_mode\": \"%s\", \"create_first_ms\": %.1f, "
+           "\"create_second_ms\": %.1f, \"create_first_plan_cache\": \"%s\", \"create_first_searches\": %d, "
+           "\"create_second_plan_cache\": \"%s\", \"create_second_searches\": %d, \"create_second_cached\": %d, "
            "\"p50_ms\": %.4f, \"p90_ms\": %.4f, \"arena_bytes\": %zu, \"weights_bytes\": %zu, \"activations_bytes\": %zu, "
            "\"cpu_fallback_nodes\": %d, \"error\": null}\n",
-           prec, batch, c1, c2, pct(t, iters, 50), pct(t, iters, 90), mem.total_bytes, mem.weights_bytes,
-           mem.activations_bytes, ert_session_n_cpu_fallback(s));
+           prec, batch, fast ? "fast" : "tuned", c1, c2, cache_str(cs[0].plan_cache), cs[0].n_searches,
+           cache_str(cs[1].plan_cache), cs[1].n_searches, cs[1].n_cached, pct(t, iters, 50), pct(t, iters, 90),
+           mem.total_bytes, mem.weights_bytes, mem.activations_bytes, ert_session_n_cpu_fallback(s));
     fflush(stdout);
 done:
     free(in), free(out), free(t);
@@ -168,13 +187,18 @@ int main(int argc, char **argv) {
             }
             continue;
         }
-        char prec[8] = {0}, twice[2] = {0};
+        if (!strcmp(argv[i], "--plan-cache") && i + 1 < argc) {
+            g_plan_dir = argv[++i];
+            continue;
+        }
+        char prec[8] = {0}, flags[3] = {0};
         int batch = 1;
-        if (sscanf(argv[i], "%7[^:]:%d%1[+]", prec, &batch, twice) < 2 || batch < 1) {
+        if (sscanf(argv[i], "%7[^:]:%d%2[+f]", prec, &batch, flags) < 2 || batch < 1) {
             fprintf(stderr, "zoo_edgert: bad config '%s'\n", argv[i]);
             continue;
         }
-        one(ctx, m, x1, (size_t)n, argv[3], iters, warmup, prec, batch, twice[0] == '+');
+        one(ctx, m, x1, (size_t)n, argv[3], iters, warmup, prec, batch, strchr(flags, '+') != NULL,
+            strchr(flags, 'f') != NULL);
     }
     free(x1);
     ert_model_free(m);

@@ -225,7 +225,8 @@ ert_status ert_prepare_where(ert_prep *p) {
     return ERT_OK;
 }
 
-/* ReduceMean/Sum/Max. Params (axis): axes[0..n_axes) sorted ascending and made
+/* ReduceMean/Sum/Max/Min/Prod/L1/L2/SumSquare/LogSum/LogSumExp: f32, and i64
+ * for Sum/Max/Min/Prod. Params (axis): axes[0..n_axes) sorted ascending and made
  * positive; n_axes == 0 means "identity" (noop_with_empty_axes) because empty
  * axes otherwise become all axes here. Axes come from constant input 1 (opset
  * 13 ReduceSum, opset 18 all) or the "axes" attribute (older opsets). */
@@ -234,7 +235,8 @@ ert_status ert_prepare_reduce(ert_prep *p) {
     ert_status st = check_dims(p, x, 0);
     if (st) return st;
     ert_op op = p->node->op;
-    if (!(x->dtype == ERT_DTYPE_F32 || (op != ERT_OP_REDUCE_MEAN && x->dtype == ERT_DTYPE_I64)))
+    bool int_ok = op == ERT_OP_REDUCE_SUM || op == ERT_OP_REDUCE_MAX || op == ERT_OP_REDUCE_MIN || op == ERT_OP_REDUCE_PROD;
+    if (!(x->dtype == ERT_DTYPE_F32 || (int_ok && x->dtype == ERT_DTYPE_I64)))
         return ert_prep_error(p, ERT_E_UNSUPPORTED, "dtype %s is not supported by this reduction", ert_dtype_name(x->dtype));
     ert_axis_params *ap = &p->params->axis;
     memset(ap, 0, sizeof *ap);

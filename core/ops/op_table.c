@@ -8,7 +8,7 @@
 #define U (-1)
 /* Indexed by ert_op: a new op does not compile until this table (and every
  * other per-op table: CPU kernels, CUDA support, backward rules) has its row. */
-_Static_assert(ERT_OP_COUNT == 100, "ERT_OP_COUNT changed: add the new op's row to OPS");
+_Static_assert(ERT_OP_COUNT == 110, "ERT_OP_COUNT changed: add the new op's row to OPS");
 static const ert_op_def OPS[ERT_OP_COUNT] = {
     [ERT_OP_CONV] = {ERT_OP_CONV, "Conv", 2, 4, 1, 1, ert_prepare_conv}, /* 4th input: fused residual */
     [ERT_OP_CONV_TRANSPOSE] = {ERT_OP_CONV_TRANSPOSE, "ConvTranspose", 2, 3, 1, 1, ert_prepare_conv_transpose},
@@ -112,6 +112,16 @@ static const ert_op_def OPS[ERT_OP_COUNT] = {
     [ERT_OP_SIN] = {ERT_OP_SIN, "Sin", 1, 1, 1, 1, ert_prepare_trig},
     [ERT_OP_COS] = {ERT_OP_COS, "Cos", 1, 1, 1, 1, ert_prepare_trig},
     [ERT_OP_MOD] = {ERT_OP_MOD, "Mod", 2, 2, 1, 1, ert_prepare_mod},
+    [ERT_OP_REDUCE_MIN] = {ERT_OP_REDUCE_MIN, "ReduceMin", 1, 2, 1, 1, ert_prepare_reduce},
+    [ERT_OP_REDUCE_PROD] = {ERT_OP_REDUCE_PROD, "ReduceProd", 1, 2, 1, 1, ert_prepare_reduce},
+    [ERT_OP_REDUCE_L1] = {ERT_OP_REDUCE_L1, "ReduceL1", 1, 2, 1, 1, ert_prepare_reduce},
+    [ERT_OP_REDUCE_L2] = {ERT_OP_REDUCE_L2, "ReduceL2", 1, 2, 1, 1, ert_prepare_reduce},
+    [ERT_OP_REDUCE_SUM_SQUARE] = {ERT_OP_REDUCE_SUM_SQUARE, "ReduceSumSquare", 1, 2, 1, 1, ert_prepare_reduce},
+    [ERT_OP_REDUCE_LOG_SUM] = {ERT_OP_REDUCE_LOG_SUM, "ReduceLogSum", 1, 2, 1, 1, ert_prepare_reduce},
+    [ERT_OP_REDUCE_LOG_SUM_EXP] = {ERT_OP_REDUCE_LOG_SUM_EXP, "ReduceLogSumExp", 1, 2, 1, 1, ert_prepare_reduce},
+    [ERT_OP_SCATTER_ND] = {ERT_OP_SCATTER_ND, "ScatterND", 3, 3, 1, 1, ert_prepare_scatter_nd},
+    [ERT_OP_SCATTER_ELEMENTS] = {ERT_OP_SCATTER_ELEMENTS, "ScatterElements", 3, 3, 1, 1, ert_prepare_scatter_elements},
+    [ERT_OP_GATHER_ELEMENTS] = {ERT_OP_GATHER_ELEMENTS, "GatherElements", 2, 2, 1, 1, ert_prepare_gather_elements},
 };
 #undef U
 

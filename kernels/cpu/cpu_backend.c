@@ -6,7 +6,7 @@
 #include <string.h>
 
 /* Indexed by ert_op (core/ops/op_table.c has the same guard). */
-_Static_assert(ERT_OP_COUNT == 100, "ERT_OP_COUNT changed: add the new op's CPU kernel to KERNELS");
+_Static_assert(ERT_OP_COUNT == 110, "ERT_OP_COUNT changed: add the new op's CPU kernel to KERNELS");
 static const ert_kernel_fn KERNELS[ERT_OP_COUNT] = {
     [ERT_OP_CONV] = ert_cpu_conv,
     [ERT_OP_CONV_TRANSPOSE] = ert_cpu_conv_transpose,
@@ -79,6 +79,12 @@ static const ert_kernel_fn KERNELS[ERT_OP_COUNT] = {
     [ERT_OP_NOT] = ert_cpu_not,
     [ERT_OP_SIN] = ert_cpu_trig, [ERT_OP_COS] = ert_cpu_trig,
     [ERT_OP_MOD] = ert_cpu_mod,
+    [ERT_OP_REDUCE_MIN] = ert_cpu_reduce, [ERT_OP_REDUCE_PROD] = ert_cpu_reduce, [ERT_OP_REDUCE_L1] = ert_cpu_reduce,
+    [ERT_OP_REDUCE_L2] = ert_cpu_reduce, [ERT_OP_REDUCE_SUM_SQUARE] = ert_cpu_reduce,
+    [ERT_OP_REDUCE_LOG_SUM] = ert_cpu_reduce, [ERT_OP_REDUCE_LOG_SUM_EXP] = ert_cpu_reduce,
+    [ERT_OP_SCATTER_ND] = ert_cpu_scatter_nd,
+    [ERT_OP_SCATTER_ELEMENTS] = ert_cpu_scatter_elements,
+    [ERT_OP_GATHER_ELEMENTS] = ert_cpu_gather_elements,
 };
 
 ert_status ert_cpu_run_node(const ert_kargs *a) {

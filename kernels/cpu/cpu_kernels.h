@@ -45,6 +45,10 @@ ert_status ert_cpu_not(const ert_kargs *a);
 /* math.c: Sin/Cos (by a->op), Mod */
 ert_status ert_cpu_trig(const ert_kargs *a);
 ert_status ert_cpu_mod(const ert_kargs *a);
+/* scatter.c */
+ert_status ert_cpu_scatter_nd(const ert_kargs *a);
+ert_status ert_cpu_scatter_elements(const ert_kargs *a);
+ert_status ert_cpu_gather_elements(const ert_kargs *a);
 ert_status ert_cpu_expand(const ert_kargs *a);
 ert_status ert_cpu_cast(const ert_kargs *a);
 ert_status ert_cpu_shape(const ert_kargs *a);

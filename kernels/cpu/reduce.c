@@ -1,4 +1,5 @@
-/* ReduceMean / ReduceSum / ReduceMax over the axes prepare resolved
+/* ReduceMean / ReduceSum / ReduceMax (and the others: reduce_more_range) over
+ * the axes prepare resolved
  * (params->axis.axes, sorted, positive; n_axes 0 = identity copy).
  *
  * x is viewed as kept dims K and reduced dims R. Each output element is the
@@ -19,16 +20,34 @@ typedef struct reduce_job {
     int64_t n_red;
 } reduce_job;
 
+/* Input offset of output element o's first reduced element. */
+static int64_t reduce_base(const reduce_job *j, int64_t o) {
+    int64_t base = 0;
+    for (int d = j->nk - 1; d >= 0; d--) {
+        base += (o % j->kdim[d]) * j->kst[d];
+        o /= j->kdim[d];
+    }
+    return base;
+}
+
+/* Advance the odometer idx over the outer reduced dims (all but the
+ * innermost, walked by the caller): the next row's offset. */
+static int64_t reduce_next(const reduce_job *j, int64_t *idx, int64_t off) {
+    for (int d = j->nr - 2; d >= 0; d--) {
+        off += j->rst[d];
+        if (++idx[d] < j->rdim[d]) break;
+        off -= idx[d] * j->rst[d];
+        idx[d] = 0;
+    }
+    return off;
+}
+
 static void reduce_range(void *arg, int64_t o0, int64_t o1) {
     const reduce_job *j = arg;
     const ert_kargs *a = j->a;
     bool is_f32 = a->in[0].dtype == ERT_DTYPE_F32;
     for (int64_t o = o0; o < o1; o++) {
-        int64_t base = 0, rem = o;
-        for (int d = j->nk - 1; d >= 0; d--) {
-            base += (rem % j->kdim[d]) * j->kst[d];
-            rem /= j->kdim[d];
-        }
+        int64_t base = reduce_base(j, o);
         int64_t idx[ERT_MAX_DIMS] = {0};
         double sum = 0, mx = -INFINITY;
         uint64_t isum = 0;
@@ -57,13 +76,7 @@ static void reduce_range(void *arg, int64_t o0, int64_t o1) {
                     for (int64_t i = 0; i < in_n; i++) isum += (uint64_t)x[i * in_s];
                 }
             }
-            /* advance the odometer over the outer reduced dims */
-            for (int d = j->nr - 2; d >= 0; d--) {
-                off += j->rst[d];
-                if (++idx[d] < j->rdim[d]) break;
-                off -= idx[d] * j->rst[d];
-                idx[d] = 0;
-            }
+            off = reduce_next(j, idx, off);
         }
         if (is_f32) {
             float *y = a->out[0].data;
@@ -74,6 +87,65 @@ static void reduce_range(void *arg, int64_t o0, int64_t o1) {
             int64_t *y = a->out[0].data;
             y[o] = a->op == ERT_OP_REDUCE_MAX ? imx : (int64_t)isum;
         }
+    }
+}
+
+/* The other reductions (Min, Prod, L1, L2, SumSquare, LogSum, LogSumExp), one
+ * accumulator in double per output, walked like reduce_range. Empty
+ * reductions give ONNX's identities: Min +inf / INT64_MAX, Prod 1, L1, L2 and
+ * SumSquare 0, LogSum and LogSumExp -inf. LogSumExp keeps a running maximum
+ * m and s = sum exp(x - m) (rescaled when m grows), so large inputs do not
+ * overflow; a NaN propagates. i64 (Min, Prod only) is exact: Prod wraps. */
+static void reduce_more_range(void *arg, int64_t o0, int64_t o1) {
+    const reduce_job *j = arg;
+    const ert_kargs *a = j->a;
+    ert_op op = a->op;
+    bool is_f32 = a->in[0].dtype == ERT_DTYPE_F32;
+    for (int64_t o = o0; o < o1; o++) {
+        int64_t base = reduce_base(j, o);
+        int64_t idx[ERT_MAX_DIMS] = {0};
+        double s = op == ERT_OP_REDUCE_PROD ? 1.0 : op == ERT_OP_REDUCE_MIN ? INFINITY : 0.0, m = -INFINITY;
+        uint64_t iprod = 1;
+        int64_t imin = INT64_MAX;
+        int64_t off = base, in_n = j->rdim[j->nr - 1], in_s = j->rst[j->nr - 1];
+        int64_t outer = in_n ? j->n_red / in_n : 0;
+        for (int64_t t = 0; t < outer; t++) {
+            for (int64_t i = 0; i < in_n; i++) {
+                if (!is_f32) {
+                    int64_t v = ((const int64_t *)a->in[0].data)[off + i * in_s];
+                    if (op == ERT_OP_REDUCE_MIN) imin = v < imin ? v : imin;
+                    else iprod *= (uint64_t)v;
+                    continue;
+                }
+                double v = ((const float *)a->in[0].data)[off + i * in_s];
+                switch (op) {
+                case ERT_OP_REDUCE_MIN:
+                    if (v < s || isnan(v)) s = isnan(s) ? s : v;
+                    break;
+                case ERT_OP_REDUCE_PROD: s *= v; break;
+                case ERT_OP_REDUCE_L1: s += fabs(v); break;
+                case ERT_OP_REDUCE_L2: case ERT_OP_REDUCE_SUM_SQUARE: s += v * v; break;
+                case ERT_OP_REDUCE_LOG_SUM: s += v; break;
+                default: /* LogSumExp */
+                    if (isnan(v) || isnan(m)) m = NAN;
+                    else if (v > m) {
+                        s = s * exp(m - v) + 1.0;
+                        m = v;
+                    } else if (v != -INFINITY) s += exp(v - m);
+                    break;
+                }
+            }
+            off = reduce_next(j, idx, off);
+        }
+        if (!is_f32) {
+            ((int64_t *)a->out[0].data)[o] = op == ERT_OP_REDUCE_MIN ? imin : (int64_t)iprod;
+            continue;
+        }
+        double r = s;
+        if (op == ERT_OP_REDUCE_L2) r = sqrt(s);
+        else if (op == ERT_OP_REDUCE_LOG_SUM) r = log(s);
+        else if (op == ERT_OP_REDUCE_LOG_SUM_EXP) r = isnan(m) ? NAN : m == -INFINITY ? -INFINITY : m + log(s);
+        ((float *)a->out[0].data)[o] = (float)r;
     }
 }
 
@@ -104,7 +176,8 @@ ert_status ert_cpu_reduce(const ert_kargs *a) {
         }
     }
     int64_t n_out = a->out[0].n_elems;
-    ert_parallel_for(a->pool, n_out, 16384 / (j.n_red + 1) + 1, reduce_range, &j);
+    bool more = a->op != ERT_OP_REDUCE_MEAN && a->op != ERT_OP_REDUCE_SUM && a->op != ERT_OP_REDUCE_MAX;
+    ert_parallel_for(a->pool, n_out, 16384 / (j.n_red + 1) + 1, more ? reduce_more_range : reduce_range, &j);
     return ERT_OK;
 }
 

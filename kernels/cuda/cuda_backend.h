@@ -69,6 +69,11 @@
  *                    fusion): graph, plans, timing in CUDA-graph replay, the
  *                    numeric check of every plan.
  *   cuda_gemm.c      cuBLAS Gemm/MatMul and cuBLASLt 1x1 convs.
+ *   cuda_plan.c      the plan cache (what create measured, kept between
+ *                    processes) and ert_create_stats. ERT_CREATE_FAST
+ *                    (c->fast) is honoured where the measuring happens:
+ *                    find_algo and the direct-kernel time (cuda_conv.c),
+ *                    ert_cuda_fuse_find, gemm_find, ert_cuda_conv_time.
  */
 #ifndef ERT_CUDA_BACKEND_H
 #define ERT_CUDA_BACKEND_H
@@ -105,6 +110,7 @@ typedef struct algo_entry {
     int alt[8];
     size_t alt_ws[8];
     float alt_ms[8]; /* cudnnFind's times of the others */
+    bool cached;     /* read from the plan cache: checked against cuDNN at its first use (find_algo) */
 } algo_entry;
 
 #ifdef ERT_HAVE_CUDNN
@@ -118,7 +124,17 @@ typedef struct fuse_entry {
     size_t ws;
     float ms_fused, ms_unfused; /* per call, one timing loop (< 0: not measured) */
     bool ok;
+    int cfg; /* the plan's engine config in cuDNN's heuristics order (-1: none); the plan cache keeps it */
 } fuse_entry;
+
+/* A fuse_entry's answer as the plan cache keeps it (cuda_plan.c): which
+ * engine config won and the two times; ert_cuda_fuse_find finalises that
+ * config alone, checks it numerically and times nothing. */
+typedef struct fuse_hint {
+    int key[FUSE_KEY];
+    int cfg;        /* -1: no fused plan */
+    float ms_fused, ms_unfused;
+} fuse_hint;
 #endif
 
 /* cuBLASLt's pick for one channels-last 1x1 conv GEMM shape (gemm_find). */
@@ -167,6 +183,17 @@ typedef struct cuda_ctx {
 #endif
     ert_kargs **hosts; /* nodes bound to a CPU kernel (bind_host_node); their state is an ert_cuda_host_node */
     int n_hosts, cap_hosts;
+    /* create mode and plan cache (cuda_plan.c) */
+    bool fast;            /* ERT_CREATE_FAST: heuristics only, nothing timed */
+    int n_searches;       /* measurements made: cudnnFind calls, timing loops */
+    int n_cached;         /* answers taken from the plan cache */
+    char *cache_path;     /* the plan cache file (NULL: off) */
+    char *cache_key;
+    ert_plan_cache_state cache_state;
+#ifdef ERT_HAVE_CUDNN
+    fuse_hint *hints;     /* fuse answers read from the plan cache */
+    int n_hints;
+#endif
 } cuda_ctx;
 
 /* Per-node state (bind_node). */
@@ -263,6 +290,12 @@ bool ert_cuda_supports_node(const ert_kargs *a);
 ert_status ert_cuda_run_node(cuda_ctx *c, const ert_kargs *a);
 /* After the stream is synchronised: the first CPU fallback node that failed. */
 ert_status ert_cuda_host_check(cuda_ctx *c, ert_kargs *const *nodes, int n, int *failed);
+
+/* cuda_plan.c: the plan cache hooks of the backend table, and cleanup */
+void ert_cuda_plan_cache_open(void *bctx, const char *dir, uint64_t signature);
+void ert_cuda_plan_cache_save(void *bctx);
+void ert_cuda_create_stats(void *bctx, ert_create_stats *out);
+void ert_cuda_plan_free(cuda_ctx *c);
 
 /* cuda_conv.c */
 ert_status ert_cuda_conv_time(void *bctx, const ert_kargs *a, float *ms);

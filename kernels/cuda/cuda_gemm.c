@@ -114,6 +114,18 @@ static ert_status gemm_find(cuda_ctx *c, conv_state *s, const int *key, const lt
             CUBLAS_STATUS_SUCCESS)
         got = 0;
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (c->fast) { /* cuBLASLt's first usable heuristic answer, untimed */
+        for (int i = 0; i < got && !e->ok; i++)
+            if (r[i].state == CUBLAS_STATUS_SUCCESS && r[i].workspaceSize <= LT_WS_MAX) {
+                e->ok = true;
+                e->algo = r[i].algo;
+                e->ws = r[i].workspaceSize;
+                e->ms = -1;
+            }
+        got = 0;
+    } else if (got > 0) {
+        c->n_searches++;
+    }
     size_t M = (size_t)key[0], C = (size_t)key[1], K = (size_t)key[2], es = 2;
     void *bx = NULL, *bw = NULL, *by = NULL, *bb = NULL, *br = NULL, *bws = NULL;
     cudaEvent_t e0 = NULL, e1 = NULL;

@@ -24,6 +24,7 @@ static void cuda_release(void *bctx) {
     free(c->lts);
     free(c->krsc);
     free(c->hosts);
+    ert_cuda_plan_free(c);
     free(c);
 }
 
@@ -58,6 +59,7 @@ static ert_status cuda_init(ert_context *ctx, const ert_session_options *o, void
     c->gemm1x1 = (o->flags & ERT_SESSION_GEMM_1X1) != 0;
     c->conv_graph_off = (o->flags & ERT_SESSION_NO_CONV_GRAPH) != 0;
     c->conv_graph_force = !c->conv_graph_off && (o->flags & ERT_SESSION_CONV_GRAPH) != 0;
+    c->fast = o->create_mode == ERT_CREATE_FAST;
     cudaDeviceGetAttribute(&v, cudaDevAttrConcurrentManagedAccess, c->device);
     c->concurrent_managed = v != 0;
     cudaDeviceGetAttribute(&v, cudaDevAttrPageableMemoryAccess, c->device);
@@ -392,4 +394,7 @@ const ert_backend ert_cuda_backend = {
     .supports = ert_cuda_supports,
     .supports_node = ert_cuda_supports_node,
     .bind_host_node = ert_cuda_bind_host_node,
+    .plan_cache_open = ert_cuda_plan_cache_open,
+    .plan_cache_save = ert_cuda_plan_cache_save,
+    .create_stats = ert_cuda_create_stats,
 };

@@ -40,7 +40,7 @@
     X(cublasLtMatmulDescCreate, lt) X(cublasLtMatmulDescDestroy, lt) X(cublasLtMatmulDescSetAttribute, lt) \
     X(cublasLtMatmulPreferenceCreate, lt) X(cublasLtMatmulPreferenceDestroy, lt)                       \
     X(cublasLtMatmulPreferenceSetAttribute, lt) X(cublasLtMatrixLayoutCreate, lt)                      \
-    X(cublasLtMatrixLayoutDestroy, lt)
+    X(cublasLtMatrixLayoutDestroy, lt) X(cublasLtGetVersion, lt)
 
 #define ERT_CUDNN_FUNCS(X)                                                                             \
     X(cudnnBackendCreateDescriptor, dnn) X(cudnnBackendDestroyDescriptor, dnn) X(cudnnBackendExecute, dnn) \
@@ -58,7 +58,8 @@
     X(cudnnGetConvolutionBackwardFilterWorkspaceSize, dnn) X(cudnnGetConvolutionForwardAlgorithm_v7, dnn) \
     X(cudnnGetErrorString, dnn) X(cudnnSetActivationDescriptor, dnn) X(cudnnSetConvolution2dDescriptor, dnn) \
     X(cudnnSetConvolutionGroupCount, dnn) X(cudnnSetConvolutionMathType, dnn)                          \
-    X(cudnnSetFilter4dDescriptor, dnn) X(cudnnSetStream, dnn) X(cudnnSetTensor4dDescriptor, dnn)
+    X(cudnnSetFilter4dDescriptor, dnn) X(cudnnSetStream, dnn) X(cudnnSetTensor4dDescriptor, dnn)       \
+    X(cudnnGetVersion, dnn) X(cudnnGetConvolutionForwardWorkspaceSize, dnn)
 
 /* The pointers of every lazily loaded library; fields named as the functions. */
 typedef struct ert_cuda_libs {
@@ -114,6 +115,7 @@ const char *ert_cuda_no_device_reason(cudaError_t e, char *buf, size_t n);
 #define cublasLtMatmulPreferenceSetAttribute (ert_cuda_libs_get()->cublasLtMatmulPreferenceSetAttribute)
 #define cublasLtMatrixLayoutCreate (ert_cuda_libs_get()->cublasLtMatrixLayoutCreate)
 #define cublasLtMatrixLayoutDestroy (ert_cuda_libs_get()->cublasLtMatrixLayoutDestroy)
+#define cublasLtGetVersion (ert_cuda_libs_get()->cublasLtGetVersion)
 #endif
 #if defined(ERT_CUDNN_LAZY) && defined(ERT_HAVE_CUDNN)
 #define cudnnBackendCreateDescriptor (ert_cuda_libs_get()->cudnnBackendCreateDescriptor)
@@ -153,6 +155,8 @@ const char *ert_cuda_no_device_reason(cudaError_t e, char *buf, size_t n);
 #define cudnnSetFilter4dDescriptor (ert_cuda_libs_get()->cudnnSetFilter4dDescriptor)
 #define cudnnSetStream (ert_cuda_libs_get()->cudnnSetStream)
 #define cudnnSetTensor4dDescriptor (ert_cuda_libs_get()->cudnnSetTensor4dDescriptor)
+#define cudnnGetVersion (ert_cuda_libs_get()->cudnnGetVersion)
+#define cudnnGetConvolutionForwardWorkspaceSize (ert_cuda_libs_get()->cudnnGetConvolutionForwardWorkspaceSize)
 #endif
 #endif /* ERT_CUDA_LIBS_IMPL */
 
