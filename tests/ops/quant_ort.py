@@ -28,6 +28,7 @@ Exit status: 0 every check passed, 1 a check failed, 77 skipped (no
 onnx/onnxruntime/numpy), with the reason on stdout.
 """
 import argparse
+import logging
 import json
 import os
 import subprocess
@@ -55,6 +56,7 @@ NP2ONNX = {np.float32: TensorProto.FLOAT, np.int8: TensorProto.INT8, np.uint8: T
 class Runner:
     def __init__(self, args):
         self.edgert = [t for t in args.emulator.split("|") if t] + [args.edgert]
+        self.qdq_run = args.qdq_run
         self.work = args.work
         self.failed = self.passed = 0
         self.sat_lo = self.sat_hi = 0  # cases whose reference output reaches the lowest / highest value
@@ -387,7 +389,150 @@ def suite_hostile(R, rng):
     R.refuse("float8", m, "q0", ["FLOAT8"])
 
 
-SUITES = {"qdq": suite_qdq, "integer": suite_integer, "hostile": suite_hostile}
+# ------------------------------------------------------------------ fold / gpu
+
+def small_cnn(rng, kind):
+    """A float CNN with random weights: convs (odd channels, stride, depthwise),
+    Relu, a residual Add, MaxPool, GlobalAveragePool, Flatten, Gemm (transB)."""
+    inits, nodes = {}, []
+
+    def w(name, shape, scale):
+        inits[name] = (rng.standard_normal(shape) * scale).astype(np.float32)
+        return name
+    nodes.append(helper.make_node("Conv", ["x", w("w1", [8, 3, 3, 3], 0.3), w("b1", [8], 0.1)], ["c1"], name="conv1",
+                                  pads=[1, 1, 1, 1]))
+    nodes.append(helper.make_node("Relu", ["c1"], ["r1"], name="relu1"))
+    nodes.append(helper.make_node("Conv", ["r1", w("w2", [5, 8, 3, 3], 0.2), w("b2", [5], 0.1)], ["c2"], name="conv2",
+                                  pads=[1, 0, 1, 1], strides=[2, 2]))
+    nodes.append(helper.make_node("Relu", ["c2"], ["r2"], name="relu2"))
+    nodes.append(helper.make_node("Conv", ["r2", w("w3", [5, 1, 3, 3], 0.4), w("b3", [5], 0.1)], ["c3"], name="dw3",
+                                  pads=[1, 1, 1, 1], group=5))
+    nodes.append(helper.make_node("Add", ["c3", "r2"], ["a3"], name="add3"))
+    nodes.append(helper.make_node("MaxPool", ["a3"], ["p3"], name="pool3", kernel_shape=[2, 2], strides=[2, 2]))
+    nodes.append(helper.make_node("Conv", ["p3", w("w4", [7, 5, 1, 1], 0.4)], ["c4"], name="conv4"))
+    nodes.append(helper.make_node("GlobalAveragePool", ["c4"], ["g4"], name="gap"))
+    nodes.append(helper.make_node("Flatten", ["g4"], ["f4"], name="flat"))
+    if kind == "gemm":
+        nodes.append(helper.make_node("Gemm", ["f4", w("wf", [10, 7], 0.4), w("bf", [10], 0.1)], ["y"], name="fc",
+                                      transB=1))
+    else:
+        nodes.append(helper.make_node("MatMul", ["f4", w("wf", [7, 10], 0.4)], ["y"], name="fc"))
+    g = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 16, 15])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 10])],
+                          [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 7
+    return m
+
+
+def quantized_cnn(R, rng, kind, per_channel, act_type, tag):
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.data = iter([{"x": rng.standard_normal([2, 3, 16, 15]).astype(np.float32)} for _ in range(8)])
+
+        def get_next(self):
+            return next(self.data, None)
+    fp = R.save(small_cnn(rng, kind), tag + "_f32")
+    qp = os.path.join(R.work, tag + "_qdq.onnx")
+    quantize_static(fp, qp, Reader(), quant_format=QuantFormat.QDQ, per_channel=per_channel,
+                    activation_type=act_type, weight_type=QuantType.QInt8)
+    return qp
+
+
+def out_step(path):
+    """The scale of the DequantizeLinear that makes graph output 'y'."""
+    m = onnx.load(path)
+    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    for n in m.graph.node:
+        if n.op_type == "DequantizeLinear" and n.output[0] == "y":
+            return float(inits[n.input[1]])
+    return None
+
+
+def qdq_run(R, path, feeds, tag, flags=()):
+    d = os.path.join(R.work, "run", tag)
+    os.makedirs(d, exist_ok=True)
+    args = [R.qdq_run, path, d] + list(flags)
+    for name, arr in feeds.items():
+        f = os.path.join(d, "in_%s.bin" % name)
+        np.ascontiguousarray(arr).tofile(f)
+        args.append("%s=%s" % (name, f))
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode == SKIP:
+        print(r.stdout.strip())
+        sys.exit(SKIP)
+    if r.returncode != 0:
+        raise RuntimeError("qdq_run exited %d: %s" % (r.returncode, r.stderr.strip()[-400:]))
+    res = json.loads(r.stdout)
+    dt = {"f32": np.float32, "i8": np.int8, "u8": np.uint8, "i32": np.int32}
+    outs = {o["name"]: np.fromfile(o["file"], dt[o["dtype"]]).reshape(o["shape"]) for o in res["outputs"]}
+    return outs, res
+
+
+def steps_off(got, ref, step):
+    return float(np.abs(got.astype(np.float64) - ref.astype(np.float64)).max() / step)
+
+
+def suite_fold(R, rng):
+    """quantize_static (QDQ) CNNs: folded edgert vs onnxruntime (its own QDQ
+    fusions on) within one output step, unfolded edgert vs onnxruntime with
+    optimisations off within one step, folded vs unfolded, and the folded
+    graph really holds integer ops (3 QLinearConv + the depthwise one, a
+    QLinearMatMul for the Gemm/MatMul head)."""
+    from onnxruntime.quantization import QuantType
+    n = 0
+    for kind in ("gemm", "matmul"):
+        for per_channel in (True, False):
+            for act in (QuantType.QUInt8, QuantType.QInt8):
+                tag = "%s_%s_%s" % (kind, "perchan" if per_channel else "tensor", "u8" if act == QuantType.QUInt8 else "s8")
+                qp = quantized_cnn(R, rng, kind, per_channel, act, tag)
+                step = out_step(qp)
+                x = rng.standard_normal([2, 3, 16, 15]).astype(np.float32)
+                so = ort.SessionOptions()
+                so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+                ref_opt = ort.InferenceSession(qp, so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+                ref_plain = R.ort_run(qp, {"x": x})["y"]
+                try:
+                    got, res = qdq_run(R, qp, {"x": x}, tag)
+                    unf, res_u = qdq_run(R, qp, {"x": x}, tag + "_nofuse", ["--no-fuse"])
+                except RuntimeError as e:
+                    R.report(False, "fold " + tag, str(e))
+                    continue
+                ops = res["ops"]
+                n_int = ops.get("QLinearConv", 0) + ops.get("QLinearMatMul", 0)
+                ok_ops = ops.get("QLinearConv", 0) == 4 and ops.get("QLinearMatMul", 0) == 1 and \
+                    "QLinearConv" not in res_u["ops"]
+                R.report(ok_ops, "fold %s ops" % tag, "folded: %s" % json.dumps(ops))
+                a, b, c = steps_off(got["y"], ref_opt, step), steps_off(unf["y"], ref_plain, step), \
+                    steps_off(got["y"], unf["y"], step)
+                R.report(a <= 1.0001, "fold %s vs onnxruntime" % tag, "%.2f steps off onnxruntime (its QDQ fusions on); "
+                         "%d integer ops" % (a, n_int))
+                R.report(b <= 1.0001, "fold %s unfolded vs onnxruntime" % tag,
+                         "%.2f steps off onnxruntime (optimisations off)" % b)
+                R.report(c <= 2.0001, "fold %s folded vs unfolded" % tag, "%.2f steps apart" % c)
+                n += 1
+
+
+def suite_gpu(R, rng):
+    """A QDQ CNN on a CUDA session: the integer ops run through the per-node
+    CPU fallback (counted) and the output equals the CPU session's."""
+    from onnxruntime.quantization import QuantType
+    qp = quantized_cnn(R, rng, "gemm", True, QuantType.QUInt8, "gpu")
+    x = rng.standard_normal([2, 3, 16, 15]).astype(np.float32)
+    cpu, rc = qdq_run(R, qp, {"x": x}, "gpu_cpu")
+    gpu, rg = qdq_run(R, qp, {"x": x}, "gpu_cuda", ["--device", "cuda"])
+    n_int = rc["ops"].get("QLinearConv", 0) + rc["ops"].get("QLinearMatMul", 0)
+    R.report(rg["n_cpu_fallback"] >= n_int and n_int == 5, "gpu fallback count",
+             "%d nodes on the CPU fallback, %d integer ops" % (rg["n_cpu_fallback"], n_int))
+    step = out_step(qp)
+    d = steps_off(gpu["y"], cpu["y"], step)
+    R.report(d <= 1.0001, "gpu vs cpu", "%.2f steps apart (float ops between the integer ones run on the GPU)" % d)
+
+
+SUITES = {"qdq": suite_qdq, "integer": suite_integer, "hostile": suite_hostile, "fold": suite_fold,
+          "gpu": suite_gpu}
 
 
 def main():
@@ -397,7 +542,9 @@ def main():
     ap.add_argument("--suite", choices=sorted(SUITES), required=True)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--emulator", default="")
+    ap.add_argument("--qdq-run", default="", help="tests/ops/qdq_run (fold and gpu suites)")
     args = ap.parse_args()
+    logging.getLogger().setLevel(logging.ERROR)  # quantize_static's advice to pre-process the toy models
     R = Runner(args)
     SUITES[args.suite](R, np.random.default_rng(args.seed))
     print("%s: %d passed, %d failed" % (args.suite, R.passed, R.failed))
