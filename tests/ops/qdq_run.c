@@ -55,6 +55,8 @@ int main(int argc, char **argv) {
     ert_status st = ert_session_create(m, &so, &s);
     if (st && so.device == ERT_DEVICE_CUDA && (st == ERT_E_CUDA || st == ERT_E_UNSUPPORTED)) {
         printf("SKIP: no CUDA device or backend: %s\n", ert_last_error(ctx));
+        ert_model_free(m);
+        ert_context_free(ctx);
         return 77;
     }
     if (st) return fail(ctx, "session");
