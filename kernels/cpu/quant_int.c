@@ -66,19 +66,35 @@ static void store(ert_tview *y, int64_t i, int32_t v) {
 typedef struct qconv_job {
     const int32_t *wq, *cols; /* (Mg, Kg), (Kg, out) */
     int32_t *acc;             /* (Mg, out) */
-    int64_t Kg, out;
+    int64_t Mg, Kg, out;
 } qconv_job;
 
-static void qconv_rows(void *arg, int64_t m0, int64_t m1) {
+/* Rows [4*b0, 4*b1) of acc = wq cols, four output channels at a time so
+ * each cols row is read once per four (the whole cols block is larger than
+ * the caches on big layers). */
+static void qconv_rows(void *arg, int64_t b0, int64_t b1) {
     const qconv_job *j = arg;
-    for (int64_t m = m0; m < m1; m++) {
-        int32_t *acc = j->acc + m * j->out;
-        memset(acc, 0, (size_t)j->out * sizeof *acc);
+    for (int64_t b = b0; b < b1; b++) {
+        int64_t m = 4 * b, nm = j->Mg - m < 4 ? j->Mg - m : 4;
+        int32_t *acc[4];
+        for (int r = 0; r < 4; r++) {
+            acc[r] = j->acc + (m + (r < nm ? r : 0)) * j->out;
+            if (r < nm) memset(acc[r], 0, (size_t)j->out * sizeof *acc[r]);
+        }
         for (int64_t k = 0; k < j->Kg; k++) {
-            int32_t wv = j->wq[m * j->Kg + k];
-            if (!wv) continue;
-            const int32_t *c = j->cols + k * j->out;
-            for (int64_t o = 0; o < j->out; o++) acc[o] += wv * c[o];
+            const int32_t *restrict c = j->cols + k * j->out;
+            int32_t w[4];
+            for (int r = 0; r < 4; r++) w[r] = r < nm ? j->wq[(m + r) * j->Kg + k] : 0;
+            int32_t *restrict a0 = acc[0], *restrict a1 = acc[1], *restrict a2 = acc[2], *restrict a3 = acc[3];
+            const int32_t w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
+            if (nm == 4)
+                for (int64_t o = 0; o < j->out; o++) {
+                    int32_t v = c[o];
+                    a0[o] += w0 * v, a1[o] += w1 * v, a2[o] += w2 * v, a3[o] += w3 * v;
+                }
+            else
+                for (int r = 0; r < nm; r++)
+                    for (int64_t o = 0; o < j->out; o++) acc[r][o] += w[r] * c[o];
         }
     }
 }
@@ -112,12 +128,20 @@ ert_status ert_cpu_qconv(const ert_kargs *a) {
                 for (int64_t q = 0; q < k_sz; q++) {
                     int64_t q0 = q / (k[1] * k[2]), q1 = q / k[2] % k[1], q2 = q % k[2];
                     int32_t *row = cols + (c * k_sz + q) * out_sz;
-                    for (int64_t o = 0; o < out_sz; o++) {
-                        int64_t o0 = o / (od[1] * od[2]), o1 = o / od[2] % od[1], o2 = o % od[2];
-                        int64_t i0 = o0 * s[0] - pb[0] + q0 * d[0], i1 = o1 * s[1] - pb[1] + q1 * d[1],
-                                i2 = o2 * s[2] - pb[2] + q2 * d[2];
-                        bool inside = i0 >= 0 && i0 < in[0] && i1 >= 0 && i1 < in[1] && i2 >= 0 && i2 < in[2];
-                        row[o] = inside ? qget(x, xoff + (i0 * in[1] + i1) * in[2] + i2) - xzp : 0;
+                    for (int64_t o0 = 0; o0 < od[0]; o0++) {
+                        int64_t i0 = o0 * s[0] - pb[0] + q0 * d[0];
+                        for (int64_t o1 = 0; o1 < od[1]; o1++, row += od[2]) {
+                            int64_t i1 = o1 * s[1] - pb[1] + q1 * d[1];
+                            if (i0 < 0 || i0 >= in[0] || i1 < 0 || i1 >= in[1]) {
+                                memset(row, 0, (size_t)od[2] * sizeof *row);
+                                continue;
+                            }
+                            int64_t base = xoff + (i0 * in[1] + i1) * in[2];
+                            for (int64_t o2 = 0; o2 < od[2]; o2++) {
+                                int64_t i2 = o2 * s[2] - pb[2] + q2 * d[2];
+                                row[o2] = i2 >= 0 && i2 < in[2] ? qget(x, base + i2) - xzp : 0;
+                            }
+                        }
                     }
                 }
             }
@@ -125,8 +149,8 @@ ert_status ert_cpu_qconv(const ert_kargs *a) {
                 int32_t wz = zp_at(a, iwz, g * Mg + m);
                 for (int64_t q = 0; q < Kg; q++) wq[m * Kg + q] = qget(w, (g * Mg + m) * Kg + q) - wz;
             }
-            qconv_job job = {.wq = wq, .cols = cols, .acc = acc, .Kg = Kg, .out = out_sz};
-            ert_parallel_for(a->pool, Mg, 1, qconv_rows, &job);
+            qconv_job job = {.wq = wq, .cols = cols, .acc = acc, .Mg = Mg, .Kg = Kg, .out = out_sz};
+            ert_parallel_for(a->pool, (Mg + 3) / 4, 1, qconv_rows, &job);
             for (int64_t m = 0; m < Mg; m++) {
                 int64_t mc = g * Mg + m, yoff = (n * M + mc) * out_sz;
                 const int32_t *ar = acc + m * out_sz;
