@@ -19,9 +19,11 @@
  *      the ops not folded) is folded into an f32 constant, so the float ops
  *      see constant weights again (BatchNorm folding, epilogue fusion, CUDA
  *      filter layouts) and run as DQ -> float op -> Q, still exact.
+ *   1b. DQ(x) -> Reshape/Flatten/Squeeze/Unsqueeze/Transpose/Identity -> Q
+ *      with the same per-tensor scale and zero point: the op moves the
+ *      integers (DQ and Q cancel exactly).
  * Not folded yet (they run as DQ -> float op -> Q, correct, slower): Add,
- * the pools, Concat/Reshape between Q/DQ, per-tensor-only cases the
- * requirements above exclude. `integer_ops` false (ERT_SESSION_NO_FUSE) runs
+ * the pools, Concat, and the cases the requirements above exclude. `integer_ops` false (ERT_SESSION_NO_FUSE) runs
  * step 2 only, which tests use as the unfolded reference.
  */
 #include "session_internal.h"
@@ -233,6 +235,37 @@ static bool fold_at(ert_session *s, int32_t *producer, snode *q, ert_status *st)
     return rewrite(s, f, op, in, relu, q);
 }
 
+/* Same per-tensor quantization: equal scale values and zero points (absent = 0). */
+static bool same_q(const ert_session *s, int32_t s1, int32_t z1, int32_t s2, int32_t z2) {
+    if (nelems(&s->t[s1]) != 1 || nelems(&s->t[s2]) != 1 || *(const float *)s->t[s1].cdata != *(const float *)s->t[s2].cdata)
+        return false;
+    ert_dtype d1 = z1 >= 0 ? s->t[z1].dtype : ERT_DTYPE_U8, d2 = z2 >= 0 ? s->t[z2].dtype : ERT_DTYPE_U8;
+    int32_t v1 = z1 < 0 ? 0 : d1 == ERT_DTYPE_I8 ? *(const int8_t *)s->t[z1].cdata : *(const uint8_t *)s->t[z1].cdata;
+    int32_t v2 = z2 < 0 ? 0 : d2 == ERT_DTYPE_I8 ? *(const int8_t *)s->t[z2].cdata : *(const uint8_t *)s->t[z2].cdata;
+    return d1 == d2 && v1 == v2;
+}
+
+/* DQ -> a data-movement op -> Q with the same quantization: the op moves the
+ * integers themselves (exact: DQ and Q cancel element by element). */
+static bool fold_move_at(ert_session *s, int32_t *producer, snode *q) {
+    snode *f = producer_node(s, producer, q->in[0]);
+    if (!f || (f->op != ERT_OP_RESHAPE && f->op != ERT_OP_FLATTEN && f->op != ERT_OP_SQUEEZE &&
+               f->op != ERT_OP_UNSQUEEZE && f->op != ERT_OP_TRANSPOSE && f->op != ERT_OP_IDENTITY) ||
+        f->n_out != 1 || sole_reader(s, f->out[0]) != q)
+        return false;
+    qside x;
+    snode *dq = producer_node(s, producer, f->in[0]);
+    if (!dq_side(s, dq, -1, false, &x) || !ert_s_is_const(s, q->in[1]) ||
+        (q->n_in > 2 && q->in[2] >= 0 && !ert_s_is_const(s, q->in[2])) || q->params.quant.axis >= 0 ||
+        s->t[x.q].dtype != s->t[q->out[0]].dtype ||
+        !same_q(s, x.scale, x.zp, q->in[1], q->n_in > 2 ? q->in[2] : -1))
+        return false;
+    f->in[0] = x.q;
+    f->out[0] = q->out[0];
+    q->dead = true;
+    return true;
+}
+
 ert_status ert_s_fold_qdq(ert_session *s, bool integer_ops) {
     ert_status st = ERT_OK;
     int n_folded = 0;
@@ -242,7 +275,7 @@ ert_status ert_s_fold_qdq(ert_session *s, bool integer_ops) {
         int32_t *producer = malloc((size_t)(s->nt ? s->nt : 1) * sizeof *producer);
         if (!producer) return ert_s_oom(s);
         ert_s_count_uses(s, producer);
-        if (fold_at(s, producer, &s->n[i], &st)) n_folded++;
+        if (fold_at(s, producer, &s->n[i], &st) || (!st && fold_move_at(s, producer, &s->n[i]))) n_folded++;
         free(producer);
     }
     if (st) return st;
