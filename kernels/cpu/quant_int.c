@@ -202,3 +202,45 @@ ert_status ert_cpu_qmatmul(const ert_kargs *a) {
     }
     return ERT_OK;
 }
+
+/* ------------------------------------------------------------ max pooling */
+
+/* MaxPool of int8/uint8 x (N, C, D1..Dn), n = 1..3: the largest value of
+ * each window, padding ignored (what DQ -> MaxPool -> Q of one scale and
+ * zero point computes, exactly). A window entirely in the padding (possible
+ * with ceil_mode) gives the lowest value. */
+ert_status ert_cpu_maxpool_q8(const ert_kargs *a) {
+    const ert_pool_params *p = &a->params->pool;
+    const ert_tview *x = &a->in[0];
+    ert_tview *y = &a->out[0];
+    if (p->nhwc) return ERT_E_UNSUPPORTED;
+    int64_t in[3] = {1, 1, 1}, od[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, d[3] = {1, 1, 1}, pb[3] = {0};
+    for (int i = 0; i < p->nsp; i++) {
+        int j = 3 - p->nsp + i;
+        in[j] = x->dims[2 + i], od[j] = y->dims[2 + i], k[j] = p->kernel[i];
+        s[j] = p->stride[i], d[j] = p->dilation[i] ? p->dilation[i] : 1, pb[j] = p->pad_begin[i];
+    }
+    int64_t planes = x->dims[0] * x->dims[1], in_sz = in[0] * in[1] * in[2], out_sz = od[0] * od[1] * od[2];
+    int32_t lowest = x->dtype == ERT_DTYPE_U8 ? 0 : -128;
+    for (int64_t pl = 0; pl < planes; pl++)
+        for (int64_t o = 0; o < out_sz; o++) {
+            int64_t o0 = o / (od[1] * od[2]), o1 = o / od[2] % od[1], o2 = o % od[2];
+            int32_t best = lowest;
+            for (int64_t q0 = 0; q0 < k[0]; q0++) {
+                int64_t i0 = o0 * s[0] - pb[0] + q0 * d[0];
+                if (i0 < 0 || i0 >= in[0]) continue;
+                for (int64_t q1 = 0; q1 < k[1]; q1++) {
+                    int64_t i1 = o1 * s[1] - pb[1] + q1 * d[1];
+                    if (i1 < 0 || i1 >= in[1]) continue;
+                    for (int64_t q2 = 0; q2 < k[2]; q2++) {
+                        int64_t i2 = o2 * s[2] - pb[2] + q2 * d[2];
+                        if (i2 < 0 || i2 >= in[2]) continue;
+                        int32_t v = qget(x, pl * in_sz + (i0 * in[1] + i1) * in[2] + i2);
+                        best = v > best ? v : best;
+                    }
+                }
+            }
+            store(y, pl * out_sz + o, best);
+        }
+    return ERT_OK;
+}

@@ -19,11 +19,12 @@
  *      the ops not folded) is folded into an f32 constant, so the float ops
  *      see constant weights again (BatchNorm folding, epilogue fusion, CUDA
  *      filter layouts) and run as DQ -> float op -> Q, still exact.
- *   1b. DQ(x) -> Reshape/Flatten/Squeeze/Unsqueeze/Transpose/Identity -> Q
- *      with the same per-tensor scale and zero point: the op moves the
- *      integers (DQ and Q cancel exactly).
+ *   1b. DQ(x) -> Reshape/Flatten/Squeeze/Unsqueeze/Transpose/Identity/
+ *      MaxPool -> Q with the same per-tensor scale and zero point: the op
+ *      runs on the integers (DQ and Q cancel exactly).
  * Not folded yet (they run as DQ -> float op -> Q, correct, slower): Add,
- * the pools, Concat, and the cases the requirements above exclude. `integer_ops` false (ERT_SESSION_NO_FUSE) runs
+ * AveragePool/GlobalAveragePool (they would need requantisation), Concat,
+ * and the cases the requirements above exclude. `integer_ops` false (ERT_SESSION_NO_FUSE) runs
  * step 2 only, which tests use as the unfolded reference.
  */
 #include "session_internal.h"
@@ -245,12 +246,14 @@ static bool same_q(const ert_session *s, int32_t s1, int32_t z1, int32_t s2, int
     return d1 == d2 && v1 == v2;
 }
 
-/* DQ -> a data-movement op -> Q with the same quantization: the op moves the
- * integers themselves (exact: DQ and Q cancel element by element). */
+/* DQ -> a data-movement op or MaxPool -> Q with the same quantization: the
+ * op moves (or takes the max of) the integers themselves, exact: DQ is
+ * monotone and Q(DQ(v)) = v element by element. */
 static bool fold_move_at(ert_session *s, int32_t *producer, snode *q) {
     snode *f = producer_node(s, producer, q->in[0]);
     if (!f || (f->op != ERT_OP_RESHAPE && f->op != ERT_OP_FLATTEN && f->op != ERT_OP_SQUEEZE &&
-               f->op != ERT_OP_UNSQUEEZE && f->op != ERT_OP_TRANSPOSE && f->op != ERT_OP_IDENTITY) ||
+               f->op != ERT_OP_UNSQUEEZE && f->op != ERT_OP_TRANSPOSE && f->op != ERT_OP_IDENTITY &&
+               !(f->op == ERT_OP_MAXPOOL && !f->params.pool.nhwc)) ||
         f->n_out != 1 || sole_reader(s, f->out[0]) != q)
         return false;
     qside x;

@@ -20,6 +20,11 @@ run by onnxruntime (CPU, graph optimisations off: the plain reference) and by
            MatMulInteger (per-column b zero points), non-zero zero points,
            outputs that saturate at both ends (checked to happen). Integer
            outputs within one step of onnxruntime's (measured: exact).
+  fold     quantize_static (QDQ) CNNs: the Q/DQ folding pass against
+           onnxruntime and against the unfolded graph (tests/ops/qdq_run).
+  ert      a QDQ model as .ert: size and round trip.
+  pool     DQ -> MaxPool -> Q of one scale: MaxPool on the integers.
+  gpu      (label gpu) a QDQ CNN on a CUDA session vs the CPU session.
   hostile  files edgert must refuse at load, naming the node: scales 0,
            negative, NaN, inf; a zero point of another dtype than the data;
            an i32 zero point that is not 0; opset 21 block_size; int4 and
@@ -480,7 +485,7 @@ def suite_fold(R, rng):
     fusions on) within one output step, unfolded edgert vs onnxruntime with
     optimisations off within one step, folded vs unfolded, and the folded
     graph really holds integer ops (3 QLinearConv + the depthwise one, a
-    QLinearMatMul for the Gemm/MatMul head, the Flatten moving int8)."""
+    QLinearMatMul for the Gemm/MatMul head, MaxPool and Flatten on int8)."""
     from onnxruntime.quantization import QuantType
     n = 0
     for kind in ("gemm", "matmul"):
@@ -502,10 +507,10 @@ def suite_fold(R, rng):
                     continue
                 ops = res["ops"]
                 n_int = ops.get("QLinearConv", 0) + ops.get("QLinearMatMul", 0)
-                # 5 integer ops and the Flatten moving int8 each remove one QuantizeLinear
+                # 5 integer ops, the MaxPool and the Flatten on int8 each remove one QuantizeLinear
                 ok_ops = ops.get("QLinearConv", 0) == 4 and ops.get("QLinearMatMul", 0) == 1 and \
                     "QLinearConv" not in res_u["ops"] and \
-                    ops.get("QuantizeLinear", 0) == res_u["ops"].get("QuantizeLinear", 0) - 6
+                    ops.get("QuantizeLinear", 0) == res_u["ops"].get("QuantizeLinear", 0) - 7
                 R.report(ok_ops, "fold %s ops" % tag, "folded: %s" % json.dumps(ops))
                 a, b, c = steps_off(got["y"], ref_opt, step), steps_off(unf["y"], ref_plain, step), \
                     steps_off(got["y"], unf["y"], step)
@@ -583,8 +588,47 @@ def suite_ert(R, rng):
     R.report(d <= 1.0001, "ert vs onnxruntime", "%.2f steps off onnxruntime" % d)
 
 
+def suite_pool(R, rng):
+    """DQ -> MaxPool -> Q of one scale and zero point (what quantize_static
+    writes): the pass runs MaxPool on the int8/uint8 data itself; output
+    equal to onnxruntime's, and no QuantizeLinear left in the schedule."""
+    geoms = [([1, 3, 7, 8], dict(kernel_shape=[2, 2], strides=[2, 2])),
+             ([2, 5, 9, 7], dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+             ([1, 4, 8, 8], dict(kernel_shape=[3, 2], strides=[2, 1], pads=[0, 1, 1, 0], ceil_mode=1)),
+             ([1, 2, 9, 9], dict(kernel_shape=[2, 2], strides=[1, 1], dilations=[2, 2])),
+             ([2, 3, 10], dict(kernel_shape=[3], strides=[2], pads=[1, 1]))]
+    for gi, (xs, attrs) in enumerate(geoms):
+        for dt in (np.uint8, np.int8):
+            sc, zp = np.array(0.05, np.float32), zp_of(rng, dt)
+            nodes = [helper.make_node("DequantizeLinear", ["x", "s", "z"], ["d"], name="dq"),
+                     helper.make_node("MaxPool", ["d"], ["p"], name="pool", **attrs),
+                     helper.make_node("QuantizeLinear", ["p", "s", "z"], ["y"], name="q")]
+            ref = onnx.shape_inference.infer_shapes(helper.make_model(helper.make_graph(
+                nodes[:2], "g", [helper.make_tensor_value_info("x", NP2ONNX[dt], xs)],
+                [helper.make_tensor_value_info("p", TensorProto.FLOAT, None)],
+                [numpy_helper.from_array(sc, "s"), numpy_helper.from_array(zp, "z")])))
+            oshape = [d.dim_value for d in ref.graph.output[0].type.tensor_type.shape.dim]
+            g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", NP2ONNX[dt], xs)],
+                                  [helper.make_tensor_value_info("y", NP2ONNX[dt], oshape)],
+                                  [numpy_helper.from_array(sc, "s"), numpy_helper.from_array(zp, "z")])
+            m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+            m.ir_version = 7
+            path = R.save(m, "pool%d_%s" % (gi, np.dtype(dt).name))
+            x = rq(rng, dt, xs)
+            want = R.ort_run(path, {"x": x})["y"]
+            tag = "MaxPool int8 g%d %s" % (gi, np.dtype(dt).name)
+            try:
+                got, res = qdq_run(R, path, {"x": x}, tag.replace(" ", "_"))
+            except RuntimeError as e:
+                R.report(False, tag, str(e))
+                continue
+            ok = np.array_equal(got["y"], want) and "QuantizeLinear" not in res["ops"]
+            R.report(ok, tag, "%s %s equal: %s; ops %s" % (want.dtype, want.shape, np.array_equal(got["y"], want),
+                                                           json.dumps(res["ops"])))
+
+
 SUITES = {"qdq": suite_qdq, "integer": suite_integer, "hostile": suite_hostile, "fold": suite_fold,
-          "ert": suite_ert, "gpu": suite_gpu}
+          "ert": suite_ert, "pool": suite_pool, "gpu": suite_gpu}
 
 
 def main():
