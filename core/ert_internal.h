@@ -146,6 +146,13 @@ typedef enum ert_op {
     ERT_OP_SCATTER_ND,       /* (data, indices i64 (..., k), updates) -> data with updates written at the indices; scatter params */
     ERT_OP_SCATTER_ELEMENTS, /* (data, indices, updates), one rank -> data with updates[i] at indices[i] on axis; scatter params */
     ERT_OP_GATHER_ELEMENTS,  /* (data, indices), one rank -> y[i] = data[i with indices[i] on axis]; scatter params */
+    /* quantization (core/ops/quant.c, kernels/cpu/quant.c; quant params) */
+    ERT_OP_QUANTIZE_LINEAR,  /* (x f32, scale f32, [zp i8/u8]) -> y i8/u8 */
+    ERT_OP_DEQUANTIZE_LINEAR, /* (x i8/u8/i32, scale f32, [zp]) -> y f32 */
+    ERT_OP_QLINEAR_CONV,     /* (x, xs, xzp, w, ws, wzp, ys, yzp, [B i32]) -> y i8/u8; quant params (conv) */
+    ERT_OP_QLINEAR_MATMUL,   /* (a, as, azp, b, bs, bzp, ys, yzp, [bias i32, ert extension]) -> y i8/u8 */
+    ERT_OP_MATMUL_INTEGER,   /* (a, b, [azp], [bzp]) -> y i32 */
+    ERT_OP_CONV_INTEGER,     /* (x, w, [xzp], [wzp]) -> y i32; quant params (conv) */
     ERT_OP_COUNT
 } ert_op;
 
@@ -288,6 +295,15 @@ typedef struct ert_mod_params {
     bool fmod;               /* 1: C fmod (sign of the dividend); 0: integer mod with the divisor's sign */
 } ert_mod_params;
 
+/* QuantizeLinear / DequantizeLinear and the integer ops (core/ops/quant.c). */
+typedef struct ert_quant_params {
+    int64_t axis;            /* Q/DQ per-axis: the dim of x the scales run along (made positive); -1 per-tensor */
+    ert_dtype qdt;           /* Q: the output's integer dtype; DQ: the input's */
+    /* QLinearConv / ConvInteger: the geometry as Conv's (nhwc, residual, scale unused); conv.act.kind
+     * RELU on QLinearConv/QLinearMatMul (a Relu folded in by the Q/DQ pass) clamps y at its zero point */
+    ert_conv_params conv;
+} ert_quant_params;
+
 typedef struct ert_range_params {
     int dummy;
 } ert_range_params;
@@ -345,6 +361,7 @@ typedef union ert_op_params {
     ert_cumsum_params cumsum;
     ert_mod_params mod;
     ert_scatter_params scatter;
+    ert_quant_params quant;
 } ert_op_params;
 
 /* ------------------------------------------------------------------ IR */
@@ -531,6 +548,14 @@ ert_status ert_prepare_mod(ert_prep *p);    /* core/ops/math.c */
 ert_status ert_prepare_scatter_nd(ert_prep *p);       /* core/ops/scatter.c */
 ert_status ert_prepare_scatter_elements(ert_prep *p); /* core/ops/scatter.c */
 ert_status ert_prepare_gather_elements(ert_prep *p);  /* core/ops/scatter.c */
+ert_status ert_prepare_quantize(ert_prep *p);   /* core/ops/quant.c: QuantizeLinear */
+ert_status ert_prepare_dequantize(ert_prep *p); /* core/ops/quant.c: DequantizeLinear */
+ert_status ert_prepare_qlinear_conv(ert_prep *p);   /* core/ops/quant.c: QLinearConv, ConvInteger */
+ert_status ert_prepare_qlinear_matmul(ert_prep *p); /* core/ops/quant.c: QLinearMatMul, MatMulInteger */
+/* Load-time checks of a quantized node's constant scales and zero points
+ * (finite, positive scales; zero points of the quantized dtype; no opset-21
+ * blocks), named after the node; ERT_OK for every other op (core/ops/quant.c). */
+ert_status ert_quant_check_node(const ert_model *m, const ert_node *n);
 /* Output 0 gets input 0's dtype and shape (its size checked) (core/ops/math.c). */
 ert_status ert_prep_out_as_in0(ert_prep *p);
 /* Training-only ops: refused when they appear in a model (core/ops/op_table.c). */

@@ -124,6 +124,8 @@ ert_status ert_cpu_pool(const ert_kargs *a) {
     const ert_pool_params *p = &a->params->pool;
     const ert_tview *X = &a->in[0];
     ert_tview *Y = &a->out[0];
+    if (a->op == ERT_OP_MAXPOOL && (X->dtype == ERT_DTYPE_I8 || X->dtype == ERT_DTYPE_U8))
+        return ert_cpu_maxpool_q8(a); /* quant_int.c: made by the Q/DQ pass */
     if (X->dtype != ERT_DTYPE_F32) return ERT_E_UNSUPPORTED;
     pool_job j = {.p = p, .is_max = a->op == ERT_OP_MAXPOOL, .x = X->data, .y = Y->data};
     int off = 3 - p->nsp;
