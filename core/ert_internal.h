@@ -135,6 +135,9 @@ typedef enum ert_op {
     ERT_OP_NOT,              /* (x bool) -> y bool, element-wise logical not; no params */
     ERT_OP_SIN, ERT_OP_COS,  /* (x f32) -> y; no params */
     ERT_OP_MOD,              /* (a, b) broadcast -> remainder; mod params */
+    /* quantization (core/ops/quant.c, kernels/cpu/quant.c; quant params) */
+    ERT_OP_QUANTIZE_LINEAR,  /* (x f32, scale f32, [zp i8/u8]) -> y i8/u8 */
+    ERT_OP_DEQUANTIZE_LINEAR, /* (x i8/u8/i32, scale f32, [zp]) -> y f32 */
     ERT_OP_COUNT
 } ert_op;
 
@@ -267,6 +270,12 @@ typedef struct ert_mod_params {
     bool fmod;               /* 1: C fmod (sign of the dividend); 0: integer mod with the divisor's sign */
 } ert_mod_params;
 
+/* QuantizeLinear / DequantizeLinear and the integer ops (core/ops/quant.c). */
+typedef struct ert_quant_params {
+    int64_t axis;            /* Q/DQ per-axis: the dim of x the scales run along (made positive); -1 per-tensor */
+    ert_dtype qdt;           /* Q: the output's integer dtype; DQ: the input's */
+} ert_quant_params;
+
 typedef struct ert_range_params {
     int dummy;
 } ert_range_params;
@@ -323,6 +332,7 @@ typedef union ert_op_params {
     ert_gather_params gather;
     ert_cumsum_params cumsum;
     ert_mod_params mod;
+    ert_quant_params quant;
 } ert_op_params;
 
 /* ------------------------------------------------------------------ IR */
@@ -506,6 +516,12 @@ ert_status ert_prepare_cumsum(ert_prep *p); /* core/ops/cumsum.c */
 ert_status ert_prepare_not(ert_prep *p);    /* core/ops/logic.c */
 ert_status ert_prepare_trig(ert_prep *p);   /* core/ops/math.c: Sin, Cos */
 ert_status ert_prepare_mod(ert_prep *p);    /* core/ops/math.c */
+ert_status ert_prepare_quantize(ert_prep *p);   /* core/ops/quant.c: QuantizeLinear */
+ert_status ert_prepare_dequantize(ert_prep *p); /* core/ops/quant.c: DequantizeLinear */
+/* Load-time checks of a quantized node's constant scales and zero points
+ * (finite, positive scales; zero points of the quantized dtype; no opset-21
+ * blocks), named after the node; ERT_OK for every other op (core/ops/quant.c). */
+ert_status ert_quant_check_node(const ert_model *m, const ert_node *n);
 /* Output 0 gets input 0's dtype and shape (its size checked) (core/ops/math.c). */
 ert_status ert_prep_out_as_in0(ert_prep *p);
 /* Training-only ops: refused when they appear in a model (core/ops/op_table.c). */

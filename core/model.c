@@ -9,7 +9,9 @@
  *   1. every tensor is defined exactly once: as a graph input, a weight, or
  *      the output of exactly one node;
  *   2. every node input and graph output refers to a defined tensor;
- *   3. Kahn's algorithm orders the nodes; nodes left over form a cycle.
+ *   3. quantized nodes' constant scales and zero points are sane
+ *      (ert_quant_check_node);
+ *   4. Kahn's algorithm orders the nodes; nodes left over form a cycle.
  * Name lookups go through an open-addressing hash of tensor names, so loading
  * is linear in the graph size.
  */
@@ -336,6 +338,8 @@ ert_status ert_model_validate(ert_model *m) {
             cstart[t + 1]++;
         }
     }
+    for (int i = 0; i < nn; i++) /* hostile quantization constants, named after the node */
+        if ((st = ert_quant_check_node(m, &m->nodes[i]))) goto done;
     for (int i = 0; i < m->n_outputs; i++) {
         int32_t t = m->outputs[i];
         if (t < 0 || t >= nt || producer[t] == -2) {

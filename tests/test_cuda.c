@@ -857,6 +857,24 @@ static void test_tensor_cpu_ref(void) {
             check_model(name, m, NULL, NULL, -2, 2, 1e-5, ERT_PLACEMENT_AUTO);
             ert_model_free(m);
         }
+    /* the parallel reductions: (K1, R, K2) blocks -- a column (K2 > 1), rows
+     * by warps, rows by blocks (R >= 2048) -- and two blocks of axes (the
+     * general kernel); axes 2,3 keepdims above became a GlobalAveragePool */
+    struct { int64_t d[4]; int n; int64_t ax[3]; int keep; } rc[] = {
+        {{2, 5, 6, 7}, 1, {1}, 1},     {{3, 37, 2, 45}, 2, {0, 1}, 0}, {{2, 3, 5, 33}, 1, {3}, 0},
+        {{1, 3, 48, 50}, 2, {2, 3}, 0}, {{2, 40, 60, 5}, 2, {1, 2}, 1}, {{2, 5, 6, 7}, 2, {1, 3}, 1},
+    };
+    for (size_t c = 0; c < sizeof rc / sizeof rc[0]; c++)
+        for (int k = 0; k < 3; k++) {
+            bstart();
+            int32_t ins[2] = {binput("x", 4, rc[c].d), bweight_i64(rc[c].n, rc[c].ax)};
+            ert_attr at[] = {ERT_ATTR_I("keepdims", rc[c].keep)};
+            ert_model *m = bfinish(bnode(red_ops[k], ins, 2, at, 1));
+            char name[64];
+            snprintf(name, sizeof name, "%s case %zu", red_ops[k], c);
+            check_model(name, m, NULL, NULL, -2, 2, 1e-5, ERT_PLACEMENT_AUTO);
+            ert_model_free(m);
+        }
     struct { const char *mode, *coord, *nearest; float sc[4]; } rz[] = {
         {"nearest", "asymmetric", "floor", {1, 1, 2, 2}},
         {"nearest", "half_pixel", "round_prefer_floor", {1, 1, 1.5f, 0.75f}},
@@ -904,6 +922,32 @@ static void test_tensor(void) {
                           bweight_i64(2, sp)};
         ert_model *m = bfinish(bnode("Slice", ins, 5, NULL, 0));
         check_model("Slice", m, ref_slice, NULL, -1, 1, 1e-6, ERT_PLACEMENT_AUTO);
+        ert_model_free(m);
+    }
+    /* the copy kernels' paths (CPU session as oracle): Concat/Split along
+     * channels with whole contiguous rows (one row per image; 16-byte words,
+     * or narrower where a size is odd), along the last axis (short rows: the
+     * element-wise path), a Slice with a negative step, and a Concat of the
+     * pieces in another order */
+    for (int v = 0; v < 3; v++) {
+        int ax = v == 2 ? 3 : 1;
+        int64_t c0 = v == 1 ? 7 : 24, w = v == 2 ? 3 : 16;
+        int64_t d0[4] = {2, c0, 9, w}, d1[4] = {2, v == 2 ? c0 : 40, 9, w};
+        int64_t split[3] = {5, 30, c0 + 5};
+        if (v == 2) split[0] = 2, split[1] = 1, split[2] = 2 * w - 3;
+        bstart();
+        int32_t ins[2] = {binput("a", 4, d0), binput("b", 4, d1)};
+        ert_attr at[] = {ERT_ATTR_I("axis", ax)};
+        int32_t cat = bnode("Concat", ins, 2, at, 1), parts[3] = {-1, -1, -1};
+        BT(ert_builder_node(B, "Split", NULL, (int32_t[]){cat, bweight_i64(3, split)}, 2, at, 1, parts, 3));
+        int64_t st[1] = {-1}, en[1] = {-1000}, sax[1] = {ax}, sp[1] = {-2};
+        int32_t sl = bnode("Slice", (int32_t[]){parts[1], bweight_i64(1, st), bweight_i64(1, en), bweight_i64(1, sax),
+                                               bweight_i64(1, sp)}, 5, NULL, 0);
+        int32_t y = bnode("Concat", (int32_t[]){parts[2], sl, parts[0]}, 3, at, 1);
+        ert_model *m = bfinish(y);
+        char name[48];
+        snprintf(name, sizeof name, "Concat/Split/Slice copies %d", v);
+        check_model(name, m, NULL, NULL, -1, 1, 1e-6, ERT_PLACEMENT_AUTO);
         ert_model_free(m);
     }
 }
@@ -1038,6 +1082,27 @@ static void test_nhwc(void) {
         free(kc);
         ert_model *m = bfinish(y);
         check_model("NHWC SE block", m, NULL, NULL, -1, 1, 1e-4, ERT_PLACEMENT_AUTO);
+        ert_model_free(m);
+    }
+    { /* timm's SE block: ReduceMean(axes 2,3, keepdims) instead of a
+       * GlobalAveragePool (becomes one), SiLU as x * Sigmoid(x), 40 channels
+       * (not a multiple of 32) over 56x56 pixels: the channels-last global
+       * pool splits the pixels over its threads */
+        int64_t xd[4] = {1, 8, 56, 56}, ax[2] = {2, 3};
+        bstart();
+        int32_t x = binput("x", 4, xd), h, g, s, y, sg;
+        h = nconv(x, 8, 40, 3, 1, 1, false);
+        BT(ert_builder_unary(B, "Sigmoid", h, &sg));
+        BT(ert_builder_binary(B, "Mul", h, sg, &h));
+        ert_attr ka[] = {ERT_ATTR_I("keepdims", 1)};
+        g = bnode("ReduceMean", (int32_t[]){h, bweight_i64(2, ax)}, 2, ka, 1);
+        s = nconv(g, 40, 10, 1, 1, 1, true);
+        s = nconv(s, 10, 40, 1, 1, 1, false);
+        BT(ert_builder_unary(B, "Sigmoid", s, &s));
+        BT(ert_builder_binary(B, "Mul", h, s, &y));
+        y = nconv(y, 40, 16, 1, 1, 1, false);
+        ert_model *m = bfinish(y);
+        check_model("NHWC timm SE block (ReduceMean)", m, NULL, NULL, -1, 1, 1e-4, ERT_PLACEMENT_AUTO);
         ert_model_free(m);
     }
     { /* inverted residual (MobileNetV2) and bottleneck (ResNet-50) ends: 1x1

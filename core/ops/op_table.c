@@ -8,7 +8,7 @@
 #define U (-1)
 /* Indexed by ert_op: a new op does not compile until this table (and every
  * other per-op table: CPU kernels, CUDA support, backward rules) has its row. */
-_Static_assert(ERT_OP_COUNT == 100, "ERT_OP_COUNT changed: add the new op's row to OPS");
+_Static_assert(ERT_OP_COUNT == 102, "ERT_OP_COUNT changed: add the new op's row to OPS");
 static const ert_op_def OPS[ERT_OP_COUNT] = {
     [ERT_OP_CONV] = {ERT_OP_CONV, "Conv", 2, 4, 1, 1, ert_prepare_conv}, /* 4th input: fused residual */
     [ERT_OP_CONV_TRANSPOSE] = {ERT_OP_CONV_TRANSPOSE, "ConvTranspose", 2, 3, 1, 1, ert_prepare_conv_transpose},
@@ -112,6 +112,8 @@ static const ert_op_def OPS[ERT_OP_COUNT] = {
     [ERT_OP_SIN] = {ERT_OP_SIN, "Sin", 1, 1, 1, 1, ert_prepare_trig},
     [ERT_OP_COS] = {ERT_OP_COS, "Cos", 1, 1, 1, 1, ert_prepare_trig},
     [ERT_OP_MOD] = {ERT_OP_MOD, "Mod", 2, 2, 1, 1, ert_prepare_mod},
+    [ERT_OP_QUANTIZE_LINEAR] = {ERT_OP_QUANTIZE_LINEAR, "QuantizeLinear", 2, 3, 1, 1, ert_prepare_quantize},
+    [ERT_OP_DEQUANTIZE_LINEAR] = {ERT_OP_DEQUANTIZE_LINEAR, "DequantizeLinear", 2, 3, 1, 1, ert_prepare_dequantize},
 };
 #undef U
 

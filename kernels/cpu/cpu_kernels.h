@@ -51,6 +51,11 @@ ert_status ert_cpu_shape(const ert_kargs *a);
 ert_status ert_cpu_size(const ert_kargs *a);
 ert_status ert_cpu_constant_of_shape(const ert_kargs *a);
 ert_status ert_cpu_range(const ert_kargs *a);
+/* quant.c: QuantizeLinear, DequantizeLinear */
+ert_status ert_cpu_quantize(const ert_kargs *a);
+ert_status ert_cpu_dequantize(const ert_kargs *a);
+/* One value: clamp(round_half_even(x / scale) + zp, qmin, qmax), NaN -> zp. */
+int32_t ert_cpu_quantize1(float x, float scale, int32_t zp, int32_t qmin, int32_t qmax);
 /* resize.c */
 ert_status ert_cpu_resize(const ert_kargs *a);
 

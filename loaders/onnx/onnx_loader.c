@@ -945,6 +945,25 @@ static ert_status push_win(loader *L, win_list *l, ert_pb w) {
 
 enum { G_NODE = 1, G_INIT = 5, G_INPUT = 11, G_OUTPUT = 12, G_VALUE_INFO = 13, G_SPARSE_INIT = 15 };
 
+/* An initializer of an unsupported dtype (int4, float8 zero points of a
+ * QuantizeLinear...): prefix the message with the first node that reads it,
+ * so the user learns which node needs it. */
+static void name_reader(loader *L, const win_list *nodes, str name) {
+    char msg[ERT_ERRMSG_SIZE];
+    snprintf(msg, sizeof msg, "%s", ert_last_error(L->ctx));
+    for (int i = 0; i < nodes->n; i++) {
+        onode n;
+        if (decode_node(L, nodes->v[i], &n) != ERT_OK) break;
+        for (int k = 0; k < n.n_in; k++)
+            if (L->in[k].n == name.n && memcmp(L->in[k].p, name.p, name.n) == 0) {
+                set_what(L, &n, i);
+                ert_set_error(L->ctx, ERT_E_UNSUPPORTED, "%s: input %d: %s", L->what, k, msg);
+                return;
+            }
+    }
+    ert_set_error(L->ctx, ERT_E_UNSUPPORTED, "%s", msg); /* decode_node may have overwritten it */
+}
+
 static ert_status load_graph(loader *L, ert_pb g) {
     win_list nodes = {0}, inits = {0}, inputs = {0}, outputs = {0}, vis = {0};
     ert_pb_field f;
@@ -968,7 +987,11 @@ static ert_status load_graph(loader *L, ert_pb g) {
     for (int i = 0; i < inits.n; i++) {
         ert_onnx_tensor t;
         snprintf(what, sizeof what, "initializer #%d", i);
-        GCHK(ert_onnx_decode_tensor(L->ctx, inits.v[i], L->dir, what, &t));
+        memset(&t, 0, sizeof t);
+        if ((st = ert_onnx_decode_tensor(L->ctx, inits.v[i], L->dir, what, &t)) != ERT_OK) {
+            if (st == ERT_E_UNSUPPORTED && t.name) name_reader(L, &nodes, (str){t.name, t.name_len});
+            goto out;
+        }
         str nm = {t.name, t.name_len};
         snprintf(what, sizeof what, "initializer '%.*s'", (int)(t.name_len > 200 ? 200 : t.name_len), (const char *)t.name);
         if ((st = check_name(L, nm, what)) != ERT_OK) {

@@ -466,7 +466,12 @@ ert_status ert_onnx_decode_tensor(ert_context *ctx, ert_pb b, const char *dir, c
     return ERT_OK;
 fail:
     free(data);
-    memset(t, 0, sizeof *t);
+    {
+        const uint8_t *name = t->name; /* kept: the caller names the node that reads it */
+        size_t name_len = t->name_len;
+        memset(t, 0, sizeof *t);
+        t->name = name, t->name_len = name_len;
+    }
     return st;
 }
 

@@ -1,5 +1,6 @@
 /* Session step 4: inference passes on the working graph: BatchNorm folded
- * into the preceding Conv, Mul(x, Sigmoid(x)) -> SiLU, Conv + Add (residual)
+ * into the preceding Conv, spatial ReduceMean/Max -> global pools,
+ * Mul(x, Sigmoid(x)) -> SiLU, Conv + Add (residual)
  * and Conv/Gemm + activation fused into the producer's epilogue, dead nodes
  * removed. Called from build() in session.c. */
 #include "session_internal.h"
@@ -164,9 +165,31 @@ static bool same_shape(const stensor *a, const stensor *b) {
     return a->dtype == b->dtype && a->ndim == b->ndim && memcmp(a->dims, b->dims, (size_t)a->ndim * sizeof a->dims[0]) == 0;
 }
 
+/* ReduceMean/ReduceMax(x, axes = every spatial axis, keepdims) on f32 is
+ * GlobalAveragePool/GlobalMaxPool (timm's squeeze-excitation writes
+ * x.mean((2, 3), keepdim=True)): the same numbers, and the global pools have
+ * channels-last kernels, so the block stays in a channels-last region. */
+static void reduce_to_global_pool(ert_session *s) {
+    for (int i = 0; i < s->nn; i++) {
+        snode *n = &s->n[i];
+        if (n->dead || (n->op != ERT_OP_REDUCE_MEAN && n->op != ERT_OP_REDUCE_MAX) || n->n_out != 1) continue;
+        const ert_axis_params *ap = &n->params.axis;
+        const stensor *x = &s->t[n->in[0]];
+        if (!ap->keepdims || x->ndim < 3 || x->dtype != ERT_DTYPE_F32 || ap->n_axes != x->ndim - 2) continue;
+        bool spatial = true;
+        for (int k = 0; k < ap->n_axes; k++) spatial = spatial && ap->axes[k] == k + 2;
+        if (!spatial) continue;
+        n->op = n->op == ERT_OP_REDUCE_MEAN ? ERT_OP_GLOBAL_AVGPOOL : ERT_OP_GLOBAL_MAXPOOL;
+        memset(&n->params, 0, sizeof n->params);
+        n->n_in = 1; /* the axes input is no longer read */
+        n->src = NULL;
+    }
+}
+
 ert_status ert_s_fuse(ert_session *s) {
     int32_t *producer = malloc((size_t)s->nt * sizeof *producer);
     if (!producer) return ert_s_oom(s);
+    reduce_to_global_pool(s);
     ert_s_count_uses(s, producer);
     /* Mul(x, Sigmoid(x)) -> Silu(x) */
     for (int i = 0; i < s->nn; i++) {
