@@ -102,13 +102,18 @@ ert_status ert_qdq_tensors(const ert_model *m, const bool *quantize, int32_t *wa
         int32_t o = layer_output(m, n);
         if (o >= 0) want[o] = o;
     }
-    /* nodes are in topological order: a range-keeping op's input is final */
+    /* src[t]: the tensor whose values t only selects or moves (through
+     * chains of range-keeping ops; nodes are in topological order) */
+    int32_t *src = malloc((size_t)(m->n_tensors ? m->n_tensors : 1) * sizeof *src);
+    if (!src) return ert_set_error(m->ctx, ERT_E_NOMEM, "out of memory quantizing the model");
+    for (int t = 0; t < m->n_tensors; t++) src[t] = t;
     for (int i = 0; i < m->n_nodes; i++) {
         const ert_node *n = &m->nodes[i];
-        if (!keeps_range(n->op) || n->n_in < 1 || n->in[0] < 0 || n->n_out < 1) continue;
-        int32_t t = n->out[0], u = n->in[0];
-        if (want[t] >= 0 && want[u] >= 0) want[t] = want[u];
+        if (keeps_range(n->op) && n->n_in >= 1 && n->in[0] >= 0 && n->n_out >= 1) src[n->out[0]] = src[n->in[0]];
     }
+    for (int t = 0; t < m->n_tensors; t++)
+        if (want[t] >= 0 && want[src[t]] >= 0) want[t] = want[src[t]];
+    free(src);
     return ERT_OK;
 }
 
