@@ -83,6 +83,70 @@ static __device__ __forceinline__ void decode(const ert_cuda_map &m, int64_t i, 
     *o2 = c;
 }
 
+/* A map of two operands with its dims coalesced (copy_coalesce): extents,
+ * strides of operand 0 (si) and 1 (so). */
+template <typename I> struct copy_map {
+    int nd;
+    I dims[ERT_MAX_DIMS], si[ERT_MAX_DIMS], so[ERT_MAX_DIMS];
+};
+
+/* Index r of the map's dims -> its input and output offsets. */
+template <typename I>
+static __device__ __forceinline__ void copy_decode(const copy_map<I> &m, I r, I *oi, I *oo) {
+    I a = 0, b = 0;
+    for (int d = m.nd - 1; d >= 0; d--) {
+        I k = r % m.dims[d];
+        r /= m.dims[d];
+        a += k * m.si[d];
+        b += k * m.so[d];
+    }
+    *oi = a;
+    *oo = b;
+}
+
+/* Drops size-1 dims and merges neighbours that are contiguous with each
+ * other on both sides (in strides m->s[0], out strides m->s[1]); returns the
+ * number of dims left. */
+static int copy_coalesce(const ert_cuda_map *m, int64_t *dims, int64_t *si, int64_t *so) {
+    int nd = 0;
+    for (int d = 0; d < m->ndim; d++) {
+        if (m->dims[d] == 1) continue;
+        if (nd > 0 && si[nd - 1] == m->s[0][d] * m->dims[d] && so[nd - 1] == m->s[1][d] * m->dims[d]) {
+            dims[nd - 1] *= m->dims[d];
+            si[nd - 1] = m->s[0][d];
+            so[nd - 1] = m->s[1][d];
+            continue;
+        }
+        dims[nd] = m->dims[d];
+        si[nd] = m->s[0][d];
+        so[nd] = m->s[1][d];
+        nd++;
+    }
+    return nd;
+}
+
+static bool fits32(int64_t v) { return v > -(int64_t)INT32_MAX && v < (int64_t)INT32_MAX; }
+
+
+/* The map with size-1 dims dropped and neighbours merged, as copy_map<int>
+ * (si: m->s[0], so: m->s[1]), when n and every extent, stride and offset
+ * fit in int32; false otherwise. */
+static bool map32(const ert_cuda_map *m, int64_t n, copy_map<int> *c) {
+    int64_t dims[ERT_MAX_DIMS], si[ERT_MAX_DIMS], so[ERT_MAX_DIMS];
+    int nd = copy_coalesce(m, dims, si, so);
+    bool ok = fits32(n);
+    int64_t maxi = 0, maxo = 0;
+    for (int d = 0; ok && d < nd; d++) {
+        ok = fits32(dims[d]) && fits32(si[d]) && fits32(so[d]);
+        maxi += (dims[d] - 1) * (si[d] < 0 ? -si[d] : si[d]);
+        maxo += (dims[d] - 1) * (so[d] < 0 ? -so[d] : so[d]);
+    }
+    if (!ok || !fits32(maxi) || !fits32(maxo)) return false;
+    c->nd = nd;
+    for (int d = 0; d < nd; d++) c->dims[d] = (int)dims[d], c->si[d] = (int)si[d], c->so[d] = (int)so[d];
+    return true;
+}
+
 enum { B_ADD = 0, B_SUB, B_MUL, B_DIV, B_POW, B_MIN, B_MAX, B_EQ, B_LT, B_GT };
 
 static __device__ __forceinline__ float bin_op(int what, float u, float v) {
@@ -97,19 +161,32 @@ static __device__ __forceinline__ float bin_op(int what, float u, float v) {
     }
 }
 
+/* y[i] = a op b: T, or a 0/1 byte for the comparisons */
+template <typename T, typename I>
+static __device__ __forceinline__ void bin_store(void *y, I i, float u, float v, int what) {
+    if (what >= B_EQ) ((uint8_t *)y)[i] = (what == B_EQ ? u == v : (what == B_LT ? u < v : u > v)) ? 1 : 0;
+    else ert_put((T *)y + i, bin_op(what, u, v));
+}
+
 template <typename T>
 static __global__ void binary_kernel(const T *__restrict__ a, const T *__restrict__ b, void *__restrict__ y,
                               ert_cuda_map m, int64_t n, int what) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t oa, ob, unused;
         decode(m, i, &oa, &ob, &unused);
-        float u = ert_ld(a[oa]), v = ert_ld(b[ob]);
-        if (what >= B_EQ) {
-            bool r = what == B_EQ ? u == v : (what == B_LT ? u < v : u > v);
-            ((uint8_t *)y)[i] = r ? 1 : 0;
-            continue;
-        }
-        ert_put((T *)y + i, bin_op(what, u, v));
+        bin_store<T>(y, i, ert_ld(a[oa]), ert_ld(b[ob]), what);
+    }
+}
+
+/* binary_kernel over a coalesced 32-bit map (si: a, so: b; y contiguous):
+ * the broadcasts of SE blocks and detection heads without 64-bit divisions */
+template <typename T>
+static __global__ void binary32_kernel(const T *__restrict__ a, const T *__restrict__ b, void *__restrict__ y,
+                                       copy_map<int> m, int n, int what) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        int oa, ob;
+        copy_decode(m, i, &oa, &ob);
+        bin_store<T>(y, i, ert_ld(a[oa]), ert_ld(b[ob]), what);
     }
 }
 
@@ -189,27 +266,6 @@ static __global__ void strided_copy_kernel(const T *__restrict__ in, T *__restri
         decode(m, i, &oi, &oo, &unused);
         out[oo] = in[oi];
     }
-}
-
-/* A copy map with its dims coalesced (see copy_coalesce), 32-bit: every
- * index, extent and offset of the copy fits in int32. */
-template <typename I> struct copy_map {
-    int nd;
-    I dims[ERT_MAX_DIMS], si[ERT_MAX_DIMS], so[ERT_MAX_DIMS];
-};
-
-/* Index r of the map's dims -> its input and output offsets. */
-template <typename I>
-static __device__ __forceinline__ void copy_decode(const copy_map<I> &m, I r, I *oi, I *oo) {
-    I a = 0, b = 0;
-    for (int d = m.nd - 1; d >= 0; d--) {
-        I k = r % m.dims[d];
-        r /= m.dims[d];
-        a += k * m.si[d];
-        b += k * m.so[d];
-    }
-    *oi = a;
-    *oo = b;
 }
 
 template <typename T>
@@ -336,6 +392,12 @@ cudaError_t ert_cuda_binary_launch(ert_op op, ert_dtype dt, const void *a, const
                                                                                n / 8, what))
         return cudaGetLastError();
     }
+    copy_map<int> c;
+    if (map32(m, n, &c)) {
+        ERT_CUDA_FLOAT_SWITCH(dt, T,
+            binary32_kernel<T><<<grid_for(n), kThreads, 0, st>>>((const T *)a, (const T *)b, y, c, (int)n, what))
+        return cudaGetLastError();
+    }
     ERT_CUDA_FLOAT_SWITCH(dt, T,
         binary_kernel<T><<<grid_for(n), kThreads, 0, st>>>((const T *)a, (const T *)b, y, *m, n, what))
     return cudaGetLastError();
@@ -388,29 +450,6 @@ cudaError_t ert_cuda_conv_epilogue_launch(ert_dtype dt, void *y, const void *bia
     return cudaGetLastError();
 }
 
-/* Drops size-1 dims and merges neighbours that are contiguous with each
- * other on both sides (in strides m->s[0], out strides m->s[1]); returns the
- * number of dims left. */
-static int copy_coalesce(const ert_cuda_map *m, int64_t *dims, int64_t *si, int64_t *so) {
-    int nd = 0;
-    for (int d = 0; d < m->ndim; d++) {
-        if (m->dims[d] == 1) continue;
-        if (nd > 0 && si[nd - 1] == m->s[0][d] * m->dims[d] && so[nd - 1] == m->s[1][d] * m->dims[d]) {
-            dims[nd - 1] *= m->dims[d];
-            si[nd - 1] = m->s[0][d];
-            so[nd - 1] = m->s[1][d];
-            continue;
-        }
-        dims[nd] = m->dims[d];
-        si[nd] = m->s[0][d];
-        so[nd] = m->s[1][d];
-        nd++;
-    }
-    return nd;
-}
-
-static bool fits32(int64_t v) { return v > -(int64_t)INT32_MAX && v < (int64_t)INT32_MAX; }
-
 cudaError_t ert_cuda_strided_copy_launch(const void *in, int64_t in_off, void *out, int64_t out_off, size_t esize,
                                          const ert_cuda_map *m, int64_t n, cudaStream_t st) {
     if (n <= 0) return cudaSuccess;
@@ -457,17 +496,8 @@ cudaError_t ert_cuda_strided_copy_launch(const void *in, int64_t in_off, void *o
         return cudaGetLastError();
     }
     unsigned g = grid_for(n);
-    bool small = fits32(n);
-    int64_t maxi = 0, maxo = 0;
-    for (int d = 0; small && d < nd; d++) {
-        small = fits32(dims[d]) && fits32(si[d]) && fits32(so[d]);
-        maxi += (dims[d] - 1) * (si[d] < 0 ? -si[d] : si[d]);
-        maxo += (dims[d] - 1) * (so[d] < 0 ? -so[d] : so[d]);
-    }
-    if (small && fits32(maxi) && fits32(maxo)) {
-        copy_map<int> c;
-        c.nd = nd;
-        for (int d = 0; d < nd; d++) c.dims[d] = (int)dims[d], c.si[d] = (int)si[d], c.so[d] = (int)so[d];
+    copy_map<int> c;
+    if (map32(m, n, &c)) {
         switch (esize) {
         case 1: strided_copy32_kernel<uint8_t><<<g, kThreads, 0, st>>>((const uint8_t *)ib, (uint8_t *)ob, c, (int)n); break;
         case 2: strided_copy32_kernel<uint16_t><<<g, kThreads, 0, st>>>((const uint16_t *)ib, (uint16_t *)ob, c, (int)n); break;
