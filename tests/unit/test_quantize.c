@@ -65,6 +65,18 @@ static int32_t unary(ert_builder *b, const char *op, const char *name, int32_t x
     return y;
 }
 
+/* The last layer, fc = Gemm(in[0], in[1], in[2]) transB, as graph output `name`; finishes b. */
+static ert_model *finish_fc(ert_builder *b, const int32_t *in, const char *name) {
+    int32_t y = -1;
+    ert_attr ga = ERT_ATTR_I("transB", 1);
+    CHECK_OK(ert_builder_node(b, "Gemm", "fc", in, 3, &ga, 1, &y, 1), ctx);
+    CHECK_OK(ert_builder_output(b, y, name), ctx);
+    ert_model *m = NULL;
+    CHECK_OK(ert_builder_finish(b, &m), ctx);
+    ert_builder_free(b);
+    return m;
+}
+
 /* x (N, 1, 8, 8) -> conv1 3x3 (4) -> relu -> maxpool 2 -> conv2 3x3 (6) -> relu -> conv3 1x1 (6) + relu2
  * (add1) -> relu -> flatten -> fc (96 -> 5). With sqrt_first, x goes through Sqrt first (NaN for x < 0). */
 static ert_model *small_cnn(bool sqrt_first) {
@@ -85,14 +97,8 @@ static ert_model *small_cnn(bool sqrt_first) {
     CHECK_OK(ert_builder_node(b, "Add", "add1", ai, 2, NULL, 0, &s, 1), ctx);
     int32_t f = unary(b, "Flatten", "flat", unary(b, "Relu", "relu3", s));
     int64_t wd[2] = {CLASSES, 6 * (H / 2) * (W / 2)}, bd[1] = {CLASSES};
-    int32_t gi[3] = {f, weight(b, "fc.w", 2, wd, 0.3f), weight(b, "fc.b", 1, bd, 0.1f)}, out = -1;
-    ert_attr ga = ERT_ATTR_I("transB", 1);
-    CHECK_OK(ert_builder_node(b, "Gemm", "fc", gi, 3, &ga, 1, &out, 1), ctx);
-    CHECK_OK(ert_builder_output(b, out, "logits"), ctx);
-    ert_model *m = NULL;
-    CHECK_OK(ert_builder_finish(b, &m), ctx);
-    ert_builder_free(b);
-    return m;
+    int32_t gi[3] = {f, weight(b, "fc.w", 2, wd, 0.3f), weight(b, "fc.b", 1, bd, 0.1f)};
+    return finish_fc(b, gi, "logits");
 }
 
 /* y = Gemm(x (N, K), w (M, K) transB, bias (M)) */
@@ -100,18 +106,12 @@ static ert_model *gemm_model(int K, int M, const float *w, const float *bias) {
     ert_builder *b;
     CHECK_OK(ert_builder_create(ctx, &b), ctx);
     int64_t xd[2] = {-1, K}, wd[2] = {M, K}, bd[1] = {M};
-    int32_t x, wi, bi, y = -1;
+    int32_t x, wi, bi;
     CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 2, xd, &x), ctx);
     CHECK_OK(ert_builder_weight(b, "w", ERT_DTYPE_F32, 2, wd, w, &wi), ctx);
     CHECK_OK(ert_builder_weight(b, "b", ERT_DTYPE_F32, 1, bd, bias, &bi), ctx);
     int32_t in[3] = {x, wi, bi};
-    ert_attr ga = ERT_ATTR_I("transB", 1);
-    CHECK_OK(ert_builder_node(b, "Gemm", "fc", in, 3, &ga, 1, &y, 1), ctx);
-    CHECK_OK(ert_builder_output(b, y, "y"), ctx);
-    ert_model *m = NULL;
-    CHECK_OK(ert_builder_finish(b, &m), ctx);
-    ert_builder_free(b);
-    return m;
+    return finish_fc(b, in, "y");
 }
 
 /* Run a model at batch 1 on n samples of `per` floats; outputs (n x n_out) malloc'd. */

@@ -115,7 +115,7 @@ static void write_samples(const char *path, int n, int nan_at) {
 }
 
 static int mode_cli(const char *cli) {
-    char p[256], dir[256];
+    char p[512], dir[256];
     ert_model *m = model();
     snprintf(p, sizeof p, "%s/m.ert", tmp);
     CHECK_OK(ert_model_save(m, p), ctx);
