@@ -55,6 +55,10 @@ ert_status ert_qdq_tensors(const ert_model *m, const bool *quantize, int32_t *wa
  * f32 scales, biases int32). Weights are copied (the result owns them). */
 ert_status ert_qdq_build(const ert_model *m, const ert_qdq_plan *plan, ert_model **out);
 
+/* A new model with each inference BatchNorm folded into the Conv it alone
+ * follows (new f32 filter and bias; other weights copied). */
+ert_status ert_qdq_fold_bn(const ert_model *m, ert_model **out);
+
 /* A new model sharing m's weight storage (m must outlive it), with the
  * given extra tensors listed as graph outputs after m's own. */
 ert_status ert_qdq_with_outputs(const ert_model *m, const int32_t *extra, int n_extra, ert_model **out);

@@ -3,6 +3,7 @@
  * edgert.h, "quantization").
  *
  * Steps:
+ *   0. BatchNorms folded into their convs (ert_qdq_fold_bn).
  *   1. Layers: Conv/Gemm/MatMul with a constant weight, Add of two
  *      activations (ert_qdq_is_candidate); keep_float patterns mark theirs.
  *   2. Calibration: a copy of the model that also outputs every tensor any
@@ -494,6 +495,9 @@ ert_status ert_model_quantize(const ert_model *m, const ert_quantize_options *o,
     if (o->report) memset(o->report, 0, sizeof *o->report);
     ert_status st = check_options(ctx, m, o);
     if (st != ERT_OK) return st;
+    ert_model *folded = NULL; /* the model the rest works on: BatchNorms folded */
+    if ((st = ert_qdq_fold_bn(m, &folded)) != ERT_OK) return st;
+    m = folded;
     qctx q = {.m = m, .o = o, .ctx = ctx, .n_samples = o->n_samples};
     q.so = (ert_session_options){.device = ERT_DEVICE_CPU, .batch = 1, .n_threads = o->n_threads ? o->n_threads : 1,
                                  .input_shapes = o->input_shapes, .n_input_shapes = o->n_input_shapes};
@@ -536,6 +540,7 @@ ert_status ert_model_quantize(const ert_model *m, const ert_quantize_options *o,
 done:
     qctx_free(&q);
     free(on);
+    ert_model_free(folded);
     if (st != ERT_OK) {
         ert_model_free(res);
         return st;

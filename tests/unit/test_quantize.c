@@ -91,7 +91,17 @@ static ert_model *small_cnn(bool sqrt_first) {
     ert_attr pa[2] = {ERT_ATTR_IS("kernel_shape", k2, 2), ERT_ATTR_IS("strides", k2, 2)};
     int32_t p = -1;
     CHECK_OK(ert_builder_node(b, "MaxPool", "pool1", &y, 1, pa, 2, &p, 1), ctx);
-    int32_t r2 = unary(b, "Relu", "relu2", conv(b, "conv2", p, 4, 6, 3));
+    /* conv2 -> BatchNormalization: folded into conv2 before quantization */
+    int64_t cd[1] = {6};
+    int32_t bi[5] = {conv(b, "conv2", p, 4, 6, 3), -1, -1, -1, -1}, bn = -1;
+    const char *bnp[4] = {"bn.scale", "bn.bias", "bn.mean", "bn.var"};
+    for (int k = 0; k < 4; k++) {
+        float v[6];
+        for (int c = 0; c < 6; c++) v[c] = (float)ert_test_uniform(&rng, k == 0 || k == 3 ? 0.5 : -0.2, k == 0 || k == 3 ? 1.5 : 0.2);
+        CHECK_OK(ert_builder_weight(b, bnp[k], ERT_DTYPE_F32, 1, cd, v, &bi[k + 1]), ctx);
+    }
+    CHECK_OK(ert_builder_node(b, "BatchNormalization", "bn2", bi, 5, NULL, 0, &bn, 1), ctx);
+    int32_t r2 = unary(b, "Relu", "relu2", bn);
     int32_t c3 = conv(b, "conv3", r2, 6, 6, 1), s = -1;
     int32_t ai[2] = {c3, r2};
     CHECK_OK(ert_builder_node(b, "Add", "add1", ai, 2, NULL, 0, &s, 1), ctx);
@@ -326,6 +336,23 @@ static void keep_float(const ert_model *m, const float *cal) {
     const void *data[1] = {cal};
     ert_quantize_report r;
     ert_model *q = NULL;
+    /* everything float: the BatchNorm folded into conv2 and nothing else changed */
+    ert_quantize_options all = {.n_samples = N_CAL, .calib_data = data, .keep_float = "*"};
+    CHECK_OK(ert_model_quantize(m, &all, &q), ctx);
+    if (q) {
+        int64_t no = 0;
+        float *yf = run_all(m, cal, N_CAL, PER, &no), *yq = run_all(q, cal, N_CAL, PER, &no);
+        double *ref = malloc((size_t)N_CAL * (size_t)no * sizeof *ref);
+        for (int64_t i = 0; yf && i < N_CAL * no; i++) ref[i] = yf[i];
+        CHECK(yf && yq && ert_test_close("BatchNorm folded, all float", yq, ref, N_CAL * no, 1e-5, 1e-5),
+              "keep_float '*' changed the outputs");
+        CHECK(count_op(q, "BatchNormalization") == 0 && count_op(q, "QuantizeLinear") == 0, "BatchNorm left or Q added");
+        free(yf);
+        free(yq);
+        free(ref);
+        ert_model_free(q);
+        q = NULL;
+    }
     ert_quantize_options o = {.n_samples = N_CAL, .calib_data = data, .keep_float = "conv2,f?", .report = &r};
     CHECK_OK(ert_model_quantize(m, &o, &q), ctx);
     if (!q) return;
