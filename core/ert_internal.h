@@ -138,6 +138,10 @@ typedef enum ert_op {
     /* quantization (core/ops/quant.c, kernels/cpu/quant.c; quant params) */
     ERT_OP_QUANTIZE_LINEAR,  /* (x f32, scale f32, [zp i8/u8]) -> y i8/u8 */
     ERT_OP_DEQUANTIZE_LINEAR, /* (x i8/u8/i32, scale f32, [zp]) -> y f32 */
+    ERT_OP_QLINEAR_CONV,     /* (x, xs, xzp, w, ws, wzp, ys, yzp, [B i32]) -> y i8/u8; quant params (conv) */
+    ERT_OP_QLINEAR_MATMUL,   /* (a, as, azp, b, bs, bzp, ys, yzp, [bias i32, ert extension]) -> y i8/u8 */
+    ERT_OP_MATMUL_INTEGER,   /* (a, b, [azp], [bzp]) -> y i32 */
+    ERT_OP_CONV_INTEGER,     /* (x, w, [xzp], [wzp]) -> y i32; quant params (conv) */
     ERT_OP_COUNT
 } ert_op;
 
@@ -274,6 +278,9 @@ typedef struct ert_mod_params {
 typedef struct ert_quant_params {
     int64_t axis;            /* Q/DQ per-axis: the dim of x the scales run along (made positive); -1 per-tensor */
     ert_dtype qdt;           /* Q: the output's integer dtype; DQ: the input's */
+    /* QLinearConv / ConvInteger: the geometry as Conv's (nhwc, residual, scale unused); conv.act.kind
+     * RELU on QLinearConv/QLinearMatMul (a Relu folded in by the Q/DQ pass) clamps y at its zero point */
+    ert_conv_params conv;
 } ert_quant_params;
 
 typedef struct ert_range_params {
@@ -518,6 +525,8 @@ ert_status ert_prepare_trig(ert_prep *p);   /* core/ops/math.c: Sin, Cos */
 ert_status ert_prepare_mod(ert_prep *p);    /* core/ops/math.c */
 ert_status ert_prepare_quantize(ert_prep *p);   /* core/ops/quant.c: QuantizeLinear */
 ert_status ert_prepare_dequantize(ert_prep *p); /* core/ops/quant.c: DequantizeLinear */
+ert_status ert_prepare_qlinear_conv(ert_prep *p);   /* core/ops/quant.c: QLinearConv, ConvInteger */
+ert_status ert_prepare_qlinear_matmul(ert_prep *p); /* core/ops/quant.c: QLinearMatMul, MatMulInteger */
 /* Load-time checks of a quantized node's constant scales and zero points
  * (finite, positive scales; zero points of the quantized dtype; no opset-21
  * blocks), named after the node; ERT_OK for every other op (core/ops/quant.c). */

@@ -379,7 +379,7 @@ typedef struct ert_input_shape {
 
 /* Session flags. */
 #define ERT_SESSION_NO_FOLD 1u   /* skip BatchNorm folding (constant sub-graphs are always folded: shapes need them) */
-#define ERT_SESSION_NO_FUSE 2u   /* skip op fusion */
+#define ERT_SESSION_NO_FUSE 2u   /* skip op fusion (Q/DQ patterns then run as DQ -> float op -> Q) */
 /* CUDA sessions: the caller writes the inputs on the GPU (at
  * ert_session_input_device, e.g. with ert_preprocessor_run_device) before
  * each run, so run copies no input from host memory. The host view of the

@@ -11,7 +11,8 @@
  *      a node whose inputs are all constant (or a Shape node) is run at once
  *      on the CPU and its outputs become constants (this folds the
  *      Shape/Gather/Concat/Reshape chains exporters emit).
- *   4. Passes: BatchNorm folded into the preceding Conv; Mul(x, Sigmoid(x)) ->
+ *   4. Passes: Q/DQ patterns folded into integer ops (passes/qdq.c);
+ *      BatchNorm folded into the preceding Conv; Mul(x, Sigmoid(x)) ->
  *      SiLU; Conv + Add (residual) and Conv/Gemm + activation fused into the
  *      producer's epilogue; dead nodes removed.
  *   5. Lifetimes over the schedule; Reshape-like ops alias their input when it
@@ -187,7 +188,7 @@ static ert_status fix_inputs(ert_session *s, const ert_session_options *o) {
 }
 
 /* Run one node on the CPU now; its outputs become session-owned constants. */
-static ert_status fold_node(ert_session *s, snode *n) {
+ert_status ert_s_fold_node(ert_session *s, snode *n) {
     ert_tview views[2 * ERT_MAX_NODE_IO];
     ert_tview *v = n->n_in + n->n_out <= 2 * ERT_MAX_NODE_IO ? views : malloc((size_t)(n->n_in + n->n_out) * sizeof *v);
     if (!v) return ert_s_oom(s);
@@ -327,7 +328,7 @@ static ert_status infer(ert_session *s) {
         }
         if (n->op == ERT_OP_CAST && ert_s_is_float16ish(n->params.cast.to)) n->params.cast.to = ERT_DTYPE_F32;
         if (p.fold_ok && (all_const || n->op == ERT_OP_SHAPE || n->op == ERT_OP_SIZE)) {
-            if ((st = fold_node(s, n)) != ERT_OK) goto done;
+            if ((st = ert_s_fold_node(s, n)) != ERT_OK) goto done;
             free(n->in);
             s->nn--;
         }
@@ -754,6 +755,7 @@ static ert_status build(const ert_model *m, const ert_session_options *opts, boo
     if ((st = fix_inputs(s, o))) goto fail;
     if ((st = freeze_inputs(s, o))) goto fail;
     if ((st = infer(s))) goto fail;
+    if ((st = ert_s_fold_qdq(s, !(o->flags & ERT_SESSION_NO_FUSE)))) goto fail;
     if (!(o->flags & ERT_SESSION_NO_FOLD)) {
         ert_s_count_uses(s, NULL);
         if ((st = ert_s_fold_batchnorm(s))) goto fail;

@@ -1,6 +1,7 @@
 /* The session's working graph, shared by runtime/session.c (create, plan,
  * bind, run) and the inference passes in runtime/passes/ (fuse.c: BatchNorm
- * folding, epilogue fusion, dead nodes; precision.c: f16/bf16 lowering;
+ * folding, epilogue fusion, dead nodes; qdq.c: Q/DQ folding into integer
+ * ops; precision.c: f16/bf16 lowering;
  * layout.c: channels-last regions). */
 #ifndef ERT_SESSION_INTERNAL_H
 #define ERT_SESSION_INTERNAL_H
@@ -90,6 +91,8 @@ snode *ert_s_add_node(ert_session *s, ert_op op, const ert_node *src, const char
 bool ert_s_is_float16ish(ert_dtype d);
 bool ert_s_set_nbytes(stensor *t);
 void ert_s_fill_view(ert_tview *v, const stensor *t, void *data);
+/* Run n (all inputs constant) on the CPU now; its outputs become constants. */
+ert_status ert_s_fold_node(ert_session *s, snode *n);
 /* fuse.c */
 bool ert_s_is_const(const ert_session *s, int32_t t);
 bool ert_s_is_graph_out(const ert_session *s, int32_t t);
@@ -99,6 +102,8 @@ ert_status ert_s_new_const(ert_session *s, const char *name, ert_dtype dt, int n
 ert_status ert_s_fold_batchnorm(ert_session *s);
 ert_status ert_s_fuse(ert_session *s);
 void ert_s_remove_dead(ert_session *s);
+/* qdq.c */
+ert_status ert_s_fold_qdq(ert_session *s, bool integer_ops);
 /* precision.c */
 bool ert_s_is_io(const ert_session *s, int32_t t);
 int32_t ert_s_retyped_copy(ert_session *s, int32_t from, ert_dtype dt);

@@ -13,6 +13,10 @@ ert_status ert_cpu_conv_transpose(const ert_kargs *a);
 /* matmul.c */
 ert_status ert_cpu_matmul(const ert_kargs *a);
 ert_status ert_cpu_gemm(const ert_kargs *a);
+/* MatMul batch dims (broadcast) and batch index -> offsets into a and b */
+bool ert_cpu_batch_shape(const ert_tview *A, const ert_tview *B, int64_t *bd, int *nbd, int64_t *n_batch);
+void ert_cpu_batch_offsets(const ert_tview *A, const ert_tview *B, const int64_t *bd, int nbd, int64_t bi,
+                           int64_t a_mat, int64_t b_mat, int64_t *oa, int64_t *ob);
 /* pool.c: MaxPool/AveragePool, GlobalAveragePool/GlobalMaxPool (by a->op) */
 ert_status ert_cpu_pool(const ert_kargs *a);
 ert_status ert_cpu_global_pool(const ert_kargs *a);
@@ -54,6 +58,9 @@ ert_status ert_cpu_range(const ert_kargs *a);
 /* quant.c: QuantizeLinear, DequantizeLinear */
 ert_status ert_cpu_quantize(const ert_kargs *a);
 ert_status ert_cpu_dequantize(const ert_kargs *a);
+/* quant_int.c: QLinearConv and ConvInteger; QLinearMatMul and MatMulInteger (by a->op) */
+ert_status ert_cpu_qconv(const ert_kargs *a);
+ert_status ert_cpu_qmatmul(const ert_kargs *a);
 /* One value: clamp(round_half_even(x / scale) + zp, qmin, qmax), NaN -> zp. */
 int32_t ert_cpu_quantize1(float x, float scale, int32_t zp, int32_t qmin, int32_t qmax);
 /* resize.c */

@@ -597,12 +597,9 @@ ert_status ert_cpu_matmul(const ert_kargs *a) {
     const bool tb = gp->trans_b && B->ndim >= 2;
     int64_t M = A->ndim >= 2 ? A->dims[A->ndim - 2] : 1, K = A->dims[A->ndim - 1];
     int64_t N = B->ndim >= 2 ? B->dims[B->ndim - (tb ? 2 : 1)] : 1;
-    int na = A->ndim > 2 ? A->ndim - 2 : 0, nb = B->ndim > 2 ? B->ndim - 2 : 0;
-    int64_t bd[ERT_MAX_DIMS];
+    int64_t bd[ERT_MAX_DIMS], n_batch;
     int nbd;
-    if (!ert_broadcast_shape(na, A->dims, nb, B->dims, &nbd, bd)) return ERT_E_SHAPE;
-    int64_t n_batch = 1;
-    for (int i = 0; i < nbd; i++) n_batch *= bd[i];
+    if (!ert_cpu_batch_shape(A, B, bd, &nbd, &n_batch)) return ERT_E_SHAPE;
     const float *bias = gp->has_c && a->n_in > 2 && a->in[2].data ? a->in[2].data : NULL;
     const float *res = a->n_in > 3 && a->in[3].data ? a->in[3].data : NULL;
     const ert_act_params *act = gp->act.kind != ERT_ACT_NONE ? &gp->act : NULL;
@@ -612,21 +609,8 @@ ert_status ert_cpu_matmul(const ert_kargs *a) {
         .act = bias || res ? NULL : act,
     };
     for (int64_t bi = 0; bi < n_batch; bi++) {
-        /* map the output batch index to (broadcast) offsets into a and b */
-        int64_t rem = bi, oa = 0, ob = 0, sa = M * K, sb = K * N;
-        for (int d = nbd - 1; d >= 0; d--) {
-            int64_t idx = rem % bd[d];
-            rem /= bd[d];
-            int da = d - (nbd - na), db = d - (nbd - nb);
-            if (da >= 0) {
-                if (A->dims[da] != 1) oa += idx * sa;
-                sa *= A->dims[da];
-            }
-            if (db >= 0) {
-                if (B->dims[db] != 1) ob += idx * sb;
-                sb *= B->dims[db];
-            }
-        }
+        int64_t oa, ob;
+        ert_cpu_batch_offsets(A, B, bd, nbd, bi, M * K, K * N, &oa, &ob);
         g.a = (const float *)A->data + oa;
         g.b = (const float *)B->data + ob;
         g.c = (float *)Y->data + bi * M * N;
@@ -639,6 +623,39 @@ ert_status ert_cpu_matmul(const ert_kargs *a) {
         }
     }
     return ERT_OK;
+}
+
+/* A MatMul's broadcast batch dims bd[*nbd] (a's and b's dims before the
+ * last two) and their product; false if they do not broadcast. */
+bool ert_cpu_batch_shape(const ert_tview *A, const ert_tview *B, int64_t *bd, int *nbd, int64_t *n_batch) {
+    int na = A->ndim > 2 ? A->ndim - 2 : 0, nb = B->ndim > 2 ? B->ndim - 2 : 0;
+    if (!ert_broadcast_shape(na, A->dims, nb, B->dims, nbd, bd)) return false;
+    *n_batch = 1;
+    for (int i = 0; i < *nbd; i++) *n_batch *= bd[i];
+    return true;
+}
+
+/* Output batch index bi of a MatMul (batch dims bd[nbd], a's matrices of
+ * a_mat elements, b's of b_mat) -> element offsets into a and b, broadcast
+ * dims (size 1) staying at 0. */
+void ert_cpu_batch_offsets(const ert_tview *A, const ert_tview *B, const int64_t *bd, int nbd, int64_t bi,
+                           int64_t a_mat, int64_t b_mat, int64_t *oa, int64_t *ob) {
+    int na = A->ndim > 2 ? A->ndim - 2 : 0, nb = B->ndim > 2 ? B->ndim - 2 : 0;
+    int64_t rem = bi, sa = a_mat, sb = b_mat;
+    *oa = *ob = 0;
+    for (int d = nbd - 1; d >= 0; d--) {
+        int64_t idx = rem % bd[d];
+        rem /= bd[d];
+        int da = d - (nbd - na), db = d - (nbd - nb);
+        if (da >= 0) {
+            if (A->dims[da] != 1) *oa += idx * sa;
+            sa *= A->dims[da];
+        }
+        if (db >= 0) {
+            if (B->dims[db] != 1) *ob += idx * sb;
+            sb *= B->dims[db];
+        }
+    }
 }
 
 /* ------------------------------------------------------------ Gemm */

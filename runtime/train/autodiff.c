@@ -49,8 +49,8 @@
 
 /* The backward rules' table (this switch and emit's): a new op must decide
  * here whether gradients flow through it. */
-/* CumSum, Not, Sin, Cos, Mod, QuantizeLinear, DequantizeLinear (ops 95-101): no backward rule yet (a trainable path through them is refused). */
-_Static_assert(ERT_OP_COUNT == 102, "ERT_OP_COUNT changed: give the new op its backward rule (or none) here");
+/* CumSum, Not, Sin, Cos, Mod and the quantized ops (95-105): no backward rule yet (a trainable path through them is refused). */
+_Static_assert(ERT_OP_COUNT == 106, "ERT_OP_COUNT changed: give the new op its backward rule (or none) here");
 bool ert_ad_diff_slot(ert_op op, int k) {
     switch (op) {
     case ERT_OP_CONV: case ERT_OP_GEMM: case ERT_OP_BATCHNORM: case ERT_OP_BATCHNORM_TRAIN:

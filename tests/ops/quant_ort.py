@@ -1,0 +1,605 @@
+#!/usr/bin/env python3
+"""Quantized ops: edgert against onnxruntime on random graphs this script builds.
+
+    python tests/ops/quant_ort.py --edgert build/apps/edgert --work build/quant --suite qdq|hostile [--seed N]
+
+Every case is a small ONNX model made here with onnx.helper (random shapes,
+scales, zero points and data, numpy seed fixed per run: --seed, default 1),
+run by onnxruntime (CPU, graph optimisations off: the plain reference) and by
+`edgert run` from the .npy inputs this script writes. Suites:
+  qdq      QuantizeLinear / DequantizeLinear, opset 10, 13 and 19 forms;
+           per-tensor and per-axis (positive and negative axis); int8 and
+           uint8; with and without zero points; int32 data (bias); data that
+           saturates and exact .5 ties (round half to even). Integer outputs
+           must equal onnxruntime's exactly, float outputs bit for bit (the
+           same f32 arithmetic).
+  integer  QLinearConv (1-D and 2-D; odd channel counts, groups, depthwise,
+           strides, asymmetric pads, dilations; u8/u8, u8/s8, s8/s8; per-tensor
+           and per-channel weight scales; with and without an int32 bias),
+           ConvInteger, QLinearMatMul (batched, broadcast, per-column b) and
+           MatMulInteger (per-column b zero points), non-zero zero points,
+           outputs that saturate at both ends (checked to happen). Integer
+           outputs within one step of onnxruntime's (measured: exact).
+  hostile  files edgert must refuse at load, naming the node: scales 0,
+           negative, NaN, inf; a zero point of another dtype than the data;
+           an i32 zero point that is not 0; opset 21 block_size; int4 and
+           float8 zero points.
+Exit status: 0 every check passed, 1 a check failed, 77 skipped (no
+onnx/onnxruntime/numpy), with the reason on stdout.
+"""
+import argparse
+import logging
+import json
+import os
+import subprocess
+import sys
+
+SKIP = 77
+try:
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+except ImportError as e:
+    venv = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".deps", "venv", "bin", "python")
+    if os.path.exists(venv) and not os.environ.get("ERT_QUANT_REEXEC"):
+        os.environ["ERT_QUANT_REEXEC"] = "1"
+        os.execv(venv, [venv] + sys.argv)
+    print("SKIP: this Python (%s) cannot import onnx/onnxruntime/numpy (%s)" % (sys.executable, e))
+    sys.exit(SKIP)
+
+sys.dont_write_bytecode = True
+NP2ONNX = {np.float32: TensorProto.FLOAT, np.int8: TensorProto.INT8, np.uint8: TensorProto.UINT8,
+           np.int32: TensorProto.INT32}
+
+
+class Runner:
+    def __init__(self, args):
+        self.edgert = [t for t in args.emulator.split("|") if t] + [args.edgert]
+        self.qdq_run = args.qdq_run
+        self.work = args.work
+        self.failed = self.passed = 0
+        self.sat_lo = self.sat_hi = 0  # cases whose reference output reaches the lowest / highest value
+        os.makedirs(self.work, exist_ok=True)
+
+    def save(self, model, tag):
+        path = os.path.join(self.work, tag + ".onnx")
+        onnx.save(model, path)
+        return path
+
+    def ort_run(self, path, feeds):
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        return dict(zip([o.name for o in s.get_outputs()], s.run(None, feeds)))
+
+    def edgert_run(self, path, feeds, tag, extra=()):
+        d = os.path.join(self.work, "run", tag)
+        os.makedirs(d, exist_ok=True)
+        args = ["run", path, "--json", "--output-dir", os.path.join(d, "out")] + list(extra)
+        for name, arr in feeds.items():
+            p = os.path.join(d, "in_%s.npy" % name)
+            np.save(p, arr)
+            args += ["--input", "%s=%s" % (name, p)]
+        r = subprocess.run(self.edgert + args, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError("edgert %s exited %d: %s" % (" ".join(args), r.returncode, r.stderr.strip()[-400:]))
+        res = json.loads(r.stdout)
+        return {o["name"]: np.load(o["file"]) for o in res["outputs"]}
+
+    def report(self, ok, tag, why):
+        print("%-5s %-40s %s" % ("ok" if ok else "FAIL", tag, why), flush=True)
+        if ok:
+            self.passed += 1
+        else:
+            self.failed += 1
+
+    def compare(self, tag, path, feeds, max_steps=0, extra=()):
+        """Every output equal to onnxruntime's (integer outputs within max_steps)."""
+        ref = self.ort_run(path, feeds)
+        try:
+            got = self.edgert_run(path, feeds, tag, extra)
+        except RuntimeError as e:
+            self.report(False, tag, str(e))
+            return
+        for name, r in ref.items():
+            g = got.get(name)
+            if g is None or g.shape != r.shape or g.dtype != r.dtype:
+                self.report(False, tag, "%s: got %s, expected %s %s" % (
+                    name, None if g is None else (g.dtype, g.shape), r.dtype, r.shape))
+                return
+            if r.dtype in (np.int8, np.uint8):
+                lo, hi = qtype_range(r.dtype.type)
+                self.sat_lo += int((r == lo).any())
+                self.sat_hi += int((r == hi).any())
+            if r.dtype.kind in "iu":
+                diff = np.abs(g.astype(np.int64) - r.astype(np.int64))
+                worst = int(diff.max()) if diff.size else 0
+                if worst > max_steps:
+                    i = np.unravel_index(int(diff.argmax()), diff.shape)
+                    self.report(False, tag, "%s: %d steps off at %s (got %d, onnxruntime %d); %d of %d differ" % (
+                        name, worst, i, g[i], r[i], int((diff > 0).sum()), diff.size))
+                    return
+                why = "%s %s %s exact" % (name, r.dtype, r.shape) if worst == 0 else \
+                    "%s %s: %d of %d within %d step" % (name, r.dtype, int((diff > 0).sum()), diff.size, worst)
+            else:
+                if not np.array_equal(g, r):
+                    err = np.abs(g.astype(np.float64) - r).max()
+                    self.report(False, tag, "%s: max abs difference %g (bit-exact expected)" % (name, err))
+                    return
+                why = "%s %s %s bit-exact" % (name, r.dtype, r.shape)
+        self.report(True, tag, why)
+
+    def refuse(self, tag, model, node, words):
+        """edgert must refuse the file at load with a message naming node and saying words."""
+        path = self.save(model, "hostile_" + tag)
+        r = subprocess.run(self.edgert + ["info", path], capture_output=True, text=True)
+        msg = (r.stdout + r.stderr).strip()
+        ok = r.returncode != 0 and ("'%s'" % node) in msg and all(w in msg for w in words)
+        self.report(ok, "hostile " + tag, msg.splitlines()[-1][:160] if msg else "(no message) rc %d" % r.returncode)
+
+
+def qtype_range(dt):
+    return (-128, 127) if dt == np.int8 else (0, 255)
+
+
+def rand_qparams(rng, n, dt, with_zp):
+    scale = (rng.uniform(0.01, 0.2, size=n)).astype(np.float32)
+    lo, hi = qtype_range(dt)
+    zp = rng.integers(lo // 2 if lo < 0 else 0, hi // 2 + 1, size=n).astype(dt) if with_zp else None
+    return scale, zp
+
+
+def qdq_model(opset, op, x_dt, shape, scale, zp, axis, out_dt, attrs=None, zp_type=None, scale_type=TensorProto.FLOAT):
+    inits = [numpy_helper.from_array(scale, "s")]
+    ins = ["x", "s"]
+    if zp is not None:
+        t = numpy_helper.from_array(zp, "z")
+        if zp_type is not None:
+            t = helper.make_tensor("z", zp_type, zp.shape, zp.flatten().tolist())
+        inits.append(t)
+        ins.append("z")
+    kw = dict(attrs or {})
+    if axis is not None:
+        kw["axis"] = axis
+    node = helper.make_node(op, ins, ["y"], name="q0" if op == "QuantizeLinear" else "dq0", **kw)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", NP2ONNX[x_dt], shape)],
+                          [helper.make_tensor_value_info("y", NP2ONNX[out_dt] if out_dt else TensorProto.FLOAT, shape)],
+                          inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 7 if opset < 21 else 10
+    return m
+
+
+def suite_qdq(R, rng):
+    n = 0
+    for opset in (10, 13, 19):
+        for dt in (np.int8, np.uint8):
+            for per_axis in ((False, True) if opset >= 13 else (False,)):
+                for with_zp in (True, False):
+                    rank = int(rng.integers(1, 5))
+                    shape = [int(v) for v in rng.integers(1, 7, size=rank)]
+                    axis = None
+                    nsc = 1
+                    if per_axis:
+                        a = int(rng.integers(0, rank))
+                        nsc = shape[a]
+                        axis = a - rank if rng.integers(0, 2) else a
+                    scale, zp = rand_qparams(rng, nsc, dt, with_zp or dt == np.int8)
+                    if not per_axis:
+                        scale, zp = scale.reshape(()), None if zp is None else zp.reshape(())
+                        if opset == 13:  # a power of two: every k + 0.5 step below is an exact tie
+                            scale = np.array(0.25, np.float32)
+                    if not with_zp and dt == np.uint8:
+                        zp = None
+                    # data that saturates at both ends, plus exact ties k + 0.5 steps
+                    x = (rng.standard_normal(shape) * 200 * float(scale.max())).astype(np.float32)
+                    flat = x.reshape(-1)
+                    sc_b = np.broadcast_to(scale.reshape([-1] + [1] * (rank - 1 - (axis % rank)))
+                                           if per_axis else scale, shape).reshape(-1)
+                    ties = rng.random(flat.size) < 0.3
+                    flat[ties] = ((rng.integers(-40, 40, size=int(ties.sum())) + 0.5) * sc_b[ties]).astype(np.float32)
+                    tag = "Q op%d %s %s%s" % (opset, np.dtype(dt).name, "axis%s" % axis if per_axis else "tensor",
+                                              "" if zp is not None else " nozp")
+                    m = qdq_model(opset, "QuantizeLinear", np.float32, shape, scale, zp, axis, dt)
+                    R.compare(tag, R.save(m, "case%d" % n), {"x": x})
+                    n += 1
+                    xq = rng.integers(*qtype_range(dt), size=shape, endpoint=True).astype(dt)
+                    tag = "DQ op%d %s %s%s" % (opset, np.dtype(dt).name, "axis%s" % axis if per_axis else "tensor",
+                                               "" if zp is not None else " nozp")
+                    m = qdq_model(opset, "DequantizeLinear", dt, shape, scale, zp, axis, None)
+                    R.compare(tag, R.save(m, "case%d" % n), {"x": xq})
+                    n += 1
+    # int32 data (a quantized bias), per-axis, no zero point / zero point 0
+    for zp0 in (False, True):
+        shape = [2, 5]
+        scale = rng.uniform(1e-4, 1e-2, size=5).astype(np.float32)
+        xq = rng.integers(-2**20, 2**20, size=shape).astype(np.int32)
+        m = qdq_model(13, "DequantizeLinear", np.int32, shape, scale, np.zeros(5, np.int32) if zp0 else None, 1, None)
+        R.compare("DQ op13 int32 axis1%s" % (" zp0" if zp0 else ""), R.save(m, "case%d" % n), {"x": xq})
+        n += 1
+    # Q -> DQ chain with a shared per-channel scale, 4-D NCHW data
+    shape = [2, 3, 4, 5]
+    scale, zp = rand_qparams(rng, 3, np.int8, True)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="q", axis=1),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="dq", axis=1)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+                          [numpy_helper.from_array(scale, "s"), numpy_helper.from_array(zp, "z")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 7
+    x = (rng.standard_normal(shape) * 10).astype(np.float32)
+    R.compare("Q->DQ op13 int8 axis1 chain", R.save(m, "chain"), {"x": x})
+
+
+def int_model(op, inputs, inits, out_dt, out_shape, attrs=None, opset=13, name="n0"):
+    """One node op over graph inputs [(name, np dtype, shape)] and initializers {name: array}."""
+    names = [n for n, _, _ in inputs]
+    ins = []
+    for nm in op[1]:
+        ins.append(nm)
+    node = helper.make_node(op[0], ins, ["y"], name=name, **(attrs or {}))
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, NP2ONNX[dt], sh) for n, dt, sh in inputs],
+                          [helper.make_tensor_value_info("y", NP2ONNX[out_dt], out_shape)],
+                          [numpy_helper.from_array(v, k) for k, v in inits.items() if k not in names])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 7
+    return m
+
+
+def conv_out_shape(x_shape, w_shape, strides, pads, dil):
+    nsp = len(x_shape) - 2
+    return [x_shape[0], w_shape[0]] + [
+        (x_shape[2 + i] + pads[i] + pads[nsp + i] - dil[i] * (w_shape[2 + i] - 1) - 1) // strides[i] + 1
+        for i in range(nsp)]
+
+
+def rq(rng, dt, shape):
+    return rng.integers(*qtype_range(dt), size=shape, endpoint=True).astype(dt)
+
+
+def zp_of(rng, dt, n=None):
+    lo, hi = qtype_range(dt)
+    v = rng.integers(lo + 20 if lo < 0 else 20, hi - 20, size=n if n else ()).astype(dt)
+    return v
+
+
+CONV_GEOMS = [  # (x shape, M, kernel, group, strides, pads, dilations)
+    ([1, 3, 7, 6], 5, [3, 3], 1, [1, 1], [1, 1, 1, 1], [1, 1]),
+    ([2, 5, 9, 8], 7, [3, 2], 1, [2, 1], [0, 1, 2, 0], [1, 1]),
+    ([1, 6, 8, 8], 4, [3, 3], 2, [1, 2], [1, 0, 1, 1], [2, 1]),
+    ([2, 7, 6, 5], 7, [3, 3], 7, [1, 1], [1, 1, 1, 1], [1, 1]),     # depthwise, odd C
+    ([1, 4, 5, 5], 8, [1, 1], 1, [1, 1], [0, 0, 0, 0], [1, 1]),     # 1x1
+    ([2, 3, 11], 5, [3], 1, [2], [1, 2], [1]),                     # 1-D
+]
+
+
+def suite_integer(R, rng):
+    n = 0
+    combos = ((np.uint8, np.uint8), (np.uint8, np.int8), (np.int8, np.int8))
+    for gi, (xs, M, k, group, strides, pads, dil) in enumerate(CONV_GEOMS):
+        for xdt, wdt in combos:
+            for per_channel in (False, True):
+                C = xs[1]
+                ws_shape = [M, C // group] + k
+                x = rq(rng, xdt, xs)
+                w = rq(rng, wdt, ws_shape)
+                x_s = np.float32(rng.uniform(0.01, 0.05))
+                w_s = rng.uniform(0.005, 0.05, size=M).astype(np.float32) if per_channel else np.float32(0.02)
+                w_z = zp_of(rng, wdt) if wdt == np.uint8 else np.array(0, wdt)
+                if per_channel:
+                    w_z = np.full(M, w_z, wdt)  # onnxruntime wants one filter zero point
+                y_dt = xdt
+                # y_scale small enough that a share of the outputs saturates at both ends
+                y_s = np.float32(rng.uniform(0.1, 0.8))
+                with_bias = bool(n % 2)
+                inits = {"xs": np.array(x_s, np.float32), "xz": zp_of(rng, xdt), "w": w, "ws": np.asarray(w_s, np.float32),
+                         "wz": np.asarray(w_z, wdt), "ys": np.array(y_s, np.float32), "yz": zp_of(rng, y_dt)}
+                ins = ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"]
+                if with_bias:
+                    inits["B"] = rng.integers(-5000, 5000, size=M).astype(np.int32)
+                    ins.append("B")
+                attrs = {"strides": strides, "pads": pads, "dilations": dil, "group": group, "kernel_shape": k}
+                oshape = conv_out_shape(xs, ws_shape, strides, pads, dil)
+                m = int_model(("QLinearConv", ins), [("x", xdt, xs)], inits, y_dt, oshape, attrs)
+                tag = "QLinearConv g%d %s/%s %s%s" % (gi, np.dtype(xdt).name, np.dtype(wdt).name,
+                                                    "perchan" if per_channel else "tensor", " B" if with_bias else "")
+                R.compare(tag, R.save(m, "int%d" % n), {"x": x}, max_steps=1)
+                n += 1
+        # ConvInteger (onnxruntime: uint8 x and w) on the same geometry
+        C = xs[1]
+        ws_shape = [M, C // group] + k
+        x, w = rq(rng, np.uint8, xs), rq(rng, np.uint8, ws_shape)
+        inits = {"w": w, "xz": zp_of(rng, np.uint8), "wz": zp_of(rng, np.uint8)}
+        attrs = {"strides": strides, "pads": pads, "dilations": dil, "group": group}
+        m = int_model(("ConvInteger", ["x", "w", "xz", "wz"]), [("x", np.uint8, xs)], inits, np.int32,
+                      conv_out_shape(xs, ws_shape, strides, pads, dil), attrs)
+        R.compare("ConvInteger g%d uint8/uint8" % gi, R.save(m, "int%d" % n), {"x": x})
+        n += 1
+    R.report(R.sat_lo > 5 and R.sat_hi > 5, "saturation exercised",
+             "%d convs reach the lowest value, %d the highest" % (R.sat_lo, R.sat_hi))
+    R.sat_lo = R.sat_hi = 0
+    MM_SHAPES = [([5, 7], [7, 3]), ([2, 4, 9], [9, 6]), ([3, 1, 4, 5], [2, 5, 3]), ([6], [6, 4]), ([1, 33], [33, 17])]
+    for si, (ash, bsh) in enumerate(MM_SHAPES):
+        out_shape = list(np.matmul(np.zeros(ash), np.zeros(bsh)).shape)
+        N = bsh[-1]
+        for adt, bdt in combos:
+            for per_col in ((False, True) if len(bsh) == 2 else (False,)):
+                a, b = rq(rng, adt, ash), rq(rng, bdt, bsh)
+                inits = {"as": np.array(rng.uniform(0.01, 0.05), np.float32), "az": zp_of(rng, adt), "b": b,
+                         "bs": (rng.uniform(0.005, 0.05, size=N) if per_col else np.array(0.02)).astype(np.float32),
+                         "bz": (np.full(N, zp_of(rng, bdt), bdt) if per_col else zp_of(rng, bdt)),
+                         "ys": np.array(rng.uniform(0.1, 0.6), np.float32), "yz": zp_of(rng, adt)}
+                m = int_model(("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"]), [("a", adt, ash)],
+                              inits, adt, out_shape)
+                R.compare("QLinearMatMul s%d %s/%s %s" % (si, np.dtype(adt).name, np.dtype(bdt).name,
+                                                          "percol" if per_col else "tensor"),
+                          R.save(m, "int%d" % n), {"a": a}, max_steps=1)
+                n += 1
+            a, b = rq(rng, adt, ash), rq(rng, bdt, bsh)
+            bz = rng.integers(*qtype_range(bdt), size=N).astype(bdt) if len(bsh) == 2 else zp_of(rng, bdt)
+            m = int_model(("MatMulInteger", ["a", "b", "az", "bz"]), [("a", adt, ash)],
+                          {"b": b, "az": zp_of(rng, adt), "bz": bz}, np.int32, out_shape)
+            R.compare("MatMulInteger s%d %s/%s%s" % (si, np.dtype(adt).name, np.dtype(bdt).name,
+                                                     " percol-zp" if len(bsh) == 2 else ""),
+                      R.save(m, "int%d" % n), {"a": a})
+            n += 1
+    R.report(R.sat_lo > 5 and R.sat_hi > 5, "saturation exercised",
+             "%d matmuls reach the lowest value, %d the highest" % (R.sat_lo, R.sat_hi))
+
+
+def suite_hostile(R, rng):
+    shape = [2, 3]
+    s3 = np.full(3, 0.1, np.float32)
+    for what, bad in (("scale0", 0.0), ("scale_neg", -0.5), ("scale_nan", float("nan")), ("scale_inf", float("inf"))):
+        s = s3.copy()
+        s[1] = bad
+        m = qdq_model(13, "DequantizeLinear", np.int8, shape, s, np.zeros(3, np.int8), 1, None)
+        R.refuse(what, m, "dq0", ["finite and positive"])
+        m = qdq_model(13, "QuantizeLinear", np.float32, shape, s, np.zeros(3, np.uint8), 1, np.uint8)
+        R.refuse(what + "_q", m, "q0", ["finite and positive"])
+    m = qdq_model(13, "DequantizeLinear", np.int8, shape, s3, np.zeros(3, np.uint8), 1, None)
+    R.refuse("zp_dtype", m, "dq0", ["zero point", "u8"])
+    m = qdq_model(13, "DequantizeLinear", np.int32, shape, s3, np.array([0, 7, 0], np.int32), 1, None)
+    R.refuse("zp_i32_nonzero", m, "dq0", ["must be 0"])
+    m = qdq_model(13, "QuantizeLinear", np.float32, shape, s3, np.zeros(3, np.int32), 1, np.int8)
+    R.refuse("zp_i32_q", m, "q0", ["zero point"])
+    # integer ops: a NaN weight scale, a zero point of the wrong dtype
+    w = np.ones((2, 3, 1, 1), np.int8)
+    inits = {"xs": np.array(0.1, np.float32), "xz": np.array(0, np.uint8), "w": w,
+             "ws": np.array([0.1, float("nan")], np.float32), "wz": np.array(0, np.int8),
+             "ys": np.array(0.1, np.float32), "yz": np.array(0, np.uint8)}
+    m = int_model(("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"]), [("x", np.uint8, [1, 3, 2, 2])],
+                  inits, np.uint8, [1, 2, 2, 2], name="qc")
+    R.refuse("qlinearconv_nan", m, "qc", ["input 4", "finite and positive"])
+    m = int_model(("MatMulInteger", ["a", "b", "az"]), [("a", np.uint8, [2, 3])],
+                  {"b": np.ones((3, 2), np.int8), "az": np.array(0, np.int8)}, np.int32, [2, 2], name="mmi")
+    R.refuse("matmulinteger_zp", m, "mmi", ["zero point (input 2)", "i8"])
+    sb = np.full((2, 1), 0.1, np.float32)
+    m = qdq_model(21, "DequantizeLinear", np.int8, shape, sb, np.zeros((2, 1), np.int8), 1, None,
+                  attrs={"block_size": 3})
+    R.refuse("block_size", m, "dq0", ["block"])
+    m = qdq_model(21, "QuantizeLinear", np.float32, shape, s3, np.zeros(3, np.int8), 1, None,
+                  zp_type=TensorProto.INT4)
+    m.graph.output[0].type.tensor_type.elem_type = TensorProto.INT4
+    R.refuse("int4", m, "q0", ["INT4"])
+    m = qdq_model(19, "QuantizeLinear", np.float32, shape, s3, np.zeros(3, np.int8), 1, None,
+                  zp_type=TensorProto.FLOAT8E4M3FN)
+    m.graph.output[0].type.tensor_type.elem_type = TensorProto.FLOAT8E4M3FN
+    R.refuse("float8", m, "q0", ["FLOAT8"])
+
+
+# ------------------------------------------------------------------ fold / gpu
+
+def small_cnn(rng, kind):
+    """A float CNN with random weights: convs (odd channels, stride, depthwise),
+    Relu, a residual Add, MaxPool, GlobalAveragePool, Flatten, Gemm (transB)."""
+    inits, nodes = {}, []
+
+    def w(name, shape, scale):
+        inits[name] = (rng.standard_normal(shape) * scale).astype(np.float32)
+        return name
+    nodes.append(helper.make_node("Conv", ["x", w("w1", [8, 3, 3, 3], 0.3), w("b1", [8], 0.1)], ["c1"], name="conv1",
+                                  pads=[1, 1, 1, 1]))
+    nodes.append(helper.make_node("Relu", ["c1"], ["r1"], name="relu1"))
+    nodes.append(helper.make_node("Conv", ["r1", w("w2", [5, 8, 3, 3], 0.2), w("b2", [5], 0.1)], ["c2"], name="conv2",
+                                  pads=[1, 0, 1, 1], strides=[2, 2]))
+    nodes.append(helper.make_node("Relu", ["c2"], ["r2"], name="relu2"))
+    nodes.append(helper.make_node("Conv", ["r2", w("w3", [5, 1, 3, 3], 0.4), w("b3", [5], 0.1)], ["c3"], name="dw3",
+                                  pads=[1, 1, 1, 1], group=5))
+    nodes.append(helper.make_node("Add", ["c3", "r2"], ["a3"], name="add3"))
+    nodes.append(helper.make_node("MaxPool", ["a3"], ["p3"], name="pool3", kernel_shape=[2, 2], strides=[2, 2]))
+    nodes.append(helper.make_node("Conv", ["p3", w("w4", [7, 5, 1, 1], 0.4)], ["c4"], name="conv4"))
+    nodes.append(helper.make_node("GlobalAveragePool", ["c4"], ["g4"], name="gap"))
+    nodes.append(helper.make_node("Flatten", ["g4"], ["f4"], name="flat"))
+    if kind == "gemm":
+        nodes.append(helper.make_node("Gemm", ["f4", w("wf", [10, 7], 0.4), w("bf", [10], 0.1)], ["y"], name="fc",
+                                      transB=1))
+    else:
+        nodes.append(helper.make_node("MatMul", ["f4", w("wf", [7, 10], 0.4)], ["y"], name="fc"))
+    g = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 16, 15])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 10])],
+                          [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 7
+    return m
+
+
+def quantized_cnn(R, rng, kind, per_channel, act_type, tag):
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.data = iter([{"x": rng.standard_normal([2, 3, 16, 15]).astype(np.float32)} for _ in range(8)])
+
+        def get_next(self):
+            return next(self.data, None)
+    fp = R.save(small_cnn(rng, kind), tag + "_f32")
+    qp = os.path.join(R.work, tag + "_qdq.onnx")
+    quantize_static(fp, qp, Reader(), quant_format=QuantFormat.QDQ, per_channel=per_channel,
+                    activation_type=act_type, weight_type=QuantType.QInt8)
+    return qp
+
+
+def out_step(path):
+    """The scale of the DequantizeLinear that makes graph output 'y'."""
+    m = onnx.load(path)
+    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    for n in m.graph.node:
+        if n.op_type == "DequantizeLinear" and n.output[0] == "y":
+            return float(inits[n.input[1]])
+    return None
+
+
+def qdq_run(R, path, feeds, tag, flags=()):
+    d = os.path.join(R.work, "run", tag)
+    os.makedirs(d, exist_ok=True)
+    args = [R.qdq_run, path, d] + list(flags)
+    for name, arr in feeds.items():
+        f = os.path.join(d, "in_%s.bin" % name)
+        np.ascontiguousarray(arr).tofile(f)
+        args.append("%s=%s" % (name, f))
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode == SKIP:
+        print(r.stdout.strip())
+        sys.exit(SKIP)
+    if r.returncode != 0:
+        raise RuntimeError("qdq_run exited %d: %s" % (r.returncode, r.stderr.strip()[-400:]))
+    res = json.loads(r.stdout)
+    dt = {"f32": np.float32, "i8": np.int8, "u8": np.uint8, "i32": np.int32}
+    outs = {o["name"]: np.fromfile(o["file"], dt[o["dtype"]]).reshape(o["shape"]) for o in res["outputs"]}
+    return outs, res
+
+
+def steps_off(got, ref, step):
+    return float(np.abs(got.astype(np.float64) - ref.astype(np.float64)).max() / step)
+
+
+def suite_fold(R, rng):
+    """quantize_static (QDQ) CNNs: folded edgert vs onnxruntime (its own QDQ
+    fusions on) within one output step, unfolded edgert vs onnxruntime with
+    optimisations off within one step, folded vs unfolded, and the folded
+    graph really holds integer ops (3 QLinearConv + the depthwise one, a
+    QLinearMatMul for the Gemm/MatMul head)."""
+    from onnxruntime.quantization import QuantType
+    n = 0
+    for kind in ("gemm", "matmul"):
+        for per_channel in (True, False):
+            for act in (QuantType.QUInt8, QuantType.QInt8):
+                tag = "%s_%s_%s" % (kind, "perchan" if per_channel else "tensor", "u8" if act == QuantType.QUInt8 else "s8")
+                qp = quantized_cnn(R, rng, kind, per_channel, act, tag)
+                step = out_step(qp)
+                x = rng.standard_normal([2, 3, 16, 15]).astype(np.float32)
+                so = ort.SessionOptions()
+                so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+                ref_opt = ort.InferenceSession(qp, so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+                ref_plain = R.ort_run(qp, {"x": x})["y"]
+                try:
+                    got, res = qdq_run(R, qp, {"x": x}, tag)
+                    unf, res_u = qdq_run(R, qp, {"x": x}, tag + "_nofuse", ["--no-fuse"])
+                except RuntimeError as e:
+                    R.report(False, "fold " + tag, str(e))
+                    continue
+                ops = res["ops"]
+                n_int = ops.get("QLinearConv", 0) + ops.get("QLinearMatMul", 0)
+                ok_ops = ops.get("QLinearConv", 0) == 4 and ops.get("QLinearMatMul", 0) == 1 and \
+                    "QLinearConv" not in res_u["ops"]
+                R.report(ok_ops, "fold %s ops" % tag, "folded: %s" % json.dumps(ops))
+                a, b, c = steps_off(got["y"], ref_opt, step), steps_off(unf["y"], ref_plain, step), \
+                    steps_off(got["y"], unf["y"], step)
+                R.report(a <= 1.0001, "fold %s vs onnxruntime" % tag, "%.2f steps off onnxruntime (its QDQ fusions on); "
+                         "%d integer ops" % (a, n_int))
+                R.report(b <= 1.0001, "fold %s unfolded vs onnxruntime" % tag,
+                         "%.2f steps off onnxruntime (optimisations off)" % b)
+                R.report(c <= 2.0001, "fold %s folded vs unfolded" % tag, "%.2f steps apart" % c)
+                n += 1
+
+
+def suite_gpu(R, rng):
+    """A QDQ CNN on a CUDA session: the integer ops run through the per-node
+    CPU fallback (counted) and the output equals the CPU session's."""
+    from onnxruntime.quantization import QuantType
+    qp = quantized_cnn(R, rng, "gemm", True, QuantType.QUInt8, "gpu")
+    x = rng.standard_normal([2, 3, 16, 15]).astype(np.float32)
+    cpu, rc = qdq_run(R, qp, {"x": x}, "gpu_cpu")
+    gpu, rg = qdq_run(R, qp, {"x": x}, "gpu_cuda", ["--device", "cuda"])
+    n_int = rc["ops"].get("QLinearConv", 0) + rc["ops"].get("QLinearMatMul", 0)
+    R.report(rg["n_cpu_fallback"] >= n_int and n_int == 5, "gpu fallback count",
+             "%d nodes on the CPU fallback, %d integer ops" % (rg["n_cpu_fallback"], n_int))
+    step = out_step(qp)
+    d = steps_off(gpu["y"], cpu["y"], step)
+    R.report(d <= 1.0001, "gpu vs cpu", "%.2f steps apart (float ops between the integer ones run on the GPU)" % d)
+
+
+def suite_ert(R, rng):
+    """A QDQ model saved as .ert: int8 weights stay int8 (the file about 4x
+    smaller than the f32 model's .ert), and the .ert runs exactly like the
+    ONNX file (folded) on the same input."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    inits = {"w1": rng.standard_normal([128, 16, 3, 3]) * 0.1, "b1": rng.standard_normal(128) * 0.1,
+             "w2": rng.standard_normal([128, 128, 3, 3]) * 0.03, "b2": rng.standard_normal(128) * 0.1,
+             "wf": rng.standard_normal([100, 128]) * 0.1, "bf": rng.standard_normal(100) * 0.1}
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+             helper.make_node("GlobalAveragePool", ["r2"], ["g"], name="gap"),
+             helper.make_node("Flatten", ["g"], ["f"], name="flat"),
+             helper.make_node("Gemm", ["f", "wf", "bf"], ["y"], name="fc", transB=1)]
+    g = helper.make_graph(nodes, "wide", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 12, 12])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 100])],
+                          [numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 7
+    fp = R.save(m, "wide_f32")
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.data = iter([{"x": rng.standard_normal([1, 16, 12, 12]).astype(np.float32)} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.data, None)
+    qp = os.path.join(R.work, "wide_qdq.onnx")
+    quantize_static(fp, qp, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    fe, qe = os.path.join(R.work, "wide_f32.ert"), os.path.join(R.work, "wide_qdq.ert")
+    for src, dst in ((fp, fe), (qp, qe)):
+        r = subprocess.run(R.edgert + ["convert", src, dst], capture_output=True, text=True)
+        if r.returncode != 0:
+            R.report(False, "ert convert", r.stderr.strip()[-300:])
+            return
+    ratio = os.path.getsize(qe) / os.path.getsize(fe)
+    R.report(ratio <= 0.3, "ert size", "QDQ .ert %d bytes / f32 .ert %d bytes = %.3f (max 0.3)" % (
+        os.path.getsize(qe), os.path.getsize(fe), ratio))
+    x = rng.standard_normal([1, 16, 12, 12]).astype(np.float32)
+    from_onnx, _ = qdq_run(R, qp, {"x": x}, "wide_onnx")
+    from_ert, res = qdq_run(R, qe, {"x": x}, "wide_ert")
+    R.report(np.array_equal(from_onnx["y"], from_ert["y"]) and res["ops"].get("QLinearConv", 0) == 2,
+             "ert round trip", "the .ert's output equals the ONNX file's; folded ops %s" % json.dumps(res["ops"]))
+    ref = ort.InferenceSession(qp, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    d = steps_off(from_ert["y"], ref, out_step(qp))
+    R.report(d <= 1.0001, "ert vs onnxruntime", "%.2f steps off onnxruntime" % d)
+
+
+SUITES = {"qdq": suite_qdq, "integer": suite_integer, "hostile": suite_hostile, "fold": suite_fold,
+          "ert": suite_ert, "gpu": suite_gpu}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--edgert", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--suite", choices=sorted(SUITES), required=True)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--emulator", default="")
+    ap.add_argument("--qdq-run", default="", help="tests/ops/qdq_run (fold and gpu suites)")
+    args = ap.parse_args()
+    logging.getLogger().setLevel(logging.ERROR)  # quantize_static's advice to pre-process the toy models
+    R = Runner(args)
+    SUITES[args.suite](R, np.random.default_rng(args.seed))
+    print("%s: %d passed, %d failed" % (args.suite, R.passed, R.failed))
+    sys.exit(1 if R.failed else 0)
+
+
+if __name__ == "__main__":
+    main()
