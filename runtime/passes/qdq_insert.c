@@ -345,10 +345,15 @@ static int32_t add_weight(qb *b, const char *base, const char *suffix, ert_dtype
     return id;
 }
 
-static int32_t add_act(qb *b, const char *base, const char *suffix, ert_dtype dt, const ert_tensor *like) {
+/* An activation shaped like tensor `like` of the working model (its dims
+ * are copied first: adding a tensor may move the tensor array). */
+static int32_t add_act(qb *b, const char *base, const char *suffix, ert_dtype dt, int32_t like) {
     char name[512];
     snprintf(name, sizeof name, "%s%s", base, suffix);
-    return ert_model_add_tensor(b->w, name, dt, ERT_ROLE_ACTIVATION, like->ndim, like->dims);
+    int64_t dims[ERT_MAX_DIMS];
+    int nd = b->w->tensors[like].ndim;
+    memcpy(dims, b->w->tensors[like].dims, sizeof dims);
+    return ert_model_add_tensor(b->w, name, dt, ERT_ROLE_ACTIVATION, nd, dims);
 }
 
 static ert_status add_node(qb *b, ert_op op, const char *base, const char *suffix, const int32_t *in, int n_in,
@@ -423,7 +428,7 @@ static ert_status quantize_weight(qb *b, int32_t t, int axis, bool per_tensor, i
         free(sc);
         return oom(b);
     }
-    int32_t o = add_act(b, base, "_DequantizeLinear_Output", ERT_DTYPE_F32, &b->w->tensors[t]);
+    int32_t o = add_act(b, base, "_DequantizeLinear_Output", ERT_DTYPE_F32, t);
     int32_t in[3] = {wq, ws, wz};
     ert_status st = o < 0 ? oom(b) : add_node(b, b->dq_op, base, "_DequantizeLinear", in, 3, o, per_tensor ? -1 : axis);
     if (st != ERT_OK) {
@@ -460,7 +465,7 @@ static ert_status quantize_bias(qb *b, int32_t t, float sx, const float *sw, int
     int32_t bq = add_weight(b, base, "_quantized", ERT_DTYPE_I32, 1, &n, q);
     int32_t bs = add_weight(b, base, "_scale", ERT_DTYPE_F32, 1, &n, sc);
     if (bq < 0 || bs < 0) return oom(b);
-    int32_t o = add_act(b, base, "_DequantizeLinear_Output", ERT_DTYPE_F32, &b->w->tensors[t]);
+    int32_t o = add_act(b, base, "_DequantizeLinear_Output", ERT_DTYPE_F32, t);
     int32_t in[2] = {bq, bs};
     ert_status st = o < 0 ? oom(b) : add_node(b, b->dq_op, base, "_DequantizeLinear", in, 2, o, 0);
     if (st == ERT_OK) *dq_out = o;
@@ -477,8 +482,8 @@ static ert_status quantize_act(qb *b, int32_t t, double amax) {
     int32_t ts = add_weight(b, base, "_scale", ERT_DTYPE_F32, 0, NULL, s);
     int32_t tz = s ? add_weight(b, base, "_zero_point", ERT_DTYPE_I8, 0, NULL, z) : (free(z), -1);
     if (ts < 0 || tz < 0) return oom(b);
-    int32_t tq = add_act(b, base, "_quantized", ERT_DTYPE_I8, &b->w->tensors[t]);
-    int32_t td = tq < 0 ? -1 : add_act(b, base, "_DequantizeLinear_Output", ERT_DTYPE_F32, &b->w->tensors[t]);
+    int32_t tq = add_act(b, base, "_quantized", ERT_DTYPE_I8, t);
+    int32_t td = tq < 0 ? -1 : add_act(b, base, "_DequantizeLinear_Output", ERT_DTYPE_F32, t);
     if (td < 0) return oom(b);
     int32_t qin[3] = {t, ts, tz}, din[3] = {tq, ts, tz};
     ert_status st = add_node(b, b->q_op, base, "_QuantizeLinear", qin, 3, tq, -1);
