@@ -1,6 +1,6 @@
 /* Post-training quantization (ert_model_quantize), shared by
  * runtime/calib.c (activation statistics and thresholds),
- * runtime/passes/qdq.c (Q/DQ insertion on a model) and runtime/quantize.c
+ * runtime/passes/qdq_insert.c (Q/DQ insertion on a model) and runtime/quantize.c
  * (calibration runs, sensitivity, the entry point). */
 #ifndef ERT_QUANT_INTERNAL_H
 #define ERT_QUANT_INTERNAL_H
@@ -32,7 +32,7 @@ double ert_calib_amax(const ert_calib_stat *s, ert_calib_method method, double p
  * `width` quantized to `levels` levels (exposed for tests). */
 double ert_calib_entropy(const uint64_t *hist, int bins, double width, int levels);
 
-/* ---- Q/DQ insertion (runtime/passes/qdq.c) */
+/* ---- Q/DQ insertion (runtime/passes/qdq_insert.c) */
 
 /* A layer the quantizer may quantize: Conv, Gemm or MatMul with a constant
  * second operand, or Add of two activations. */
