@@ -30,8 +30,10 @@
 
 #ifdef EDGERT_HAVE_TRAIN_CMD /* apps/train_cmd.c, built when zlib is found */
 #include "train_cmd.h"
+#include "quantize_cmd.h" /* apps/quantize_cmd.c: its IDX sets need zlib too */
 #else
 #define EDGERT_TRAIN_SYNOPSIS ""
+#define EDGERT_QUANTIZE_SYNOPSIS ""
 #endif
 
 #define EXIT_USAGE 2
@@ -66,6 +68,7 @@ static const char *USAGE =
     SYN_BENCH
     "      time ert_session_run: p50/p90/mean/min latency, throughput, arena\n"
     EDGERT_TRAIN_SYNOPSIS
+    EDGERT_QUANTIZE_SYNOPSIS
     "\n"
     "options:\n"
     "  -h, --help     this text (after a command: that command's)\n"
@@ -1524,11 +1527,12 @@ static int dispatch(int argc, char **argv) {
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc, argv);
 #ifdef EDGERT_HAVE_TRAIN_CMD
     if (strcmp(cmd, "train") == 0) return edgert_cmd_train(argc, argv);
+    if (strcmp(cmd, "quantize") == 0) return edgert_cmd_quantize(argc, argv);
 #endif
     g_cmd = NULL;
     return usage_error(cmd[0] == '-' ? "unknown option '%s'" : "unknown command '%s' (commands: info, run, convert, bench"
 #ifdef EDGERT_HAVE_TRAIN_CMD
-                                                               ", train"
+                                                               ", train, quantize"
 #endif
                                                                ")",
                        cmd);

@@ -933,6 +933,138 @@ ert_status ert_trainer_export(ert_trainer *t, ert_model **out);
  * Errors: ERT_E_UNSUPPORTED, ERT_E_IO, ERT_E_NOMEM. */
 ert_status ert_model_save_onnx(const ert_model *model, const char *path);
 
+/* ------------------------------------------------------ quantization */
+/*
+ * Post-training quantization: a float model plus a calibration set gives a
+ * new model in QDQ form, the float graph with QuantizeLinear/
+ * DequantizeLinear pairs inserted (what onnxruntime's quantize_static and
+ * NVIDIA ModelOpt write), which sessions run like any other model (their
+ * load-time passes turn the pairs around Conv/Gemm/MatMul/Add into integer
+ * ops where a backend has them), ert_model_save stores as .ert (int8
+ * weights, f32 scales) and ert_model_save_onnx as ONNX.
+ *
+ *     ert_quantize_options qo = {.version = ERT_QUANTIZE_OPTIONS_VERSION,
+ *                                .method = ERT_CALIB_ENTROPY,
+ *                                .n_samples = 500, .calib_data = inputs};
+ *     ert_model *q;
+ *     ert_model_quantize(model, &qo, &q);
+ *     ert_model_save(q, "model.int8.ert");
+ *
+ * What is quantized: every Conv, Gemm and MatMul whose second operand is a
+ * constant, and every Add of two activations (the "layers"), unless its name
+ * matches keep_float. Weights: int8, symmetric, per output channel (axis 0
+ * of a Conv filter and of a transB Gemm's B, the last axis of a MatMul's B)
+ * or per tensor, values in [-127, 127]; a bias becomes int32 with scale
+ * s_x * s_w (zero point 0), as onnxruntime writes it. Activations: int8,
+ * symmetric (zero point 0): cuDNN's and cuBLASLt's int8 tensor-core paths
+ * and TensorRT take int8 with zero point 0 only, and a zero point would add
+ * correction terms to every integer dot product; the cost is one bit of
+ * resolution on tensors that are never negative (after ReLU). Every
+ * activation input of a layer and each layer's output (after a ReLU that
+ * alone reads it; graph outputs stay float) gets one Q/DQ pair; MaxPool and
+ * reshapes keep their input's scale so they commute with quantization.
+ *
+ * Calibration runs the float model on the CPU, one sample at a time, and
+ * records for each of those tensors its min, max and a 2048-bin histogram of
+ * |x| over [0, max |x|] (a second pass over the set). The clipping threshold
+ * amax (scale = amax / 127) is max |x| (MINMAX), the given percentile of
+ * |x| (PERCENTILE) or TensorRT's entropy method (ENTROPY: the threshold
+ * whose 128-level quantization of the histogram has the least KL divergence
+ * from it). The same set gives the same ranges, bit for bit, every run.
+ *
+ * Sensitivity (sensitivity = 1, or max_drop > 0): each layer is quantized
+ * alone and graph output 0 compared with the float model over the set
+ * (relative L2 error, and top-1 drop in points: with labels the drop of the
+ * accuracy, without them the share of samples whose top-1 class changed).
+ * With max_drop, layers are then returned to float, worst first, until the
+ * measured drop of the whole model is <= max_drop (on a CUDA f16 session a
+ * float layer runs in f16). The drop: top-1 points when output 0 is
+ * (N, classes) with classes > 1, else 100 x the relative L2 error.
+ */
+
+/* Append-only. */
+typedef enum ert_calib_method {
+    ERT_CALIB_MINMAX = 0,     /* amax = max |x| over the set */
+    ERT_CALIB_PERCENTILE = 1, /* amax = the `percentile` of |x| (default 99.99) */
+    ERT_CALIB_ENTROPY = 2,    /* TensorRT's KL-divergence threshold over 2048 bins */
+} ert_calib_method;
+
+#define ERT_QUANTIZE_OPTIONS_VERSION 1
+
+/* Per-tensor range chosen by calibration (see ert_quantize_report). */
+typedef struct ert_quant_range {
+    const char *tensor;       /* the float tensor that got a Q/DQ pair */
+    float min, max;           /* observed over the calibration set */
+    float amax;               /* clipping threshold chosen by the method */
+    float scale;              /* amax / 127 (1 for a tensor that is zero everywhere) */
+} ert_quant_range;
+
+/* Why a layer stayed float. Append-only. */
+typedef enum ert_quant_keep {
+    ERT_QUANT_QUANTIZED = 0,
+    ERT_QUANT_KEEP_PATTERN = 1, /* its name matched keep_float */
+    ERT_QUANT_KEEP_DROP = 2,    /* returned to float to meet max_drop */
+} ert_quant_keep;
+
+typedef struct ert_quant_layer {
+    const char *node;         /* node name and ONNX op ("Conv") */
+    const char *op;
+    ert_quant_keep state;
+    double rel_l2;            /* output 0's relative L2 error with this layer alone quantized; NaN: not measured */
+    double drop;              /* the drop (see above) with this layer alone quantized; NaN: not measured */
+} ert_quant_layer;
+
+/* Filled by ert_model_quantize when options->report is set; every pointer in
+ * it is owned by the report: release with ert_quantize_report_free. */
+typedef struct ert_quantize_report {
+    int n_samples;            /* calibration samples used */
+    int n_ranges;
+    ert_quant_range *ranges;
+    int n_layers;             /* every candidate layer, in graph order */
+    ert_quant_layer *layers;
+    int n_kept_float;         /* layers with state != QUANTIZED */
+    double float_top1;        /* calibration-set accuracy (%) of float and quantized models, with labels; */
+    double quant_top1;        /* NaN without labels or without a (N, classes) output 0 */
+    double rel_l2;            /* the returned model's output-0 relative L2 error vs float over the set */
+    double drop;              /* the returned model's drop (the max_drop metric) */
+    void *owned_;             /* internal */
+} ert_quantize_report;
+void ert_quantize_report_free(ert_quantize_report *r);
+
+/* Zero-initialised except version and the calibration set means defaults. */
+typedef struct ert_quantize_options {
+    int version;              /* ERT_QUANTIZE_OPTIONS_VERSION (0 is read as 1; a newer one: ERT_E_ARG) */
+    ert_calib_method method;  /* default MINMAX */
+    float percentile;         /* PERCENTILE: in (0, 100]; 0 means 99.99 */
+    int per_tensor;           /* 0: per-channel weight scales (default); 1: one scale per weight */
+    const char *keep_float;   /* fnmatch glob(s) over node names, separated by ','; matching layers stay
+                                 float. A pattern that matches no layer: ERT_E_NOT_FOUND */
+    float max_drop;           /* > 0: sensitivity budget (see above), in the drop's unit; 0: none */
+    int sensitivity;          /* 1: measure every layer alone (report) even without max_drop */
+    int n_samples;            /* calibration samples (>= 1) */
+    /* One pointer per graph input (model order): n_samples samples back to
+     * back, each of the input's dtype and its shape at batch 1 (dynamic dims
+     * given by input_shapes; a dynamic leading dim is 1). Read only during
+     * the call. Every float value must be finite (ERT_E_ARG names the sample). */
+    const void *const *calib_data;
+    const int64_t *labels;    /* optional: n_samples class indices for output 0 (accuracy) */
+    const ert_input_shape *input_shapes; /* fixes dynamic dims other than the leading one */
+    int n_input_shapes;
+    int n_threads;            /* CPU worker threads of the calibration runs; 0: 1 */
+    ert_quantize_report *report; /* optional out: ranges, per-layer errors, kept-float layers */
+} ert_quantize_options;
+
+/* Quantize `model` (not changed; it may be freed afterwards) into *out, a
+ * new model in QDQ form (release with ert_model_free). Messages go to the
+ * model's context. Errors: ERT_E_ARG (NULL, version, n_samples < 1, no
+ * calib_data, a bad method/percentile/max_drop, a NaN or infinity in a
+ * sample or in a tensor the float model computes from it: the message
+ * names the sample and the tensor), ERT_E_NOT_FOUND (keep_float matches no
+ * layer), ERT_E_UNSUPPORTED (the model has no layer to quantize, or this
+ * build has no QuantizeLinear/DequantizeLinear), ERT_E_SHAPE, ERT_E_NOMEM,
+ * and any error of creating or running a CPU session of the model. */
+ert_status ert_model_quantize(const ert_model *model, const ert_quantize_options *options, ert_model **out);
+
 /* ------------------------------------------------------ GPU preprocessing */
 
 /* A camera frame on the GPU: u8 RGB or YUYV 4:2:2 (BT.601 limited range) ->

@@ -1,0 +1,66 @@
+/* Post-training quantization (ert_model_quantize), shared by
+ * runtime/calib.c (activation statistics and thresholds),
+ * runtime/passes/qdq_insert.c (Q/DQ insertion on a model) and runtime/quantize.c
+ * (calibration runs, sensitivity, the entry point). */
+#ifndef ERT_QUANT_INTERNAL_H
+#define ERT_QUANT_INTERNAL_H
+#include "runtime_internal.h"
+
+#define ERT_CALIB_BINS 2048   /* histogram of |x| over [0, amax_seen] */
+#define ERT_CALIB_LEVELS 128  /* int8 levels on one side of zero (TensorRT's entropy target) */
+
+/* Statistics of one tensor over the calibration set. Pass 1 (minmax) sees
+ * every sample, then pass 2 (hist) again with the bins fixed by pass 1's
+ * max |x|, so the histogram never needs rescaling (order-independent and
+ * deterministic). */
+typedef struct ert_calib_stat {
+    double min, max;          /* pass 1 */
+    double absmax;            /* max(|min|, |max|) */
+    uint64_t hist[ERT_CALIB_BINS];
+    uint64_t n;               /* values in hist */
+} ert_calib_stat;
+
+void ert_calib_init(ert_calib_stat *s);
+/* Pass 1 over n values. Returns the index of the first non-finite value, or -1. */
+int64_t ert_calib_minmax(ert_calib_stat *s, const float *x, int64_t n);
+/* Pass 2 over n values (after every pass-1 call). */
+void ert_calib_hist(ert_calib_stat *s, const float *x, int64_t n);
+/* Threshold amax for a method (percentile in (0, 100]); MINMAX needs only
+ * pass 1. Never more than absmax; 0 only when every value was 0. */
+double ert_calib_amax(const ert_calib_stat *s, ert_calib_method method, double percentile);
+/* TensorRT's entropy threshold over a histogram of `bins` bins of width
+ * `width` quantized to `levels` levels (exposed for tests). */
+double ert_calib_entropy(const uint64_t *hist, int bins, double width, int levels);
+
+/* ---- Q/DQ insertion (runtime/passes/qdq_insert.c) */
+
+/* A layer the quantizer may quantize: Conv, Gemm or MatMul with a constant
+ * second operand, or Add of two activations. */
+bool ert_qdq_is_candidate(const ert_model *m, const ert_node *n);
+
+/* What to build: per model tensor, the threshold of its activation Q/DQ
+ * pair (amax[t] < 0: no pair); per node, whether it is quantized. */
+typedef struct ert_qdq_plan {
+    const double *amax;       /* n_tensors entries */
+    const bool *quantize;     /* n_nodes entries (candidates only) */
+    bool per_tensor;          /* weight scales */
+} ert_qdq_plan;
+
+/* The tensors that get an activation Q/DQ pair when the nodes in
+ * plan->quantize are quantized: want[t] = the tensor whose range t uses
+ * (itself, or the input of a MaxPool/reshape that produced it), -1 = none. */
+ert_status ert_qdq_tensors(const ert_model *m, const bool *quantize, int32_t *want);
+
+/* A new model: m's graph with Q/DQ pairs for the plan (weights int8 with
+ * f32 scales, biases int32). Weights are copied (the result owns them). */
+ert_status ert_qdq_build(const ert_model *m, const ert_qdq_plan *plan, ert_model **out);
+
+/* A new model with each inference BatchNorm folded into the Conv it alone
+ * follows (new f32 filter and bias; other weights copied). */
+ert_status ert_qdq_fold_bn(const ert_model *m, ert_model **out);
+
+/* A new model sharing m's weight storage (m must outlive it), with the
+ * given extra tensors listed as graph outputs after m's own. */
+ert_status ert_qdq_with_outputs(const ert_model *m, const int32_t *extra, int n_extra, ert_model **out);
+
+#endif /* ERT_QUANT_INTERNAL_H */
