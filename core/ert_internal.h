@@ -537,6 +537,9 @@ typedef struct ert_kargs {
     size_t workspace_bytes;
     struct ert_threadpool *pool; /* may be NULL: run single-threaded */
     void *state;              /* backend's per-node state (bind_node) */
+    void *packed;             /* packed_bytes of the weights region for this node (the backend's
+                               * node_packed_bytes), filled by its bind_node; NULL when none */
+    size_t packed_bytes;
     const char *name;         /* node name, for messages */
 } ert_kargs;
 
@@ -620,6 +623,12 @@ typedef struct ert_backend {
      * pointers final, like bind_node, and release_node frees it. A backend
      * that has it never makes a session fail for a missing op. */
     ert_status (*bind_host_node)(void *bctx, ert_kargs *a, ert_kernel_fn cpu);
+    /* optional: bytes of kernel-ready constant data for a node whose weight
+     * (input 1) is a constant, e.g. the CPU's GEMM operands packed in the
+     * micro-kernel's layout; from concrete shapes (data NULL). Session create
+     * plans them in the weights region and passes them as a->packed to
+     * bind_node, which fills them. 0: none. */
+    size_t (*node_packed_bytes)(const ert_kargs *a);
     /* optional: the CPU SGEMM's scratch bytes (see ert_prep.gemm_workspace) */
     size_t (*gemm_workspace)(int64_t M, int64_t N, int64_t K, int n_threads);
 } ert_backend;

@@ -45,6 +45,7 @@ typedef struct snode {
     ert_op_params params;
     size_t ws_bytes;
     int32_t ws_block;
+    size_t pk_bytes, pk_offset; /* backend's packed weights (node_packed_bytes), in the weights region */
     bool dead;
     bool host;           /* the device backend has no kernel: runs the CPU kernel (backend's bind_host_node) */
     ert_tview *views;

@@ -1,0 +1,197 @@
+/* The CPU backend's fast paths against plain float64 references on random
+ * shapes, at 1, 2 and 3 threads, for every SGEMM micro-kernel this CPU has,
+ * outputs poisoned:
+ *   - weights packed once at create (node_packed_bytes + bind_node): Conv
+ *     (groups, odd channels, 1x1 stride 1 and 2, stride/pad/dilation), Gemm
+ *     (every transpose), MatMul with a 2-D B; the original weights are NaN
+ *     while the kernel runs, so only the packed copy can give the answer;
+ *   - a packed operand made for one micro-kernel, run with another (the
+ *     kernel packs on the fly instead, and the answer is still right). */
+#include "cpu_gemm.h"
+#include "cpu_kernels.h"
+#include "op_harness.h"
+
+static ert_test_rng rng;
+static ert_context *ctx;
+static struct ert_threadpool *pools[3]; /* NULL (1 thread), 2, 3 threads */
+
+/* y (N,M,OH,OW) = conv2d(x (N,C,H,W), w (M,C/G,KH,KW)) + b, then act (0 none, 1 relu) */
+static void conv_ref(const tt *x, const tt *w, const tt *b, int64_t G, const int64_t *s, const int64_t *pd,
+                     const int64_t *d, int act, const tt *y, double *ref) {
+    const float *X = x->data, *Wt = w->data, *B = b ? b->data : NULL;
+    int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
+    int64_t M = y->dims[1], OH = y->dims[2], OW = y->dims[3], KH = w->dims[2], KW = w->dims[3];
+    int64_t Cg = C / G, Mg = M / G;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    double v = B ? B[m] : 0.0;
+                    for (int64_t c = 0; c < Cg; c++)
+                        for (int64_t kh = 0; kh < KH; kh++)
+                            for (int64_t kw = 0; kw < KW; kw++) {
+                                int64_t ih = oh * s[0] - pd[0] + kh * d[0], iw = ow * s[1] - pd[1] + kw * d[1];
+                                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                                v += (double)Wt[((m * Cg + c) * KH + kh) * KW + kw] *
+                                     X[((n * C + (m / Mg) * Cg + c) * H + ih) * W + iw];
+                            }
+                    ref[((n * M + m) * OH + oh) * OW + ow] = act && v < 0 ? 0.0 : v;
+                }
+}
+
+static void test_conv_packed(int pool_i) {
+    for (int it = 0; it < 12; it++) {
+        int64_t G = ert_test_int(&rng, 1, 3), Cg = ert_test_int(&rng, 1, 13), Mg = ert_test_int(&rng, 1, 21);
+        int64_t k[2], s[2], d[2], pd[4];
+        bool pw = it % 3 == 0; /* 1x1, stride 1 or 2, no padding: the direct GEMM paths */
+        for (int i = 0; i < 2; i++) {
+            k[i] = pw ? 1 : ert_test_int(&rng, 1, 3);
+            s[i] = pw ? 1 + it % 2 : ert_test_int(&rng, 1, 2);
+            d[i] = pw ? 1 : ert_test_int(&rng, 1, 2);
+            pd[i] = pw ? 0 : ert_test_int(&rng, 0, 2);
+            pd[i + 2] = pd[i];
+        }
+        int64_t xd[4] = {ert_test_int(&rng, 1, 2), G * Cg, ert_test_int(&rng, 5, 19), ert_test_int(&rng, 5, 41)};
+        int64_t wd[4] = {G * Mg, Cg, k[0], k[1]}, bd[1] = {G * Mg};
+        int act = ert_test_int(&rng, 0, 1);
+        tt in[3] = {tt_rand(&rng, 4, xd, -1, 1), tt_rand(&rng, 4, wd, -1, 1), tt_rand(&rng, 1, bd, -1, 1)};
+        in[1].cst = in[2].cst = true;
+        ert_attr_val at[5] = {A_I("group", G), A_IS("strides", s, 2), A_IS("pads", pd, 4), A_IS("dilations", d, 2),
+                              A_I("ert_act", act ? ERT_ACT_RELU : ERT_ACT_NONE)};
+        tt w_copy = tt_new(ERT_DTYPE_F32, 4, wd);
+        memcpy(w_copy.data, in[1].data, (size_t)tt_n(&in[1]) * sizeof(float));
+        tt y = {0};
+        oh_pack = 2;
+        ert_status st = run_op(ctx, ERT_OP_CONV, at, 5, in, 3, &y, 1, NULL);
+        oh_pack = 0;
+        CHECK(st == ERT_OK, "conv G%lld Cg%lld Mg%lld: %s", (long long)G, (long long)Cg, (long long)Mg,
+              ert_status_str(st));
+        bool dw = Cg == 1 && G > 1; /* depthwise: the direct kernel reads the filter as it is */
+        CHECK(oh_was_packed != dw, "conv G%lld Cg%lld: packed %d", (long long)G, (long long)Cg, oh_was_packed);
+        if (st == ERT_OK) {
+            double *ref = malloc((size_t)tt_n(&y) * sizeof *ref);
+            conv_ref(&in[0], &w_copy, &in[2], G, s, pd, d, act, &y, ref);
+            char what[128];
+            snprintf(what, sizeof what, "packed conv x %lldx%lldx%lldx%lld G%lld k%lldx%lld s%lld d%lld p%lld pool%d",
+                     (long long)xd[0], (long long)xd[1], (long long)xd[2], (long long)xd[3], (long long)G,
+                     (long long)k[0], (long long)k[1], (long long)s[0], (long long)d[0], (long long)pd[0], pool_i);
+            CHECK(ert_test_close(what, y.data, ref, tt_n(&y), 1e-5, 1e-4), "%s", what);
+            free(ref);
+            tt_free(&y);
+        }
+        tt_free(&w_copy);
+        for (int i = 0; i < 3; i++) tt_free(&in[i]);
+    }
+}
+
+/* Gemm (every transpose, alpha, C) and MatMul with a constant 2-D B. */
+static void test_gemm_packed(int pool_i) {
+    for (int it = 0; it < 8; it++) {
+        bool ta = it & 1, tb = it & 2, mm = it & 4;
+        int64_t M = ert_test_int(&rng, 1, 37), N = ert_test_int(&rng, 1, 70), K = ert_test_int(&rng, 1, 300);
+        int64_t batch = mm ? ert_test_int(&rng, 1, 3) : 1;
+        int64_t ad[3] = {batch, ta && !mm ? K : M, ta && !mm ? M : K};
+        int64_t bdims[2] = {tb && !mm ? N : K, tb && !mm ? K : N}, cd[1] = {N};
+        tt in[3] = {tt_rand(&rng, 3, ad, -1, 1), tt_rand(&rng, 2, bdims, -1, 1), tt_rand(&rng, 1, cd, -1, 1)};
+        in[1].cst = in[2].cst = true;
+        if (!mm) { /* Gemm's A is 2-D */
+            in[0].nd = 2;
+            in[0].dims[0] = ad[1];
+            in[0].dims[1] = ad[2];
+        }
+        float alpha = (float)ert_test_uniform(&rng, 0.5, 2.0), beta = (float)ert_test_uniform(&rng, -1.0, 1.0);
+        ert_attr_val at[4] = {A_I("transA", ta), A_I("transB", tb), A_F("alpha", alpha), A_F("beta", beta)};
+        double *ref = malloc((size_t)(batch * M * N) * sizeof *ref);
+        const float *A = in[0].data, *B = in[1].data, *C = in[2].data;
+        for (int64_t bi = 0; bi < batch; bi++)
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < N; j++) {
+                    double v = 0;
+                    for (int64_t p = 0; p < K; p++) {
+                        double av = mm ? A[(bi * M + i) * K + p] : ta ? A[p * M + i] : A[i * K + p];
+                        double bv = !mm && tb ? B[j * K + p] : B[p * N + j];
+                        v += av * bv;
+                    }
+                    ref[(bi * M + i) * N + j] = mm ? v : alpha * v + beta * C[j];
+                }
+        tt y = {0};
+        oh_pack = 2;
+        ert_status st = run_op(ctx, mm ? ERT_OP_MATMUL : ERT_OP_GEMM, at, mm ? 0 : 4, in, mm ? 2 : 3, &y, 1, NULL);
+        oh_pack = 0;
+        char what[96];
+        snprintf(what, sizeof what, "packed %s M%lld N%lld K%lld ta%d tb%d pool%d", mm ? "MatMul" : "Gemm",
+                 (long long)M, (long long)N, (long long)K, ta, tb, pool_i);
+        CHECK(st == ERT_OK && oh_was_packed, "%s: %s, packed %d", what, ert_status_str(st), oh_was_packed);
+        if (st == ERT_OK) {
+            CHECK(ert_test_close(what, y.data, ref, tt_n(&y), 1e-5, 1e-4), "%s", what);
+            tt_free(&y);
+        }
+        free(ref);
+        for (int i = 0; i < 3; i++) tt_free(&in[i]);
+    }
+}
+
+/* An A and a B packed for one kernel, then the SGEMM run with another:
+ * the packed operands do not fit, are ignored, and the result still is. */
+static void test_packed_other_kernel(void) {
+    int64_t M = 29, N = 67, K = 300;
+    float *a = malloc((size_t)(M * K) * sizeof(float)), *b = malloc((size_t)(K * N) * sizeof(float));
+    float *c = malloc((size_t)(M * N) * sizeof(float));
+    double *ref = calloc((size_t)(M * N), sizeof *ref);
+    ert_test_fill(&rng, a, M * K, -1, 1);
+    ert_test_fill(&rng, b, K * N, -1, 1);
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t p = 0; p < K; p++)
+            for (int64_t j = 0; j < N; j++) ref[i * N + j] += (double)a[i * K + p] * b[p * N + j];
+    ert_sgemm_args g = {.M = M, .N = N, .K = K, .a = a, .a_rs = K, .a_cs = 1, .alpha = 1.0f,
+                        .b = b, .b_rs = N, .b_cs = 1, .c = c, .ldc = N};
+    size_t pa_b = ert_cpu_sgemm_packed_bytes(M, N, K, false), pb_b = ert_cpu_sgemm_packed_bytes(M, N, K, true);
+    void *pa = aligned_alloc(64, ert_align_up(pa_b, 64)), *pb = aligned_alloc(64, ert_align_up(pb_b, 64));
+    size_t ws_b = ert_cpu_sgemm_workspace(M, N, K, 1);
+    void *ws = aligned_alloc(64, ert_align_up(ws_b, 64));
+    for (int cap_pack = ERT_CPU_GEMM_FASTEST; cap_pack >= ERT_CPU_GEMM_PORTABLE; cap_pack--) {
+        if ((int)ert_cpu_sgemm_set_kernel_cap((ert_cpu_gemm_kernel)cap_pack) != cap_pack) continue;
+        CHECK_OK(ert_cpu_sgemm_pack(&g, false, pa, pa_b), ctx);
+        CHECK_OK(ert_cpu_sgemm_pack(&g, true, pb, pb_b), ctx);
+        for (int cap_run = ERT_CPU_GEMM_FASTEST; cap_run >= ERT_CPU_GEMM_PORTABLE; cap_run--) {
+            if ((int)ert_cpu_sgemm_set_kernel_cap((ert_cpu_gemm_kernel)cap_run) != cap_run) continue;
+            ert_sgemm_args r = g;
+            r.a_packed = pa;
+            r.b_packed = pb;
+            ert_test_poison(c, M * N);
+            CHECK_OK(ert_cpu_sgemm(&r, ws, ws_b, NULL), ctx);
+            char what[64];
+            snprintf(what, sizeof what, "packed for kernel %d, run on %d", cap_pack, cap_run);
+            CHECK(ert_test_close(what, c, ref, M * N, 1e-5, 1e-4), "%s", what);
+        }
+    }
+    ert_cpu_sgemm_set_kernel_cap(ERT_CPU_GEMM_FASTEST);
+    free(ws);
+    free(pa);
+    free(pb);
+    free(a);
+    free(b);
+    free(c);
+    free(ref);
+}
+
+int main(void) {
+    ert_test_rng_init(&rng, "cpu_fast");
+    if (ert_context_create(NULL, &ctx) != ERT_OK) return 1;
+    if (ert_threadpool_create(2, &pools[1]) != ERT_OK || ert_threadpool_create(3, &pools[2]) != ERT_OK) return 1;
+    for (int cap = ERT_CPU_GEMM_FASTEST; cap >= ERT_CPU_GEMM_PORTABLE; cap--) {
+        if ((int)ert_cpu_sgemm_set_kernel_cap((ert_cpu_gemm_kernel)cap) != cap) continue; /* not on this CPU */
+        for (int p = 0; p < 3; p++) {
+            oh_pool = pools[p];
+            test_conv_packed(p);
+            test_gemm_packed(p);
+        }
+    }
+    oh_pool = NULL;
+    ert_cpu_sgemm_set_kernel_cap(ERT_CPU_GEMM_FASTEST);
+    test_packed_other_kernel();
+    ert_threadpool_free(pools[1]);
+    ert_threadpool_free(pools[2]);
+    ert_context_free(ctx);
+    return ert_test_finish("cpu_fast");
+}
