@@ -6,7 +6,10 @@
  *     (every transpose), MatMul with a 2-D B; the original weights are NaN
  *     while the kernel runs, so only the packed copy can give the answer;
  *   - a packed operand made for one micro-kernel, run with another (the
- *     kernel packs on the fly instead, and the answer is still right). */
+ *     kernel packs on the fly instead, and the answer is still right);
+ *   - the direct depthwise kernel's copy for each vector ISA the CPU has
+ *     (AVX-512 16-wide, AVX2 8-wide, baseline), kernels 1..7, stride 1/2,
+ *     dilation 1/2, padding, channel multiplier 1/2, narrow and wide rows. */
 #include "cpu_gemm.h"
 #include "cpu_kernels.h"
 #include "op_harness.h"
@@ -80,6 +83,43 @@ static void test_conv_packed(int pool_i) {
             tt_free(&y);
         }
         tt_free(&w_copy);
+        for (int i = 0; i < 3; i++) tt_free(&in[i]);
+    }
+}
+
+static void test_dw(int pool_i, int cap) {
+    for (int it = 0; it < 14; it++) {
+        int64_t C = ert_test_int(&rng, 1, 11), mult = ert_test_int(&rng, 1, 2), k[2], s[2], d[2], pd[4];
+        for (int i = 0; i < 2; i++) {
+            k[i] = i ? 1 + it % 7 : ert_test_int(&rng, 1, 7);
+            s[i] = ert_test_int(&rng, 1, 2);
+            d[i] = it % 4 == 3 ? 2 : 1;
+            pd[i] = pd[i + 2] = ert_test_int(&rng, 0, (int)k[i] / 2 + 1);
+        }
+        /* rows narrow (padded-row path) to wide (vector body + scalar border) */
+        int64_t xd[4] = {ert_test_int(&rng, 1, 2), C, ert_test_int(&rng, 13, 20),
+                         ert_test_int(&rng, 13, it % 2 ? 40 : 150)};
+        int64_t wd[4] = {C * mult, 1, k[0], k[1]}, bd[1] = {C * mult};
+        tt in[3] = {tt_rand(&rng, 4, xd, -1, 1), tt_rand(&rng, 4, wd, -1, 1), tt_rand(&rng, 1, bd, -1, 1)};
+        in[1].cst = in[2].cst = true;
+        int act = it % 2;
+        ert_attr_val at[5] = {A_I("group", C), A_IS("strides", s, 2), A_IS("pads", pd, 4), A_IS("dilations", d, 2),
+                              A_I("ert_act", act ? ERT_ACT_RELU : ERT_ACT_NONE)};
+        tt y = {0};
+        ert_status st = run_op(ctx, ERT_OP_CONV, at, 5, in, 3, &y, 1, NULL);
+        char what[160];
+        snprintf(what, sizeof what, "dw isa %d x %lldx%lldx%lldx%lld mult %lld k%lldx%lld s%lld,%lld d%lld p%lld pool%d",
+                 cap, (long long)xd[0], (long long)xd[1], (long long)xd[2], (long long)xd[3], (long long)mult,
+                 (long long)k[0], (long long)k[1], (long long)s[0], (long long)s[1], (long long)d[0],
+                 (long long)pd[0], pool_i);
+        CHECK(st == ERT_OK, "%s: %s", what, ert_status_str(st));
+        if (st == ERT_OK) {
+            double *ref = malloc((size_t)tt_n(&y) * sizeof *ref);
+            conv_ref(&in[0], &in[1], &in[2], C, s, pd, d, act, &y, ref);
+            CHECK(ert_test_close(what, y.data, ref, tt_n(&y), 1e-5, 1e-4), "%s", what);
+            free(ref);
+            tt_free(&y);
+        }
         for (int i = 0; i < 3; i++) tt_free(&in[i]);
     }
 }
@@ -185,6 +225,7 @@ int main(void) {
             oh_pool = pools[p];
             test_conv_packed(p);
             test_gemm_packed(p);
+            test_dw(p, cap);
         }
     }
     oh_pool = NULL;

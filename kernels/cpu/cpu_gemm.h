@@ -62,6 +62,9 @@ typedef enum ert_cpu_gemm_kernel {
  * the kernel that will be used. Process-wide; set it only while no SGEMM
  * runs. The workspace size does not depend on it. */
 ert_cpu_gemm_kernel ert_cpu_sgemm_set_kernel_cap(ert_cpu_gemm_kernel cap);
+/* The cap itself: the depthwise kernel (dwconv.c) follows it too, so a test
+ * covers the AVX2 and baseline copies on an AVX-512 machine. */
+ert_cpu_gemm_kernel ert_cpu_kernel_cap(void);
 
 /* A whole operand (g's A, or its dense B; alpha and a_row_scale applied to
  * A) in the micro-kernel's panel layout, made once when the operand is a

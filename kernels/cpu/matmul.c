@@ -223,6 +223,10 @@ static const ukr_desc *pick_ukr(void) {
 static const ukr_desc *pick_ukr(void) { return &ukr_portable_desc; }
 #endif
 
+ert_cpu_gemm_kernel ert_cpu_kernel_cap(void) {
+    return (ert_cpu_gemm_kernel)atomic_load_explicit(&ukr_cap, memory_order_relaxed);
+}
+
 ert_cpu_gemm_kernel ert_cpu_sgemm_set_kernel_cap(ert_cpu_gemm_kernel cap) {
     atomic_store(&ukr_cap, (int)cap);
     return pick_ukr()->kind;
