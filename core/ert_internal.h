@@ -163,6 +163,8 @@ typedef struct ert_conv_params {
                                 channels-last, their dims are (N, H, W, C); the filter stays (K, C/group, R, S) */
     bool const_w;            /* trainer: filter and bias are constants (frozen prefix), so the CUDA backend may
                                 treat the conv like an inference one (filter rewritten, epilogue fused) */
+    bool has_in_scale;       /* fused squeeze-excitation Mul (sessions on a backend with ERT_FUSE_CONV_IN_SCALE):
+                                input 5, (N, C) floats, multiplies input channel c of image n; group 1 only */
     bool has_scale;          /* CPU trainer only: input 4 (M) multiplies each output channel before the bias
                                 (a frozen BatchNorm folded in while the filter stays the model's own) */
 } ert_conv_params;
@@ -571,6 +573,9 @@ typedef struct ert_io_copy {
     size_t bytes;
 } ert_io_copy;
 
+/* ert_backend.fusions bits */
+#define ERT_FUSE_CONV_IN_SCALE 1u /* Conv reads Mul(x, s) with s (N, C, 1, 1) as x and input 5 = s */
+
 typedef struct ert_backend {
     const char *name;
     ert_device device;
@@ -629,6 +634,9 @@ typedef struct ert_backend {
      * plans them in the weights region and passes them as a->packed to
      * bind_node, which fills them. 0: none. */
     size_t (*node_packed_bytes)(const ert_kargs *a);
+    /* fusions the kernels implement beyond the common ones (ERT_FUSE_*):
+     * the shared passes (runtime/passes/fuse.c) ask, never guess */
+    unsigned fusions;
     /* optional: the CPU SGEMM's scratch bytes (see ert_prep.gemm_workspace) */
     size_t (*gemm_workspace)(int64_t M, int64_t N, int64_t K, int n_threads);
 } ert_backend;

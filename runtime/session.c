@@ -71,9 +71,9 @@ snode *ert_s_add_node(ert_session *s, ert_op op, const ert_node *src, const char
     }
     snode *n = &s->n[s->nn];
     memset(n, 0, sizeof *n);
-    n->in = malloc((size_t)(n_in + 2 + n_out) * sizeof(int32_t));
+    n->in = malloc((size_t)(n_in + ERT_S_EXTRA_IN + n_out) * sizeof(int32_t));
     if (!n->in) return NULL;
-    n->out = n->in + n_in + 2;
+    n->out = n->in + n_in + ERT_S_EXTRA_IN;
     n->op = op;
     n->src = src;
     n->name = name;

@@ -7,12 +7,16 @@
  *     while the kernel runs, so only the packed copy can give the answer;
  *   - a packed operand made for one micro-kernel, run with another (the
  *     kernel packs on the fly instead, and the answer is still right);
+ *   - the squeeze-excitation fusion: a session of Mul(x, s) -> Conv, s (N, C,
+ *     1, 1), schedules the Conv alone (input 5 = s) and matches float64;
  *   - the direct depthwise kernel's copy for each vector ISA the CPU has
  *     (AVX-512 16-wide, AVX2 8-wide, baseline), kernels 1..7, stride 1/2,
  *     dilation 1/2, padding, channel multiplier 1/2, narrow and wide rows. */
 #include "cpu_gemm.h"
 #include "cpu_kernels.h"
+#include "onnx_enc.h"
 #include "op_harness.h"
+#include "runtime_internal.h"
 
 static ert_test_rng rng;
 static ert_context *ctx;
@@ -124,6 +128,64 @@ static void test_dw(int pool_i, int cap) {
     }
 }
 
+/* y = Conv(Mul(x, s)), x (N, C, H, W) and s (N, C, 1, 1) graph inputs, a 1x1
+ * (k = 1) or 3x3 pad 1 stride 2 (k = 3) conv with bias, through a session. */
+static void test_se_fusion(int k, int n_threads) {
+    int64_t N = ert_test_int(&rng, 1, 3), C = ert_test_int(&rng, 2, 40), M = ert_test_int(&rng, 1, 37);
+    int64_t H = ert_test_int(&rng, 3, 17), W = ert_test_int(&rng, 3, 23), st = k == 3 ? 2 : 1, pad = k == 3 ? 1 : 0;
+    int64_t xd[4] = {N, C, H, W}, sd[4] = {N, C, 1, 1}, wd[4] = {M, C, k, k}, bd[1] = {M};
+    int64_t yd[4] = {N, M, (H + 2 * pad - k) / st + 1, (W + 2 * pad - k) / st + 1};
+    tt w = tt_rand(&rng, 4, wd, -1, 1), b = tt_rand(&rng, 1, bd, -1, 1);
+    tt x = tt_rand(&rng, 4, xd, -1, 1), sc = tt_rand(&rng, 4, sd, 0, 1);
+    oxg g = {0};
+    ox_g_input(&g, ox_value_info("x", 1, 4, xd));
+    ox_g_input(&g, ox_value_info("s", 1, 4, sd));
+    ox_g_output(&g, ox_value_info("y", 1, 4, yd));
+    ox_g_init(&g, ox_tensor("w", 1, 4, wd, w.data, (size_t)tt_n(&w) * sizeof(float)));
+    ox_g_init(&g, ox_tensor("b", 1, 1, bd, b.data, (size_t)M * sizeof(float)));
+    const char *mi[] = {"x", "s", NULL}, *mo[] = {"xs", NULL}, *ci[] = {"xs", "w", "b", NULL}, *co[] = {"y", NULL};
+    ox_g_node(&g, ox_node("Mul", "se", NULL, mi, mo, NULL, 0));
+    int64_t strides[2] = {st, st}, pads[4] = {pad, pad, pad, pad};
+    pbuf at[2] = {ox_attr_is("strides", strides, 2, 0), ox_attr_is("pads", pads, 4, 0)};
+    ox_g_node(&g, ox_node("Conv", "proj", NULL, ci, co, at, 2));
+    pbuf m = ox_model(&g, 14);
+    ert_model *model = NULL;
+    ert_session *ses = NULL;
+    CHECK_OK(ert_model_load_memory(ctx, m.p, m.n, 0, &model), ctx);
+    pb_free(&m);
+    ert_session_options o = {.device = ERT_DEVICE_CPU, .n_threads = n_threads};
+    if (model) CHECK_OK(ert_session_create(model, &o, &ses), ctx);
+    if (ses) {
+        CHECK(ert_session_n_scheduled(ses) == 1 && ert_session_scheduled_op(ses, 0) == ERT_OP_CONV,
+              "SE k%d: the Mul was not fused (%d nodes scheduled)", k, ert_session_n_scheduled(ses));
+        tt y = tt_new(ERT_DTYPE_F32, 4, yd);
+        ert_test_poison(y.data, tt_n(&y));
+        CHECK_OK(ert_session_set_input(ses, 0, x.data, (size_t)tt_n(&x) * sizeof(float)), ctx);
+        CHECK_OK(ert_session_set_input(ses, 1, sc.data, (size_t)tt_n(&sc) * sizeof(float)), ctx);
+        CHECK_OK(ert_session_run(ses), ctx);
+        CHECK_OK(ert_session_get_output(ses, 0, y.data, (size_t)tt_n(&y) * sizeof(float)), ctx);
+        tt xs = tt_new(ERT_DTYPE_F32, 4, xd); /* x * s, rounded to f32 as the unfused Mul would */
+        const float *xp = x.data, *sp = sc.data;
+        for (int64_t i = 0; i < tt_n(&x); i++) ((float *)xs.data)[i] = xp[i] * sp[i / (H * W)];
+        double *ref = malloc((size_t)tt_n(&y) * sizeof *ref);
+        int64_t s2[2] = {st, st}, p2[2] = {pad, pad}, d2[2] = {1, 1};
+        conv_ref(&xs, &w, &b, 1, s2, p2, d2, 0, &y, ref);
+        char what[96];
+        snprintf(what, sizeof what, "SE-fused conv k%d N%lld C%lld M%lld %lldx%lld, %d threads", k, (long long)N,
+                 (long long)C, (long long)M, (long long)H, (long long)W, n_threads);
+        CHECK(ert_test_close(what, y.data, ref, tt_n(&y), 1e-5, 1e-4), "%s", what);
+        free(ref);
+        tt_free(&xs);
+        tt_free(&y);
+    }
+    ert_session_free(ses);
+    ert_model_free(model);
+    tt_free(&w);
+    tt_free(&b);
+    tt_free(&x);
+    tt_free(&sc);
+}
+
 /* Gemm (every transpose, alpha, C) and MatMul with a constant 2-D B. */
 static void test_gemm_packed(int pool_i) {
     for (int it = 0; it < 8; it++) {
@@ -231,6 +293,10 @@ int main(void) {
     oh_pool = NULL;
     ert_cpu_sgemm_set_kernel_cap(ERT_CPU_GEMM_FASTEST);
     test_packed_other_kernel();
+    for (int t = 1; t <= 3; t++) {
+        test_se_fusion(1, t);
+        test_se_fusion(3, t);
+    }
     ert_threadpool_free(pools[1]);
     ert_threadpool_free(pools[2]);
     ert_context_free(ctx);

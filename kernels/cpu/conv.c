@@ -156,8 +156,10 @@ ert_status ert_cpu_conv(const ert_kargs *a) {
     const float *b = a->n_in > 2 ? a->in[2].data : NULL;
     const float *res = a->n_in > 3 ? a->in[3].data : NULL;
     const float *scale = p->has_scale && a->n_in > 4 ? a->in[4].data : NULL;
+    const float *in_scale = p->has_in_scale && a->n_in > 5 ? a->in[5].data : NULL; /* (N, C) */
     ert_tview *Y = &a->out[0];
     if (X->dtype != ERT_DTYPE_F32 || Wt->dtype != ERT_DTYPE_F32) return ERT_E_UNSUPPORTED;
+    if (p->has_in_scale && (!in_scale || p->group != 1)) return ERT_E_UNSUPPORTED;
     geom3 g;
     make_geom(p, X, Y, &g);
     const int64_t N = X->dims[0], C = X->dims[1], M = Y->dims[1], G = p->group;
@@ -202,6 +204,7 @@ ert_status ert_cpu_conv(const ert_kargs *a) {
                 .a = w + gi * Mg * Kg, .a_rs = Kg, .a_cs = 1, .alpha = 1.0f,
                 .a_row_scale = scale ? scale + gi * Mg : NULL,
                 .a_packed = pk_stride ? (const char *)a->packed + (size_t)gi * pk_stride : NULL,
+                .b_row_scale = in_scale ? in_scale + n * C + gi * Cg : NULL,
                 .b = xg, .b_rs = g.in_sz, .b_cs = 1,
                 .conv = pointwise ? NULL : &cg,
                 .c = y + yoff, .ldc = g.out_sz,

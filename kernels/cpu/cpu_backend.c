@@ -162,6 +162,7 @@ const ert_backend ert_cpu_backend = {
     .upload = cpu_upload,
     .run = cpu_run,
     .node_packed_bytes = cpu_node_packed_bytes,
+    .fusions = ERT_FUSE_CONV_IN_SCALE,
     .bind_node = cpu_bind_node,
     .supports = cpu_supports,
     .gemm_workspace = ert_cpu_sgemm_workspace,

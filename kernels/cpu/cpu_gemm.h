@@ -38,6 +38,8 @@ typedef struct ert_sgemm_args {
     bool accumulate;         /* C += result (C prefilled by the caller) */
     const float *a_row_scale; /* (M) or NULL: row i of A times a_row_scale[i], applied while packing (a
                               * frozen BatchNorm folded into a conv without copying its filter) */
+    const float *b_row_scale; /* or NULL: B row k times b_row_scale[k] (dense B), times b_row_scale[c] of its
+                              * input channel (conv B), applied while packing (a fused squeeze-excitation) */
     const float *bias_row;   /* (M) or NULL */
     const float *residual;   /* (M, ldc) or NULL */
     const ert_act_params *act; /* NULL: none */

@@ -298,6 +298,13 @@ static inline __attribute__((always_inline)) void pack_b_dense(const ert_sgemm_a
         for (int64_t kk = 0; kk < kc; kk++) {
             const float *src = g->b + (k0 + kk) * g->b_rs + (j0 + jp) * g->b_cs;
             float *dk = d + kk * nr;
+            if (g->b_row_scale) { /* rare (a fused SE scale): one general loop */
+                const float sc = g->b_row_scale[k0 + kk];
+                int64_t q = 0;
+                for (; q < w; q++) dk[q] = sc * src[q * g->b_cs];
+                for (; q < nr; q++) dk[q] = 0.0f;
+                continue;
+            }
             if (g->b_cs == 1 && w == nr) {
                 if (nr == 32) memcpy(dk, src, 32 * sizeof(float));
                 else memcpy(dk, src, (size_t)nr * sizeof(float));
@@ -356,7 +363,7 @@ typedef struct conv_seg {
  * is first built contiguously in `line` (a memcpy per segment for stride 1,
  * no per-element index math), then split into the nr-wide panels with
  * fixed-size copies. */
-static inline __attribute__((always_inline)) void pack_b_conv(const ert_conv_geom *cg, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int64_t nr,
+static inline __attribute__((always_inline)) void pack_b_conv(const ert_conv_geom *cg, const float *cscale, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int64_t nr,
                         float *dst) {
     const int64_t KH = cg->kernel[1], KW = cg->kernel[2];
     const int64_t D = cg->in[0], H = cg->in[1], W = cg->in[2];
@@ -398,6 +405,10 @@ static inline __attribute__((always_inline)) void pack_b_conv(const ert_conv_geo
                 copy_taps(line + sg->jj, xc + (id * H + ih) * W, sg->ow0 * sw + w_off, sw, sg->len, W);
             else
                 memset(line + sg->jj, 0, (size_t)sg->len * sizeof(float));
+        }
+        if (cscale) {
+            const float sc = cscale[c];
+            for (int64_t x = 0; x < nc; x++) line[x] *= sc;
         }
         float *dk = dst + kk * nr;
         if (nr == 32) {
@@ -539,7 +550,7 @@ static inline __attribute__((always_inline)) void sgemm_slot_body(void *arg, int
                     int64_t j0 = jblk * NC, nc = min64(NC, g->N - j0);
                     const float *pb_blk = pb;
                     if (jb->b_all) pb_blk = jb->b_all + pc * jb->b_rows + j0 * kc;
-                    else if (g->conv) pack_b_conv(g->conv, pc, kc, j0, nc, nr, pb);
+                    else if (g->conv) pack_b_conv(g->conv, g->b_row_scale, pc, kc, j0, nc, nr, pb);
                     else pack_b_dense(g, pc, kc, j0, nc, nr, pb);
                     for (int64_t jr = 0; jr < nc; jr += nr) {
                         const float *bp = pb_blk + (jr / nr) * kc * nr;
