@@ -61,6 +61,11 @@ bool ert_cpu_dw2d_fits(const ert_dw2d *p) {
 }
 
 #define DW_PADW 160 /* the padded row buffers of dw_row_padded */
+/* rows narrower than this take dw_row_padded: the 14- and 7-wide maps, where
+ * the border is most of the row; from 32 up the copies cost more than the
+ * scalar border saves (also with 16-wide vectors) */
+#define DW_PAD_BELOW 32
+#define DW_PLANE_MAX 4096 /* floats of dw_plane_padded's buffer (16 KiB of stack) */
 #define DW_FN(name) name##_v
 #include "dwconv_impl.h"
 

@@ -83,7 +83,7 @@ static inline __attribute__((always_inline)) void DW_FN(dw_row)(const ert_dw2d *
                                                         const float *rr, const int64_t s, const int64_t KH,
                                                         const int64_t KW) {
     const int64_t W = p->W, OW = p->OW, d = p->dw, pw = p->pw;
-    if (OW < 4 * VL && DW_FN(dw_row_padded)(p, yr, rows, wk, bv, rr, s, KH, KW)) return;
+    if (OW < DW_PAD_BELOW && DW_FN(dw_row_padded)(p, yr, rows, wk, bv, rr, s, KH, KW)) return;
     /* window of column ow spans iw = ow*s - pw + [0, (KW-1)*d]; vector blocks
      * also read (s-1) past it */
     const int64_t span = (KW - 1) * d + (s - 1);
@@ -128,6 +128,48 @@ static inline __attribute__((always_inline)) void DW_FN(dw_row)(const ert_dw2d *
     if (p->act) ert_cpu_act_row(yr, OW, p->act); /* the row is still in L1 */
 }
 
+/* Small planes (the 14x14 and 7x7 maps of a classifier's last stages, where
+ * a row is one or two vectors and the per-row set-up was most of the time:
+ * EfficientNet-B0's 7x7x1152 5x5 layers): the input plane is copied once
+ * into a zero-padded buffer, then every output row reads it without bounds
+ * checks. Returns false when the buffer would not hold it. */
+static inline __attribute__((always_inline)) bool DW_FN(dw_plane_padded)(const ert_dw2d *p, const float *xc, float *ym,
+                                                                     const float *rm, const float *wk, float bv,
+                                                                     const int64_t s, const int64_t KH,
+                                                                     const int64_t KW) {
+    const int64_t W = p->W, H = p->H, OW = p->OW, OH = p->OH, d = p->dw, pw = p->pw;
+    const int64_t OWp = (OW + VL - 1) / VL * VL;
+    const int64_t Lp = OWp * s + (KW - 1) * d;                  /* floats a row's blocks read */
+    const int64_t Hp = (OH - 1) * p->sh + (KH - 1) * p->dh + 1; /* padded rows the plane reads */
+    if (OWp > DW_PADW || Lp * Hp > DW_PLANE_MAX) return false;
+    float buf[DW_PLANE_MAX], orow[DW_PADW];
+    /* buf row r, column j = x[r - ph][j - pw], zero outside the image */
+    const int64_t j0 = pw < Lp ? pw : Lp, j1 = pw + W < Lp ? pw + W : Lp;
+    for (int64_t r = 0; r < Hp; r++) {
+        float *b = buf + r * Lp;
+        const int64_t ih = r - p->ph;
+        if (ih < 0 || ih >= H || j1 <= j0) {
+            memset(b, 0, (size_t)Lp * sizeof(float));
+            continue;
+        }
+        memset(b, 0, (size_t)j0 * sizeof(float));
+        memcpy(b + j0, xc + ih * W, (size_t)(j1 - j0) * sizeof(float));
+        memset(b + j1, 0, (size_t)(Lp - j1) * sizeof(float));
+    }
+    const float *rows[DW_KMAX];
+    for (int64_t oh = 0; oh < OH; oh++) {
+        for (int64_t kh = 0; kh < KH; kh++) rows[kh] = buf + (oh * p->sh + kh * p->dh) * Lp;
+        for (int64_t ow = 0; ow < OWp; ow += VL) DW_FN(dw_block)(rows, wk, KH, KW, ow * s, d, bv, s, orow + ow);
+        float *yr = ym + oh * OW;
+        if (rm)
+            for (int64_t ow = 0; ow < OW; ow++) yr[ow] = orow[ow] + rm[oh * OW + ow];
+        else
+            memcpy(yr, orow, (size_t)OW * sizeof(float));
+    }
+    if (p->act) ert_cpu_act_row(ym, OH * OW, p->act);
+    return true;
+}
+
 /* The planes [t0, t1); KH and KW are constants where the caller specialises
  * (3x3, 5x5), so the tap loops unroll and the weights stay in registers. */
 static inline __attribute__((always_inline)) void DW_FN(dw_planes)(const ert_dw2d *p, int64_t t0, int64_t t1,
@@ -142,6 +184,10 @@ static inline __attribute__((always_inline)) void DW_FN(dw_planes)(const ert_dw2
         for (int64_t i = 0; i < KH * KW; i++) wk[i] = p->w[m * KH * KW + i] * sc;
         float *ym = p->y + t * plane_out;
         const float *rm = p->res ? p->res + t * plane_out : NULL;
+        if (p->OW < DW_PAD_BELOW &&
+            (p->sw == 1 ? DW_FN(dw_plane_padded)(p, xc, ym, rm, wk, bv, 1, KH, KW)
+                        : DW_FN(dw_plane_padded)(p, xc, ym, rm, wk, bv, 2, KH, KW)))
+            continue;
         for (int64_t oh = 0; oh < p->OH; oh++) {
             for (int64_t kh = 0; kh < KH; kh++) {
                 int64_t ih = oh * p->sh - p->ph + kh * p->dh;
