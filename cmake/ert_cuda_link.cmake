@@ -13,7 +13,7 @@
 #                     sub-libraries at run time anyway; static cuDNN is not
 #                     supported.
 # So a CUDA build of `edgert` needs no CUDA shared library to start; a CPU
-# run never maps cuBLAS/cuDNN (tests/cuda_deps.cmake checks this with readelf).
+# run never maps cuBLAS/cuDNN (tests/cuda/CMakeLists.txt checks this with readelf).
 #
 # Consumers of the installed libedgert.a get the same list two ways:
 #   edgertTargets.cmake  the library files by absolute path (no find_package(CUDAToolkit))
@@ -76,7 +76,7 @@ endif()
 target_compile_definitions(edgert PRIVATE $<$<COMPILE_LANGUAGE:C>:ERT_CUDNN_LAZY>)
 
 # Nothing shared is linked (the runtime opens the driver itself): a program
-# can be linked -static (tests/static_link.cmake).
+# can be linked -static (tests/install/CMakeLists.txt).
 if(ERT_CUDA_STATIC)
   set(ERT_CUDA_FULLY_STATIC TRUE)
 else()

@@ -12,9 +12,9 @@ bin=$build/tests/ert_conformance
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for s in onnx-node onnx-pytorch-converted; do
-  "$bin" "$shared/conformance/$s" --report "$tmp/$s.tsv" --xfail "$root/tests/conformance_xfail.txt" >"$tmp/$s.log" || true
+  "$bin" "$shared/conformance/$s" --report "$tmp/$s.tsv" --xfail "$root/tests/ops/conformance_xfail.txt" >"$tmp/$s.log" || true
 done
-"$bin" "$shared/models" --models --report "$tmp/models.tsv" --xfail "$root/tests/conformance_xfail.txt" >"$tmp/models.log" || true
+"$bin" "$shared/models" --models --report "$tmp/models.tsv" --xfail "$root/tests/ops/conformance_xfail.txt" >"$tmp/models.log" || true
 python3 "$root/scripts/conformance_report.py" "$shared/conformance" "$tmp" \
   "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)" >"$root/docs/conformance.md"
 echo "wrote docs/conformance.md"

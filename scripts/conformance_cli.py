@@ -13,7 +13,7 @@ every output matched its reference within --tol (ONNX's backend-test
 tolerance 1e-5 + 1e-3 |ref| by default; integers and bools exactly).
 
 The rate is reported over all tests, and over the tests the C conformance
-harness passes (tests/conformance.c's --report TSV, if given with --harness):
+harness passes (tests/ops/conformance.c's --report TSV, if given with --harness):
 those are the tests whose ops the library runs, so a failure there is the
 CLI's. Exit status: 0 when the rate over the harness-passing tests (or over
 all tests without --harness) is at least --min (percent), else 1; 77 when

@@ -30,7 +30,7 @@ def main():
     w("Tolerance as ONNX's backend tests: |got - expected| <= 1e-5 + 1e-3 * |expected|; integers and bool exact.\n")
     w("Results: **pass**; **mismatch** (every op ran, a number/shape/dtype is wrong); **error** (a status other than")
     w("ERT_E_UNSUPPORTED); **crash**; **unsupported** (op, dtype or attribute not implemented: the reason is listed).")
-    w("Known kernel bugs are listed in `tests/conformance_xfail.txt` and still count as mismatches here.")
+    w("Known kernel bugs are listed in `tests/ops/conformance_xfail.txt` and still count as mismatches here.")
     w("How older opsets are normalised on load (Softmax < 13, Upsample, attribute-to-input moves) is described at the")
     w("top of `loaders/onnx/onnx_loader.c`.\n")
     w("| suite | tests | pass | mismatch | error | crash | unsupported |")

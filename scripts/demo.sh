@@ -73,7 +73,7 @@ echo
 echo "== 0. edgert-demo: C builder API -> .ert -> reload -> run"
 "$bin/edgert-demo"
 
-# Steps 1-3 (also what the demo_pipeline test runs, smaller: tests/demo.cmake).
+# Steps 1-3 (also what the demo_pipeline test runs, smaller: tests/camera/CMakeLists.txt).
 ERT_DEMO_THREADS=${ERT_DEMO_THREADS:-$(nproc 2>/dev/null || echo 2)}
 if ((ERT_DEMO_THREADS > 4)); then ERT_DEMO_THREADS=4; fi
 export ERT_DEMO_THREADS

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Steps 1-3 of the README demo (scripts/demo.sh), also run by the
-# demo_pipeline test (tests/demo.cmake) with smaller sizes:
+# demo_pipeline test (tests/camera/CMakeLists.txt) with smaller sizes:
 #
 #   bash scripts/demo_pipeline.sh APPS_BIN_DIR FASHION_MNIST_DIR OUT_DIR
 #

@@ -3,7 +3,7 @@
  * each -> STREAMON; per frame: select with a timeout -> DQBUF; the buffer
  * goes back (QBUF) when the next frame is asked for. Every system call goes
  * through a cam_v4l2_sys table so the tests drive this code against a fake
- * device (tests/test_camera_source.c).
+ * device (tests/camera/test_camera_source.c).
  *
  * Known limits: single-planar capture only (V4L2_BUF_TYPE_VIDEO_CAPTURE);
  * not yet tried on a real camera (see apps/camera/README.md). */

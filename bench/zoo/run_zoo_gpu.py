@@ -301,7 +301,7 @@ def main():
     res["not_run"] = [n for n in names if n not in {r["name"] for r in rows}]
     res["geomeans"] = summarise(rows)
     json.dump(res, open(a.out, "w"), indent=1)
-    # f16 tolerances for the gpu test (tests/test_zoo_cuda.c, ERT_ZOO_BENCH_DIR): twice PyTorch's own f16 error
+    # f16 tolerances for the gpu test (tests/cuda/test_zoo_cuda.c, ERT_ZOO_BENCH_DIR): twice PyTorch's own f16 error
     with open(os.path.join(a.zoo, "f16_tol.txt"), "w") as f:
         for r in rows:
             e = r.get("torch", {}).get("f16_b1", {}).get("rel_l2")

@@ -668,18 +668,27 @@ ert_status ert_cpu_matmul(const ert_kargs *a) {
     const ert_tview *A = &a->in[0], *B = &a->in[1];
     ert_tview *Y = &a->out[0];
     if (A->dtype != ERT_DTYPE_F32 || B->dtype != ERT_DTYPE_F32) return ERT_E_UNSUPPORTED;
+    /* What the session's passes fuse (runtime/passes/fuse.c): trans_b (B
+     * given as (..., N, K)), alpha (a scalar factor), a bias (N) over the
+     * last axis (in[2]) and a residual of Y's shape (in[3]), added before
+     * the activation. */
+    const ert_gemm_params *gp = &a->params->gemm;
+    const bool tb = gp->trans_b && B->ndim >= 2;
     int64_t M = A->ndim >= 2 ? A->dims[A->ndim - 2] : 1, K = A->dims[A->ndim - 1];
-    int64_t N = B->ndim >= 2 ? B->dims[B->ndim - 1] : 1;
+    int64_t N = B->ndim >= 2 ? B->dims[B->ndim - (tb ? 2 : 1)] : 1;
     int na = A->ndim > 2 ? A->ndim - 2 : 0, nb = B->ndim > 2 ? B->ndim - 2 : 0;
     int64_t bd[ERT_MAX_DIMS];
     int nbd;
     if (!ert_broadcast_shape(na, A->dims, nb, B->dims, &nbd, bd)) return ERT_E_SHAPE;
     int64_t n_batch = 1;
     for (int i = 0; i < nbd; i++) n_batch *= bd[i];
+    const float *bias = gp->has_c && a->n_in > 2 && a->in[2].data ? a->in[2].data : NULL;
+    const float *res = a->n_in > 3 && a->in[3].data ? a->in[3].data : NULL;
+    const ert_act_params *act = gp->act.kind != ERT_ACT_NONE ? &gp->act : NULL;
     ert_sgemm_args g = {
-        .M = M, .N = N, .K = K, .a_rs = K, .a_cs = 1, .alpha = 1.0f,
-        .b_rs = B->ndim >= 2 ? N : 1, .b_cs = 1, .ldc = N,
-        .act = a->params->gemm.act.kind != ERT_ACT_NONE ? &a->params->gemm.act : NULL,
+        .M = M, .N = N, .K = K, .a_rs = K, .a_cs = 1, .alpha = gp->alpha,
+        .b_rs = tb ? 1 : (B->ndim >= 2 ? N : 1), .b_cs = tb ? K : 1, .ldc = N,
+        .act = bias || res ? NULL : act,
     };
     for (int64_t bi = 0; bi < n_batch; bi++) {
         /* map the output batch index to (broadcast) offsets into a and b */
@@ -703,6 +712,11 @@ ert_status ert_cpu_matmul(const ert_kargs *a) {
         g.c = (float *)Y->data + bi * M * N;
         ert_status st = ert_cpu_sgemm(&g, a->workspace, a->workspace_bytes, a->pool);
         if (st) return st;
+        for (int64_t r = 0; (bias || res) && r < M; r++) {
+            float *row = g.c + r * N;
+            if (res && bias) ert_cpu_epilogue_row(row, N, NULL, res + (bi * M + r) * N, NULL);
+            ert_cpu_epilogue_row(row, N, NULL, bias ? bias : res + (bi * M + r) * N, act);
+        }
     }
     return ERT_OK;
 }
@@ -750,8 +764,10 @@ static bool b_packable(const ert_kargs *a, ert_sgemm_args *g) {
     }
     if (a->op != ERT_OP_MATMUL || B->ndim != 2 || a->in[0].ndim < 1) return false;
     const ert_tview *A = &a->in[0];
-    *g = (ert_sgemm_args){.M = A->ndim >= 2 ? A->dims[A->ndim - 2] : 1, .N = B->dims[1], .K = B->dims[0],
-                          .b = B->data, .b_rs = B->dims[1], .b_cs = 1};
+    const bool tb = a->params->gemm.trans_b; /* B given as (N, K) (fuse.c): as ert_cpu_matmul reads it */
+    const int64_t N = B->dims[tb ? 0 : 1], K = B->dims[tb ? 1 : 0];
+    *g = (ert_sgemm_args){.M = A->ndim >= 2 ? A->dims[A->ndim - 2] : 1, .N = N, .K = K,
+                          .b = B->data, .b_rs = tb ? 1 : N, .b_cs = tb ? K : 1};
     return true;
 }
 

@@ -3,7 +3,7 @@
  * kernels/cpu/conv.c. One thread per output element; every rank is handled
  * as 3-D (missing leading spatial dims: size 1, kernel 1, stride 1, no pad).
  * This is the path without cuDNN (and for 3-D convs); it is plain, not fast.
- * The cuDNN path lives in cuda_backend.c. ConvTranspose gathers: output o
+ * The cuDNN path lives in cuda_conv.c. ConvTranspose gathers: output o
  * reads input i = (o + pad - k * dil) / stride wherever that divides. */
 #include "cuda_internal.h"
 #include "cuda_types.cuh"

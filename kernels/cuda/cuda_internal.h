@@ -1,5 +1,5 @@
 /* Contracts inside the CUDA backend: the launchers (layer 2 of STYLE rule 3)
- * that kernels/cuda/<op>.cu export to the backend (cuda_backend.c).
+ * that kernels/cuda/<op>.cu export to the backend (cuda_dispatch.c, cuda_conv.c, cuda_gemm.c).
  *
  * Every launcher enqueues on `st`, never synchronises, never allocates, and
  * returns cudaSuccess or the error (cudaErrorInvalidValue for shapes it
@@ -201,7 +201,7 @@ cudaError_t ert_cuda_grad_norm_launch(const float *const *g, const int64_t *n, i
 cudaError_t ert_cuda_optim_launch(const ert_optim_params *p, float *w, const float *g, float *m, float *v,
                                   const float *gn, const float *hyper, const float *loss, int64_t n, cudaStream_t st);
 
-/* cuda_train.c: the training ops for the backend (cuda_backend.c calls these
+/* cuda_train.c: the training ops for the backend (cuda_dispatch.c calls these
  * for ert_cuda_train_op(op) and for ConvTranspose, which is the trainer's
  * conv data gradient: cuDNN backward-data when it can). */
 typedef struct ert_cuda_env {

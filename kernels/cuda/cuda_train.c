@@ -30,7 +30,7 @@
 #define TRAIN_WS_MAX ((size_t)256 << 20) /* largest cuDNN backward workspace a node may plan */
 #define BLAS_WS ((size_t)4 << 20)
 
-/* CUDA's training-op table (cuda_supports in cuda_backend.c has the
+/* CUDA's training-op table (ert_cuda_supports in cuda_dispatch.c has the
  * inference ops). */
 _Static_assert(ERT_OP_COUNT == 100, "ERT_OP_COUNT changed: say here whether the new op is a CUDA training op");
 bool ert_cuda_train_op(ert_op op) {

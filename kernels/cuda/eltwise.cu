@@ -83,6 +83,70 @@ static __device__ __forceinline__ void decode(const ert_cuda_map &m, int64_t i, 
     *o2 = c;
 }
 
+/* A map of two operands with its dims coalesced (copy_coalesce): extents,
+ * strides of operand 0 (si) and 1 (so). */
+template <typename I> struct copy_map {
+    int nd;
+    I dims[ERT_MAX_DIMS], si[ERT_MAX_DIMS], so[ERT_MAX_DIMS];
+};
+
+/* Index r of the map's dims -> its input and output offsets. */
+template <typename I>
+static __device__ __forceinline__ void copy_decode(const copy_map<I> &m, I r, I *oi, I *oo) {
+    I a = 0, b = 0;
+    for (int d = m.nd - 1; d >= 0; d--) {
+        I k = r % m.dims[d];
+        r /= m.dims[d];
+        a += k * m.si[d];
+        b += k * m.so[d];
+    }
+    *oi = a;
+    *oo = b;
+}
+
+/* Drops size-1 dims and merges neighbours that are contiguous with each
+ * other on both sides (in strides m->s[0], out strides m->s[1]); returns the
+ * number of dims left. */
+static int copy_coalesce(const ert_cuda_map *m, int64_t *dims, int64_t *si, int64_t *so) {
+    int nd = 0;
+    for (int d = 0; d < m->ndim; d++) {
+        if (m->dims[d] == 1) continue;
+        if (nd > 0 && si[nd - 1] == m->s[0][d] * m->dims[d] && so[nd - 1] == m->s[1][d] * m->dims[d]) {
+            dims[nd - 1] *= m->dims[d];
+            si[nd - 1] = m->s[0][d];
+            so[nd - 1] = m->s[1][d];
+            continue;
+        }
+        dims[nd] = m->dims[d];
+        si[nd] = m->s[0][d];
+        so[nd] = m->s[1][d];
+        nd++;
+    }
+    return nd;
+}
+
+static bool fits32(int64_t v) { return v > -(int64_t)INT32_MAX && v < (int64_t)INT32_MAX; }
+
+
+/* The map with size-1 dims dropped and neighbours merged, as copy_map<int>
+ * (si: m->s[0], so: m->s[1]), when n and every extent, stride and offset
+ * fit in int32; false otherwise. */
+static bool map32(const ert_cuda_map *m, int64_t n, copy_map<int> *c) {
+    int64_t dims[ERT_MAX_DIMS], si[ERT_MAX_DIMS], so[ERT_MAX_DIMS];
+    int nd = copy_coalesce(m, dims, si, so);
+    bool ok = fits32(n);
+    int64_t maxi = 0, maxo = 0;
+    for (int d = 0; ok && d < nd; d++) {
+        ok = fits32(dims[d]) && fits32(si[d]) && fits32(so[d]);
+        maxi += (dims[d] - 1) * (si[d] < 0 ? -si[d] : si[d]);
+        maxo += (dims[d] - 1) * (so[d] < 0 ? -so[d] : so[d]);
+    }
+    if (!ok || !fits32(maxi) || !fits32(maxo)) return false;
+    c->nd = nd;
+    for (int d = 0; d < nd; d++) c->dims[d] = (int)dims[d], c->si[d] = (int)si[d], c->so[d] = (int)so[d];
+    return true;
+}
+
 enum { B_ADD = 0, B_SUB, B_MUL, B_DIV, B_POW, B_MIN, B_MAX, B_EQ, B_LT, B_GT };
 
 static __device__ __forceinline__ float bin_op(int what, float u, float v) {
@@ -97,19 +161,32 @@ static __device__ __forceinline__ float bin_op(int what, float u, float v) {
     }
 }
 
+/* y[i] = a op b: T, or a 0/1 byte for the comparisons */
+template <typename T, typename I>
+static __device__ __forceinline__ void bin_store(void *y, I i, float u, float v, int what) {
+    if (what >= B_EQ) ((uint8_t *)y)[i] = (what == B_EQ ? u == v : (what == B_LT ? u < v : u > v)) ? 1 : 0;
+    else ert_put((T *)y + i, bin_op(what, u, v));
+}
+
 template <typename T>
 static __global__ void binary_kernel(const T *__restrict__ a, const T *__restrict__ b, void *__restrict__ y,
                               ert_cuda_map m, int64_t n, int what) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t oa, ob, unused;
         decode(m, i, &oa, &ob, &unused);
-        float u = ert_ld(a[oa]), v = ert_ld(b[ob]);
-        if (what >= B_EQ) {
-            bool r = what == B_EQ ? u == v : (what == B_LT ? u < v : u > v);
-            ((uint8_t *)y)[i] = r ? 1 : 0;
-            continue;
-        }
-        ert_put((T *)y + i, bin_op(what, u, v));
+        bin_store<T>(y, i, ert_ld(a[oa]), ert_ld(b[ob]), what);
+    }
+}
+
+/* binary_kernel over a coalesced 32-bit map (si: a, so: b; y contiguous):
+ * the broadcasts of SE blocks and detection heads without 64-bit divisions */
+template <typename T>
+static __global__ void binary32_kernel(const T *__restrict__ a, const T *__restrict__ b, void *__restrict__ y,
+                                       copy_map<int> m, int n, int what) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        int oa, ob;
+        copy_decode(m, i, &oa, &ob);
+        bin_store<T>(y, i, ert_ld(a[oa]), ert_ld(b[ob]), what);
     }
 }
 
@@ -188,6 +265,31 @@ static __global__ void strided_copy_kernel(const T *__restrict__ in, T *__restri
         int64_t oi, oo, unused;
         decode(m, i, &oi, &oo, &unused);
         out[oo] = in[oi];
+    }
+}
+
+template <typename T>
+static __global__ void strided_copy32_kernel(const T *__restrict__ in, T *__restrict__ out, copy_map<int> m, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        int oi, oo;
+        copy_decode(m, i, &oi, &oo);
+        out[oo] = in[oi];
+    }
+}
+
+/* Rows that are contiguous on both sides (a Concat/Split/Slice along an
+ * outer axis): blockIdx.y walks the rows, decoding each row's two offsets
+ * once (dims/si/so of the outer dims, in units of V); threads copy the
+ * row's Lv V-sized words. V is the widest of 16/8/4/2/1 bytes that every
+ * offset allows. */
+template <typename V>
+static __global__ void copy_rows_kernel(const V *__restrict__ in, V *__restrict__ out, copy_map<int64_t> m,
+                                        int64_t rows, int64_t Lv) {
+    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        int64_t bi, bo;
+        copy_decode(m, r, &bi, &bo);
+        for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < Lv; j += (int64_t)gridDim.x * blockDim.x)
+            out[bo + j] = in[bi + j];
     }
 }
 
@@ -290,6 +392,12 @@ cudaError_t ert_cuda_binary_launch(ert_op op, ert_dtype dt, const void *a, const
                                                                                n / 8, what))
         return cudaGetLastError();
     }
+    copy_map<int> c;
+    if (map32(m, n, &c)) {
+        ERT_CUDA_FLOAT_SWITCH(dt, T,
+            binary32_kernel<T><<<grid_for(n), kThreads, 0, st>>>((const T *)a, (const T *)b, y, c, (int)n, what))
+        return cudaGetLastError();
+    }
     ERT_CUDA_FLOAT_SWITCH(dt, T,
         binary_kernel<T><<<grid_for(n), kThreads, 0, st>>>((const T *)a, (const T *)b, y, *m, n, what))
     return cudaGetLastError();
@@ -346,24 +454,71 @@ cudaError_t ert_cuda_strided_copy_launch(const void *in, int64_t in_off, void *o
                                          const ert_cuda_map *m, int64_t n, cudaStream_t st) {
     if (n <= 0) return cudaSuccess;
     if (!map_ok(m)) return cudaErrorInvalidValue;
+    if (esize != 1 && esize != 2 && esize != 4 && esize != 8) return cudaErrorInvalidValue;
+    const char *ib = (const char *)in + in_off * (int64_t)esize;
+    char *ob = (char *)out + out_off * (int64_t)esize;
+    int64_t dims[ERT_MAX_DIMS], si[ERT_MAX_DIMS], so[ERT_MAX_DIMS];
+    int nd = copy_coalesce(m, dims, si, so);
+    if (nd == 0) { /* one element */
+        nd = 1;
+        dims[0] = si[0] = so[0] = 1;
+    }
+    /* contiguous rows of at least a warp's worth of words (not a memcpy
+     * node: graph memcpy nodes have limits on managed memory where the GPU
+     * lacks concurrent managed access, as Jetsons do) */
+    if (si[nd - 1] == 1 && so[nd - 1] == 1 && (dims[nd - 1] * (int64_t)esize >= 512 || nd == 1)) {
+        /* the widest word every byte offset allows */
+        int64_t L = dims[nd - 1] * (int64_t)esize, rows = n / dims[nd - 1];
+        size_t vb = 16;
+        while (vb > 1) {
+            bool ok = L % (int64_t)vb == 0 && (uintptr_t)ib % vb == 0 && (uintptr_t)ob % vb == 0;
+            for (int d = 0; ok && d < nd - 1; d++)
+                ok = (si[d] * (int64_t)esize) % (int64_t)vb == 0 && (so[d] * (int64_t)esize) % (int64_t)vb == 0;
+            if (ok) break;
+            vb /= 2;
+        }
+        copy_map<int64_t> r;
+        r.nd = nd - 1;
+        for (int d = 0; d < nd - 1; d++) {
+            r.dims[d] = dims[d];
+            r.si[d] = si[d] * (int64_t)esize / (int64_t)vb;
+            r.so[d] = so[d] * (int64_t)esize / (int64_t)vb;
+        }
+        int64_t Lv = L / (int64_t)vb, gx = (Lv + kThreads - 1) / kThreads;
+        dim3 grid((unsigned)(gx > 1024 ? 1024 : gx), (unsigned)(rows > 65535 ? 65535 : rows));
+        switch (vb) {
+        case 16: copy_rows_kernel<uint4><<<grid, kThreads, 0, st>>>((const uint4 *)ib, (uint4 *)ob, r, rows, Lv); break;
+        case 8: copy_rows_kernel<uint2><<<grid, kThreads, 0, st>>>((const uint2 *)ib, (uint2 *)ob, r, rows, Lv); break;
+        case 4: copy_rows_kernel<uint32_t><<<grid, kThreads, 0, st>>>((const uint32_t *)ib, (uint32_t *)ob, r, rows, Lv); break;
+        case 2: copy_rows_kernel<uint16_t><<<grid, kThreads, 0, st>>>((const uint16_t *)ib, (uint16_t *)ob, r, rows, Lv); break;
+        default: copy_rows_kernel<uint8_t><<<grid, kThreads, 0, st>>>((const uint8_t *)ib, (uint8_t *)ob, r, rows, Lv); break;
+        }
+        return cudaGetLastError();
+    }
     unsigned g = grid_for(n);
+    copy_map<int> c;
+    if (map32(m, n, &c)) {
+        switch (esize) {
+        case 1: strided_copy32_kernel<uint8_t><<<g, kThreads, 0, st>>>((const uint8_t *)ib, (uint8_t *)ob, c, (int)n); break;
+        case 2: strided_copy32_kernel<uint16_t><<<g, kThreads, 0, st>>>((const uint16_t *)ib, (uint16_t *)ob, c, (int)n); break;
+        case 4: strided_copy32_kernel<uint32_t><<<g, kThreads, 0, st>>>((const uint32_t *)ib, (uint32_t *)ob, c, (int)n); break;
+        default: strided_copy32_kernel<uint64_t><<<g, kThreads, 0, st>>>((const uint64_t *)ib, (uint64_t *)ob, c, (int)n); break;
+        }
+        return cudaGetLastError();
+    }
     switch (esize) {
     case 1:
-        strided_copy_kernel<uint8_t><<<g, kThreads, 0, st>>>((const uint8_t *)in + in_off, (uint8_t *)out + out_off, *m, n);
+        strided_copy_kernel<uint8_t><<<g, kThreads, 0, st>>>((const uint8_t *)ib, (uint8_t *)ob, *m, n);
         break;
     case 2:
-        strided_copy_kernel<uint16_t><<<g, kThreads, 0, st>>>((const uint16_t *)in + in_off, (uint16_t *)out + out_off,
-                                                             *m, n);
+        strided_copy_kernel<uint16_t><<<g, kThreads, 0, st>>>((const uint16_t *)ib, (uint16_t *)ob, *m, n);
         break;
     case 4:
-        strided_copy_kernel<uint32_t><<<g, kThreads, 0, st>>>((const uint32_t *)in + in_off, (uint32_t *)out + out_off,
-                                                             *m, n);
+        strided_copy_kernel<uint32_t><<<g, kThreads, 0, st>>>((const uint32_t *)ib, (uint32_t *)ob, *m, n);
         break;
-    case 8:
-        strided_copy_kernel<uint64_t><<<g, kThreads, 0, st>>>((const uint64_t *)in + in_off, (uint64_t *)out + out_off,
-                                                             *m, n);
+    default:
+        strided_copy_kernel<uint64_t><<<g, kThreads, 0, st>>>((const uint64_t *)ib, (uint64_t *)ob, *m, n);
         break;
-    default: return cudaErrorInvalidValue;
     }
     return cudaGetLastError();
 }

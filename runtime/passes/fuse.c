@@ -1,5 +1,8 @@
 /* Session step 4: inference passes on the working graph: BatchNorm folded
- * into the preceding Conv, Mul(x, Sigmoid(x)) -> SiLU, Conv + Add (residual)
+ * into the preceding Conv, spatial ReduceMean/Max -> global pools, the
+ * exporters' Erf spelling of GELU -> Gelu, MatMul + bias Add -> MatMul with
+ * a bias, scalar Muls, a last-axes Transpose and a residual Add into the
+ * MatMul, Mul(x, Sigmoid(x)) -> SiLU, Conv + Add (residual)
  * and Conv/Gemm + activation fused into the producer's epilogue, the
  * squeeze-excitation Mul(x, s) folded into the Conv that reads it where the
  * backend says its kernels can (ert_backend.fusions), dead nodes removed.
@@ -166,6 +169,186 @@ static bool same_shape(const stensor *a, const stensor *b) {
     return a->dtype == b->dtype && a->ndim == b->ndim && memcmp(a->dims, b->dims, (size_t)a->ndim * sizeof a->dims[0]) == 0;
 }
 
+/* ReduceMean/ReduceMax(x, axes = every spatial axis, keepdims) on f32 is
+ * GlobalAveragePool/GlobalMaxPool (timm's squeeze-excitation writes
+ * x.mean((2, 3), keepdim=True)): the same numbers, and the global pools have
+ * channels-last kernels, so the block stays in a channels-last region. */
+static void reduce_to_global_pool(ert_session *s) {
+    for (int i = 0; i < s->nn; i++) {
+        snode *n = &s->n[i];
+        if (n->dead || (n->op != ERT_OP_REDUCE_MEAN && n->op != ERT_OP_REDUCE_MAX) || n->n_out != 1) continue;
+        const ert_axis_params *ap = &n->params.axis;
+        const stensor *x = &s->t[n->in[0]];
+        if (!ap->keepdims || x->ndim < 3 || x->dtype != ERT_DTYPE_F32 || ap->n_axes != x->ndim - 2) continue;
+        bool spatial = true;
+        for (int k = 0; k < ap->n_axes; k++) spatial = spatial && ap->axes[k] == k + 2;
+        if (!spatial) continue;
+        n->op = n->op == ERT_OP_REDUCE_MEAN ? ERT_OP_GLOBAL_AVGPOOL : ERT_OP_GLOBAL_MAXPOOL;
+        memset(&n->params, 0, sizeof n->params);
+        n->n_in = 1; /* the axes input is no longer read */
+        n->src = NULL;
+    }
+}
+
+/* Tensor t is an f32 constant holding one value near v (relative 1e-4). */
+static bool const_near(const ert_session *s, int32_t t, double v) {
+    if (!ert_s_is_const(s, t) || s->t[t].dtype != ERT_DTYPE_F32 || !s->t[t].cdata) return false;
+    int64_t n = 0;
+    if (!ert_dims_nelems(s->t[t].ndim, s->t[t].dims, &n) || n != 1) return false;
+    double x = *(const float *)s->t[t].cdata;
+    return fabs(x - v) <= 1e-4 * fabs(v);
+}
+
+/* Binary node n (op) with operand t: the other operand, or -1. */
+static int32_t other_in(const snode *n, ert_op op, int32_t t) {
+    if (!n || n->dead || n->op != op || n->n_in != 2) return -1;
+    return n->in[0] == t ? n->in[1] : n->in[1] == t ? n->in[0] : -1;
+}
+
+/* GELU as exporters spell it below opset 20:
+ *   x * 0.5 * (1 + Erf(x / sqrt(2)))   (Div by sqrt(2) or Mul by 1/sqrt(2);
+ *   the 0.5 applied to x first or to the product last, either operand order)
+ * -> one Gelu node (erf form) in the last Mul's place, which the activation
+ * pass below can then fuse into a Gemm/MatMul/Conv. */
+static void fuse_gelu(ert_session *s) {
+    for (int i = 0; i < s->nn; i++) {
+        snode *erf = &s->n[i];
+        if (erf->dead || erf->op != ERT_OP_ERF) continue;
+        snode *scale = NULL; /* x / sqrt(2) */
+        for (int j = 0; j < i && !scale; j++)
+            if (!s->n[j].dead && s->n[j].n_out == 1 && s->n[j].out[0] == erf->in[0]) scale = &s->n[j];
+        if (!scale || scale->n_in != 2 || s->t[erf->in[0]].n_uses != 1) continue;
+        int32_t x = -1;
+        if (scale->op == ERT_OP_DIV && const_near(s, scale->in[1], 1.4142135623730951)) x = scale->in[0];
+        for (int k = 0; k < 2 && scale->op == ERT_OP_MUL; k++)
+            if (const_near(s, scale->in[1 - k], 0.7071067811865476)) x = scale->in[k];
+        if (x < 0 || s->t[x].dtype != ERT_DTYPE_F32) continue;
+        snode *add = sole_consumer(s, erf->out[0], i);
+        int32_t one = other_in(add, ERT_OP_ADD, erf->out[0]);
+        if (one < 0 || !const_near(s, one, 1.0)) continue;
+        snode *m1 = sole_consumer(s, add->out[0], (int)(add - s->n));
+        int32_t h = other_in(m1, ERT_OP_MUL, add->out[0]);
+        if (h < 0) continue;
+        snode *last = NULL, *half = NULL;
+        if (h == x) { /* (x * (1 + erf)) * 0.5 */
+            last = sole_consumer(s, m1->out[0], (int)(m1 - s->n));
+            int32_t c = other_in(last, ERT_OP_MUL, m1->out[0]);
+            if (c < 0 || !const_near(s, c, 0.5)) continue;
+        } else { /* (x * 0.5) * (1 + erf) */
+            for (int j = 0; j < s->nn && !half; j++)
+                if (!s->n[j].dead && s->n[j].n_out == 1 && s->n[j].out[0] == h) half = &s->n[j];
+            int32_t c = other_in(half, ERT_OP_MUL, x);
+            if (c < 0 || !const_near(s, c, 0.5) || s->t[h].n_uses != 1) continue;
+            last = m1;
+        }
+        int32_t y = last->out[0];
+        if (s->t[y].ndim != s->t[x].ndim || memcmp(s->t[y].dims, s->t[x].dims, (size_t)s->t[x].ndim * sizeof(int64_t)))
+            continue;
+        scale->dead = erf->dead = add->dead = true;
+        if (half) half->dead = true;
+        if (last != m1) m1->dead = true;
+        last->op = ERT_OP_GELU;
+        memset(&last->params, 0, sizeof last->params);
+        last->params.unary.act.kind = ERT_ACT_GELU; /* unary.alpha 0: the erf form */
+        last->src = NULL;
+        last->in[0] = x;
+        last->n_in = 1;
+        ert_s_count_uses(s, NULL);
+    }
+}
+
+/* MatMul(x, W) + b with b a constant over the last axis only (a Linear layer
+ * on an input of rank > 2, as exporters write it) -> MatMul with a bias
+ * input (in[2], gemm.has_c): one GEMM and its epilogue instead of a GEMM and
+ * a broadcast Add, and the activation pass below can fuse into it too. */
+static void fuse_matmul_bias(ert_session *s, int32_t *producer) {
+    for (int i = 0; i < s->nn; i++) {
+        snode *mm = &s->n[i];
+        if (mm->dead || mm->op != ERT_OP_MATMUL || mm->n_in != 2 || mm->params.gemm.has_c ||
+            mm->params.gemm.act.kind != ERT_ACT_NONE)
+            continue;
+        const stensor *y = &s->t[mm->out[0]];
+        if (y->ndim < 2 || s->t[mm->in[1]].ndim < 2 || y->dtype != ERT_DTYPE_F32) continue;
+        snode *add = sole_consumer(s, mm->out[0], i);
+        int32_t b = other_in(add, ERT_OP_ADD, mm->out[0]);
+        if (b < 0 || b == mm->out[0] || !ert_s_is_const(s, b) || s->t[b].dtype != ERT_DTYPE_F32) continue;
+        const stensor *bt = &s->t[b];
+        int64_t N = y->dims[y->ndim - 1], nb = 0;
+        if (bt->ndim < 1 || bt->ndim > y->ndim || bt->dims[bt->ndim - 1] != N ||
+            !ert_dims_nelems(bt->ndim, bt->dims, &nb) || nb != N || !same_shape(y, &s->t[add->out[0]]))
+            continue;
+        mm->in[2] = b;
+        mm->n_in = 3;
+        mm->params.gemm.has_c = true;
+        mm->params.gemm.beta = 1.0f;
+        mm->out[0] = add->out[0];
+        add->dead = true;
+        ert_s_count_uses(s, producer);
+    }
+}
+
+/* The node that writes tensor t (one output), or NULL. */
+static snode *writer_of(ert_session *s, const int32_t *producer, int32_t t) {
+    if (t < 0 || producer[t] < 0) return NULL;
+    snode *n = &s->n[producer[t]];
+    return n->dead || n->n_out != 1 ? NULL : n;
+}
+
+/* Around a MatMul (attention as exporters write it: q * c @ (k^T * c), the
+ * residual stream's x + Linear(...)):
+ * - an operand that is Mul(u, scalar constant) read by the MatMul alone
+ *   -> u, the scalar folded into gemm.alpha;
+ * - B that is Transpose(u) swapping the last two axes, read by the MatMul
+ *   alone -> u with gemm.trans_b (no transpose copy);
+ * - an Add of the MatMul's output and a tensor z of the same shape written
+ *   before it (after the bias pass) -> z as the MatMul's residual (in[3]). */
+static void fuse_matmul_operands(ert_session *s, int32_t *producer) {
+    for (int i = 0; i < s->nn; i++) {
+        snode *mm = &s->n[i];
+        if (mm->dead || mm->op != ERT_OP_MATMUL || s->t[mm->out[0]].dtype != ERT_DTYPE_F32) continue;
+        for (int k = 0; k < 2; k++) {
+            snode *mul = s->t[mm->in[k]].n_uses == 1 ? writer_of(s, producer, mm->in[k]) : NULL;
+            for (int j = 0; j < 2 && mul && mul->op == ERT_OP_MUL && mul->n_in == 2; j++) {
+                int32_t u = mul->in[j], c = mul->in[1 - j];
+                int64_t nc = 0;
+                if (!ert_s_is_const(s, c) || s->t[c].dtype != ERT_DTYPE_F32 || !s->t[c].cdata ||
+                    !ert_dims_nelems(s->t[c].ndim, s->t[c].dims, &nc) || nc != 1 || !same_shape(&s->t[u], &s->t[mm->in[k]]))
+                    continue;
+                mm->params.gemm.alpha *= *(const float *)s->t[c].cdata;
+                mm->in[k] = u;
+                mul->dead = true;
+                ert_s_count_uses(s, producer);
+                break;
+            }
+        }
+        snode *tr = s->t[mm->in[1]].n_uses == 1 ? writer_of(s, producer, mm->in[1]) : NULL;
+        int nd = s->t[mm->in[1]].ndim;
+        if (tr && tr->op == ERT_OP_TRANSPOSE && !mm->params.gemm.trans_b && nd >= 2) {
+            const int64_t *perm = tr->params.transpose.perm;
+            bool swap = perm[nd - 2] == nd - 1 && perm[nd - 1] == nd - 2;
+            for (int d = 0; d < nd - 2; d++) swap = swap && perm[d] == d;
+            if (swap) {
+                mm->in[1] = tr->in[0];
+                mm->params.gemm.trans_b = true;
+                tr->dead = true;
+                ert_s_count_uses(s, producer);
+            }
+        }
+        if (mm->n_in > 3 || mm->params.gemm.act.kind != ERT_ACT_NONE) continue;
+        snode *add = sole_consumer(s, mm->out[0], i);
+        int32_t z = other_in(add, ERT_OP_ADD, mm->out[0]);
+        if (z < 0 || z == mm->out[0] || producer[z] >= i || !same_shape(&s->t[z], &s->t[mm->out[0]]) ||
+            !same_shape(&s->t[z], &s->t[add->out[0]]))
+            continue;
+        if (mm->n_in == 2) mm->in[2] = -1;
+        mm->in[3] = z;
+        mm->n_in = 4;
+        mm->out[0] = add->out[0];
+        add->dead = true;
+        ert_s_count_uses(s, producer);
+    }
+}
+
 /* s is a per-(image, channel) scale of x: x (N, C, ...), s (N, C, 1, ...) */
 static bool is_channel_scale(const stensor *sc, const stensor *x) {
     if (sc->dtype != ERT_DTYPE_F32 || x->dtype != ERT_DTYPE_F32 || sc->ndim != x->ndim || x->ndim < 3) return false;
@@ -203,6 +386,11 @@ static void fuse_in_scale(ert_session *s, int32_t *producer) {
 ert_status ert_s_fuse(ert_session *s) {
     int32_t *producer = malloc((size_t)s->nt * sizeof *producer);
     if (!producer) return ert_s_oom(s);
+    reduce_to_global_pool(s);
+    ert_s_count_uses(s, producer);
+    fuse_gelu(s);
+    fuse_matmul_bias(s, producer);
+    fuse_matmul_operands(s, producer);
     ert_s_count_uses(s, producer);
     /* Mul(x, Sigmoid(x)) -> Silu(x) */
     for (int i = 0; i < s->nn; i++) {
@@ -223,7 +411,7 @@ ert_status ert_s_fuse(ert_session *s) {
     if (s->be->fusions & ERT_FUSE_CONV_IN_SCALE) fuse_in_scale(s, producer);
     for (int i = 0; i < s->nn; i++) {
         snode *c = &s->n[i];
-        if (c->dead || (c->op != ERT_OP_CONV && c->op != ERT_OP_GEMM)) continue;
+        if (c->dead || (c->op != ERT_OP_CONV && c->op != ERT_OP_GEMM && c->op != ERT_OP_MATMUL)) continue;
         /* residual: Conv -> Add(y, z) with z ready before the Conv runs */
         if (c->op == ERT_OP_CONV && !c->params.conv.has_residual && c->params.conv.act.kind == ERT_ACT_NONE) {
             snode *add = sole_consumer(s, c->out[0], i);

@@ -5,7 +5,7 @@
 
 writes OUT_DIR/<name>.onnx for every model in MODELS. Weights are random
 (numpy, fixed seed per model), so the files are the same on every run; they
-are generated at test time (tests/zoo.cmake), never committed.
+are generated at test time (tests/models/CMakeLists.txt), never committed.
 
 What each model exercises (the graph patterns torch.onnx.export emits):
   resnet       Conv+BatchNormalization+Relu, BasicBlock residual Add, a

@@ -1,4 +1,4 @@
-/* libFuzzer target for the image loaders (tests/fuzz_image.cmake): the bytes
+/* libFuzzer target for the image loaders (tests/fuzz/CMakeLists.txt): the bytes
  * as a JPEG (header, then a decode into a buffer of exactly the size the
  * header gives, in RGB or grey), as a PGM/PPM, and through the MJPEG stream
  * splitter's frame boundaries (each frame decoded too). Sizes over 2^22

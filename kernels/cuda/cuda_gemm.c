@@ -1,0 +1,323 @@
+/* CUDA backend: GEMMs through cuBLAS (Gemm, MatMul) and cuBLASLt (channels-last
+ * 1x1 convs with a fused epilogue).
+ * (kernels/cuda/cuda_backend.h: the backend as a whole and what the files share.) */
+#include "cuda_backend.h"
+
+#ifdef ERT_HAVE_CUDNN
+/* ------------------------------------------------------------------ 1x1 conv (cuBLASLt) */
+
+/* Channels-last f16/bf16 2-D 1x1 convs with stride 1, no pad and one group
+ * are a plain GEMM: x (N, H, W, C) is a row-major [N*H*W, C] matrix, y
+ * (N, H, W, K) a row-major [N*H*W, K] one and the filter (K, C, 1, 1) a
+ * row-major [K, C] one, so y = x W^T. cuBLASLt fuses bias + ReLU into that
+ * GEMM and adds the residual as its C matrix (beta = 1); cuDNN's NHWC 1x1
+ * convs plus our epilogue kernel were slower (MobileNetV2 stayed NCHW:
+ * 4.955 vs 3.766 ms summed, bench/RESULTS.md). Trainer sessions keep cuDNN
+ * (their filters are recast from master weights each step; untested here).
+ * The filter bytes are the same in (K, C, R, S) and (K, R, S, C) for 1x1, so
+ * a shared filter rewritten by filter_to_krsc does not matter. Only in
+ * sessions created with ERT_SESSION_GEMM_1X1 (off by default: measured
+ * slower end to end on MobileNetV2, see edgert.h). */
+bool ert_cuda_gemm_can(const cuda_ctx *c, const ert_kargs *a) {
+#ifdef ERT_CUDA_NO_GEMM1X1 /* build-time switch for measurements: cuDNN for every conv */
+    (void)c, (void)a;
+    return false;
+#else
+    const ert_conv_params *p = &a->params->conv;
+    const ert_tview *x = &a->in[0], *w = &a->in[1], *y = &a->out[0];
+    if (!c->gemm1x1 || !c->lt || c->trainer || !p->nhwc || p->nsp != 2 || p->group != 1) return false;
+    if (x->dtype != ERT_DTYPE_F16 && x->dtype != ERT_DTYPE_BF16) return false;
+    if (x->ndim != 4 || w->ndim != 4 || y->ndim != 4 || w->dims[2] != 1 || w->dims[3] != 1) return false;
+    for (int i = 0; i < 2; i++)
+        if (p->stride[i] != 1 || p->pad_begin[i] != 0 || p->pad_end[i] != 0) return false;
+    for (int i = 0; i < 3; i++)
+        if (y->dims[i] != x->dims[i]) return false;
+    if (y->dims[3] != w->dims[0] || x->dims[3] != w->dims[1]) return false;
+    int64_t M = x->dims[0] * x->dims[1] * x->dims[2];
+    return M > 0 && M <= INT32_MAX && w->dims[0] > 0 && w->dims[0] <= INT32_MAX && w->dims[1] > 0 &&
+           w->dims[1] <= INT32_MAX;
+#endif
+}
+
+static bool gemm_bias(const ert_kargs *a) { return a->params->conv.has_bias && a->n_in > 2; }
+static bool gemm_res(const ert_kargs *a) { return a->params->conv.has_residual && a->n_in > 3; }
+
+/* ReLU (and none) run in cuBLASLt's epilogue; any other activation (ReLU6 =
+ * Clip(0, 6): cuBLASLt has no clamp) in the epilogue kernel after it. */
+static cublasLtEpilogue_t gemm_epilogue(const ert_kargs *a, bool *post) {
+    ert_act k = a->params->conv.act.kind;
+    *post = k != ERT_ACT_NONE && k != ERT_ACT_RELU;
+    if (k == ERT_ACT_RELU) return gemm_bias(a) ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    return gemm_bias(a) ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+/* Column-major, as cuBLASLt takes it: y^T [K, M] = (W as [C, K])^T x^T [C, M]. */
+static ert_status gemm_descs(cuda_ctx *c, const ert_kargs *a, conv_state *s, int *key) {
+    const ert_tview *x = &a->in[0], *w = &a->in[1];
+    uint64_t M = (uint64_t)(x->dims[0] * x->dims[1] * x->dims[2]), C = (uint64_t)w->dims[1], K = (uint64_t)w->dims[0];
+    cudaDataType_t t = x->dtype == ERT_DTYPE_F16 ? CUDA_R_16F : CUDA_R_16BF;
+    cublasLtEpilogue_t epi = gemm_epilogue(a, &s->gemm_post);
+    cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
+    int32_t bt = (int32_t)t;
+    cublasStatus_t bs;
+    if ((bs = cublasLtMatmulDescCreate(&s->md, CUBLAS_COMPUTE_32F, CUDA_R_32F)) ||
+        (bs = cublasLtMatmulDescSetAttribute(s->md, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT)) ||
+        (bs = cublasLtMatmulDescSetAttribute(s->md, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof opN)) ||
+        (bs = cublasLtMatmulDescSetAttribute(s->md, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi)) ||
+        (gemm_bias(a) && (bs = cublasLtMatmulDescSetAttribute(s->md, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt))) ||
+        (bs = cublasLtMatrixLayoutCreate(&s->la, t, C, K, (int64_t)C)) ||
+        (bs = cublasLtMatrixLayoutCreate(&s->lb, t, C, M, (int64_t)C)) ||
+        (bs = cublasLtMatrixLayoutCreate(&s->lc, t, K, M, (int64_t)K)))
+        return blas_err(c, bs, "cuBLASLt 1x1 conv descriptors");
+    int k[8] = {(int)M, (int)C, (int)K, (int)x->dtype, (int)epi, gemm_res(a), 0, 0};
+    memcpy(key, k, sizeof k);
+    return ERT_OK;
+}
+
+/* One GEMM (+ the epilogue kernel when needed) on the given buffers; the
+ * bias pointer is the descriptor's. */
+cublasStatus_t ert_cuda_gemm_call(cuda_ctx *c, const conv_state *s, const cublasLtMatmulAlgo_t *algo, const void *w,
+                                const void *x, const void *res, void *y, void *ws, size_t ws_bytes) {
+    const float one = 1.0f, zero = 0.0f;
+    return cublasLtMatmul(c->lt, s->md, &one, w, s->la, x, s->lb, res ? &one : &zero, res ? res : y, s->lc, y, s->lc,
+                          algo, ws, ws_bytes, c->stream);
+}
+
+/* cuBLASLt's heuristic candidates for this shape, each timed on zeroed
+ * scratch buffers (create time only); the fastest, or one needing less
+ * workspace within 5% of it, cached in c->lts. Its time is the GEMM's alone
+ * (like cudnnFind's for cuDNN's convs, which also leave out the epilogue). */
+static ert_status gemm_find(cuda_ctx *c, conv_state *s, const int *key, const lt_entry **out) {
+    for (int i = 0; i < c->n_lts; i++)
+        if (!memcmp(c->lts[i].key, key, sizeof c->lts[i].key)) {
+            *out = &c->lts[i];
+            return ERT_OK;
+        }
+    if (c->n_lts == c->cap_lts) {
+        int cap = c->cap_lts ? 2 * c->cap_lts : 32;
+        lt_entry *n = realloc(c->lts, (size_t)cap * sizeof *n);
+        if (!n) return ert_set_error(c->ctx, ERT_E_NOMEM, "out of memory");
+        c->lts = n;
+        c->cap_lts = cap;
+    }
+    lt_entry *e = &c->lts[c->n_lts];
+    memset(e, 0, sizeof *e);
+    memcpy(e->key, key, sizeof e->key);
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t r[LT_ALGOS];
+    int got = 0;
+    size_t wsmax = LT_WS_MAX;
+    if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsmax, sizeof wsmax) !=
+            CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulAlgoGetHeuristic(c->lt, s->md, s->la, s->lb, s->lc, s->lc, pref, LT_ALGOS, r, &got) !=
+            CUBLAS_STATUS_SUCCESS)
+        got = 0;
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    size_t M = (size_t)key[0], C = (size_t)key[1], K = (size_t)key[2], es = 2;
+    void *bx = NULL, *bw = NULL, *by = NULL, *bb = NULL, *br = NULL, *bws = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    const int reps = 20;
+    if (got > 0 && cudaMalloc(&bx, M * C * es) == cudaSuccess && cudaMalloc(&bw, K * C * es) == cudaSuccess &&
+        cudaMalloc(&by, M * K * es) == cudaSuccess && cudaMalloc(&bb, K * es) == cudaSuccess &&
+        (!key[5] || cudaMalloc(&br, M * K * es) == cudaSuccess) && cudaMalloc(&bws, LT_WS_MAX) == cudaSuccess &&
+        cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess &&
+        cudaMemsetAsync(bx, 0, M * C * es, c->stream) == cudaSuccess &&
+        cudaMemsetAsync(bw, 0, K * C * es, c->stream) == cudaSuccess &&
+        cudaMemsetAsync(bb, 0, K * es, c->stream) == cudaSuccess &&
+        (!br || cudaMemsetAsync(br, 0, M * K * es, c->stream) == cudaSuccess) &&
+        cublasLtMatmulDescSetAttribute(s->md, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bb, sizeof bb) ==
+            CUBLAS_STATUS_SUCCESS) {
+        float ts[LT_ALGOS], best = -1;
+        for (int i = 0; i < got; i++) {
+            ts[i] = -1;
+            if (r[i].state != CUBLAS_STATUS_SUCCESS || r[i].workspaceSize > LT_WS_MAX) continue;
+            cublasStatus_t bs = ert_cuda_gemm_call(c, s, &r[i].algo, bw, bx, br, by, bws, r[i].workspaceSize);
+            if (bs != CUBLAS_STATUS_SUCCESS || cudaEventRecord(e0, c->stream) != cudaSuccess) continue;
+            for (int k = 0; k < reps && bs == CUBLAS_STATUS_SUCCESS; k++)
+                bs = ert_cuda_gemm_call(c, s, &r[i].algo, bw, bx, br, by, bws, r[i].workspaceSize);
+            float t = 0;
+            if (bs != CUBLAS_STATUS_SUCCESS || cudaEventRecord(e1, c->stream) != cudaSuccess ||
+                cudaEventSynchronize(e1) != cudaSuccess || cudaEventElapsedTime(&t, e0, e1) != cudaSuccess)
+                continue;
+            ts[i] = t / reps;
+            if (best < 0 || ts[i] < best) best = ts[i];
+        }
+        for (int i = 0; i < got; i++) {
+            if (ts[i] < 0 || ts[i] > best * 1.05f) continue;
+            if (!e->ok || r[i].workspaceSize < e->ws || (r[i].workspaceSize == e->ws && ts[i] < e->ms)) {
+                e->ok = true;
+                e->algo = r[i].algo;
+                e->ws = r[i].workspaceSize;
+                e->ms = ts[i];
+            }
+        }
+    }
+    cudaStreamSynchronize(c->stream);
+    cudaGetLastError();
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    cudaFree(bx);
+    cudaFree(bw);
+    cudaFree(by);
+    cudaFree(bb);
+    cudaFree(br);
+    cudaFree(bws);
+    c->n_lts++;
+    *out = e;
+    return ERT_OK;
+}
+
+/* The GEMM state for a conv ert_cuda_gemm_can accepts; NULL (and ERT_OK) when
+ * cuBLASLt has nothing that runs or its pick needs more than ws_limit. */
+ert_status ert_cuda_gemm_describe(cuda_ctx *c, const ert_kargs *a, size_t ws_limit, conv_state **out, float *ms) {
+    conv_state *s = calloc(1, sizeof *s);
+    if (!s) return ert_set_error(c->ctx, ERT_E_NOMEM, "out of memory");
+    s->gemm = true;
+    int key[8];
+    const lt_entry *e = NULL;
+    ert_status st = gemm_descs(c, a, s, key);
+    if (st == ERT_OK) st = gemm_find(c, s, key, &e);
+    if (st != ERT_OK || !e->ok || e->ws > ws_limit) {
+        ert_cuda_conv_state_free(s);
+        return st;
+    }
+    s->lalgo = e->algo;
+    s->lws = e->ws;
+    *ms = e->ms;
+    *out = s;
+    return ERT_OK;
+}
+
+/* bind_node: point the descriptor at the real bias and run the GEMM once on
+ * the real buffers (values do not matter yet); false: cuBLASLt refused them. */
+bool ert_cuda_gemm_bind(cuda_ctx *c, const ert_kargs *a, conv_state *s) {
+    const void *bias = gemm_bias(a) ? a->in[2].data : NULL;
+    if (gemm_bias(a) && (!bias || cublasLtMatmulDescSetAttribute(s->md, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                                 sizeof bias) != CUBLAS_STATUS_SUCCESS))
+        return false;
+    cublasStatus_t bs = ert_cuda_gemm_call(c, s, &s->lalgo, a->in[1].data, a->in[0].data, gemm_res(a) ? a->in[3].data : NULL,
+                                  a->out[0].data, a->workspace, s->lws);
+    cudaError_t e = cudaStreamSynchronize(c->stream);
+    cudaGetLastError();
+    return bs == CUBLAS_STATUS_SUCCESS && e == cudaSuccess;
+}
+#endif
+
+/* ------------------------------------------------------------------ Gemm, MatMul (cuBLAS) */
+
+static ert_status blas_ws(cuda_ctx *c, const ert_kargs *a) {
+    if (!a->workspace) return ERT_OK;
+    cublasStatus_t bs = cublasSetWorkspace(c->blas, a->workspace, a->workspace_bytes);
+    return bs == CUBLAS_STATUS_SUCCESS ? ERT_OK : blas_err(c, bs, "cublasSetWorkspace");
+}
+
+/* cublasGemmStridedBatchedEx for every dtype: data f32/f16/bf16, f32
+ * accumulation (CUBLAS_COMPUTE_32F: no TF32 under the default math mode, the
+ * tensor cores for f16/bf16). Column-major arguments, as cuBLAS takes them. */
+static cublasStatus_t gemm_ex(cuda_ctx *c, ert_dtype dt, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                              int k, const float *alpha, const void *A, int lda, long long sa, const void *B, int ldb,
+                              long long sb, void *C, int ldc, long long sc, int batch) {
+    cudaDataType_t t = dt == ERT_DTYPE_F16 ? CUDA_R_16F : dt == ERT_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    const float zero = 0.0f;
+    return cublasGemmStridedBatchedEx(c->blas, ta, tb, m, n, k, alpha, A, t, lda, sa, B, t, ldb, sb, &zero, C, t, ldc,
+                                      sc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+/* Row-major C (M,N) = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: call
+ * cuBLAS with the operands swapped and nothing transposed in memory. */
+ert_status ert_cuda_run_gemm(cuda_ctx *c, const ert_kargs *a) {
+    const ert_gemm_params *p = &a->params->gemm;
+    const ert_tview *A = &a->in[0], *B = &a->in[1], *Y = &a->out[0];
+    const ert_tview *C = a->n_in > 2 && a->in[2].data ? &a->in[2] : NULL;
+    if (A->ndim != 2 || B->ndim != 2 || Y->ndim != 2) return ERT_E_UNSUPPORTED;
+    int64_t M = Y->dims[0], N = Y->dims[1], K = p->trans_a ? A->dims[0] : A->dims[1];
+    if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) return ERT_E_UNSUPPORTED;
+    if (M == 0 || N == 0) return ERT_OK;
+    ert_status st = blas_ws(c, a);
+    if (st) return st;
+    cublasStatus_t bs = gemm_ex(c, Y->dtype, p->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, p->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                (int)N, (int)M, (int)K, &p->alpha, B->data, (int)(p->trans_b ? K : N), 0, A->data,
+                                (int)(p->trans_a ? M : K), 0, Y->data, (int)N, 0, 1);
+    if (bs != CUBLAS_STATUS_SUCCESS) return blas_err(c, bs, "cublasGemmEx");
+    ert_cuda_map m;
+    map_out(&m, Y);
+    const void *add = NULL;
+    if (C && p->beta != 0.0f) {
+        ert_cuda_bcast_strides(2, Y->dims, C->ndim, C->dims, m.s[0]);
+        add = C->data;
+    }
+    cudaError_t e = ert_cuda_epilogue_launch(Y->dtype, Y->data, add, p->beta, NULL, &m, Y->n_elems, &p->act, c->stream);
+    return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "gemm epilogue");
+}
+
+/* MatMul (numpy): A (..., M, K) @ B (..., K, N), batch dims broadcast; a 1-D
+ * A is (1, K), a 1-D B is (K, 1). One strided-batched call when each
+ * operand's batch is either whole or a single matrix, else one call per batch. */
+ert_status ert_cuda_run_matmul(cuda_ctx *c, const ert_kargs *a) {
+    const ert_tview *A = &a->in[0], *B = &a->in[1], *Y = &a->out[0];
+    int an = A->ndim, bn = B->ndim;
+    if (an < 1 || bn < 1) return ERT_E_UNSUPPORTED;
+    /* What the session's passes fuse (runtime/passes/fuse.c): trans_b (B
+     * given as (..., N, K)), alpha, a bias (N) over the last axis (in[2])
+     * and a residual of Y's shape (in[3]), added before the activation. */
+    const ert_gemm_params *gp = &a->params->gemm;
+    const bool tb = gp->trans_b && bn >= 2;
+    const cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    int64_t M = an >= 2 ? A->dims[an - 2] : 1, K = A->dims[an - 1], N = bn >= 2 ? B->dims[bn - (tb ? 2 : 1)] : 1;
+    if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) return ERT_E_UNSUPPORTED;
+    const int ldb = (int)(tb ? K : N);
+    int abn = an > 2 ? an - 2 : 0, bbn = bn > 2 ? bn - 2 : 0, obn = abn > bbn ? abn : bbn;
+    int64_t odims[ERT_MAX_DIMS], sa[ERT_MAX_DIMS], sb[ERT_MAX_DIMS], batch = 1, pa = 1, pb = 1;
+    for (int d = 0; d < obn; d++) {
+        int ja = d - (obn - abn), jb = d - (obn - bbn);
+        int64_t da = ja >= 0 ? A->dims[ja] : 1, db = jb >= 0 ? B->dims[jb] : 1;
+        odims[d] = da > db ? da : db;
+        batch *= odims[d];
+    }
+    for (int d = 0; d < abn; d++) pa *= A->dims[d];
+    for (int d = 0; d < bbn; d++) pb *= B->dims[d];
+    if (batch == 0 || M == 0 || N == 0) return ERT_OK;
+    ert_status st = blas_ws(c, a);
+    if (st) return st;
+    const size_t es = ert_dtype_size(Y->dtype);
+    cublasStatus_t bs;
+    bool a_ok = pa == batch || pa == 1, b_ok = pb == batch || pb == 1;
+    if (a_ok && b_ok) {
+        bs = gemm_ex(c, Y->dtype, opb, CUBLAS_OP_N, (int)N, (int)M, (int)K, &gp->alpha, B->data, ldb,
+                     pb == 1 ? 0 : K * N, A->data, (int)K, pa == 1 ? 0 : M * K, Y->data, (int)N, M * N, (int)batch);
+        if (bs != CUBLAS_STATUS_SUCCESS) return blas_err(c, bs, "cublasGemmStridedBatchedEx");
+    } else {
+        /* general broadcast: per-batch offsets from the broadcast strides */
+        ert_cuda_bcast_strides(obn, odims, abn, A->dims, sa);
+        ert_cuda_bcast_strides(obn, odims, bbn, B->dims, sb);
+        for (int64_t i = 0; i < batch; i++) {
+            int64_t r = i, oa = 0, ob = 0;
+            for (int d = obn - 1; d >= 0; d--) {
+                int64_t k = r % odims[d];
+                r /= odims[d];
+                oa += k * sa[d];
+                ob += k * sb[d];
+            }
+            bs = gemm_ex(c, Y->dtype, opb, CUBLAS_OP_N, (int)N, (int)M, (int)K, &gp->alpha,
+                         (const char *)B->data + (size_t)(ob * K * N) * es, ldb, 0,
+                         (const char *)A->data + (size_t)(oa * M * K) * es, (int)K, 0,
+                         (char *)Y->data + (size_t)(i * M * N) * es, (int)N, 0, 1);
+            if (bs != CUBLAS_STATUS_SUCCESS) return blas_err(c, bs, "cublasGemmEx");
+        }
+    }
+    const ert_act_params *act = &gp->act;
+    /* bias and residual: the channels-last conv epilogue with C = N */
+    const void *bias = gp->has_c && a->n_in > 2 ? a->in[2].data : NULL;
+    const void *res = a->n_in > 3 ? a->in[3].data : NULL;
+    cudaError_t e;
+    if (bias || res) {
+        e = ert_cuda_conv_epilogue_launch(Y->dtype, Y->data, bias, res, 1, N, Y->n_elems / N, true, act, c->stream);
+        return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "matmul bias epilogue");
+    }
+    if (act->kind == ERT_ACT_NONE) return ERT_OK;
+    ert_cuda_map m;
+    map_out(&m, Y);
+    e = ert_cuda_epilogue_launch(Y->dtype, Y->data, NULL, 0.0f, NULL, &m, Y->n_elems, act, c->stream);
+    return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "matmul epilogue");
+}

@@ -1,0 +1,41 @@
+# Run as a script by the CLI tests of tests/cli/CMakeLists.txt
+# (cmake -DERT_CMD=... -P cli_check.cmake): runs one command and checks its
+# exit status, its output against regexes, and that stdout is a JSON object
+# with the given keys (parsed with string(JSON), so "valid JSON" is really
+# checked).
+if(CMAKE_SCRIPT_MODE_FILE)
+  # A prerequisite file missing means its producer failed: fail too, with the reason.
+  string(REPLACE "|" ";" _needs "${ERT_NEEDS}")
+  foreach(_f ${_needs})
+    if(NOT EXISTS "${_f}")
+      message(FATAL_ERROR "${_f} is missing: the test that makes it failed")
+    endif()
+  endforeach()
+  string(REPLACE "|" ";" _cmd "${ERT_CMD}")
+  execute_process(COMMAND ${_cmd} RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
+  message("$ ${_cmd}\n--- exit ${_rc}\n--- stdout\n${_out}--- stderr\n${_err}---")
+  if(NOT "${_rc}" MATCHES "^(${ERT_EXPECT_RC})$")
+    message(FATAL_ERROR "exit status ${_rc}, expected ${ERT_EXPECT_RC}")
+  endif()
+  if(DEFINED ERT_EXPECT_STDOUT AND NOT "${_out}" MATCHES "${ERT_EXPECT_STDOUT}")
+    message(FATAL_ERROR "stdout does not match '${ERT_EXPECT_STDOUT}'")
+  endif()
+  if(DEFINED ERT_EXPECT_STDERR AND NOT "${_err}" MATCHES "${ERT_EXPECT_STDERR}")
+    message(FATAL_ERROR "stderr does not match '${ERT_EXPECT_STDERR}'")
+  endif()
+  if(ERT_JSON_KEYS)
+    string(JSON _t ERROR_VARIABLE _jerr TYPE "${_out}")
+    if(_jerr OR NOT _t STREQUAL "OBJECT")
+      message(FATAL_ERROR "stdout is not one JSON object: ${_jerr}")
+    endif()
+    string(REPLACE "|" ";" _keys "${ERT_JSON_KEYS}")
+    foreach(_k ${_keys})
+      string(REPLACE "." ";" _path "${_k}") # nested keys as a.b
+      string(JSON _v ERROR_VARIABLE _jerr GET "${_out}" ${_path})
+      if(_jerr)
+        message(FATAL_ERROR "JSON key '${_k}' missing: ${_jerr}")
+      endif()
+    endforeach()
+  endif()
+  return()
+endif()

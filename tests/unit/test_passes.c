@@ -1,0 +1,335 @@
+/* The session's graph rewrites (runtime/passes/fuse.c), on CPU sessions with
+ * and without them (ERT_SESSION_NO_FUSE), both against float64 references
+ * written here, on random f32 data:
+ * 1. ReduceMean/ReduceMax over every spatial axis (keepdims) ->
+ *    GlobalAveragePool/GlobalMaxPool; cases the pass must leave alone (other
+ *    axes, keepdims = 0); a NaN in one plane that a max (and a mean) must
+ *    propagate.
+ * 2. A transformer MLP as exporters write it: MatMul + bias Add on a rank-3
+ *    input, GELU spelled with Erf (both spellings), MatMul + bias + Relu; a
+ *    bias that is not over the last axis only (must not fuse).
+ * 3. Attention as exporters write it: (q * c1) @ (Transpose(k) * c2) ->
+ *    Softmax -> @ v, + x: the scalars fold into the MatMul's alpha, the
+ *    Transpose into trans_b, the residual Add into the MatMul. */
+#include "session_internal.h" /* white-box: which nodes the passes left */
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static ert_context *ctx;
+static ert_test_rng rng;
+
+typedef struct rcase {
+    const char *op;
+    int nd;
+    int64_t d[4];
+    int na;
+    int64_t ax[3];  /* as given: may be negative */
+    bool keep;
+    bool as_input;  /* axes as input 1 (opset 18) or the attribute */
+    bool pooled;    /* the pass must make it a global pool */
+} rcase;
+
+static int64_t nel(int nd, const int64_t *d) {
+    int64_t n = 1;
+    for (int i = 0; i < nd; i++) n *= d[i];
+    return n;
+}
+
+/* float64 reduction of x over the marked axes; y in x's order without them */
+static void ref_reduce(const rcase *c, const float *x, double *y, int64_t ny) {
+    bool red[4] = {false};
+    for (int k = 0; k < c->na; k++) red[c->ax[k] < 0 ? c->ax[k] + c->nd : c->ax[k]] = true;
+    bool is_max = strcmp(c->op, "ReduceMax") == 0;
+    int64_t nr = 1;
+    for (int d = 0; d < c->nd; d++)
+        if (red[d]) nr *= c->d[d];
+    for (int64_t o = 0; o < ny; o++) y[o] = is_max ? -INFINITY : 0;
+    int64_t n = nel(c->nd, c->d);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = i, o = 0, mul = 1;
+        for (int d = c->nd - 1; d >= 0; d--) {
+            int64_t q = r % c->d[d];
+            r /= c->d[d];
+            if (!red[d]) {
+                o += q * mul;
+                mul *= c->d[d];
+            }
+        }
+        double v = x[i];
+        if (is_max) y[o] = (v > y[o] || isnan(v)) ? v : y[o];
+        else y[o] += v;
+    }
+    if (!is_max)
+        for (int64_t o = 0; o < ny; o++) y[o] /= (double)nr;
+}
+
+/* Live nodes of op `op` in a session. */
+static int n_live(const ert_session *s, ert_op op) {
+    int n = 0;
+    for (int i = 0; i < s->nn; i++) n += !s->n[i].dead && s->n[i].op == op;
+    return n;
+}
+
+/* A CPU session of m (pass 1: without the passes), run once on x (nx floats)
+ * into poisoned y (ny floats). NULL if create failed (recorded). */
+static ert_session *run_once(ert_model *m, int pass, const float *x, int64_t nx, float *y, int64_t ny) {
+    ert_session_options so = {0};
+    so.flags = pass ? ERT_SESSION_NO_FUSE : 0;
+    ert_session *s = NULL;
+    CHECK_OK(ert_session_create(m, &so, &s), ctx);
+    if (!s) return NULL;
+    ert_test_poison(y, ny);
+    CHECK_OK(ert_session_set_input(s, 0, x, (size_t)nx * sizeof *x), ctx);
+    CHECK_OK(ert_session_run(s), ctx);
+    CHECK_OK(ert_session_get_output(s, 0, y, (size_t)ny * sizeof *y), ctx);
+    return s;
+}
+
+static ert_model *build(const rcase *c) {
+    ert_builder *b = NULL;
+    CHECK_OK(ert_builder_create(ctx, &b), ctx);
+    int32_t x, ax = -1, y;
+    CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, c->nd, c->d, &x), ctx);
+    int64_t nad[1] = {c->na};
+    if (c->as_input) CHECK_OK(ert_builder_weight(b, "axes", ERT_DTYPE_I64, 1, nad, c->ax, &ax), ctx);
+    ert_attr at[2] = {ERT_ATTR_I("keepdims", c->keep), ERT_ATTR_IS("axes", c->ax, c->na)};
+    int32_t ins[2] = {x, ax};
+    CHECK_OK(ert_builder_node(b, c->op, NULL, ins, c->as_input ? 2 : 1, at, c->as_input ? 1 : 2, &y, 1), ctx);
+    CHECK_OK(ert_builder_output(b, y, "y"), ctx);
+    ert_model *m = NULL;
+    CHECK_OK(ert_builder_finish(b, &m), ctx);
+    ert_builder_free(b);
+    return m;
+}
+
+static void run_case(const rcase *c, bool with_nan) {
+    ert_model *m = build(c);
+    if (!m) return;
+    int64_t n = nel(c->nd, c->d), ny = n;
+    for (int k = 0; k < c->na; k++) ny /= c->d[c->ax[k] < 0 ? c->ax[k] + c->nd : c->ax[k]];
+    float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)ny * sizeof *y);
+    double *ref = malloc((size_t)ny * sizeof *ref);
+    ert_test_fill(&rng, x, n, -3, 3);
+    if (with_nan) x[ert_test_int(&rng, 0, (int)n - 1)] = NAN;
+    ref_reduce(c, x, ref, ny);
+    for (int pass = 0; pass < 2; pass++) {
+        ert_session *s = run_once(m, pass, x, n, y, ny);
+        if (!s) continue;
+        int pools = n_live(s, ERT_OP_GLOBAL_AVGPOOL) + n_live(s, ERT_OP_GLOBAL_MAXPOOL);
+        CHECK(pools == (c->pooled && !pass), "%s rank %d: %d global pools after the passes", c->op, c->nd, pools);
+        char what[96];
+        snprintf(what, sizeof what, "%s rank %d keep %d%s%s", c->op, c->nd, c->keep, pass ? " unfused" : "",
+                 with_nan ? " NaN" : "");
+        if (with_nan) {
+            int64_t bad = 0, nan_ref = 0;
+            for (int64_t i = 0; i < ny; i++) {
+                nan_ref += isnan(ref[i]);
+                if (isnan(ref[i]) != isnan(y[i]) || (!isnan(ref[i]) && fabs(y[i] - ref[i]) > 1e-5 + 1e-5 * fabs(ref[i])))
+                    bad++;
+            }
+            CHECK(bad == 0 && nan_ref == 1, "%s: %lld outputs differ (NaN propagation), %lld NaN expected", what,
+                  (long long)bad, (long long)nan_ref);
+        } else {
+            CHECK(ert_test_close(what, y, ref, ny, 1e-6, 1e-5), "%s", what);
+        }
+        ert_session_free(s);
+    }
+    free(x), free(y), free(ref);
+    ert_model_free(m);
+}
+
+/* ------------------------------------------------------------ MLP */
+
+static int32_t weight(ert_builder *b, int nd, const int64_t *d, float lo, float hi, float *keep) {
+    int64_t n = 1;
+    for (int i = 0; i < nd; i++) n *= d[i];
+    float *w = keep ? keep : malloc((size_t)n * sizeof *w);
+    ert_test_fill(&rng, w, n, lo, hi);
+    int32_t id = -1;
+    CHECK_OK(ert_builder_weight(b, NULL, ERT_DTYPE_F32, nd, d, w, &id), ctx);
+    if (!keep) free(w);
+    return id;
+}
+
+static int32_t scalar(ert_builder *b, float v) {
+    int32_t id = -1;
+    CHECK_OK(ert_builder_weight(b, NULL, ERT_DTYPE_F32, 0, NULL, &v, &id), ctx);
+    return id;
+}
+
+static int32_t node2(ert_builder *b, const char *op, int32_t x, int32_t y) {
+    int32_t in[2] = {x, y}, out = -1;
+    CHECK_OK(ert_builder_node(b, op, NULL, in, 2, NULL, 0, &out, 1), ctx);
+    return out;
+}
+
+/* x (B, T, D) -> MatMul W1 (D, H) + b1 -> GELU (Erf spelling `form`) ->
+ * MatMul W2 (H, O) + b2 -> Relu. form 0: (x * (1 + erf(x / sqrt 2))) * 0.5;
+ * form 1: (0.5 * x) * (erf(x * 1/sqrt 2) + 1). b2_full: b2 is (T, O), not
+ * over the last axis only. */
+static void test_mlp(int form, bool b2_full) {
+    enum { Bn = 2, T = 7, D = 12, H = 20, O = 5 };
+    static float w1[D * H], b1[H], w2[H * O], b2[T * O];
+    ert_builder *b = NULL;
+    CHECK_OK(ert_builder_create(ctx, &b), ctx);
+    int64_t xd[3] = {Bn, T, D}, w1d[2] = {D, H}, b1d[1] = {H}, w2d[2] = {H, O}, b2d[3] = {1, b2_full ? T : 1, O};
+    int32_t x, h, g;
+    CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 3, xd, &x), ctx);
+    h = node2(b, "MatMul", x, weight(b, 2, w1d, -0.5f, 0.5f, w1));
+    h = node2(b, "Add", weight(b, 1, b1d, -0.5f, 0.5f, b1), h);
+    if (form == 0) {
+        g = node2(b, "Div", h, scalar(b, 1.4142135f));
+        CHECK_OK(ert_builder_unary(b, "Erf", g, &g), ctx);
+        g = node2(b, "Add", g, scalar(b, 1.0f));
+        g = node2(b, "Mul", h, g);
+        g = node2(b, "Mul", g, scalar(b, 0.5f));
+    } else {
+        int32_t hh = node2(b, "Mul", scalar(b, 0.5f), h);
+        g = node2(b, "Mul", h, scalar(b, 0.70710677f));
+        CHECK_OK(ert_builder_unary(b, "Erf", g, &g), ctx);
+        g = node2(b, "Add", scalar(b, 1.0f), g);
+        g = node2(b, "Mul", hh, g);
+    }
+    int32_t y = node2(b, "MatMul", g, weight(b, 2, w2d, -0.5f, 0.5f, w2));
+    y = node2(b, "Add", y, weight(b, 3, b2d, -0.5f, 0.5f, b2));
+    CHECK_OK(ert_builder_unary(b, "Relu", y, &y), ctx);
+    CHECK_OK(ert_builder_output(b, y, "y"), ctx);
+    ert_model *m = NULL;
+    CHECK_OK(ert_builder_finish(b, &m), ctx);
+    ert_builder_free(b);
+    if (!m) return;
+    float x_[Bn * T * D], y_[Bn * T * O];
+    double ref[Bn * T * O], hid[H];
+    ert_test_fill(&rng, x_, Bn * T * D, -2, 2);
+    for (int bt = 0; bt < Bn * T; bt++) {
+        int t = bt % T;
+        for (int j = 0; j < H; j++) {
+            double v = b1[j];
+            for (int k = 0; k < D; k++) v += (double)x_[bt * D + k] * w1[k * H + j];
+            hid[j] = 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
+        }
+        for (int o = 0; o < O; o++) {
+            double v = b2[(b2_full ? t * O : 0) + o];
+            for (int j = 0; j < H; j++) v += hid[j] * w2[j * O + o];
+            ref[bt * O + o] = v > 0 ? v : 0;
+        }
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        ert_session *s = run_once(m, pass, x_, Bn * T * D, y_, Bn * T * O);
+        if (!s) continue;
+        if (!pass) { /* fused: two MatMuls, one Add (the full b2), no Erf/Mul/Div/Relu left */
+            int left = n_live(s, ERT_OP_ERF) + n_live(s, ERT_OP_MUL) + n_live(s, ERT_OP_DIV) + n_live(s, ERT_OP_RELU) +
+                       n_live(s, ERT_OP_GELU);
+            CHECK(n_live(s, ERT_OP_MATMUL) == 2 && n_live(s, ERT_OP_ADD) == (b2_full ? 1 : 0) &&
+                      left == (b2_full ? 1 : 0),
+                  "MLP form %d: %d MatMul, %d Add, %d other element-wise nodes left", form,
+                  n_live(s, ERT_OP_MATMUL), n_live(s, ERT_OP_ADD), left);
+        }
+        char what[64];
+        snprintf(what, sizeof what, "MLP gelu form %d%s%s", form, b2_full ? " full b2" : "", pass ? " unfused" : "");
+        CHECK(ert_test_close(what, y_, ref, Bn * T * O, 1e-5, 1e-4), "%s", what);
+        ert_session_free(s);
+    }
+    ert_model_free(m);
+}
+
+/* ------------------------------------------------------------ attention */
+
+static void test_attention(void) {
+    enum { Bn = 2, T = 5, D = 8 };
+    static float wq[D * D], wk[D * D], wv[D * D];
+    const float c1 = 0.6f, c2 = 0.55f;
+    ert_builder *b = NULL;
+    CHECK_OK(ert_builder_create(ctx, &b), ctx);
+    int64_t xd[3] = {Bn, T, D}, wd[2] = {D, D}, perm[3] = {0, 2, 1};
+    int32_t x, q, k, v, y;
+    CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 3, xd, &x), ctx);
+    q = node2(b, "MatMul", x, weight(b, 2, wd, -0.5f, 0.5f, wq));
+    k = node2(b, "MatMul", x, weight(b, 2, wd, -0.5f, 0.5f, wk));
+    v = node2(b, "MatMul", x, weight(b, 2, wd, -0.5f, 0.5f, wv));
+    q = node2(b, "Mul", q, scalar(b, c1));
+    ert_attr pa[] = {ERT_ATTR_IS("perm", perm, 3)}, sa[] = {ERT_ATTR_I("axis", -1)};
+    CHECK_OK(ert_builder_node(b, "Transpose", NULL, &k, 1, pa, 1, &k, 1), ctx);
+    k = node2(b, "Mul", scalar(b, c2), k);
+    y = node2(b, "MatMul", q, k);
+    CHECK_OK(ert_builder_node(b, "Softmax", NULL, &y, 1, sa, 1, &y, 1), ctx);
+    y = node2(b, "MatMul", y, v);
+    y = node2(b, "Add", x, y);
+    CHECK_OK(ert_builder_output(b, y, "y"), ctx);
+    ert_model *m = NULL;
+    CHECK_OK(ert_builder_finish(b, &m), ctx);
+    ert_builder_free(b);
+    if (!m) return;
+    float x_[Bn * T * D], y_[Bn * T * D];
+    double ref[Bn * T * D];
+    ert_test_fill(&rng, x_, Bn * T * D, -2, 2);
+    for (int bb = 0; bb < Bn; bb++) {
+        double Q[T][D], K[T][D], V[T][D];
+        const float *xb = x_ + bb * T * D;
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < D; j++) {
+                Q[t][j] = K[t][j] = V[t][j] = 0;
+                for (int i = 0; i < D; i++) {
+                    Q[t][j] += (double)xb[t * D + i] * wq[i * D + j];
+                    K[t][j] += (double)xb[t * D + i] * wk[i * D + j];
+                    V[t][j] += (double)xb[t * D + i] * wv[i * D + j];
+                }
+            }
+        for (int t = 0; t < T; t++) {
+            double sc[T], mx = -INFINITY, sum = 0;
+            for (int u = 0; u < T; u++) {
+                sc[u] = 0;
+                for (int j = 0; j < D; j++) sc[u] += (double)c1 * Q[t][j] * (double)c2 * K[u][j];
+                mx = fmax(mx, sc[u]);
+            }
+            for (int u = 0; u < T; u++) sum += sc[u] = exp(sc[u] - mx);
+            for (int j = 0; j < D; j++) {
+                double o = xb[t * D + j];
+                for (int u = 0; u < T; u++) o += sc[u] / sum * V[u][j];
+                ref[(bb * T + t) * D + j] = o;
+            }
+        }
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        ert_session *s = run_once(m, pass, x_, Bn * T * D, y_, Bn * T * D);
+        if (!s) continue;
+        if (!pass) {
+            int left = n_live(s, ERT_OP_MUL) + n_live(s, ERT_OP_TRANSPOSE) + n_live(s, ERT_OP_ADD);
+            CHECK(left == 0 && n_live(s, ERT_OP_MATMUL) == 5, "attention: %d Mul/Transpose/Add left, %d MatMul", left,
+                  n_live(s, ERT_OP_MATMUL));
+        }
+        CHECK(ert_test_close(pass ? "attention unfused" : "attention", y_, ref, Bn * T * D, 1e-5, 1e-4), "attention");
+        ert_session_free(s);
+    }
+    ert_model_free(m);
+}
+
+int main(void) {
+    ert_context_options co = {0};
+    if (ert_context_create(&co, &ctx) != ERT_OK) return 1;
+    ert_test_rng_init(&rng, "passes");
+    int64_t h = ert_test_int(&rng, 3, 41), w = ert_test_int(&rng, 1, 37), ch = ert_test_int(&rng, 1, 19);
+    const rcase cases[] = {
+        /* rewritten: every spatial axis, keepdims */
+        {"ReduceMean", 4, {2, ch, h, w}, 2, {-2, -1}, true, true, true},
+        {"ReduceMax", 4, {2, ch, h, w}, 2, {2, 3}, true, false, true},
+        {"ReduceMean", 3, {3, ch, h * w}, 1, {2}, true, true, true},
+        /* left alone: other axes, keepdims = 0, channel axis included */
+        {"ReduceMean", 4, {2, ch, h, w}, 2, {2, 3}, false, true, false},
+        {"ReduceMax", 4, {2, ch, h, w}, 2, {1, 2}, true, false, false},
+        {"ReduceMean", 4, {2, ch, h, w}, 3, {1, 2, 3}, true, true, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        run_case(&cases[i], false);
+        run_case(&cases[i], true);
+    }
+    for (int form = 0; form < 2; form++) {
+        test_mlp(form, false);
+        test_mlp(form, true);
+    }
+    test_attention();
+    ert_context_free(ctx);
+    return ert_test_finish("passes");
+}
