@@ -508,7 +508,7 @@ static ert_status plan(ert_session *s) {
         }
     }
     /* weights the backend repacks for its kernels (a node's constant input 1) */
-    for (int k = 0; s->be->node_packed_bytes && k < s->n_sched; k++) {
+    for (int k = 0; s->be->node_packed_bytes && !(s->flags & ERT_SESSION_NO_PACK) && k < s->n_sched; k++) {
         snode *n = &s->n[s->sched[k]];
         ert_tview v[64];
         ert_kargs a;

@@ -8,7 +8,9 @@
  *   - a packed operand made for one micro-kernel, run with another (the
  *     kernel packs on the fly instead, and the answer is still right);
  *   - the squeeze-excitation fusion: a session of Mul(x, s) -> Conv, s (N, C,
- *     1, 1), schedules the Conv alone (input 5 = s) and matches float64;
+ *     1, 1), schedules the Conv alone (input 5 = s) and matches float64; its
+ *     packed filter is in the arena's weights, and ERT_SESSION_NO_PACK gives
+ *     the same numbers without it;
  *   - the direct depthwise kernel's copy for each vector ISA the CPU has
  *     (AVX-512 16-wide, AVX2 8-wide, baseline), kernels 1..7, stride 1/2,
  *     dilation 1/2, padding, channel multiplier 1/2, narrow and wide rows. */
@@ -174,6 +176,27 @@ static void test_se_fusion(int k, int n_threads) {
         snprintf(what, sizeof what, "SE-fused conv k%d N%lld C%lld M%lld %lldx%lld, %d threads", k, (long long)N,
                  (long long)C, (long long)M, (long long)H, (long long)W, n_threads);
         CHECK(ert_test_close(what, y.data, ref, tt_n(&y), 1e-5, 1e-4), "%s", what);
+        /* ERT_SESSION_NO_PACK: no packed copy in the arena, the same numbers */
+        ert_session_options o2 = o;
+        o2.flags = ERT_SESSION_NO_PACK;
+        ert_session *ses2 = NULL;
+        ert_memory_report m1, m2;
+        CHECK_OK(ert_session_create(model, &o2, &ses2), ctx);
+        if (ses2) {
+            tt y2 = tt_new(ERT_DTYPE_F32, 4, yd);
+            CHECK_OK(ert_session_set_input(ses2, 0, x.data, (size_t)tt_n(&x) * sizeof(float)), ctx);
+            CHECK_OK(ert_session_set_input(ses2, 1, sc.data, (size_t)tt_n(&sc) * sizeof(float)), ctx);
+            CHECK_OK(ert_session_run(ses2), ctx);
+            CHECK_OK(ert_session_get_output(ses2, 0, y2.data, (size_t)tt_n(&y2) * sizeof(float)), ctx);
+            CHECK(memcmp(y.data, y2.data, (size_t)tt_n(&y) * sizeof(float)) == 0, "%s: NO_PACK differs", what);
+            CHECK_OK(ert_session_memory(ses, &m1), ctx);
+            CHECK_OK(ert_session_memory(ses2, &m2), ctx);
+            CHECK(m1.weights_bytes >= m2.weights_bytes + (size_t)tt_n(&w) * sizeof(float),
+                  "%s: packed weights %zu bytes, unpacked %zu: the packed filter is not in the arena", what,
+                  m1.weights_bytes, m2.weights_bytes);
+            tt_free(&y2);
+        }
+        ert_session_free(ses2);
         free(ref);
         tt_free(&xs);
         tt_free(&y);
