@@ -404,6 +404,86 @@ static bool shape_args(const ert_session *s, snode *n, ert_tview *v, int cap, er
     return true;
 }
 
+/* Product of t's dims before axis (1: the parts along axis are contiguous
+ * blocks side by side). */
+static int64_t outer_of(const stensor *t, int64_t axis) {
+    int64_t o = 1;
+    for (int64_t d = 0; d < axis && d < t->ndim; d++) o *= t->dims[d];
+    return o;
+}
+
+/* Tensor t may become a view at byte offset off: a planned activation that
+ * owns its storage, written by a scheduled node, offset aligned for every
+ * kernel (cuDNN/cuBLAS want 16 bytes; ERT_ALIGN is more). */
+static bool view_ok(const stensor *t, size_t off) {
+    return t->mem == MEM_ACT && t->alias < 0 && t->first >= 0 && off % ERT_ALIGN == 0;
+}
+
+/* Layout ops as views. With every dim before the axis of size 1 (batch 1
+ * and a channel axis, NCHW), a Concat's output is its inputs side by side:
+ * each input is planned as a slice of the output (its producer writes
+ * there) and the Concat is elided; a Split's outputs are slices of its
+ * input and the Split is elided. Channels-last tensors (axis last, H*W
+ * outer) and misaligned slices keep their copies. */
+static void plan_views(ert_session *s) {
+    for (int k = 0; k < s->n_sched; k++) {
+        snode *n = &s->n[s->sched[k]];
+        if (n->op == ERT_OP_CONCAT && n->n_out == 1 && n->n_in > 1) {
+            stensor *o = &s->t[n->out[0]];
+            if (o->mem != MEM_ACT || o->alias >= 0 || outer_of(o, n->params.axis.axis) != 1) continue;
+            bool ok = true;
+            size_t off = 0;
+            for (int j = 0; ok && j < n->n_in; j++) {
+                int32_t u = n->in[j];
+                ok = u >= 0 && u != n->out[0] && view_ok(&s->t[u], off) && s->t[u].dtype == o->dtype;
+                for (int i = 0; ok && i < j; i++) ok = n->in[i] != u;
+                if (ok) off += s->t[u].nbytes;
+            }
+            if (!ok || off != o->nbytes) continue;
+            off = 0;
+            for (int j = 0; j < n->n_in; j++) {
+                stensor *u = &s->t[n->in[j]];
+                u->alias = n->out[0];
+                u->alias_off = off;
+                off += u->nbytes;
+                if (u->first < o->first) o->first = u->first;
+                if (u->last > o->last) o->last = u->last;
+            }
+            n->elided = true;
+        } else if (n->op == ERT_OP_SPLIT && n->n_in >= 1 && n->n_out > 1) {
+            stensor *x = &s->t[n->in[0]];
+            if (x->mem != MEM_ACT || outer_of(x, n->params.split.axis) != 1) continue;
+            bool ok = true;
+            size_t off = 0;
+            for (int j = 0; ok && j < n->n_out; j++) {
+                int32_t y = n->out[j];
+                ok = y >= 0 && y != n->in[0] && view_ok(&s->t[y], off) && s->t[y].dtype == x->dtype;
+                if (ok) off += s->t[y].nbytes;
+            }
+            if (!ok || off != x->nbytes) continue;
+            off = 0;
+            for (int j = 0; j < n->n_out; j++) {
+                stensor *y = &s->t[n->out[j]];
+                y->alias = n->in[0];
+                y->alias_off = off;
+                off += y->nbytes;
+                if (y->last > x->last) x->last = y->last;
+            }
+            n->elided = true;
+        }
+    }
+}
+
+/* Storage of tensor t: its root's plus the offsets along its alias chain. */
+static void *alias_data(const ert_session *s, int32_t t) {
+    size_t off = 0;
+    while (s->t[t].alias >= 0) {
+        off += s->t[t].alias_off;
+        t = s->t[t].alias;
+    }
+    return s->t[t].data ? (char *)s->t[t].data + off : NULL;
+}
+
 static ert_status plan(ert_session *s) {
     ert_s_count_uses(s, NULL);
     s->sched = malloc((size_t)(s->nn + 1) * sizeof *s->sched);
@@ -444,11 +524,13 @@ static ert_status plan(ert_session *s) {
         out->alias = r;
         if (out->last > s->t[r].last) s->t[r].last = out->last;
     }
-    /* propagate extended lifetimes along alias chains (chains point backwards in schedule order) */
+    if (!(s->flags & ERT_SESSION_NO_FUSE)) plan_views(s);
+    /* propagate extended lifetimes along alias chains */
     for (int i = 0; i < s->nt; i++) {
         if (s->t[i].alias < 0) continue;
         int32_t r = root_of(s, i);
         if (s->t[i].last > s->t[r].last) s->t[r].last = s->t[i].last;
+        if (s->t[i].first >= 0 && s->t[i].first < s->t[r].first) s->t[r].first = s->t[i].first;
     }
     /* backend scratch (e.g. cuDNN workspace) from concrete shapes */
     if (s->be->node_workspace) {
@@ -540,6 +622,11 @@ static ert_status plan(ert_session *s) {
     r->workspace_bytes = ws_max;
     r->mapped_weights_bytes = mapped;
     r->total_bytes = w + io + s->act_bytes;
+    /* elided views leave the schedule (the plan above is final) */
+    int ns = 0;
+    for (int k = 0; k < s->n_sched; k++)
+        if (!s->n[s->sched[k]].elided) s->sched[ns++] = s->sched[k];
+    s->n_sched = ns;
     return ERT_OK;
 }
 
@@ -607,7 +694,7 @@ static ert_status bind(ert_session *s, const ert_session_options *o) {
         }
     }
     for (int i = 0; i < s->nt; i++)
-        if (s->t[i].mem == MEM_ACT && s->t[i].alias >= 0) s->t[i].data = s->t[root_of(s, i)].data;
+        if (s->t[i].mem == MEM_ACT && s->t[i].alias >= 0) s->t[i].data = alias_data(s, i);
     /* constant graph outputs: written once, on both sides */
     for (int i = 0; i < s->n_out; i++) {
         stensor *t = &s->t[s->out_t[i]];

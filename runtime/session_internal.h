@@ -30,6 +30,7 @@ typedef struct stensor {
     int n_uses;
     int first, last;   /* schedule steps */
     int32_t alias;     /* shares the storage of this tensor (-1: own) */
+    size_t alias_off;  /* ... at this byte offset (a slice of a Concat's output / a Split's input) */
     int32_t block;     /* planner block index (MEM_ACT roots) */
     size_t offset;     /* within its region */
     void *data;        /* resolved pointer kernels use */
@@ -51,6 +52,7 @@ typedef struct snode {
     int32_t ws_block;
     size_t pk_bytes, pk_offset; /* backend's packed weights (node_packed_bytes), in the weights region */
     bool dead;
+    bool elided;         /* a Concat/Split whose operands are views of one block: not scheduled */
     bool host;           /* the device backend has no kernel: runs the CPU kernel (backend's bind_host_node) */
     ert_tview *views;
     ert_kargs args;

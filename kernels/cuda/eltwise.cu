@@ -282,6 +282,18 @@ static __global__ void strided_copy32_kernel(const T *__restrict__ in, T *__rest
  * once (dims/si/so of the outer dims, in units of V); threads copy the
  * row's Lv V-sized words. V is the widest of 16/8/4/2/1 bytes that every
  * offset allows. */
+/* Short contiguous rows (a channels-last Concat/Split along C: rows of a
+ * few dozen bytes): thread i copies word i % Lv of row i / Lv, 32-bit. */
+template <typename V>
+static __global__ void copy_words_kernel(const V *__restrict__ in, V *__restrict__ out, copy_map<int> m, int n,
+                                         int Lv) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        int bi, bo, j = i % Lv;
+        copy_decode(m, i / Lv, &bi, &bo);
+        out[bo + j] = in[bi + j];
+    }
+}
+
 template <typename V>
 static __global__ void copy_rows_kernel(const V *__restrict__ in, V *__restrict__ out, copy_map<int64_t> m,
                                         int64_t rows, int64_t Lv) {
@@ -463,11 +475,10 @@ cudaError_t ert_cuda_strided_copy_launch(const void *in, int64_t in_off, void *o
         nd = 1;
         dims[0] = si[0] = so[0] = 1;
     }
-    /* contiguous rows of at least a warp's worth of words (not a memcpy
-     * node: graph memcpy nodes have limits on managed memory where the GPU
-     * lacks concurrent managed access, as Jetsons do) */
-    if (si[nd - 1] == 1 && so[nd - 1] == 1 && (dims[nd - 1] * (int64_t)esize >= 512 || nd == 1)) {
-        /* the widest word every byte offset allows */
+    /* contiguous rows (not a memcpy node: graph memcpy nodes have limits on
+     * managed memory where the GPU lacks concurrent managed access, as
+     * Jetsons do), copied in the widest word every byte offset allows */
+    if (si[nd - 1] == 1 && so[nd - 1] == 1) {
         int64_t L = dims[nd - 1] * (int64_t)esize, rows = n / dims[nd - 1];
         size_t vb = 16;
         while (vb > 1) {
@@ -484,16 +495,39 @@ cudaError_t ert_cuda_strided_copy_launch(const void *in, int64_t in_off, void *o
             r.si[d] = si[d] * (int64_t)esize / (int64_t)vb;
             r.so[d] = so[d] * (int64_t)esize / (int64_t)vb;
         }
-        int64_t Lv = L / (int64_t)vb, gx = (Lv + kThreads - 1) / kThreads;
-        dim3 grid((unsigned)(gx > 1024 ? 1024 : gx), (unsigned)(rows > 65535 ? 65535 : rows));
-        switch (vb) {
-        case 16: copy_rows_kernel<uint4><<<grid, kThreads, 0, st>>>((const uint4 *)ib, (uint4 *)ob, r, rows, Lv); break;
-        case 8: copy_rows_kernel<uint2><<<grid, kThreads, 0, st>>>((const uint2 *)ib, (uint2 *)ob, r, rows, Lv); break;
-        case 4: copy_rows_kernel<uint32_t><<<grid, kThreads, 0, st>>>((const uint32_t *)ib, (uint32_t *)ob, r, rows, Lv); break;
-        case 2: copy_rows_kernel<uint16_t><<<grid, kThreads, 0, st>>>((const uint16_t *)ib, (uint16_t *)ob, r, rows, Lv); break;
-        default: copy_rows_kernel<uint8_t><<<grid, kThreads, 0, st>>>((const uint8_t *)ib, (uint8_t *)ob, r, rows, Lv); break;
+        int64_t Lv = L / (int64_t)vb;
+        if (L >= 512 || nd == 1) { /* long rows: a block row per row */
+            int64_t gx = (Lv + kThreads - 1) / kThreads;
+            dim3 grid((unsigned)(gx > 1024 ? 1024 : gx), (unsigned)(rows > 65535 ? 65535 : rows));
+            switch (vb) {
+            case 16: copy_rows_kernel<uint4><<<grid, kThreads, 0, st>>>((const uint4 *)ib, (uint4 *)ob, r, rows, Lv); break;
+            case 8: copy_rows_kernel<uint2><<<grid, kThreads, 0, st>>>((const uint2 *)ib, (uint2 *)ob, r, rows, Lv); break;
+            case 4: copy_rows_kernel<uint32_t><<<grid, kThreads, 0, st>>>((const uint32_t *)ib, (uint32_t *)ob, r, rows, Lv); break;
+            case 2: copy_rows_kernel<uint16_t><<<grid, kThreads, 0, st>>>((const uint16_t *)ib, (uint16_t *)ob, r, rows, Lv); break;
+            default: copy_rows_kernel<uint8_t><<<grid, kThreads, 0, st>>>((const uint8_t *)ib, (uint8_t *)ob, r, rows, Lv); break;
+            }
+            return cudaGetLastError();
         }
-        return cudaGetLastError();
+        bool small = vb >= 4 && fits32(rows * Lv);
+        int64_t maxi = 0, maxo = 0;
+        for (int d = 0; small && d < r.nd; d++) {
+            small = fits32(r.dims[d]) && fits32(r.si[d]) && fits32(r.so[d]);
+            maxi += (r.dims[d] - 1) * (r.si[d] < 0 ? -r.si[d] : r.si[d]);
+            maxo += (r.dims[d] - 1) * (r.so[d] < 0 ? -r.so[d] : r.so[d]);
+        }
+        if (small && fits32(maxi + Lv) && fits32(maxo + Lv)) { /* short rows: a thread per word */
+            copy_map<int> w;
+            w.nd = r.nd;
+            for (int d = 0; d < r.nd; d++) w.dims[d] = (int)r.dims[d], w.si[d] = (int)r.si[d], w.so[d] = (int)r.so[d];
+            int nw = (int)(rows * Lv);
+            unsigned gw = grid_for(nw);
+            switch (vb) {
+            case 16: copy_words_kernel<uint4><<<gw, kThreads, 0, st>>>((const uint4 *)ib, (uint4 *)ob, w, nw, (int)Lv); break;
+            case 8: copy_words_kernel<uint2><<<gw, kThreads, 0, st>>>((const uint2 *)ib, (uint2 *)ob, w, nw, (int)Lv); break;
+            default: copy_words_kernel<uint32_t><<<gw, kThreads, 0, st>>>((const uint32_t *)ib, (uint32_t *)ob, w, nw, (int)Lv); break;
+            }
+            return cudaGetLastError();
+        }
     }
     unsigned g = grid_for(n);
     copy_map<int> c;

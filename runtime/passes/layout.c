@@ -31,9 +31,15 @@
  * on permuted tensors except Conv and the pools, which carry params nhwc. A
  * residual (N, C, 1, 1) broadcast in an SE block stays correct: the gate is
  * channels-last (N, 1, 1, C) too, and the binary op broadcasts it.
+ *   3. Transposes at the region's edge are views: Transpose(0,2,3,1) of a
+ *      channels-last tensor is a Reshape of its twin (the same bytes), and
+ *      Transpose(0,3,1,2) of an (N,H,W,C) tensor gives its output a twin
+ *      that is a Reshape of that input (ConvNeXt's permutes around
+ *      LayerNorm and the MLP); the planner aliases both.
  * Limits: ops outside the list end the region (an unfolded BatchNorm,
  * Resize, Pad, Slice...), and so does a binary op with a constant of rank < 4
- * holding more than one value (it would need re-broadcasting).
+ * holding more than one value, except a per-channel (C,1,1) constant (the
+ * same bytes as (1,1,1,C)).
  */
 static bool nhwc_unary(ert_op op) {
     switch (op) {
@@ -56,6 +62,26 @@ static int64_t n_elems_of(const stensor *t) {
     return ert_dims_nelems(t->ndim, t->dims, &n) ? n : -1;
 }
 
+/* A 4-D Transpose with this permutation. */
+static bool is_perm4(const ert_session *s, const snode *n, const int *perm) {
+    if (n->op != ERT_OP_TRANSPOSE || n->n_in != 1 || n->n_out != 1 || s->t[n->in[0]].ndim != 4) return false;
+    for (int d = 0; d < 4; d++)
+        if (n->params.transpose.perm[d] != perm[d]) return false;
+    return true;
+}
+
+static const int to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2};
+
+/* A constant of one value per channel of C, shaped (C,1,1) or (1,C,1,1) as
+ * exporters write a layer scale or an unfolded bias: channels-last it is the
+ * same bytes shaped (1,1,1,C). */
+static bool chan_const(const ert_session *s, int32_t t, int64_t C) {
+    const stensor *c = &s->t[t];
+    if (!ert_s_is_const(s, t) || C <= 1 || !c->cdata) return false;
+    if (c->ndim == 3) return c->dims[0] == C && c->dims[1] == 1 && c->dims[2] == 1;
+    return c->ndim == 4 && c->dims[0] == 1 && c->dims[1] == C && c->dims[2] == 1 && c->dims[3] == 1;
+}
+
 /* Step 1 for node n: may it run channels-last, given which tensors are? */
 static bool nhwc_node_ok(const ert_session *s, const snode *n, const bool *nh) {
     if (n->n_out < 1 || n->out[0] < 0 || n->host) return false;
@@ -68,10 +94,13 @@ static bool nhwc_node_ok(const ert_session *s, const snode *n, const bool *nh) {
         int32_t t = n->in[k];
         if (t < 0 || (n->op == ERT_OP_CONV && (k == 1 || k == 2))) continue; /* filter, bias */
         if (nh[t]) any = true;
-        else if (s->t[t].ndim != 4 && n_elems_of(&s->t[t]) != 1) return false;
+        else if (s->t[t].ndim != 4 && n_elems_of(&s->t[t]) != 1 && !(nhwc_binary(n->op) && chan_const(s, t, y->dims[1])))
+            return false;
         if (s->t[t].dtype != y->dtype) return false;
     }
     switch (n->op) {
+    case ERT_OP_TRANSPOSE: /* (N,H,W,C) -> (N,C,H,W): the channels-last twin of y is x itself */
+        return !nh[n->in[0]] && is_perm4(s, n, to_nchw) && !ert_s_is_io(s, n->in[0]);
     case ERT_OP_CONV: return ert_graph_nhwc_op_ok(n->op, &n->params) && s->t[n->in[0]].ndim == 4;
     case ERT_OP_MAXPOOL: case ERT_OP_AVGPOOL: case ERT_OP_GLOBAL_AVGPOOL: case ERT_OP_GLOBAL_MAXPOOL:
         return any && ert_graph_nhwc_op_ok(n->op, &n->params) && s->t[n->in[0]].ndim == 4;
@@ -132,8 +161,9 @@ static bool nhwc_pays(ert_session *s, const bool *nh, const bool *node_nh, int n
             int32_t x = n->in[k];
             if (x < 0 || (n->op == ERT_OP_CONV && (k == 1 || k == 2))) continue;
             if (node_nh[i] != nh[x] && s->t[x].ndim == 4 && n_elems_of(&s->t[x]) != 1 &&
-                !(nh[x] && s->t[x].dims[2] == 1 && s->t[x].dims[3] == 1))
-                edges++; /* counted per use: an upper bound */
+                !(nh[x] && s->t[x].dims[2] == 1 && s->t[x].dims[3] == 1) &&
+                !(n->op == ERT_OP_TRANSPOSE && (is_perm4(s, n, to_nchw) || (nh[x] && is_perm4(s, n, to_nhwc)))))
+                edges++; /* counted per use (an upper bound); the Transposes that become views are free */
         }
         if (!node_nh[i] || n->op != ERT_OP_CONV) continue;
         ert_tview v[2][ERT_MAX_NODE_IO + 2];
@@ -172,7 +202,6 @@ static bool nhwc_pays(ert_session *s, const bool *nh, const bool *node_nh, int n
 }
 
 ert_status ert_s_to_channels_last(ert_session *s) {
-    static const int to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2};
     /* NCHW axis -> its position in (N, H, W, C) */
     static const int64_t axis_nhwc[4] = {0, 3, 1, 2};
     int nn0 = s->nn, nt0 = s->nt, cap = 0, *anchors = NULL;
@@ -202,6 +231,15 @@ ert_status ert_s_to_channels_last(ert_session *s) {
     for (int i = 0; i < nn0 && st == ERT_OK; i++) {
         if (s->n[i].dead) continue;
         if (!node_nh[i]) {
+            snode *n = &s->n[i];
+            if (n->n_in == 1 && n->in[0] < nt0 && nh[n->in[0]] && is_perm4(s, n, to_nhwc)) {
+                /* Transpose(0,2,3,1) of a channels-last tensor: the twin's bytes
+                 * already (a Reshape the planner aliases: no copy) */
+                n->op = ERT_OP_RESHAPE;
+                memset(&n->params, 0, sizeof n->params);
+                n->in[0] = twin[n->in[0]];
+                continue;
+            }
             for (int k = 0; k < s->n[i].n_in && st == ERT_OK; k++) {
                 int32_t t = s->n[i].in[k];
                 if (t < 0 || t >= nt0 || !nh[t] || back[t]) continue;
@@ -211,11 +249,31 @@ ert_status ert_s_to_channels_last(ert_session *s) {
             }
             continue;
         }
+        if (s->n[i].op == ERT_OP_TRANSPOSE) { /* Transpose(0,3,1,2): y's twin is x's bytes */
+            snode *n = &s->n[i];
+            n->op = ERT_OP_RESHAPE;
+            memset(&n->params, 0, sizeof n->params);
+            n->out[0] = twin[n->out[0]];
+            continue;
+        }
         for (int k = 0; k < s->n[i].n_in && st == ERT_OK; k++) {
             int32_t t = s->n[i].in[k];
             if (t < 0 || (s->n[i].op == ERT_OP_CONV && (k == 1 || k == 2))) continue;
             if (t < nt0 && nh[t]) {
                 s->n[i].in[k] = twin[t];
+            } else if (t < nt0 && nhwc_binary(s->n[i].op) && chan_const(s, t, s->t[s->n[i].out[0]].dims[1])) {
+                if (fwd[t] < 0) { /* the same bytes as (1,1,1,C) */
+                    size_t nb = s->t[t].nbytes;
+                    void *copy = malloc(nb ? nb : 1);
+                    const int64_t dims[4] = {1, 1, 1, s->t[s->n[i].out[0]].dims[1]};
+                    if (!copy) {
+                        st = ert_s_oom(s);
+                        break;
+                    }
+                    memcpy(copy, s->t[t].cdata, nb);
+                    st = ert_s_new_const(s, s->t[t].name, s->t[t].dtype, 4, dims, copy, &fwd[t]);
+                }
+                s->n[i].in[k] = fwd[t];
             } else if (s->t[t].ndim == 4 && n_elems_of(&s->t[t]) != 1) {
                 if (fwd[t] < 0) {
                     if ((fwd[t] = permuted_copy(s, t, to_nhwc)) < 0) st = ert_s_oom(s);

@@ -1129,6 +1129,51 @@ static void test_nhwc(void) {
         check_model("NHWC SE block", m, NULL, NULL, -1, 1, 1e-4, ERT_PLACEMENT_AUTO);
         ert_model_free(m);
     }
+    { /* ConvNeXt's block: depthwise 7x7 -> Transpose to (N,H,W,C) (the
+       * channels-last twin's bytes: no copy) -> LayerNorm -> MatMul+bias ->
+       * GELU -> MatMul+bias -> Transpose back (a view of the MatMul output)
+       * -> layer scale (C,1,1) -> + x -> conv */
+        int64_t xd[4] = {1, 16, 14, 14}, p1[4] = {0, 2, 3, 1}, p2[4] = {0, 3, 1, 2}, cd[1] = {16}, w1d[2] = {16, 64},
+                b1d[1] = {64}, w2d[2] = {64, 16}, gd[3] = {16, 1, 1};
+        float *ls = rnd(16, 0.5f, 1.5f), *lb = rnd(16, -0.2f, 0.2f), *w1 = rnd(16 * 64, -0.3f, 0.3f),
+              *b1 = rnd(64, -0.2f, 0.2f), *w2 = rnd(64 * 16, -0.2f, 0.2f), *b2 = rnd(16, -0.2f, 0.2f),
+              *gm = rnd(16, 0.1f, 1.0f);
+        bstart();
+        int32_t x = binput("x", 4, xd), h, y;
+        h = nconv(x, 16, 16, 7, 1, 16, false);
+        ert_attr t1[] = {ERT_ATTR_IS("perm", p1, 4)}, t2[] = {ERT_ATTR_IS("perm", p2, 4)}, la[] = {ERT_ATTR_I("axis", -1)};
+        h = bnode("Transpose", (int32_t[]){h}, 1, t1, 1);
+        h = bnode("LayerNormalization", (int32_t[]){h, bweight(1, cd, ls), bweight(1, cd, lb)}, 3, la, 1);
+        h = bnode("MatMul", (int32_t[]){h, bweight(2, w1d, w1)}, 2, NULL, 0);
+        h = bnode("Add", (int32_t[]){h, bweight(1, b1d, b1)}, 2, NULL, 0);
+        h = bnode("Gelu", (int32_t[]){h}, 1, NULL, 0);
+        h = bnode("MatMul", (int32_t[]){h, bweight(2, w2d, w2)}, 2, NULL, 0);
+        h = bnode("Add", (int32_t[]){h, bweight(1, cd, b2)}, 2, NULL, 0);
+        h = bnode("Transpose", (int32_t[]){h}, 1, t2, 1);
+        h = bnode("Mul", (int32_t[]){h, bweight(3, gd, gm)}, 2, NULL, 0);
+        BT(ert_builder_binary(B, "Add", h, x, &y));
+        y = nconv(y, 16, 8, 1, 1, 1, false);
+        free(ls), free(lb), free(w1), free(b1), free(w2), free(b2), free(gm);
+        ert_model *m = bfinish(y);
+        check_model("NHWC ConvNeXt block (transposes as views)", m, NULL, NULL, -1, 1, 1e-4, ERT_PLACEMENT_AUTO);
+        ert_model_free(m);
+    }
+    { /* YOLO's C2f: conv -> Split in two halves -> conv on one -> Concat of
+       * all three (channels-last: rows of 16 channels, 32-byte rows in f16,
+       * copied a word per thread) -> conv */
+        int64_t xd[4] = {1, 8, 20, 20}, sp[2] = {16, 16};
+        bstart();
+        int32_t x = binput("x", 4, xd), h, parts[2] = {-1, -1}, b2, cat, y;
+        h = nconv(x, 8, 32, 3, 1, 1, true);
+        ert_attr ax[] = {ERT_ATTR_I("axis", 1)};
+        BT(ert_builder_node(B, "Split", NULL, (int32_t[]){h, bweight_i64(2, sp)}, 2, ax, 1, parts, 2));
+        b2 = nconv(parts[1], 16, 16, 3, 1, 1, true);
+        cat = bnode("Concat", (int32_t[]){parts[0], parts[1], b2}, 3, ax, 1);
+        y = nconv(cat, 48, 16, 1, 1, 1, false);
+        ert_model *m = bfinish(y);
+        check_model("NHWC C2f split/concat", m, NULL, NULL, -1, 1, 1e-4, ERT_PLACEMENT_AUTO);
+        ert_model_free(m);
+    }
     { /* timm's SE block: ReduceMean(axes 2,3, keepdims) instead of a
        * GlobalAveragePool (becomes one), SiLU as x * Sigmoid(x), 40 channels
        * (not a multiple of 32) over 56x56 pixels: the channels-last global

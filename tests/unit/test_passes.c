@@ -10,10 +10,15 @@
  *    bias that is not over the last axis only (must not fuse).
  * 3. Attention as exporters write it: (q * c1) @ (Transpose(k) * c2) ->
  *    Softmax -> @ v, + x: the scalars fold into the MatMul's alpha, the
- *    Transpose into trans_b, the residual Add into the MatMul. */
+ *    Transpose into trans_b, the residual Add into the MatMul.
+ * 4. Concat/Split as views (runtime/session.c plan_views): at batch 1 the
+ *    Concat's inputs are slices of its output and the Split's outputs slices
+ *    of its input (exact offsets checked), both leave the schedule, no two
+ *    live tensors overlap; at batch 2 they stay copies. */
 #include "session_internal.h" /* white-box: which nodes the passes left */
 #include "testutil.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -306,6 +311,126 @@ static void test_attention(void) {
     ert_model_free(m);
 }
 
+/* ------------------------------------------------------------ views */
+
+/* Every pair of tensors live at one step whose storage overlaps must be one
+ * a view of the other (same root); returns the number of bad pairs. */
+static int overlaps(const ert_session *s) {
+    int bad = 0;
+    for (int i = 0; i < s->nt; i++)
+        for (int j = i + 1; j < s->nt; j++) {
+            const stensor *a = &s->t[i], *b = &s->t[j];
+            if (a->mem != MEM_ACT || b->mem != MEM_ACT || !a->data || !b->data || a->first < 0 || b->first < 0)
+                continue;
+            int32_t ra = i, rb = j;
+            while (s->t[ra].alias >= 0) ra = s->t[ra].alias;
+            while (s->t[rb].alias >= 0) rb = s->t[rb].alias;
+            if (ra == rb) continue;
+            const char *pa = a->data, *pb = b->data;
+            bool mem = pa < pb + b->nbytes && pb < pa + a->nbytes;
+            bool time = s->t[ra].first <= s->t[rb].last && s->t[rb].first <= s->t[ra].last;
+            bad += mem && time;
+        }
+    return bad;
+}
+
+static void test_views(int batch) {
+    ert_builder *b = NULL;
+    CHECK_OK(ert_builder_create(ctx, &b), ctx);
+    int64_t xd[4] = {batch, 8, 12, 16}, w1d[4] = {16, 8, 3, 3}, w2d[4] = {24, 8, 1, 1}, w3d[4] = {40, 40, 1, 1},
+            sp[2] = {16, 24}, spd[1] = {2};
+    static float w1[16 * 8 * 9], w2[24 * 8], w3[40 * 40];
+    int32_t x, a, c, cat, h, parts[2], sizes, y;
+    CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 4, xd, &x), ctx);
+    CHECK_OK(ert_builder_conv2d(b, x, weight(b, 4, w1d, -0.3f, 0.3f, w1), -1, 1, 1, 1, 1, &a), ctx);
+    CHECK_OK(ert_builder_conv2d(b, x, weight(b, 4, w2d, -0.3f, 0.3f, w2), -1, 1, 0, 1, 1, &c), ctx);
+    ert_attr ax[] = {ERT_ATTR_I("axis", 1)};
+    int32_t ci[2] = {a, c};
+    CHECK_OK(ert_builder_node(b, "Concat", "cat", ci, 2, ax, 1, &cat, 1), ctx);
+    CHECK_OK(ert_builder_conv2d(b, cat, weight(b, 4, w3d, -0.2f, 0.2f, w3), -1, 1, 0, 1, 1, &h), ctx);
+    CHECK_OK(ert_builder_weight(b, NULL, ERT_DTYPE_I64, 1, spd, sp, &sizes), ctx);
+    int32_t si[2] = {h, sizes};
+    CHECK_OK(ert_builder_node(b, "Split", "split", si, 2, ax, 1, parts, 2), ctx);
+    CHECK_OK(ert_builder_unary(b, "Relu", parts[0], &parts[0]), ctx);
+    CHECK_OK(ert_builder_unary(b, "Sigmoid", parts[1], &parts[1]), ctx);
+    CHECK_OK(ert_builder_node(b, "Concat", "cat2", parts, 2, ax, 1, &y, 1), ctx);
+    CHECK_OK(ert_builder_output(b, y, "y"), ctx);
+    ert_model *m = NULL;
+    CHECK_OK(ert_builder_finish(b, &m), ctx);
+    ert_builder_free(b);
+    if (!m) return;
+    const int64_t nx = batch * 8 * 12 * 16, ny = batch * 40 * 12 * 16;
+    float *xv = malloc((size_t)nx * sizeof *xv), *yv = malloc((size_t)ny * sizeof *yv);
+    double *ref = malloc((size_t)ny * sizeof *ref);
+    ert_test_fill(&rng, xv, nx, -1, 1);
+    for (int n = 0; n < batch; n++)
+        for (int i = 0; i < 12; i++)
+            for (int j = 0; j < 16; j++) {
+                double cv[40], hv;
+                for (int o = 0; o < 16; o++) { /* conv 3x3 pad 1 */
+                    double v = 0;
+                    for (int ci2 = 0; ci2 < 8; ci2++)
+                        for (int di = -1; di <= 1; di++)
+                            for (int dj = -1; dj <= 1; dj++) {
+                                int ii = i + di, jj = j + dj;
+                                if (ii < 0 || ii >= 12 || jj < 0 || jj >= 16) continue;
+                                v += (double)xv[((n * 8 + ci2) * 12 + ii) * 16 + jj] *
+                                     w1[((o * 8 + ci2) * 3 + di + 1) * 3 + dj + 1];
+                            }
+                    cv[o] = v;
+                }
+                for (int o = 0; o < 24; o++) {
+                    double v = 0;
+                    for (int ci2 = 0; ci2 < 8; ci2++) v += (double)xv[((n * 8 + ci2) * 12 + i) * 16 + j] * w2[o * 8 + ci2];
+                    cv[16 + o] = v;
+                }
+                for (int o = 0; o < 40; o++) {
+                    hv = 0;
+                    for (int k = 0; k < 40; k++) hv += cv[k] * w3[o * 40 + k];
+                    ref[((n * 40 + o) * 12 + i) * 16 + j] = o < 16 ? (hv > 0 ? hv : 0) : 1.0 / (1.0 + exp(-hv));
+                }
+            }
+    for (int pass = 0; pass < 2; pass++) {
+        ert_session *s = run_once(m, pass, xv, nx, yv, ny);
+        if (!s) continue;
+        int concat = 0, split = 0;
+        for (int k = 0; k < ert_session_n_scheduled(s); k++) {
+            concat += ert_session_scheduled_op(s, k) == ERT_OP_CONCAT;
+            split += ert_session_scheduled_op(s, k) == ERT_OP_SPLIT;
+        }
+        bool views = batch == 1 && !pass;
+        /* cat2's output is the graph output: it keeps its copy */
+        CHECK(concat == (views ? 1 : 2) && split == (views ? 0 : 1),
+              "views batch %d pass %d: %d Concat, %d Split scheduled", batch, pass, concat, split);
+        if (views) { /* exact offsets: the first conv's output at 0, the second's after it */
+            int32_t tc = -1, th = -1, tp[2] = {-1, -1};
+            for (int i = 0; i < s->nn; i++) {
+                if (!strcmp(s->n[i].name, "cat")) tc = s->n[i].out[0];
+                if (!strcmp(s->n[i].name, "split")) th = s->n[i].in[0], tp[0] = s->n[i].out[0], tp[1] = s->n[i].out[1];
+            }
+            CHECK(tc >= 0 && th >= 0, "views: nodes not found");
+            if (tc >= 0 && th >= 0) {
+                size_t plane = 12 * 16 * sizeof(float);
+                for (int i = 0; i < s->nn; i++)
+                    if (!strcmp(s->n[i].name, "cat"))
+                        for (int j = 0; j < 2; j++)
+                            CHECK((char *)s->t[s->n[i].in[j]].data == (char *)s->t[tc].data + (j ? 16 * plane : 0),
+                                  "Concat input %d is not at its offset", j);
+                CHECK((char *)s->t[tp[0]].data == (char *)s->t[th].data &&
+                          (char *)s->t[tp[1]].data == (char *)s->t[th].data + 16 * plane,
+                      "Split outputs are not at their offsets");
+            }
+        }
+        CHECK(overlaps(s) == 0, "views batch %d pass %d: %d overlapping live tensors", batch, pass, overlaps(s));
+        char what[48];
+        snprintf(what, sizeof what, "views batch %d%s", batch, pass ? " unfused" : "");
+        CHECK(ert_test_close(what, yv, ref, ny, 1e-5, 1e-4), "%s", what);
+        ert_session_free(s);
+    }
+    free(xv), free(yv), free(ref);
+    ert_model_free(m);
+}
+
 int main(void) {
     ert_context_options co = {0};
     if (ert_context_create(&co, &ctx) != ERT_OK) return 1;
@@ -330,6 +455,8 @@ int main(void) {
         test_mlp(form, true);
     }
     test_attention();
+    test_views(1);
+    test_views(2);
     ert_context_free(ctx);
     return ert_test_finish("passes");
 }
