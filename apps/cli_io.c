@@ -179,13 +179,15 @@ int cli_image_load(ert_context *ctx, const ert_tensor_info *mi, const cli_image_
         free(rgb);
         return fail(err, n, "out of memory");
     }
-    ert_preprocess_options po = {.out_w = ow, .out_h = oh, .fit = (ert_fit)o->fit, .nhwc = o->nhwc, .bgr = o->bgr,
-                                 .gray = c == 1, .f16 = es == 2};
+    ert_preprocessor_options po = {.out_w = ow, .out_h = oh, .fit = (ert_fit)o->fit, .nhwc = o->nhwc, .bgr = o->bgr,
+                                   .gray = c == 1, .f16 = es == 2};
     memcpy(po.mean, o->mean, sizeof po.mean);
     memcpy(po.std, o->std, sizeof po.std);
     ert_preprocessor *pp = NULL;
-    if (ert_preprocessor_create(w, h, &po, &pp) == ERT_OK &&
-        ert_preprocessor_run(pp, rgb, w, h, (size_t)w * 3, ERT_FRAME_RGB, t->data) == ERT_OK) {
+    /* its own quiet context: without a GPU the CPU path below is the answer, not an error to log */
+    ert_context *pctx = NULL;
+    if (ert_context_create(NULL, &pctx) == ERT_OK && ert_preprocessor_create(pctx, w, h, &po, &pp) == ERT_OK &&
+        ert_preprocessor_run(pp, rgb, w, h, (size_t)w * 3, ERT_PIXEL_RGB, t->data) == ERT_OK) {
         *used_gpu = 1;
     } else {
         cam_pre_options co = {.out_w = ow, .out_h = oh, .fit = (cam_fit)o->fit, .nhwc = o->nhwc, .bgr = o->bgr,
@@ -195,6 +197,7 @@ int cli_image_load(ert_context *ctx, const ert_tensor_info *mi, const cli_image_
         cam_preprocess(rgb, w, h, (size_t)w * 3, &co, t->data, NULL);
     }
     ert_preprocessor_free(pp);
+    ert_context_free(pctx);
     free(rgb);
     for (int64_t b = 1; b < nb; b++) memcpy((char *)t->data + (size_t)b * one, t->data, one);
     t->dtype = mi->dtype;

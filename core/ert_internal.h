@@ -32,6 +32,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The library is C: its functions keep C linkage for the CUDA (C++) files. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define ERT_ALIGN 256          /* arena alignment of every planned block */
 /* Internal session flag (never in edgert.h): the backend serves a trainer,
  * whose conv filters are recomputed every step (no create-time rewrites). */
@@ -652,5 +657,7 @@ uint16_t ert_f32_to_f16_plain(float f);
 /* CRC-32 (IEEE 802.3, as zlib) (core/crc32.c) */
 uint32_t ert_crc32(uint32_t crc, const void *data, size_t n);
 
-
+#ifdef __cplusplus
+}
+#endif
 #endif /* ERT_INTERNAL_H */

@@ -361,8 +361,8 @@ typedef enum ert_device {
  *   GPU has no concurrent managed access (Jetson), the arena is attached to
  *   the session's stream, so the CPU may touch it only between runs.
  * - MAPPED: arena in pinned, mapped host memory (cudaHostAlloc Mapped); the
- *   GPU reads it over the bus on a discrete GPU (slow: for tests), in place
- *   on an integrated one. */
+ *   GPU reads it over the bus on a discrete GPU (slower than DEVICE), in
+ *   place on an integrated one. */
 typedef enum ert_placement {
     ERT_PLACEMENT_AUTO = 0,
     ERT_PLACEMENT_DEVICE = 1,
@@ -390,7 +390,7 @@ typedef struct ert_input_shape {
  * channels-last (NHWC), which cuDNN's tensor-core kernels read directly, and
  * convert at the edges of those regions, when cuDNN's measurements at create
  * say the graph's convolutions run faster that way. NO_NHWC keeps them NCHW,
- * NHWC makes them channels-last without measuring (comparisons, tests).
+ * NHWC makes them channels-last without measuring.
  * No effect elsewhere. */
 #define ERT_SESSION_NO_NHWC 8u
 #define ERT_SESSION_NHWC 16u
@@ -404,7 +404,7 @@ typedef struct ert_input_shape {
  * residual Add and ReLU/Clip runs as one cuDNN operation graph (the epilogue
  * fused into the conv kernel) when that measures faster at create than
  * cuDNN's conv plus edgert's epilogue kernel. NO_CONV_GRAPH never uses the
- * graph; CONV_GRAPH uses it whenever cuDNN runs it (comparisons, tests). */
+ * graph; CONV_GRAPH uses it whenever cuDNN runs it. */
 #define ERT_SESSION_NO_CONV_GRAPH 64u
 #define ERT_SESSION_CONV_GRAPH 128u
 /* CPU sessions: the filters of convolutions and the constant B of Gemm /
@@ -545,17 +545,21 @@ ert_status ert_session_get_output(ert_session *s, int i, void *data, size_t byte
 
 /* ---------------------------------------------------------------- images */
 
-/* Interleaved 8-bit pixel layouts, rows top to bottom. Append-only. */
+/* Interleaved 8-bit pixel layouts, rows top to bottom: the one pixel-format
+ * enum of the API (images, JPEG, camera frames). Append-only. */
 typedef enum ert_pixel_format {
     ERT_PIXEL_RGB = 0,
     ERT_PIXEL_BGR = 1,
     ERT_PIXEL_GRAY = 2,
     ERT_PIXEL_RGBA = 3, /* alpha written as 255 by decode, ignored by encode */
     ERT_PIXEL_BGRA = 4,
+    ERT_PIXEL_YUYV = 5, /* YUYV 4:2:2 camera frames, 2 bytes per pixel: a row of w pixels holds (w + 1) / 2 * 4
+                         * bytes (odd widths: the last U/V serve one pixel). ert_preprocessor_run only;
+                         * the JPEG calls refuse it (ERT_E_ARG). */
     ERT_PIXEL_COUNT
 } ert_pixel_format;
 
-/* Bytes per pixel of a format (0 if unknown). */
+/* Bytes per pixel of a format (YUYV: 2; 0 if unknown). */
 int ert_pixel_channels(ert_pixel_format fmt);
 
 /* JPEG codec (TurboJPEG). Only built when the library was configured with
@@ -771,20 +775,19 @@ typedef struct ert_trainer_options {
     int amp_conv_only;          /* F16/BF16: 0 (default) = activations in the half type too (see above);
                                  * 1 = only convolutions run in it, every activation stays f32 */
     int bn_relu_unfused;        /* 0 (default): a Relu that alone reads a batch-statistics BatchNorm's output
-                                 * runs inside it (forward and gradient); 1: two nodes (comparisons) */
+                                 * runs inside it (forward and gradient); 1: two nodes */
     int keep_bn_outputs;        /* 0 (default): a batch-statistics BatchNorm's output (with its fused Relu)
                                  * that the backward reads (the next conv's weight gradient, a MaxPool's
                                  * gradient) is recomputed there from the BatchNorm's input and saved
                                  * statistics instead of being kept from the forward (one elementwise pass
-                                 * for, on ResNet-18, ~30% fewer saved bytes); 1: keep it */
+                                 * for fewer saved bytes); 1: keep it */
     int64_t workspace_slack;    /* CUDA: how far kernel workspaces (cuDNN's convs) may raise the arena's
                                  * activation peak, in bytes. Each conv takes its fastest algorithm whose
                                  * workspace fits the room left under the peak of the activations
                                  * (saved ones, gradients) at its step plus this slack, unless cuDNN timed
                                  * that one over 1.25x slower than its fastest (then the fastest, and the
                                  * peak grows). 0: the default, max(32 MiB, peak / 8); < 0: no limit (every
-                                 * conv its fastest algorithm, the largest arena). See bench/RESULTS.md for
-                                 * the measured trade-off. */
+                                 * conv its fastest algorithm, the largest arena). */
 } ert_trainer_options;
 
 /* Plan without creating: training arena bytes by category. activations_bytes
@@ -899,14 +902,16 @@ ert_status ert_model_save_onnx(const ert_model *model, const char *path);
  * -> v * scale, then (v - mean) / std -> f32, in one kernel. Matches the CPU
  * preprocessing of the camera app (apps/camera/proc.c) to within 1e-5.
  *
- *     ert_preprocess_options po = {.out_w = 224, .out_h = 224, .fit = ERT_FIT_CENTER_CROP,
- *                                  .mean = {...}, .std = {...}};
+ *     ert_preprocessor_options po = {.out_w = 224, .out_h = 224, .fit = ERT_FIT_CENTER_CROP,
+ *                                    .mean = {...}, .std = {...}};
  *     ert_preprocessor *pp;
- *     ert_preprocessor_create(1280, 720, &po, &pp);     // allocates everything
+ *     ert_preprocessor_create(ctx, 1280, 720, &po, &pp); // allocates everything
  *     ert_session_input_data(s, 0, (void **)&in);
- *     ert_preprocessor_run(pp, frame, w, h, stride, ERT_FRAME_YUYV, in); // no allocation
+ *     ert_preprocessor_run(pp, frame, w, h, stride, ERT_PIXEL_YUYV, in); // no allocation
  *
- * One preprocessor is not thread-safe; several may run on several threads. */
+ * A preprocessor reports errors on the context it was made with (which must
+ * outlive it): like that context, one preprocessor belongs to one thread at
+ * a time; several may run on several threads, each with its own context. */
 
 /* Append-only. */
 typedef enum ert_fit {
@@ -915,14 +920,8 @@ typedef enum ert_fit {
     ERT_FIT_CENTER_CROP = 2, /* input filled, aspect kept, the frame's centre cropped */
 } ert_fit;
 
-/* Append-only. */
-typedef enum ert_frame_format {
-    ERT_FRAME_RGB = 0,  /* packed RGB u8, 3 bytes per pixel */
-    ERT_FRAME_YUYV = 1, /* YUYV 4:2:2, 2 bytes per pixel (odd widths: the last U/V serve one pixel) */
-} ert_frame_format;
-
 /* Zero-initialised means: stretch, pad 0, scale 1/255, mean 0, std 1, NCHW, RGB. */
-typedef struct ert_preprocess_options {
+typedef struct ert_preprocessor_options {
     int out_w, out_h;       /* the network input's width and height */
     ert_fit fit;
     uint8_t pad;            /* letterbox fill, in pixel units (e.g. 114) */
@@ -932,31 +931,36 @@ typedef struct ert_preprocess_options {
     int bgr;                /* output channel order BGR */
     int gray;               /* 1 channel: 0.299 R + 0.587 G + 0.114 B, with mean[0], std[0] */
     int f16;                /* write IEEE half floats (round to nearest even), for f16 model inputs */
-} ert_preprocess_options;
+} ert_preprocessor_options;
 
 typedef struct ert_preprocessor ert_preprocessor;
 
 /* Allocates pinned staging and device buffers for frames up to max_w x max_h,
- * and a CUDA stream. *out owned by the caller (ert_preprocessor_free).
- * Errors: ERT_E_ARG, ERT_E_NOMEM, ERT_E_CUDA (no usable GPU),
+ * and a CUDA stream. *out owned by the caller (ert_preprocessor_free); ctx
+ * (not NULL) gets the messages of this call and of every run.
+ * Errors: ERT_E_ARG (NULL ctx/o/out, sizes outside 1..16384, unknown fit),
+ * ERT_E_NOMEM, ERT_E_CUDA (no usable GPU, or its allocations failed),
  * ERT_E_UNSUPPORTED (edgert built without CUDA). */
-ert_status ert_preprocessor_create(int max_w, int max_h, const ert_preprocess_options *o,
+ert_status ert_preprocessor_create(ert_context *ctx, int max_w, int max_h, const ert_preprocessor_options *o,
                                    ert_preprocessor **out);
 /* Bytes one run writes: out_w * out_h * (3, or 1 with gray) * (4, or 2 with f16). */
 size_t ert_preprocessor_output_bytes(const ert_preprocessor *p);
 /* frame: w x h pixels (w <= max_w, h <= max_h), rows `stride` bytes apart,
- * host memory (a YUYV row holds (w + 1) / 2 * 4 bytes), read during the call only. dst: host memory (e.g. a session's
- * ert_session_input_data) of ert_preprocessor_output_bytes bytes, written
- * before return. Never allocates. Errors: ERT_E_ARG, ERT_E_CUDA, ERT_E_UNSUPPORTED. */
+ * host memory, read during the call only; fmt ERT_PIXEL_RGB or ERT_PIXEL_YUYV
+ * (a YUYV row holds (w + 1) / 2 * 4 bytes). dst: host memory (e.g. a
+ * session's ert_session_input_data) of ert_preprocessor_output_bytes bytes,
+ * written before return. Never allocates. Errors: ERT_E_ARG (NULL pointers,
+ * a frame over max_w x max_h, a stride under the row's bytes, another fmt),
+ * ERT_E_CUDA, ERT_E_UNSUPPORTED. */
 ert_status ert_preprocessor_run(ert_preprocessor *p, const uint8_t *frame, int w, int h, size_t stride,
-                                ert_frame_format fmt, void *dst);
+                                ert_pixel_format fmt, void *dst);
 /* As ert_preprocessor_run, but dst is GPU memory (e.g. ert_session_input_device
  * of a session created with ERT_SESSION_DEVICE_INPUTS): the result never goes
  * back through host memory. Complete on return (the preprocessor's stream is
  * synchronised), so a following ert_session_run on any stream sees it.
  * Errors: as ert_preprocessor_run. */
 ert_status ert_preprocessor_run_device(ert_preprocessor *p, const uint8_t *frame, int w, int h, size_t stride,
-                                       ert_frame_format fmt, void *dst_dev);
+                                       ert_pixel_format fmt, void *dst_dev);
 /* NULL is a no-op. */
 void ert_preprocessor_free(ert_preprocessor *p);
 

@@ -1,14 +1,15 @@
 /* GPU preprocessing entry points in a build without CUDA (the real ones are
  * in kernels/cuda/preprocess.cu): every call reports ERT_E_UNSUPPORTED. */
-#include "edgert.h"
+#include "ert_internal.h"
 
 #ifndef ERT_HAVE_CUDA
-ert_status ert_preprocessor_create(int max_w, int max_h, const ert_preprocess_options *o, ert_preprocessor **out) {
+ert_status ert_preprocessor_create(ert_context *ctx, int max_w, int max_h, const ert_preprocessor_options *o,
+                                   ert_preprocessor **out) {
     (void)max_w;
     (void)max_h;
     (void)o;
     if (out) *out = NULL;
-    return ERT_E_UNSUPPORTED;
+    return ert_set_error(ctx, ERT_E_UNSUPPORTED, "GPU preprocessing needs an edgert built with CUDA");
 }
 
 size_t ert_preprocessor_output_bytes(const ert_preprocessor *p) {
@@ -17,13 +18,13 @@ size_t ert_preprocessor_output_bytes(const ert_preprocessor *p) {
 }
 
 ert_status ert_preprocessor_run(ert_preprocessor *p, const uint8_t *frame, int w, int h, size_t stride,
-                                ert_frame_format fmt, void *dst) {
+                                ert_pixel_format fmt, void *dst) {
     (void)p, (void)frame, (void)w, (void)h, (void)stride, (void)fmt, (void)dst;
     return ERT_E_UNSUPPORTED;
 }
 
 ert_status ert_preprocessor_run_device(ert_preprocessor *p, const uint8_t *frame, int w, int h, size_t stride,
-                                       ert_frame_format fmt, void *dst_dev) {
+                                       ert_pixel_format fmt, void *dst_dev) {
     (void)p, (void)frame, (void)w, (void)h, (void)stride, (void)fmt, (void)dst_dev;
     return ERT_E_UNSUPPORTED;
 }

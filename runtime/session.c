@@ -147,40 +147,11 @@ static ert_status freeze_inputs(ert_session *s, const ert_session_options *o) {
 
 static ert_status fix_inputs(ert_session *s, const ert_session_options *o) {
     const ert_model *m = s->model;
-    int64_t batch = o->batch > 0 ? o->batch : 1;
-    for (int k = 0; k < o->n_input_shapes; k++) {
-        const ert_input_shape *is = &o->input_shapes[k];
-        int found = 0;
-        for (int i = 0; i < m->n_inputs; i++)
-            if (is->name && strcmp(m->tensors[m->inputs[i]].name, is->name) == 0) found = 1;
-        if (!found) return ert_set_error(s->ctx, ERT_E_NOT_FOUND, "input_shapes[%d]: the model has no input '%s'", k,
-                                         is->name ? is->name : "(null)");
-    }
+    ert_status st = ert_graph_check_input_shapes(s->ctx, m, o);
+    if (st != ERT_OK) return st;
     for (int i = 0; i < m->n_inputs; i++) {
         stensor *t = &s->t[m->inputs[i]];
-        const ert_input_shape *is = NULL;
-        for (int k = 0; k < o->n_input_shapes; k++)
-            if (o->input_shapes[k].name && strcmp(o->input_shapes[k].name, t->name) == 0) is = &o->input_shapes[k];
-        if (is) {
-            if (is->ndim != t->ndim)
-                return ert_set_error(s->ctx, ERT_E_SHAPE, "input '%s': given rank %d, the model says %d", t->name,
-                                     is->ndim, t->ndim);
-            for (int d = 0; d < t->ndim; d++) {
-                if (is->dims[d] < 0 || (t->dims[d] >= 0 && t->dims[d] != is->dims[d]))
-                    return ert_set_error(s->ctx, ERT_E_SHAPE, "input '%s': dim %d given as %lld, the model says %lld",
-                                         t->name, d, (long long)is->dims[d], (long long)t->dims[d]);
-                t->dims[d] = is->dims[d];
-            }
-        } else {
-            for (int d = 0; d < t->ndim; d++) {
-                if (t->dims[d] >= 0) continue;
-                if (d != 0)
-                    return ert_set_error(s->ctx, ERT_E_SHAPE,
-                                         "input '%s': dim %d is dynamic; give its shape in ert_session_options.input_shapes",
-                                         t->name, d);
-                t->dims[d] = batch;
-            }
-        }
+        if ((st = ert_graph_input_dims(s->ctx, o, t->name, t->ndim, t->dims)) != ERT_OK) return st;
         if (!ert_s_set_nbytes(t)) return ert_set_error(s->ctx, ERT_E_SHAPE, "input '%s': size overflows", t->name);
     }
     return ERT_OK;
@@ -267,14 +238,10 @@ static ert_status infer(ert_session *s) {
         n->params.cast.to = ERT_DTYPE_F32;
         map[ti] = c;
     }
-    ert_tinfo tin[64], tout[64];
+    ert_tinfo tin[ERT_GRAPH_MAX_IO], tout[ERT_GRAPH_MAX_IO];
     for (int i = 0; i < m->n_nodes; i++) {
         const ert_node *mn = &m->nodes[i];
-        if (mn->n_in > 64 || mn->n_out > 64) {
-            st = ert_set_error(s->ctx, ERT_E_UNSUPPORTED, "node '%s' (%s): more than 64 inputs or outputs", mn->name,
-                               ert_graph_op_name(mn->op));
-            goto done;
-        }
+        if ((st = ert_graph_check_node_io(s->ctx, mn)) != ERT_OK) goto done;
         snode *n = ert_s_add_node(s, mn->op, mn, mn->name, mn->n_in, mn->n_out);
         if (!n) {
             st = ert_s_oom(s);
@@ -290,28 +257,14 @@ static ert_status infer(ert_session *s) {
                 st = ert_set_error(s->ctx, ERT_E_INTERNAL, "node '%s': input %d not defined", mn->name, k);
                 goto done;
             }
-            tin[k].dtype = t->dtype;
-            tin[k].ndim = t->ndim;
-            memcpy(tin[k].dims, t->dims, sizeof tin[k].dims);
-            tin[k].const_data = (t->mem == MEM_CONST || t->mem == MEM_OWNED) ? t->cdata : NULL;
+            ert_graph_tinfo(&tin[k], t->dtype, t->ndim, t->dims,
+                            (t->mem == MEM_CONST || t->mem == MEM_OWNED) ? t->cdata : NULL);
             if (!tin[k].const_data) all_const = false;
         }
-        for (int k = 0; k < mn->n_out; k++) {
-            n->out[k] = map[mn->out[k]];
-            memset(&tout[k], 0, sizeof tout[k]);
-        }
-        ert_prep p = {.ctx = s->ctx, .node = mn, .n_in = mn->n_in, .n_out = mn->n_out, .in = tin, .out = tout,
-                      .params = &n->params, .n_threads = s->n_threads, .fold_ok = true,
-                      .gemm_workspace = ert_cpu_backend.gemm_workspace};
-        s->ctx->err[0] = 0;
-        st = ert_op_get(mn->op)->prepare(&p);
-        if (st != ERT_OK) {
-            char msg[ERT_ERRMSG_SIZE];
-            snprintf(msg, sizeof msg, "%s", ert_last_error(s->ctx));
-            ert_set_error(s->ctx, st, "node '%s' (%s): %s", mn->name, ert_graph_op_name(mn->op), msg);
-            goto done;
-        }
-        n->ws_bytes = p.workspace_bytes;
+        for (int k = 0; k < mn->n_out; k++) n->out[k] = map[mn->out[k]];
+        bool fold_ok;
+        st = ert_graph_prepare(s->ctx, mn, s->n_threads, tin, tout, &n->params, &n->ws_bytes, &fold_ok);
+        if (st != ERT_OK) goto done;
         for (int k = 0; k < mn->n_out; k++) {
             stensor *t = &s->t[n->out[k]];
             t->dtype = t->orig_dtype = tout[k].dtype;
@@ -326,7 +279,7 @@ static ert_status infer(ert_session *s) {
             }
         }
         if (n->op == ERT_OP_CAST && ert_s_is_float16ish(n->params.cast.to)) n->params.cast.to = ERT_DTYPE_F32;
-        if (p.fold_ok && (all_const || n->op == ERT_OP_SHAPE || n->op == ERT_OP_SIZE)) {
+        if (fold_ok && (all_const || n->op == ERT_OP_SHAPE || n->op == ERT_OP_SIZE)) {
             if ((st = fold_node(s, n)) != ERT_OK) goto done;
             free(n->in);
             s->nn--;
@@ -378,11 +331,6 @@ done:
 }
 
 /* ------------------------------------------------------------------ step 5-6 */
-
-static bool is_copy_op(ert_op op) {
-    return op == ERT_OP_IDENTITY || op == ERT_OP_DROPOUT || op == ERT_OP_FLATTEN || op == ERT_OP_RESHAPE ||
-           op == ERT_OP_SQUEEZE || op == ERT_OP_UNSQUEEZE;
-}
 
 static int32_t root_of(const ert_session *s, int32_t t) {
     while (s->t[t].alias >= 0) t = s->t[t].alias;
@@ -517,7 +465,7 @@ static ert_status plan(ert_session *s) {
      * input is a planned activation that dies at this op */
     for (int k = 0; k < s->n_sched; k++) {
         snode *n = &s->n[s->sched[k]];
-        if (!is_copy_op(n->op) || n->n_out != 1) continue;
+        if (!ert_graph_is_copy_op(n->op) || n->n_out != 1) continue;
         stensor *in = &s->t[n->in[0]], *out = &s->t[n->out[0]];
         if (in->mem != MEM_ACT || out->mem != MEM_ACT || in->last != k || in->nbytes != out->nbytes) continue;
         int32_t r = root_of(s, n->in[0]);
@@ -636,29 +584,10 @@ static ert_status bind(ert_session *s, const ert_session_options *o) {
     size_t total = s->mem.total_bytes;
     const ert_backend *be = s->be;
     ert_status st;
-    if (o->arena) {
-        if ((uintptr_t)o->arena % ERT_HOST_ALIGN)
-            return ert_set_error(s->ctx, ERT_E_ARG, "arena must be %d-byte aligned", ERT_HOST_ALIGN);
-        if (o->arena_bytes < total)
-            return ert_set_error(s->ctx, ERT_E_ARENA,
-                                 "arena too small: %zu bytes given, %zu needed (weights %zu, io %zu, activations %zu)",
-                                 o->arena_bytes, total, s->w_bytes, s->io_bytes, s->act_bytes);
-        s->arena = o->arena;
-        s->arena_bytes = o->arena_bytes;
-    } else {
-        void *p = NULL;
-        s->ctx->err[0] = 0; /* a backend that fails without a message leaves it empty */
-        if ((st = be->arena_alloc(s->bctx, total, &p)) != ERT_OK) {
-            char why[ERT_ERRMSG_SIZE / 2]; /* the backend's reason, kept: ert_set_error overwrites it */
-            snprintf(why, sizeof why, "%.200s", s->ctx->err[0] ? s->ctx->err : "out of memory");
-            return ert_set_error(s->ctx, st,
-                                 "cannot allocate the %zu-byte arena on %s (weights %zu, io %zu, activations %zu): %s",
-                                 total, be->name, s->w_bytes, s->io_bytes, s->act_bytes, why);
-        }
-        s->arena = p;
-        s->arena_owned = true;
-        s->arena_bytes = total;
-    }
+    char parts[160];
+    snprintf(parts, sizeof parts, "weights %zu, io %zu, activations %zu", s->w_bytes, s->io_bytes, s->act_bytes);
+    st = ert_graph_arena(s->ctx, be, s->bctx, o, total, parts, &s->arena, &s->arena_bytes, &s->arena_owned);
+    if (st != ERT_OK) return st;
     uint8_t *wbase = s->arena, *iobase = s->arena + s->w_bytes, *abase = iobase + s->io_bytes;
     void *ioh = NULL;
     if ((st = be->io_host(s->bctx, iobase, s->io_bytes, &ioh)) != ERT_OK)

@@ -707,21 +707,21 @@ int main(int argc, char **argv) {
                 gpre = NULL;
                 gpre_w = s->w > gpre_w ? s->w : gpre_w;
                 gpre_h = s->h > gpre_h ? s->h : gpre_h;
-                ert_preprocess_options gpo = {.out_w = pre.out_w, .out_h = pre.out_h, .fit = (ert_fit)pre.fit,
-                                              .pad = pre.pad, .scale = pre.scale, .nhwc = pre.nhwc,
-                                              .bgr = pre.bgr, .gray = pre.gray, .f16 = pre.f16};
+                ert_preprocessor_options gpo = {.out_w = pre.out_w, .out_h = pre.out_h, .fit = (ert_fit)pre.fit,
+                                                .pad = pre.pad, .scale = pre.scale, .nhwc = pre.nhwc,
+                                                .bgr = pre.bgr, .gray = pre.gray, .f16 = pre.f16};
                 memcpy(gpo.mean, pre.mean, sizeof gpo.mean);
                 memcpy(gpo.std, pre.std, sizeof gpo.std);
-                ert_status gst = ert_preprocessor_create(gpre_w, gpre_h, &gpo, &gpre);
+                ert_status gst = ert_preprocessor_create(ctx, gpre_w, gpre_h, &gpo, &gpre);
                 if (gst != ERT_OK) {
                     if (!o.quiet)
                         fprintf(stderr, "edgert-camera: note: GPU preprocessing unavailable (%s); using the CPU\n",
-                                ert_status_str(gst));
+                                ert_last_error(ctx));
                     use_gpu_pre = 0;
                 }
             }
-            if (gpre && (dev_in ? ert_preprocessor_run_device(gpre, s->rgb, s->w, s->h, (size_t)s->w * 3, ERT_FRAME_RGB, dev_in)
-                                : ert_preprocessor_run(gpre, s->rgb, s->w, s->h, (size_t)s->w * 3, ERT_FRAME_RGB, in_data)) == ERT_OK) {
+            if (gpre && (dev_in ? ert_preprocessor_run_device(gpre, s->rgb, s->w, s->h, (size_t)s->w * 3, ERT_PIXEL_RGB, dev_in)
+                                : ert_preprocessor_run(gpre, s->rgb, s->w, s->h, (size_t)s->w * 3, ERT_PIXEL_RGB, in_data)) == ERT_OK) {
                 xf = cam_pre_xform(s->w, s->h, &pre);
             } else {
                 cam_preprocess(s->rgb, s->w, s->h, (size_t)s->w * 3, &pre, in_data, &xf);

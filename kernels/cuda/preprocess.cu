@@ -106,7 +106,8 @@ static cudaError_t pre_launch(const uint8_t *src, const pre_params *p, void *dst
 extern "C" {
 
 struct ert_preprocessor {
-    ert_preprocess_options o;
+    ert_context *ctx; /* the caller's: every message goes there */
+    ert_preprocessor_options o;
     int max_w, max_h;
     size_t frame_cap, out_bytes;
     uint8_t *h_frame, *d_frame; /* pinned staging, device copy (frame_cap bytes) */
@@ -125,18 +126,27 @@ void ert_preprocessor_free(ert_preprocessor *p) {
     free(p);
 }
 
-ert_status ert_preprocessor_create(int max_w, int max_h, const ert_preprocess_options *o, ert_preprocessor **out) {
-    if (!o || !out || max_w <= 0 || max_h <= 0 || o->out_w <= 0 || o->out_h <= 0 || max_w > 16384 ||
-        max_h > 16384 || o->out_w > 16384 || o->out_h > 16384 || (unsigned)o->fit > ERT_FIT_CENTER_CROP)
-        return ERT_E_ARG;
-    *out = NULL;
+ert_status ert_preprocessor_create(ert_context *ctx, int max_w, int max_h, const ert_preprocessor_options *o,
+                                   ert_preprocessor **out) {
+    if (out) *out = NULL;
+    if (!ctx || !o || !out) return ert_set_error(ctx, ERT_E_ARG, "ert_preprocessor_create: NULL argument");
+    if (max_w <= 0 || max_h <= 0 || o->out_w <= 0 || o->out_h <= 0 || max_w > 16384 || max_h > 16384 ||
+        o->out_w > 16384 || o->out_h > 16384)
+        return ert_set_error(ctx, ERT_E_ARG,
+                             "ert_preprocessor_create: frames up to %dx%d into %dx%d: every size must be 1..16384",
+                             max_w, max_h, o->out_w, o->out_h);
+    if ((unsigned)o->fit > ERT_FIT_CENTER_CROP)
+        return ert_set_error(ctx, ERT_E_ARG, "ert_preprocessor_create: unknown fit %d", (int)o->fit);
     int n_dev = 0;
-    if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
+    cudaError_t e = cudaGetDeviceCount(&n_dev);
+    if (e != cudaSuccess || n_dev == 0) {
         cudaGetLastError();
-        return ERT_E_CUDA;
+        return ert_set_error(ctx, ERT_E_CUDA, "ert_preprocessor_create: no CUDA device (%s)",
+                             e != cudaSuccess ? cudaGetErrorString(e) : "none found");
     }
     ert_preprocessor *p = (ert_preprocessor *)calloc(1, sizeof *p);
-    if (!p) return ERT_E_NOMEM;
+    if (!p) return ert_set_error(ctx, ERT_E_NOMEM, "ert_preprocessor_create: out of memory");
+    p->ctx = ctx;
     p->o = *o;
     p->max_w = max_w;
     p->max_h = max_h;
@@ -147,9 +157,11 @@ ert_status ert_preprocessor_create(int max_w, int max_h, const ert_preprocess_op
         cudaMalloc((void **)&p->d_frame, p->frame_cap) != cudaSuccess ||
         cudaMalloc(&p->d_out, p->out_bytes) != cudaSuccess ||
         cudaHostAlloc(&p->h_out, p->out_bytes, cudaHostAllocDefault) != cudaSuccess) {
-        cudaGetLastError();
+        e = cudaGetLastError();
         ert_preprocessor_free(p);
-        return ERT_E_CUDA;
+        return ert_set_error(ctx, ERT_E_CUDA, "ert_preprocessor_create: stream or %zu + %zu bytes of buffers: %s",
+                             (size_t)(max_w + 1) * max_h * 3, (size_t)o->out_w * o->out_h * (o->gray ? 1 : 3) *
+                             (o->f16 ? 2 : 4), cudaGetErrorString(e));
     }
     *out = p;
     return ERT_OK;
@@ -159,14 +171,20 @@ size_t ert_preprocessor_output_bytes(const ert_preprocessor *p) { return p ? p->
 
 /* Stage the frame, enqueue the kernel writing to `out` (device memory). */
 static ert_status pre_enqueue(ert_preprocessor *pp, const uint8_t *frame, int w, int h, size_t stride,
-                              ert_frame_format fmt, void *out) {
-    if (!pp || !frame || !out || w <= 0 || h <= 0 || w > pp->max_w || h > pp->max_h ||
-        (fmt != ERT_FRAME_RGB && fmt != ERT_FRAME_YUYV))
-        return ERT_E_ARG;
+                              ert_pixel_format fmt, void *out) {
+    if (!pp) return ERT_E_ARG;
+    if (!frame || !out) return ert_set_error(pp->ctx, ERT_E_ARG, "ert_preprocessor_run: NULL frame or destination");
+    if (w <= 0 || h <= 0 || w > pp->max_w || h > pp->max_h)
+        return ert_set_error(pp->ctx, ERT_E_ARG, "ert_preprocessor_run: a %dx%d frame (this preprocessor: 1x1 to %dx%d)",
+                             w, h, pp->max_w, pp->max_h);
+    if (fmt != ERT_PIXEL_RGB && fmt != ERT_PIXEL_YUYV)
+        return ert_set_error(pp->ctx, ERT_E_ARG, "ert_preprocessor_run: pixel format %d (RGB or YUYV only)", (int)fmt);
     /* Bytes a row needs: an odd YUYV row ends with a whole Y U Y V group. */
-    size_t row = fmt == ERT_FRAME_YUYV ? (size_t)(w + 1) / 2 * 4 : (size_t)w * 3;
-    if (stride < row) return ERT_E_ARG;
-    const ert_preprocess_options *o = &pp->o;
+    size_t row = fmt == ERT_PIXEL_YUYV ? (size_t)(w + 1) / 2 * 4 : (size_t)w * 3;
+    if (stride < row)
+        return ert_set_error(pp->ctx, ERT_E_ARG, "ert_preprocessor_run: stride %zu under the %zu bytes of a row", stride,
+                             row);
+    const ert_preprocessor_options *o = &pp->o;
     /* The xform of cam_pre_xform (apps/camera/proc.c). */
     double sx0 = 0, sy0 = 0, sw = w, sh = h, dx0 = 0, dy0 = 0, dw = o->out_w, dh = o->out_h;
     double sx = (double)o->out_w / w, sy = (double)o->out_h / h;
@@ -190,7 +208,7 @@ static ert_status pre_enqueue(ert_preprocessor *pp, const uint8_t *frame, int w,
     p.src_w = w;
     p.src_h = h;
     p.stride = (int)row; /* packed in staging */
-    p.yuyv = fmt == ERT_FRAME_YUYV;
+    p.yuyv = fmt == ERT_PIXEL_YUYV;
     p.W = o->out_w;
     p.H = o->out_h;
     p.nhwc = o->nhwc;
@@ -218,34 +236,34 @@ static ert_status pre_enqueue(ert_preprocessor *pp, const uint8_t *frame, int w,
     if (e == cudaSuccess) e = pre_launch(pp->d_frame, &p, out, pp->st);
     if (e != cudaSuccess) {
         cudaGetLastError();
-        return ERT_E_CUDA;
+        return ert_set_error(pp->ctx, ERT_E_CUDA, "ert_preprocessor_run: %s", cudaGetErrorString(e));
     }
     return ERT_OK;
 }
 
 ert_status ert_preprocessor_run(ert_preprocessor *pp, const uint8_t *frame, int w, int h, size_t stride,
-                                ert_frame_format fmt, void *dst) {
-    if (!dst) return ERT_E_ARG;
+                                ert_pixel_format fmt, void *dst) {
+    if (!dst) return pp ? ert_set_error(pp->ctx, ERT_E_ARG, "ert_preprocessor_run: NULL destination") : ERT_E_ARG;
     ert_status st = pre_enqueue(pp, frame, w, h, stride, fmt, pp ? pp->d_out : NULL);
     if (st != ERT_OK) return st;
     cudaError_t e = cudaMemcpyAsync(pp->h_out, pp->d_out, pp->out_bytes, cudaMemcpyDeviceToHost, pp->st);
     if (e == cudaSuccess) e = cudaStreamSynchronize(pp->st);
     if (e != cudaSuccess) {
         cudaGetLastError();
-        return ERT_E_CUDA;
+        return ert_set_error(pp->ctx, ERT_E_CUDA, "ert_preprocessor_run: %s", cudaGetErrorString(e));
     }
     memcpy(dst, pp->h_out, pp->out_bytes);
     return ERT_OK;
 }
 
 ert_status ert_preprocessor_run_device(ert_preprocessor *pp, const uint8_t *frame, int w, int h, size_t stride,
-                                       ert_frame_format fmt, void *dst_dev) {
+                                       ert_pixel_format fmt, void *dst_dev) {
     ert_status st = pre_enqueue(pp, frame, w, h, stride, fmt, dst_dev);
     if (st != ERT_OK) return st;
     cudaError_t e = cudaStreamSynchronize(pp->st);
     if (e != cudaSuccess) {
         cudaGetLastError();
-        return ERT_E_CUDA;
+        return ert_set_error(pp->ctx, ERT_E_CUDA, "ert_preprocessor_run_device: %s", cudaGetErrorString(e));
     }
     return ERT_OK;
 }

@@ -15,6 +15,7 @@ int ert_pixel_channels(ert_pixel_format fmt) {
     case ERT_PIXEL_RGB: case ERT_PIXEL_BGR: return 3;
     case ERT_PIXEL_GRAY: return 1;
     case ERT_PIXEL_RGBA: case ERT_PIXEL_BGRA: return 4;
+    case ERT_PIXEL_YUYV: return 2;
     default: return 0;
     }
 }

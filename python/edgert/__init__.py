@@ -616,7 +616,7 @@ def preprocess(rgb: Any, size: Tuple[int, int], fit: str = "stretch", mean: Sequ
     return (out, xf) if return_transform else out
 
 
-_FRAME = {"rgb": 0, "yuyv": 1}
+_FRAME = {"rgb": 0, "yuyv": 5}  # ert_pixel_format: ERT_PIXEL_RGB, ERT_PIXEL_YUYV
 
 
 class Preprocessor:

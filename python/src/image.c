@@ -101,10 +101,21 @@ static PyObject *m_preprocess(PyObject *self, PyObject *args) {
 
 #define PY_PREP_CAPSULE "edgert.preprocessor"
 
-static void prep_destroy(PyObject *cap) {
-    ert_preprocessor *p = PyCapsule_GetPointer(cap, PY_PREP_CAPSULE);
-    ert_preprocessor_free(p);
+/* A preprocessor and the context it reports on (one per preprocessor: the
+ * Python object, like the C one, is used by one thread at a time). */
+typedef struct py_prep {
+    ert_context *ctx;
+    ert_preprocessor *p;
+} py_prep;
+
+static void py_prep_free(py_prep *pp) {
+    if (!pp) return;
+    ert_preprocessor_free(pp->p);
+    ert_context_free(pp->ctx);
+    free(pp);
 }
+
+static void prep_destroy(PyObject *cap) { py_prep_free(PyCapsule_GetPointer(cap, PY_PREP_CAPSULE)); }
 
 /* preprocessor_create(max_w, max_h, out_w, out_h, fit, pad, scale, (mean3), (std3), nhwc, bgr, gray, f16)
  * -> capsule. Allocates the pinned staging, device buffers and stream. */
@@ -115,20 +126,27 @@ static PyObject *m_prep_create(PyObject *self, PyObject *args) {
                           &mean[2], &sd[0], &sd[1], &sd[2], &nhwc, &bgr, &gray, &f16))
         return NULL;
     if (pad < 0 || pad > 255) return py_raise(ERT_E_ARG, "pad must be in [0, 255]");
-    ert_preprocess_options o = {.out_w = ow, .out_h = oh, .fit = (ert_fit)fit, .pad = (uint8_t)pad, .scale = scale,
-                                .nhwc = nhwc, .bgr = bgr, .gray = gray, .f16 = f16};
+    ert_preprocessor_options o = {.out_w = ow, .out_h = oh, .fit = (ert_fit)fit, .pad = (uint8_t)pad, .scale = scale,
+                                  .nhwc = nhwc, .bgr = bgr, .gray = gray, .f16 = f16};
     memcpy(o.mean, mean, sizeof mean);
     memcpy(o.std, sd, sizeof sd);
-    ert_preprocessor *p = NULL;
-    ert_status st;
+    py_prep *pp = calloc(1, sizeof *pp);
+    if (!pp) return PyErr_NoMemory();
+    ert_status st = ert_context_create(NULL, &pp->ctx);
+    if (st != ERT_OK) {
+        py_prep_free(pp);
+        return py_raise(st, "cannot create a context");
+    }
     Py_BEGIN_ALLOW_THREADS
-    st = ert_preprocessor_create(mw, mh, &o, &p);
+    st = ert_preprocessor_create(pp->ctx, mw, mh, &o, &pp->p);
     Py_END_ALLOW_THREADS
-    if (st == ERT_E_UNSUPPORTED) return py_raise(st, "GPU preprocessing needs an edgert built with CUDA");
-    if (st == ERT_E_CUDA) return py_raise(st, "GPU preprocessing: no usable CUDA GPU");
-    if (st != ERT_OK) return py_raise(st, "ert_preprocessor_create refused these options (sizes, fit)");
-    PyObject *cap = PyCapsule_New(p, PY_PREP_CAPSULE, prep_destroy);
-    if (!cap) ert_preprocessor_free(p);
+    if (st != ERT_OK) {
+        PyObject *r = py_raise(st, ert_last_error(pp->ctx));
+        py_prep_free(pp);
+        return r;
+    }
+    PyObject *cap = PyCapsule_New(pp, PY_PREP_CAPSULE, prep_destroy);
+    if (!cap) py_prep_free(pp);
     return cap;
 }
 
@@ -138,17 +156,18 @@ static PyObject *m_prep_run(PyObject *self, PyObject *args) {
     int w, h, fmt, on_gpu;
     Py_ssize_t stride, dbytes;
     if (!PyArg_ParseTuple(args, "OOiiniOnp", &cap, &saddr, &w, &h, &stride, &fmt, &daddr, &dbytes, &on_gpu)) return NULL;
-    ert_preprocessor *p = PyCapsule_GetPointer(cap, PY_PREP_CAPSULE);
+    py_prep *pp = PyCapsule_GetPointer(cap, PY_PREP_CAPSULE);
     void *src, *dst;
-    if (!p || py_addr(saddr, &src) < 0 || py_addr(daddr, &dst) < 0) return NULL;
+    if (!pp || py_addr(saddr, &src) < 0 || py_addr(daddr, &dst) < 0) return NULL;
+    ert_preprocessor *p = pp->p;
     if ((size_t)dbytes != ert_preprocessor_output_bytes(p))
         return py_raise(ERT_E_ARG, "the destination does not hold one preprocessed image");
     ert_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = on_gpu ? ert_preprocessor_run_device(p, src, w, h, (size_t)stride, (ert_frame_format)fmt, dst)
-                : ert_preprocessor_run(p, src, w, h, (size_t)stride, (ert_frame_format)fmt, dst);
+    st = on_gpu ? ert_preprocessor_run_device(p, src, w, h, (size_t)stride, (ert_pixel_format)fmt, dst)
+                : ert_preprocessor_run(p, src, w, h, (size_t)stride, (ert_pixel_format)fmt, dst);
     Py_END_ALLOW_THREADS
-    if (st != ERT_OK) return py_raise(st, "ert_preprocessor_run: frame larger than the preprocessor's maximum, bad stride, or a CUDA error");
+    if (st != ERT_OK) return py_raise(st, ert_last_error(pp->ctx));
     Py_RETURN_NONE;
 }
 

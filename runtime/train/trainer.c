@@ -167,25 +167,11 @@ float ert_tr_lr_at(const ert_trainer_options *o, int64_t step) {
 static ert_status fix_inputs(ert_trainer *t) {
     const ert_model *m = t->model;
     const ert_session_options *o = &t->o.session;
-    int64_t batch = o->batch > 0 ? o->batch : 1;
+    ert_status st = ert_graph_check_input_shapes(t->ctx, m, o);
+    if (st != ERT_OK) return st;
     for (int i = 0; i < m->n_inputs; i++) {
         ttensor *x = &t->t[m->inputs[i]];
-        const ert_input_shape *is = NULL;
-        for (int k = 0; k < o->n_input_shapes; k++)
-            if (o->input_shapes[k].name && strcmp(o->input_shapes[k].name, x->name) == 0) is = &o->input_shapes[k];
-        for (int d = 0; d < x->ndim; d++) {
-            if (is) {
-                if (is->ndim != x->ndim || is->dims[d] < 0 || (x->dims[d] >= 0 && x->dims[d] != is->dims[d]))
-                    return ert_set_error(t->ctx, ERT_E_SHAPE, "input '%s': input_shapes entry does not fit the model",
-                                         x->name);
-                x->dims[d] = is->dims[d];
-            } else if (x->dims[d] < 0) {
-                if (d != 0)
-                    return ert_set_error(t->ctx, ERT_E_SHAPE, "input '%s': dim %d is dynamic; give input_shapes",
-                                         x->name, d);
-                x->dims[d] = batch;
-            }
-        }
+        if ((st = ert_graph_input_dims(t->ctx, o, x->name, x->ndim, x->dims)) != ERT_OK) return st;
         if (!set_nbytes(x)) return ert_set_error(t->ctx, ERT_E_SHAPE, "input '%s': size overflows", x->name);
         x->defined = true;
         x->mem = TM_IO;
@@ -329,13 +315,12 @@ static ert_status bn_stat_outputs(ert_trainer *t) {
 
 static ert_status infer(ert_trainer *t) {
     const ert_model *m = t->model;
-    ert_tinfo tin[64], tout[64];
+    ert_tinfo tin[ERT_GRAPH_MAX_IO], tout[ERT_GRAPH_MAX_IO];
     ert_status st0 = bn_stat_outputs(t);
     if (st0) return st0;
     for (int i = 0; i < m->n_nodes; i++) {
         const ert_node *mn = &m->nodes[i];
-        if (mn->n_in > 64 || mn->n_out > 64)
-            return ert_set_error(t->ctx, ERT_E_UNSUPPORTED, "node '%s': more than 64 inputs or outputs", mn->name);
+        if ((st0 = ert_graph_check_node_io(t->ctx, mn)) != ERT_OK) return st0;
         tnode *n = ert_tr_add_node(t, mn->op, NULL, mn->n_in, mn->n_out, PH_FWD);
         if (!n) return ert_tr_oom(t);
         n->src = mn;
@@ -348,27 +333,13 @@ static ert_status infer(ert_trainer *t) {
             const ttensor *x = &t->t[n->in[k]];
             if (!x->defined)
                 return ert_set_error(t->ctx, ERT_E_INTERNAL, "node '%s': input %d not defined", mn->name, k);
-            tin[k].dtype = x->dtype;
-            tin[k].ndim = x->ndim;
-            memcpy(tin[k].dims, x->dims, sizeof tin[k].dims);
-            tin[k].const_data = ert_tr_is_imm(x) ? x->cdata : NULL;
+            ert_graph_tinfo(&tin[k], x->dtype, x->ndim, x->dims, ert_tr_is_imm(x) ? x->cdata : NULL);
             if (!ert_tr_is_imm(x)) all_imm = false;
         }
-        for (int k = 0; k < mn->n_out; k++) {
-            n->out[k] = mn->out[k];
-            memset(&tout[k], 0, sizeof tout[k]);
-        }
-        ert_prep p = {.ctx = t->ctx, .node = mn, .n_in = mn->n_in, .n_out = mn->n_out, .in = tin, .out = tout,
-                      .params = &n->params, .n_threads = t->n_threads, .fold_ok = true,
-                      .gemm_workspace = ert_cpu_backend.gemm_workspace};
-        t->ctx->err[0] = 0;
-        ert_status st = ert_op_get(mn->op)->prepare(&p);
-        if (st != ERT_OK) {
-            char msg[ERT_ERRMSG_SIZE];
-            snprintf(msg, sizeof msg, "%s", ert_last_error(t->ctx));
-            return ert_set_error(t->ctx, st, "node '%s' (%s): %s", mn->name, ert_graph_op_name(mn->op), msg);
-        }
-        n->ws_bytes = p.workspace_bytes;
+        for (int k = 0; k < mn->n_out; k++) n->out[k] = mn->out[k];
+        bool fold_ok;
+        ert_status st = ert_graph_prepare(t->ctx, mn, t->n_threads, tin, tout, &n->params, &n->ws_bytes, &fold_ok);
+        if (st != ERT_OK) return st;
         for (int k = 0; k < mn->n_out; k++) {
             ttensor *x = &t->t[n->out[k]];
             x->dtype = tout[k].dtype;
@@ -381,7 +352,7 @@ static ert_status infer(ert_trainer *t) {
                                      mn->name);
             if (!set_nbytes(x)) return ert_set_error(t->ctx, ERT_E_SHAPE, "node '%s': output size overflows", mn->name);
         }
-        if (p.fold_ok && (all_imm || n->op == ERT_OP_SHAPE || n->op == ERT_OP_SIZE)) {
+        if (fold_ok && (all_imm || n->op == ERT_OP_SHAPE || n->op == ERT_OP_SIZE)) {
             if ((st = ert_tr_fold_node(t, n))) return st;
             free(n->in);
             t->nn--;
@@ -564,9 +535,7 @@ static ert_status plan(ert_trainer *t) {
      * backwards in schedule order, so one pass extends the roots' lifetimes */
     for (int k = 0; k < t->nn; k++) {
         const tnode *n = &t->n[k];
-        bool copy = n->op == ERT_OP_IDENTITY || n->op == ERT_OP_FLATTEN || n->op == ERT_OP_RESHAPE ||
-                    n->op == ERT_OP_SQUEEZE || n->op == ERT_OP_UNSQUEEZE || n->op == ERT_OP_DROPOUT;
-        if (!copy || n->n_out < 1 || n->in[0] < 0 || n->out[0] < 0) continue;
+        if (!ert_graph_is_copy_op(n->op) || n->n_out < 1 || n->in[0] < 0 || n->out[0] < 0) continue;
         ttensor *in = &t->t[n->in[0]], *o = &t->t[n->out[0]];
         if (in->mem != TM_ACT || o->mem != TM_ACT || in->last != k || in->nbytes != o->nbytes) continue;
         int32_t r = n->in[0];
@@ -736,29 +705,12 @@ static ert_status dev_bind(ert_trainer *t, uint8_t *iob) {
 static ert_status bind(ert_trainer *t) {
     const ert_session_options *o = &t->o.session;
     size_t total = t->mem.total_bytes;
-    if (o->arena) {
-        if ((uintptr_t)o->arena % ERT_HOST_ALIGN)
-            return ert_set_error(t->ctx, ERT_E_ARG, "arena must be %d-byte aligned", ERT_HOST_ALIGN);
-        if (o->arena_bytes < total)
-            return ert_set_error(t->ctx, ERT_E_ARENA,
-                                 "arena too small: %zu bytes given, %zu needed (weights %zu, gradients %zu, optimizer "
-                                 "%zu, io %zu, activations %zu)",
-                                 o->arena_bytes, total, t->w_bytes, t->g_bytes, t->s_bytes, t->io_bytes, t->act_bytes);
-        t->arena = o->arena;
-        t->arena_bytes = o->arena_bytes;
-    } else if (t->be) {
-        void *p = NULL;
-        ert_status st = t->be->arena_alloc(t->bctx, total, &p);
-        if (st) return st;
-        t->arena = p;
-        t->arena_owned = true;
-        t->arena_bytes = total;
-    } else {
-        t->arena = aligned_alloc(ERT_ALIGN, ert_align_up(total ? total : 1, ERT_ALIGN));
-        if (!t->arena) return ert_set_error(t->ctx, ERT_E_NOMEM, "cannot allocate the %zu-byte training arena", total);
-        t->arena_owned = true;
-        t->arena_bytes = total;
-    }
+    char parts[200];
+    snprintf(parts, sizeof parts, "weights %zu, gradients %zu, optimizer %zu, io %zu, activations %zu", t->w_bytes,
+             t->g_bytes, t->s_bytes, t->io_bytes, t->act_bytes);
+    ert_status st0 = ert_graph_arena(t->ctx, t->be, t->bctx, o, total, parts, &t->arena, &t->arena_bytes,
+                                     &t->arena_owned);
+    if (st0 != ERT_OK) return st0;
     uint8_t *wb = t->arena, *gb = wb + t->w_bytes, *sb = gb + t->g_bytes, *iob = sb + t->s_bytes, *ab = iob + t->io_bytes;
     if (!t->be) memset(gb, 0, t->g_bytes + t->s_bytes + t->io_bytes);
     for (int i = 0; i < t->nt; i++) {

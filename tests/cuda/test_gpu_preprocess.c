@@ -16,9 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+static ert_context *g_ctx; /* every preprocessor reports on it */
+
 /* layout: 0 NCHW, 1 NHWC, 2 BGR, 3 gray, 4 NCHW f16, 5 gray f16 */
 static void one(ert_test_rng *r, int w, int h, int ow, int oh, int fit, int yuyv, int layout) {
-    ert_preprocess_options po = {.out_w = ow, .out_h = oh, .fit = (ert_fit)fit, .pad = 114};
+    ert_preprocessor_options po = {.out_w = ow, .out_h = oh, .fit = (ert_fit)fit, .pad = 114};
     cam_pre_options co = {.out_w = ow, .out_h = oh, .fit = (cam_fit)fit, .pad = 114};
     float mean[3] = {0.485f, 0.456f, 0.406f}, sd[3] = {0.229f, 0.224f, 0.225f};
     memcpy(po.mean, mean, sizeof mean);
@@ -38,11 +40,11 @@ static void one(ert_test_rng *r, int w, int h, int ow, int oh, int fit, int yuyv
     cam_preprocess(yuyv ? rgb : frame, w, h, yuyv ? (size_t)w * 3 : stride, &co, ref, NULL);
     memset(got, 0xff, n * sizeof *got); /* NaN as f32 and as f16 */
     ert_preprocessor *pp = NULL;
-    ert_status st = ert_preprocessor_create(w + 3, h + 1, &po, &pp);
+    ert_status st = ert_preprocessor_create(g_ctx, w + 3, h + 1, &po, &pp);
     CHECK(st == ERT_OK, "create: %s", ert_status_str(st));
     if (st == ERT_OK) {
         CHECK(ert_preprocessor_output_bytes(pp) == n * (po.f16 ? 2 : sizeof(float)), "output bytes");
-        st = ert_preprocessor_run(pp, frame, w, h, stride, yuyv ? ERT_FRAME_YUYV : ERT_FRAME_RGB, got);
+        st = ert_preprocessor_run(pp, frame, w, h, stride, yuyv ? ERT_PIXEL_YUYV : ERT_PIXEL_RGB, got);
         CHECK(st == ERT_OK, "run: %s", ert_status_str(st));
         double worst = 0;
         size_t at = 0;
@@ -58,7 +60,11 @@ static void one(ert_test_rng *r, int w, int h, int ow, int oh, int fit, int yuyv
         CHECK(worst <= 1e-5, "%dx%d -> %dx%d fit %d %s layout %d: max err %g (relative to tolerance) at %zu", w,
               h, ow, oh, fit, yuyv ? "yuyv" : "rgb", layout, worst, at);
         /* Argument checks: a frame over the maximum is refused. */
-        CHECK(ert_preprocessor_run(pp, frame, w + 4, h, stride + 16, ERT_FRAME_RGB, got) == ERT_E_ARG, "max_w");
+        CHECK(ert_preprocessor_run(pp, frame, w + 4, h, stride + 16, ERT_PIXEL_RGB, got) == ERT_E_ARG &&
+                  strstr(ert_last_error(g_ctx), "frame"), "max_w: %s", ert_last_error(g_ctx));
+        /* ert_pixel_format is the API's one pixel enum: the JPEG layouts are refused here */
+        CHECK(ert_preprocessor_run(pp, frame, w, h, stride, ERT_PIXEL_BGR, got) == ERT_E_ARG &&
+                  strstr(ert_last_error(g_ctx), "pixel format"), "BGR frame: %s", ert_last_error(g_ctx));
         ert_preprocessor_free(pp);
     }
     free(frame);
@@ -97,12 +103,12 @@ static void device_inputs(ert_test_rng *r) {
     int w = 71, h = 53;
     uint8_t *frame = malloc((size_t)w * h * 3);
     for (int i = 0; i < w * h * 3; i++) frame[i] = (uint8_t)ert_test_int(r, 0, 255);
-    ert_preprocess_options po = {.out_w = 32, .out_h = 24, .fit = ERT_FIT_LETTERBOX, .pad = 114,
-                                 .mean = {0.485f, 0.456f, 0.406f}, .std = {0.229f, 0.224f, 0.225f}};
+    ert_preprocessor_options po = {.out_w = 32, .out_h = 24, .fit = ERT_FIT_LETTERBOX, .pad = 114,
+                                   .mean = {0.485f, 0.456f, 0.406f}, .std = {0.229f, 0.224f, 0.225f}};
     cam_pre_options co = {.out_w = 32, .out_h = 24, .fit = CAM_FIT_LETTERBOX, .pad = 114,
                           .mean = {0.485f, 0.456f, 0.406f}, .std = {0.229f, 0.224f, 0.225f}};
     ert_preprocessor *pp = NULL;
-    CHECK(ert_preprocessor_create(w, h, &po, &pp) == ERT_OK, "create");
+    CHECK(ert_preprocessor_create(g_ctx, w, h, &po, &pp) == ERT_OK, "create");
     const ert_placement pl[4] = {ERT_PLACEMENT_AUTO, ERT_PLACEMENT_DEVICE, ERT_PLACEMENT_UNIFIED, ERT_PLACEMENT_MAPPED};
     for (int k = 0; k < 4 && pp; k++) {
         ert_session_options ro = {.device = ERT_DEVICE_CUDA, .placement = pl[k]};
@@ -123,14 +129,14 @@ static void device_inputs(ert_test_rng *r) {
         CHECK(ert_session_input_device(dev, 0, (void **)&in_dev) == ERT_OK && in_dev, "input_device");
         for (int rep = 0; rep < 3 && in_dev; rep++) {
             for (int i = 0; i < w * h * 3; i++) frame[i] = (uint8_t)ert_test_int(r, 0, 255);
-            CHECK(ert_preprocessor_run(pp, frame, w, h, (size_t)w * 3, ERT_FRAME_RGB, in_ref) == ERT_OK, "run host");
+            CHECK(ert_preprocessor_run(pp, frame, w, h, (size_t)w * 3, ERT_PIXEL_RGB, in_ref) == ERT_OK, "run host");
             CHECK(ert_session_run(ref) == ERT_OK, "ref run");
             ert_session_output_data(ref, 0, (const void **)&y_ref);
             /* DEVICE placement: the host view is a separate mirror, poisoned to
              * prove run reads only the GPU copy (UNIFIED/MAPPED: the same
              * memory, written by the kernel after the poison). */
             ert_test_poison(in_host, 32 * 24 * 3);
-            CHECK(ert_preprocessor_run_device(pp, frame, w, h, (size_t)w * 3, ERT_FRAME_RGB, in_dev) == ERT_OK,
+            CHECK(ert_preprocessor_run_device(pp, frame, w, h, (size_t)w * 3, ERT_PIXEL_RGB, in_dev) == ERT_OK,
                   "run_device");
             CHECK(ert_session_run(dev) == ERT_OK, "dev run");
             ert_session_output_data(dev, 0, (const void **)&y_dev);
@@ -156,15 +162,18 @@ static void device_inputs(ert_test_rng *r) {
 int main(void) {
     ert_test_rng r;
     ert_test_rng_init(&r, "gpu_preprocess");
-    ert_preprocess_options po = {.out_w = 8, .out_h = 8};
+    if (ert_context_create(NULL, &g_ctx) != ERT_OK) return 1;
+    ert_preprocessor_options po = {.out_w = 8, .out_h = 8};
     ert_preprocessor *pp = NULL;
-    ert_status st = ert_preprocessor_create(16, 16, &po, &pp);
+    ert_status st = ert_preprocessor_create(g_ctx, 16, 16, &po, &pp);
     if (st == ERT_E_UNSUPPORTED) return ert_test_skip("gpu_preprocess", "edgert built without CUDA");
     if (st == ERT_E_CUDA) return ert_test_skip("gpu_preprocess", "no usable GPU");
     CHECK(st == ERT_OK, "create: %s", ert_status_str(st));
     ert_preprocessor_free(pp);
     ert_preprocessor_free(NULL);
-    CHECK(ert_preprocessor_create(0, 16, &po, &pp) == ERT_E_ARG, "max_w 0");
+    CHECK(ert_preprocessor_create(g_ctx, 0, 16, &po, &pp) == ERT_E_ARG && strstr(ert_last_error(g_ctx), "1..16384"),
+          "max_w 0: %s", ert_last_error(g_ctx));
+    CHECK(ert_preprocessor_create(NULL, 16, 16, &po, &pp) == ERT_E_ARG && !pp, "NULL context");
 
     static const int sizes[][4] = {{37, 23, 17, 13}, {13, 29, 31, 19}, {641, 479, 224, 224},
                                    {99, 101, 320, 257}, {1, 1, 5, 3},  {257, 3, 11, 7}};
@@ -174,5 +183,6 @@ int main(void) {
                 for (int layout = 0; layout < 6; layout++)
                     one(&r, sizes[k][0], sizes[k][1], sizes[k][2], sizes[k][3], fit, yuyv, layout);
     device_inputs(&r);
+    ert_context_free(g_ctx);
     return ert_test_finish("gpu_preprocess");
 }

@@ -105,6 +105,10 @@ static void test_jpeg(ert_test_rng *r) {
                   "short dst refused");
             CHECK(ert_jpeg_encode(j, px, w, h, 0, fmt, 95, jpg, 10, &len) == ERT_E_ARG || w * h == 1,
                   "short out refused");
+            /* YUYV (camera frames, ert_preprocessor_run) is no JPEG layout */
+            CHECK(ert_jpeg_decode(j, jpg, len, ERT_PIXEL_YUYV, back, n, 0, NULL, NULL) == ERT_E_ARG &&
+                      ert_jpeg_encode(j, px, w, h, 0, ERT_PIXEL_YUYV, 95, jpg, cap, &len) == ERT_E_ARG,
+                  "YUYV refused by the JPEG calls");
             if (!gray && si == 0) {
                 /* Strided decode into a wider buffer leaves the padding alone;
                  * BGR is RGB reversed; RGBA has alpha 255. */
@@ -179,7 +183,8 @@ int main(void) {
     ert_test_rng_init(&r, "image");
     if (ert_context_create(NULL, &ctx) != ERT_OK) return 1;
     test_pnm(&r);
-    CHECK(ert_pixel_channels(ERT_PIXEL_RGBA) == 4 && ert_pixel_channels(ERT_PIXEL_COUNT) == 0, "channels");
+    CHECK(ert_pixel_channels(ERT_PIXEL_RGBA) == 4 && ert_pixel_channels(ERT_PIXEL_YUYV) == 2 &&
+              ert_pixel_channels(ERT_PIXEL_COUNT) == 0, "channels");
     if (!ert_jpeg_available()) {
         ert_jpeg *j = NULL;
         CHECK(ert_jpeg_create(ctx, &j) == ERT_E_UNSUPPORTED && j == NULL, "create without JPEG");
