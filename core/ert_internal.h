@@ -181,6 +181,8 @@ typedef struct ert_conv_params {
                                 channels-last, their dims are (N, H, W, C); the filter stays (K, C/group, R, S) */
     bool const_w;            /* trainer: filter and bias are constants (frozen prefix), so the CUDA backend may
                                 treat the conv like an inference one (filter rewritten, epilogue fused) */
+    bool has_in_scale;       /* fused squeeze-excitation Mul (sessions on a backend with ERT_FUSE_CONV_IN_SCALE):
+                                input 5, (N, C) floats, multiplies input channel c of image n; group 1 only */
     bool has_scale;          /* CPU trainer only: input 4 (M) multiplies each output channel before the bias
                                 (a frozen BatchNorm folded in while the filter stays the model's own) */
 } ert_conv_params;
@@ -587,6 +589,9 @@ typedef struct ert_kargs {
     size_t workspace_bytes;
     struct ert_threadpool *pool; /* may be NULL: run single-threaded */
     void *state;              /* backend's per-node state (bind_node) */
+    void *packed;             /* packed_bytes of the weights region for this node (the backend's
+                               * node_packed_bytes), filled by its bind_node; NULL when none */
+    size_t packed_bytes;
     const char *name;         /* node name, for messages */
 } ert_kargs;
 
@@ -617,6 +622,9 @@ typedef struct ert_io_copy {
     void *dev;                /* what kernels read/write */
     size_t bytes;
 } ert_io_copy;
+
+/* ert_backend.fusions bits */
+#define ERT_FUSE_CONV_IN_SCALE 1u /* Conv reads Mul(x, s) with s (N, C, 1, 1) as x and input 5 = s */
 
 typedef struct ert_backend {
     const char *name;
@@ -670,6 +678,15 @@ typedef struct ert_backend {
      * pointers final, like bind_node, and release_node frees it. A backend
      * that has it never makes a session fail for a missing op. */
     ert_status (*bind_host_node)(void *bctx, ert_kargs *a, ert_kernel_fn cpu);
+    /* optional: bytes of kernel-ready constant data for a node whose weight
+     * (input 1) is a constant, e.g. the CPU's GEMM operands packed in the
+     * micro-kernel's layout; from concrete shapes (data NULL). Session create
+     * plans them in the weights region and passes them as a->packed to
+     * bind_node, which fills them. 0: none. */
+    size_t (*node_packed_bytes)(const ert_kargs *a);
+    /* fusions the kernels implement beyond the common ones (ERT_FUSE_*):
+     * the shared passes (runtime/passes/fuse.c) ask, never guess */
+    unsigned fusions;
     /* optional: the CPU SGEMM's scratch bytes (see ert_prep.gemm_workspace) */
     size_t (*gemm_workspace)(int64_t M, int64_t N, int64_t K, int n_threads);
     /* optional: the plan cache (ert_session_options.plan_cache_dir). open:

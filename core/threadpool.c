@@ -14,7 +14,14 @@
  *      claims chunks too, then waits under `mu` until n_done == n_chunks
  *      (acquire), so every chunk's writes are visible when it returns.
  * The caller never waits for a worker that claimed nothing: on a loaded
- * machine a worker that wakes late just finds no chunk left. There are up
+ * machine a worker that wakes late just finds no chunk left.
+ * Spinning: a CNN issues one parallel_for per layer, a few hundred per run,
+ * each a fraction of a millisecond; waking a sleeping worker through the
+ * condition variable costs tens of microseconds on a VM, so at 2 threads
+ * the wake-ups ate much of the gain. A worker that finished a job therefore
+ * polls `gen_pub` (the generation, published atomically) for about SPIN_NS
+ * before it sleeps, and the caller polls `n_done` as long before it sleeps;
+ * both take the mutex only to read the job or to sleep, as before. There are up
  * to 4 chunks per thread, never smaller than `grain`.
  * A parallel_for issued while a job is in flight (a nested call from inside
  * fn, or a second caller thread) runs inline: correct, never deadlocks.
@@ -24,6 +31,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 struct ert_threadpool;
 
@@ -39,6 +47,8 @@ struct ert_threadpool {
     pthread_mutex_t mu;
     pthread_cond_t work_cv, done_cv;
     uint32_t gen;            /* job generation (mu) */
+    atomic_uint gen_pub;     /* == gen, readable without mu (spinning workers) */
+    atomic_bool stop_pub;    /* == stop, likewise */
     bool busy;               /* a job is in flight (mu) */
     bool stop;               /* (mu) */
     /* current job (written under mu before gen is bumped) */
@@ -76,19 +86,53 @@ static void run_chunks(struct ert_threadpool *tp, const job_view *j) {
     }
 }
 
+/* How long a worker polls for the next job, and the caller for the end of
+ * its job, before sleeping on the condition variable. */
+#define SPIN_NS 200000
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Polls until done() or about SPIN_NS have passed (the clock is read every
+ * 256 polls, so polling stays cheap). */
+#define SPIN_UNTIL(done)                                                                                            \
+    do {                                                                                                            \
+        int64_t t_end_ = 0;                                                                                         \
+        for (unsigned i_ = 0; !(done); i_++) {                                                                      \
+            cpu_relax();                                                                                            \
+            if ((i_ & 255) == 0) {                                                                                  \
+                int64_t t_ = now_ns();                                                                              \
+                if (!t_end_) t_end_ = t_ + SPIN_NS;                                                                 \
+                else if (t_ > t_end_) break;                                                                        \
+            }                                                                                                       \
+        }                                                                                                           \
+    } while (0)
+
 static void *worker_main(void *p) {
     ert_tp_worker *w = p;
     struct ert_threadpool *tp = w->tp;
     uint32_t seen = 0;
-    pthread_mutex_lock(&tp->mu);
     for (;;) {
+        SPIN_UNTIL(atomic_load_explicit(&tp->gen_pub, memory_order_relaxed) != seen ||
+                   atomic_load_explicit(&tp->stop_pub, memory_order_relaxed));
+        pthread_mutex_lock(&tp->mu);
         while (!tp->stop && tp->gen == seen) pthread_cond_wait(&tp->work_cv, &tp->mu);
         if (tp->stop) break;
         seen = tp->gen;
         job_view j = {tp->fn, tp->arg, tp->n_items, tp->chunk, tp->n_chunks, tp->gen};
         pthread_mutex_unlock(&tp->mu);
         run_chunks(tp, &j);
-        pthread_mutex_lock(&tp->mu);
     }
     pthread_mutex_unlock(&tp->mu);
     return NULL;
@@ -97,6 +141,7 @@ static void *worker_main(void *p) {
 static void shutdown_workers(struct ert_threadpool *tp) {
     pthread_mutex_lock(&tp->mu);
     tp->stop = true;
+    atomic_store_explicit(&tp->stop_pub, true, memory_order_relaxed);
     pthread_cond_broadcast(&tp->work_cv);
     pthread_mutex_unlock(&tp->mu);
     for (int i = 0; i < tp->n_started; i++) pthread_join(tp->workers[i].th, NULL);
@@ -117,6 +162,8 @@ ert_status ert_threadpool_create(int n_threads, struct ert_threadpool **out) {
     }
     atomic_init(&tp->claim, 0);
     atomic_init(&tp->n_done, 0);
+    atomic_init(&tp->gen_pub, 0);
+    atomic_init(&tp->stop_pub, false);
     if (pthread_mutex_init(&tp->mu, NULL) != 0) goto fail_mu;
     if (pthread_cond_init(&tp->work_cv, NULL) != 0) goto fail_work;
     if (pthread_cond_init(&tp->done_cv, NULL) != 0) goto fail_done;
@@ -181,12 +228,14 @@ void ert_parallel_for(struct ert_threadpool *tp, int64_t n, int64_t grain, ert_p
     tp->gen++;
     atomic_store_explicit(&tp->n_done, 0, memory_order_relaxed);
     atomic_store_explicit(&tp->claim, (uint_least64_t)tp->gen << 32, memory_order_relaxed);
+    atomic_store_explicit(&tp->gen_pub, tp->gen, memory_order_relaxed);
     job_view j = {fn, arg, n, chunk, n_chunks, tp->gen};
     pthread_cond_broadcast(&tp->work_cv);
     pthread_mutex_unlock(&tp->mu);
 
     run_chunks(tp, &j);
 
+    SPIN_UNTIL(atomic_load_explicit(&tp->n_done, memory_order_acquire) >= n_chunks);
     pthread_mutex_lock(&tp->mu);
     while (atomic_load_explicit(&tp->n_done, memory_order_acquire) < n_chunks) pthread_cond_wait(&tp->done_cv, &tp->mu);
     tp->busy = false;

@@ -407,6 +407,12 @@ typedef struct ert_input_shape {
  * graph; CONV_GRAPH uses it whenever cuDNN runs it. */
 #define ERT_SESSION_NO_CONV_GRAPH 64u
 #define ERT_SESSION_CONV_GRAPH 128u
+/* CPU sessions: the filters of convolutions and the constant B of Gemm /
+ * MatMul are copied once at create into the arena's weights region in the
+ * layout the SGEMM micro-kernel reads (a second copy of those weights:
+ * about the model's size again, in weights_bytes), so run stops re-packing
+ * them. NO_PACK keeps the arena at the model-only size and packs per run. */
+#define ERT_SESSION_NO_PACK 2048u
 
 /* How a CUDA session chooses its algorithms at create. Append-only. */
 typedef enum ert_create_mode {
@@ -470,7 +476,7 @@ typedef struct ert_input_value {
 /* Bytes of the arena by category. total_bytes = sum of the categories plus
  * alignment padding; it is what a caller-provided arena must hold. */
 typedef struct ert_memory_report {
-    size_t weights_bytes;       /* weights the session copies or makes (folded BN, etc.) */
+    size_t weights_bytes;       /* weights the session copies or makes (folded BN, the CPU's packed filters, etc.) */
     size_t activations_bytes;   /* planned peak of intermediate tensors */
     size_t activations_lower_bound; /* max over the schedule of live bytes */
     size_t workspace_bytes;     /* kernel scratch, planned with activations' lifetimes (included in activations_bytes) */

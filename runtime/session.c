@@ -73,9 +73,9 @@ snode *ert_s_add_node(ert_session *s, ert_op op, const ert_node *src, const char
     }
     snode *n = &s->n[s->nn];
     memset(n, 0, sizeof *n);
-    n->in = malloc((size_t)(n_in + 2 + n_out) * sizeof(int32_t));
+    n->in = malloc((size_t)(n_in + ERT_S_EXTRA_IN + n_out) * sizeof(int32_t));
     if (!n->in) return NULL;
-    n->out = n->in + n_in + 2;
+    n->out = n->in + n_in + ERT_S_EXTRA_IN;
     n->op = op;
     n->src = src;
     n->name = name;
@@ -539,6 +539,20 @@ static ert_status plan(ert_session *s) {
             }
         }
     }
+    /* weights the backend repacks for its kernels (a node's constant input 1) */
+    for (int k = 0; s->be->node_packed_bytes && !(s->flags & ERT_SESSION_NO_PACK) && k < s->n_sched; k++) {
+        snode *n = &s->n[s->sched[k]];
+        ert_tview v[64];
+        ert_kargs a;
+        n->pk_bytes = 0;
+        if (n->host || n->n_in < 2 || !ert_s_is_const(s, n->in[1]) || !shape_args(s, n, v, 64, &a)) continue;
+        size_t b = s->be->node_packed_bytes(&a);
+        if (!b) continue;
+        if (b > SIZE_MAX / 2 - w) return ert_set_error(s->ctx, ERT_E_ARENA, "node '%s': packed weights too large", n->name);
+        n->pk_bytes = b;
+        n->pk_offset = w;
+        w = ert_align_up(w + b, ERT_ALIGN);
+    }
     /* io region: graph inputs and outputs (the same tensor once) */
     for (int i = 0; i < s->nt; i++) {
         stensor *t = &s->t[i];
@@ -638,7 +652,8 @@ static ert_status bind(ert_session *s, const ert_session_options *o) {
         n->args = (ert_kargs){.op = n->op, .params = &n->params, .n_in = n->n_in, .n_out = n->n_out, .in = n->views,
                               .out = n->views + n->n_in, .pool = s->pool, .name = n->name,
                               .workspace = n->ws_block >= 0 ? abase + s->blocks[n->ws_block].offset : NULL,
-                              .workspace_bytes = n->ws_bytes};
+                              .workspace_bytes = n->ws_bytes,
+                              .packed = n->pk_bytes ? wbase + n->pk_offset : NULL, .packed_bytes = n->pk_bytes};
         if (n->host) st = be->bind_host_node(s->bctx, &n->args, ert_graph_cpu_run);
         else st = be->bind_node ? be->bind_node(s->bctx, &n->args) : ERT_OK;
         if (st != ERT_OK) {

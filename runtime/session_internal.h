@@ -38,15 +38,20 @@ typedef struct stensor {
     void *host;        /* MEM_IO: the pointer the user reads/writes */
 } stensor;
 
+/* room past a node's own inputs for the ones fusion adds (a 2-input Conv can reach input 5) */
+#define ERT_S_EXTRA_IN 4
+
 typedef struct snode {
     ert_op op;
     const ert_node *src; /* model node (attributes, name); NULL for synthetic nodes */
     const char *name;
     int n_in, n_out;
-    int32_t *in, *out;   /* in has room for 2 extra entries (bias, residual) */
+    int32_t *in, *out;   /* in has room for ERT_S_EXTRA_IN extra entries (fusion inputs: bias, residual,
+                          * the input-channel scale at 5) */
     ert_op_params params;
     size_t ws_bytes;
     int32_t ws_block;
+    size_t pk_bytes, pk_offset; /* backend's packed weights (node_packed_bytes), in the weights region */
     bool dead;
     bool elided;         /* a Concat/Split whose operands are views of one block: not scheduled */
     bool host;           /* the device backend has no kernel: runs the CPU kernel (backend's bind_host_node) */

@@ -110,14 +110,56 @@ static void dw_run(void *arg, int64_t t0, int64_t t1) {
 
 /* ------------------------------------------------------------ Conv */
 
+/* Packed filters (session create): per group, W_g as the SGEMM's A operand
+ * (cpu_gemm.h), groups pk_stride bytes apart. 0 for the depthwise kernels,
+ * which read the filter as it is. */
+static size_t conv_pk_stride(const ert_kargs *a, int64_t *G, int64_t *Mg, int64_t *Kg) {
+    const ert_conv_params *p = &a->params->conv;
+    const ert_tview *X = &a->in[0], *Wt = &a->in[1];
+    if (a->n_in < 2 || X->dtype != ERT_DTYPE_F32 || Wt->dtype != ERT_DTYPE_F32 || p->group < 1) return 0;
+    int64_t k_sz = 1;
+    for (int i = 0; i < p->nsp; i++) k_sz *= p->kernel[i];
+    *G = p->group;
+    *Mg = a->out[0].dims[1] / *G;
+    *Kg = X->dims[1] / *G * k_sz;
+    if (*Kg == k_sz && *G > 1) return 0; /* depthwise */
+    size_t b = ert_cpu_sgemm_packed_bytes(*Mg, 1, *Kg, false);
+    return b == SIZE_MAX ? SIZE_MAX : ert_align_up(b, 64);
+}
+
+size_t ert_cpu_conv_packed_bytes(const ert_kargs *a) {
+    int64_t G, Mg, Kg;
+    size_t s = conv_pk_stride(a, &G, &Mg, &Kg), tot;
+    if (s == 0) return 0;
+    return s == SIZE_MAX || ert_mul_ovf(s, (size_t)G, &tot) ? SIZE_MAX : tot;
+}
+
+ert_status ert_cpu_conv_pack(const ert_kargs *a) {
+    int64_t G, Mg, Kg;
+    size_t s = conv_pk_stride(a, &G, &Mg, &Kg);
+    if (s == 0 || !a->packed) return ERT_OK;
+    const ert_conv_params *p = &a->params->conv;
+    const float *scale = p->has_scale && a->n_in > 4 ? a->in[4].data : NULL;
+    for (int64_t gi = 0; gi < G; gi++) {
+        ert_sgemm_args ga = {.M = Mg, .N = 1, .K = Kg, .a = (const float *)a->in[1].data + gi * Mg * Kg,
+                             .a_rs = Kg, .a_cs = 1, .alpha = 1.0f, .a_row_scale = scale ? scale + gi * Mg : NULL};
+        ert_status st = ert_cpu_sgemm_pack(&ga, false, (char *)a->packed + (size_t)gi * s,
+                                           a->packed_bytes - (size_t)gi * s);
+        if (st) return st;
+    }
+    return ERT_OK;
+}
+
 ert_status ert_cpu_conv(const ert_kargs *a) {
     const ert_conv_params *p = &a->params->conv;
     const ert_tview *X = &a->in[0], *Wt = &a->in[1];
     const float *b = a->n_in > 2 ? a->in[2].data : NULL;
     const float *res = a->n_in > 3 ? a->in[3].data : NULL;
     const float *scale = p->has_scale && a->n_in > 4 ? a->in[4].data : NULL;
+    const float *in_scale = p->has_in_scale && a->n_in > 5 ? a->in[5].data : NULL; /* (N, C) */
     ert_tview *Y = &a->out[0];
     if (X->dtype != ERT_DTYPE_F32 || Wt->dtype != ERT_DTYPE_F32) return ERT_E_UNSUPPORTED;
+    if (p->has_in_scale && (!in_scale || p->group != 1)) return ERT_E_UNSUPPORTED;
     geom3 g;
     make_geom(p, X, Y, &g);
     const int64_t N = X->dims[0], C = X->dims[1], M = Y->dims[1], G = p->group;
@@ -138,6 +180,8 @@ ert_status ert_cpu_conv(const ert_kargs *a) {
         ert_parallel_for(a->pool, N * M, 1, dw_run, &j);
         return ERT_OK;
     }
+    int64_t pk_G, pk_Mg, pk_Kg;
+    const size_t pk_stride = a->packed ? conv_pk_stride(a, &pk_G, &pk_Mg, &pk_Kg) : 0;
     bool pointwise = g.k_sz == 1;
     for (int i = 0; i < 3; i++)
         if (g.s[i] != 1 || g.pb[i] != 0 || g.in[i] != g.out[i]) pointwise = false;
@@ -159,6 +203,8 @@ ert_status ert_cpu_conv(const ert_kargs *a) {
                 .M = Mg, .N = g.out_sz, .K = Kg,
                 .a = w + gi * Mg * Kg, .a_rs = Kg, .a_cs = 1, .alpha = 1.0f,
                 .a_row_scale = scale ? scale + gi * Mg : NULL,
+                .a_packed = pk_stride ? (const char *)a->packed + (size_t)gi * pk_stride : NULL,
+                .b_row_scale = in_scale ? in_scale + n * C + gi * Cg : NULL,
                 .b = xg, .b_rs = g.in_sz, .b_cs = 1,
                 .conv = pointwise ? NULL : &cg,
                 .c = y + yoff, .ldc = g.out_sz,

@@ -137,6 +137,24 @@ static ert_status cpu_run(void *bctx, ert_kargs *const *nodes, int n, int *faile
     return ERT_OK;
 }
 
+/* Constant weights packed for the SGEMM micro-kernel, once, in the arena. */
+static size_t cpu_node_packed_bytes(const ert_kargs *a) {
+    switch (a->op) {
+    case ERT_OP_CONV: return ert_cpu_conv_packed_bytes(a);
+    case ERT_OP_GEMM:
+    case ERT_OP_MATMUL: return ert_cpu_matmul_packed_bytes(a);
+    default: return 0;
+    }
+}
+
+static ert_status cpu_bind_node(void *bctx, ert_kargs *a) {
+    (void)bctx;
+    if (!a->packed) return ERT_OK;
+    ert_status st = a->op == ERT_OP_CONV ? ert_cpu_conv_pack(a) : ert_cpu_matmul_pack(a);
+    if (st) a->packed = NULL; /* unpacked weights still work: pack per call */
+    return ERT_OK;
+}
+
 static bool cpu_supports(ert_op op, ert_dtype dt) {
     (void)dt;
     return op > ERT_OP_INVALID && op < ERT_OP_COUNT && KERNELS[op] != NULL;
@@ -153,6 +171,9 @@ const ert_backend ert_cpu_backend = {
     .io_host = cpu_io_host,
     .upload = cpu_upload,
     .run = cpu_run,
+    .node_packed_bytes = cpu_node_packed_bytes,
+    .fusions = ERT_FUSE_CONV_IN_SCALE,
+    .bind_node = cpu_bind_node,
     .supports = cpu_supports,
     .gemm_workspace = ert_cpu_sgemm_workspace,
 };

@@ -38,9 +38,15 @@ typedef struct ert_sgemm_args {
     bool accumulate;         /* C += result (C prefilled by the caller) */
     const float *a_row_scale; /* (M) or NULL: row i of A times a_row_scale[i], applied while packing (a
                               * frozen BatchNorm folded into a conv without copying its filter) */
+    const float *b_row_scale; /* or NULL: B row k times b_row_scale[k] (dense B), times b_row_scale[c] of its
+                              * input channel (conv B), applied while packing (a fused squeeze-excitation) */
     const float *bias_row;   /* (M) or NULL */
     const float *residual;   /* (M, ldc) or NULL */
     const ert_act_params *act; /* NULL: none */
+    /* A or B packed once at session create (ert_cpu_sgemm_pack), or NULL:
+     * packed block by block on every call. Used only when it was packed for
+     * the micro-kernel this call picks (else packed on the fly, as NULL). */
+    const void *a_packed, *b_packed;
 } ert_sgemm_args;
 
 /* Micro-kernels, slowest first. */
@@ -58,6 +64,17 @@ typedef enum ert_cpu_gemm_kernel {
  * the kernel that will be used. Process-wide; set it only while no SGEMM
  * runs. The workspace size does not depend on it. */
 ert_cpu_gemm_kernel ert_cpu_sgemm_set_kernel_cap(ert_cpu_gemm_kernel cap);
+/* The cap itself: the depthwise kernel (dwconv.c) follows it too, so a test
+ * covers the AVX2 and baseline copies on an AVX-512 machine. */
+ert_cpu_gemm_kernel ert_cpu_kernel_cap(void);
+
+/* A whole operand (g's A, or its dense B; alpha and a_row_scale applied to
+ * A) in the micro-kernel's panel layout, made once when the operand is a
+ * constant weight: the per-call packing of weights was a third of the
+ * SGEMM time on MobileNet-sized 1x1 convs. packed_bytes is the size for any
+ * kernel; pack returns ERT_E_INTERNAL if `bytes` is short. */
+size_t ert_cpu_sgemm_packed_bytes(int64_t M, int64_t N, int64_t K, bool b_side);
+ert_status ert_cpu_sgemm_pack(const ert_sgemm_args *g, bool b_side, void *dst, size_t bytes);
 
 size_t ert_cpu_sgemm_workspace(int64_t M, int64_t N, int64_t K, int n_threads);
 /* Returns ERT_E_INTERNAL if ws is smaller than the one-worker size. */

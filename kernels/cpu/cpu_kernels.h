@@ -108,6 +108,14 @@ typedef struct ert_dw2d {
     int64_t H, W, OH, OW, KH, KW, sh, sw, dh, dw, ph, pw;
     const ert_act_params *act;
 } ert_dw2d;
+/* Constant weights packed for the SGEMM at session create (conv.c, matmul.c;
+ * the CPU backend's node_packed_bytes / bind_node): bytes for a->packed (0:
+ * this node has nothing to pack), and the packing into a->packed. */
+size_t ert_cpu_conv_packed_bytes(const ert_kargs *a);
+ert_status ert_cpu_conv_pack(const ert_kargs *a);
+size_t ert_cpu_matmul_packed_bytes(const ert_kargs *a); /* MatMul and Gemm */
+ert_status ert_cpu_matmul_pack(const ert_kargs *a);
+
 /* Whether the direct kernel takes this case (and is switched on). */
 bool ert_cpu_dw2d_fits(const ert_dw2d *p);
 void ert_cpu_dw2d(const ert_dw2d *p, struct ert_threadpool *pool);

@@ -6,18 +6,20 @@
  * each axis, any dilation and padding.
  *
  * Per output row the whole KH x KW window is accumulated in registers,
- * VL = 8 (x86) or 4 (NEON) output columns at a time (vectorised along the row: in NCHW the
+ * VL = 8 or 16 (x86) or 4 (NEON) output columns at a time (vectorised along the row: in NCHW the
  * channels of one pixel are a plane apart), then bias, residual and the
  * activation are applied before the single store. The plain kernel instead
  * makes one load-FMA-store pass over the row per tap (3 memory operations
- * per FMA; here about one). Stride 2 loads 16 consecutive inputs and keeps
- * the even lanes. Columns whose window leaves the image (the padding border)
+ * per FMA; here about one). Stride 2 loads 2*VL consecutive inputs and
+ * keeps the even lanes. Columns whose window leaves the image (the padding border)
  * take a scalar path with bounds checks.
  *
- * Compiled twice on x86-64 (baseline SSE2 and AVX2+FMA, picked at run time);
+ * The body is dwconv_impl.h, compiled three times on x86-64 (8-wide for
+ * baseline SSE2 and for AVX2+FMA, 16-wide for AVX-512F; picked at run time);
  * on aarch64 the GNU vectors are NEON q-registers (FMLA, UZP1 for stride 2).
  * Parallel over (image, output channel) planes, like the oracle. */
 #include "act_vec.h"
+#include "cpu_gemm.h"
 #include "cpu_kernels.h"
 
 #include <stdatomic.h>
@@ -45,6 +47,7 @@
 
 typedef float dw_v8 __attribute__((vector_size(VL * sizeof(float))));
 typedef int dw_v8i __attribute__((vector_size(VL * sizeof(int))));
+#define DW_V dw_v8
 
 /* Test hook: false routes every depthwise conv to the oracle. */
 static atomic_bool dw_fast_on = true;
@@ -57,177 +60,57 @@ bool ert_cpu_dw2d_fits(const ert_dw2d *p) {
            p->dh >= 1 && p->dw >= 1 && p->OW >= 1 && p->OH >= 1;
 }
 
-/* LD loads VL outputs' worth of one tap: x[ow*s + 0 .. ] for s = 1, the even
- * lanes of 2*VL consecutive floats for s = 2 (the caller keeps p + 2*VL - 1
- * inside the row). */
-#define DW_LOAD(dst, p, s)                                                                                          \
-    do {                                                                                                            \
-        if ((s) == 1) {                                                                                             \
-            memcpy(&(dst), (p), sizeof(dw_v8));                                                                     \
-        } else {                                                                                                    \
-            dw_v8 lo_, hi_;                                                                                         \
-            memcpy(&lo_, (p), sizeof(dw_v8));                                                                       \
-            memcpy(&hi_, (p) + VL, sizeof(dw_v8));                                                                  \
-            (dst) = DW_SHUFFLE_EVEN(lo_, hi_);                                                      \
-        }                                                                                                           \
-    } while (0)
+#define DW_PADW 160 /* the padded row buffers of dw_row_padded */
+/* rows narrower than this take dw_row_padded: the 14- and 7-wide maps, where
+ * the border is most of the row; from 32 up the copies cost more than the
+ * scalar border saves (also with 16-wide vectors) */
+#define DW_PAD_BELOW 32
+#define DW_PLANE_MAX 4096 /* floats of dw_plane_padded's buffer (16 KiB of stack) */
+#define DW_FN(name) name##_v
+#include "dwconv_impl.h"
 
-/* VL outputs from column ow: acc = bv + sum over taps of w * x, stored to
- * dst (written through a pointer: a 32-byte vector returned by value changes
- * ABI between the baseline and AVX2 copies). rows[kh] (NULL: padding row)
- * are indexed from the window's first column, base = ow*s - pw. */
-static inline __attribute__((always_inline)) void dw_block(const float *const *rows, const float *wk, int64_t KH,
-                                                          int64_t KW, int64_t base, int64_t d, float bv,
-                                                          const int64_t s, float *dst) {
-    dw_v8 acc = bv - (dw_v8){0}; /* broadcast */
-    for (int64_t kh = 0; kh < KH; kh++) {
-        const float *xr = rows[kh];
-        if (!xr) continue;
-        const float *wr = wk + kh * KW;
-        for (int64_t kw = 0; kw < KW; kw++) {
-            dw_v8 xv;
-            DW_LOAD(xv, xr + base + kw * d, s);
-            acc += wr[kw] * xv;
-        }
-    }
-    memcpy(dst, &acc, sizeof acc);
-}
-
-/* Narrow rows (the 14x14 and 7x7 maps of a classifier's last stages, where
- * the border is most of the row): the KH input rows are copied into
- * zero-padded buffers so every column takes the vector body. Returns false
- * when the padded row would not fit (the caller then uses dw_row). */
-#define DW_PADW 160
-static inline __attribute__((always_inline)) bool dw_row_padded(const ert_dw2d *p, float *restrict yr,
-                                                               const float *const *rows, const float *wk, float bv,
-                                                               const float *rr, const int64_t s, const int64_t KH,
-                                                               const int64_t KW) {
-    const int64_t W = p->W, OW = p->OW, d = p->dw, pw = p->pw;
-    const int64_t OWp = (OW + VL - 1) / VL * VL;
-    const int64_t Lp = OWp * s + (KW - 1) * d; /* one past the last float a block reads */
-    if (Lp > DW_PADW) return false;
-    float buf[DW_KMAX][DW_PADW], orow[DW_PADW];
-    const float *prow[DW_KMAX];
-    for (int64_t kh = 0; kh < KH; kh++) {
-        prow[kh] = NULL;
-        if (!rows[kh]) continue;
-        float *b = buf[kh];
-        /* b[j] = x[j - pw], zero outside the row */
-        int64_t j0 = pw < Lp ? pw : Lp, j1 = pw + W < Lp ? pw + W : Lp;
-        memset(b, 0, (size_t)j0 * sizeof(float));
-        if (j1 > j0) memcpy(b + j0, rows[kh], (size_t)(j1 - j0) * sizeof(float));
-        if (Lp > j1) memset(b + (j1 > j0 ? j1 : j0), 0, (size_t)(Lp - (j1 > j0 ? j1 : j0)) * sizeof(float));
-        prow[kh] = b;
-    }
-    for (int64_t ow = 0; ow < OWp; ow += VL) dw_block(prow, wk, KH, KW, ow * s, d, bv, s, orow + ow);
-    if (rr)
-        for (int64_t ow = 0; ow < OW; ow++) yr[ow] = orow[ow] + rr[ow];
-    else
-        memcpy(yr, orow, (size_t)OW * sizeof(float));
-    if (p->act) ert_cpu_act_row(yr, OW, p->act);
-    return true;
-}
-
-/* One output row. rows[kh] is input row oh*sh - ph + kh*dh, or NULL when it
- * lies in the padding; wk is (KH, KW), already scaled. Interior columns
- * (whole window inside the row) in vector blocks, the last block overlapping
- * the one before rather than falling back to scalar; border columns scalar. */
-static inline __attribute__((always_inline)) void dw_row(const ert_dw2d *p, float *restrict yr,
-                                                        const float *const *rows, const float *wk, float bv,
-                                                        const float *rr, const int64_t s, const int64_t KH,
-                                                        const int64_t KW) {
-    const int64_t W = p->W, OW = p->OW, d = p->dw, pw = p->pw;
-    if (OW < 4 * VL && dw_row_padded(p, yr, rows, wk, bv, rr, s, KH, KW)) return;
-    /* window of column ow spans iw = ow*s - pw + [0, (KW-1)*d]; vector blocks
-     * also read (s-1) past it */
-    const int64_t span = (KW - 1) * d + (s - 1);
-    int64_t lo = (pw + s - 1) / s;
-    int64_t hi = W - 1 - span + pw < 0 ? 0 : (W - 1 - span + pw) / s + 1;
-    if (lo > OW) lo = OW;
-    if (hi > OW) hi = OW;
-    if (hi < lo) hi = lo;
-    const int64_t n_vec = hi - lo >= VL ? hi - lo : 0; /* columns the vector body covers */
-    for (int64_t ow = 0; ow < OW; ow++) {
-        if (ow == lo && n_vec) {
-            /* blocks at lo, lo+VL, ..., and one ending exactly at hi: it may
-             * recompute a few columns, which gives the same values */
-            for (int64_t o = lo;; o += VL) {
-                if (o + VL > hi) o = hi - VL;
-                dw_block(rows, wk, KH, KW, o * s - pw, d, bv, s, yr + o);
-                if (rr) {
-                    dw_v8 v, rv;
-                    memcpy(&v, yr + o, sizeof v);
-                    memcpy(&rv, rr + o, sizeof rv);
-                    v += rv;
-                    memcpy(yr + o, &v, sizeof v);
-                }
-                if (o + VL >= hi) break;
-            }
-            ow = hi;
-            if (ow >= OW) break;
-        }
-        /* scalar, bounds-checked: the border columns */
-        float v = bv;
-        const int64_t base = ow * s - pw;
-        for (int64_t kh = 0; kh < KH; kh++) {
-            const float *xr = rows[kh];
-            if (!xr) continue;
-            for (int64_t kw = 0; kw < KW; kw++) {
-                int64_t iw = base + kw * d;
-                if (iw >= 0 && iw < W) v += wk[kh * KW + kw] * xr[iw];
-            }
-        }
-        yr[ow] = rr ? v + rr[ow] : v;
-    }
-    if (p->act) ert_cpu_act_row(yr, OW, p->act); /* the row is still in L1 */
-}
-
-/* The planes [t0, t1); KH and KW are constants where the caller specialises
- * (3x3, 5x5), so the tap loops unroll and the weights stay in registers. */
-static inline __attribute__((always_inline)) void dw_planes(const ert_dw2d *p, int64_t t0, int64_t t1,
-                                                           const int64_t KH, const int64_t KW) {
-    const int64_t plane_in = p->H * p->W, plane_out = p->OH * p->OW;
-    float wk[DW_KMAX * DW_KMAX];
-    const float *rows[DW_KMAX];
-    for (int64_t t = t0; t < t1; t++) {
-        const int64_t n = t / p->M, m = t % p->M, c = m / p->mult;
-        const float *xc = p->x + (n * p->C + c) * plane_in;
-        const float sc = p->scale ? p->scale[m] : 1.0f, bv = p->b ? p->b[m] : 0.0f;
-        for (int64_t i = 0; i < KH * KW; i++) wk[i] = p->w[m * KH * KW + i] * sc;
-        float *ym = p->y + t * plane_out;
-        const float *rm = p->res ? p->res + t * plane_out : NULL;
-        for (int64_t oh = 0; oh < p->OH; oh++) {
-            for (int64_t kh = 0; kh < KH; kh++) {
-                int64_t ih = oh * p->sh - p->ph + kh * p->dh;
-                rows[kh] = ih >= 0 && ih < p->H ? xc + ih * p->W : NULL;
-            }
-            float *yr = ym + oh * p->OW;
-            const float *rr = rm ? rm + oh * p->OW : NULL;
-            /* stride as a constant in each branch so the loads specialise */
-            if (p->sw == 1) dw_row(p, yr, rows, wk, bv, rr, 1, KH, KW);
-            else dw_row(p, yr, rows, wk, bv, rr, 2, KH, KW);
-        }
-    }
-}
-
-static inline __attribute__((always_inline)) void dw_body(const ert_dw2d *p, int64_t t0, int64_t t1) {
-    if (p->KH == 3 && p->KW == 3) dw_planes(p, t0, t1, 3, 3);
-    else if (p->KH == 5 && p->KW == 5) dw_planes(p, t0, t1, 5, 5);
-    else dw_planes(p, t0, t1, p->KH, p->KW);
-}
-
-static void dw_run_base(void *arg, int64_t t0, int64_t t1) { dw_body(arg, t0, t1); }
+static void dw_run_base(void *arg, int64_t t0, int64_t t1) { dw_body_v(arg, t0, t1); }
 
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target("avx2,fma"))) static void dw_run_avx2(void *arg, int64_t t0, int64_t t1) {
-    dw_body(arg, t0, t1);
+    dw_body_v(arg, t0, t1);
+}
+
+/* The same body with 16-float vectors, for AVX-512F: half the blocks on the
+ * 112- and 56-wide rows of a classifier's first stages, and a 14- or 7-wide
+ * row in one block. */
+#undef VL
+#undef DW_V
+#undef DW_FN
+#undef DW_SHUFFLE_EVEN
+#define VL 16
+typedef float dw_v16 __attribute__((vector_size(VL * sizeof(float))));
+typedef int dw_v16i __attribute__((vector_size(VL * sizeof(int))));
+#define DW_V dw_v16
+#define DW_FN(name) name##_z
+#if defined(__clang__)
+#define DW_SHUFFLE_EVEN(lo, hi) __builtin_shufflevector((lo), (hi), 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30)
+#else
+#define DW_SHUFFLE_EVEN(lo, hi) __builtin_shuffle((lo), (hi), (dw_v16i){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30})
+#endif
+#include "dwconv_impl.h"
+
+__attribute__((target("avx512f,avx2,fma"))) static void dw_run_avx512(void *arg, int64_t t0, int64_t t1) {
+    dw_body_z(arg, t0, t1);
 }
 #endif
 
+/* The widest copy the CPU runs and the kernel cap allows (the SGEMM's test
+ * hook, cpu_gemm.h, caps both). __builtin_cpu_supports reads cpuid and, for
+ * AVX and AVX-512, whether the OS saves those registers (XGETBV), once per
+ * process in the compiler's runtime. */
 void ert_cpu_dw2d(const ert_dw2d *p, struct ert_threadpool *pool) {
     ert_par_fn fn = dw_run_base;
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) fn = dw_run_avx2;
+    ert_cpu_gemm_kernel cap = ert_cpu_kernel_cap();
+    if (cap >= ERT_CPU_GEMM_AVX512 && __builtin_cpu_supports("avx512f")) fn = dw_run_avx512;
+    else if (cap >= ERT_CPU_GEMM_AVX2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        fn = dw_run_avx2;
 #endif
     ert_parallel_for(pool, p->N * p->M, 1, fn, (void *)p);
 }

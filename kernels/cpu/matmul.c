@@ -223,6 +223,10 @@ static const ukr_desc *pick_ukr(void) {
 static const ukr_desc *pick_ukr(void) { return &ukr_portable_desc; }
 #endif
 
+ert_cpu_gemm_kernel ert_cpu_kernel_cap(void) {
+    return (ert_cpu_gemm_kernel)atomic_load_explicit(&ukr_cap, memory_order_relaxed);
+}
+
 ert_cpu_gemm_kernel ert_cpu_sgemm_set_kernel_cap(ert_cpu_gemm_kernel cap) {
     atomic_store(&ukr_cap, (int)cap);
     return pick_ukr()->kind;
@@ -294,9 +298,21 @@ static inline __attribute__((always_inline)) void pack_b_dense(const ert_sgemm_a
         for (int64_t kk = 0; kk < kc; kk++) {
             const float *src = g->b + (k0 + kk) * g->b_rs + (j0 + jp) * g->b_cs;
             float *dk = d + kk * nr;
+            if (g->b_row_scale) { /* rare (a fused SE scale): one general loop */
+                const float sc = g->b_row_scale[k0 + kk];
+                int64_t q = 0;
+                for (; q < w; q++) dk[q] = sc * src[q * g->b_cs];
+                for (; q < nr; q++) dk[q] = 0.0f;
+                continue;
+            }
             if (g->b_cs == 1 && w == nr) {
                 if (nr == 32) memcpy(dk, src, 32 * sizeof(float));
                 else memcpy(dk, src, (size_t)nr * sizeof(float));
+                continue;
+            }
+            if (g->b_cs == 1) { /* the last panel of a row (N = 49, 196, 784...): copy, then zero-pad */
+                memcpy(dk, src, (size_t)w * sizeof(float));
+                memset(dk + w, 0, (size_t)(nr - w) * sizeof(float));
                 continue;
             }
             int64_t q = 0;
@@ -347,7 +363,7 @@ typedef struct conv_seg {
  * is first built contiguously in `line` (a memcpy per segment for stride 1,
  * no per-element index math), then split into the nr-wide panels with
  * fixed-size copies. */
-static inline __attribute__((always_inline)) void pack_b_conv(const ert_conv_geom *cg, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int64_t nr,
+static inline __attribute__((always_inline)) void pack_b_conv(const ert_conv_geom *cg, const float *cscale, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int64_t nr,
                         float *dst) {
     const int64_t KH = cg->kernel[1], KW = cg->kernel[2];
     const int64_t D = cg->in[0], H = cg->in[1], W = cg->in[2];
@@ -389,6 +405,10 @@ static inline __attribute__((always_inline)) void pack_b_conv(const ert_conv_geo
                 copy_taps(line + sg->jj, xc + (id * H + ih) * W, sg->ow0 * sw + w_off, sw, sg->len, W);
             else
                 memset(line + sg->jj, 0, (size_t)sg->len * sizeof(float));
+        }
+        if (cscale) {
+            const float sc = cscale[c];
+            for (int64_t x = 0; x < nc; x++) line[x] *= sc;
         }
         float *dk = dst + kk * nr;
         if (nr == 32) {
@@ -437,6 +457,55 @@ static inline __attribute__((always_inline)) void store_tile(const ert_sgemm_arg
     }
 }
 
+/* ------------------------------------------------------------ whole operands packed at create */
+
+/* A packed operand: this header, then from byte PACK_HDR the panels of every
+ * K block. A: block pc (KC deep) holds round_up(M, mr) rows in mr-row panels
+ * at pc * Mp floats, the panel of rows i0.. at + i0 * kc (the layout
+ * pack_a_block writes for mc = M). B: the same with N and nr-column panels,
+ * block pc at pc * Np, columns j0.. at + j0 * kc. */
+typedef struct packed_hdr {
+    int64_t kind, rows, K; /* ert_cpu_gemm_kernel it was packed for; M or N; K */
+} packed_hdr;
+#define PACK_HDR 64
+
+size_t ert_cpu_sgemm_packed_bytes(int64_t M, int64_t N, int64_t K, bool b_side) {
+    if (M <= 0 || N <= 0 || K <= 0) return 0;
+    size_t f, bytes;
+    /* rows rounded for the widest mr / nr any kernel uses */
+    if (ert_mul_ovf((size_t)(b_side ? round_up(N, NR_MAX) : round_up(M, MR_LCM)), (size_t)K, &f) ||
+        ert_mul_ovf(f, sizeof(float), &bytes) || bytes > SIZE_MAX - PACK_HDR)
+        return SIZE_MAX;
+    return bytes + PACK_HDR;
+}
+
+ert_status ert_cpu_sgemm_pack(const ert_sgemm_args *g, bool b_side, void *dst, size_t bytes) {
+    size_t need = ert_cpu_sgemm_packed_bytes(g->M, g->N, g->K, b_side);
+    if (need == 0) return ERT_OK;
+    if (!dst || bytes < need || (b_side && g->conv)) return ERT_E_INTERNAL;
+    const ukr_desc *uk = pick_ukr();
+    *(packed_hdr *)dst = (packed_hdr){uk->kind, b_side ? g->N : g->M, g->K};
+    float *d = (float *)((char *)dst + PACK_HDR);
+    const int64_t p = b_side ? round_up(g->N, uk->nr) : round_up(g->M, uk->mr);
+    for (int64_t pc = 0; pc < g->K; pc += KC) {
+        int64_t kc = min64(KC, g->K - pc);
+        if (!b_side) {
+            pack_a_block(g, 0, g->M, pc, kc, uk->mr, d + pc * p);
+            continue;
+        }
+        for (int64_t j0 = 0; j0 < g->N; j0 += NC)
+            pack_b_dense(g, pc, kc, j0, min64(NC, g->N - j0), uk->nr, d + pc * p + j0 * kc);
+    }
+    return ERT_OK;
+}
+
+/* The panels of a packed operand if it fits this call's kernel and shape, else NULL. */
+static const float *packed_panels(const void *pk, const ukr_desc *uk, int64_t rows, int64_t K) {
+    const packed_hdr *h = pk;
+    if (!h || h->kind != uk->kind || h->rows != rows || h->K != K) return NULL;
+    return (const float *)((const char *)pk + PACK_HDR);
+}
+
 /* ------------------------------------------------------------ driver */
 
 typedef struct sgemm_job {
@@ -444,6 +513,8 @@ typedef struct sgemm_job {
     float *slots;            /* per slot: packed B block, then packed A block */
     size_t slot_floats, b_floats;
     int64_t n_slots, n_mb, n_nb, n_jc, mcb;
+    const float *a_all, *b_all; /* operands packed at create, or NULL */
+    int64_t a_rows, b_rows;  /* their rows per K block: round_up(M, mr), round_up(N, nr) */
     const ukr_desc *uk;
     atomic_llong next_task;  /* tasks are claimed, so a late worker stalls nobody */
 } sgemm_job;
@@ -472,15 +543,19 @@ static inline __attribute__((always_inline)) void sgemm_slot_body(void *arg, int
             for (int64_t pc = 0; pc < g->K; pc += KC) {
                 int64_t kc = min64(KC, g->K - pc);
                 bool first = pc == 0, last = pc + kc >= g->K;
-                pack_a_block(g, i0, mc, pc, kc, mr, pa);
+                const float *pa_blk = pa;
+                if (jb->a_all) pa_blk = jb->a_all + pc * jb->a_rows + i0 * kc;
+                else pack_a_block(g, i0, mc, pc, kc, mr, pa);
                 for (int64_t jblk = jb0; jblk < jb1; jblk++) {
                     int64_t j0 = jblk * NC, nc = min64(NC, g->N - j0);
-                    if (g->conv) pack_b_conv(g->conv, pc, kc, j0, nc, nr, pb);
+                    const float *pb_blk = pb;
+                    if (jb->b_all) pb_blk = jb->b_all + pc * jb->b_rows + j0 * kc;
+                    else if (g->conv) pack_b_conv(g->conv, g->b_row_scale, pc, kc, j0, nc, nr, pb);
                     else pack_b_dense(g, pc, kc, j0, nc, nr, pb);
                     for (int64_t jr = 0; jr < nc; jr += nr) {
-                        const float *bp = pb + (jr / nr) * kc * nr;
+                        const float *bp = pb_blk + (jr / nr) * kc * nr;
                         for (int64_t ir = 0; ir < mc; ir += mr) {
-                            const float *ap = pa + (ir / mr) * kc * mr;
+                            const float *ap = pa_blk + (ir / mr) * kc * mr;
                             if (ir + mr <= mc && jr + nr <= nc) {
                                 ukr(kc, ap, bp, g->c + (i0 + ir) * g->ldc + j0 + jr, g->ldc, !first || g->accumulate);
                                 if (last && has_epi) epilogue_tile(g, i0 + ir, j0 + jr, mr, nr);
@@ -562,6 +637,10 @@ ert_status ert_cpu_sgemm(const ert_sgemm_args *g, void *ws, size_t ws_bytes, str
         .n_nb = (g->N + NC - 1) / NC,
         .uk = pick_ukr(),
     };
+    jb.a_all = packed_panels(g->a_packed, jb.uk, g->M, g->K);
+    jb.b_all = g->conv ? NULL : packed_panels(g->b_packed, jb.uk, g->N, g->K);
+    jb.a_rows = round_up(g->M, jb.uk->mr);
+    jb.b_rows = round_up(g->N, jb.uk->nr);
     atomic_init(&jb.next_task, 0);
     int64_t fit = (int64_t)(ws_bytes / (sf * sizeof(float)));
     int64_t slots = min64(ert_threadpool_size(pool), fit);
@@ -613,6 +692,7 @@ ert_status ert_cpu_matmul(const ert_kargs *a) {
         ert_cpu_batch_offsets(A, B, bd, nbd, bi, M * K, K * N, &oa, &ob);
         g.a = (const float *)A->data + oa;
         g.b = (const float *)B->data + ob;
+        g.b_packed = B->ndim == 2 ? a->packed : NULL; /* a constant 2-D B, packed at create */
         g.c = (float *)Y->data + bi * M * N;
         ert_status st = ert_cpu_sgemm(&g, a->workspace, a->workspace_bytes, a->pool);
         if (st) return st;
@@ -660,7 +740,54 @@ void ert_cpu_batch_offsets(const ert_tview *A, const ert_tview *B, const int64_t
 
 /* ------------------------------------------------------------ Gemm */
 
-/* Y (M,N) = alpha * op(A) op(B) + beta * C, C broadcast to (M,N). */
+/* A constant B (a weight) packed once at create: MatMul with a 2-D B, Gemm. */
+static bool b_packable(const ert_kargs *a, ert_sgemm_args *g);
+
+size_t ert_cpu_matmul_packed_bytes(const ert_kargs *a) {
+    ert_sgemm_args g;
+    return b_packable(a, &g) ? ert_cpu_sgemm_packed_bytes(g.M, g.N, g.K, true) : 0;
+}
+
+ert_status ert_cpu_matmul_pack(const ert_kargs *a) {
+    ert_sgemm_args g;
+    if (!a->packed || !b_packable(a, &g)) return ERT_OK;
+    return ert_cpu_sgemm_pack(&g, true, a->packed, a->packed_bytes);
+}
+
+/* Y (M,N) = alpha * op(A) op(B) + beta * C, C broadcast to (M,N). The
+ * SGEMM arguments without C (data pointers as given, possibly NULL). */
+static void gemm_args(const ert_kargs *a, ert_sgemm_args *g) {
+    const ert_gemm_params *p = &a->params->gemm;
+    const ert_tview *A = &a->in[0], *B = &a->in[1];
+    int64_t M = a->out[0].dims[0], N = a->out[0].dims[1];
+    int64_t K = p->trans_a ? A->dims[0] : A->dims[1];
+    *g = (ert_sgemm_args){
+        .M = M, .N = N, .K = K, .a = A->data, .alpha = p->alpha,
+        .a_rs = p->trans_a ? 1 : K, .a_cs = p->trans_a ? M : 1,
+        .b = B->data, .b_rs = p->trans_b ? 1 : N, .b_cs = p->trans_b ? K : 1,
+        .c = a->out[0].data, .ldc = N,
+        .act = p->act.kind != ERT_ACT_NONE ? &p->act : NULL,
+        .b_packed = a->packed,
+    };
+}
+
+static bool b_packable(const ert_kargs *a, ert_sgemm_args *g) {
+    if (a->n_in < 2 || a->n_out < 1 || a->in[0].dtype != ERT_DTYPE_F32 || a->in[1].dtype != ERT_DTYPE_F32) return false;
+    const ert_tview *B = &a->in[1];
+    if (a->op == ERT_OP_GEMM) {
+        if (B->ndim != 2 || a->out[0].ndim != 2) return false;
+        gemm_args(a, g);
+        return true;
+    }
+    if (a->op != ERT_OP_MATMUL || B->ndim != 2 || a->in[0].ndim < 1) return false;
+    const ert_tview *A = &a->in[0];
+    const bool tb = a->params->gemm.trans_b; /* B given as (N, K) (fuse.c): as ert_cpu_matmul reads it */
+    const int64_t N = B->dims[tb ? 0 : 1], K = B->dims[tb ? 1 : 0];
+    *g = (ert_sgemm_args){.M = A->ndim >= 2 ? A->dims[A->ndim - 2] : 1, .N = N, .K = K,
+                          .b = B->data, .b_rs = tb ? 1 : N, .b_cs = tb ? K : 1};
+    return true;
+}
+
 ert_status ert_cpu_gemm(const ert_kargs *a) {
     const ert_gemm_params *p = &a->params->gemm;
     const ert_tview *A = &a->in[0], *B = &a->in[1];
@@ -668,7 +795,6 @@ ert_status ert_cpu_gemm(const ert_kargs *a) {
     ert_tview *Y = &a->out[0];
     if (A->dtype != ERT_DTYPE_F32 || B->dtype != ERT_DTYPE_F32) return ERT_E_UNSUPPORTED;
     int64_t M = Y->dims[0], N = Y->dims[1];
-    int64_t K = p->trans_a ? A->dims[0] : A->dims[1];
     float *y = Y->data;
     bool acc = C && p->beta != 0.0f;
     if (acc) {
@@ -679,12 +805,8 @@ ert_status ert_cpu_gemm(const ert_kargs *a) {
         for (int64_t i = 0; i < M; i++)
             for (int64_t j = 0; j < N; j++) y[i * N + j] = p->beta * c[i * s_i + j * s_j];
     }
-    ert_sgemm_args g = {
-        .M = M, .N = N, .K = K, .a = A->data, .alpha = p->alpha,
-        .a_rs = p->trans_a ? 1 : K, .a_cs = p->trans_a ? M : 1,
-        .b = B->data, .b_rs = p->trans_b ? 1 : N, .b_cs = p->trans_b ? K : 1,
-        .c = y, .ldc = N, .accumulate = acc,
-        .act = p->act.kind != ERT_ACT_NONE ? &p->act : NULL,
-    };
+    ert_sgemm_args g;
+    gemm_args(a, &g);
+    g.accumulate = acc;
     return ert_cpu_sgemm(&g, a->workspace, a->workspace_bytes, a->pool);
 }

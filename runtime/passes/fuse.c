@@ -3,8 +3,10 @@
  * exporters' Erf spelling of GELU -> Gelu, MatMul + bias Add -> MatMul with
  * a bias, scalar Muls, a last-axes Transpose and a residual Add into the
  * MatMul, Mul(x, Sigmoid(x)) -> SiLU, Conv + Add (residual)
- * and Conv/Gemm + activation fused into the producer's epilogue, dead nodes
- * removed. Called from build() in session.c. */
+ * and Conv/Gemm + activation fused into the producer's epilogue, the
+ * squeeze-excitation Mul(x, s) folded into the Conv that reads it where the
+ * backend says its kernels can (ert_backend.fusions), dead nodes removed.
+ * Called from build() in session.c. */
 #include "session_internal.h"
 
 #include <math.h>
@@ -347,6 +349,40 @@ static void fuse_matmul_operands(ert_session *s, int32_t *producer) {
     }
 }
 
+/* s is a per-(image, channel) scale of x: x (N, C, ...), s (N, C, 1, ...) */
+static bool is_channel_scale(const stensor *sc, const stensor *x) {
+    if (sc->dtype != ERT_DTYPE_F32 || x->dtype != ERT_DTYPE_F32 || sc->ndim != x->ndim || x->ndim < 3) return false;
+    if (sc->dims[0] != x->dims[0] || sc->dims[1] != x->dims[1]) return false;
+    for (int d = 2; d < sc->ndim; d++)
+        if (sc->dims[d] != 1) return false;
+    return true;
+}
+
+/* Conv(Mul(x, s)) with s (N, C, 1, 1) -> Conv(x), input 5 = s: the kernel
+ * scales x while it reads it, and the Mul's pass over the activation goes. */
+static void fuse_in_scale(ert_session *s, int32_t *producer) {
+    for (int i = 0; i < s->nn; i++) {
+        snode *mul = &s->n[i];
+        if (mul->dead || mul->op != ERT_OP_MUL) continue;
+        snode *c = sole_consumer(s, mul->out[0], i);
+        if (!c || c->op != ERT_OP_CONV || c->in[0] != mul->out[0] || c->params.conv.group != 1 ||
+            c->params.conv.has_in_scale || c->params.conv.has_scale || c->params.conv.nhwc)
+            continue;
+        for (int side = 0; side < 2; side++) {
+            int32_t x = mul->in[side], sc = mul->in[1 - side];
+            if (!is_channel_scale(&s->t[sc], &s->t[x]) || !same_shape(&s->t[x], &s->t[mul->out[0]])) continue;
+            for (int k = c->n_in; k < 5; k++) c->in[k] = -1;
+            c->in[0] = x;
+            c->in[5] = sc;
+            c->n_in = 6;
+            c->params.conv.has_in_scale = true;
+            mul->dead = true;
+            ert_s_count_uses(s, producer);
+            break;
+        }
+    }
+}
+
 ert_status ert_s_fuse(ert_session *s) {
     int32_t *producer = malloc((size_t)s->nt * sizeof *producer);
     if (!producer) return ert_s_oom(s);
@@ -372,6 +408,7 @@ ert_status ert_s_fuse(ert_session *s) {
         mul->dead = true;
         ert_s_count_uses(s, producer);
     }
+    if (s->be->fusions & ERT_FUSE_CONV_IN_SCALE) fuse_in_scale(s, producer);
     for (int i = 0; i < s->nn; i++) {
         snode *c = &s->n[i];
         if (c->dead || (c->op != ERT_OP_CONV && c->op != ERT_OP_GEMM && c->op != ERT_OP_MATMUL)) continue;
@@ -385,7 +422,7 @@ ert_status ert_s_fuse(ert_session *s) {
                     same_shape(&s->t[c->out[0]], &s->t[add->out[0]]) && (producer[z] < i)) {
                     if (c->n_in == 2) c->in[2] = -1;
                     c->in[3] = z;
-                    c->n_in = 4;
+                    if (c->n_in < 4) c->n_in = 4; /* 6 with a fused input scale */
                     c->params.conv.has_residual = true;
                     c->out[0] = add->out[0];
                     add->dead = true;

@@ -20,6 +20,12 @@ typedef struct tt {
 } tt;
 
 static struct ert_threadpool *oh_pool; /* NULL or a 2-thread pool; set by the test */
+/* 1: constant weights are packed first, as session create does (the CPU
+ * backend's node_packed_bytes + bind_node, into poisoned memory); 2: and
+ * input 1 is then overwritten with NaN (the caller's data!), so only a
+ * kernel that reads the packed copy gives the right result */
+static int oh_pack;
+static bool oh_was_packed; /* set by run_op: whether the kernel got packed weights */
 
 static inline int64_t tt_n(const tt *t) {
     int64_t n = 1;
@@ -131,7 +137,7 @@ static inline ert_status run_op(ert_context *ctx, ert_op op, const ert_attr_val 
     ert_node node = {.op = op, .name = (char *)"t", .n_in = n_in, .n_out = n_out, .in = ii, .out = oi,
                      .n_attrs = n_attrs, .attrs = (ert_attr_val *)attrs};
     ert_prep p = {.ctx = ctx, .node = &node, .n_in = n_in, .n_out = n_out, .in = ti, .out = to,
-                  .params = &params, .n_threads = 1, .fold_ok = true,
+                  .params = &params, .n_threads = ert_threadpool_size(oh_pool), .fold_ok = true,
                   .gemm_workspace = ert_cpu_backend.gemm_workspace};
     if (stage) *stage = 0;
     const ert_op_def *def = ert_op_get(op);
@@ -168,7 +174,18 @@ static inline ert_status run_op(ert_context *ctx, ert_op op, const ert_attr_val 
     }
     ert_kargs a = {.op = op, .params = &params, .n_in = n_in, .n_out = n_out, .in = vi, .out = vo,
                    .workspace = ws, .workspace_bytes = p.workspace_bytes, .pool = oh_pool};
-    st = ert_cpu_run_node(&a);
+    void *pk = NULL;
+    oh_was_packed = false;
+    if (oh_pack && (a.packed_bytes = ert_cpu_backend.node_packed_bytes(&a)) > 0) {
+        pk = aligned_alloc(64, ert_align_up(a.packed_bytes, 64));
+        memset(pk, 0xFF, a.packed_bytes);
+        a.packed = pk;
+        st = ert_cpu_backend.bind_node(NULL, &a);
+        oh_was_packed = a.packed != NULL;
+        if (oh_pack == 2 && a.packed) memset(in[1].data, 0xFF, (size_t)tt_n(&in[1]) * sizeof(float));
+    }
+    if (st == ERT_OK) st = ert_cpu_run_node(&a);
+    free(pk);
     free(ws);
     if (st != ERT_OK)
         for (int k = 0; k < n_out; k++) tt_free(&out[k]);

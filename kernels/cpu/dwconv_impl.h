@@ -1,0 +1,211 @@
+/* The direct depthwise kernel's body (dwconv.c), included once per vector
+ * width. The includer defines VL (floats per vector), DW_V (a GNU vector of
+ * VL floats), DW_SHUFFLE_EVEN(lo, hi) (the even lanes of two DW_V) and
+ * DW_FN(name) (the name of this width's copy of each function). No include
+ * guard, on purpose. */
+
+/* LD loads VL outputs' worth of one tap: x[ow*s + 0 .. ] for s = 1, the even
+ * lanes of 2*VL consecutive floats for s = 2 (the caller keeps p + 2*VL - 1
+ * inside the row). */
+#define DW_LOAD(dst, p, s)                                                                                          \
+    do {                                                                                                            \
+        if ((s) == 1) {                                                                                             \
+            memcpy(&(dst), (p), sizeof(DW_V));                                                                     \
+        } else {                                                                                                    \
+            DW_V lo_, hi_;                                                                                         \
+            memcpy(&lo_, (p), sizeof(DW_V));                                                                       \
+            memcpy(&hi_, (p) + VL, sizeof(DW_V));                                                                  \
+            (dst) = DW_SHUFFLE_EVEN(lo_, hi_);                                                      \
+        }                                                                                                           \
+    } while (0)
+
+/* VL outputs from column ow: acc = bv + sum over taps of w * x, stored to
+ * dst (written through a pointer: a 32-byte vector returned by value changes
+ * ABI between the baseline and AVX2 copies). rows[kh] (NULL: padding row)
+ * are indexed from the window's first column, base = ow*s - pw. */
+static inline __attribute__((always_inline)) void DW_FN(dw_block)(const float *const *rows, const float *wk, int64_t KH,
+                                                          int64_t KW, int64_t base, int64_t d, float bv,
+                                                          const int64_t s, float *dst) {
+    DW_V acc = bv - (DW_V){0}; /* broadcast */
+    for (int64_t kh = 0; kh < KH; kh++) {
+        const float *xr = rows[kh];
+        if (!xr) continue;
+        const float *wr = wk + kh * KW;
+        for (int64_t kw = 0; kw < KW; kw++) {
+            DW_V xv;
+            DW_LOAD(xv, xr + base + kw * d, s);
+            acc += wr[kw] * xv;
+        }
+    }
+    memcpy(dst, &acc, sizeof acc);
+}
+
+/* Narrow rows (the 14x14 and 7x7 maps of a classifier's last stages, where
+ * the border is most of the row): the KH input rows are copied into
+ * zero-padded buffers so every column takes the vector body. Returns false
+ * when the padded row would not fit (the caller then uses dw_row). */
+static inline __attribute__((always_inline)) bool DW_FN(dw_row_padded)(const ert_dw2d *p, float *restrict yr,
+                                                               const float *const *rows, const float *wk, float bv,
+                                                               const float *rr, const int64_t s, const int64_t KH,
+                                                               const int64_t KW) {
+    const int64_t W = p->W, OW = p->OW, d = p->dw, pw = p->pw;
+    const int64_t OWp = (OW + VL - 1) / VL * VL;
+    const int64_t Lp = OWp * s + (KW - 1) * d; /* one past the last float a block reads */
+    if (Lp > DW_PADW) return false;
+    float buf[DW_KMAX][DW_PADW], orow[DW_PADW];
+    const float *prow[DW_KMAX];
+    for (int64_t kh = 0; kh < KH; kh++) {
+        prow[kh] = NULL;
+        if (!rows[kh]) continue;
+        float *b = buf[kh];
+        /* b[j] = x[j - pw], zero outside the row */
+        int64_t j0 = pw < Lp ? pw : Lp, j1 = pw + W < Lp ? pw + W : Lp;
+        memset(b, 0, (size_t)j0 * sizeof(float));
+        if (j1 > j0) memcpy(b + j0, rows[kh], (size_t)(j1 - j0) * sizeof(float));
+        if (Lp > j1) memset(b + (j1 > j0 ? j1 : j0), 0, (size_t)(Lp - (j1 > j0 ? j1 : j0)) * sizeof(float));
+        prow[kh] = b;
+    }
+    for (int64_t ow = 0; ow < OWp; ow += VL) DW_FN(dw_block)(prow, wk, KH, KW, ow * s, d, bv, s, orow + ow);
+    if (rr)
+        for (int64_t ow = 0; ow < OW; ow++) yr[ow] = orow[ow] + rr[ow];
+    else
+        memcpy(yr, orow, (size_t)OW * sizeof(float));
+    if (p->act) ert_cpu_act_row(yr, OW, p->act);
+    return true;
+}
+
+/* One output row. rows[kh] is input row oh*sh - ph + kh*dh, or NULL when it
+ * lies in the padding; wk is (KH, KW), already scaled. Interior columns
+ * (whole window inside the row) in vector blocks, the last block overlapping
+ * the one before rather than falling back to scalar; border columns scalar. */
+static inline __attribute__((always_inline)) void DW_FN(dw_row)(const ert_dw2d *p, float *restrict yr,
+                                                        const float *const *rows, const float *wk, float bv,
+                                                        const float *rr, const int64_t s, const int64_t KH,
+                                                        const int64_t KW) {
+    const int64_t W = p->W, OW = p->OW, d = p->dw, pw = p->pw;
+    if (OW < DW_PAD_BELOW && DW_FN(dw_row_padded)(p, yr, rows, wk, bv, rr, s, KH, KW)) return;
+    /* window of column ow spans iw = ow*s - pw + [0, (KW-1)*d]; vector blocks
+     * also read (s-1) past it */
+    const int64_t span = (KW - 1) * d + (s - 1);
+    int64_t lo = (pw + s - 1) / s;
+    int64_t hi = W - 1 - span + pw < 0 ? 0 : (W - 1 - span + pw) / s + 1;
+    if (lo > OW) lo = OW;
+    if (hi > OW) hi = OW;
+    if (hi < lo) hi = lo;
+    const int64_t n_vec = hi - lo >= VL ? hi - lo : 0; /* columns the vector body covers */
+    for (int64_t ow = 0; ow < OW; ow++) {
+        if (ow == lo && n_vec) {
+            /* blocks at lo, lo+VL, ..., and one ending exactly at hi: it may
+             * recompute a few columns, which gives the same values */
+            for (int64_t o = lo;; o += VL) {
+                if (o + VL > hi) o = hi - VL;
+                DW_FN(dw_block)(rows, wk, KH, KW, o * s - pw, d, bv, s, yr + o);
+                if (rr) {
+                    DW_V v, rv;
+                    memcpy(&v, yr + o, sizeof v);
+                    memcpy(&rv, rr + o, sizeof rv);
+                    v += rv;
+                    memcpy(yr + o, &v, sizeof v);
+                }
+                if (o + VL >= hi) break;
+            }
+            ow = hi;
+            if (ow >= OW) break;
+        }
+        /* scalar, bounds-checked: the border columns */
+        float v = bv;
+        const int64_t base = ow * s - pw;
+        for (int64_t kh = 0; kh < KH; kh++) {
+            const float *xr = rows[kh];
+            if (!xr) continue;
+            for (int64_t kw = 0; kw < KW; kw++) {
+                int64_t iw = base + kw * d;
+                if (iw >= 0 && iw < W) v += wk[kh * KW + kw] * xr[iw];
+            }
+        }
+        yr[ow] = rr ? v + rr[ow] : v;
+    }
+    if (p->act) ert_cpu_act_row(yr, OW, p->act); /* the row is still in L1 */
+}
+
+/* Small planes (the 14x14 and 7x7 maps of a classifier's last stages, where
+ * a row is one or two vectors and the per-row set-up was most of the time:
+ * EfficientNet-B0's 7x7x1152 5x5 layers): the input plane is copied once
+ * into a zero-padded buffer, then every output row reads it without bounds
+ * checks. Returns false when the buffer would not hold it. */
+static inline __attribute__((always_inline)) bool DW_FN(dw_plane_padded)(const ert_dw2d *p, const float *xc, float *ym,
+                                                                     const float *rm, const float *wk, float bv,
+                                                                     const int64_t s, const int64_t KH,
+                                                                     const int64_t KW) {
+    const int64_t W = p->W, H = p->H, OW = p->OW, OH = p->OH, d = p->dw, pw = p->pw;
+    const int64_t OWp = (OW + VL - 1) / VL * VL;
+    const int64_t Lp = OWp * s + (KW - 1) * d;                  /* floats a row's blocks read */
+    const int64_t Hp = (OH - 1) * p->sh + (KH - 1) * p->dh + 1; /* padded rows the plane reads */
+    if (OWp > DW_PADW || Lp * Hp > DW_PLANE_MAX) return false;
+    float buf[DW_PLANE_MAX], orow[DW_PADW];
+    /* buf row r, column j = x[r - ph][j - pw], zero outside the image */
+    const int64_t j0 = pw < Lp ? pw : Lp, j1 = pw + W < Lp ? pw + W : Lp;
+    for (int64_t r = 0; r < Hp; r++) {
+        float *b = buf + r * Lp;
+        const int64_t ih = r - p->ph;
+        if (ih < 0 || ih >= H || j1 <= j0) {
+            memset(b, 0, (size_t)Lp * sizeof(float));
+            continue;
+        }
+        memset(b, 0, (size_t)j0 * sizeof(float));
+        memcpy(b + j0, xc + ih * W, (size_t)(j1 - j0) * sizeof(float));
+        memset(b + j1, 0, (size_t)(Lp - j1) * sizeof(float));
+    }
+    const float *rows[DW_KMAX];
+    for (int64_t oh = 0; oh < OH; oh++) {
+        for (int64_t kh = 0; kh < KH; kh++) rows[kh] = buf + (oh * p->sh + kh * p->dh) * Lp;
+        for (int64_t ow = 0; ow < OWp; ow += VL) DW_FN(dw_block)(rows, wk, KH, KW, ow * s, d, bv, s, orow + ow);
+        float *yr = ym + oh * OW;
+        if (rm)
+            for (int64_t ow = 0; ow < OW; ow++) yr[ow] = orow[ow] + rm[oh * OW + ow];
+        else
+            memcpy(yr, orow, (size_t)OW * sizeof(float));
+    }
+    if (p->act) ert_cpu_act_row(ym, OH * OW, p->act);
+    return true;
+}
+
+/* The planes [t0, t1); KH and KW are constants where the caller specialises
+ * (3x3, 5x5), so the tap loops unroll and the weights stay in registers. */
+static inline __attribute__((always_inline)) void DW_FN(dw_planes)(const ert_dw2d *p, int64_t t0, int64_t t1,
+                                                           const int64_t KH, const int64_t KW) {
+    const int64_t plane_in = p->H * p->W, plane_out = p->OH * p->OW;
+    float wk[DW_KMAX * DW_KMAX];
+    const float *rows[DW_KMAX];
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t n = t / p->M, m = t % p->M, c = m / p->mult;
+        const float *xc = p->x + (n * p->C + c) * plane_in;
+        const float sc = p->scale ? p->scale[m] : 1.0f, bv = p->b ? p->b[m] : 0.0f;
+        for (int64_t i = 0; i < KH * KW; i++) wk[i] = p->w[m * KH * KW + i] * sc;
+        float *ym = p->y + t * plane_out;
+        const float *rm = p->res ? p->res + t * plane_out : NULL;
+        if (p->OW < DW_PAD_BELOW &&
+            (p->sw == 1 ? DW_FN(dw_plane_padded)(p, xc, ym, rm, wk, bv, 1, KH, KW)
+                        : DW_FN(dw_plane_padded)(p, xc, ym, rm, wk, bv, 2, KH, KW)))
+            continue;
+        for (int64_t oh = 0; oh < p->OH; oh++) {
+            for (int64_t kh = 0; kh < KH; kh++) {
+                int64_t ih = oh * p->sh - p->ph + kh * p->dh;
+                rows[kh] = ih >= 0 && ih < p->H ? xc + ih * p->W : NULL;
+            }
+            float *yr = ym + oh * p->OW;
+            const float *rr = rm ? rm + oh * p->OW : NULL;
+            /* stride as a constant in each branch so the loads specialise */
+            if (p->sw == 1) DW_FN(dw_row)(p, yr, rows, wk, bv, rr, 1, KH, KW);
+            else DW_FN(dw_row)(p, yr, rows, wk, bv, rr, 2, KH, KW);
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void DW_FN(dw_body)(const ert_dw2d *p, int64_t t0, int64_t t1) {
+    if (p->KH == 3 && p->KW == 3) DW_FN(dw_planes)(p, t0, t1, 3, 3);
+    else if (p->KH == 5 && p->KW == 5) DW_FN(dw_planes)(p, t0, t1, 5, 5);
+    else DW_FN(dw_planes)(p, t0, t1, p->KH, p->KW);
+}
+
+#undef DW_LOAD

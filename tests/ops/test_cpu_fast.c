@@ -1,0 +1,327 @@
+/* The CPU backend's fast paths against plain float64 references on random
+ * shapes, at 1, 2 and 3 threads, for every SGEMM micro-kernel this CPU has,
+ * outputs poisoned:
+ *   - weights packed once at create (node_packed_bytes + bind_node): Conv
+ *     (groups, odd channels, 1x1 stride 1 and 2, stride/pad/dilation), Gemm
+ *     (every transpose), MatMul with a 2-D B; the original weights are NaN
+ *     while the kernel runs, so only the packed copy can give the answer;
+ *   - a packed operand made for one micro-kernel, run with another (the
+ *     kernel packs on the fly instead, and the answer is still right);
+ *   - the squeeze-excitation fusion: a session of Mul(x, s) -> Conv, s (N, C,
+ *     1, 1), schedules the Conv alone (input 5 = s) and matches float64; its
+ *     packed filter is in the arena's weights, and ERT_SESSION_NO_PACK gives
+ *     the same numbers without it;
+ *   - the direct depthwise kernel's copy for each vector ISA the CPU has
+ *     (AVX-512 16-wide, AVX2 8-wide, baseline), kernels 1..7, stride 1/2,
+ *     dilation 1/2, padding, channel multiplier 1/2, narrow and wide rows. */
+#include "cpu_gemm.h"
+#include "cpu_kernels.h"
+#include "onnx_enc.h"
+#include "op_harness.h"
+#include "runtime_internal.h"
+
+static ert_test_rng rng;
+static ert_context *ctx;
+static struct ert_threadpool *pools[3]; /* NULL (1 thread), 2, 3 threads */
+
+/* y (N,M,OH,OW) = conv2d(x (N,C,H,W), w (M,C/G,KH,KW)) + b, then act (0 none, 1 relu) */
+static void conv_ref(const tt *x, const tt *w, const tt *b, int64_t G, const int64_t *s, const int64_t *pd,
+                     const int64_t *d, int act, const tt *y, double *ref) {
+    const float *X = x->data, *Wt = w->data, *B = b ? b->data : NULL;
+    int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
+    int64_t M = y->dims[1], OH = y->dims[2], OW = y->dims[3], KH = w->dims[2], KW = w->dims[3];
+    int64_t Cg = C / G, Mg = M / G;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    double v = B ? B[m] : 0.0;
+                    for (int64_t c = 0; c < Cg; c++)
+                        for (int64_t kh = 0; kh < KH; kh++)
+                            for (int64_t kw = 0; kw < KW; kw++) {
+                                int64_t ih = oh * s[0] - pd[0] + kh * d[0], iw = ow * s[1] - pd[1] + kw * d[1];
+                                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                                v += (double)Wt[((m * Cg + c) * KH + kh) * KW + kw] *
+                                     X[((n * C + (m / Mg) * Cg + c) * H + ih) * W + iw];
+                            }
+                    ref[((n * M + m) * OH + oh) * OW + ow] = act && v < 0 ? 0.0 : v;
+                }
+}
+
+static void test_conv_packed(int pool_i) {
+    for (int it = 0; it < 12; it++) {
+        int64_t G = ert_test_int(&rng, 1, 3), Cg = ert_test_int(&rng, 1, 13), Mg = ert_test_int(&rng, 1, 21);
+        int64_t k[2], s[2], d[2], pd[4];
+        bool pw = it % 3 == 0; /* 1x1, stride 1 or 2, no padding: the direct GEMM paths */
+        for (int i = 0; i < 2; i++) {
+            k[i] = pw ? 1 : ert_test_int(&rng, 1, 3);
+            s[i] = pw ? 1 + it % 2 : ert_test_int(&rng, 1, 2);
+            d[i] = pw ? 1 : ert_test_int(&rng, 1, 2);
+            pd[i] = pw ? 0 : ert_test_int(&rng, 0, 2);
+            pd[i + 2] = pd[i];
+        }
+        int64_t xd[4] = {ert_test_int(&rng, 1, 2), G * Cg, ert_test_int(&rng, 5, 19), ert_test_int(&rng, 5, 41)};
+        int64_t wd[4] = {G * Mg, Cg, k[0], k[1]}, bd[1] = {G * Mg};
+        int act = ert_test_int(&rng, 0, 1);
+        tt in[3] = {tt_rand(&rng, 4, xd, -1, 1), tt_rand(&rng, 4, wd, -1, 1), tt_rand(&rng, 1, bd, -1, 1)};
+        in[1].cst = in[2].cst = true;
+        ert_attr_val at[5] = {A_I("group", G), A_IS("strides", s, 2), A_IS("pads", pd, 4), A_IS("dilations", d, 2),
+                              A_I("ert_act", act ? ERT_ACT_RELU : ERT_ACT_NONE)};
+        tt w_copy = tt_new(ERT_DTYPE_F32, 4, wd);
+        memcpy(w_copy.data, in[1].data, (size_t)tt_n(&in[1]) * sizeof(float));
+        tt y = {0};
+        oh_pack = 2;
+        ert_status st = run_op(ctx, ERT_OP_CONV, at, 5, in, 3, &y, 1, NULL);
+        oh_pack = 0;
+        CHECK(st == ERT_OK, "conv G%lld Cg%lld Mg%lld: %s", (long long)G, (long long)Cg, (long long)Mg,
+              ert_status_str(st));
+        bool dw = Cg == 1 && G > 1; /* depthwise: the direct kernel reads the filter as it is */
+        CHECK(oh_was_packed != dw, "conv G%lld Cg%lld: packed %d", (long long)G, (long long)Cg, oh_was_packed);
+        if (st == ERT_OK) {
+            double *ref = malloc((size_t)tt_n(&y) * sizeof *ref);
+            conv_ref(&in[0], &w_copy, &in[2], G, s, pd, d, act, &y, ref);
+            char what[128];
+            snprintf(what, sizeof what, "packed conv x %lldx%lldx%lldx%lld G%lld k%lldx%lld s%lld d%lld p%lld pool%d",
+                     (long long)xd[0], (long long)xd[1], (long long)xd[2], (long long)xd[3], (long long)G,
+                     (long long)k[0], (long long)k[1], (long long)s[0], (long long)d[0], (long long)pd[0], pool_i);
+            CHECK(ert_test_close(what, y.data, ref, tt_n(&y), 1e-5, 1e-4), "%s", what);
+            free(ref);
+            tt_free(&y);
+        }
+        tt_free(&w_copy);
+        for (int i = 0; i < 3; i++) tt_free(&in[i]);
+    }
+}
+
+static void test_dw(int pool_i, int cap) {
+    for (int it = 0; it < 14; it++) {
+        int64_t C = ert_test_int(&rng, 1, 11), mult = ert_test_int(&rng, 1, 2), k[2], s[2], d[2], pd[4];
+        for (int i = 0; i < 2; i++) {
+            k[i] = i ? 1 + it % 7 : ert_test_int(&rng, 1, 7);
+            s[i] = ert_test_int(&rng, 1, 2);
+            d[i] = it % 4 == 3 ? 2 : 1;
+            pd[i] = pd[i + 2] = ert_test_int(&rng, 0, (int)k[i] / 2 + 1);
+        }
+        /* rows narrow (padded-row path) to wide (vector body + scalar border) */
+        int64_t xd[4] = {ert_test_int(&rng, 1, 2), C, ert_test_int(&rng, 13, 20),
+                         ert_test_int(&rng, 13, it % 2 ? 40 : 150)};
+        int64_t wd[4] = {C * mult, 1, k[0], k[1]}, bd[1] = {C * mult};
+        tt in[3] = {tt_rand(&rng, 4, xd, -1, 1), tt_rand(&rng, 4, wd, -1, 1), tt_rand(&rng, 1, bd, -1, 1)};
+        in[1].cst = in[2].cst = true;
+        int act = it % 2;
+        ert_attr_val at[5] = {A_I("group", C), A_IS("strides", s, 2), A_IS("pads", pd, 4), A_IS("dilations", d, 2),
+                              A_I("ert_act", act ? ERT_ACT_RELU : ERT_ACT_NONE)};
+        tt y = {0};
+        ert_status st = run_op(ctx, ERT_OP_CONV, at, 5, in, 3, &y, 1, NULL);
+        char what[160];
+        snprintf(what, sizeof what, "dw isa %d x %lldx%lldx%lldx%lld mult %lld k%lldx%lld s%lld,%lld d%lld p%lld pool%d",
+                 cap, (long long)xd[0], (long long)xd[1], (long long)xd[2], (long long)xd[3], (long long)mult,
+                 (long long)k[0], (long long)k[1], (long long)s[0], (long long)s[1], (long long)d[0],
+                 (long long)pd[0], pool_i);
+        CHECK(st == ERT_OK, "%s: %s", what, ert_status_str(st));
+        if (st == ERT_OK) {
+            double *ref = malloc((size_t)tt_n(&y) * sizeof *ref);
+            conv_ref(&in[0], &in[1], &in[2], C, s, pd, d, act, &y, ref);
+            CHECK(ert_test_close(what, y.data, ref, tt_n(&y), 1e-5, 1e-4), "%s", what);
+            free(ref);
+            tt_free(&y);
+        }
+        for (int i = 0; i < 3; i++) tt_free(&in[i]);
+    }
+}
+
+/* y = Conv(Mul(x, s)), x (N, C, H, W) and s (N, C, 1, 1) graph inputs, a 1x1
+ * (k = 1) or 3x3 pad 1 stride 2 (k = 3) conv with bias, through a session. */
+static void test_se_fusion(int k, int n_threads) {
+    int64_t N = ert_test_int(&rng, 1, 3), C = ert_test_int(&rng, 2, 40), M = ert_test_int(&rng, 1, 37);
+    int64_t H = ert_test_int(&rng, 3, 17), W = ert_test_int(&rng, 3, 23), st = k == 3 ? 2 : 1, pad = k == 3 ? 1 : 0;
+    int64_t xd[4] = {N, C, H, W}, sd[4] = {N, C, 1, 1}, wd[4] = {M, C, k, k}, bd[1] = {M};
+    int64_t yd[4] = {N, M, (H + 2 * pad - k) / st + 1, (W + 2 * pad - k) / st + 1};
+    tt w = tt_rand(&rng, 4, wd, -1, 1), b = tt_rand(&rng, 1, bd, -1, 1);
+    tt x = tt_rand(&rng, 4, xd, -1, 1), sc = tt_rand(&rng, 4, sd, 0, 1);
+    oxg g = {0};
+    ox_g_input(&g, ox_value_info("x", 1, 4, xd));
+    ox_g_input(&g, ox_value_info("s", 1, 4, sd));
+    ox_g_output(&g, ox_value_info("y", 1, 4, yd));
+    ox_g_init(&g, ox_tensor("w", 1, 4, wd, w.data, (size_t)tt_n(&w) * sizeof(float)));
+    ox_g_init(&g, ox_tensor("b", 1, 1, bd, b.data, (size_t)M * sizeof(float)));
+    const char *mi[] = {"x", "s", NULL}, *mo[] = {"xs", NULL}, *ci[] = {"xs", "w", "b", NULL}, *co[] = {"y", NULL};
+    ox_g_node(&g, ox_node("Mul", "se", NULL, mi, mo, NULL, 0));
+    int64_t strides[2] = {st, st}, pads[4] = {pad, pad, pad, pad};
+    pbuf at[2] = {ox_attr_is("strides", strides, 2, 0), ox_attr_is("pads", pads, 4, 0)};
+    ox_g_node(&g, ox_node("Conv", "proj", NULL, ci, co, at, 2));
+    pbuf m = ox_model(&g, 14);
+    ert_model *model = NULL;
+    ert_session *ses = NULL;
+    CHECK_OK(ert_model_load_memory(ctx, m.p, m.n, 0, &model), ctx);
+    pb_free(&m);
+    ert_session_options o = {.device = ERT_DEVICE_CPU, .n_threads = n_threads};
+    if (model) CHECK_OK(ert_session_create(model, &o, &ses), ctx);
+    if (ses) {
+        CHECK(ert_session_n_scheduled(ses) == 1 && ert_session_scheduled_op(ses, 0) == ERT_OP_CONV,
+              "SE k%d: the Mul was not fused (%d nodes scheduled)", k, ert_session_n_scheduled(ses));
+        tt y = tt_new(ERT_DTYPE_F32, 4, yd);
+        ert_test_poison(y.data, tt_n(&y));
+        CHECK_OK(ert_session_set_input(ses, 0, x.data, (size_t)tt_n(&x) * sizeof(float)), ctx);
+        CHECK_OK(ert_session_set_input(ses, 1, sc.data, (size_t)tt_n(&sc) * sizeof(float)), ctx);
+        CHECK_OK(ert_session_run(ses), ctx);
+        CHECK_OK(ert_session_get_output(ses, 0, y.data, (size_t)tt_n(&y) * sizeof(float)), ctx);
+        tt xs = tt_new(ERT_DTYPE_F32, 4, xd); /* x * s, rounded to f32 as the unfused Mul would */
+        const float *xp = x.data, *sp = sc.data;
+        for (int64_t i = 0; i < tt_n(&x); i++) ((float *)xs.data)[i] = xp[i] * sp[i / (H * W)];
+        double *ref = malloc((size_t)tt_n(&y) * sizeof *ref);
+        int64_t s2[2] = {st, st}, p2[2] = {pad, pad}, d2[2] = {1, 1};
+        conv_ref(&xs, &w, &b, 1, s2, p2, d2, 0, &y, ref);
+        char what[96];
+        snprintf(what, sizeof what, "SE-fused conv k%d N%lld C%lld M%lld %lldx%lld, %d threads", k, (long long)N,
+                 (long long)C, (long long)M, (long long)H, (long long)W, n_threads);
+        CHECK(ert_test_close(what, y.data, ref, tt_n(&y), 1e-5, 1e-4), "%s", what);
+        /* ERT_SESSION_NO_PACK: no packed copy in the arena, the same numbers */
+        ert_session_options o2 = o;
+        o2.flags = ERT_SESSION_NO_PACK;
+        ert_session *ses2 = NULL;
+        ert_memory_report m1, m2;
+        CHECK_OK(ert_session_create(model, &o2, &ses2), ctx);
+        if (ses2) {
+            tt y2 = tt_new(ERT_DTYPE_F32, 4, yd);
+            CHECK_OK(ert_session_set_input(ses2, 0, x.data, (size_t)tt_n(&x) * sizeof(float)), ctx);
+            CHECK_OK(ert_session_set_input(ses2, 1, sc.data, (size_t)tt_n(&sc) * sizeof(float)), ctx);
+            CHECK_OK(ert_session_run(ses2), ctx);
+            CHECK_OK(ert_session_get_output(ses2, 0, y2.data, (size_t)tt_n(&y2) * sizeof(float)), ctx);
+            CHECK(memcmp(y.data, y2.data, (size_t)tt_n(&y) * sizeof(float)) == 0, "%s: NO_PACK differs", what);
+            CHECK_OK(ert_session_memory(ses, &m1), ctx);
+            CHECK_OK(ert_session_memory(ses2, &m2), ctx);
+            CHECK(m1.weights_bytes >= m2.weights_bytes + (size_t)tt_n(&w) * sizeof(float),
+                  "%s: packed weights %zu bytes, unpacked %zu: the packed filter is not in the arena", what,
+                  m1.weights_bytes, m2.weights_bytes);
+            tt_free(&y2);
+        }
+        ert_session_free(ses2);
+        free(ref);
+        tt_free(&xs);
+        tt_free(&y);
+    }
+    ert_session_free(ses);
+    ert_model_free(model);
+    tt_free(&w);
+    tt_free(&b);
+    tt_free(&x);
+    tt_free(&sc);
+}
+
+/* Gemm (every transpose, alpha, C) and MatMul with a constant 2-D B. */
+static void test_gemm_packed(int pool_i) {
+    for (int it = 0; it < 8; it++) {
+        bool ta = it & 1, tb = it & 2, mm = it & 4;
+        int64_t M = ert_test_int(&rng, 1, 37), N = ert_test_int(&rng, 1, 70), K = ert_test_int(&rng, 1, 300);
+        int64_t batch = mm ? ert_test_int(&rng, 1, 3) : 1;
+        int64_t ad[3] = {batch, ta && !mm ? K : M, ta && !mm ? M : K};
+        int64_t bdims[2] = {tb && !mm ? N : K, tb && !mm ? K : N}, cd[1] = {N};
+        tt in[3] = {tt_rand(&rng, 3, ad, -1, 1), tt_rand(&rng, 2, bdims, -1, 1), tt_rand(&rng, 1, cd, -1, 1)};
+        in[1].cst = in[2].cst = true;
+        if (!mm) { /* Gemm's A is 2-D */
+            in[0].nd = 2;
+            in[0].dims[0] = ad[1];
+            in[0].dims[1] = ad[2];
+        }
+        float alpha = (float)ert_test_uniform(&rng, 0.5, 2.0), beta = (float)ert_test_uniform(&rng, -1.0, 1.0);
+        ert_attr_val at[4] = {A_I("transA", ta), A_I("transB", tb), A_F("alpha", alpha), A_F("beta", beta)};
+        double *ref = malloc((size_t)(batch * M * N) * sizeof *ref);
+        const float *A = in[0].data, *B = in[1].data, *C = in[2].data;
+        for (int64_t bi = 0; bi < batch; bi++)
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < N; j++) {
+                    double v = 0;
+                    for (int64_t p = 0; p < K; p++) {
+                        double av = mm ? A[(bi * M + i) * K + p] : ta ? A[p * M + i] : A[i * K + p];
+                        double bv = !mm && tb ? B[j * K + p] : B[p * N + j];
+                        v += av * bv;
+                    }
+                    ref[(bi * M + i) * N + j] = mm ? v : alpha * v + beta * C[j];
+                }
+        tt y = {0};
+        oh_pack = 2;
+        ert_status st = run_op(ctx, mm ? ERT_OP_MATMUL : ERT_OP_GEMM, at, mm ? 0 : 4, in, mm ? 2 : 3, &y, 1, NULL);
+        oh_pack = 0;
+        char what[96];
+        snprintf(what, sizeof what, "packed %s M%lld N%lld K%lld ta%d tb%d pool%d", mm ? "MatMul" : "Gemm",
+                 (long long)M, (long long)N, (long long)K, ta, tb, pool_i);
+        CHECK(st == ERT_OK && oh_was_packed, "%s: %s, packed %d", what, ert_status_str(st), oh_was_packed);
+        if (st == ERT_OK) {
+            CHECK(ert_test_close(what, y.data, ref, tt_n(&y), 1e-5, 1e-4), "%s", what);
+            tt_free(&y);
+        }
+        free(ref);
+        for (int i = 0; i < 3; i++) tt_free(&in[i]);
+    }
+}
+
+/* An A and a B packed for one kernel, then the SGEMM run with another:
+ * the packed operands do not fit, are ignored, and the result still is. */
+static void test_packed_other_kernel(void) {
+    int64_t M = 29, N = 67, K = 300;
+    float *a = malloc((size_t)(M * K) * sizeof(float)), *b = malloc((size_t)(K * N) * sizeof(float));
+    float *c = malloc((size_t)(M * N) * sizeof(float));
+    double *ref = calloc((size_t)(M * N), sizeof *ref);
+    ert_test_fill(&rng, a, M * K, -1, 1);
+    ert_test_fill(&rng, b, K * N, -1, 1);
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t p = 0; p < K; p++)
+            for (int64_t j = 0; j < N; j++) ref[i * N + j] += (double)a[i * K + p] * b[p * N + j];
+    ert_sgemm_args g = {.M = M, .N = N, .K = K, .a = a, .a_rs = K, .a_cs = 1, .alpha = 1.0f,
+                        .b = b, .b_rs = N, .b_cs = 1, .c = c, .ldc = N};
+    size_t pa_b = ert_cpu_sgemm_packed_bytes(M, N, K, false), pb_b = ert_cpu_sgemm_packed_bytes(M, N, K, true);
+    void *pa = aligned_alloc(64, ert_align_up(pa_b, 64)), *pb = aligned_alloc(64, ert_align_up(pb_b, 64));
+    size_t ws_b = ert_cpu_sgemm_workspace(M, N, K, 1);
+    void *ws = aligned_alloc(64, ert_align_up(ws_b, 64));
+    for (int cap_pack = ERT_CPU_GEMM_FASTEST; cap_pack >= ERT_CPU_GEMM_PORTABLE; cap_pack--) {
+        if ((int)ert_cpu_sgemm_set_kernel_cap((ert_cpu_gemm_kernel)cap_pack) != cap_pack) continue;
+        CHECK_OK(ert_cpu_sgemm_pack(&g, false, pa, pa_b), ctx);
+        CHECK_OK(ert_cpu_sgemm_pack(&g, true, pb, pb_b), ctx);
+        for (int cap_run = ERT_CPU_GEMM_FASTEST; cap_run >= ERT_CPU_GEMM_PORTABLE; cap_run--) {
+            if ((int)ert_cpu_sgemm_set_kernel_cap((ert_cpu_gemm_kernel)cap_run) != cap_run) continue;
+            ert_sgemm_args r = g;
+            r.a_packed = pa;
+            r.b_packed = pb;
+            ert_test_poison(c, M * N);
+            CHECK_OK(ert_cpu_sgemm(&r, ws, ws_b, NULL), ctx);
+            char what[64];
+            snprintf(what, sizeof what, "packed for kernel %d, run on %d", cap_pack, cap_run);
+            CHECK(ert_test_close(what, c, ref, M * N, 1e-5, 1e-4), "%s", what);
+        }
+    }
+    ert_cpu_sgemm_set_kernel_cap(ERT_CPU_GEMM_FASTEST);
+    free(ws);
+    free(pa);
+    free(pb);
+    free(a);
+    free(b);
+    free(c);
+    free(ref);
+}
+
+int main(void) {
+    ert_test_rng_init(&rng, "cpu_fast");
+    if (ert_context_create(NULL, &ctx) != ERT_OK) return 1;
+    if (ert_threadpool_create(2, &pools[1]) != ERT_OK || ert_threadpool_create(3, &pools[2]) != ERT_OK) return 1;
+    for (int cap = ERT_CPU_GEMM_FASTEST; cap >= ERT_CPU_GEMM_PORTABLE; cap--) {
+        if ((int)ert_cpu_sgemm_set_kernel_cap((ert_cpu_gemm_kernel)cap) != cap) continue; /* not on this CPU */
+        for (int p = 0; p < 3; p++) {
+            oh_pool = pools[p];
+            test_conv_packed(p);
+            test_gemm_packed(p);
+            test_dw(p, cap);
+        }
+    }
+    oh_pool = NULL;
+    ert_cpu_sgemm_set_kernel_cap(ERT_CPU_GEMM_FASTEST);
+    test_packed_other_kernel();
+    for (int t = 1; t <= 3; t++) {
+        test_se_fusion(1, t);
+        test_se_fusion(3, t);
+    }
+    ert_threadpool_free(pools[1]);
+    ert_threadpool_free(pools[2]);
+    ert_context_free(ctx);
+    return ert_test_finish("cpu_fast");
+}
