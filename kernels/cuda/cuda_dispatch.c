@@ -142,9 +142,17 @@ static ert_status run_binary(cuda_ctx *c, const ert_kargs *a) {
         e = ert_cuda_where_launch(y->dtype, a->in[0].data, a->in[1].data, a->in[2].data, y->data, &m, y->n_elems,
                                   c->stream);
     } else {
-        for (int k = 0; k < 2; k++) ert_cuda_bcast_strides(y->ndim, y->dims, a->in[k].ndim, a->in[k].dims, m.s[k]);
-        e = ert_cuda_binary_launch(a->op, a->in[0].dtype, a->in[0].data, a->in[1].data, y->data, &m, y->n_elems,
-                                   c->stream);
+        /* Min/Max are variadic in ONNX: one input is op(x, x) = x; more fold
+         * into y left to right (y = op(y, x_k) in place, element by element) */
+        const ert_tview *x1 = a->n_in > 1 ? &a->in[1] : &a->in[0];
+        ert_cuda_bcast_strides(y->ndim, y->dims, a->in[0].ndim, a->in[0].dims, m.s[0]);
+        ert_cuda_bcast_strides(y->ndim, y->dims, x1->ndim, x1->dims, m.s[1]);
+        e = ert_cuda_binary_launch(a->op, a->in[0].dtype, a->in[0].data, x1->data, y->data, &m, y->n_elems, c->stream);
+        for (int k = 2; k < a->n_in && e == cudaSuccess; k++) {
+            ert_cuda_contig_strides(y->ndim, y->dims, m.s[0]);
+            ert_cuda_bcast_strides(y->ndim, y->dims, a->in[k].ndim, a->in[k].dims, m.s[1]);
+            e = ert_cuda_binary_launch(a->op, y->dtype, y->data, a->in[k].data, y->data, &m, y->n_elems, c->stream);
+        }
     }
     return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "element-wise kernel");
 }
