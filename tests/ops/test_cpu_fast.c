@@ -172,7 +172,7 @@ static void test_se_fusion(int k, int n_threads) {
         double *ref = malloc((size_t)tt_n(&y) * sizeof *ref);
         int64_t s2[2] = {st, st}, p2[2] = {pad, pad}, d2[2] = {1, 1};
         conv_ref(&xs, &w, &b, 1, s2, p2, d2, 0, &y, ref);
-        char what[96];
+        char what[192];
         snprintf(what, sizeof what, "SE-fused conv k%d N%lld C%lld M%lld %lldx%lld, %d threads", k, (long long)N,
                  (long long)C, (long long)M, (long long)H, (long long)W, n_threads);
         CHECK(ert_test_close(what, y.data, ref, tt_n(&y), 1e-5, 1e-4), "%s", what);
