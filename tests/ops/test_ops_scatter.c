@@ -26,7 +26,7 @@ static void expect(const char *what, ert_op op, tt *in, int n_in, const ert_attr
  * (dim or -dim-1): constant -> prepare refuses, computed -> the kernel does. */
 static void test_bad_indices(void) {
     for (int rep = 0; rep < 24; rep++) {
-        int64_t d[4];
+        int64_t d[4] = {1, 1, 1, 1};
         int nd = rand_dims(&rng, 1, 4, 6, d);
         bool computed = rep % 2, nd_op = rep % 3 == 0, gather = rep % 3 == 2;
         tt x = tt_rand(&rng, nd, d, -1, 1), ind, upd;
