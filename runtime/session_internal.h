@@ -16,6 +16,7 @@ struct ert_session {
     size_t arena_bytes;
     bool arena_owned;
     uint8_t *io_host;     /* user-visible io region (== arena io region unless the backend mirrors it) */
+    float *prof_ms;       /* ert_session_profile's per-node times (n_sched) */
     ert_kargs **kptr;     /* scheduled nodes' arguments, in run order */
     size_t w_bytes, io_bytes, act_bytes;
     ert_memory_report mem;

@@ -140,9 +140,9 @@ static bool take_snap(ert_trainer *t, snap *p) {
     p->s = malloc(p->sn + 1);
     const uint8_t *wb = t->arena, *sb = wb + t->w_bytes + t->g_bytes;
     ert_status st = ERT_OK;
-    if (t->be) {
-        if (p->wn) st = t->be->download(t->bctx, p->w, wb, p->wn);
-        if (!st && p->sn) st = t->be->download(t->bctx, p->s, sb, p->sn);
+    if (t->g.be) {
+        if (p->wn) st = t->g.be->download(t->g.bctx, p->w, wb, p->wn);
+        if (!st && p->sn) st = t->g.be->download(t->g.bctx, p->s, sb, p->sn);
     } else {
         memcpy(p->w, wb, p->wn);
         memcpy(p->s, sb, p->sn);
