@@ -42,6 +42,8 @@ ert_status ert_cpu_slice(const ert_kargs *a);
 ert_status ert_cpu_gather(const ert_kargs *a);
 ert_status ert_cpu_pad(const ert_kargs *a);
 ert_status ert_cpu_tile(const ert_kargs *a);
+/* attention.c: ert.Attention (strided q, k, v, bias, y) */
+ert_status ert_cpu_attention(const ert_kargs *a);
 /* cumsum.c */
 ert_status ert_cpu_cumsum(const ert_kargs *a);
 /* logic.c */

@@ -92,6 +92,13 @@ cudaError_t ert_cuda_instancenorm_launch(ert_dtype dt, const void *x, const void
 cudaError_t ert_cuda_softmax_launch(bool log, ert_dtype dt, const void *x, void *y, int64_t outer, int64_t n,
                                     int64_t inner, cudaStream_t st);
 
+/* attention.cu: ert.Attention (kernels/cpu/attention.c), every operand a
+ * strided view (ert_attn_params), head_dim <= 128, bias NULL unless
+ * p->has_bias. tensor_cores: f16/bf16 on the WMMA flash kernel where the chip
+ * has it (else one warp per query row, as f32 always). */
+cudaError_t ert_cuda_attention_launch(ert_dtype dt, const void *q, const void *k, const void *v, const void *bias, void *y,
+                                      const ert_attn_params *p, bool tensor_cores, cudaStream_t st);
+
 /* cumsum.cu: x and y (outer, n, inner), running sums along n (kernels/cpu/cumsum.c);
  * f32/f16/bf16 (f32 accumulation), i32, i64. */
 cudaError_t ert_cuda_cumsum_launch(ert_dtype dt, const void *x, void *y, int64_t outer, int64_t n, int64_t inner,
