@@ -38,6 +38,7 @@ enum { N_FRAMES = 6, W = 96, H = 64 }; /* noise frames: about 10 KB of JPEG each
 static char tmpdir[] = "/tmp/ert_cam_app_XXXXXX";
 static char out_path[300], err_path[300];
 static int stdout_full; /* the child's stdout is /dev/full */
+static int as_nobody;   /* the child drops root for uid/gid 65534 (permissions apply) */
 
 static double now_s(void) {
     struct timespec ts;
@@ -83,6 +84,7 @@ static child start(const char *const *args, int stdin_fd, long fsize) {
         dup2(in, 0);
         dup2(o, 1);
         dup2(e, 2);
+        if (as_nobody && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(126);
         if (fsize > 0) {
             struct rlimit rl = {(rlim_t)fsize, (rlim_t)fsize};
             signal(SIGXFSZ, SIG_IGN);
@@ -244,20 +246,61 @@ static void test_writes(const char *stream) {
     CHECK(exit_code(&c) == 1 && strstr(c.err, "stdout: write failed"), "--json > /dev/full: exit %d: %s", exit_code(&c), c.err);
     drop(&c);
 
-    /* A read-only folder. */
+    /* A read-only folder. As root (CI) permissions do not stop writes: the
+     * app then runs as uid 65534, which may read the stream (the folders on
+     * the way are opened up for the run) but not write the 0555 folder. */
     snprintf(dir, sizeof dir, "%s/readonly", tmpdir);
     mkdir(dir, 0555);
     chmod(dir, 0555);
-    if (geteuid() == 0) {
-        printf("camera_app: read-only folder case skipped: running as root, permissions do not stop writes\n");
-    } else {
-        const char *ro[] = {"--model", "builtin:tiny", "--source", stream, "--out", dir, "--quiet", NULL};
-        c = run(ro, -1, 0);
-        CHECK(exit_code(&c) == 1 && strstr(c.err, dir) && strstr(c.err, "Permission denied"), "read-only --out: exit %d: %s",
-              exit_code(&c), c.err);
-        drop(&c);
+    int root = geteuid() == 0;
+    if (root) {
+        chmod(tmpdir, 0755);
+        chmod(stream, 0644);
     }
+    as_nobody = root;
+    const char *ro[] = {"--model", "builtin:tiny", "--source", stream, "--out", dir, "--quiet", NULL};
+    c = run(ro, -1, 0);
+    as_nobody = 0;
+    CHECK(exit_code(&c) == 1 && strstr(c.err, dir) && strstr(c.err, "Permission denied"), "read-only --out%s: exit %d: %s",
+          root ? " (as uid 65534)" : "", exit_code(&c), c.err);
+    CHECK(count_jpegs(dir) == 0, "read-only --out: %d JPEGs written", count_jpegs(dir));
+    drop(&c);
+    if (root) chmod(tmpdir, 0700);
     chmod(dir, 0755);
+
+    /* --out goes through the library's atomic write (issue 13 item 1): a
+     * symlinked frame file gets the JPEG in its target and stays a link, a
+     * killed run's temporary file goes, and a FIFO in the way is refused
+     * (exit 1 naming it) and left as it was. */
+    snprintf(dir, sizeof dir, "%s/links", tmpdir);
+    mkdir(dir, 0755);
+    char lnk[500], target[500], stale[500], fifo[500];
+    snprintf(lnk, sizeof lnk, "%s/frame_000001.jpg", dir);
+    snprintf(target, sizeof target, "%s/kept_elsewhere.jpg", tmpdir);
+    snprintf(stale, sizeof stale, "%s/frame_000002.jpg.tmp.Ab3dE6", dir);
+    CHECK(symlink(target, lnk) == 0, "symlink");
+    FILE *sf = fopen(stale, "w");
+    if (sf) fclose(sf);
+    const char *to_links[] = {"--model", "builtin:tiny", "--source", stream, "--out", dir, "--quiet", NULL};
+    c = run(to_links, -1, 0);
+    struct stat sb;
+    char *tj = slurp(target);
+    CHECK(exit_code(&c) == 0 && lstat(lnk, &sb) == 0 && S_ISLNK(sb.st_mode), "--out over a symlink: exit %d, link kept: %s",
+          exit_code(&c), c.err);
+    CHECK((unsigned char)tj[0] == 0xFF && (unsigned char)tj[1] == 0xD8, "the link's target holds no JPEG");
+    CHECK(access(stale, F_OK) != 0, "a killed run's temporary file is still there");
+    free(tj);
+    drop(&c);
+    snprintf(dir, sizeof dir, "%s/fifo", tmpdir);
+    mkdir(dir, 0755);
+    snprintf(fifo, sizeof fifo, "%s/frame_000000.jpg", dir);
+    CHECK(mkfifo(fifo, 0644) == 0, "mkfifo");
+    const char *to_fifo[] = {"--model", "builtin:tiny", "--source", stream, "--out", dir, "--quiet", NULL};
+    c = run(to_fifo, -1, 0);
+    CHECK(exit_code(&c) == 1 && strstr(c.err, fifo) && strstr(c.err, "FIFO"), "--out onto a FIFO: exit %d: %s",
+          exit_code(&c), c.err);
+    CHECK(lstat(fifo, &sb) == 0 && S_ISFIFO(sb.st_mode), "the FIFO was replaced");
+    drop(&c);
 }
 
 /* ------------------------------------------------------------ no frames */
