@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define ERT_PNM_MAX_DIM 32768
 
@@ -86,8 +87,17 @@ ert_status ert_image_decode_pnm(ert_context *ctx, const void *data, size_t size,
 ert_status ert_image_read_pnm(ert_context *ctx, const char *path, int *width,
                               int *height, int *channels, uint8_t **pixels) {
     if (!path) return ert_set_error(ctx, ERT_E_ARG, "read_pnm: NULL path");
-    FILE *f = fopen(path, "rb");
-    if (!f) return ert_set_error(ctx, ERT_E_IO, "%s: %s", path, strerror(errno));
+    /* a regular file only, opened without blocking: a FIFO would wait for a
+     * writer, /dev/zero would be read up to the size bound (3 GB) */
+    int fd = -1;
+    uint64_t fsize = 0;
+    ert_status ost = ert_file_open_read(ctx, path, &fd, &fsize);
+    if (ost != ERT_OK) return ost;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return ert_set_error(ctx, ERT_E_IO, "%s: %s", path, strerror(errno));
+    }
     /* Largest valid file: header + 32768^2 * 3; read what is there, bounded. */
     size_t cap = 1 << 16, n = 0;
     const size_t max = (size_t)ERT_PNM_MAX_DIM * ERT_PNM_MAX_DIM * 3 + 4096;
