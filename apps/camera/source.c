@@ -158,7 +158,14 @@ cam_status cam_source_open(const char *spec, const cam_source_options *opts, cam
             s->fd = 0;
             snprintf(s->desc, sizeof s->desc, "mjpeg stream on stdin");
         } else {
-            s->fd = open(spec, O_RDONLY);
+            /* With a stop flag (the app), a FIFO whose writer has not started
+             * yet is opened without waiting for it: the poll below waits in
+             * slices instead, so SIGTERM ends the run with its summary (a
+             * blocking open ended it with "Interrupted system call"). Linux
+             * reports no POLLHUP until a writer has come and gone. */
+            s->fd = open(spec, O_RDONLY | (s->stop ? O_NONBLOCK : 0));
+            if (s->fd >= 0 && s->stop && fcntl(s->fd, F_SETFL, fcntl(s->fd, F_GETFL) & ~O_NONBLOCK) != 0)
+                st = fail(err, errlen, CAM_E_IO, "%s: %s", spec, strerror(errno));
             s->own_fd = 1;
             if (s->fd < 0) st = fail(err, errlen, CAM_E_IO, "%s: %s", spec, strerror(errno));
             snprintf(s->desc, sizeof s->desc, "mjpeg stream %s", spec);

@@ -379,6 +379,37 @@ static void test_signals(const char *stream) {
         drop(&c);
     }
 
+    /* a named FIFO whose writer has not started: the open must not block
+     * (it ended with "Interrupted system call" and no summary) */
+    char fifo[400];
+    snprintf(fifo, sizeof fifo, "%s/cam.fifo", tmpdir);
+    CHECK(mkfifo(fifo, 0600) == 0, "mkfifo");
+    const char *fifo_src[] = {"--model", "builtin:tiny", "--source", fifo, NULL};
+    c = start(fifo_src, -1, 0);
+    stop_with("FIFO without a writer", &c, "->", SIGTERM);
+    drop(&c);
+    /* ... and once the writer comes, its frames are read to the end */
+    const char *fifo_late[] = {"--model", "builtin:tiny", "--source", fifo, "--quiet", NULL};
+    c = start(fifo_late, -1, 0);
+    usleep(300000);
+    char *data = slurp(stream);
+    size_t len = 0;
+    FILE *sf = fopen(stream, "rb");
+    if (sf) {
+        fseek(sf, 0, SEEK_END);
+        len = (size_t)ftell(sf);
+        fclose(sf);
+    }
+    FILE *w = fopen(fifo, "wb");
+    CHECK(w && fwrite(data, 1, len, w) == len, "writing the stream into the FIFO");
+    if (w) fclose(w);
+    free(data);
+    finish(&c);
+    char want[64];
+    snprintf(want, sizeof want, "%d frames in", N_FRAMES);
+    CHECK(exit_code(&c) == 0 && strstr(c.err, want), "FIFO writer started late: exit %d: %s", exit_code(&c), c.err);
+    drop(&c);
+
     const char *wait_viewer[] = {"--model", "builtin:tiny", "--source", stream, "--serve", "127.0.0.1:0",
                                  "--serve-wait", "60000", NULL};
     c = start(wait_viewer, -1, 0);
