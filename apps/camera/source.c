@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
 #include "source.h"
+#include "cli_util.h" /* cli_fopen_regular */
 #include "edgert.h"
 
 #include <dirent.h>
@@ -79,8 +80,9 @@ static int cmp_str(const void *a, const void *b) {
 }
 
 static cam_status read_file(const char *path, uint8_t **data, size_t *n, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return fail(err, errlen, CAM_E_IO, "%s: %s", path, strerror(errno));
+    /* a FIFO named like an image would block fopen() past SIGTERM */
+    FILE *f = cli_fopen_regular(path);
+    if (!f) return fail(err, errlen, CAM_E_IO, "%s: %s", path, cli_fopen_why(errno));
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || st.st_size < 0 || (uint64_t)st.st_size > ((uint64_t)1 << 31)) {
         fclose(f);
@@ -136,6 +138,11 @@ cam_status cam_source_open(const char *spec, const cam_source_options *opts, cam
                 char *p = malloc(len);
                 if (!p) { st = fail(err, errlen, CAM_E_NOMEM, "out of memory"); break; }
                 snprintf(p, len, "%s/%s", spec, e->d_name);
+                struct stat es; /* images only: not a FIFO or folder named like one */
+                if (stat(p, &es) != 0 || !S_ISREG(es.st_mode)) {
+                    free(p);
+                    continue;
+                }
                 s->files[s->n_files++] = p;
             }
             closedir(d);
