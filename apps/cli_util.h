@@ -73,6 +73,12 @@ static inline const char *cli_fopen_why(int err) {
     return err == EINVAL ? "not a regular file (a FIFO, device or socket)" : strerror(err);
 }
 
+/* stdout is where results go (help, version, reports): a failed write (full
+ * disk, closed pipe) must not end in exit 0. Flushes stdout; on a failure now
+ * or earlier (first_errno, 0 if none seen) prints "WHO: cannot write to
+ * standard output: REASON" to stderr and returns rc, or 1 if rc is 0. */
+int cli_stdout_finish(const char *who, int rc, int first_errno);
+
 /* Monotonic time in seconds. */
 double cli_now(void);
 

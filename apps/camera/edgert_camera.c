@@ -501,7 +501,7 @@ static int parse_args(int argc, char **argv, opts *o) {
 int main(int argc, char **argv) {
     opts o;
     int pr = parse_args(argc, argv, &o);
-    if (pr != 0) return pr > 0 ? 0 : 2;
+    if (pr != 0) return pr > 0 ? cli_stdout_finish("edgert-camera", 0, 0) : 2; /* --help/--version > /dev/full: exit 1 */
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -920,10 +920,7 @@ int main(int argc, char **argv) {
     if (stream_close(mjpeg, "--mjpeg-out", o.mjpeg_out, write_failed) != 0) rc = 1;
     if (stream_close(fjl, "--frames-jsonl", o.frames_jsonl, write_failed) != 0) rc = 1;
     mjpeg = fjl = NULL;
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "edgert-camera: stdout: write failed: %s\n", strerror(errno ? errno : EIO));
-        rc = 1;
-    }
+    rc = cli_stdout_finish("edgert-camera", rc, 0);
 
 done:
     if (thread_started) {

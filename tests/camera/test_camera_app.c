@@ -175,6 +175,16 @@ static void test_usage(const char *stream) {
               strstr(c.out, "(default 5)") && strstr(c.out, "(default 640x640)") && strstr(c.out, "(default cpu)"),
           "--help lists the defaults: %s", c.out);
     drop(&c);
+    /* ... and neither ends in exit 0 when stdout cannot take it */
+    const char *const *asks[] = {version, help};
+    stdout_full = 1;
+    for (int k = 0; k < 2; k++) {
+        c = run(asks[k], -1, 0);
+        CHECK(exit_code(&c) == 1 && strstr(c.err, "cannot write to standard output: No space left"), "%s > /dev/full: exit %d: %s",
+              asks[k][0], exit_code(&c), c.err);
+        drop(&c);
+    }
+    stdout_full = 0;
 }
 
 /* ------------------------------------------------------------ writes */
@@ -243,7 +253,7 @@ static void test_writes(const char *stream) {
     stdout_full = 1;
     c = run(js, -1, 0);
     stdout_full = 0;
-    CHECK(exit_code(&c) == 1 && strstr(c.err, "stdout: write failed"), "--json > /dev/full: exit %d: %s", exit_code(&c), c.err);
+    CHECK(exit_code(&c) == 1 && strstr(c.err, "cannot write to standard output"), "--json > /dev/full: exit %d: %s", exit_code(&c), c.err);
     drop(&c);
 
     /* A read-only folder. As root (CI) permissions do not stop writes: the
