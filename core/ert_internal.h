@@ -73,6 +73,12 @@ ert_status ert_set_error(ert_context *ctx, ert_status st, const char *fmt, ...) 
 ert_status ert_set_errorv(ert_context *ctx, ert_status st, const char *fmt, va_list ap);
 void ert_log(ert_context *ctx, ert_log_level lvl, const char *fmt, ...) ERT_PRINTF(3, 4);
 
+/* core/fileio.c: open `path` for reading, a regular file only (a FIFO, device,
+ * socket or folder is refused with ERT_E_IO naming what it is), without
+ * blocking: opening a FIFO with no writer would wait forever. *fd (O_CLOEXEC,
+ * blocking reads) and *size on success; the caller closes *fd. */
+ert_status ert_file_open_read(ert_context *ctx, const char *path, int *fd, uint64_t *size);
+
 /* Overflow-checked size arithmetic: return false on overflow. */
 static inline bool ert_mul_ovf(size_t a, size_t b, size_t *r) { return __builtin_mul_overflow(a, b, r); }
 static inline bool ert_add_ovf(size_t a, size_t b, size_t *r) { return __builtin_add_overflow(a, b, r); }
