@@ -76,6 +76,10 @@ ert_cpu_gemm_kernel ert_cpu_kernel_cap(void);
 size_t ert_cpu_sgemm_packed_bytes(int64_t M, int64_t N, int64_t K, bool b_side);
 ert_status ert_cpu_sgemm_pack(const ert_sgemm_args *g, bool b_side, void *dst, size_t bytes);
 
+/* Whether a packed operand (rows = M for A, N for B) fits the micro-kernel
+ * SGEMMs would pick now: a caller that keeps no unpacked copy checks first. */
+bool ert_cpu_sgemm_packed_fits(const void *packed, int64_t rows, int64_t K);
+
 size_t ert_cpu_sgemm_workspace(int64_t M, int64_t N, int64_t K, int n_threads);
 /* Returns ERT_E_INTERNAL if ws is smaller than the one-worker size. */
 ert_status ert_cpu_sgemm(const ert_sgemm_args *g, void *ws, size_t ws_bytes, struct ert_threadpool *pool);

@@ -506,6 +506,10 @@ static const float *packed_panels(const void *pk, const ukr_desc *uk, int64_t ro
     return (const float *)((const char *)pk + PACK_HDR);
 }
 
+bool ert_cpu_sgemm_packed_fits(const void *packed, int64_t rows, int64_t K) {
+    return packed_panels(packed, pick_ukr(), rows, K) != NULL;
+}
+
 /* ------------------------------------------------------------ driver */
 
 typedef struct sgemm_job {
