@@ -11,6 +11,7 @@
  * NaN (`x > 0 ? x : 0` would turn NaN into 0). */
 #ifndef ERT_CPU_ACT_VEC_H
 #define ERT_CPU_ACT_VEC_H
+#include "cpu_gemm.h"
 #include "cpu_kernels.h"
 
 #include <string.h>
@@ -100,6 +101,25 @@ static inline __attribute__((always_inline)) void ert_av_epi(ert_av8 *v, const f
         *v += r;
     }
     if (vec_act) ert_av_act(v, a->kind, a->alpha, a->beta);
+}
+
+/* One ERT_AV_N-lane piece of a micro-kernel tile's row i, columns j0..:
+ * the epilogue of cpu_gemm.h's ert_ukr_epi, in the order of the row
+ * epilogue below (bias, residual, column bias, activation). */
+static inline __attribute__((always_inline)) void ert_av_ukr_epi(ert_av8 *v, const ert_ukr_epi *e, int64_t i,
+                                                                int64_t j0) {
+    if (e->bias_row) *v += e->bias_row[i];
+    if (e->res) {
+        ert_av8 r;
+        memcpy(&r, e->res + i * e->ldr + j0, sizeof r);
+        *v += r;
+    }
+    if (e->bias_col) {
+        ert_av8 b;
+        memcpy(&b, e->bias_col + j0, sizeof b);
+        *v += b;
+    }
+    if (e->kind != ERT_ACT_NONE) ert_av_act(v, e->kind, e->alpha, e->beta);
 }
 
 /* x[0..n) = act(x + *bias + res) in one pass (bias: one value or NULL; res:
