@@ -148,6 +148,13 @@ static size_t cpu_node_packed_bytes(const ert_kargs *a) {
     }
 }
 
+/* Scratch beyond prepare's: Winograd's buffers (winograd.c) */
+static ert_status cpu_node_workspace(void *bctx, const ert_kargs *a, size_t *bytes) {
+    (void)bctx;
+    *bytes = a->op == ERT_OP_CONV ? ert_cpu_wino_workspace(a) : 0;
+    return *bytes == SIZE_MAX ? ERT_E_SHAPE : ERT_OK;
+}
+
 static ert_status cpu_bind_node(void *bctx, ert_kargs *a) {
     (void)bctx;
     if (!a->packed) return ERT_OK;
@@ -167,6 +174,7 @@ const ert_backend ert_cpu_backend = {
     .weights_in_arena = false,
     .init = cpu_init,
     .release = cpu_release,
+    .node_workspace = cpu_node_workspace,
     .arena_alloc = cpu_arena_alloc,
     .arena_free = cpu_arena_free,
     .io_host = cpu_io_host,
