@@ -316,7 +316,8 @@ ert_status ert_cuda_run_node(cuda_ctx *c, const ert_kargs *a) {
         break;
     case ERT_OP_PAD: e = ert_cuda_pad_launch(&a->params->pad, x, y, c->stream); break;
     case ERT_OP_RESIZE: e = ert_cuda_resize_launch(&a->params->resize, x, y, c->stream); break;
-    case ERT_OP_REDUCE_MEAN: case ERT_OP_REDUCE_SUM: case ERT_OP_REDUCE_MAX:
+    case ERT_OP_REDUCE_MEAN: case ERT_OP_REDUCE_SUM: case ERT_OP_REDUCE_MAX: case ERT_OP_REDUCE_MIN: case ERT_OP_REDUCE_L1:
+    case ERT_OP_REDUCE_L2: case ERT_OP_REDUCE_SUM_SQUARE: case ERT_OP_REDUCE_LOG_SUM:
         e = ert_cuda_reduce_launch(a->op, &a->params->axis, x, y, c->stream);
         break;
     case ERT_OP_RELU: case ERT_OP_LEAKY_RELU: case ERT_OP_CLIP: case ERT_OP_SIGMOID: case ERT_OP_TANH:
@@ -351,7 +352,8 @@ bool ert_cuda_supports(ert_op op, ert_dtype dt) {
     case ERT_OP_GLOBAL_AVGPOOL: case ERT_OP_GLOBAL_MAXPOOL: case ERT_OP_BATCHNORM: case ERT_OP_LAYERNORM:
     case ERT_OP_INSTANCENORM: case ERT_OP_ATTENTION:
     case ERT_OP_SOFTMAX: case ERT_OP_LOGSOFTMAX: case ERT_OP_PAD: case ERT_OP_RESIZE:
-    case ERT_OP_REDUCE_MEAN: case ERT_OP_REDUCE_SUM: case ERT_OP_REDUCE_MAX:
+    case ERT_OP_REDUCE_MEAN: case ERT_OP_REDUCE_SUM: case ERT_OP_REDUCE_MAX: case ERT_OP_REDUCE_MIN: case ERT_OP_REDUCE_L1:
+    case ERT_OP_REDUCE_L2: case ERT_OP_REDUCE_SUM_SQUARE: case ERT_OP_REDUCE_LOG_SUM:
     case ERT_OP_RELU: case ERT_OP_LEAKY_RELU: case ERT_OP_CLIP: case ERT_OP_SIGMOID: case ERT_OP_TANH:
     case ERT_OP_HARD_SIGMOID: case ERT_OP_HARD_SWISH: case ERT_OP_SILU: case ERT_OP_GELU: case ERT_OP_ERF:
     case ERT_OP_SQRT: case ERT_OP_EXP: case ERT_OP_LOG: case ERT_OP_NEG: case ERT_OP_ABS: case ERT_OP_RECIPROCAL:

@@ -120,6 +120,8 @@ cudaError_t ert_cuda_resize_launch(const ert_resize_params *p, const ert_tview *
                                    cudaStream_t st);
 /* Any dtype to any dtype (the CPU's Cast rules). */
 cudaError_t ert_cuda_cast_launch(const ert_tview *x, const ert_tview *y, cudaStream_t st);
+/* a single thread busy for ns nanoseconds (the profiler's queue filler) */
+cudaError_t ert_cuda_spin_launch(unsigned long long ns, cudaStream_t st);
 /* Gather along axis; any element size; indices i32/i64 (negative wrap; out
  * of range gives zeros). */
 cudaError_t ert_cuda_gather_launch(int64_t axis, const ert_tview *x, const ert_tview *ind, const ert_tview *y,
