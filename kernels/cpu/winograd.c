@@ -393,6 +393,33 @@ static void act_planes(void *arg, int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; p++) ert_cpu_act_inplace(k->y + p * k->plane, k->plane, k->act);
 }
 
+/* NaN/Inf: the transforms mix a whole 6x6 patch into every output of its
+ * tile (0 * Inf is NaN), so one non-finite input would turn up to 36 outputs
+ * NaN where the direct conv keeps them finite. Such inputs take conv.c's
+ * im2col path, whose NaN/Inf positions are the float64 reference's. One pass
+ * over x by planes, exponent bits compared as integers (vectorises). */
+typedef struct finite_job {
+    const uint32_t *x;
+    int64_t plane;
+    atomic_int bad;
+} finite_job;
+
+static void finite_run(void *arg, int64_t p0, int64_t p1) {
+    finite_job *k = arg;
+    for (int64_t p = p0; p < p1 && !atomic_load_explicit(&k->bad, memory_order_relaxed); p++) {
+        const uint32_t *x = k->x + p * k->plane;
+        uint32_t hit = 0;
+        for (int64_t i = 0; i < k->plane; i++) hit |= (x[i] & 0x7f800000u) == 0x7f800000u;
+        if (hit) atomic_store_explicit(&k->bad, 1, memory_order_relaxed);
+    }
+}
+
+static bool all_finite(const float *x, int64_t planes, int64_t plane, struct ert_threadpool *pool) {
+    finite_job k = {(const uint32_t *)(const void *)x, plane, 0};
+    ert_parallel_for(pool, planes, 1, finite_run, &k);
+    return !atomic_load(&k.bad);
+}
+
 ert_status ert_cpu_wino_conv(const ert_kargs *a, bool *done) {
     *done = false;
     wino_geom g;
@@ -415,6 +442,8 @@ ert_status ert_cpu_wino_conv(const ert_kargs *a, bool *done) {
         .act = act, .vec_act = act && ert_act_row_vectorised(act->kind),
     };
     if (p->has_in_scale && !j.in_scale) return ERT_OK;
+    if (!all_finite(j.x, g.N * g.C, g.H * g.W, a->pool) || (j.in_scale && !all_finite(j.in_scale, 1, g.N * g.C, a->pool)))
+        return ERT_OK; /* the im2col path */
     ert_par_fn fn = wino_run_base;
 #if defined(__x86_64__)
     if (ert_cpu_kernel_cap() >= ERT_CPU_GEMM_AVX2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
