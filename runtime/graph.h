@@ -133,6 +133,9 @@ bool ert_graph_is_io(const ert_graph *g, int32_t t);
 /* n_uses of every tensor over the live nodes; producer (optional, nt
  * entries): the live node writing each tensor, -1 for none. */
 void ert_graph_count_uses(ert_graph *g, int32_t *producer);
+/* The single live reader of t after node index `after` (NULL if t has
+ * another reader or is a graph output); n_uses must be counted (passes/fuse.c). */
+ert_gnode *ert_graph_sole_consumer(ert_graph *g, int32_t t, int after);
 /* Run n (all inputs constant) on the CPU now; its outputs become OWNED constants. */
 ert_status ert_graph_fold_node(ert_graph *g, ert_gnode *n);
 /* Create step 3 for one model node: a node of g reading map[model id] (map
@@ -188,6 +191,9 @@ bool ert_graph_plan_check(const ert_graph *g, const uint8_t *arena, size_t bytes
 ert_status ert_pass_fold_batchnorm(ert_graph *g);
 /* fuse.c: epilogue and pattern fusions (g->be->fusions says which the backend takes) */
 ert_status ert_pass_fuse(ert_graph *g);
+/* attention.c (called by ert_pass_fuse): MatMul -> [scale] -> [bias] -> Softmax
+ * -> MatMul -> ert.Attention over strided views; producer as ert_graph_count_uses */
+void ert_pass_fuse_attention(ert_graph *g, int32_t *producer);
 /* fuse.c: nodes whose outputs nobody reads become dead */
 void ert_pass_remove_dead(ert_graph *g);
 /* qdq.c: Q/DQ patterns folded into integer ops (integer_ops) or float ops */

@@ -2,9 +2,10 @@
  * into the preceding Conv, spatial ReduceMean/Max -> global pools, the
  * exporters' Erf spelling of GELU -> Gelu, MatMul + bias Add -> MatMul with
  * a bias, scalar Muls, a last-axes Transpose and a residual Add into the
- * MatMul, Mul(x, Sigmoid(x)) -> SiLU, Conv + Add (residual)
+ * MatMul, attention blocks -> ert.Attention (passes/attention.c),
+ * Mul(x, Sigmoid(x)) -> SiLU, Conv + Add (residual)
  * and Conv/Gemm + activation fused into the producer's epilogue, the
- * squeeze-excitation Mul(x, g) folded into the Conv that reads it where the
+ * squeeze-excitation Mul(x, s) folded into the Conv that reads it where the
  * backend says its kernels can (ert_backend.fusions), dead nodes removed.
  * Called from build() in session.c. */
 #include "graph.h"
@@ -16,7 +17,7 @@
 /* ------------------------------------------------------------------ step 4 */
 
 /* The single live consumer of tensor t (NULL if not exactly one, or t is a graph output). */
-static ert_gnode *sole_consumer(ert_graph *g, int32_t t, int after) {
+ert_gnode *ert_graph_sole_consumer(ert_graph *g, int32_t t, int after) {
     if (g->t[t].n_uses != 1 || ert_graph_is_output(g, t)) return NULL;
     for (int j = after + 1; j < g->nn; j++) {
         if (g->n[j].dead) continue;
@@ -35,7 +36,7 @@ ert_status ert_pass_fold_batchnorm(ert_graph *g) {
             continue;
         int32_t w = c->in[1], b = c->n_in > 2 ? c->in[2] : -1;
         if (!ert_graph_is_const(g, w) || g->t[w].dtype != ERT_DTYPE_F32 || (b >= 0 && !ert_graph_is_const(g, b))) continue;
-        ert_gnode *bn = sole_consumer(g, c->out[0], i);
+        ert_gnode *bn = ert_graph_sole_consumer(g, c->out[0], i);
         if (!bn || bn->op != ERT_OP_BATCHNORM || bn->in[0] != c->out[0] || bn->n_out != 1 ||
             bn->params.norm.training) /* batch statistics: not a per-channel affine of constants */
             continue;
@@ -181,15 +182,15 @@ static void fuse_gelu(ert_graph *g) {
         for (int k = 0; k < 2 && scale->op == ERT_OP_MUL; k++)
             if (const_near(g, scale->in[1 - k], 0.7071067811865476)) x = scale->in[k];
         if (x < 0 || g->t[x].dtype != ERT_DTYPE_F32) continue;
-        ert_gnode *add = sole_consumer(g, erf->out[0], i);
+        ert_gnode *add = ert_graph_sole_consumer(g, erf->out[0], i);
         int32_t one = other_in(add, ERT_OP_ADD, erf->out[0]);
         if (one < 0 || !const_near(g, one, 1.0)) continue;
-        ert_gnode *m1 = sole_consumer(g, add->out[0], (int)(add - g->n));
+        ert_gnode *m1 = ert_graph_sole_consumer(g, add->out[0], (int)(add - g->n));
         int32_t h = other_in(m1, ERT_OP_MUL, add->out[0]);
         if (h < 0) continue;
         ert_gnode *last = NULL, *half = NULL;
         if (h == x) { /* (x * (1 + erf)) * 0.5 */
-            last = sole_consumer(g, m1->out[0], (int)(m1 - g->n));
+            last = ert_graph_sole_consumer(g, m1->out[0], (int)(m1 - g->n));
             int32_t c = other_in(last, ERT_OP_MUL, m1->out[0]);
             if (c < 0 || !const_near(g, c, 0.5)) continue;
         } else { /* (x * 0.5) * (1 + erf) */
@@ -227,7 +228,7 @@ static void fuse_matmul_bias(ert_graph *g, int32_t *producer) {
             continue;
         const ert_gtensor *y = &g->t[mm->out[0]];
         if (y->ndim < 2 || g->t[mm->in[1]].ndim < 2 || y->dtype != ERT_DTYPE_F32) continue;
-        ert_gnode *add = sole_consumer(g, mm->out[0], i);
+        ert_gnode *add = ert_graph_sole_consumer(g, mm->out[0], i);
         int32_t b = other_in(add, ERT_OP_ADD, mm->out[0]);
         if (b < 0 || b == mm->out[0] || !ert_graph_is_const(g, b) || g->t[b].dtype != ERT_DTYPE_F32) continue;
         const ert_gtensor *bt = &g->t[b];
@@ -293,7 +294,7 @@ static void fuse_matmul_operands(ert_graph *g, int32_t *producer) {
             }
         }
         if (mm->n_in > 3 || mm->params.gemm.act.kind != ERT_ACT_NONE) continue;
-        ert_gnode *add = sole_consumer(g, mm->out[0], i);
+        ert_gnode *add = ert_graph_sole_consumer(g, mm->out[0], i);
         int32_t z = other_in(add, ERT_OP_ADD, mm->out[0]);
         if (z < 0 || z == mm->out[0] || producer[z] >= i || !same_shape(&g->t[z], &g->t[mm->out[0]]) ||
             !same_shape(&g->t[z], &g->t[add->out[0]]))
@@ -316,13 +317,13 @@ static bool is_channel_scale(const ert_gtensor *sc, const ert_gtensor *x) {
     return true;
 }
 
-/* Conv(Mul(x, g)) with s (N, C, 1, 1) -> Conv(x), input 5 = s: the kernel
+/* Conv(Mul(x, s)) with s (N, C, 1, 1) -> Conv(x), input 5 = s: the kernel
  * scales x while it reads it, and the Mul's pass over the activation goes. */
 static void fuse_in_scale(ert_graph *g, int32_t *producer) {
     for (int i = 0; i < g->nn; i++) {
         ert_gnode *mul = &g->n[i];
         if (mul->dead || mul->op != ERT_OP_MUL) continue;
-        ert_gnode *c = sole_consumer(g, mul->out[0], i);
+        ert_gnode *c = ert_graph_sole_consumer(g, mul->out[0], i);
         if (!c || c->op != ERT_OP_CONV || c->in[0] != mul->out[0] || c->params.conv.group != 1 ||
             c->params.conv.has_in_scale || c->params.conv.has_scale || c->params.conv.nhwc)
             continue;
@@ -349,12 +350,13 @@ ert_status ert_pass_fuse(ert_graph *g) {
     fuse_gelu(g);
     fuse_matmul_bias(g, producer);
     fuse_matmul_operands(g, producer);
+    ert_pass_fuse_attention(g, producer);
     ert_graph_count_uses(g, producer);
     /* Mul(x, Sigmoid(x)) -> Silu(x) */
     for (int i = 0; i < g->nn; i++) {
         ert_gnode *sg = &g->n[i];
         if (sg->dead || sg->op != ERT_OP_SIGMOID) continue;
-        ert_gnode *mul = sole_consumer(g, sg->out[0], i);
+        ert_gnode *mul = ert_graph_sole_consumer(g, sg->out[0], i);
         if (!mul || mul->op != ERT_OP_MUL) continue;
         int other = mul->in[0] == sg->out[0] ? 1 : 0;
         if (mul->in[other] != sg->in[0] || !same_shape(&g->t[sg->in[0]], &g->t[mul->out[0]])) continue;
@@ -372,7 +374,7 @@ ert_status ert_pass_fuse(ert_graph *g) {
         if (c->dead || (c->op != ERT_OP_CONV && c->op != ERT_OP_GEMM && c->op != ERT_OP_MATMUL)) continue;
         /* residual: Conv -> Add(y, z) with z ready before the Conv runs */
         if (c->op == ERT_OP_CONV && !c->params.conv.has_residual && c->params.conv.act.kind == ERT_ACT_NONE) {
-            ert_gnode *add = sole_consumer(g, c->out[0], i);
+            ert_gnode *add = ert_graph_sole_consumer(g, c->out[0], i);
             if (add && add->op == ERT_OP_ADD) {
                 int other = add->in[0] == c->out[0] ? 1 : 0;
                 int32_t z = add->in[other];
@@ -390,7 +392,7 @@ ert_status ert_pass_fuse(ert_graph *g) {
         }
         ert_act_params *act = c->op == ERT_OP_CONV ? &c->params.conv.act : &c->params.gemm.act;
         if (act->kind != ERT_ACT_NONE) continue;
-        ert_gnode *u = sole_consumer(g, c->out[0], i);
+        ert_gnode *u = ert_graph_sole_consumer(g, c->out[0], i);
         ert_act_params a;
         if (u && u->in[0] == c->out[0] && act_of(g, u, &a) && same_shape(&g->t[c->out[0]], &g->t[u->out[0]])) {
             *act = a;
