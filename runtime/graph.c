@@ -199,7 +199,11 @@ int32_t ert_graph_add_tensor(ert_graph *g, const char *name) {
     return g->nt++;
 }
 
+/* dims may point into g->t (another tensor's shape), which adding a tensor
+ * can move: both creators (tensor, constant) copy dims first. */
 int32_t ert_graph_new_tensor(ert_graph *g, const char *name, ert_dtype dt, int ndim, const int64_t *dims) {
+    int64_t d[ERT_MAX_DIMS];
+    if (ndim) memcpy(d, dims, (size_t)ndim * sizeof *dims);
     char *nm = dupstr(name ? name : "?");
     if (!nm) return -1;
     int32_t id = ert_graph_add_tensor(g, nm);
@@ -211,7 +215,7 @@ int32_t ert_graph_new_tensor(ert_graph *g, const char *name, ert_dtype dt, int n
     x->name_owned = nm;
     x->dtype = x->orig_dtype = dt;
     x->ndim = ndim;
-    if (ndim) memcpy(x->dims, dims, (size_t)ndim * sizeof *dims);
+    if (ndim) memcpy(x->dims, d, (size_t)ndim * sizeof *d);
     x->defined = true;
     ert_graph_set_nbytes(x);
     return id;
@@ -219,6 +223,8 @@ int32_t ert_graph_new_tensor(ert_graph *g, const char *name, ert_dtype dt, int n
 
 ert_status ert_graph_new_const(ert_graph *g, const char *name, ert_dtype dt, int ndim, const int64_t *dims, void *owned,
                                int32_t *id) {
+    int64_t d[ERT_MAX_DIMS];
+    if (ndim) memcpy(d, dims, (size_t)ndim * sizeof *dims);
     int32_t c = ert_graph_add_tensor(g, name);
     if (c < 0) {
         free(owned);
@@ -227,7 +233,7 @@ ert_status ert_graph_new_const(ert_graph *g, const char *name, ert_dtype dt, int
     ert_gtensor *x = &g->t[c];
     x->dtype = x->orig_dtype = dt;
     x->ndim = ndim;
-    memcpy(x->dims, dims, (size_t)ndim * sizeof *dims);
+    if (ndim) memcpy(x->dims, d, (size_t)ndim * sizeof *d);
     x->defined = true;
     x->mem = ERT_MEM_OWNED;
     x->owned = owned;
