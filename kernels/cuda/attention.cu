@@ -244,7 +244,46 @@ static cudaError_t launch_typed(const void *q, const void *k, const void *v, con
     return cudaGetLastError();
 }
 
+/* The GEMM path's middle step (kernels/cuda/cuda_attn.c): rows of f32
+ * scores s (scale already applied by the first GEMM), + bias, softmax in
+ * f32, written as T to p (same row layout). One warp per row: row r is
+ * (b, h, i) = (r / (H nq), r / nq % H, r % nq). A row of -inf gives NaN, as
+ * the CPU's. */
+template <typename T>
+static __global__ void attn_softmax_kernel(const float *__restrict__ s, T *__restrict__ p, const T *__restrict__ bias,
+                                           ert_attn_params a, int64_t rows) {
+    const int64_t r = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (r >= rows) return;
+    const int64_t nk = a.nk, i = r % a.nq, h = r / a.nq % a.heads, b = r / (a.nq * a.heads);
+    const float *sr = s + r * nk;
+    T *pr = p + r * nk;
+    const T *br = bias ? bias + a.bias[ERT_ATTN_OFF] + b * a.bias[ERT_ATTN_SB] + h * a.bias[ERT_ATTN_SH] +
+                             i * a.bias[ERT_ATTN_ST]
+                       : nullptr;
+    const int64_t bsd = a.bias[ERT_ATTN_SD];
+    float mx = -INFINITY;
+    for (int64_t t = lane; t < nk; t += 32) mx = fmaxf(mx, sr[t] + (br ? ert_ld(br[t * bsd]) : 0.0f));
+    for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    float sum = 0;
+    for (int64_t t = lane; t < nk; t += 32) sum += expf(sr[t] + (br ? ert_ld(br[t * bsd]) : 0.0f) - mx);
+    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    const float inv = 1.0f / sum;
+    for (int64_t t = lane; t < nk; t += 32) ert_put(&pr[t], expf(sr[t] + (br ? ert_ld(br[t * bsd]) : 0.0f) - mx) * inv);
+}
+
 extern "C" {
+
+cudaError_t ert_cuda_attn_softmax_launch(ert_dtype dt, const float *s, void *p, const void *bias, const ert_attn_params *a,
+                                         cudaStream_t st) {
+    int64_t rows = a->batch * a->heads * a->nq, per = 4, blocks = (rows + per - 1) / per;
+    if (rows <= 0) return cudaSuccess;
+    if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+    ERT_CUDA_FLOAT_SWITCH(dt, T,
+        attn_softmax_kernel<T><<<(unsigned)blocks, (unsigned)(per * 32), 0, st>>>(
+            s, (T *)p, a->has_bias ? (const T *)bias : nullptr, *a, rows))
+    return cudaGetLastError();
+}
 
 cudaError_t ert_cuda_attention_launch(ert_dtype dt, const void *q, const void *k, const void *v, const void *bias, void *y,
                                       const ert_attn_params *p, bool tensor_cores, cudaStream_t st) {

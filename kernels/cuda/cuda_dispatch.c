@@ -20,6 +20,10 @@ ert_status ert_cuda_node_workspace(void *bctx, const ert_kargs *a, size_t *bytes
         *bytes = BLAS_WS;
         return ERT_OK;
     }
+    if (a->op == ERT_OP_ATTENTION) {
+        *bytes = ert_cuda_attn_workspace(a);
+        return ERT_OK;
+    }
 #ifdef ERT_HAVE_CUDNN
     if (a->op == ERT_OP_CONV && ert_cuda_dnn_can(a)) return ert_cuda_conv_workspace(c, a, bytes);
 #endif
@@ -310,10 +314,13 @@ ert_status ert_cuda_run_node(cuda_ctx *c, const ert_kargs *a) {
                                     inner, c->stream);
         break;
     }
-    case ERT_OP_ATTENTION:
+    case ERT_OP_ATTENTION: {
+        ert_status ast;
+        if (ert_cuda_attn_blas(c, a, &ast)) return ast;
         e = ert_cuda_attention_launch(x->dtype, x->data, a->in[1].data, a->in[2].data, a->n_in > 3 ? a->in[3].data : NULL,
                                       y->data, &a->params->attn, true, c->stream);
         break;
+    }
     case ERT_OP_PAD: e = ert_cuda_pad_launch(&a->params->pad, x, y, c->stream); break;
     case ERT_OP_RESIZE: e = ert_cuda_resize_launch(&a->params->resize, x, y, c->stream); break;
     case ERT_OP_REDUCE_MEAN: case ERT_OP_REDUCE_SUM: case ERT_OP_REDUCE_MAX: case ERT_OP_REDUCE_MIN: case ERT_OP_REDUCE_L1:

@@ -99,6 +99,11 @@ cudaError_t ert_cuda_softmax_launch(bool log, ert_dtype dt, const void *x, void 
 cudaError_t ert_cuda_attention_launch(ert_dtype dt, const void *q, const void *k, const void *v, const void *bias, void *y,
                                       const ert_attn_params *p, bool tensor_cores, cudaStream_t st);
 
+/* attention.cu, for the cuBLAS path of cuda_attn.c: p (T, rows of nk) =
+ * softmax(s + bias) per row of the f32 scores s ((batch, heads, nq) rows). */
+cudaError_t ert_cuda_attn_softmax_launch(ert_dtype dt, const float *s, void *p, const void *bias, const ert_attn_params *a,
+                                         cudaStream_t st);
+
 /* cumsum.cu: x and y (outer, n, inner), running sums along n (kernels/cpu/cumsum.c);
  * f32/f16/bf16 (f32 accumulation), i32, i64. */
 cudaError_t ert_cuda_cumsum_launch(ert_dtype dt, const void *x, void *y, int64_t outer, int64_t n, int64_t inner,
