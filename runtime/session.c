@@ -641,7 +641,8 @@ static ert_status bind(ert_session *s, const ert_session_options *o) {
     }
     /* kernel arguments, resolved once */
     s->kptr = calloc((size_t)(s->n_sched + 1), sizeof *s->kptr);
-    if (!s->kptr) return ert_s_oom(s);
+    s->prof_ms = calloc((size_t)(s->n_sched + 1), sizeof *s->prof_ms);
+    if (!s->kptr || !s->prof_ms) return ert_s_oom(s);
     for (int k = 0; k < s->n_sched; k++) {
         snode *n = &s->n[s->sched[k]];
         n->views = calloc((size_t)(n->n_in + n->n_out), sizeof *n->views);
@@ -711,6 +712,7 @@ static void session_free(ert_session *s) {
     free(s->n);
     free(s->sched);
     free(s->kptr);
+    free(s->prof_ms);
     free(s->in_t);
     free(s->out_t);
     free(s->blocks);
@@ -983,6 +985,48 @@ ert_status ert_session_run(ert_session *s) {
 ert_status ert_session_run_check_finite(ert_session *s, ert_nonfinite *out) {
     if (!s || !out) return ERT_E_ARG;
     ERT_BUSY_RETURN(&s->running, s->ctx, "session", session_run_check_finite(s, out));
+}
+
+/* Node by node with each node's time: the backend's device time between
+ * events where it has them (run_timed), else the wall time of the node run
+ * alone. Nothing is allocated (prof_ms is sized at create). */
+static ert_status session_profile(ert_session *s, ert_profile_entry *out, int cap, int *n) {
+    int failed = -1;
+    ert_status st = ERT_OK;
+    s->ctx->err[0] = 0;
+    if (s->be->run_timed) {
+        st = s->be->run_timed(s->bctx, s->kptr, s->n_sched, &failed, s->prof_ms);
+    } else {
+        for (int k = 0; st == ERT_OK && k < s->n_sched; k++) {
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            st = s->be->run(s->bctx, s->kptr + k, 1, &failed);
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            s->prof_ms[k] = (float)((double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6);
+            if (st) failed = k;
+        }
+    }
+    if (st != ERT_OK) {
+        char detail[ERT_ERRMSG_SIZE];
+        snprintf(detail, sizeof detail, "%s", ert_last_error(s->ctx));
+        const snode *nd = failed >= 0 && failed < s->n_sched ? &s->n[s->sched[failed]] : NULL;
+        return ert_set_error(s->ctx, st, "node '%s' (%s) failed on %s: %s", nd ? nd->name : "?",
+                             nd ? ert_graph_op_name(nd->op) : "?", s->be->name, detail[0] ? detail : ert_status_str(st));
+    }
+    *n = s->n_sched;
+    for (int k = 0; k < s->n_sched && k < cap; k++) {
+        const snode *nd = &s->n[s->sched[k]];
+        out[k].node = nd->name;
+        out[k].op = ert_graph_op_name(nd->op);
+        out[k].ms = s->prof_ms[k];
+    }
+    return ERT_OK;
+}
+
+ert_status ert_session_profile(ert_session *s, ert_profile_entry *out, int cap, int *n) {
+    if (!s || !n || (cap > 0 && !out)) return ERT_E_ARG;
+    *n = 0;
+    ERT_BUSY_RETURN(&s->running, s->ctx, "session", session_profile(s, out, cap, n));
 }
 
 ert_status ert_session_memory(const ert_session *s, ert_memory_report *out) {

@@ -79,6 +79,7 @@ struct ert_session {
     size_t arena_bytes;
     bool arena_owned;
     uint8_t *io_host;     /* user-visible io region (== arena io region unless the backend mirrors it) */
+    float *prof_ms;       /* ert_session_profile's per-node times (n_sched) */
     ert_kargs **kptr;     /* scheduled nodes' arguments, in run order */
     ert_plan_block *blocks;
     int n_blocks;
@@ -105,11 +106,15 @@ ert_status ert_s_fold_node(ert_session *s, snode *n);
 bool ert_s_is_const(const ert_session *s, int32_t t);
 bool ert_s_is_graph_out(const ert_session *s, int32_t t);
 void ert_s_count_uses(ert_session *s, int32_t *producer);
+/* The single live reader of t after node index `after` (NULL if t has another reader or is a graph output). */
+snode *ert_s_sole_consumer(ert_session *s, int32_t t, int after);
 ert_status ert_s_new_const(ert_session *s, const char *name, ert_dtype dt, int ndim, const int64_t *dims, void *owned,
                            int32_t *id);
 ert_status ert_s_fold_batchnorm(ert_session *s);
 ert_status ert_s_fuse(ert_session *s);
 void ert_s_remove_dead(ert_session *s);
+/* attention.c: MatMul -> [scale] -> [bias] -> Softmax -> MatMul -> ert.Attention over strided views */
+void ert_s_fuse_attention(ert_session *s, int32_t *producer);
 /* qdq.c */
 ert_status ert_s_fold_qdq(ert_session *s, bool integer_ops);
 /* precision.c */

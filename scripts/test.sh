@@ -179,7 +179,9 @@ phase_fuzz() {
         echo "[fuzz] scripts/fuzz.sh not there yet: skipped"
         return 77
     fi
-    FUZZ_SECONDS=${FUZZ_SECONDS:-30} ERT_JOBS=$jobs bash scripts/fuzz.sh
+    mkdir -p "$logs"
+    # kept in a log: the summary repeats a failure's report (CI shows the end)
+    FUZZ_SECONDS=${FUZZ_SECONDS:-30} ERT_JOBS=$jobs bash scripts/fuzz.sh 2>&1 | tee "$logs/fuzz.log"
 }
 
 phase_cuda() {
@@ -371,6 +373,11 @@ echo
 echo "==================== summary ($((SECONDS - t_start)) s)"
 printf '%s\n' "${summary[@]}"
 echo "total: $n_pass passed, $n_fail failed, $n_skip skipped"
+if [[ " ${summary[*]} " == *"fuzz         FAILED"* && -f "$logs/fuzz.log" ]]; then
+    echo
+    echo "==================== what the fuzz phase found ($logs/fuzz.log)"
+    grep -E -A12 '^==[0-9]+==|^!! |^SUMMARY|^artifact_prefix|^Test unit written|^reproducer' "$logs/fuzz.log" | tail -n 80 || true
+fi
 if [[ $failed -ne 0 ]]; then
     exit 1
 fi

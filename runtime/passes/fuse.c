@@ -2,7 +2,8 @@
  * into the preceding Conv, spatial ReduceMean/Max -> global pools, the
  * exporters' Erf spelling of GELU -> Gelu, MatMul + bias Add -> MatMul with
  * a bias, scalar Muls, a last-axes Transpose and a residual Add into the
- * MatMul, Mul(x, Sigmoid(x)) -> SiLU, Conv + Add (residual)
+ * MatMul, attention blocks -> ert.Attention (passes/attention.c),
+ * Mul(x, Sigmoid(x)) -> SiLU, Conv + Add (residual)
  * and Conv/Gemm + activation fused into the producer's epilogue, the
  * squeeze-excitation Mul(x, s) folded into the Conv that reads it where the
  * backend says its kernels can (ert_backend.fusions), dead nodes removed.
@@ -38,7 +39,7 @@ void ert_s_count_uses(ert_session *s, int32_t *producer) {
 }
 
 /* The single live consumer of tensor t (NULL if not exactly one, or t is a graph output). */
-static snode *sole_consumer(ert_session *s, int32_t t, int after) {
+snode *ert_s_sole_consumer(ert_session *s, int32_t t, int after) {
     if (s->t[t].n_uses != 1 || ert_s_is_graph_out(s, t)) return NULL;
     for (int j = after + 1; j < s->nn; j++) {
         if (s->n[j].dead) continue;
@@ -77,7 +78,7 @@ ert_status ert_s_fold_batchnorm(ert_session *s) {
             continue;
         int32_t w = c->in[1], b = c->n_in > 2 ? c->in[2] : -1;
         if (!ert_s_is_const(s, w) || s->t[w].dtype != ERT_DTYPE_F32 || (b >= 0 && !ert_s_is_const(s, b))) continue;
-        snode *bn = sole_consumer(s, c->out[0], i);
+        snode *bn = ert_s_sole_consumer(s, c->out[0], i);
         if (!bn || bn->op != ERT_OP_BATCHNORM || bn->in[0] != c->out[0] || bn->n_out != 1 ||
             bn->params.norm.training) /* batch statistics: not a per-channel affine of constants */
             continue;
@@ -223,15 +224,15 @@ static void fuse_gelu(ert_session *s) {
         for (int k = 0; k < 2 && scale->op == ERT_OP_MUL; k++)
             if (const_near(s, scale->in[1 - k], 0.7071067811865476)) x = scale->in[k];
         if (x < 0 || s->t[x].dtype != ERT_DTYPE_F32) continue;
-        snode *add = sole_consumer(s, erf->out[0], i);
+        snode *add = ert_s_sole_consumer(s, erf->out[0], i);
         int32_t one = other_in(add, ERT_OP_ADD, erf->out[0]);
         if (one < 0 || !const_near(s, one, 1.0)) continue;
-        snode *m1 = sole_consumer(s, add->out[0], (int)(add - s->n));
+        snode *m1 = ert_s_sole_consumer(s, add->out[0], (int)(add - s->n));
         int32_t h = other_in(m1, ERT_OP_MUL, add->out[0]);
         if (h < 0) continue;
         snode *last = NULL, *half = NULL;
         if (h == x) { /* (x * (1 + erf)) * 0.5 */
-            last = sole_consumer(s, m1->out[0], (int)(m1 - s->n));
+            last = ert_s_sole_consumer(s, m1->out[0], (int)(m1 - s->n));
             int32_t c = other_in(last, ERT_OP_MUL, m1->out[0]);
             if (c < 0 || !const_near(s, c, 0.5)) continue;
         } else { /* (x * 0.5) * (1 + erf) */
@@ -269,7 +270,7 @@ static void fuse_matmul_bias(ert_session *s, int32_t *producer) {
             continue;
         const stensor *y = &s->t[mm->out[0]];
         if (y->ndim < 2 || s->t[mm->in[1]].ndim < 2 || y->dtype != ERT_DTYPE_F32) continue;
-        snode *add = sole_consumer(s, mm->out[0], i);
+        snode *add = ert_s_sole_consumer(s, mm->out[0], i);
         int32_t b = other_in(add, ERT_OP_ADD, mm->out[0]);
         if (b < 0 || b == mm->out[0] || !ert_s_is_const(s, b) || s->t[b].dtype != ERT_DTYPE_F32) continue;
         const stensor *bt = &s->t[b];
@@ -335,7 +336,7 @@ static void fuse_matmul_operands(ert_session *s, int32_t *producer) {
             }
         }
         if (mm->n_in > 3 || mm->params.gemm.act.kind != ERT_ACT_NONE) continue;
-        snode *add = sole_consumer(s, mm->out[0], i);
+        snode *add = ert_s_sole_consumer(s, mm->out[0], i);
         int32_t z = other_in(add, ERT_OP_ADD, mm->out[0]);
         if (z < 0 || z == mm->out[0] || producer[z] >= i || !same_shape(&s->t[z], &s->t[mm->out[0]]) ||
             !same_shape(&s->t[z], &s->t[add->out[0]]))
@@ -364,7 +365,7 @@ static void fuse_in_scale(ert_session *s, int32_t *producer) {
     for (int i = 0; i < s->nn; i++) {
         snode *mul = &s->n[i];
         if (mul->dead || mul->op != ERT_OP_MUL) continue;
-        snode *c = sole_consumer(s, mul->out[0], i);
+        snode *c = ert_s_sole_consumer(s, mul->out[0], i);
         if (!c || c->op != ERT_OP_CONV || c->in[0] != mul->out[0] || c->params.conv.group != 1 ||
             c->params.conv.has_in_scale || c->params.conv.has_scale || c->params.conv.nhwc)
             continue;
@@ -391,12 +392,13 @@ ert_status ert_s_fuse(ert_session *s) {
     fuse_gelu(s);
     fuse_matmul_bias(s, producer);
     fuse_matmul_operands(s, producer);
+    ert_s_fuse_attention(s, producer);
     ert_s_count_uses(s, producer);
     /* Mul(x, Sigmoid(x)) -> Silu(x) */
     for (int i = 0; i < s->nn; i++) {
         snode *sg = &s->n[i];
         if (sg->dead || sg->op != ERT_OP_SIGMOID) continue;
-        snode *mul = sole_consumer(s, sg->out[0], i);
+        snode *mul = ert_s_sole_consumer(s, sg->out[0], i);
         if (!mul || mul->op != ERT_OP_MUL) continue;
         int other = mul->in[0] == sg->out[0] ? 1 : 0;
         if (mul->in[other] != sg->in[0] || !same_shape(&s->t[sg->in[0]], &s->t[mul->out[0]])) continue;
@@ -414,7 +416,7 @@ ert_status ert_s_fuse(ert_session *s) {
         if (c->dead || (c->op != ERT_OP_CONV && c->op != ERT_OP_GEMM && c->op != ERT_OP_MATMUL)) continue;
         /* residual: Conv -> Add(y, z) with z ready before the Conv runs */
         if (c->op == ERT_OP_CONV && !c->params.conv.has_residual && c->params.conv.act.kind == ERT_ACT_NONE) {
-            snode *add = sole_consumer(s, c->out[0], i);
+            snode *add = ert_s_sole_consumer(s, c->out[0], i);
             if (add && add->op == ERT_OP_ADD) {
                 int other = add->in[0] == c->out[0] ? 1 : 0;
                 int32_t z = add->in[other];
@@ -432,7 +434,7 @@ ert_status ert_s_fuse(ert_session *s) {
         }
         ert_act_params *act = c->op == ERT_OP_CONV ? &c->params.conv.act : &c->params.gemm.act;
         if (act->kind != ERT_ACT_NONE) continue;
-        snode *u = sole_consumer(s, c->out[0], i);
+        snode *u = ert_s_sole_consumer(s, c->out[0], i);
         ert_act_params a;
         if (u && u->in[0] == c->out[0] && act_of(s, u, &a) && same_shape(&s->t[c->out[0]], &s->t[u->out[0]])) {
             *act = a;

@@ -36,8 +36,11 @@
  *      Transpose(0,3,1,2) of an (N,H,W,C) tensor gives its output a twin
  *      that is a Reshape of that input (ConvNeXt's permutes around
  *      LayerNorm and the MLP); the planner aliases both.
+ * Split (YOLO's C2f chunks; its axis remapped, the copy kernel splits any
+ * axis) and Resize (per-dim scales permuted with the dims) with a
+ * channels-last input stay in the region too.
  * Limits: ops outside the list end the region (an unfolded BatchNorm,
- * Resize, Pad, Slice...), and so does a binary op with a constant of rank < 4
+ * Pad, Slice...), and so does a binary op with a constant of rank < 4
  * holding more than one value, except a per-channel (C,1,1) constant (the
  * same bytes as (1,1,1,C)).
  */
@@ -87,12 +90,14 @@ static bool nhwc_node_ok(const ert_session *s, const snode *n, const bool *nh) {
     if (n->n_out < 1 || n->out[0] < 0 || n->host) return false;
     const stensor *y = &s->t[n->out[0]];
     if (!ert_s_is_float16ish(y->dtype) || y->ndim != 4) return false;
-    for (int k = 0; k < n->n_out; k++)
-        if (n->out[k] >= 0 && (k > 0 || ert_s_is_io(s, n->out[k]))) return false; /* MaxPool's Indices too */
+    for (int k = 0; k < n->n_out; k++) /* MaxPool's Indices too; a Split's outputs are all channels-last */
+        if (n->out[k] >= 0 && ((k > 0 && n->op != ERT_OP_SPLIT) || ert_s_is_io(s, n->out[k]) || s->t[n->out[k]].ndim != 4))
+            return false;
     bool any = false;
     for (int k = 0; k < n->n_in; k++) {
         int32_t t = n->in[k];
-        if (t < 0 || (n->op == ERT_OP_CONV && (k == 1 || k == 2))) continue; /* filter, bias */
+        if (t < 0 || (n->op == ERT_OP_CONV && (k == 1 || k == 2)) || ((n->op == ERT_OP_RESIZE || n->op == ERT_OP_SPLIT) && k > 0))
+            continue; /* filter, bias; Resize's roi/scales/sizes, Split's sizes (read at prepare) */
         if (nh[t]) any = true;
         else if (s->t[t].ndim != 4 && n_elems_of(&s->t[t]) != 1 && !(nhwc_binary(n->op) && chan_const(s, t, y->dims[1])))
             return false;
@@ -108,6 +113,9 @@ static bool nhwc_node_ok(const ert_session *s, const snode *n, const bool *nh) {
         for (int k = 0; k < n->n_in; k++)
             if (n->in[k] >= 0 && s->t[n->in[k]].ndim != 4) return false;
         return any;
+    case ERT_OP_SPLIT: return nh[n->in[0]]; /* C2f's chunk: the copy kernel splits any axis */
+    case ERT_OP_RESIZE: /* N-D per-dim scales: permuted with the dims (tf_crop_and_resize: CPU only) */
+        return nh[n->in[0]] && n->params.resize.coord != 4;
     default: return any && (nhwc_unary(n->op) || nhwc_binary(n->op)) && n->n_out == 1;
     }
 }
@@ -220,7 +228,8 @@ ert_status ert_s_to_channels_last(ert_session *s) {
         if (s->n[i].dead || !nhwc_node_ok(s, &s->n[i], nh)) continue;
         node_nh[i] = true;
         n_nh++;
-        nh[s->n[i].out[0]] = true;
+        for (int k = 0; k < s->n[i].n_out; k++)
+            if (s->n[i].out[k] >= 0) nh[s->n[i].out[k]] = true;
     }
     if (!n_nh || (!(s->flags & ERT_SESSION_NHWC) && !nhwc_pays(s, nh, node_nh, nn0))) goto done;
     for (int t = 0; t < nt0; t++)
@@ -283,13 +292,21 @@ ert_status ert_s_to_channels_last(ert_session *s) {
             }
         }
         snode *n = &s->n[i];
-        n->out[0] = twin[n->out[0]];
+        for (int k = 0; k < n->n_out; k++)
+            if (n->out[k] >= 0) n->out[k] = twin[n->out[k]];
         if (n->op == ERT_OP_CONV) n->params.conv.nhwc = true;
         else if (n->op == ERT_OP_MAXPOOL || n->op == ERT_OP_AVGPOOL || n->op == ERT_OP_GLOBAL_AVGPOOL ||
                  n->op == ERT_OP_GLOBAL_MAXPOOL)
             n->params.pool.nhwc = true;
         else if (n->op == ERT_OP_CONCAT)
             n->params.axis.axis = axis_nhwc[n->params.axis.axis & 3];
+        else if (n->op == ERT_OP_SPLIT)
+            n->params.split.axis = axis_nhwc[n->params.split.axis & 3];
+        else if (n->op == ERT_OP_RESIZE) {
+            double sc[4];
+            for (int d = 0; d < 4; d++) sc[d] = n->params.resize.scale[to_nhwc[d]];
+            memcpy(n->params.resize.scale, sc, sizeof sc);
+        }
     }
     if (st != ERT_OK) goto done;
     /* schedule each new node right before its anchor */
