@@ -176,5 +176,17 @@ ert_status ert_prepare_attention(ert_prep *p) {
             if (y->dims[d] < 0) return ert_prep_error(p, ERT_E_SHAPE, "ert_out_shape has a negative dim");
     }
     st = ert_attn_check(p->ctx, ap, p->in, p->n_in, y, p->n_threads, &p->workspace_bytes);
+    size_t g = ert_attn_gemm_workspace(ap, p->n_threads, p->gemm_workspace);
+    if (st == ERT_OK && g > p->workspace_bytes) p->workspace_bytes = g;
     return st;
+}
+
+size_t ert_attn_gemm_workspace(const ert_attn_params *ap, int n_threads,
+                               size_t (*gemm_ws)(int64_t M, int64_t N, int64_t K, int n_threads)) {
+    if (ap->o[ERT_ATTN_SD] != 1 || !gemm_ws) return 0;
+    size_t sc, g1 = gemm_ws(ap->nq, ap->nk, ap->head_dim, n_threads), g2 = gemm_ws(ap->nq, ap->head_dim, ap->nk, n_threads);
+    size_t g = g1 > g2 ? g1 : g2;
+    if (ert_mul_ovf((size_t)ap->nq, (size_t)ap->nk * sizeof(float), &sc) || g == SIZE_MAX || sc > SIZE_MAX / 2 - g)
+        return 0; /* too big for it: the row kernel */
+    return ert_align_up(sc, 64) + g;
 }

@@ -12,9 +12,9 @@
  * dims are contiguous (stride 1) is (head_dim x tokens) with ld = the token
  * stride; one whose tokens are contiguous (a transposed k) is (tokens x
  * head_dim) with ld = the dim stride. Any other view (or an ld cuBLAS would
- * refuse) leaves the node to the flash kernel. The heads are the GEMMs'
- * batch (stride = the head stride); the batch is folded into it where every
- * view's batch stride is heads x head stride, else one call per batch. */
+ * refuse) leaves the node to the flash kernel. The GEMMs batch over heads
+ * and batch together where the views allow, else over the larger of the two
+ * with a loop over the smaller. */
 #include "cuda_backend.h"
 #include "cuda_internal.h"
 
@@ -81,27 +81,33 @@ bool ert_cuda_attn_blas(cuda_ctx *c, const ert_kargs *a, ert_status *st) {
         *st = blas_err(c, bs, "cublasSetWorkspace");
         return true;
     }
-    /* heads and batch in one batched call where every view steps uniformly */
+    /* The GEMMs batch over heads and batch in one call where every view
+     * steps uniformly (batch stride = heads x head stride); otherwise they
+     * batch over the larger of the two and loop over the smaller (Swin's 64
+     * windows of 3 heads: 3 calls of 64, not 64 of 3). */
     const int64_t *views[4] = {p->q, p->k, p->v, p->o};
     bool fold = p->batch == 1;
     if (!fold) {
         fold = true;
         for (int i = 0; i < 4; i++) fold = fold && views[i][ERT_ATTN_SB] == p->heads * views[i][ERT_ATTN_SH];
     }
-    const int64_t calls = fold ? 1 : p->batch, nbatch = fold ? p->batch * p->heads : p->heads;
+    const bool over_heads = !fold && p->heads < p->batch; /* loop over the heads, batch over the batch */
+    const int loop_ax = over_heads ? ERT_ATTN_SH : ERT_ATTN_SB, bat_ax = over_heads ? ERT_ATTN_SB : ERT_ATTN_SH;
+    const int64_t calls = fold ? 1 : over_heads ? p->heads : p->batch;
+    const int64_t nbatch = fold ? p->batch * p->heads : over_heads ? p->batch : p->heads;
+    const long long s_step = over_heads ? per : (long long)p->heads * per, s_bat = over_heads ? (long long)p->heads * per : per;
     if (nbatch > INT32_MAX) return false;
     const float zero = 0.0f, one = 1.0f;
     const char *q0 = a->in[0].data, *k0 = a->in[1].data, *v0 = a->in[2].data;
     char *y0 = a->out[0].data;
-    for (int64_t b = 0; b < calls; b++) {
-        const char *q = q0 + (size_t)(p->q[ERT_ATTN_OFF] + b * p->q[ERT_ATTN_SB]) * es;
-        const char *k = k0 + (size_t)(p->k[ERT_ATTN_OFF] + b * p->k[ERT_ATTN_SB]) * es;
-        float *Sb = S + b * p->heads * per;
+#define ATTN_AT(base, view, it) ((base) + (size_t)((view)[ERT_ATTN_OFF] + (it) * (view)[loop_ax]) * es)
+    for (int64_t it = 0; it < calls; it++) {
         /* S^T (nk x nq, column-major, ld nk) = scale K Q^T */
         bs = cublasGemmStridedBatchedEx(c->blas, mk.dims_contig ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                        mq.dims_contig ? CUBLAS_OP_N : CUBLAS_OP_T, nk, nq, D, &p->scale, k, t,
-                                        (int)mk.ld, p->k[ERT_ATTN_SH], q, t, (int)mq.ld, p->q[ERT_ATTN_SH], &zero, Sb,
-                                        CUDA_R_32F, nk, per, (int)nbatch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                                        mq.dims_contig ? CUBLAS_OP_N : CUBLAS_OP_T, nk, nq, D, &p->scale,
+                                        ATTN_AT(k0, p->k, it), t, (int)mk.ld, p->k[bat_ax], ATTN_AT(q0, p->q, it), t,
+                                        (int)mq.ld, p->q[bat_ax], &zero, S + it * s_step, CUDA_R_32F, nk, s_bat,
+                                        (int)nbatch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
         if (bs != CUBLAS_STATUS_SUCCESS) {
             *st = blas_err(c, bs, "attention: cublasGemmStridedBatchedEx (q k^T)");
             return true;
@@ -112,25 +118,25 @@ bool ert_cuda_attn_blas(cuda_ctx *c, const ert_kargs *a, ert_status *st) {
         *st = cuda_err(c, e, "attention softmax");
         return true;
     }
-    for (int64_t b = 0; b < calls; b++) {
-        const char *v = v0 + (size_t)(p->v[ERT_ATTN_OFF] + b * p->v[ERT_ATTN_SB]) * es;
-        char *y = y0 + (size_t)(p->o[ERT_ATTN_OFF] + b * p->o[ERT_ATTN_SB]) * es;
-        const char *Pb = P + (size_t)(b * p->heads * per) * es;
+    for (int64_t it = 0; it < calls; it++) {
+        const char *v = ATTN_AT(v0, p->v, it), *Pb = P + (size_t)(it * s_step) * es;
+        char *y = ATTN_AT(y0, p->o, it);
         if (mo.dims_contig) /* y^T (D x nq, ld) = V^T (D x nk) P^T (nk x nq, ld nk) */
             bs = cublasGemmStridedBatchedEx(c->blas, mv.dims_contig ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N, D, nq, nk,
-                                            &one, v, t, (int)mv.ld, p->v[ERT_ATTN_SH], Pb, t, nk, per, &zero, y, t,
-                                            (int)mo.ld, p->o[ERT_ATTN_SH], (int)nbatch, CUBLAS_COMPUTE_32F,
+                                            &one, v, t, (int)mv.ld, p->v[bat_ax], Pb, t, nk, s_bat, &zero, y, t,
+                                            (int)mo.ld, p->o[bat_ax], (int)nbatch, CUBLAS_COMPUTE_32F,
                                             CUBLAS_GEMM_DEFAULT);
         else /* y (nq x D, ld) = P (nq x nk) V (nk x D) */
             bs = cublasGemmStridedBatchedEx(c->blas, CUBLAS_OP_T, mv.dims_contig ? CUBLAS_OP_T : CUBLAS_OP_N, nq, D, nk,
-                                            &one, Pb, t, nk, per, v, t, (int)mv.ld, p->v[ERT_ATTN_SH], &zero, y, t,
-                                            (int)mo.ld, p->o[ERT_ATTN_SH], (int)nbatch, CUBLAS_COMPUTE_32F,
+                                            &one, Pb, t, nk, s_bat, v, t, (int)mv.ld, p->v[bat_ax], &zero, y, t,
+                                            (int)mo.ld, p->o[bat_ax], (int)nbatch, CUBLAS_COMPUTE_32F,
                                             CUBLAS_GEMM_DEFAULT);
         if (bs != CUBLAS_STATUS_SUCCESS) {
             *st = blas_err(c, bs, "attention: cublasGemmStridedBatchedEx (P v)");
             return true;
         }
     }
+#undef ATTN_AT
     *st = ERT_OK;
     return true;
 }

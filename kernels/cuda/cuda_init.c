@@ -237,8 +237,15 @@ static void cuda_io_host_free(void *bctx, void *host, void *dev) {
 static ert_status cuda_upload(void *bctx, void *dst, const void *src, size_t n) {
     cuda_ctx *c = bctx;
     if (!n) return ERT_OK;
-    cudaError_t e = cudaMemcpy(dst, src, n, cudaMemcpyDefault);
-    return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "cudaMemcpy(upload)");
+    /* On the session's stream, not cudaMemcpy: from pageable memory that
+     * returns once the bytes are staged, before the DMA lands, and the
+     * stream is non-blocking, so the first run's kernels (and its output
+     * copies) could read the arena before the copy reached it. Under load a
+     * constant graph output came back as zeros (op_harness_cuda's Range).
+     * Stream-ordered, every later kernel sees the bytes; a pageable source
+     * is staged before this returns, so the caller may free it. */
+    cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, c->stream);
+    return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "cudaMemcpyAsync(upload)");
 }
 
 static ert_status cuda_download(void *bctx, void *dst, const void *src, size_t n) {

@@ -376,6 +376,8 @@ static bool fuse_at(ert_session *s, int32_t *producer, snode *sm) {
     ert_status chk = ert_attn_check(s->ctx, &ap, tin, bias >= 0 ? 4 : 3, &tout, s->n_threads, &ws);
     memcpy(s->ctx->err, saved, sizeof saved); /* a refusal only means "not fused" */
     if (chk != ERT_OK) return false;
+    size_t gws = ert_attn_gemm_workspace(&ap, s->n_threads, ert_cpu_backend.gemm_workspace);
+    if (gws > ws) ws = gws;
     /* mm2 becomes the attention node: it runs after every operand is written */
     mm1->dead = sm->dead = true;
     for (int k = 0; k < 2; k++)

@@ -191,14 +191,19 @@ static void attention_ref(const ert_ref *c, double *y) {
             }
 }
 
-/* lay 0: contiguous (B, H, tokens, head_dim) operands; 1: y written as
+/* layout 0: contiguous (B, H, tokens, head_dim) operands; 1: y written as
  * (B, tokens, H * head_dim) (the layout the next Linear reads); 2: k, v and
  * y stored (B, H, head_dim, tokens), tokens contiguous (a transposed k; the
  * CUDA GEMM path's transposed operands). */
 void cases_attention(void) {
-    for (int lay = 0; lay < 3; lay++) {
+    for (int lay4 = 0; lay4 < 4; lay4++) {
+        /* layout 1 twice: more batches than heads, then more heads than
+         * batches (the CUDA GEMM path loops over the smaller of the two) */
+        const int lay = lay4 == 3 ? 1 : lay4;
         hcase hc, *c = begin(&hc, "ert.Attention");
-        int64_t B = ert_test_int(&rng, 1, 2), H = ert_test_int(&rng, 1, 3), nq = ert_test_int(&rng, 1, 9),
+        int64_t B = lay4 == 1 ? 3 : lay4 == 3 ? 2 : ert_test_int(&rng, 1, 2),
+                H = lay4 == 1 ? ert_test_int(&rng, 1, 2) : lay4 == 3 ? 3 : ert_test_int(&rng, 1, 3),
+                nq = lay4 == 1 || lay4 == 3 ? ert_test_int(&rng, 2, 9) : ert_test_int(&rng, 1, 9),
                 nk = ert_test_int(&rng, 1, 9), D = ert_test_int(&rng, 1, 12);
         int64_t qd[4] = {B, H, nq, D}, kd[4] = {B, H, nk, D}, bd[3] = {H, nq, nk};
         if (lay == 2) kd[2] = D, kd[3] = nk;
