@@ -259,7 +259,17 @@ phase_cuda_aarch64() {
     # zoo_cuda_selfcheck (the GPU zoo harness on CPU sessions) runs natively in
     # the cuda phase; emulated it needs more than its 600 s.
     echo "[cuda-aarch64] zoo_cuda_selfcheck left to the cuda phase (over 600 s under qemu)"
-    run_ctest cuda-aarch64 build/test-cuda-aarch64 -E '^zoo_cuda_selfcheck$'
+    local rc=0
+    run_ctest cuda-aarch64 build/test-cuda-aarch64 -E '^zoo_cuda_selfcheck$' || rc=1
+    # No driver under qemu: every gpu test must be SKIPPED, for that reason
+    # (a pass would be a silent one; "no CUDA backend" would mean CUDA was lost).
+    local gpu_tests
+    gpu_tests=$(ctest --test-dir build/test-cuda-aarch64 -N -L gpu | sed -n 's/^ *Test *#[0-9]*: *//p')
+    # (pipefail is on: the checker's status survives the sed)
+    [[ -n "$gpu_tests" ]] && python3 scripts/check_gpu_skipped.py --self-test >/dev/null &&
+        python3 scripts/check_gpu_skipped.py "$logs/cuda-aarch64-ctest.xml" $gpu_tests | sed 's/^/    /' || {
+            echo "[cuda-aarch64] gpu tests: not all SKIPPED for want of a driver (or none found)"; rc=1; }
+    return $rc
 }
 
 # The Python package (python/, pyproject.toml): its own venv whose .pth
