@@ -1,4 +1,4 @@
-/* Session step 4 (after the MatMul passes of fuse.c): scaled dot-product
+/* A pass on the graph, run by ert_pass_fuse after its MatMul fusions: scaled dot-product
  * attention as exporters write it -> one ert.Attention node
  * (core/ops/attention.c) reading q, k and v as strided views of the tensors
  * they were carved from and writing y where the node after the block reads it.
@@ -9,7 +9,7 @@
  *   s = s * c | s / c         optional, c a scalar constant
  *   s = s + bias              optional, bias broadcast to s (or the MatMul's
  *                             residual input, which fuse.c made of that Add)
- *   p = Softmax(s, axis -1)
+ *   p = Softmax(g, axis -1)
  *   y = MatMul(p, v)
  * with q (.., nq, D), k (.., nk, D), v (.., nk, D), rank 3 (heads, t, D) or 4
  * (batch, heads, t, D), one leading shape for all three. Every intermediate
@@ -25,14 +25,14 @@
  * (Reshape to (N, B * H, D), Transpose) all end at the qkv Linear's output.
  * y is followed forward the same way through a sole-consumer
  * Transpose(0, 2, 1, 3) and Reshape to (B, N, H * D). Nodes left without
- * readers are removed by ert_s_remove_dead.
+ * readers are removed by ert_pass_remove_dead.
  *
  * What is not fused (left as it is): a mask that depends on the batch modulo
  * the windows (Swin's shifted-window mask is fused only where it folds to a
  * constant broadcast over batch and heads), Dv != D, head_dim or token
  * counts the views cannot express, any intermediate read twice. The trainer
- * does not run session passes: ert.Attention has no backward rule. */
-#include "session_internal.h"
+ * runs none of the fusion passes (ert.Attention has no backward rule). */
+#include "graph.h"
 
 #include <string.h>
 
@@ -42,7 +42,7 @@ typedef struct aview {
     int64_t off, s[4], n[4];
 } aview;
 
-static void dense_strides(const stensor *t, int64_t *st) {
+static void dense_strides(const ert_gtensor *t, int64_t *st) {
     int64_t a = 1;
     for (int d = t->ndim - 1; d >= 0; d--) {
         st[d] = a;
@@ -53,7 +53,7 @@ static void dense_strides(const stensor *t, int64_t *st) {
 /* The view's index along each dim of its tensor: base[] plus, for each view
  * axis a with n[a] > 1, m[a] steps along dim ax[a]; false where the flat
  * form does not split into whole dims without carries. */
-static bool split_dims(const stensor *t, const aview *v, int64_t *base, int *ax, int64_t *m) {
+static bool split_dims(const ert_gtensor *t, const aview *v, int64_t *base, int *ax, int64_t *m) {
     int64_t st[ERT_MAX_DIMS], nel = 0, off = v->off;
     if (!ert_dims_nelems(t->ndim, t->dims, &nel) || off < 0 || off >= nel) return false;
     dense_strides(t, st);
@@ -80,7 +80,7 @@ static bool split_dims(const stensor *t, const aview *v, int64_t *base, int *ax,
 }
 
 /* The inverse of split_dims in tensor t (dims possibly renumbered). */
-static void join_dims(const stensor *t, aview *v, const int64_t *base, const int *ax, const int64_t *m) {
+static void join_dims(const ert_gtensor *t, aview *v, const int64_t *base, const int *ax, const int64_t *m) {
     int64_t st[ERT_MAX_DIMS];
     dense_strides(t, st);
     v->off = 0;
@@ -94,29 +94,29 @@ static bool is_reshape_like(ert_op op) {
 }
 
 /* A constant integer scalar (or one-element) tensor's value. */
-static bool const_index(const ert_session *s, int32_t t, int64_t *v) {
-    if (!ert_s_is_const(s, t) || !s->t[t].cdata) return false;
+static bool const_index(const ert_graph *g, int32_t t, int64_t *v) {
+    if (!ert_graph_is_const(g, t) || !g->t[t].cdata) return false;
     int64_t n = 0;
-    if (!ert_dims_nelems(s->t[t].ndim, s->t[t].dims, &n) || n != 1) return false;
-    if (s->t[t].dtype == ERT_DTYPE_I64) *v = *(const int64_t *)s->t[t].cdata;
-    else if (s->t[t].dtype == ERT_DTYPE_I32) *v = *(const int32_t *)s->t[t].cdata;
+    if (!ert_dims_nelems(g->t[t].ndim, g->t[t].dims, &n) || n != 1) return false;
+    if (g->t[t].dtype == ERT_DTYPE_I64) *v = *(const int64_t *)g->t[t].cdata;
+    else if (g->t[t].dtype == ERT_DTYPE_I32) *v = *(const int32_t *)g->t[t].cdata;
     else return false;
     return true;
 }
 
 /* A scalar f32 constant's value. */
-static bool const_scalar(const ert_session *s, int32_t t, float *v) {
-    if (!ert_s_is_const(s, t) || s->t[t].dtype != ERT_DTYPE_F32 || !s->t[t].cdata) return false;
+static bool const_scalar(const ert_graph *g, int32_t t, float *v) {
+    if (!ert_graph_is_const(g, t) || g->t[t].dtype != ERT_DTYPE_F32 || !g->t[t].cdata) return false;
     int64_t n = 0;
-    if (!ert_dims_nelems(s->t[t].ndim, s->t[t].dims, &n) || n != 1) return false;
-    *v = *(const float *)s->t[t].cdata;
+    if (!ert_dims_nelems(g->t[t].ndim, g->t[t].dims, &n) || n != 1) return false;
+    *v = *(const float *)g->t[t].cdata;
     return true;
 }
 
 /* The live node writing t (and which of its outputs t is), or NULL. */
-static snode *writer(ert_session *s, const int32_t *producer, int32_t t, int *which) {
+static ert_gnode *writer(ert_graph *g, const int32_t *producer, int32_t t, int *which) {
     if (t < 0 || producer[t] < 0) return NULL;
-    snode *n = &s->n[producer[t]];
+    ert_gnode *n = &g->n[producer[t]];
     if (n->dead) return NULL;
     for (int k = 0; k < n->n_out; k++)
         if (n->out[k] == t) *which = k;
@@ -124,12 +124,12 @@ static snode *writer(ert_session *s, const int32_t *producer, int32_t t, int *wh
 }
 
 /* One step of v back through the node that wrote v->t; false: stop here. */
-static bool step_back(ert_session *s, const int32_t *producer, aview *v, float *scale) {
+static bool step_back(ert_graph *g, const int32_t *producer, aview *v, float *scale) {
     int which = 0;
-    snode *n = writer(s, producer, v->t, &which);
+    ert_gnode *n = writer(g, producer, v->t, &which);
     if (!n || n->n_in < 1 || n->in[0] < 0) return false;
-    const stensor *y = &s->t[v->t], *x = &s->t[n->in[0]];
-    if (x->dtype != y->dtype || s->t[v->t].mem == MEM_CONST) return false;
+    const ert_gtensor *y = &g->t[v->t], *x = &g->t[n->in[0]];
+    if (x->dtype != y->dtype || g->t[v->t].mem == ERT_MEM_CONST) return false;
     int64_t base[ERT_MAX_DIMS], m[4], ub[ERT_MAX_DIMS];
     int ax[4], uax[4];
     if (is_reshape_like(n->op) && n->n_out == 1) {
@@ -137,14 +137,14 @@ static bool step_back(ert_session *s, const int32_t *producer, aview *v, float *
         v->t = n->in[0]; /* C order both sides: the flat index is the same */
         return true;
     }
-    if ((n->op == ERT_OP_MUL || n->op == ERT_OP_DIV) && n->n_in == 2 && scale && s->t[v->t].n_uses == 1) {
+    if ((n->op == ERT_OP_MUL || n->op == ERT_OP_DIV) && n->n_in == 2 && scale && g->t[v->t].n_uses == 1) {
         float c;
         for (int k = 0; k < 2; k++) {
             if (n->op == ERT_OP_DIV && k == 0) continue; /* c / x is not a scale */
-            if (!const_scalar(s, n->in[k], &c) || s->t[n->in[1 - k]].nbytes != y->nbytes ||
-                s->t[n->in[1 - k]].dtype != y->dtype || c == 0.0f)
+            if (!const_scalar(g, n->in[k], &c) || g->t[n->in[1 - k]].nbytes != y->nbytes ||
+                g->t[n->in[1 - k]].dtype != y->dtype || c == 0.0f)
                 continue;
-            const stensor *u = &s->t[n->in[1 - k]];
+            const ert_gtensor *u = &g->t[n->in[1 - k]];
             if (u->ndim != y->ndim || memcmp(u->dims, y->dims, sizeof(int64_t) * (size_t)y->ndim)) continue;
             *scale *= n->op == ERT_OP_MUL ? c : 1.0f / c;
             v->t = n->in[1 - k];
@@ -152,7 +152,7 @@ static bool step_back(ert_session *s, const int32_t *producer, aview *v, float *
         }
         return false;
     }
-    if (x->ndim != (n->op == ERT_OP_GATHER && n->n_in == 2 && s->t[n->in[1]].ndim == 0 ? y->ndim + 1 : y->ndim))
+    if (x->ndim != (n->op == ERT_OP_GATHER && n->n_in == 2 && g->t[n->in[1]].ndim == 0 ? y->ndim + 1 : y->ndim))
         return false;
     if (!split_dims(y, v, base, ax, m)) return false;
     memset(ub, 0, sizeof ub);
@@ -164,26 +164,26 @@ static bool step_back(ert_session *s, const int32_t *producer, aview *v, float *
         break;
     }
     case ERT_OP_GATHER: {
-        int64_t g = n->params.gather.axis, c;
-        const stensor *ind = &s->t[n->in[1]];
-        if (n->n_in != 2 || !const_index(s, n->in[1], &c) || ind->ndim > 1) return false;
-        if (c < 0) c += x->dims[g];
-        if (c < 0 || c >= x->dims[g]) return false;
+        int64_t ga = n->params.gather.axis, c;
+        const ert_gtensor *ind = &g->t[n->in[1]];
+        if (n->n_in != 2 || !const_index(g, n->in[1], &c) || ind->ndim > 1) return false;
+        if (c < 0) c += x->dims[ga];
+        if (c < 0 || c >= x->dims[ga]) return false;
         /* 0-d index: y has x's dims without g; 1-element index: y's dim g has extent 1 */
         int drop = ind->ndim == 0;
         for (int d = 0; d < x->ndim; d++) {
-            int yd = drop && d > g ? d - 1 : d;
-            ub[d] = d == g ? c : base[yd];
+            int yd = drop && d > ga ? d - 1 : d;
+            ub[d] = d == ga ? c : base[yd];
         }
-        for (int a = 0; a < 4; a++) uax[a] = ax[a] < 0 ? -1 : (drop && ax[a] >= g) ? ax[a] + 1 : ax[a];
+        for (int a = 0; a < 4; a++) uax[a] = ax[a] < 0 ? -1 : (drop && ax[a] >= ga) ? ax[a] + 1 : ax[a];
         break;
     }
     case ERT_OP_SPLIT: {
-        int64_t g = n->params.split.axis, o = 0;
+        int64_t ga = n->params.split.axis, o = 0;
         if (which >= ERT_MAX_NODE_IO) return false;
         for (int k = 0; k < which; k++) o += n->params.split.sizes[k];
         memcpy(ub, base, sizeof(int64_t) * (size_t)y->ndim);
-        ub[g] += o;
+        ub[ga] += o;
         memcpy(uax, ax, sizeof ax);
         break;
     }
@@ -202,18 +202,18 @@ static bool step_back(ert_session *s, const int32_t *producer, aview *v, float *
 }
 
 /* Follow v back as far as the data-moving nodes go. */
-static void trace_back(ert_session *s, const int32_t *producer, aview *v, float *scale) {
-    for (int guard = 0; guard < 32 && step_back(s, producer, v, scale); guard++) {
+static void trace_back(ert_graph *g, const int32_t *producer, aview *v, float *scale) {
+    for (int guard = 0; guard < 32 && step_back(g, producer, v, scale); guard++) {
     }
 }
 
 /* Follow y (written by node `at`) forward through sole-reader Transposes and
  * Reshape-like nodes; the nodes passed are marked in pass[] (n_pass). */
-static void trace_forward(ert_session *s, aview *v, int at, snode **pass, int *n_pass) {
+static void trace_forward(ert_graph *g, aview *v, int at, ert_gnode **pass, int *n_pass) {
     for (int guard = 0; guard < 8; guard++) {
-        snode *c = ert_s_sole_consumer(s, v->t, at);
+        ert_gnode *c = ert_graph_sole_consumer(g, v->t, at);
         if (!c || c->n_out != 1 || c->in[0] != v->t) return;
-        const stensor *x = &s->t[v->t], *y = &s->t[c->out[0]];
+        const ert_gtensor *x = &g->t[v->t], *y = &g->t[c->out[0]];
         if (x->dtype != y->dtype) return;
         if (is_reshape_like(c->op)) {
             if (x->nbytes != y->nbytes) return;
@@ -230,13 +230,13 @@ static void trace_forward(ert_session *s, aview *v, int at, snode **pass, int *n
         }
         v->t = c->out[0];
         pass[(*n_pass)++] = c;
-        at = (int)(c - s->n);
+        at = (int)(c - g->n);
     }
 }
 
 /* View of a dense (lead..., rows, cols) operand: rank 3 is (heads, rows, cols),
  * rank 4 (batch, heads, rows, cols); transposed: the last two dims swapped. */
-static void operand_view(const stensor *t, int32_t id, bool transposed, aview *v) {
+static void operand_view(const ert_gtensor *t, int32_t id, bool transposed, aview *v) {
     int r = t->ndim;
     v->t = id;
     v->off = 0;
@@ -251,38 +251,38 @@ static void operand_view(const stensor *t, int32_t id, bool transposed, aview *v
     v->s[3] = transposed ? rows : 1;
 }
 
-static bool lead_same(const stensor *a, const stensor *b) {
+static bool lead_same(const ert_gtensor *a, const ert_gtensor *b) {
     if (a->ndim != b->ndim || (a->ndim != 3 && a->ndim != 4)) return false;
     for (int d = 0; d < a->ndim - 2; d++)
         if (a->dims[d] != b->dims[d]) return false;
     return true;
 }
 
-static bool is_scalar_scale(ert_session *s, snode *n, int32_t x, float *c) {
+static bool is_scalar_scale(ert_graph *g, ert_gnode *n, int32_t x, float *c) {
     if (!n || n->dead || (n->op != ERT_OP_MUL && n->op != ERT_OP_DIV) || n->n_in != 2) return false;
     int k = n->in[0] == x ? 1 : n->in[1] == x ? 0 : -1;
-    if (k < 0 || (n->op == ERT_OP_DIV && k == 0) || !const_scalar(s, n->in[k], c) || *c == 0.0f) return false;
+    if (k < 0 || (n->op == ERT_OP_DIV && k == 0) || !const_scalar(g, n->in[k], c) || *c == 0.0f) return false;
     if (n->op == ERT_OP_DIV) *c = 1.0f / *c;
     return true;
 }
 
 /* Try the pattern ending at Softmax node sm; true if it was fused. */
-static bool fuse_at(ert_session *s, int32_t *producer, snode *sm) {
-    const stensor *st = &s->t[sm->in[0]];
+static bool fuse_at(ert_graph *g, int32_t *producer, ert_gnode *sm) {
+    const ert_gtensor *st = &g->t[sm->in[0]];
     if (st->dtype != ERT_DTYPE_F32 || (st->ndim != 3 && st->ndim != 4) || sm->params.axis.axis != st->ndim - 1 ||
         sm->n_out != 1)
         return false;
     float scale = 1.0f, c;
     int32_t bias = -1, x = sm->in[0];
-    snode *chain[2] = {NULL, NULL}; /* the Add and the scalar Mul/Div between the MatMul and the Softmax */
+    ert_gnode *chain[2] = {NULL, NULL}; /* the Add and the scalar Mul/Div between the MatMul and the Softmax */
     int which = 0;
-    snode *n = s->t[x].n_uses == 1 ? writer(s, producer, x, &which) : NULL;
+    ert_gnode *n = g->t[x].n_uses == 1 ? writer(g, producer, x, &which) : NULL;
     if (n && n->op == ERT_OP_ADD && n->n_in == 2) {
         for (int k = 0; k < 2 && bias < 0; k++) {
-            const stensor *z = &s->t[n->in[1 - k]], *w = &s->t[n->in[k]];
+            const ert_gtensor *z = &g->t[n->in[1 - k]], *w = &g->t[n->in[k]];
             int nd = 0;
             int64_t bd[ERT_MAX_DIMS];
-            snode *p = s->t[n->in[k]].n_uses == 1 ? writer(s, producer, n->in[k], &which) : NULL;
+            ert_gnode *p = g->t[n->in[k]].n_uses == 1 ? writer(g, producer, n->in[k], &which) : NULL;
             if (!p || (p->op != ERT_OP_MATMUL && p->op != ERT_OP_MUL && p->op != ERT_OP_DIV) || z->ndim > w->ndim ||
                 z->dtype != ERT_DTYPE_F32 || !ert_broadcast_shape(w->ndim, w->dims, z->ndim, z->dims, &nd, bd) ||
                 nd != w->ndim || memcmp(bd, w->dims, sizeof(int64_t) * (size_t)nd))
@@ -292,19 +292,19 @@ static bool fuse_at(ert_session *s, int32_t *producer, snode *sm) {
             chain[0] = n;
         }
         if (bias < 0) return false;
-        n = writer(s, producer, x, &which);
+        n = writer(g, producer, x, &which);
     }
-    if (n && (n->op == ERT_OP_MUL || n->op == ERT_OP_DIV) && n->n_in == 2 && s->t[x].n_uses == 1) {
+    if (n && (n->op == ERT_OP_MUL || n->op == ERT_OP_DIV) && n->n_in == 2 && g->t[x].n_uses == 1) {
         int32_t u = -1;
         for (int k = 0; k < 2 && u < 0; k++)
-            if (is_scalar_scale(s, n, n->in[k], &c)) u = n->in[k];
+            if (is_scalar_scale(g, n, n->in[k], &c)) u = n->in[k];
         if (u < 0) return false;
         scale *= c;
         chain[1] = n;
         x = u;
-        n = s->t[x].n_uses == 1 ? writer(s, producer, x, &which) : NULL;
+        n = g->t[x].n_uses == 1 ? writer(g, producer, x, &which) : NULL;
     }
-    snode *mm1 = n;
+    ert_gnode *mm1 = n;
     if (!mm1 || mm1->op != ERT_OP_MATMUL || mm1->params.gemm.has_c || mm1->params.gemm.trans_a ||
         mm1->params.gemm.act.kind != ERT_ACT_NONE || mm1->out[0] != x)
         return false;
@@ -313,11 +313,11 @@ static bool fuse_at(ert_session *s, int32_t *producer, snode *sm) {
         bias = mm1->in[3];
     }
     scale *= mm1->params.gemm.alpha;
-    snode *mm2 = ert_s_sole_consumer(s, sm->out[0], (int)(sm - s->n));
+    ert_gnode *mm2 = ert_graph_sole_consumer(g, sm->out[0], (int)(sm - g->n));
     if (!mm2 || mm2->op != ERT_OP_MATMUL || mm2->n_in != 2 || mm2->in[0] != sm->out[0] || mm2->params.gemm.trans_a ||
         mm2->params.gemm.trans_b || mm2->params.gemm.alpha != 1.0f || mm2->params.gemm.act.kind != ERT_ACT_NONE)
         return false;
-    const stensor *q = &s->t[mm1->in[0]], *kt = &s->t[mm1->in[1]], *v = &s->t[mm2->in[1]], *y = &s->t[mm2->out[0]];
+    const ert_gtensor *q = &g->t[mm1->in[0]], *kt = &g->t[mm1->in[1]], *v = &g->t[mm2->in[1]], *y = &g->t[mm2->out[0]];
     bool tb = mm1->params.gemm.trans_b;
     if (!lead_same(q, kt) || !lead_same(q, v) || !lead_same(q, y) || !lead_same(q, st)) return false;
     int r = q->ndim;
@@ -330,12 +330,12 @@ static bool fuse_at(ert_session *s, int32_t *producer, snode *sm) {
     operand_view(kt, mm1->in[1], !tb, &vk);
     operand_view(v, mm2->in[1], false, &vv);
     operand_view(y, mm2->out[0], false, &vo);
-    trace_back(s, producer, &vq, &scale);
-    trace_back(s, producer, &vk, &scale);
-    trace_back(s, producer, &vv, NULL);
-    snode *pass[8];
+    trace_back(g, producer, &vq, &scale);
+    trace_back(g, producer, &vk, &scale);
+    trace_back(g, producer, &vv, NULL);
+    ert_gnode *pass[8];
     int n_pass = 0;
-    trace_forward(s, &vo, (int)(mm2 - s->n), pass, &n_pass);
+    trace_forward(g, &vo, (int)(mm2 - g->n), pass, &n_pass);
     ert_attn_params ap;
     memset(&ap, 0, sizeof ap);
     ap.batch = vq.n[0], ap.heads = vq.n[1], ap.nq = nq, ap.nk = nk, ap.head_dim = D;
@@ -347,7 +347,7 @@ static bool fuse_at(ert_session *s, int32_t *producer, snode *sm) {
         for (int a = 0; a < 4; a++) dst[k][1 + a] = views[k]->s[a];
     }
     if (bias >= 0) { /* numpy broadcast of the bias to the scores (lead..., nq, nk) */
-        const stensor *z = &s->t[bias];
+        const ert_gtensor *z = &g->t[bias];
         int64_t zst[ERT_MAX_DIMS];
         dense_strides(z, zst);
         for (int a = 0; a < 4; a++) {
@@ -362,21 +362,21 @@ static bool fuse_at(ert_session *s, int32_t *producer, snode *sm) {
     for (int k = 0; k < 4; k++) {
         memset(&tin[k], 0, sizeof tin[k]);
         if (ids[k] < 0) continue;
-        tin[k].dtype = s->t[ids[k]].dtype;
-        tin[k].ndim = s->t[ids[k]].ndim;
-        memcpy(tin[k].dims, s->t[ids[k]].dims, sizeof tin[k].dims);
+        tin[k].dtype = g->t[ids[k]].dtype;
+        tin[k].ndim = g->t[ids[k]].ndim;
+        memcpy(tin[k].dims, g->t[ids[k]].dims, sizeof tin[k].dims);
     }
     memset(&tout, 0, sizeof tout);
-    tout.dtype = s->t[vo.t].dtype;
-    tout.ndim = s->t[vo.t].ndim;
-    memcpy(tout.dims, s->t[vo.t].dims, sizeof tout.dims);
+    tout.dtype = g->t[vo.t].dtype;
+    tout.ndim = g->t[vo.t].ndim;
+    memcpy(tout.dims, g->t[vo.t].dims, sizeof tout.dims);
     char saved[ERT_ERRMSG_SIZE];
-    memcpy(saved, s->ctx->err, sizeof saved);
+    memcpy(saved, g->ctx->err, sizeof saved);
     size_t ws = 0;
-    ert_status chk = ert_attn_check(s->ctx, &ap, tin, bias >= 0 ? 4 : 3, &tout, s->n_threads, &ws);
-    memcpy(s->ctx->err, saved, sizeof saved); /* a refusal only means "not fused" */
+    ert_status chk = ert_attn_check(g->ctx, &ap, tin, bias >= 0 ? 4 : 3, &tout, g->n_threads, &ws);
+    memcpy(g->ctx->err, saved, sizeof saved); /* a refusal only means "not fused" */
     if (chk != ERT_OK) return false;
-    size_t gws = ert_attn_gemm_workspace(&ap, s->n_threads, ert_cpu_backend.gemm_workspace);
+    size_t gws = ert_attn_gemm_workspace(&ap, g->n_threads, ert_cpu_backend.gemm_workspace);
     if (gws > ws) ws = gws;
     /* mm2 becomes the attention node: it runs after every operand is written */
     mm1->dead = sm->dead = true;
@@ -394,15 +394,15 @@ static bool fuse_at(ert_session *s, int32_t *producer, snode *sm) {
     mm2->n_in = bias >= 0 ? 4 : 3;
     mm2->out[0] = vo.t;
     mm2->ws_bytes = ws;
-    ert_s_count_uses(s, producer);
+    ert_graph_count_uses(g, producer);
     return true;
 }
 
-void ert_s_fuse_attention(ert_session *s, int32_t *producer) {
-    ert_s_count_uses(s, producer);
-    for (int i = 0; i < s->nn; i++) {
-        snode *sm = &s->n[i];
-        if (!sm->dead && sm->op == ERT_OP_SOFTMAX && fuse_at(s, producer, sm) && s->ctx)
-            ert_log(s->ctx, ERT_LOG_DEBUG, "attention fused at '%s'", sm->name ? sm->name : "?");
+void ert_pass_fuse_attention(ert_graph *g, int32_t *producer) {
+    ert_graph_count_uses(g, producer);
+    for (int i = 0; i < g->nn; i++) {
+        ert_gnode *sm = &g->n[i];
+        if (!sm->dead && sm->op == ERT_OP_SOFTMAX && fuse_at(g, producer, sm) && g->ctx)
+            ert_log(g->ctx, ERT_LOG_DEBUG, "attention fused at '%s'", sm->name ? sm->name : "?");
     }
 }

@@ -339,7 +339,7 @@ static void check_grad(hcase *c, float **xf) {
     }
     CHECK(st == ERT_OK, "%s: trainer: %s (%s)", c->what, ert_status_str(st), ert_last_error(ctx));
     if (st != ERT_OK) goto done;
-    for (int i = 0; i < t->nn; i++) in_trainer[t->n[i].op] = true;
+    for (int i = 0; i < t->g.nn; i++) in_trainer[t->g.n[i].op] = true;
     if (train_dev == ERT_DEVICE_CPU) { /* the plan (test_train_cuda checks the CUDA trainer's) */
         char why[256] = "";
         int nb = 0;
