@@ -52,7 +52,7 @@
     "  bench MODEL [--input NAME=FILE]... [--shape NAME=DIMS]... [--device cpu|cuda|auto]\n"              \
     "              [--precision f32|f16|bf16] [--iters N] [--warmup N] [--batch N] [--threads N]\n"       \
     "              [--nhwc|--no-nhwc] [--gemm1x1] [--conv-graph|--no-conv-graph]\n"                      \
-    "              [--plan-cache DIR|off] [--create-mode fast|tuned] [--json]\n"
+    "              [--plan-cache DIR|off] [--create-mode fast|tuned] [--profile] [--json]\n"
 
 static const char *USAGE =
     "usage: edgert <command> [options]     (edgert <command> --help for details)\n"
@@ -176,6 +176,9 @@ static const char *HELP_BENCH =
     "                      (default off)\n"
     "  --conv-graph, --no-conv-graph  CUDA: conv + epilogue as one cuDNN graph\n"
     "                      whenever cuDNN runs it / never (default: where faster)\n"
+    "  --profile           then one run node by node (ert_session_profile): time per\n"
+    "                      op type of the session's nodes, after fusion (CUDA: device\n"
+    "                      time per node, eager, so the sum exceeds a graphed run)\n"
     "  --json              one JSON object on stdout\n";
 
 static int g_verbose;
@@ -327,7 +330,7 @@ static int opt_choice(opt_parser *p, const char *name, const char *allowed, cons
 
 typedef struct common_opts {
     long batch, threads, iters, warmup, topk;
-    int json, fp16, no_nhwc, nhwc, gemm1x1, conv_graph, no_conv_graph, bgr, check_finite;
+    int json, fp16, no_nhwc, nhwc, gemm1x1, conv_graph, no_conv_graph, bgr, check_finite, profile;
     const char *device;
     const char *precision;
     const char *plan_cache, *create_mode;
@@ -351,6 +354,7 @@ enum {
     O_BATCH = 1 << 0, O_THREADS = 1 << 1, O_JSON = 1 << 2, O_DEVICE = 1 << 3, O_ITERS = 1 << 4, O_WARMUP = 1 << 5,
     O_INPUT = 1 << 6, O_OUTDIR = 1 << 7, O_PRECISION = 1 << 8, O_FP16 = 1 << 9, O_CUDA_LAYOUT = 1 << 10,
     O_SHAPE = 1 << 11, O_IMAGE = 1 << 12, O_CHECK = 1 << 13, O_CHECK_FINITE = 1 << 14, O_PLAN = 1 << 15,
+    O_PROFILE = 1 << 16,
 };
 
 /* Append a repeatable option's value. */
@@ -399,6 +403,8 @@ static int parse_opts(int argc, char **argv, unsigned allowed, int npos, const c
             o->conv_graph = 1;
         } else if ((allowed & O_CUDA_LAYOUT) && opt_match(&p, "--no-conv-graph", 0)) {
             o->no_conv_graph = 1;
+        } else if ((allowed & O_PROFILE) && opt_match(&p, "--profile", 0)) {
+            o->profile = 1;
         } else if ((allowed & O_CHECK_FINITE) && opt_match(&p, "--check-finite", 0)) {
             o->check_finite = 1;
         } else if ((allowed & O_FP16) && opt_match(&p, "--fp16", 0)) {
@@ -1344,12 +1350,63 @@ static int cmd_convert(int argc, char **argv) {
 
 /* ---------------------------------------------------------------- bench */
 
+/* --profile: one ert_session_profile run, summed per op type, slowest first. */
+#define PROF_OPS 64
+typedef struct prof_op {
+    char name[48];
+    double ms;
+    int count;
+} prof_op;
+typedef struct prof_ops {
+    prof_op op[PROF_OPS];
+    int n, nodes;
+    double total_ms;
+} prof_ops;
+
+static int profile_ops(ert_context *ctx, ert_session *s, prof_ops *pr) {
+    int cap = 1024, n = 0;
+    ert_profile_entry *e = NULL;
+    for (;;) {
+        ert_profile_entry *e2 = realloc(e, (size_t)cap * sizeof *e);
+        if (!e2) {
+            free(e);
+            return error("out of memory");
+        }
+        e = e2;
+        ert_status st = ert_session_profile(s, e, cap, &n);
+        if (st != ERT_OK) {
+            free(e);
+            return lib_error(ctx, st, "profiling run failed");
+        }
+        if (n <= cap) break;
+        cap = n;
+    }
+    memset(pr, 0, sizeof *pr);
+    pr->nodes = n;
+    for (int i = 0; i < n; i++) {
+        const char *op = e[i].op ? e[i].op : "?";
+        int k = 0;
+        while (k < pr->n && strcmp(pr->op[k].name, op) != 0) k++;
+        if (k == pr->n && pr->n < PROF_OPS) snprintf(pr->op[pr->n++].name, sizeof pr->op[0].name, "%s", op);
+        if (k < pr->n) pr->op[k].ms += e[i].ms, pr->op[k].count++;
+        pr->total_ms += e[i].ms;
+    }
+    free(e);
+    for (int i = 1; i < pr->n; i++) /* slowest first */
+        for (int j = i; j > 0 && pr->op[j].ms > pr->op[j - 1].ms; j--) {
+            prof_op tmp = pr->op[j];
+            pr->op[j] = pr->op[j - 1];
+            pr->op[j - 1] = tmp;
+        }
+    return 0;
+}
+
 static int cmd_bench(int argc, char **argv) {
     common_opts o = {.batch = 0, .threads = 1, .iters = 20, .warmup = 3, .device = "cpu", .precision = "f32",
                      .std = {1, 1, 1}};
     int rc = parse_opts(argc, argv,
                         O_BATCH | O_THREADS | O_JSON | O_DEVICE | O_ITERS | O_WARMUP | O_PRECISION | O_CUDA_LAYOUT |
-                            O_SHAPE | O_INPUT | O_PLAN,
+                            O_SHAPE | O_INPUT | O_PLAN | O_PROFILE,
                         1, HELP_BENCH, &o);
     if (rc) return rc < 0 ? 0 : rc;
     ert_context *ctx = make_context();
@@ -1441,6 +1498,8 @@ static int cmd_bench(int argc, char **argv) {
     memset(cs, 0, sizeof cs);
     ert_session_create_stats(s, &cs[0]);
     int n_fallback = ert_session_n_cpu_fallback(s);
+    prof_ops prof = {0};
+    if (o.profile && (rc = profile_ops(ctx, s, &prof)) != 0) goto out;
     ert_session_free(s);
     s = NULL;
     if ((st = create_session(ctx, m, &so, used == ERT_DEVICE_CUDA ? "cuda" : "cpu", ins, o.n_inputs, frozen, &s, &used)) != ERT_OK) {
@@ -1467,6 +1526,15 @@ static int cmd_bench(int argc, char **argv) {
                    k ? "second" : "first", cs[k].create_ms, cli_plan_cache_state_str(cs[k].plan_cache), cs[k].n_searches,
                    cs[k].n_cached);
         printf("}");
+        if (o.profile) {
+            printf(", \"profile\": {\"total_ms\": %.4f, \"nodes\": %d, \"ops\": [", prof.total_ms, prof.nodes);
+            for (int k = 0; k < prof.n; k++) {
+                printf("%s[", k ? ", " : "");
+                cli_json_str(stdout, prof.op[k].name);
+                printf(", %.4f, %d]", prof.op[k].ms, prof.op[k].count);
+            }
+            printf("]}");
+        }
         printf("}\n");
     } else {
         char b[64];
@@ -1481,6 +1549,11 @@ static int cmd_bench(int argc, char **argv) {
         if (n_fallback) printf("cpu fallback: %d nodes (no CUDA kernel)\n", n_fallback);
         printf("arena: %zu bytes (%s); activations %zu, lower bound %zu\n", mem.total_bytes,
                cli_bytes_str(b, sizeof b, mem.total_bytes), mem.activations_bytes, mem.activations_lower_bound);
+        if (o.profile) {
+            printf("profile: %.3f ms over %d nodes, by op:\n", prof.total_ms, prof.nodes);
+            for (int k = 0; k < prof.n; k++)
+                printf("  %-24s %9.3f ms  %4d nodes\n", prof.op[k].name, prof.op[k].ms, prof.op[k].count);
+        }
     }
 out:
     free(t);

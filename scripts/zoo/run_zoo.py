@@ -257,6 +257,22 @@ def suite_zoo(r):
             r.size_check("zoo", name, ert16, ert32, F16_SIZE_RATIO_SMALL)
         guarded(r, "zoo", name, ".ert conversions", converted)
 
+        if name.startswith("vit"):
+            def fused():
+                # every attention block (one Softmax each) became one ert.Attention node of the session
+                # (runtime/passes/attention.c): `edgert bench --profile` lists the session's nodes by op
+                want = sum(1 for n in onnx.load(path).graph.node if n.op_type == "Softmax")
+                res = json.loads(r.cli("bench", path, "--iters", 1, "--warmup", 0, "--profile", "--json"))
+                ops = {op: n for op, _ms, n in res["profile"]["ops"]}
+                got = ops.get("ert.Attention", 0)
+                ok = want > 0 and got == want and "Softmax" not in ops
+                r.rows.append(("zoo", name, "attention fused", got, want, ok))
+                print("%-5s %-17s %-40s %d ert.Attention nodes for %d Softmax (session ops: %s)"
+                      % ("ok" if ok else "FAIL", name, "attention fused", got, want, sorted(ops)), flush=True)
+                if not ok:
+                    r.failed += 1
+            guarded(r, "zoo", name, "attention fused", fused)
+
 
 PPOCR = [  # (fp32 file; the fp16 one adds _fp16), input shape, another shape its dynamic dims allow
     ("ch_ppocr_mobile_v2.0_cls_infer", (1, 3, 48, 192), (3, 3, 48, 192)),

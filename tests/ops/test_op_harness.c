@@ -70,7 +70,7 @@ static const struct { const char *op; unsigned what; const char *why; } NOT_HERE
     {"ConvInteger", COV_FWD, "integer op: exact against onnxruntime in ctest quant_integer (tests/ops/quant_ort.py)"},
     {"ert.DropoutTrain", COV_GRAD, "made for Dropout in training, whose random mask rules out finite differences: test_grad case_dropout"},
     {"ert.Attention", COV_GRAD, "inference only: made by the session's attention pass, which the trainer does not run "
-                                "(its forward: the case above and ctest ops_attention, attn_pass)"},
+                                "(its forward: the case above, ctest ops_attention, and ctest zoo's 'attention fused' check that the pass fires on the ViT exports)"},
     {"Dropout", COV_GRAD, "the training mask is random: finite differences do not apply; test_grad case_dropout checks the mask algebra"},
 };
 
