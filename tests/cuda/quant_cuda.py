@@ -77,16 +77,23 @@ class Cuda:
         # their two qdq_run processes run on `jobs` workers
         self.pool = concurrent.futures.ThreadPoolExecutor(jobs) if jobs > 1 else None
         self.pending = []
+        self.seq = 0
 
     def check(self, tag, path, feeds, fallback=0, max_steps=0, step=None, then=None):
         """Queue one case: CUDA outputs equal to the CPU session's (float
         outputs bit for bit; `step`: a float output compared in units of that
         step, within max_steps), and `fallback` nodes on the CPU fallback.
         then(qdq_run's summary) runs when it passed."""
+        self.seq += 1
+        run_dir = "%03d_%s" % (self.seq, tag.replace(" ", "_").replace("/", "_"))  # one per case: tags repeat
+
         def job():
-            rg = self.check_now(tag, path, feeds, fallback, max_steps, step)
-            if rg is not None and then is not None:
-                then(rg)
+            try:
+                rg = self.check_now(tag, run_dir, path, feeds, fallback, max_steps, step)
+                if rg is not None and then is not None:
+                    then(rg)
+            except Exception as e:  # a broken case is a failed check, the others still run
+                self.R.report(False, tag, "%s: %s" % (type(e).__name__, e))
         if self.pool is None:
             job()
         else:
@@ -98,11 +105,11 @@ class Cuda:
             f.result()
         self.pending = []
 
-    def check_now(self, tag, path, feeds, fallback, max_steps, step):
+    def check_now(self, tag, run_dir, path, feeds, fallback, max_steps, step):
         R = self.R
         try:
-            cpu, _ = Q.qdq_run(self.runner, path, feeds, tag.replace(" ", "_").replace("/", "_") + "_cpu")
-            gpu, rg = Q.qdq_run(self.runner, path, feeds, tag.replace(" ", "_").replace("/", "_") + "_cuda", self.device)
+            cpu, _ = Q.qdq_run(self.runner, path, feeds, run_dir + "_cpu")
+            gpu, rg = Q.qdq_run(self.runner, path, feeds, run_dir + "_cuda", self.device)
         except RuntimeError as e:
             R.report(False, tag, str(e))
             return None
