@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """CUDA int8 kernels against the CPU integer reference (label gpu).
 
-    python tests/cuda/quant_cuda.py --qdq-run build/tests/qdq_run --work build/quant/cuda [--seed N]
+    python tests/cuda/quant_cuda.py --qdq-run build/tests/qdq_run --work build/quant/cuda [--edgert build/apps/edgert]
+        [--seed N] [--jobs N] [--selfcheck]
 
 Every case is a small ONNX model built here (tests/ops/quant_ort.py's
 helpers; numpy seed fixed per run), run by tests/ops/qdq_run once on a CPU
@@ -22,7 +23,10 @@ quant_* tests) and once on a CUDA session, on the same random inputs:
   CNN            quantize_static (QDQ) CNNs: every node on the GPU (no CPU
                  fallback), output within one output step of the CPU
                  session's (the float Add / GlobalAveragePool between the
-                 integer ops sum in another order on the GPU).
+                 integer ops sum in another order on the GPU); with --edgert
+                 also CNNs quantized by `edgert quantize` (int8 symmetric,
+                 what bench/int8 runs), within 1e-2 relative L2 (their last
+                 Gemm stays float).
 Every other case must run with no CPU fallback node. Exit 0 all passed,
 1 a check failed, 77 skipped (no GPU / no CUDA backend / no onnx, onnxruntime,
 numpy), with the reason on stdout.
@@ -79,17 +83,18 @@ class Cuda:
         self.pending = []
         self.seq = 0
 
-    def check(self, tag, path, feeds, fallback=0, max_steps=0, step=None, then=None):
+    def check(self, tag, path, feeds, fallback=0, max_steps=0, step=None, then=None, rel=None):
         """Queue one case: CUDA outputs equal to the CPU session's (float
         outputs bit for bit; `step`: a float output compared in units of that
-        step, within max_steps), and `fallback` nodes on the CPU fallback.
+        step, within max_steps; `rel`: a float output within that relative L2),
+        and `fallback` nodes on the CPU fallback.
         then(qdq_run's summary) runs when it passed."""
         self.seq += 1
         run_dir = "%03d_%s" % (self.seq, tag.replace(" ", "_").replace("/", "_"))  # one per case: tags repeat
 
         def job():
             try:
-                rg = self.check_now(tag, run_dir, path, feeds, fallback, max_steps, step)
+                rg = self.check_now(tag, run_dir, path, feeds, fallback, max_steps, step, rel)
                 if rg is not None and then is not None:
                     then(rg)
             except Exception as e:  # a broken case is a failed check, the others still run
@@ -105,7 +110,7 @@ class Cuda:
             f.result()
         self.pending = []
 
-    def check_now(self, tag, run_dir, path, feeds, fallback, max_steps, step):
+    def check_now(self, tag, run_dir, path, feeds, fallback, max_steps, step, rel):
         R = self.R
         try:
             cpu, _ = Q.qdq_run(self.runner, path, feeds, run_dir + "_cpu")
@@ -125,6 +130,14 @@ class Cuda:
                 with R.lock:
                     self.sat_lo += int((r == lo).any())
                     self.sat_hi += int((r == hi).any())
+            if rel is not None:
+                r64 = r.astype(np.float64)
+                e = float(np.linalg.norm(g.astype(np.float64) - r64) / max(np.linalg.norm(r64), 1e-30))
+                if e > rel:
+                    R.report(False, tag, "%s: relative L2 %.2e off the CPU session (limit %.0e)" % (name, e, rel))
+                    return None
+                why.append("%s within relative L2 %.1e (%d of %d differ)" % (name, e, int((g != r).sum()), r.size))
+                continue
             if step is not None:
                 d = Q.steps_off(g, r, step)
                 n_diff = int((g != r).sum())
@@ -307,12 +320,40 @@ def cnn_cases(C, rng):
         C.check(tag, qp, {"x": x}, max_steps=1, step=Q.out_step(qp), then=folded)
 
 
+def edgert_cases(C, rng):
+    """Small CNNs quantized by `edgert quantize` (int8 symmetric, per-channel
+    weights: what bench/int8 runs): every conv folded and on the GPU, no CPU
+    fallback node. The last Gemm stays float (edgert quantize leaves a graph
+    output float), so after the float GlobalAveragePool, summed in another
+    order on the GPU, the output is compared by relative L2."""
+    import subprocess
+    R = C.runner
+    for kind in ("gemm", "matmul"):
+        tag = "edgert quantize cnn %s" % kind
+        m = Q.small_cnn(rng, kind)
+        m.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 1  # samples are batch 1
+        m.graph.output[0].type.tensor_type.shape.dim[0].dim_value = 1
+        fp, qp = R.save(m, "eq_%s_f32" % kind), os.path.join(R.work, "eq_%s_int8.onnx" % kind)
+        calib = os.path.join(R.work, "eq_%s_calib.npy" % kind)
+        np.save(calib, rng.standard_normal([8, 3, 16, 15]).astype(np.float32))
+        p = subprocess.run([C.edgert, "quantize", fp, "--calib", calib, "--out", qp], capture_output=True, text=True)
+        if p.returncode != 0:
+            C.R.report(False, tag, "edgert quantize exited %d: %s" % (p.returncode, p.stderr.strip()[-300:]))
+            continue
+
+        def folded(rg, tag=tag):
+            ops = rg["ops"]
+            C.R.report(ops.get("QLinearConv", 0) == 4, tag + " folded", "ops on the GPU: %s" % json.dumps(ops))
+        C.check(tag, qp, {"x": rng.standard_normal([1, 3, 16, 15]).astype(np.float32)}, rel=1e-2, then=folded)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--qdq-run", required=True)
     ap.add_argument("--work", required=True)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--selfcheck", action="store_true", help="both sides on the CPU (checks the cases build and run)")
+    ap.add_argument("--edgert", default="", help="the edgert CLI: also CNNs quantized by `edgert quantize`")
     ap.add_argument("--jobs", type=int, default=1, help="cases run at once (each runs two qdq_run processes)")
     args = ap.parse_args()
     logging.getLogger().setLevel(logging.ERROR)
@@ -321,7 +362,8 @@ def main():
     if args.selfcheck:
         C.device = []
     rng = np.random.default_rng(args.seed)
-    for f in (qdq_cases, conv_cases, matmul_cases, pool_cases, cnn_cases):
+    C.edgert = args.edgert
+    for f in (qdq_cases, conv_cases, matmul_cases, pool_cases, cnn_cases) + ((edgert_cases,) if args.edgert else ()):
         f(C, rng)
     C.drain()
     print("quant_cuda: %d passed, %d failed" % (R.passed, R.failed))
