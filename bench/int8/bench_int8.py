@@ -226,7 +226,7 @@ def main():
     if a.one:
         print("INT8_ROW " + json.dumps(one_model(a, a.one)), flush=True)
         return 0
-    rows = []
+    rows, md = [], ""
     for n in [n for n in a.models.split(",") if n]:
         t0 = time.time()
         # one child process per model: a crash or an OOM costs one row
@@ -243,6 +243,12 @@ def main():
         print("%-10s %6.1fs  int8 b1 %s ms, edgert f16 b1 %s ms %s" % (
             n, row["wall_s"], row.get("edgert_int8", {}).get("f32_b1", {}).get("p50_ms"),
             row.get("edgert_f16", {}).get("f16_b1", {}).get("p50_ms"), row.get("error", "")[:300]), flush=True)
+        md = write(a, rows)  # after every model: a run cut short keeps what it measured
+    print(md)
+    return 0 if all(not r.get("error") for r in rows) else 1
+
+
+def write(a, rows):
     import torch
 
     res = {"device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "?",
@@ -254,8 +260,7 @@ def main():
     md = markdown(res)
     if a.md:
         open(a.md, "w").write(md)
-    print(md)
-    return 0 if all(not r.get("error") for r in rows) else 1
+    return md
 
 
 if __name__ == "__main__":
