@@ -21,7 +21,7 @@ static int fail(char *err, size_t n, const char *fmt, ...) {
 }
 
 const char *cli_file_kind(const char *path) {
-    FILE *f = fopen(path, "rb");
+    FILE *f = cli_fopen_regular(path);
     if (!f) return NULL;
     unsigned char m[8] = {0};
     size_t got = fread(m, 1, sizeof m, f);
@@ -34,9 +34,9 @@ const char *cli_file_kind(const char *path) {
 }
 
 int cli_tensor_load(ert_context *ctx, cli_tensor *t, char *err, size_t n) {
-    /* fopen first for a plain message on a missing file */
-    FILE *f = fopen(t->path, "rb");
-    if (!f) return fail(err, n, "file '%s': %s", t->path, strerror(errno));
+    /* opened first for a plain message on a missing file or a FIFO */
+    FILE *f = cli_fopen_regular(t->path);
+    if (!f) return fail(err, n, "file '%s': %s", t->path, cli_fopen_why(errno));
     fclose(f);
     const char *kind = cli_file_kind(t->path);
     if (kind && strcmp(kind, "npy") == 0) {
@@ -78,8 +78,8 @@ void cli_tensor_free(cli_tensor *t) {
 
 /* Whole file into memory. */
 static unsigned char *read_all(const char *path, size_t *size, char *err, size_t n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return fail(err, n, "file '%s': %s", path, strerror(errno)), NULL;
+    FILE *f = cli_fopen_regular(path);
+    if (!f) return fail(err, n, "file '%s': %s", path, cli_fopen_why(errno)), NULL;
     unsigned char *buf = NULL;
     size_t len = 0, cap = 0;
     int oom = 0;

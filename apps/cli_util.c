@@ -6,6 +6,14 @@
 #include <string.h>
 #include <time.h>
 
+int cli_stdout_finish(const char *who, int rc, int first_errno) {
+    errno = 0;
+    if (fflush(stdout) != 0 && !first_errno) first_errno = errno ? errno : EIO;
+    if (!first_errno && !ferror(stdout)) return rc;
+    fprintf(stderr, "%s: cannot write to standard output: %s\n", who, strerror(first_errno ? first_errno : EIO));
+    return rc ? rc : 1;
+}
+
 void cli_rng_seed(cli_rng *r, uint64_t seed) { r->s = seed; }
 
 uint64_t cli_rng_next(cli_rng *r) {

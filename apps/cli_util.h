@@ -8,9 +8,14 @@
 
 #include "edgert.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* splitmix64: tiny, seedable, the same sequence on every platform. */
 typedef struct cli_rng {
@@ -39,6 +44,40 @@ double cli_elem(ert_dtype dt, const void *data, size_t i);
 const char *cli_plan_cache_dir(const char *opt, char *buf, size_t n);
 /* "off", "used", "written", "not_written" */
 const char *cli_plan_cache_state_str(ert_plan_cache_state st);
+
+/* fopen(path, "rb") for a file the apps read whole (a tensor, a reference,
+ * an image): only a regular file is opened, and opening never blocks (a FIFO
+ * with no writer hung `edgert run -i`/`--expect`). NULL with errno set
+ * (EINVAL for a FIFO, device or socket; EISDIR for a folder); cli_fopen_why
+ * gives the message. Inline: the apps' sources that tests compile on their
+ * own (npy.c, imgfolder.c) need no other file. */
+static inline FILE *cli_fopen_regular(const char *path) {
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    struct stat sb;
+    int e = 0;
+    if (fstat(fd, &sb) != 0) e = errno;
+    else if (S_ISDIR(sb.st_mode)) e = EISDIR;
+    else if (!S_ISREG(sb.st_mode)) e = EINVAL;
+    else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) e = errno;
+    FILE *f = e ? NULL : fdopen(fd, "rb");
+    if (!f) {
+        if (!e) e = errno;
+        close(fd);
+        errno = e;
+    }
+    return f;
+}
+static inline const char *cli_fopen_why(int err) {
+    return err == EINVAL ? "not a regular file (a FIFO, device or socket)" : strerror(err);
+}
+
+/* stdout is where results go (help, version, reports): a failed write (full
+ * disk, closed pipe) must not end in exit 0. Flushes stdout; on a failure now
+ * or earlier (first_errno, 0 if none seen) prints "WHO: cannot write to
+ * standard output: REASON" to stderr and returns rc, or 1 if rc is 0. */
+int cli_stdout_finish(const char *who, int rc, int first_errno);
 
 /* Monotonic time in seconds. */
 double cli_now(void);

@@ -225,5 +225,5 @@ fail:
     ert_model_free(loaded);
     ert_model_free(built);
     ert_context_free(g_ctx);
-    return rc;
+    return cli_stdout_finish("edgert-demo", rc, 0);
 }

@@ -240,14 +240,7 @@ static void flush_stdout(void) {
     if (fflush(stdout) != 0 && !g_stdout_errno) g_stdout_errno = errno ? errno : EIO;
 }
 
-static int finish_stdout(int rc) {
-    flush_stdout();
-    if (g_stdout_errno || ferror(stdout)) {
-        fprintf(stderr, "edgert: error: cannot write to standard output: %s\n", strerror(g_stdout_errno ? g_stdout_errno : EIO));
-        return rc ? rc : 1;
-    }
-    return rc;
-}
+static int finish_stdout(int rc) { return cli_stdout_finish("edgert: error", rc, g_stdout_errno); }
 
 static void log_cb(void *user, ert_log_level lvl, const char *msg) {
     (void)user;

@@ -4,6 +4,7 @@
  * to the target size, append. */
 #define _POSIX_C_SOURCE 200809L
 #include "imgfolder.h"
+#include "cli_util.h"
 
 #include <dirent.h>
 #include <stdbool.h>
@@ -105,7 +106,7 @@ int pnm_parse_gray(const uint8_t *b, size_t n, uint8_t **px, int64_t *ph, int64_
 }
 
 static uint8_t *read_file(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
+    FILE *f = cli_fopen_regular(path);
     if (!f) return NULL;
     uint8_t *b = NULL;
     long sz = -1;

@@ -10,6 +10,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "npy.h"
+#include "cli_util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -225,8 +226,8 @@ int npy_parse(const void *buf, size_t size, npy_array *out, char *err, size_t n)
 
 int npy_read_file(const char *path, npy_array *out, char *err, size_t n) {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f) return fail(err, n, "%s: %s", path, strerror(errno));
+    FILE *f = cli_fopen_regular(path);
+    if (!f) return fail(err, n, "%s: %s", path, cli_fopen_why(errno));
     char *buf = NULL;
     size_t size = 0, cap = 0;
     for (;;) {

@@ -73,6 +73,12 @@ ert_status ert_set_error(ert_context *ctx, ert_status st, const char *fmt, ...) 
 ert_status ert_set_errorv(ert_context *ctx, ert_status st, const char *fmt, va_list ap);
 void ert_log(ert_context *ctx, ert_log_level lvl, const char *fmt, ...) ERT_PRINTF(3, 4);
 
+/* core/fileio.c: open `path` for reading, a regular file only (a FIFO, device,
+ * socket or folder is refused with ERT_E_IO naming what it is), without
+ * blocking: opening a FIFO with no writer would wait forever. *fd (O_CLOEXEC,
+ * blocking reads) and *size on success; the caller closes *fd. */
+ert_status ert_file_open_read(ert_context *ctx, const char *path, int *fd, uint64_t *size);
+
 /* Overflow-checked size arithmetic: return false on overflow. */
 static inline bool ert_mul_ovf(size_t a, size_t b, size_t *r) { return __builtin_mul_overflow(a, b, r); }
 static inline bool ert_add_ovf(size_t a, size_t b, size_t *r) { return __builtin_add_overflow(a, b, r); }
@@ -153,6 +159,8 @@ typedef enum ert_op {
     ERT_OP_QLINEAR_MATMUL,   /* (a, as, azp, b, bs, bzp, ys, yzp, [bias i32, ert extension]) -> y i8/u8 */
     ERT_OP_MATMUL_INTEGER,   /* (a, b, [azp], [bzp]) -> y i32 */
     ERT_OP_CONV_INTEGER,     /* (x, w, [xzp], [wzp]) -> y i32; quant params (conv) */
+    ERT_OP_ATTENTION,        /* ert.Attention (q, k, v, [bias]) -> softmax(scale q k^T + bias) v; attn params
+                              * (core/ops/attention.c); made by the attention pass, or from a model with attributes */
     ERT_OP_COUNT
 } ert_op;
 
@@ -306,6 +314,21 @@ typedef struct ert_quant_params {
     ert_conv_params conv;
 } ert_quant_params;
 
+/* ert.Attention: per (batch b, head h), y = softmax(scale * q k^T + bias) v
+ * with q (nq, head_dim), k and v (nk, head_dim), bias (nq, nk). Every
+ * operand is a strided view of its tensor's storage, in elements:
+ * {offset, batch stride, head stride, token stride, dim stride} (bias: the
+ * last two are query and key strides; 0 broadcasts). So q, k and v can be
+ * read straight out of a fused qkv Linear's output and y written in the
+ * (batch, token, head * head_dim) layout the output projection reads. */
+enum { ERT_ATTN_OFF = 0, ERT_ATTN_SB, ERT_ATTN_SH, ERT_ATTN_ST, ERT_ATTN_SD, ERT_ATTN_VIEW };
+typedef struct ert_attn_params {
+    int64_t batch, heads, nq, nk, head_dim;
+    int64_t q[ERT_ATTN_VIEW], k[ERT_ATTN_VIEW], v[ERT_ATTN_VIEW], o[ERT_ATTN_VIEW], bias[ERT_ATTN_VIEW];
+    bool has_bias;           /* input 3 */
+    float scale;
+} ert_attn_params;
+
 typedef struct ert_range_params {
     int dummy;
 } ert_range_params;
@@ -364,6 +387,7 @@ typedef union ert_op_params {
     ert_mod_params mod;
     ert_scatter_params scatter;
     ert_quant_params quant;
+    ert_attn_params attn;
 } ert_op_params;
 
 /* ------------------------------------------------------------------ IR */
@@ -554,6 +578,19 @@ ert_status ert_prepare_quantize(ert_prep *p);   /* core/ops/quant.c: QuantizeLin
 ert_status ert_prepare_dequantize(ert_prep *p); /* core/ops/quant.c: DequantizeLinear */
 ert_status ert_prepare_qlinear_conv(ert_prep *p);   /* core/ops/quant.c: QLinearConv, ConvInteger */
 ert_status ert_prepare_qlinear_matmul(ert_prep *p); /* core/ops/quant.c: QLinearMatMul, MatMulInteger */
+ert_status ert_prepare_attention(ert_prep *p);  /* core/ops/attention.c: ert.Attention */
+/* The attention pass's check of params it built (dtypes, every view inside
+ * its tensor, y written exactly once): ERT_OK and the CPU kernel's workspace
+ * bytes, or a status with the message on ctx (core/ops/attention.c). */
+ert_status ert_attn_check(ert_context *ctx, const ert_attn_params *ap, const ert_tinfo *in, int n_in, const ert_tinfo *out,
+                          int n_threads, size_t *ws_bytes);
+/* The CPU kernel's GEMM path (kernels/cpu/attention.c): the scores (nq x nk
+ * floats, 64-byte aligned) and the SGEMM's scratch for n_threads (gemm_ws:
+ * ert_cpu_backend.gemm_workspace); 0 where the path does not apply (y's
+ * head_dim strided) or its size overflows. A workspace at least this big
+ * lets the kernel take it. */
+size_t ert_attn_gemm_workspace(const ert_attn_params *ap, int n_threads,
+                               size_t (*gemm_ws)(int64_t M, int64_t N, int64_t K, int n_threads));
 /* Load-time checks of a quantized node's constant scales and zero points
  * (finite, positive scales; zero points of the quantized dtype; no opset-21
  * blocks), named after the node; ERT_OK for every other op (core/ops/quant.c). */

@@ -351,6 +351,25 @@ ert_status ert_file_writer_commit(ert_file_writer *w) {
     return r;
 }
 
+ert_status ert_file_open_read(ert_context *ctx, const char *path, int *fd, uint64_t *size) {
+    *fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (*fd < 0) return ert_set_error(ctx, ERT_E_IO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    ert_status r = ERT_OK;
+    if (fstat(*fd, &sb) != 0) r = ert_set_error(ctx, ERT_E_IO, "cannot open '%s': %s", path, strerror(errno));
+    else if (!S_ISREG(sb.st_mode) || sb.st_size < 0)
+        r = ert_set_error(ctx, ERT_E_IO, "'%s' is not a regular file (%s)", path, kind_of(sb.st_mode));
+    else if (fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) & ~O_NONBLOCK) != 0)
+        r = ert_set_error(ctx, ERT_E_IO, "cannot open '%s': %s", path, strerror(errno));
+    if (r != ERT_OK) {
+        close(*fd);
+        *fd = -1;
+        return r;
+    }
+    *size = (uint64_t)sb.st_size;
+    return ERT_OK;
+}
+
 ert_status ert_file_write_atomic(ert_context *ctx, const char *path, const void *data, size_t n) {
     ert_file_writer *w = NULL;
     ert_status r = ert_file_writer_open(ctx, path, &w);

@@ -580,6 +580,24 @@ typedef struct ert_nonfinite {
  * at the first node that reads it. CPU sessions only (others:
  * ERT_E_UNSUPPORTED); never allocates; slower than run (one scan per output). */
 ert_status ert_session_run_check_finite(ert_session *s, ert_nonfinite *out);
+/* One node's time in a profiling run (ert_session_profile,
+ * ert_trainer_profile). */
+typedef struct ert_profile_entry {
+    const char *node; /* node name (model node or one a pass made); valid for the session's/trainer's life */
+    const char *op;   /* op type (ONNX name, or the fused op's) */
+    double ms;
+} ert_profile_entry;
+/* A profiling run: the graph once, node by node, with the time of each node:
+ * on CUDA the device time between events around the node (eager, no CUDA
+ * graph, so the sum exceeds a graphed run by the launch gaps), on the CPU the
+ * wall time of the node run alone. Outputs are those of ert_session_run.
+ * Entry k of `out` (up to `cap`) is the k-th node of the schedule (after
+ * fusion and elision; fused nodes carry the first node's name); *n gets the
+ * number of scheduled nodes. For finding where a run's time goes (`edgert
+ * bench --profile`); not for the run loop.
+ * Errors: ERT_E_ARG (NULL), ERT_E_STATE (another thread is running the
+ * session), as ert_session_run. */
+ert_status ert_session_profile(ert_session *s, ert_profile_entry *out, int cap, int *n);
 /* Pointer to output i's storage (owned by the session), valid until the next
  * run or free. Errors: ERT_E_ARG (NULL, index). */
 ert_status ert_session_output_data(ert_session *s, int i, const void **data);
@@ -891,11 +909,6 @@ ert_status ert_trainer_eval(ert_trainer *t, float *loss);
  * model node, or a generated backward/optimizer node), op and milliseconds,
  * valid for the trainer's life. *n gets the number of nodes. For finding
  * where a step's time goes (`train_gpu --profile`); not for the step loop. */
-typedef struct ert_profile_entry {
-    const char *node;
-    const char *op;
-    double ms;
-} ert_profile_entry;
 /* Errors: as ert_trainer_step. */
 ert_status ert_trainer_profile(ert_trainer *t, ert_profile_entry *out, int cap, int *n, float *loss);
 /* The output the loss reads, after the last step or eval (valid until the

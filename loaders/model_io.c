@@ -95,14 +95,15 @@ static ert_status explain_bad_model(ert_context *ctx, ert_status st, const char 
 
 ert_status ert_model_load_file(ert_context *ctx, const char *path, ert_model **out) {
     if (!ctx || !path || !out) return ert_set_error(ctx, ERT_E_ARG, "ert_model_load_file: NULL argument");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ert_set_error(ctx, ERT_E_IO, "cannot open '%s': %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    int fd = -1;
+    uint64_t fsize = 0;
+    ert_status ost = ert_file_open_read(ctx, path, &fd, &fsize); /* core/fileio.c: a FIFO is refused, not waited on */
+    if (ost != ERT_OK) return ost;
+    if (fsize > (uint64_t)SIZE_MAX) {
         close(fd);
-        return ert_set_error(ctx, ERT_E_IO, "'%s' is not a regular file", path);
+        return ert_set_error(ctx, ERT_E_IO, "'%s' is too large to map (%llu bytes)", path, (unsigned long long)fsize);
     }
-    size_t size = (size_t)sb.st_size;
+    size_t size = (size_t)fsize;
     if (size == 0) {
         close(fd);
         return ert_set_error(ctx, ERT_E_FORMAT, "'%s' is empty", path);

@@ -23,7 +23,8 @@
 #
 # Checks: `file`/readelf say aarch64; cuobjdump lists sm_87 and sm_110 SASS in
 # the linked `edgert` binary; readelf finds no CUDA shared library among its
-# NEEDED entries (cudart linked statically, cuBLAS/cuDNN lazy). Then (unless
+# NEEDED entries (cudart linked statically, cuBLAS/cuDNN lazy); a sysroot of
+# JetPack's layout (made of links) configures with ERT_JETSON_SYSROOT alone. Then (unless
 # BUILD_ONLY) the whole ctest under qemu-aarch64: every `gpu` test SKIPPED,
 # since there is no NVIDIA driver there.
 #
@@ -196,6 +197,52 @@ fi
 say "apps/edgert: $(du -h "$build/apps/edgert" | cut -f1)"
 ((fail == 0)) || { say "checks FAILED"; exit 1; }
 say "checks: ok ($((SECONDS - t0)) s so far)"
+
+# ---------------------------------------------------------------- JetPack sysroot layout
+# The README's other recipe: a sysroot copied off a Jetson, CUDA at
+# usr/local/cuda/targets/aarch64-linux inside it, and ERT_JETSON_SYSROOT the
+# only variable (or ERT_CUDA_TARGET_ROOT naming the sysroot). Without a
+# Jetson, a sysroot of that layout is made of links (Debian's cross libc as
+# usr/include + usr/lib/aarch64-linux-gnu, the wheel tree as the CUDA target)
+# and configured: CMake's CUDA ABI detection compiles and links a CUDA program
+# through it (nvcc -Xcompiler=--sysroot), FindCUDAToolkit must take
+# cudart_static from the sysroot's tree, and one of the library's kernels is
+# compiled with it.
+# (links only, so it lives in this worktree's build/, not in the shared cache)
+fake="$root/build/jetpack-layout-sysroot"
+slog="$root/build/jetpack-layout-sysroot.log"
+rm -rf "$fake"
+mkdir -p "$fake/usr/lib" "$fake/usr/local/cuda/targets"
+ln -s /usr/aarch64-linux-gnu/include "$fake/usr/include"
+ln -s /usr/aarch64-linux-gnu/lib "$fake/usr/lib/aarch64-linux-gnu"
+ln -s /usr/aarch64-linux-gnu "$fake/usr/aarch64-linux-gnu"  # Debian's libc.so script and C++ headers name this path
+ln -s usr/lib "$fake/lib"
+ln -s "$tgt" "$fake/usr/local/cuda/targets/aarch64-linux"
+# Either variable alone: ERT_JETSON_SYSROOT=<sysroot>, or ERT_CUDA_TARGET_ROOT
+# naming the sysroot instead of a target tree (the wheel recipe's variable).
+ctgt="$fake/usr/local/cuda/targets/aarch64-linux"
+for var in ERT_JETSON_SYSROOT ERT_CUDA_TARGET_ROOT; do
+    sbuild="$root/build/test-cuda-aarch64-sysroot-$var"
+    rm -rf "$sbuild"
+    if [[ $var == ERT_JETSON_SYSROOT ]]; then says="CUDA target tree from the sysroot: $ctgt"
+    else says="ERT_CUDA_TARGET_ROOT is a JetPack sysroot: ERT_JETSON_SYSROOT=$fake, CUDA target tree $ctgt"; fi
+    if cmake -S "$root" -B "$sbuild" -G Ninja -DCMAKE_BUILD_TYPE=Release -DERT_TESTS=OFF -DERT_APPS=OFF \
+        -DCMAKE_TOOLCHAIN_FILE="$root/toolchains/aarch64-jetson.cmake" -D"$var=$fake" \
+        -DERT_HOST_NVCC="$nvcc_host" -DERT_CUDA=ON -DERT_CUDA_ARCHS=87-real >"$slog" 2>&1 &&
+        grep -qF "$says" "$slog" &&
+        grep -qF -- "--sysroot=$fake " "$sbuild/build.ninja" &&
+        cudart=$(sed -n 's/^CUDA_cudart_static_LIBRARY:FILEPATH=//p' "$sbuild/CMakeCache.txt") &&
+        [[ -n "$cudart" && "$(readlink -f "$cudart")" == "$(readlink -f "$ctgt/lib/libcudart_static.a")" ]] &&
+        cuo=CMakeFiles/edgert.dir/kernels/cuda/cumsum.cu.o && ninja -C "$sbuild" "$cuo" >>"$slog" 2>&1 &&
+        grep -q "ARM aarch64" <<<"$(file -b "$sbuild/$cuo")" &&
+        { [[ -z "$cuobj" ]] || grep -q "\.sm_87\." <<<"$("$cuobj" --list-elf "$sbuild/$cuo" 2>&1)"; }; then
+        say "JetPack sysroot layout: configures with $var=<sysroot> alone (CUDA from its usr/local/cuda);" \
+            "a kernel compiles through it (aarch64 object, sm_87 SASS)"
+    else
+        tail -n 30 "$slog"; grep "cudart_static_LIBRARY" "$sbuild/CMakeCache.txt" || true
+        say "JetPack sysroot layout with $var: FAILED (log: $slog)"; exit 1
+    fi
+done
 [[ "${ERT_CUDA_AARCH64_BUILD_ONLY:-0}" == 1 ]] && exit 0
 # zoo_cuda_selfcheck runs natively in the cuda phase; emulated it outlasts its 600 s
 ctest --test-dir "$build" -j "$jobs" --output-on-failure --no-tests=error -E "^zoo_cuda_selfcheck$"

@@ -31,7 +31,13 @@ for t in $targets; do
         UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
         "$build/tests/fuzz_$t" -max_total_time="$secs" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
           -print_final_stats=1 corpus "$root/tests/fuzz/corpus/$t"); then
-    echo "!! fuzz_$t found a problem: see $work/$t/crash-* / leak-* / timeout-*"
+    echo "!! fuzz_$t found a problem: see $work/$t/crash-* / leak-* / timeout-* / oom-*"
+    # the reproducer in the log too (CI keeps only its output): base64 -d > f; fuzz_$t f
+    for f in "$work/$t"/crash-* "$work/$t"/leak-* "$work/$t"/timeout-* "$work/$t"/oom-*; do
+      [ -f "$f" ] || continue
+      echo "reproducer $(basename "$f") ($(wc -c < "$f") bytes, base64):"
+      head -c 8192 "$f" | base64 -w 0; echo
+    done
     status=1
   fi
 done

@@ -179,7 +179,9 @@ phase_fuzz() {
         echo "[fuzz] scripts/fuzz.sh not there yet: skipped"
         return 77
     fi
-    FUZZ_SECONDS=${FUZZ_SECONDS:-30} ERT_JOBS=$jobs bash scripts/fuzz.sh
+    mkdir -p "$logs"
+    # kept in a log: the summary repeats a failure's report (CI shows the end)
+    FUZZ_SECONDS=${FUZZ_SECONDS:-30} ERT_JOBS=$jobs bash scripts/fuzz.sh 2>&1 | tee "$logs/fuzz.log"
 }
 
 phase_cuda() {
@@ -257,7 +259,17 @@ phase_cuda_aarch64() {
     # zoo_cuda_selfcheck (the GPU zoo harness on CPU sessions) runs natively in
     # the cuda phase; emulated it needs more than its 600 s.
     echo "[cuda-aarch64] zoo_cuda_selfcheck left to the cuda phase (over 600 s under qemu)"
-    run_ctest cuda-aarch64 build/test-cuda-aarch64 -E '^zoo_cuda_selfcheck$'
+    local rc=0
+    run_ctest cuda-aarch64 build/test-cuda-aarch64 -E '^zoo_cuda_selfcheck$' || rc=1
+    # No driver under qemu: every gpu test must be SKIPPED, for that reason
+    # (a pass would be a silent one; "no CUDA backend" would mean CUDA was lost).
+    local gpu_tests
+    gpu_tests=$(ctest --test-dir build/test-cuda-aarch64 -N -L gpu | sed -n 's/^ *Test *#[0-9]*: *//p')
+    # (pipefail is on: the checker's status survives the sed)
+    [[ -n "$gpu_tests" ]] && python3 scripts/check_gpu_skipped.py --self-test >/dev/null &&
+        python3 scripts/check_gpu_skipped.py "$logs/cuda-aarch64-ctest.xml" $gpu_tests | sed 's/^/    /' || {
+            echo "[cuda-aarch64] gpu tests: not all SKIPPED for want of a driver (or none found)"; rc=1; }
+    return $rc
 }
 
 # The Python package (python/, pyproject.toml): its own venv whose .pth
@@ -361,6 +373,11 @@ echo
 echo "==================== summary ($((SECONDS - t_start)) s)"
 printf '%s\n' "${summary[@]}"
 echo "total: $n_pass passed, $n_fail failed, $n_skip skipped"
+if [[ " ${summary[*]} " == *"fuzz         FAILED"* && -f "$logs/fuzz.log" ]]; then
+    echo
+    echo "==================== what the fuzz phase found ($logs/fuzz.log)"
+    grep -E -A12 '^==[0-9]+==|^!! |^SUMMARY|^artifact_prefix|^Test unit written|^reproducer' "$logs/fuzz.log" | tail -n 80 || true
+fi
 if [[ $failed -ne 0 ]]; then
     exit 1
 fi

@@ -3,7 +3,9 @@
 #   cmake -S . -B build/aarch64 -G Ninja \
 #         -DCMAKE_TOOLCHAIN_FILE=toolchains/aarch64-jetson.cmake \
 #         [-DERT_JETSON_SYSROOT=/opt/jetson-rootfs]          # JetPack rootfs copy
-#         [-DERT_CUDA_TARGET_ROOT=<aarch64 CUDA target tree>]   # cross CUDA (below)
+#         [-DERT_CUDA_TARGET_ROOT=<aarch64 CUDA target tree>]   # cross CUDA (below; default:
+#                                                              # the sysroot's, if it has one;
+#                                                              # a JetPack sysroot works too)
 #         [-DERT_CUDA_ARCHS="87-real"]                         # override the chip list
 #
 # Without ERT_JETSON_SYSROOT it builds against Debian's multiarch cross libc
@@ -26,7 +28,24 @@ endif()
 # try_compile() projects re-read this file in a fresh scope: pass our knobs on,
 # or the sysroot would silently be missing from every configure check.
 list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES
-  ERT_JETSON_SYSROOT ERT_CUDA_TARGET_ROOT ERT_CUDA_ARCHS ERT_HOST_NVCC ERT_CUDA_CROSS_TREE)
+  ERT_JETSON_SYSROOT ERT_CUDA_TARGET_ROOT ERT_CUDA_ARCHS ERT_HOST_NVCC ERT_CUDA_CROSS_TREE ERT_CUDA)
+
+# ---------------------------------------------------------------- one variable
+# ERT_CUDA_TARGET_ROOT may name either source of the aarch64 CUDA target: a
+# target tree (the merged wheels: include/, lib/) or a whole JetPack sysroot
+# (usr/local/cuda/targets/aarch64-linux inside it), which then also serves as
+# ERT_JETSON_SYSROOT. Conversely ERT_JETSON_SYSROOT alone takes CUDA from the
+# sysroot (below).
+if(ERT_CUDA_TARGET_ROOT AND NOT ERT_JETSON_SYSROOT
+   AND NOT EXISTS "${ERT_CUDA_TARGET_ROOT}/include/cuda_runtime.h"
+   AND EXISTS "${ERT_CUDA_TARGET_ROOT}/usr/local/cuda/targets/aarch64-linux/include/cuda_runtime.h")
+  set(ERT_JETSON_SYSROOT "${ERT_CUDA_TARGET_ROOT}")
+  set(ERT_CUDA_TARGET_ROOT "${ERT_CUDA_TARGET_ROOT}/usr/local/cuda/targets/aarch64-linux")
+  if(NOT CMAKE_IN_TRY_COMPILE)
+    message(STATUS "edgert: ERT_CUDA_TARGET_ROOT is a JetPack sysroot: ERT_JETSON_SYSROOT=${ERT_JETSON_SYSROOT}, "
+      "CUDA target tree ${ERT_CUDA_TARGET_ROOT}")
+  endif()
+endif()
 
 # ---------------------------------------------------------------- sysroot
 # A JetPack rootfs (copied off the device or from the L4T sample rootfs): its
@@ -62,7 +81,8 @@ endif()
 # ---------------------------------------------------------------- CUDA
 # Cross CUDA = the host's x86_64 nvcc + the aarch64 target tree of the same
 # CUDA version. ERT_CUDA_TARGET_ROOT names that tree (include/, lib/), one of:
-#   <JetPack sysroot>/usr/local/cuda/targets/aarch64-linux   (copied off the device)
+#   <JetPack sysroot>/usr/local/cuda/targets/aarch64-linux   (copied off the device; the
+#                               default when ERT_JETSON_SYSROOT is given and has it)
 #   .deps/cuda-aarch64/target   NVIDIA's aarch64 CUDA 13 wheels from PyPI, merged by
 #                               scripts/check_cuda_aarch64.sh (the tested recipe)
 #   <x86 toolkit>/targets/aarch64-linux   NVIDIA's cross packages install it there
@@ -75,8 +95,28 @@ endif()
 # linked, targets/aarch64-linux/{include,lib} linking the given tree's
 # entries, plus nvcc's own fatbinary_section.h when the tree lacks it (the
 # wheels do). nvcc compiles host code with the cross g++.
+# With a JetPack sysroot the target tree is where JetPack puts it, so
+# ERT_JETSON_SYSROOT alone is enough (ERT_CUDA_TARGET_ROOT given explicitly
+# wins; -DERT_CUDA=OFF, or no x86_64 nvcc on the host, keeps the build CPU-only).
+set(_ert_tgt_from_sysroot FALSE)
+if(ERT_JETSON_SYSROOT AND NOT ERT_CUDA_TARGET_ROOT AND NOT "${ERT_CUDA}" STREQUAL "OFF"
+   AND EXISTS "${ERT_JETSON_SYSROOT}/usr/local/cuda/targets/aarch64-linux/include/cuda_runtime.h")
+  if(NOT ERT_HOST_NVCC)
+    find_program(ERT_HOST_NVCC nvcc PATHS /usr/local/cuda/bin NO_CMAKE_FIND_ROOT_PATH)
+  endif()
+  if(ERT_HOST_NVCC)
+    set(ERT_CUDA_TARGET_ROOT "${ERT_JETSON_SYSROOT}/usr/local/cuda/targets/aarch64-linux")
+    set(_ert_tgt_from_sysroot TRUE)
+  elseif(NOT CMAKE_IN_TRY_COMPILE)
+    message(STATUS "edgert: ${ERT_JETSON_SYSROOT} has CUDA, but the host has no x86_64 nvcc "
+      "(-DERT_HOST_NVCC=...): CPU only")
+  endif()
+endif()
 if(ERT_CUDA_TARGET_ROOT)
   get_filename_component(_ert_tgt "${ERT_CUDA_TARGET_ROOT}" ABSOLUTE)
+  if(_ert_tgt_from_sysroot AND NOT CMAKE_IN_TRY_COMPILE)
+    message(STATUS "edgert: CUDA target tree from the sysroot: ${_ert_tgt}")
+  endif()
   if(NOT EXISTS "${_ert_tgt}/include/cuda_runtime.h")
     message(FATAL_ERROR "ERT_CUDA_TARGET_ROOT=${ERT_CUDA_TARGET_ROOT}: no include/cuda_runtime.h there: "
       "expected an aarch64 CUDA target tree (see README.md, Cross-compiling for Jetson)")

@@ -261,25 +261,16 @@ static int mkdir_p(const char *dir) {
     return 0;
 }
 
-/* One frame file (--collect, --out), written to a temporary name and
- * renamed: a crash or a full disk mid-write never leaves a truncated image
- * (for the trainer, or a viewer). On failure -1, errno set and `path` is the
- * file that failed. */
-static int save_frame(const char *dir, uint64_t seq, const uint8_t *jpg, size_t len, char *path, size_t path_n) {
-    char tmp[1200];
+/* One frame file (--collect, --out), through the library's one atomic write
+ * (ert_file_write_atomic: temporary file, fsync, rename): a crash or a full
+ * disk mid-write never leaves a truncated image (for the trainer, or a
+ * viewer), a FIFO or device in the way is refused, a symlink's target is
+ * replaced, and a killed run's temporary files go at the next save. On
+ * failure -1 with `path` the file and ert_last_error(ctx) the reason. */
+static int save_frame(ert_context *ctx, const char *dir, uint64_t seq, const uint8_t *jpg, size_t len, char *path,
+                      size_t path_n) {
     snprintf(path, path_n, "%s/frame_%06llu.jpg", dir, (unsigned long long)seq);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return -1;
-    int ok = fwrite(jpg, 1, len, f) == len;
-    ok = fflush(f) == 0 && ok;
-    int e = errno;
-    ok = fclose(f) == 0 && ok;
-    if (ok && rename(tmp, path) == 0) return 0;
-    if (ok) e = errno;
-    remove(tmp);
-    errno = e ? e : EIO;
-    return -1;
+    return ert_file_write_atomic(ctx, path, jpg, len) == ERT_OK ? 0 : -1;
 }
 
 /* A streaming output (--frames-jsonl, --mjpeg-out) after a frame's writes:
@@ -510,7 +501,7 @@ static int parse_args(int argc, char **argv, opts *o) {
 int main(int argc, char **argv) {
     opts o;
     int pr = parse_args(argc, argv, &o);
-    if (pr != 0) return pr > 0 ? 0 : 2;
+    if (pr != 0) return pr > 0 ? cli_stdout_finish("edgert-camera", 0, 0) : 2; /* --help/--version > /dev/full: exit 1 */
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -775,8 +766,8 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "edgert-camera: --collect: cannot encode frame %llu\n", (unsigned long long)s->seq);
                 g_stop = 1;
                 collect_failed = 1;
-            } else if (save_frame(o.collect_dir, s->seq, jpg_out, len, path, sizeof path) != 0) {
-                fprintf(stderr, "edgert-camera: --collect %s: write failed: %s\n", path, strerror(errno));
+            } else if (save_frame(ctx, o.collect_dir, s->seq, jpg_out, len, path, sizeof path) != 0) {
+                fprintf(stderr, "edgert-camera: --collect %s: write failed: %s\n", path, ert_last_error(ctx));
                 g_stop = 1;
                 collect_failed = 1;
             } else if (++collected == (uint64_t)o.collect_max) {
@@ -839,8 +830,8 @@ int main(int argc, char **argv) {
                     write_failed = 1;
                 }
                 if (http) cam_http_publish(http, jpg_out, len);
-                if (o.out_dir && !write_failed && save_frame(o.out_dir, s->seq, jpg_out, len, path, sizeof path) != 0) {
-                    snprintf(write_err, sizeof write_err, "--out %s: write failed: %s", path, strerror(errno));
+                if (o.out_dir && !write_failed && save_frame(ctx, o.out_dir, s->seq, jpg_out, len, path, sizeof path) != 0) {
+                    snprintf(write_err, sizeof write_err, "--out %s: write failed: %s", path, ert_last_error(ctx));
                     write_failed = 1;
                 }
             }
@@ -929,10 +920,7 @@ int main(int argc, char **argv) {
     if (stream_close(mjpeg, "--mjpeg-out", o.mjpeg_out, write_failed) != 0) rc = 1;
     if (stream_close(fjl, "--frames-jsonl", o.frames_jsonl, write_failed) != 0) rc = 1;
     mjpeg = fjl = NULL;
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "edgert-camera: stdout: write failed: %s\n", strerror(errno ? errno : EIO));
-        rc = 1;
-    }
+    rc = cli_stdout_finish("edgert-camera", rc, 0);
 
 done:
     if (thread_started) {

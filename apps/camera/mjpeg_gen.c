@@ -78,7 +78,10 @@ int main(int argc, char **argv) {
     int frames_given = 0, idx_class = -1;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : "";
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) { usage(stdout); return 0; }
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            usage(stdout);
+            return cli_stdout_finish("edgert-mjpeg-gen", 0, 0);
+        }
         else if (strcmp(argv[i], "--width") == 0) w = atoi(v), i++;
         else if (strcmp(argv[i], "--height") == 0) h = atoi(v), i++;
         else if (strcmp(argv[i], "--frames") == 0) frames = atoi(v), frames_given = 1, i++;
@@ -232,5 +235,5 @@ int main(int argc, char **argv) {
     idx_free(&ia);
     idx_free(&la);
 #endif
-    return 0;
+    return cli_stdout_finish("edgert-mjpeg-gen", 0, 0);
 }

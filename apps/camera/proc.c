@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 cam_xform cam_pre_xform(int src_w, int src_h, const cam_pre_options *o) {
     cam_xform x = {0, 0, src_w, src_h, 0, 0, o->out_w, o->out_h};
@@ -131,6 +132,10 @@ int cam_topk(const float *logits, int n, int k, int softmax, int *idx, float *pr
 }
 
 int cam_labels_load(const char *path, char ***out) {
+    /* a regular file only: /dev/zero never ends (its lines grew until memory
+     * ran out), a FIFO without a writer blocks the open */
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0;
     FILE *f = fopen(path, "r");
     if (!f) return 0;
     char line[1024];

@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
 #include "source.h"
+#include "cli_util.h" /* cli_fopen_regular */
 #include "edgert.h"
 
 #include <dirent.h>
@@ -79,8 +80,9 @@ static int cmp_str(const void *a, const void *b) {
 }
 
 static cam_status read_file(const char *path, uint8_t **data, size_t *n, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return fail(err, errlen, CAM_E_IO, "%s: %s", path, strerror(errno));
+    /* a FIFO named like an image would block fopen() past SIGTERM */
+    FILE *f = cli_fopen_regular(path);
+    if (!f) return fail(err, errlen, CAM_E_IO, "%s: %s", path, cli_fopen_why(errno));
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || st.st_size < 0 || (uint64_t)st.st_size > ((uint64_t)1 << 31)) {
         fclose(f);
@@ -136,6 +138,11 @@ cam_status cam_source_open(const char *spec, const cam_source_options *opts, cam
                 char *p = malloc(len);
                 if (!p) { st = fail(err, errlen, CAM_E_NOMEM, "out of memory"); break; }
                 snprintf(p, len, "%s/%s", spec, e->d_name);
+                struct stat es; /* images only: not a FIFO or folder named like one */
+                if (stat(p, &es) != 0 || !S_ISREG(es.st_mode)) {
+                    free(p);
+                    continue;
+                }
                 s->files[s->n_files++] = p;
             }
             closedir(d);
@@ -158,7 +165,14 @@ cam_status cam_source_open(const char *spec, const cam_source_options *opts, cam
             s->fd = 0;
             snprintf(s->desc, sizeof s->desc, "mjpeg stream on stdin");
         } else {
-            s->fd = open(spec, O_RDONLY);
+            /* With a stop flag (the app), a FIFO whose writer has not started
+             * yet is opened without waiting for it: the poll below waits in
+             * slices instead, so SIGTERM ends the run with its summary (a
+             * blocking open ended it with "Interrupted system call"). Linux
+             * reports no POLLHUP until a writer has come and gone. */
+            s->fd = open(spec, O_RDONLY | (s->stop ? O_NONBLOCK : 0));
+            if (s->fd >= 0 && s->stop && fcntl(s->fd, F_SETFL, fcntl(s->fd, F_GETFL) & ~O_NONBLOCK) != 0)
+                st = fail(err, errlen, CAM_E_IO, "%s: %s", spec, strerror(errno));
             s->own_fd = 1;
             if (s->fd < 0) st = fail(err, errlen, CAM_E_IO, "%s: %s", spec, strerror(errno));
             snprintf(s->desc, sizeof s->desc, "mjpeg stream %s", spec);

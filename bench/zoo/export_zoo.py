@@ -95,6 +95,19 @@ def bn_warmup(m, hw, seed):
     m.eval()
 
 
+def randomise_zero_linears(m, seed):
+    """torchvision's ViT initialises its head to zero: every input then gives
+    the bias (zero) and the accuracy check against PyTorch passes vacuously
+    (rel L2 0.0). Such all-zero Linear weights get N(0, 0.02) instead."""
+    g = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for mod in m.modules():
+            if isinstance(mod, torch.nn.Linear) and not bool(mod.weight.any()):
+                mod.weight.copy_(torch.randn(mod.weight.shape, generator=g) * 0.02)
+                if mod.bias is not None:
+                    mod.bias.copy_(torch.randn(mod.bias.shape, generator=g) * 0.02)
+
+
 def build(name):
     """The eval-mode torch module of a torchvision / timm zoo entry."""
     family, key, hw, _ = ZOO[name]
@@ -110,6 +123,7 @@ def build(name):
         import timm
 
         m = timm.create_model(key, pretrained=False)
+    randomise_zero_linears(m, seed_of(name))
     bn_warmup(m, hw, seed_of(name))
     return m
 

@@ -18,6 +18,8 @@ real torchvision/timm/Ultralytics exports; bench_cpu_zoo.py runs either folder.
   mobilenetv2      torchvision MobileNetV2 1.0 (inverted residual, ReLU6)
   mobilenetv3_l    torchvision MobileNetV3-Large (HardSwish, SE + HardSigmoid, k5)
   efficientnet_b0  EfficientNet-B0 (MBConv k3/k5, SiLU, SE + Sigmoid)
+  deit_tiny        DeiT-Tiny / ViT-Ti/16 (patch Conv, cls token, 12 blocks of LayerNormalization,
+                   MatMul+Add, 3-head attention with Softmax, Erf GELU; timm's export pattern)
 """
 import argparse
 import os
@@ -39,6 +41,11 @@ class G:
     def init(self, p, arr):
         n = self.t(p)
         self.inits.append(numpy_helper.from_array(np.asarray(arr, np.float32), n))
+        return n
+
+    def init_i64(self, p, v):
+        n = self.t(p)
+        self.inits.append(numpy_helper.from_array(np.asarray(v, np.int64), n))
         return n
 
     def node(self, op, ins, p, **attrs):
@@ -85,9 +92,9 @@ class G:
         self.node("Gemm", [y, self.init("fc_w", w), self.init("fc_b", np.zeros(n_cls))], "fc", transB=1)
         self.nodes[-1].output[0] = "logits"
 
-    def model(self):
-        x = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 3, 224, 224])
-        y = helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 1000])
+    def model(self, batch="N"):
+        x = helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, 224, 224])
+        y = helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, 1000])
         g = helper.make_graph(self.nodes, self.name, [x], [y], self.inits)
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="edgert-cpu-zoo")
         m.ir_version = 8
@@ -171,8 +178,59 @@ def efficientnet_b0():
         (6, 320, 1, 1, 3)])
 
 
+def deit_tiny(dim=192, depth=12, heads=3, mlp=768, patch=16):
+    """The node pattern torch.onnx.export (opset 17) writes for timm's
+    VisionTransformer: Conv patch embedding, Reshape+Transpose to tokens,
+    Concat of the cls token, Add of the position embedding, pre-norm blocks
+    (LayerNormalization; q/k/v from one MatMul+Add, Reshape/Transpose to
+    heads, MatMul, Mul by 1/sqrt(d), Softmax, MatMul; GELU as x*0.5*(1+Erf(x/sqrt2))),
+    final LayerNorm, Gather of the cls token, Gemm head."""
+    g = G("deit_tiny", 5)
+    n_tok, hd = (224 // patch) ** 2 + 1, dim // heads
+    r = g.rng
+
+    def lin(x, cin, cout, name):
+        w = g.init(name + "_w", r.normal(0, np.sqrt(1.0 / cin), (cin, cout)))
+        return g.node("Add", [g.node("MatMul", [x, w], name), g.init(name + "_b", r.normal(0, 0.02, cout))], name + "_add")
+
+    def ln(x):
+        return g.node("LayerNormalization", [x, g.init("ln_g", r.uniform(0.8, 1.2, dim)), g.init("ln_b", r.normal(0, 0.02, dim))],
+                      "ln", axis=-1, epsilon=1e-6)
+
+    def shape(*v):
+        return g.init_i64("shape", v)
+
+    x = g.node("Conv", ["input", g.init("pw", r.normal(0, np.sqrt(1.0 / (3 * patch * patch)), (dim, 3, patch, patch))),
+                        g.init("pb", np.zeros(dim))], "patch", kernel_shape=[patch, patch], strides=[patch, patch])
+    x = g.node("Reshape", [x, shape(1, dim, -1)], "flat")          # batch 1 export (timm's, with a fixed batch)
+    x = g.node("Transpose", [x], "tok", perm=[0, 2, 1])            # (1, 196, dim)
+    x = g.node("Concat", [g.init("cls", r.normal(0, 0.02, (1, 1, dim))), x], "cat", axis=1)
+    x = g.node("Add", [x, g.init("pos", r.normal(0, 0.02, (1, n_tok, dim)))], "pos_add")
+    for _ in range(depth):
+        y = ln(x)
+        qkv = lin(y, dim, 3 * dim, "qkv")
+        qkv = g.node("Transpose", [g.node("Reshape", [qkv, shape(1, n_tok, 3, heads, hd)], "qkv_r")], "qkv_t",
+                     perm=[2, 0, 3, 1, 4])                         # (3, 1, heads, n_tok, hd)
+        q, k, v = (g.node("Gather", [qkv, g.init_i64("i", i)], "qkv_g", axis=0) for i in range(3))
+        a = g.node("MatMul", [q, g.node("Transpose", [k], "kt", perm=[0, 1, 3, 2])], "qk")
+        a = g.node("Softmax", [g.node("Mul", [a, g.init("scale", np.float32(hd ** -0.5))], "scaled")], "attn", axis=-1)
+        o = g.node("Transpose", [g.node("MatMul", [a, v], "av")], "o_t", perm=[0, 2, 1, 3])
+        o = lin(g.node("Reshape", [o, shape(1, n_tok, dim)], "o_r"), dim, dim, "proj")
+        x = g.node("Add", [x, o], "res1")
+        h = lin(ln(x), dim, mlp, "fc1")
+        e = g.node("Erf", [g.node("Div", [h, g.init("sqrt2", np.float32(np.sqrt(2.0)))], "div")], "erf")
+        h = g.node("Mul", [g.node("Mul", [h, g.node("Add", [e, g.init("one", np.float32(1.0))], "erf1")], "gm"),
+                           g.init("half", np.float32(0.5))], "gelu")
+        x = g.node("Add", [x, lin(h, mlp, dim, "fc2")], "res2")
+    x = g.node("Gather", [ln(x), g.init_i64("cls_i", 0)], "cls_tok", axis=1)   # (1, dim)
+    w = r.normal(0, np.sqrt(1.0 / dim), (1000, dim))
+    g.node("Gemm", [x, g.init("fc_w", w), g.init("fc_b", np.zeros(1000))], "fc", transB=1)
+    g.nodes[-1].output[0] = "logits"
+    return g.model(batch=1)
+
+
 MODELS = {"resnet18": resnet18, "mobilenetv2": mobilenetv2, "mobilenetv3_l": mobilenetv3_l,
-          "efficientnet_b0": efficientnet_b0}
+          "efficientnet_b0": efficientnet_b0, "deit_tiny": deit_tiny}
 
 
 def main():

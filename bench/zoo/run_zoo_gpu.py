@@ -4,7 +4,7 @@ bench/zoo/export_zoo.py made.
 
     python3 bench/zoo/run_zoo_gpu.py --zoo ZOO_DIR --driver BUILD/apps/bench/bench_zoo_edgert \
         --out RESULT.json [--md RESULT.md] [--only NAMES] [--iters 50] [--warmup 10] \
-        [--compile] [--configs f16:1,...] [--resume OLD.json] [--budget-s S] [--fast] [--no-plan-cache]
+        [--compile] [--configs f16:1,...] [--resume OLD.json] [--budget-s S] [--fast] [--no-plan-cache] [--profile]
 
 (bench/zoo/run_zoo_gpu.sh does export + build + this in one command.)
 Per model, in a child process of its own (one crash or OOM costs one row):
@@ -105,6 +105,8 @@ def one_model(a, name):
         cmd += ["--input-dims", "x".join(str(d) for d in meta["input"])]
         if not a.no_plan_cache:
             cmd += ["--plan-cache", os.path.join(td, "plan")]
+        if a.profile:
+            cmd += ["--profile"]
         cmd += ["%s:%d%s" % (c[0], c[1], "+" if c[1] == 1 else "") for c in configs(a)]
         if a.fast:
             cmd += ["f16:1+f"]
@@ -273,6 +275,8 @@ def main():
     ap.add_argument("--resume", help="an earlier result file: its models are kept, the others run")
     ap.add_argument("--budget-s", type=float, default=0, help="start no model after this many seconds (0: no limit)")
     ap.add_argument("--fast", action="store_true", help="also f16 batch 1 with ERT_CREATE_FAST")
+    ap.add_argument("--profile", action="store_true",
+                    help="each edgert config also reports one ert_session_profile run (time per op type, slowest nodes)")
     ap.add_argument("--no-plan-cache", action="store_true", help="every create measures (no plan cache folder)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     a = ap.parse_args()

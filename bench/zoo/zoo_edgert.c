@@ -1,7 +1,7 @@
 /* zoo_edgert: the edgert side of the zoo benchmark (bench/zoo/run_zoo_gpu.py)
  * for one model, in one process.
  *
- *   zoo_edgert MODEL INPUT.f32 OUT_DIR ITERS WARMUP [--input-dims 1xCxHxW] [--plan-cache DIR] CONFIG...
+ *   zoo_edgert MODEL INPUT.f32 OUT_DIR ITERS WARMUP [--input-dims 1xCxHxW] [--plan-cache DIR] [--profile] CONFIG...
  *
  * CONFIG is PRECISION:BATCH[+][f] (f32:1+, f16:8, f16:1f, ...; "+": create the
  * session a second time and report both create times; "f": ERT_CREATE_FAST,
@@ -17,6 +17,10 @@
  * arena bytes, nodes on the CPU fallback, ert_create_stats of both creates
  * (mode, plan cache state, measurements made, answers from the cache); output 0 of the batch-1 run is
  * written to OUT_DIR/out_PRECISION_bBATCH.f32 for the check against PyTorch.
+ * With --profile the line also carries one ert_session_profile run (eager,
+ * node by node, device time per node): "profile_total_ms", the time per op
+ * type ("profile_ops": [op, ms, nodes], largest first) and the 10 slowest
+ * nodes ("profile_top": [node, op, ms]).
  * A config that fails prints {"error": ...} and the next one runs. */
 #include "edgert.h"
 
@@ -57,6 +61,72 @@ static void json_err(const char *prec, int batch, const char *what, ert_context 
  * dynamic (Ultralytics' dynamic=True export): --input-dims 1x3x640x640. */
 static ert_input_shape g_dims;
 static const char *g_plan_dir;
+static bool g_profile;
+
+static void json_s(const char *v) {
+    putchar('"');
+    for (const char *c = v ? v : ""; *c; c++)
+        if (*c == '"' || *c == '\\') printf("\\%c", *c);
+        else if ((unsigned char)*c >= 32) putchar(*c);
+    putchar('"');
+}
+
+typedef struct op_sum {
+    const char *op;
+    double ms;
+    int n;
+} op_sum;
+
+static int cmp_sum(const void *a, const void *b) {
+    double x = ((const op_sum *)a)->ms, y = ((const op_sum *)b)->ms;
+    return (x < y) - (x > y);
+}
+
+static int cmp_entry(const void *a, const void *b) {
+    double x = ((const ert_profile_entry *)a)->ms, y = ((const ert_profile_entry *)b)->ms;
+    return (x < y) - (x > y);
+}
+
+/* Two profiling runs (the first warms up), the second summarised as JSON
+ * members after the line's others. */
+static void print_profile(ert_session *s) {
+    int n = 0;
+    if (ert_session_profile(s, NULL, 0, &n) != ERT_OK || n <= 0) return;
+    ert_profile_entry *e = calloc((size_t)n, sizeof *e);
+    op_sum *sum = calloc((size_t)n, sizeof *sum);
+    if (!e || !sum || ert_session_profile(s, e, n, &n) != ERT_OK) {
+        free(e), free(sum);
+        return;
+    }
+    int ns = 0;
+    double total = 0;
+    for (int k = 0; k < n; k++) {
+        total += e[k].ms;
+        int j = 0;
+        while (j < ns && strcmp(sum[j].op, e[k].op)) j++;
+        if (j == ns) sum[ns++] = (op_sum){e[k].op, 0, 0};
+        sum[j].ms += e[k].ms;
+        sum[j].n++;
+    }
+    qsort(sum, (size_t)ns, sizeof *sum, cmp_sum);
+    qsort(e, (size_t)n, sizeof *e, cmp_entry);
+    printf(", \"profile_total_ms\": %.4f, \"profile_nodes\": %d, \"profile_ops\": [", total, n);
+    for (int j = 0; j < ns; j++) {
+        printf("%s[", j ? ", " : "");
+        json_s(sum[j].op);
+        printf(", %.4f, %d]", sum[j].ms, sum[j].n);
+    }
+    printf("], \"profile_top\": [");
+    for (int k = 0; k < n && k < 10; k++) {
+        printf("%s[", k ? ", " : "");
+        json_s(e[k].node);
+        printf(", ");
+        json_s(e[k].op);
+        printf(", %.4f]", e[k].ms);
+    }
+    printf("]");
+    free(e), free(sum);
+}
 
 static const char *cache_str(ert_plan_cache_state st) {
     return st == ERT_PLAN_CACHE_USED ? "used" : st == ERT_PLAN_CACHE_WRITTEN ? "written"
@@ -139,10 +209,12 @@ static void one(ert_context *ctx, ert_model *m, const float *x1, size_t x1_n, co
            "\"create_second_ms\": %.1f, \"create_first_plan_cache\": \"%s\", \"create_first_searches\": %d, "
            "\"create_second_plan_cache\": \"%s\", \"create_second_searches\": %d, \"create_second_cached\": %d, "
            "\"p50_ms\": %.4f, \"p90_ms\": %.4f, \"arena_bytes\": %zu, \"weights_bytes\": %zu, \"activations_bytes\": %zu, "
-           "\"cpu_fallback_nodes\": %d, \"error\": null}\n",
+           "\"cpu_fallback_nodes\": %d, \"error\": null",
            prec, batch, fast ? "fast" : "tuned", c1, c2, cache_str(cs[0].plan_cache), cs[0].n_searches,
            cache_str(cs[1].plan_cache), cs[1].n_searches, cs[1].n_cached, pct(t, iters, 50), pct(t, iters, 90),
            mem.total_bytes, mem.weights_bytes, mem.activations_bytes, ert_session_n_cpu_fallback(s));
+    if (g_profile) print_profile(s);
+    printf("}\n");
     fflush(stdout);
 done:
     free(in), free(out), free(t);
@@ -185,6 +257,10 @@ int main(int argc, char **argv) {
                 g_dims.dims[g_dims.ndim] = strtoll(p, &end, 10);
                 p = *end == 'x' ? end + 1 : end + strlen(end);
             }
+            continue;
+        }
+        if (!strcmp(argv[i], "--profile")) {
+            g_profile = true;
             continue;
         }
         if (!strcmp(argv[i], "--plan-cache") && i + 1 < argc) {

@@ -8,6 +8,8 @@
  *     blocked kernel; the rest (and every case, with the test hook off) to
  *     the plain direct loops here, parallel over (image, output channel), each
  *     tap a bounds-clipped row update that vectorises;
+ *   - a 3x3 stride-1 conv where winograd.c's cost rule says so: Winograd
+ *     F(4x4, 3x3) on the filter transformed at create;
  *   - otherwise per (image, group) one SGEMM: W_g (Mg, Cg*k) x im2col(x_g)
  *     (Cg*k, OD*OH*OW), the im2col matrix packed on the fly (cpu_gemm.h); a
  *     1x1/stride 1/no pad conv reads x_g directly as the B matrix. Bias,
@@ -128,6 +130,7 @@ static size_t conv_pk_stride(const ert_kargs *a, int64_t *G, int64_t *Mg, int64_
 }
 
 size_t ert_cpu_conv_packed_bytes(const ert_kargs *a) {
+    if (ert_cpu_wino_chosen(a)) return ert_cpu_wino_packed_bytes(a); /* its transformed filter instead */
     int64_t G, Mg, Kg;
     size_t s = conv_pk_stride(a, &G, &Mg, &Kg), tot;
     if (s == 0) return 0;
@@ -135,6 +138,7 @@ size_t ert_cpu_conv_packed_bytes(const ert_kargs *a) {
 }
 
 ert_status ert_cpu_conv_pack(const ert_kargs *a) {
+    if (ert_cpu_wino_chosen(a)) return a->packed ? ert_cpu_wino_pack(a) : ERT_OK;
     int64_t G, Mg, Kg;
     size_t s = conv_pk_stride(a, &G, &Mg, &Kg);
     if (s == 0 || !a->packed) return ERT_OK;
@@ -180,8 +184,13 @@ ert_status ert_cpu_conv(const ert_kargs *a) {
         ert_parallel_for(a->pool, N * M, 1, dw_run, &j);
         return ERT_OK;
     }
+    if (ert_cpu_wino_chosen(a)) { /* a->packed, if any, is Winograd's filter: never the SGEMM's A */
+        bool done;
+        ert_status st = ert_cpu_wino_conv(a, &done);
+        if (st || done) return st;
+    }
     int64_t pk_G, pk_Mg, pk_Kg;
-    const size_t pk_stride = a->packed ? conv_pk_stride(a, &pk_G, &pk_Mg, &pk_Kg) : 0;
+    const size_t pk_stride = a->packed && !ert_cpu_wino_chosen(a) ? conv_pk_stride(a, &pk_G, &pk_Mg, &pk_Kg) : 0;
     bool pointwise = g.k_sz == 1;
     for (int i = 0; i < 3; i++)
         if (g.s[i] != 1 || g.pb[i] != 0 || g.in[i] != g.out[i]) pointwise = false;

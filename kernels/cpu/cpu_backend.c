@@ -6,7 +6,7 @@
 #include <string.h>
 
 /* Indexed by ert_op (core/ops/op_table.c has the same guard). */
-_Static_assert(ERT_OP_COUNT == 116, "ERT_OP_COUNT changed: add the new op's CPU kernel to KERNELS");
+_Static_assert(ERT_OP_COUNT == 117, "ERT_OP_COUNT changed: add the new op's CPU kernel to KERNELS");
 static const ert_kernel_fn KERNELS[ERT_OP_COUNT] = {
     [ERT_OP_CONV] = ert_cpu_conv,
     [ERT_OP_CONV_TRANSPOSE] = ert_cpu_conv_transpose,
@@ -89,6 +89,7 @@ static const ert_kernel_fn KERNELS[ERT_OP_COUNT] = {
     [ERT_OP_DEQUANTIZE_LINEAR] = ert_cpu_dequantize,
     [ERT_OP_QLINEAR_CONV] = ert_cpu_qconv, [ERT_OP_CONV_INTEGER] = ert_cpu_qconv,
     [ERT_OP_QLINEAR_MATMUL] = ert_cpu_qmatmul, [ERT_OP_MATMUL_INTEGER] = ert_cpu_qmatmul,
+    [ERT_OP_ATTENTION] = ert_cpu_attention,
 };
 
 ert_status ert_cpu_run_node(const ert_kargs *a) {
@@ -147,6 +148,13 @@ static size_t cpu_node_packed_bytes(const ert_kargs *a) {
     }
 }
 
+/* Scratch beyond prepare's: Winograd's buffers (winograd.c) */
+static ert_status cpu_node_workspace(void *bctx, const ert_kargs *a, size_t *bytes) {
+    (void)bctx;
+    *bytes = a->op == ERT_OP_CONV ? ert_cpu_wino_workspace(a) : 0;
+    return *bytes == SIZE_MAX ? ERT_E_SHAPE : ERT_OK;
+}
+
 static ert_status cpu_bind_node(void *bctx, ert_kargs *a) {
     (void)bctx;
     if (!a->packed) return ERT_OK;
@@ -166,6 +174,7 @@ const ert_backend ert_cpu_backend = {
     .weights_in_arena = false,
     .init = cpu_init,
     .release = cpu_release,
+    .node_workspace = cpu_node_workspace,
     .arena_alloc = cpu_arena_alloc,
     .arena_free = cpu_arena_free,
     .io_host = cpu_io_host,

@@ -1,7 +1,7 @@
 /* Internal SGEMM shared by Conv, ConvTranspose, MatMul and Gemm (matmul.c).
  *
  *   C(M,N) [+]= alpha * A(M,K) * B(K,N), then per element:
- *   v += bias_row[i] + residual(i,j); v = act(v)
+ *   v += bias_row[i] + residual(i,j) + bias_col[j]; v = act(v)
  *
  * A and B are read through strides, so transposed operands cost nothing
  * extra: A(i,k) = a[i*a_rs + k*a_cs]. B is either such a strided matrix or,
@@ -41,6 +41,7 @@ typedef struct ert_sgemm_args {
     const float *b_row_scale; /* or NULL: B row k times b_row_scale[k] (dense B), times b_row_scale[c] of its
                               * input channel (conv B), applied while packing (a fused squeeze-excitation) */
     const float *bias_row;   /* (M) or NULL */
+    const float *bias_col;   /* (N) or NULL: MatMul's bias over its last axis, Gemm's C of (N) */
     const float *residual;   /* (M, ldc) or NULL */
     const ert_act_params *act; /* NULL: none */
     /* A or B packed once at session create (ert_cpu_sgemm_pack), or NULL:
@@ -48,6 +49,18 @@ typedef struct ert_sgemm_args {
      * the micro-kernel this call picks (else packed on the fly, as NULL). */
     const void *a_packed, *b_packed;
 } ert_sgemm_args;
+
+/* The store epilogue of one micro-kernel tile, applied in registers before
+ * the single store (the kernels that have it: AVX2, AVX-512, NEON): row i,
+ * column j of the tile get v += bias_row[i] + res[i*ldr + j] + bias_col[j],
+ * then v = act(v); each part optional (NULL), kind ERT_ACT_NONE or one of
+ * the activations act_vec.h vectorises. */
+typedef struct ert_ukr_epi {
+    const float *bias_row, *res, *bias_col;
+    int64_t ldr;
+    int kind;
+    float alpha, beta;
+} ert_ukr_epi;
 
 /* Micro-kernels, slowest first. */
 typedef enum ert_cpu_gemm_kernel {
@@ -75,6 +88,10 @@ ert_cpu_gemm_kernel ert_cpu_kernel_cap(void);
  * kernel; pack returns ERT_E_INTERNAL if `bytes` is short. */
 size_t ert_cpu_sgemm_packed_bytes(int64_t M, int64_t N, int64_t K, bool b_side);
 ert_status ert_cpu_sgemm_pack(const ert_sgemm_args *g, bool b_side, void *dst, size_t bytes);
+
+/* Whether a packed operand (rows = M for A, N for B) fits the micro-kernel
+ * SGEMMs would pick now: a caller that keeps no unpacked copy checks first. */
+bool ert_cpu_sgemm_packed_fits(const void *packed, int64_t rows, int64_t K);
 
 size_t ert_cpu_sgemm_workspace(int64_t M, int64_t N, int64_t K, int n_threads);
 /* Returns ERT_E_INTERNAL if ws is smaller than the one-worker size. */

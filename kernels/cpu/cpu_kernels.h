@@ -42,6 +42,8 @@ ert_status ert_cpu_slice(const ert_kargs *a);
 ert_status ert_cpu_gather(const ert_kargs *a);
 ert_status ert_cpu_pad(const ert_kargs *a);
 ert_status ert_cpu_tile(const ert_kargs *a);
+/* attention.c: ert.Attention (strided q, k, v, bias, y) */
+ert_status ert_cpu_attention(const ert_kargs *a);
 /* cumsum.c */
 ert_status ert_cpu_cumsum(const ert_kargs *a);
 /* logic.c */
@@ -122,6 +124,22 @@ void ert_cpu_dw2d(const ert_dw2d *p, struct ert_threadpool *pool);
 /* Test hook: off sends every depthwise conv to the plain loops; returns the
  * previous setting. Process-wide; set it only while no conv runs. */
 bool ert_cpu_dw2d_set_fast(bool on);
+
+/* winograd.c: F(4x4, 3x3) for 3x3 stride-1 dense 2-D convs, chosen at
+ * create by a cost rule from shapes (ert_cpu_wino_chosen); its transformed
+ * filter is the conv's packed weights (ert_cpu_conv_packed_bytes/pack call
+ * these) and its scratch comes on top of prepare's (the backend's
+ * node_workspace: ert_cpu_wino_workspace). ert_cpu_wino_conv sets *done
+ * false, and leaves y untouched, where it cannot run (no or stale packed
+ * filter, short workspace): conv.c then takes the im2col SGEMM. */
+bool ert_cpu_wino_chosen(const ert_kargs *a);
+size_t ert_cpu_wino_packed_bytes(const ert_kargs *a);
+ert_status ert_cpu_wino_pack(const ert_kargs *a);
+size_t ert_cpu_wino_workspace(const ert_kargs *a);
+ert_status ert_cpu_wino_conv(const ert_kargs *a, bool *done);
+/* Test hook: 0 = the cost rule, 1 = every eligible conv, -1 = never; returns
+ * the previous mode. Process-wide; set it only while no session is created. */
+int ert_cpu_wino_set_mode(int mode);
 
 /* act.c: apply an activation in place on n floats (Conv/Gemm epilogues, unary ops). */
 void ert_cpu_act_inplace(float *x, int64_t n, const ert_act_params *act);

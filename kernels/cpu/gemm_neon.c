@@ -3,7 +3,8 @@
  *
  * out (6 x 16, row stride ldo) = sum_k a[k*6+i] * b[k*16+j] over one packed
  * A panel (kc x 6) and one packed B panel (kc x 16), the panel layout of
- * matmul.c's pack_a_block / pack_b_*.
+ * matmul.c's pack_a_block / pack_b_*; then, with e, bias, residual and the
+ * activation in registers before the store.
  *
  * Registers: 24 accumulators (6 rows x 4 q-registers) + 4 B vectors + 2 A
  * vectors = 30 of the 32 v-registers, so nothing spills. Each k step is
@@ -17,13 +18,25 @@
  * and Thor's Neoverse V3AE has 128-bit SVE2, the same width as ASIMD, so an
  * SVE kernel would not do more FMAs per instruction anywhere we ship: not
  * written. */
-#include "ert_internal.h"
+#include "act_vec.h"
+#include "cpu_gemm.h"
 
 #if defined(__aarch64__) && defined(__GNUC__)
 #include <arm_neon.h>
 
 void ert_cpu_ukr_neon_6x16(int64_t kc, const float *restrict a, const float *restrict b, float *restrict out,
-                           int64_t ldo, bool add);
+                           int64_t ldo, bool add, const ert_ukr_epi *e);
+
+/* The store epilogue (cpu_gemm.h) on one q-register: act_vec.h's vectors are
+ * NEON q-registers here (ERT_AV_N 4), so the copies are register moves. */
+static inline __attribute__((always_inline)) float32x4_t n_epi(float32x4_t v, const ert_ukr_epi *e, int64_t i,
+                                                              int64_t j0) {
+    ert_av8 t;
+    memcpy(&t, &v, sizeof t);
+    ert_av_ukr_epi(&t, e, i, j0);
+    memcpy(&v, &t, sizeof v);
+    return v;
+}
 
 #define N_ROW(i) float32x4_t c##i##0 = vdupq_n_f32(0), c##i##1 = c##i##0, c##i##2 = c##i##0, c##i##3 = c##i##0
 #define N_FMA(i, av, lane)                                                                                          \
@@ -49,6 +62,12 @@ void ert_cpu_ukr_neon_6x16(int64_t kc, const float *restrict a, const float *res
             c##i##2 = vaddq_f32(c##i##2, vld1q_f32(o_ + 8));                                                        \
             c##i##3 = vaddq_f32(c##i##3, vld1q_f32(o_ + 12));                                                       \
         }                                                                                                           \
+        if (e) {                                                                                                    \
+            c##i##0 = n_epi(c##i##0, e, i, 0);                                                                      \
+            c##i##1 = n_epi(c##i##1, e, i, 4);                                                                      \
+            c##i##2 = n_epi(c##i##2, e, i, 8);                                                                      \
+            c##i##3 = n_epi(c##i##3, e, i, 12);                                                                     \
+        }                                                                                                           \
         vst1q_f32(o_, c##i##0);                                                                                     \
         vst1q_f32(o_ + 4, c##i##1);                                                                                 \
         vst1q_f32(o_ + 8, c##i##2);                                                                                 \
@@ -56,7 +75,7 @@ void ert_cpu_ukr_neon_6x16(int64_t kc, const float *restrict a, const float *res
     } while (0)
 
 void ert_cpu_ukr_neon_6x16(int64_t kc, const float *restrict a, const float *restrict b, float *restrict out,
-                           int64_t ldo, bool add) {
+                           int64_t ldo, bool add, const ert_ukr_epi *e) {
     N_ROW(0); N_ROW(1); N_ROW(2); N_ROW(3); N_ROW(4); N_ROW(5);
     for (int64_t k = 0; k < kc; k++, a += 6, b += 16) {
         /* a[0..3] and a[4..5]: the d-register load never reads past the panel */

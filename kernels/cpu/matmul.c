@@ -53,13 +53,18 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
  *   64-row layers (a third of ResNet-18's FLOPs) would waste 1/8 at mr = 12:
  *   measured 55 -> 50.5 ms on ResNet-18. */
 /* out rows are ldo apart; add: out += result, else out = result. Full
- * tiles go straight to C this way (no round trip through a scratch tile). */
-typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *out, int64_t ldo, bool add);
+ * tiles go straight to C this way (no round trip through a scratch tile).
+ * e (or NULL): the store epilogue, applied in registers (cpu_gemm.h), by the
+ * kernels whose desc says epi; the driver runs it as a pass over the stored
+ * tile for the others. */
+typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *out, int64_t ldo, bool add,
+                       const ert_ukr_epi *e);
 
 typedef struct ukr_desc {
     ukr_fn fn;
     int64_t mr, nr;
     ert_cpu_gemm_kernel kind;
+    bool epi; /* applies ert_ukr_epi itself */
 } ukr_desc;
 
 #if defined(__GNUC__)
@@ -71,9 +76,19 @@ typedef float ert_v8f __attribute__((vector_size(32)));
 
 /* 6x16: the accumulators are 12 eight-float vectors (plain-array loops left
  * gcc spilling them to the stack on every k). */
+/* the epilogue on 8 lanes, in ERT_AV_N-lane pieces (one on x86) */
+static inline __attribute__((always_inline)) void ukr_epi8(ert_v8f *v, const ert_ukr_epi *e, int64_t i, int64_t j0) {
+    for (int h = 0; h < 8 / ERT_AV_N; h++) {
+        ert_av8 p;
+        memcpy(&p, (float *)v + h * ERT_AV_N, sizeof p);
+        ert_av_ukr_epi(&p, e, i, j0 + h * ERT_AV_N);
+        memcpy((float *)v + h * ERT_AV_N, &p, sizeof p);
+    }
+}
+
 static inline __attribute__((always_inline)) void ukr_body(int64_t kc, const float *restrict a,
                                                          const float *restrict b, float *restrict out,
-                                                         int64_t ldo, bool add) {
+                                                         int64_t ldo, bool add, const ert_ukr_epi *e) {
     ert_v8f c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0};
     ert_v8f c30 = {0}, c31 = {0}, c40 = {0}, c41 = {0}, c50 = {0}, c51 = {0};
     for (int64_t k = 0; k < kc; k++, a += 6, b += 16) {
@@ -88,6 +103,20 @@ static inline __attribute__((always_inline)) void ukr_body(int64_t kc, const flo
         c50 += a[5] * b0, c51 += a[5] * b1;
     }
     ert_v8f all[12] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
+    if (e) { /* + epilogue, in registers, before the one store */
+        for (int i = 0; i < 6; i++, out += ldo)
+            for (int h = 0; h < 2; h++) {
+                ert_v8f v = all[2 * i + h];
+                if (add) {
+                    ert_v8f o;
+                    LD8(o, out + 8 * h);
+                    v += o;
+                }
+                ukr_epi8(&v, e, i, 8 * h);
+                memcpy(out + 8 * h, &v, sizeof v);
+            }
+        return;
+    }
     const float *t = (const float *)all;
     for (int i = 0; i < 6; i++, out += ldo, t += 16)
         if (add)
@@ -97,7 +126,8 @@ static inline __attribute__((always_inline)) void ukr_body(int64_t kc, const flo
 }
 #else
 static void ukr_body(int64_t kc, const float *restrict a, const float *restrict b, float *restrict out,
-                     int64_t ldo, bool add) {
+                     int64_t ldo, bool add, const ert_ukr_epi *e) {
+    (void)e; /* not this kernel's (desc epi false) */
     float acc[6][16] = {{0}};
     for (int64_t k = 0; k < kc; k++)
         for (int i = 0; i < 6; i++)
@@ -133,7 +163,8 @@ typedef float ert_v4f __attribute__((vector_size(16)));
     } while (0)
 
 static void ukr_generic(int64_t kc, const float *restrict a, const float *restrict b, float *restrict out,
-                        int64_t ldo, bool add) {
+                        int64_t ldo, bool add, const ert_ukr_epi *e) {
+    (void)e; /* desc epi false: the driver's pass applies it */
     P_ROW(0); P_ROW(1); P_ROW(2); P_ROW(3); P_ROW(4); P_ROW(5);
     for (int64_t k = 0; k < kc; k++, a += 6, b += 16) {
         ert_v4f b0, b1, b2, b3;
@@ -146,12 +177,13 @@ static void ukr_generic(int64_t kc, const float *restrict a, const float *restri
     P_ST(0); P_ST(1); P_ST(2); P_ST(3); P_ST(4); P_ST(5);
 }
 #else
-static void ukr_generic(int64_t kc, const float *a, const float *b, float *out, int64_t ldo, bool add) {
-    ukr_body(kc, a, b, out, ldo, add);
+static void ukr_generic(int64_t kc, const float *a, const float *b, float *out, int64_t ldo, bool add,
+                        const ert_ukr_epi *e) {
+    ukr_body(kc, a, b, out, ldo, add, e);
 }
 #endif
 
-static const ukr_desc ukr_portable_desc = {ukr_generic, 6, 16, ERT_CPU_GEMM_PORTABLE};
+static const ukr_desc ukr_portable_desc = {ukr_generic, 6, 16, ERT_CPU_GEMM_PORTABLE, false};
 
 /* Upper bound on which kernel may be picked (tests lower it to cover the
  * slower paths on a machine that has the faster ones). */
@@ -161,8 +193,33 @@ static atomic_int ukr_cap = ERT_CPU_GEMM_FASTEST;
 #include <immintrin.h>
 
 __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *a, const float *b, float *out,
-                                                         int64_t ldo, bool add) {
-    ukr_body(kc, a, b, out, ldo, add);
+                                                         int64_t ldo, bool add, const ert_ukr_epi *e) {
+    ukr_body(kc, a, b, out, ldo, add, e);
+}
+
+/* The epilogue on one zmm (16 columns from j0 of row i): ReLU and Clip as
+ * max/min (operands ordered so a NaN stays NaN: MAXPS returns its second
+ * operand when either is NaN), the other kinds through act_vec.h on the two
+ * 8-lane halves. */
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) __m512
+z_epi(__m512 v, const ert_ukr_epi *e, int64_t i, int64_t j0) {
+    if (e->bias_row) v = _mm512_add_ps(v, _mm512_set1_ps(e->bias_row[i]));
+    if (e->res) v = _mm512_add_ps(v, _mm512_loadu_ps(e->res + i * e->ldr + j0));
+    if (e->bias_col) v = _mm512_add_ps(v, _mm512_loadu_ps(e->bias_col + j0));
+    switch (e->kind) {
+    case ERT_ACT_NONE: return v;
+    case ERT_ACT_RELU: return _mm512_max_ps(_mm512_setzero_ps(), v);
+    case ERT_ACT_CLIP: return _mm512_min_ps(_mm512_set1_ps(e->beta), _mm512_max_ps(_mm512_set1_ps(e->alpha), v));
+    default: {
+        union {
+            __m512 z;
+            ert_av8 h[2];
+        } u = {.z = v};
+        ert_av_act(&u.h[0], e->kind, e->alpha, e->beta);
+        ert_av_act(&u.h[1], e->kind, e->alpha, e->beta);
+        return u.z;
+    }
+    }
 }
 
 #define Z_ROW(i) __m512 c##i##0 = _mm512_setzero_ps(), c##i##1 = _mm512_setzero_ps()
@@ -179,13 +236,17 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
             c##i##0 = _mm512_add_ps(c##i##0, _mm512_loadu_ps(o));                                                   \
             c##i##1 = _mm512_add_ps(c##i##1, _mm512_loadu_ps(o + 16));                                              \
         }                                                                                                           \
+        if (e) {                                                                                                    \
+            c##i##0 = z_epi(c##i##0, e, i, 0);                                                                      \
+            c##i##1 = z_epi(c##i##1, e, i, 16);                                                                     \
+        }                                                                                                           \
         _mm512_storeu_ps(o, c##i##0);                                                                               \
         _mm512_storeu_ps(o + 16, c##i##1);                                                                          \
     } while (0)
 
 __attribute__((target("avx512f"))) static void ukr_avx512(int64_t kc, const float *restrict a,
                                                           const float *restrict b, float *restrict out,
-                                                          int64_t ldo, bool add) {
+                                                          int64_t ldo, bool add, const ert_ukr_epi *e) {
     Z_ROW(0); Z_ROW(1); Z_ROW(2); Z_ROW(3); Z_ROW(4); Z_ROW(5); Z_ROW(6); Z_ROW(7);
     for (int64_t k = 0; k < kc; k++, a += 8, b += 32) {
         __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
@@ -194,8 +255,8 @@ __attribute__((target("avx512f"))) static void ukr_avx512(int64_t kc, const floa
     Z_ST(0); Z_ST(1); Z_ST(2); Z_ST(3); Z_ST(4); Z_ST(5); Z_ST(6); Z_ST(7);
 }
 
-static const ukr_desc ukr_avx2_desc = {ukr_avx2, 6, 16, ERT_CPU_GEMM_AVX2};
-static const ukr_desc ukr_avx512_desc = {ukr_avx512, 8, 32, ERT_CPU_GEMM_AVX512};
+static const ukr_desc ukr_avx2_desc = {ukr_avx2, 6, 16, ERT_CPU_GEMM_AVX2, true};
+static const ukr_desc ukr_avx512_desc = {ukr_avx512, 8, 32, ERT_CPU_GEMM_AVX512, true};
 
 static const ukr_desc *pick_ukr(void) {
     int cap = atomic_load_explicit(&ukr_cap, memory_order_relaxed);
@@ -209,8 +270,9 @@ static const ukr_desc *pick_ukr(void) {
 #include <asm/hwcap.h>
 
 /* gemm_neon.c */
-void ert_cpu_ukr_neon_6x16(int64_t kc, const float *a, const float *b, float *out, int64_t ldo, bool add);
-static const ukr_desc ukr_neon_desc = {ert_cpu_ukr_neon_6x16, 6, 16, ERT_CPU_GEMM_NEON};
+void ert_cpu_ukr_neon_6x16(int64_t kc, const float *a, const float *b, float *out, int64_t ldo, bool add,
+                           const ert_ukr_epi *e);
+static const ukr_desc ukr_neon_desc = {ert_cpu_ukr_neon_6x16, 6, 16, ERT_CPU_GEMM_NEON, true};
 
 /* ASIMD is part of the aarch64 baseline, but a kernel may run without it
  * (some embedded Linux configs): ask the kernel's HWCAP, never the build. */
@@ -433,12 +495,25 @@ static inline __attribute__((always_inline)) void pack_b_conv(const ert_conv_geo
 
 /* ------------------------------------------------------------ store + epilogue */
 
-/* bias, residual, activation on a finished tile of C, one pass per row */
+/* bias, residual, column bias, activation on n columns of row i of C from
+ * j0 (crow), the order of ert_av_ukr_epi */
+static inline __attribute__((always_inline)) void epilogue_row(const ert_sgemm_args *g, float *crow, int64_t i,
+                                                             int64_t j0, int64_t n) {
+    const float *br = g->bias_row ? g->bias_row + i : NULL;
+    const float *res = g->residual ? g->residual + i * g->ldc + j0 : NULL;
+    if (!g->bias_col) {
+        ert_cpu_epilogue_row(crow, n, br, res, g->act);
+        return;
+    }
+    if (br || res) ert_cpu_epilogue_row(crow, n, br, res, NULL);
+    ert_cpu_epilogue_row(crow, n, NULL, g->bias_col + j0, g->act);
+}
+
+/* the epilogue on a finished tile of C, one pass per row (kernels without
+ * ert_ukr_epi, activations act_vec.h lacks) */
 static inline __attribute__((always_inline)) void epilogue_tile(const ert_sgemm_args *g, int64_t i0, int64_t j0,
                                                               int64_t mr, int64_t nr) {
-    for (int64_t i = 0; i < mr; i++)
-        ert_cpu_epilogue_row(g->c + (i0 + i) * g->ldc + j0, nr, g->bias_row ? g->bias_row + i0 + i : NULL,
-                             g->residual ? g->residual + (i0 + i) * g->ldc + j0 : NULL, g->act);
+    for (int64_t i = 0; i < mr; i++) epilogue_row(g, g->c + (i0 + i) * g->ldc + j0, i0 + i, j0, nr);
 }
 
 /* acc is mr x nr with row stride ldacc */
@@ -451,9 +526,7 @@ static inline __attribute__((always_inline)) void store_tile(const ert_sgemm_arg
             for (int64_t j = 0; j < nr; j++) crow[j] = arow[j];
         else
             for (int64_t j = 0; j < nr; j++) crow[j] += arow[j];
-        if (last && (g->bias_row || g->residual || g->act))
-            ert_cpu_epilogue_row(crow, nr, g->bias_row ? g->bias_row + i0 + i : NULL,
-                                 g->residual ? g->residual + (i0 + i) * g->ldc + j0 : NULL, g->act);
+        if (last && (g->bias_row || g->residual || g->bias_col || g->act)) epilogue_row(g, crow, i0 + i, j0, nr);
     }
 }
 
@@ -506,6 +579,10 @@ static const float *packed_panels(const void *pk, const ukr_desc *uk, int64_t ro
     return (const float *)((const char *)pk + PACK_HDR);
 }
 
+bool ert_cpu_sgemm_packed_fits(const void *packed, int64_t rows, int64_t K) {
+    return packed_panels(packed, pick_ukr(), rows, K) != NULL;
+}
+
 /* ------------------------------------------------------------ driver */
 
 typedef struct sgemm_job {
@@ -530,7 +607,9 @@ static inline __attribute__((always_inline)) void sgemm_slot_body(void *arg, int
     const int64_t n_tasks = jb->n_mb * jb->n_jc;
     const int64_t mr = jb->uk->mr, nr = jb->uk->nr;
     const ukr_fn ukr = jb->uk->fn;
-    const bool has_epi = g->bias_row || g->residual || g->act;
+    const bool has_epi = g->bias_row || g->residual || g->bias_col || g->act;
+    /* the epilogue in the kernel's registers where it can (else a pass over the stored tile) */
+    const bool reg_epi = has_epi && jb->uk->epi && (!g->act || ert_act_row_vectorised(g->act->kind));
     float acc[MR_MAX * NR_MAX] __attribute__((aligned(64)));
     for (int64_t s = s0; s < s1; s++) {
         float *pb = jb->slots + (size_t)s * jb->slot_floats;
@@ -557,11 +636,26 @@ static inline __attribute__((always_inline)) void sgemm_slot_body(void *arg, int
                         for (int64_t ir = 0; ir < mc; ir += mr) {
                             const float *ap = pa_blk + (ir / mr) * kc * mr;
                             if (ir + mr <= mc && jr + nr <= nc) {
-                                ukr(kc, ap, bp, g->c + (i0 + ir) * g->ldc + j0 + jr, g->ldc, !first || g->accumulate);
+                                float *ct = g->c + (i0 + ir) * g->ldc + j0 + jr;
+                                const bool add = !first || g->accumulate;
+                                if (last && reg_epi) {
+                                    const ert_ukr_epi e = {
+                                        .bias_row = g->bias_row ? g->bias_row + i0 + ir : NULL,
+                                        .res = g->residual ? g->residual + (i0 + ir) * g->ldc + j0 + jr : NULL,
+                                        .bias_col = g->bias_col ? g->bias_col + j0 + jr : NULL,
+                                        .ldr = g->ldc,
+                                        .kind = g->act ? (int)g->act->kind : ERT_ACT_NONE,
+                                        .alpha = g->act ? g->act->alpha : 0.0f,
+                                        .beta = g->act ? g->act->beta : 0.0f,
+                                    };
+                                    ukr(kc, ap, bp, ct, g->ldc, add, &e);
+                                    continue;
+                                }
+                                ukr(kc, ap, bp, ct, g->ldc, add, NULL);
                                 if (last && has_epi) epilogue_tile(g, i0 + ir, j0 + jr, mr, nr);
                                 continue;
                             }
-                            ukr(kc, ap, bp, acc, nr, false);
+                            ukr(kc, ap, bp, acc, nr, false, NULL);
                             store_tile(g, acc, nr, i0 + ir, j0 + jr, min64(mr, mc - ir), min64(nr, nc - jr), first,
                                        last);
                         }
@@ -685,7 +779,7 @@ ert_status ert_cpu_matmul(const ert_kargs *a) {
     ert_sgemm_args g = {
         .M = M, .N = N, .K = K, .a_rs = K, .a_cs = 1, .alpha = gp->alpha,
         .b_rs = tb ? 1 : (B->ndim >= 2 ? N : 1), .b_cs = tb ? K : 1, .ldc = N,
-        .act = bias || res ? NULL : act,
+        .bias_col = bias, .act = act, /* in the store epilogue (a separate pass over Y before) */
     };
     for (int64_t bi = 0; bi < n_batch; bi++) {
         int64_t oa, ob;
@@ -694,13 +788,9 @@ ert_status ert_cpu_matmul(const ert_kargs *a) {
         g.b = (const float *)B->data + ob;
         g.b_packed = B->ndim == 2 ? a->packed : NULL; /* a constant 2-D B, packed at create */
         g.c = (float *)Y->data + bi * M * N;
+        g.residual = res ? res + bi * M * N : NULL;
         ert_status st = ert_cpu_sgemm(&g, a->workspace, a->workspace_bytes, a->pool);
         if (st) return st;
-        for (int64_t r = 0; (bias || res) && r < M; r++) {
-            float *row = g.c + r * N;
-            if (res && bias) ert_cpu_epilogue_row(row, N, NULL, res + (bi * M + r) * N, NULL);
-            ert_cpu_epilogue_row(row, N, NULL, bias ? bias : res + (bi * M + r) * N, act);
-        }
     }
     return ERT_OK;
 }
@@ -797,6 +887,13 @@ ert_status ert_cpu_gemm(const ert_kargs *a) {
     int64_t M = Y->dims[0], N = Y->dims[1];
     float *y = Y->data;
     bool acc = C && p->beta != 0.0f;
+    ert_sgemm_args g;
+    gemm_args(a, &g);
+    if (acc && p->beta == 1.0f) { /* C (N) or (M, N) as is: into the store epilogue, not a prefill of Y */
+        int64_t cm = C->ndim == 2 ? C->dims[0] : 1, cn = C->ndim >= 1 ? C->dims[C->ndim - 1] : 1;
+        if (cm == 1 && cn == N && N > 1) g.bias_col = C->data, acc = false;
+        else if (cm == M && cn == N && M > 1 && N > 1) g.residual = C->data, acc = false;
+    }
     if (acc) {
         /* C is (), (N), (1,N), (M,1), (M,N)...: strides 0 on broadcast dims */
         int64_t cm = C->ndim == 2 ? C->dims[0] : 1, cn = C->ndim >= 1 ? C->dims[C->ndim - 1] : 1;
@@ -805,8 +902,6 @@ ert_status ert_cpu_gemm(const ert_kargs *a) {
         for (int64_t i = 0; i < M; i++)
             for (int64_t j = 0; j < N; j++) y[i * N + j] = p->beta * c[i * s_i + j * s_j];
     }
-    ert_sgemm_args g;
-    gemm_args(a, &g);
     g.accumulate = acc;
     return ert_cpu_sgemm(&g, a->workspace, a->workspace_bytes, a->pool);
 }

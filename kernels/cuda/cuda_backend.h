@@ -227,6 +227,12 @@ typedef struct conv_state {
 #endif
 } conv_state;
 
+/* cuda_attn.c: ert.Attention as two cuBLAS GEMMs around a softmax kernel.
+ * The node workspace it needs (0: the path does not apply); run: false if
+ * it does not apply to a (the flash kernel of attention.cu runs), else *st. */
+size_t ert_cuda_attn_workspace(const ert_kargs *a);
+bool ert_cuda_attn_blas(cuda_ctx *c, const ert_kargs *a, ert_status *st);
+
 static inline ert_status cuda_err(cuda_ctx *c, cudaError_t e, const char *what) {
     return ert_set_error(c->ctx, ERT_E_CUDA, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
 }

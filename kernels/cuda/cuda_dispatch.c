@@ -20,6 +20,10 @@ ert_status ert_cuda_node_workspace(void *bctx, const ert_kargs *a, size_t *bytes
         *bytes = BLAS_WS;
         return ERT_OK;
     }
+    if (a->op == ERT_OP_ATTENTION) {
+        *bytes = ert_cuda_attn_workspace(a);
+        return ERT_OK;
+    }
 #ifdef ERT_HAVE_CUDNN
     if (a->op == ERT_OP_CONV && ert_cuda_dnn_can(a)) return ert_cuda_conv_workspace(c, a, bytes);
 #endif
@@ -311,9 +315,17 @@ ert_status ert_cuda_run_node(cuda_ctx *c, const ert_kargs *a) {
                                     inner, c->stream);
         break;
     }
+    case ERT_OP_ATTENTION: {
+        ert_status ast;
+        if (ert_cuda_attn_blas(c, a, &ast)) return ast;
+        e = ert_cuda_attention_launch(x->dtype, x->data, a->in[1].data, a->in[2].data, a->n_in > 3 ? a->in[3].data : NULL,
+                                      y->data, &a->params->attn, true, c->stream);
+        break;
+    }
     case ERT_OP_PAD: e = ert_cuda_pad_launch(&a->params->pad, x, y, c->stream); break;
     case ERT_OP_RESIZE: e = ert_cuda_resize_launch(&a->params->resize, x, y, c->stream); break;
-    case ERT_OP_REDUCE_MEAN: case ERT_OP_REDUCE_SUM: case ERT_OP_REDUCE_MAX:
+    case ERT_OP_REDUCE_MEAN: case ERT_OP_REDUCE_SUM: case ERT_OP_REDUCE_MAX: case ERT_OP_REDUCE_MIN: case ERT_OP_REDUCE_L1:
+    case ERT_OP_REDUCE_L2: case ERT_OP_REDUCE_SUM_SQUARE: case ERT_OP_REDUCE_LOG_SUM:
         e = ert_cuda_reduce_launch(a->op, &a->params->axis, x, y, c->stream);
         break;
     case ERT_OP_RELU: case ERT_OP_LEAKY_RELU: case ERT_OP_CLIP: case ERT_OP_SIGMOID: case ERT_OP_TANH:
@@ -346,9 +358,10 @@ bool ert_cuda_supports(ert_op op, ert_dtype dt) {
     case ERT_OP_CONV_TRANSPOSE:
     case ERT_OP_CONV: case ERT_OP_GEMM: case ERT_OP_MATMUL: case ERT_OP_MAXPOOL: case ERT_OP_AVGPOOL:
     case ERT_OP_GLOBAL_AVGPOOL: case ERT_OP_GLOBAL_MAXPOOL: case ERT_OP_BATCHNORM: case ERT_OP_LAYERNORM:
-    case ERT_OP_INSTANCENORM:
+    case ERT_OP_INSTANCENORM: case ERT_OP_ATTENTION:
     case ERT_OP_SOFTMAX: case ERT_OP_LOGSOFTMAX: case ERT_OP_PAD: case ERT_OP_RESIZE:
-    case ERT_OP_REDUCE_MEAN: case ERT_OP_REDUCE_SUM: case ERT_OP_REDUCE_MAX:
+    case ERT_OP_REDUCE_MEAN: case ERT_OP_REDUCE_SUM: case ERT_OP_REDUCE_MAX: case ERT_OP_REDUCE_MIN: case ERT_OP_REDUCE_L1:
+    case ERT_OP_REDUCE_L2: case ERT_OP_REDUCE_SUM_SQUARE: case ERT_OP_REDUCE_LOG_SUM:
     case ERT_OP_RELU: case ERT_OP_LEAKY_RELU: case ERT_OP_CLIP: case ERT_OP_SIGMOID: case ERT_OP_TANH:
     case ERT_OP_HARD_SIGMOID: case ERT_OP_HARD_SWISH: case ERT_OP_SILU: case ERT_OP_GELU: case ERT_OP_ERF:
     case ERT_OP_SQRT: case ERT_OP_EXP: case ERT_OP_LOG: case ERT_OP_NEG: case ERT_OP_ABS: case ERT_OP_RECIPROCAL:
@@ -373,6 +386,7 @@ bool ert_cuda_supports_node(const ert_kargs *a) {
     case ERT_OP_RESIZE: return (p->resize.mode == 0 || p->resize.mode == 1) && p->resize.coord != 4;
     case ERT_OP_BATCHNORM: return !p->norm.training;
     case ERT_OP_LAYERNORM: return a->n_out == 1;
+    case ERT_OP_ATTENTION: return p->attn.head_dim <= 128; /* kernels/cuda/attention.cu keeps a row in registers */
     default: return true;
     }
 }

@@ -342,7 +342,8 @@ static cudaError_t fill_random(cuda_ctx *c, void *dev, size_t n, bool bf16, floa
         float v = scale * ((float)(r >> 40) / (float)(1u << 24) * 2.0f - 1.0f);
         h[i] = bf16 ? ert_f32_to_bf16(v) : ert_f32_to_f16(v);
     }
-    cudaError_t e = cudaMemcpy(dev, h, n * sizeof *h, cudaMemcpyHostToDevice);
+    /* on c->stream, where the check reads it (see cuda_upload) */
+    cudaError_t e = cudaMemcpyAsync(dev, h, n * sizeof *h, cudaMemcpyHostToDevice, c->stream);
     free(h);
     return e;
 }

@@ -237,8 +237,15 @@ static void cuda_io_host_free(void *bctx, void *host, void *dev) {
 static ert_status cuda_upload(void *bctx, void *dst, const void *src, size_t n) {
     cuda_ctx *c = bctx;
     if (!n) return ERT_OK;
-    cudaError_t e = cudaMemcpy(dst, src, n, cudaMemcpyDefault);
-    return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "cudaMemcpy(upload)");
+    /* On the session's stream, not cudaMemcpy: from pageable memory that
+     * returns once the bytes are staged, before the DMA lands, and the
+     * stream is non-blocking, so the first run's kernels (and its output
+     * copies) could read the arena before the copy reached it. Under load a
+     * constant graph output came back as zeros (op_harness_cuda's Range).
+     * Stream-ordered, every later kernel sees the bytes; a pageable source
+     * is staged before this returns, so the caller may free it. */
+    cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, c->stream);
+    return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "cudaMemcpyAsync(upload)");
 }
 
 static ert_status cuda_download(void *bctx, void *dst, const void *src, size_t n) {
@@ -335,7 +342,12 @@ static ert_status cuda_run_eager(void *bctx, ert_kargs *const *nodes, int n, int
     return c->n_hosts ? ert_cuda_host_check(c, nodes, n, failed) : ERT_OK;
 }
 
-/* Eager, with a pair of events around every node (profiling only). */
+/* Eager, with a pair of events around every node (profiling only). Before
+ * each start event a spin kernel holds the GPU for SPIN_NS while the host
+ * enqueues the node (cuDNN graph executes take tens of microseconds of host
+ * time), so the pair measures the node's device time; a host (CPU fallback)
+ * node's time is its host time, which the events span. */
+#define SPIN_NS 300000ull
 static ert_status cuda_run_timed(void *bctx, ert_kargs *const *nodes, int n, int *failed, float *ms) {
     cuda_ctx *c = bctx;
     cudaEvent_t ev[2] = {NULL, NULL};
@@ -346,6 +358,10 @@ static ert_status cuda_run_timed(void *bctx, ert_kargs *const *nodes, int n, int
         if ((e = cudaMemcpyAsync(c->in[i].dev, c->in[i].host, c->in[i].bytes, cudaMemcpyHostToDevice, c->stream)))
             st = cuda_err(c, e, "input copy");
     for (int k = 0; st == ERT_OK && k < n; k++) {
+        if ((e = ert_cuda_spin_launch(SPIN_NS, c->stream)) != cudaSuccess) {
+            st = cuda_err(c, e, "profiling spin");
+            break;
+        }
         cudaEventRecord(ev[0], c->stream);
         if ((st = ert_cuda_run_node(c, nodes[k])) != ERT_OK) {
             *failed = k;

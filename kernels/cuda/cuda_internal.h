@@ -92,6 +92,18 @@ cudaError_t ert_cuda_instancenorm_launch(ert_dtype dt, const void *x, const void
 cudaError_t ert_cuda_softmax_launch(bool log, ert_dtype dt, const void *x, void *y, int64_t outer, int64_t n,
                                     int64_t inner, cudaStream_t st);
 
+/* attention.cu: ert.Attention (kernels/cpu/attention.c), every operand a
+ * strided view (ert_attn_params), head_dim <= 128, bias NULL unless
+ * p->has_bias. tensor_cores: f16/bf16 on the WMMA flash kernel where the chip
+ * has it (else one warp per query row, as f32 always). */
+cudaError_t ert_cuda_attention_launch(ert_dtype dt, const void *q, const void *k, const void *v, const void *bias, void *y,
+                                      const ert_attn_params *p, bool tensor_cores, cudaStream_t st);
+
+/* attention.cu, for the cuBLAS path of cuda_attn.c: p (T, rows of nk) =
+ * softmax(s + bias) per row of the f32 scores s ((batch, heads, nq) rows). */
+cudaError_t ert_cuda_attn_softmax_launch(ert_dtype dt, const float *s, void *p, const void *bias, const ert_attn_params *a,
+                                         cudaStream_t st);
+
 /* cumsum.cu: x and y (outer, n, inner), running sums along n (kernels/cpu/cumsum.c);
  * f32/f16/bf16 (f32 accumulation), i32, i64. */
 cudaError_t ert_cuda_cumsum_launch(ert_dtype dt, const void *x, void *y, int64_t outer, int64_t n, int64_t inner,
@@ -113,6 +125,8 @@ cudaError_t ert_cuda_resize_launch(const ert_resize_params *p, const ert_tview *
                                    cudaStream_t st);
 /* Any dtype to any dtype (the CPU's Cast rules). */
 cudaError_t ert_cuda_cast_launch(const ert_tview *x, const ert_tview *y, cudaStream_t st);
+/* a single thread busy for ns nanoseconds (the profiler's queue filler) */
+cudaError_t ert_cuda_spin_launch(unsigned long long ns, cudaStream_t st);
 /* Gather along axis; any element size; indices i32/i64 (negative wrap; out
  * of range gives zeros). */
 cudaError_t ert_cuda_gather_launch(int64_t axis, const ert_tview *x, const ert_tview *ind, const ert_tview *y,

@@ -32,7 +32,7 @@
 
 /* CUDA's training-op table (ert_cuda_supports in cuda_dispatch.c has the
  * inference ops). */
-_Static_assert(ERT_OP_COUNT == 116, "ERT_OP_COUNT changed: say here whether the new op is a CUDA training op");
+_Static_assert(ERT_OP_COUNT == 117, "ERT_OP_COUNT changed: say here whether the new op is a CUDA training op");
 bool ert_cuda_train_op(ert_op op) {
     switch (op) {
     case ERT_OP_CONV_GRAD_WEIGHT: case ERT_OP_REDUCE_TO: case ERT_OP_ACT_GRAD: case ERT_OP_BINARY_GRAD:

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define ERT_PNM_MAX_DIM 32768
 
@@ -86,8 +87,17 @@ ert_status ert_image_decode_pnm(ert_context *ctx, const void *data, size_t size,
 ert_status ert_image_read_pnm(ert_context *ctx, const char *path, int *width,
                               int *height, int *channels, uint8_t **pixels) {
     if (!path) return ert_set_error(ctx, ERT_E_ARG, "read_pnm: NULL path");
-    FILE *f = fopen(path, "rb");
-    if (!f) return ert_set_error(ctx, ERT_E_IO, "%s: %s", path, strerror(errno));
+    /* a regular file only, opened without blocking: a FIFO would wait for a
+     * writer, /dev/zero would be read up to the size bound (3 GB) */
+    int fd = -1;
+    uint64_t fsize = 0;
+    ert_status ost = ert_file_open_read(ctx, path, &fd, &fsize);
+    if (ost != ERT_OK) return ost;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return ert_set_error(ctx, ERT_E_IO, "%s: %s", path, strerror(errno));
+    }
     /* Largest valid file: header + 32768^2 * 3; read what is there, bounded. */
     size_t cap = 1 << 16, n = 0;
     const size_t max = (size_t)ERT_PNM_MAX_DIM * ERT_PNM_MAX_DIM * 3 + 4096;
@@ -122,12 +132,18 @@ ert_status ert_image_write_pnm(ert_context *ctx, const char *path, const uint8_t
     if (!path || !pixels || width < 1 || height < 1 || (channels != 1 && channels != 3))
         return ert_set_error(ctx, ERT_E_ARG, "write_pnm: bad arguments (%dx%d, %d channels)",
                              width, height, channels);
-    FILE *f = fopen(path, "wb");
-    if (!f) return ert_set_error(ctx, ERT_E_IO, "%s: %s", path, strerror(errno));
+    /* the one atomic write (core/fileio.c): a FIFO or device at `path` is
+     * refused, a symlink's target replaced, a crash leaves the old file */
+    char head[64];
+    int hn = snprintf(head, sizeof head, "P%c\n%d %d\n255\n", channels == 1 ? '5' : '6', width, height);
     size_t n = (size_t)width * (size_t)height * (size_t)channels;
-    bool ok = fprintf(f, "P%c\n%d %d\n255\n", channels == 1 ? '5' : '6', width, height) > 0 &&
-              fwrite(pixels, 1, n, f) == n;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok) return ert_set_error(ctx, ERT_E_IO, "%s: write failed", path);
-    return ERT_OK;
+    ert_file_writer *w = NULL;
+    ert_status st = ert_file_writer_open(ctx, path, &w);
+    if (st == ERT_OK && (st = ert_file_writer_write(w, head, (size_t)hn)) == ERT_OK)
+        st = ert_file_writer_write(w, pixels, n);
+    if (st != ERT_OK) {
+        ert_file_writer_abort(w);
+        return st;
+    }
+    return ert_file_writer_commit(w);
 }

@@ -197,7 +197,7 @@ static ert_status read_external(ert_context *ctx, const char *dir, const char *w
                            (int)loc_len, (const char *)loc);
         goto done;
     }
-    fd = open(rfile, O_RDONLY);
+    fd = open(rfile, O_RDONLY | O_NONBLOCK); /* a FIFO is refused below, not waited on */
     struct stat sb;
     if (fd < 0 || fstat(fd, &sb) != 0) {
         st = ert_set_error(ctx, ERT_E_IO, "%s: cannot open external data '%s': %s", what, rfile, strerror(errno));
@@ -480,18 +480,15 @@ fail:
 /* Reads a whole regular file into malloc'd memory. Used for .pb test data
  * (model files are read by the lead's ert_model_load_file). */
 static ert_status read_file(ert_context *ctx, const char *path, uint8_t **data, size_t *size) {
-    int fd = open(path, O_RDONLY);
-    struct stat sb;
-    if (fd < 0 || fstat(fd, &sb) != 0) {
-        ert_status st = ert_set_error(ctx, ERT_E_IO, "cannot open '%s': %s", path, strerror(errno));
-        if (fd >= 0) close(fd);
-        return st;
-    }
-    if (!S_ISREG(sb.st_mode) || sb.st_size < 0 || (uint64_t)sb.st_size > (uint64_t)PTRDIFF_MAX / 2) {
+    int fd = -1;
+    uint64_t fsize = 0;
+    ert_status ost = ert_file_open_read(ctx, path, &fd, &fsize); /* core/fileio.c: a FIFO is refused, not waited on */
+    if (ost != ERT_OK) return ost;
+    if (fsize > (uint64_t)PTRDIFF_MAX / 2) {
         close(fd);
-        return ert_set_error(ctx, ERT_E_IO, "'%s' is not a regular file of a usable size", path);
+        return ert_set_error(ctx, ERT_E_IO, "'%s' is too large (%llu bytes)", path, (unsigned long long)fsize);
     }
-    size_t n = (size_t)sb.st_size, got = 0;
+    size_t n = (size_t)fsize, got = 0;
     uint8_t *buf = malloc(n ? n : 1);
     if (!buf) {
         close(fd);

@@ -29,16 +29,17 @@ from ._edgert import (  # noqa: F401  (re-exported)
     InternalError,
     NoMemoryError,
     NotFoundError,
+    NumericError,
     ShapeError,
     StateError,
     UnsupportedError,
 )
 
 __all__ = [
-    "load", "Model", "Session", "Trainer", "TensorInfo", "DLPackView", "decode_jpeg", "preprocess", "Preprocessor",
+    "load", "Model", "Session", "Trainer", "quantize", "TensorInfo", "DLPackView", "decode_jpeg", "preprocess", "Preprocessor",
     "jpeg_available", "built_with_cuda", "version", "Error", "ArgError", "FormatError", "UnsupportedError",
     "ArenaError", "NoMemoryError", "FileError", "CudaError", "ShapeError", "StateError", "InternalError",
-    "NotFoundError",
+    "NotFoundError", "NumericError",
 ]
 
 __version__ = "0.1.0"
@@ -135,6 +136,7 @@ class Model:
 
     @property
     def n_nodes(self) -> int:
+        """Nodes in the graph (after the loader's passes)."""
         return self._info()[2]
 
     @property
@@ -510,6 +512,7 @@ class Trainer:
 
     @property
     def step_count(self) -> int:
+        """Optimizer steps taken (skipped ones not counted; restored by load_checkpoint)."""
         return _c.trainer_state(self._capsule())[0]
 
     @property
@@ -519,10 +522,12 @@ class Trainer:
 
     @property
     def loss_scale(self) -> float:
+        """The dynamic loss scale of mixed precision (1.0 without AMP)."""
         return _c.trainer_state(self._capsule())[2]
 
     @property
     def skipped_steps(self) -> int:
+        """Steps skipped because of inf/NaN gradients (mixed precision)."""
         return _c.trainer_state(self._capsule())[3]
 
     def save_checkpoint(self, path: Union[str, os.PathLike]) -> None:
@@ -544,6 +549,7 @@ class Trainer:
         return m
 
     def close(self) -> None:
+        """Free the trainer (later calls raise StateError); closing twice is harmless."""
         if self._cap is not None:
             _c.trainer_close(self._cap)
             self._cap = None
@@ -553,6 +559,97 @@ class Trainer:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+# ------------------------------------------------------------------ quantization
+
+_CALIB = {"minmax": 0, "percentile": 1, "entropy": 2}
+
+
+def quantize(model: Model, calib: Any, method: str = "minmax", percentile: Optional[float] = None,
+             per_tensor: bool = False, keep_float: Union[None, str, Sequence[str]] = None, max_drop: float = 0.0,
+             sensitivity: bool = False, labels: Any = None, shapes: Optional[Mapping[str, Sequence[int]]] = None,
+             threads: int = 1, report: bool = False) -> Union[Model, Tuple[Model, Dict[str, Any]]]:
+    """Post-training int8 quantization (``ert_model_quantize``): a new model
+    in QDQ form (int8 weights and activations around Conv/Gemm/MatMul/Add),
+    which sessions run like any other and ``save``/``save_onnx`` store. The
+    float model is not changed and may be closed afterwards. The GIL is
+    released while the float model is calibrated (on the CPU).
+
+    calib: the calibration set: one array for a single-input model, else
+    {input name: array}. Each holds N samples stacked on axis 0: the input's
+    shape at batch 1 (a dynamic leading dim is 1; other dynamic dims from
+    ``shapes``) with its first dim multiplied by N, e.g. (N, 1, 28, 28) for a
+    (batch, 1, 28, 28) input; exactly the input's dtype (ShapeError
+    otherwise, never cast); every value finite (ArgError names the sample).
+    method: "minmax", "percentile" (``percentile``, default 99.99) or
+    "entropy" (TensorRT's KL-divergence threshold).
+    per_tensor: one weight scale per tensor instead of per output channel.
+    keep_float: node-name glob(s) left float (NotFoundError if one matches nothing).
+    max_drop: > 0: return the worst layers to float until the drop on the
+    calibration set is <= max_drop (top-1 points, or 100 x relative L2).
+    sensitivity: measure every layer alone (in the report) without max_drop.
+    labels: N class indices for output 0 (accuracies in the report).
+    threads: CPU threads of the calibration runs.
+    report: also return a dict: n_samples, float_top1, quant_top1, rel_l2,
+    drop, ranges [{tensor, min, max, amax, scale}], layers [{node, op,
+    state ("int8", "keep_float", "max_drop"), rel_l2, drop}], kept_float
+    (None where not measured).
+    Same as ``edgert quantize MODEL --calib X.npy``: the same set gives the
+    same model, bit for bit.
+    """
+    if not isinstance(model, Model):
+        raise ArgError("quantize: the first argument must be an edgert.Model")
+    m = _choice("method", method, _CALIB)
+    if percentile is not None and method != "percentile":
+        raise ArgError("percentile= is for method='percentile'")
+    if isinstance(keep_float, (list, tuple)):
+        keep_float = ",".join(keep_float)
+    # the exact per-sample shapes the library reads: a CPU session at batch 1
+    sh = {k: tuple(int(d) for d in v) for k, v in (shapes or {}).items()}
+    with model.session(device="cpu", batch=1, shapes=sh or None) as probe:
+        infos = probe.inputs
+    if not isinstance(calib, Mapping):
+        if len(infos) != 1:
+            raise ArgError(f"the model has {len(infos)} inputs: give calib as {{name: array}} "
+                           f"({', '.join(t.name for t in infos)})")
+        calib = {infos[0].name: calib}
+    unknown = set(calib) - {t.name for t in infos}
+    if unknown:
+        raise NotFoundError(f"calib: no input named {sorted(unknown)[0]!r} (inputs: {', '.join(t.name for t in infos)})")
+    keep, addrs, n = [], [], None
+    for t in infos:
+        if t.name not in calib:
+            raise ArgError(f"calib: no data for input {t.name!r}")
+        a = np.asarray(calib[t.name])
+        if a.dtype != t.np_dtype:
+            raise ShapeError(f"calib {t.name!r}: the input is {t.dtype} ({t.np_dtype}); got {a.dtype}")
+        lead = t.shape[0] if t.shape else 1
+        if a.ndim != max(len(t.shape), 1) or a.shape[1:] != t.shape[1:] or lead < 1 or a.shape[0] % lead:
+            raise ShapeError(f"calib {t.name!r}: expected (N*{lead}, {', '.join(map(str, t.shape[1:]))}) "
+                             f"(N samples of {t.shape} stacked on axis 0); got {a.shape}")
+        k = a.shape[0] // lead
+        if n is not None and k != n:
+            raise ShapeError(f"calib {t.name!r}: {k} samples; the other inputs have {n}")
+        n = k
+        a = np.ascontiguousarray(a)
+        keep.append(a)
+        addrs.append(_addr(a))
+    if not n:
+        raise ArgError("calib: the calibration set is empty")
+    lab = None
+    if labels is not None:
+        lab = np.ascontiguousarray(np.asarray(labels))
+        if lab.dtype.kind not in "iu" or lab.shape != (n,):
+            raise ShapeError(f"labels: expected {n} integer class indices; got {lab.dtype} {lab.shape}")
+        lab = lab.astype(np.int64)
+        keep.append(lab)
+    cap, rep = _c.quantize(model._cap, addrs, n, m, float(percentile or 0.0), bool(per_tensor), keep_float,
+                           float(max_drop), bool(sensitivity), None if lab is None else _addr(lab),
+                           [(k.encode(), v) for k, v in sh.items()], int(threads), bool(report))
+    del keep
+    q = Model(cap)
+    return (q, rep) if report else q
 
 
 # ------------------------------------------------------------------ images

@@ -31,8 +31,10 @@ typedef struct py_model {
     ert_model *m;
     PyThread_type_lock lock; /* serialises calls on ctx (sessions run without the GIL) */
     int n_children;          /* open sessions, trainers and exported models made from it */
-    PyObject *parent;        /* a model exported by a trainer reports on its parent's context:
-                              * ctx and lock are the parent's (strong reference), not owned */
+    PyObject *parent;        /* a model exported by a trainer or quantized reports on its parent's
+                              * context: ctx and lock are the parent's (strong reference), not owned */
+    int counted;             /* with parent: counted in the parent's n_children (a trainer's export
+                              * needs the parent's C model; a quantized model only its context) */
 } py_model;
 
 #define PY_MODEL_CAPSULE "edgert.model"
@@ -88,8 +90,12 @@ void py_model_lock(py_model *pm);
 void py_model_unlock(py_model *pm);
 /* A new model capsule owning ctx and m (freed on failure). */
 PyObject *py_model_wrap(ert_context *ctx, ert_model *m);
-/* A new model capsule for m, made on parent_cap's context (ert_trainer_export). */
-PyObject *py_model_wrap_shared(PyObject *parent_cap, ert_model *m);
+/* A new model capsule for m, made on parent_cap's context (ert_trainer_export,
+ * ert_model_quantize). counted: the parent cannot be closed while it lives. */
+PyObject *py_model_wrap_shared(PyObject *parent_cap, ert_model *m, int counted);
+/* shapes (a sequence of (name bytes, dims)) into buf[cap]: the count, or -1
+ * with an error set. The names point into the caller's bytes objects. */
+int py_parse_shapes(PyObject *shapes, ert_input_shape *buf, int cap);
 /* Free a session or trainer made from pm (either may be NULL) under pm's
  * lock, and drop its reference to the model (GIL held). */
 void py_child_free(py_model *pm, PyObject **model_cap, ert_session *s, ert_trainer *t);
@@ -108,5 +114,6 @@ extern PyMethodDef py_session_methods[];
 extern PyMethodDef py_trainer_methods[];
 extern PyMethodDef py_image_methods[];
 extern PyMethodDef py_dlpack_methods[];
+extern PyMethodDef py_quantize_methods[];
 
 #endif

@@ -7,7 +7,8 @@
 
 /* Exception classes, indexed by ert_status; [0] is the base class Error.
  * Made once at import (single-phase init: one interpreter). */
-static PyObject *err_class[ERT_E_NOT_FOUND + 1];
+#define PY_LAST_STATUS ERT_E_NUMERIC /* the last ert_status: a new one needs its class below */
+static PyObject *err_class[PY_LAST_STATUS + 1];
 
 static const struct {
     ert_status st;
@@ -26,10 +27,12 @@ static const struct {
     {ERT_E_STATE, "StateError", "RuntimeError", "Not valid in the object's state, e.g. a closed session (ERT_E_STATE)."},
     {ERT_E_INTERNAL, "InternalError", "RuntimeError", "A bug in edgert: please report it (ERT_E_INTERNAL)."},
     {ERT_E_NOT_FOUND, "NotFoundError", "LookupError", "A named item does not exist (ERT_E_NOT_FOUND)."},
+    {ERT_E_NUMERIC, "NumericError", "ArithmeticError", "A NaN or infinity where finite values were asked for (ERT_E_NUMERIC)."},
 };
+_Static_assert(sizeof err_spec / sizeof err_spec[0] == PY_LAST_STATUS, "one exception class per ert_status");
 
 PyObject *py_raise(ert_status st, const char *msg) {
-    PyObject *cls = st > 0 && st <= ERT_E_NOT_FOUND && err_class[st] ? err_class[st] : err_class[0];
+    PyObject *cls = st > 0 && st <= PY_LAST_STATUS && err_class[st] ? err_class[st] : err_class[0];
     PyErr_SetString(cls, msg && *msg ? msg : ert_status_str(st));
     return NULL;
 }
@@ -73,7 +76,7 @@ static void model_destroy(PyObject *cap) {
             py_model_unlock(pp);
             Py_END_ALLOW_THREADS
         }
-        pp->n_children--;
+        if (pm->counted) pp->n_children--;
         Py_DECREF(pm->parent);
     } else {
         ert_model_free(pm->m);
@@ -83,14 +86,14 @@ static void model_destroy(PyObject *cap) {
     PyMem_Free(pm);
 }
 
-PyObject *py_model_wrap_shared(PyObject *parent_cap, ert_model *m) {
+PyObject *py_model_wrap_shared(PyObject *parent_cap, ert_model *m, int counted) {
     py_model *pp = PyCapsule_GetPointer(parent_cap, PY_MODEL_CAPSULE);
     py_model *pm = pp ? PyMem_Malloc(sizeof *pm) : NULL;
     if (!pm) {
         ert_model_free(m);
         return pp ? PyErr_NoMemory() : NULL;
     }
-    *pm = (py_model){.ctx = pp->ctx, .m = m, .lock = pp->lock, .parent = py_ref(parent_cap)};
+    *pm = (py_model){.ctx = pp->ctx, .m = m, .lock = pp->lock, .parent = py_ref(parent_cap), .counted = counted};
     PyObject *cap = PyCapsule_New(pm, PY_MODEL_CAPSULE, model_destroy);
     if (!cap) {
         ert_model_free(m);
@@ -98,7 +101,7 @@ PyObject *py_model_wrap_shared(PyObject *parent_cap, ert_model *m) {
         PyMem_Free(pm);
         return NULL;
     }
-    pp->n_children++;
+    if (counted) pp->n_children++;
     return cap;
 }
 
@@ -131,6 +134,38 @@ py_model *py_model_get(PyObject *cap) {
         return NULL;
     }
     return pm;
+}
+
+int py_parse_shapes(PyObject *shapes, ert_input_shape *buf, int cap) {
+    Py_ssize_t n = PySequence_Size(shapes);
+    if (n < 0) return -1;
+    if (n > cap) {
+        PyErr_Format(err_class[ERT_E_ARG], "shapes: at most %d inputs may be given a shape", cap);
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        /* names are bytes owned by the caller's list: valid during the call */
+        PyObject *item = PySequence_GetItem(shapes, k), *name = NULL, *dims = NULL;
+        int ok = item && PyArg_ParseTuple(item, "SO", &name, &dims);
+        Py_XDECREF(item);
+        if (!ok) return -1;
+        ert_input_shape *is = &buf[k];
+        is->name = PyBytes_AsString(name);
+        Py_ssize_t nd = PySequence_Size(dims);
+        if (!is->name || nd < 0) return -1;
+        if (nd > ERT_MAX_DIMS) {
+            py_raise(ERT_E_ARG, "shapes: at most 8 dims");
+            return -1;
+        }
+        is->ndim = (int)nd;
+        for (Py_ssize_t d = 0; d < nd; d++) {
+            PyObject *v = PySequence_GetItem(dims, d);
+            is->dims[d] = v ? PyLong_AsLongLong(v) : -1;
+            Py_XDECREF(v);
+            if (PyErr_Occurred()) return -1;
+        }
+    }
+    return (int)n;
 }
 
 PyObject *py_tensor_tuple(const ert_tensor_info *ti) {
@@ -350,7 +385,7 @@ PyMODINIT_FUNC PyInit__edgert(void) {
     }
     if (add_methods(mod, model_methods) < 0 || add_methods(mod, py_session_methods) < 0 ||
         add_methods(mod, py_trainer_methods) < 0 || add_methods(mod, py_image_methods) < 0 ||
-        add_methods(mod, py_dlpack_methods) < 0)
+        add_methods(mod, py_dlpack_methods) < 0 || add_methods(mod, py_quantize_methods) < 0)
         goto fail;
     return mod;
 fail:

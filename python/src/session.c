@@ -30,36 +30,10 @@ static int parse_opts(PyObject *args, sess_args *a, int with_arena) {
     so->n_threads = a->threads;
     so->flags = a->flags;
     so->placement = (ert_placement)a->placement;
-    Py_ssize_t n = PySequence_Size(a->shapes);
+    int n = py_parse_shapes(a->shapes, a->shape_buf, (int)(sizeof a->shape_buf / sizeof a->shape_buf[0]));
     if (n < 0) return -1;
-    if (n > (Py_ssize_t)(sizeof a->shape_buf / sizeof a->shape_buf[0])) {
-        py_raise(ERT_E_ARG, "shapes: at most 16 inputs may be given a shape");
-        return -1;
-    }
-    for (Py_ssize_t k = 0; k < n; k++) {
-        /* names are bytes owned by the caller's list: valid during the call */
-        PyObject *item = PySequence_GetItem(a->shapes, k), *name = NULL, *dims = NULL;
-        int ok = item && PyArg_ParseTuple(item, "SO", &name, &dims);
-        Py_XDECREF(item);
-        if (!ok) return -1;
-        ert_input_shape *is = &a->shape_buf[k];
-        is->name = PyBytes_AsString(name);
-        Py_ssize_t nd = PySequence_Size(dims);
-        if (!is->name || nd < 0) return -1;
-        if (nd > ERT_MAX_DIMS) {
-            py_raise(ERT_E_ARG, "shapes: at most 8 dims");
-            return -1;
-        }
-        is->ndim = (int)nd;
-        for (Py_ssize_t d = 0; d < nd; d++) {
-            PyObject *v = PySequence_GetItem(dims, d);
-            is->dims[d] = v ? PyLong_AsLongLong(v) : -1;
-            Py_XDECREF(v);
-            if (PyErr_Occurred()) return -1;
-        }
-    }
     so->input_shapes = n ? a->shape_buf : NULL;
-    so->n_input_shapes = (int)n;
+    so->n_input_shapes = n;
     if (with_arena && a->arena != Py_None) {
         if (py_addr(a->arena, &so->arena) < 0) return -1;
         if (a->arena_bytes < 0) {

@@ -264,7 +264,7 @@ static PyObject *m_trainer_export(PyObject *self, PyObject *cap) {
         return r;
     }
     py_model_unlock(pt->pm);
-    return py_model_wrap_shared(pt->model_cap, m);
+    return py_model_wrap_shared(pt->model_cap, m, 1);
 }
 
 static PyObject *m_trainer_close(PyObject *self, PyObject *cap) {

@@ -9,6 +9,9 @@ ERT_CLI). A test whose data or tool is missing is skipped with the reason
 import glob
 import os
 import shutil
+import sys
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -43,3 +46,41 @@ def cli():
     if not path or not os.access(path, os.X_OK):
         pytest.skip("the edgert CLI is not built (set ERT_CLI or build build/<dir>/apps/edgert)")
     return path
+
+
+def gil_free_ticks(call, repeat=5):
+    """How far another Python thread gets while call() runs, repeat times.
+    With the switch interval at 100 s nothing forces the GIL from a thread:
+    the spinner gets it only when the main thread releases it, which inside
+    call() only the C library call does (the spinner hands it back by
+    sleeping after each 1,000 ticks). A call that held the GIL would leave
+    the spinner no tick in it; one that releases it, thousands."""
+    in_call = False
+    ticks = 0
+    stop = threading.Event()
+
+    def spin():
+        nonlocal ticks
+        k = 0
+        while not stop.is_set():
+            k += 1
+            if in_call:
+                ticks += 1
+            if k % 1000 == 0:
+                time.sleep(0.0005)
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(100)
+    th = threading.Thread(target=spin)
+    try:
+        th.start()
+        time.sleep(0.01)
+        for _ in range(repeat):
+            in_call = True
+            call()
+            in_call = False
+    finally:
+        stop.set()
+        th.join()
+        sys.setswitchinterval(old)
+    return ticks

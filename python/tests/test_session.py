@@ -5,13 +5,12 @@ import json
 import os
 import subprocess
 import threading
-import time
 
 import numpy as np
 import pytest
 
 import edgert
-from conftest import MODELS, need
+from conftest import MODELS, gil_free_ticks, need
 
 MNIST = os.path.join(MODELS, "mnist_8", "model.onnx")
 SUPER = os.path.join(MODELS, "super_resolution_10", "model.onnx")
@@ -160,6 +159,70 @@ def test_out_buffers_are_filled_in_place(rng):
         s.run(x, out={"nope": buf})
 
 
+def test_out_buffers_allocate_nothing(rng):
+    """With out= buffers a run allocates nothing that tracemalloc sees (numpy
+    reports its array data to it); without, it allocates the outputs. The
+    super-resolution model's output is 1.8 MB, so either is plain to see."""
+    import tracemalloc
+    need(SUPER)
+    s = edgert.load(SUPER).session(device="cpu")
+    x = rng.standard_normal(s.inputs[0].shape).astype(np.float32)
+    name = s.outputs[0].name
+    out = {name: np.empty(s.outputs[0].shape, np.float32)}
+    s.run(x, out=out)                          # warm: first-call caches
+    s.run(x)
+    tracemalloc.start()
+    try:
+        peaks = []
+        for kw in ({"out": out}, {}):
+            tracemalloc.reset_peak()
+            base = tracemalloc.get_traced_memory()[0]
+            r = s.run(x, **kw)
+            peaks.append(tracemalloc.get_traced_memory()[1] - base)
+            del r
+    finally:
+        tracemalloc.stop()
+    nbytes = out[name].nbytes
+    assert peaks[0] < 16 * 1024, f"a run with out= allocated {peaks[0]} bytes"
+    assert peaks[1] >= nbytes, f"a run without out= should allocate its {nbytes}-byte output: {peaks[1]}"
+
+
+@pytest.mark.parametrize("precision", ["f16", "bf16"])
+def test_precision_on_the_cpu(precision, rng):
+    """precision= is accepted by CPU sessions, which compute in f32 (as
+    documented): the same output as an f32 session, float32 in and out."""
+    need(MNIST)
+    m = edgert.load(MNIST)
+    x = rng.standard_normal((1, 1, 28, 28)).astype(np.float32)
+    s = m.session(device="cpu", precision=precision)
+    assert s.inputs[0].dtype == "f32" and s.outputs[0].dtype == "f32"
+    np.testing.assert_array_equal(s.run(x)["Plus214_Output_0"],
+                                  m.session(device="cpu").run(x)["Plus214_Output_0"])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision,tol", [("f32", 1e-4), ("f16", 2e-2), ("bf16", 6e-2)])
+def test_cuda_precisions(precision, tol, rng):
+    """CUDA sessions in each precision against the CPU session (which
+    test_run_matches_onnxruntime holds to onnxruntime) on fresh data: f32
+    tight, f16/bf16 within their rounding; inputs and outputs stay f32."""
+    need(SUPER)
+    if not edgert.built_with_cuda():
+        pytest.skip("this edgert was built without CUDA")
+    m = edgert.load(SUPER)
+    try:
+        s = m.session(device="cuda", precision=precision)
+    except edgert.CudaError as e:
+        pytest.skip(f"no usable GPU: {e}")
+    assert s.device == "cuda" and s.outputs[0].dtype == "f32"
+    x = rng.standard_normal(s.inputs[0].shape).astype(np.float32)
+    want = m.session(device="cpu").run(x)
+    got = s.run(x)
+    for k in want:
+        assert got[k].dtype == np.float32
+        np.testing.assert_allclose(got[k], want[k], rtol=tol, atol=tol * float(np.abs(want[k]).max()))
+
+
 def test_bad_inputs(rng):
     need(MNIST)
     s = edgert.load(MNIST).session(device="cpu")
@@ -212,45 +275,13 @@ def test_closed_session_and_freed_model(rng):
 
 
 def test_gil_released_during_run():
-    """Another Python thread runs while run() works in C. With the switch
-    interval at 100 s nothing forces the GIL from a thread: the spinner gets
-    it only when the main thread releases it, which inside run() only the C
-    call does (the spinner hands it back by sleeping after each 1,000 ticks).
-    A run() that held the GIL would leave the spinner no tick in it."""
-    import sys
+    """Another Python thread runs while run() works in C (conftest.gil_free_ticks)."""
     need(SUPER)
     s = edgert.load(SUPER).session(device="cpu")
     x = np.random.default_rng(0).standard_normal(s.inputs[0].shape).astype(np.float32)
     s.run(x)
-    in_run = False
-    ticks_in_run = 0
-    stop = threading.Event()
-
-    def spin():
-        nonlocal ticks_in_run
-        k = 0
-        while not stop.is_set():
-            k += 1
-            if in_run:
-                ticks_in_run += 1
-            if k % 1000 == 0:
-                time.sleep(0.0005)
-
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(100)
-    th = threading.Thread(target=spin)
-    try:
-        th.start()
-        time.sleep(0.01)
-        for _ in range(5):
-            in_run = True
-            s.run(x)
-            in_run = False
-    finally:
-        stop.set()
-        th.join()
-        sys.setswitchinterval(old)
-    assert ticks_in_run >= 1000, ticks_in_run
+    ticks = gil_free_ticks(lambda: s.run(x))
+    assert ticks >= 1000, ticks
 
 
 def test_threads_share_a_model(rng):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import edgert
-from conftest import FMNIST, need
+from conftest import FMNIST, gil_free_ticks, need
 
 M64 = (1 << 64) - 1
 
@@ -254,3 +254,15 @@ def test_losses_against_numpy(trainer_setup, rng):
     np.testing.assert_allclose(bce.eval(x, p), want, rtol=1e-5)
     with pytest.raises(edgert.ShapeError):
         mse.eval(x, target.astype(np.float64))
+
+
+def test_gil_released_during_step_and_eval(tmp_path, rng):
+    """Another Python thread runs while step() and eval() work in C."""
+    model = edgert.load(small_cnn(tmp_path / "cnn.onnx", rng))
+    x = rng.standard_normal((64, 1, 28, 28)).astype(np.float32)
+    y = rng.integers(0, 10, 64)
+    t = edgert.Trainer(model, batch=64, threads=1)
+    t.step(x, y)
+    assert gil_free_ticks(lambda: t.step(x, y)) >= 1000
+    assert gil_free_ticks(lambda: t.eval(x, y)) >= 1000
+    assert t.step_count == 6

@@ -1,6 +1,6 @@
 /* Session step 4c: channels-last regions (CUDA f16/bf16 sessions, unless
  * ERT_SESSION_NO_NHWC). Called from build() in session.c. */
-#include "session_internal.h"
+#include "graph.h"
 #include "graph.h"
 
 #include <math.h>
@@ -36,8 +36,11 @@
  *      Transpose(0,3,1,2) of an (N,H,W,C) tensor gives its output a twin
  *      that is a Reshape of that input (ConvNeXt's permutes around
  *      LayerNorm and the MLP); the planner aliases both.
+ * Split (YOLO's C2f chunks; its axis remapped, the copy kernel splits any
+ * axis) and Resize (per-dim scales permuted with the dims) with a
+ * channels-last input stay in the region too.
  * Limits: ops outside the list end the region (an unfolded BatchNorm,
- * Resize, Pad, Slice...), and so does a binary op with a constant of rank < 4
+ * Pad, Slice...), and so does a binary op with a constant of rank < 4
  * holding more than one value, except a per-channel (C,1,1) constant (the
  * same bytes as (1,1,1,C)).
  */
@@ -57,14 +60,14 @@ static bool nhwc_binary(ert_op op) {
            op == ERT_OP_MIN || op == ERT_OP_MAX;
 }
 
-static int64_t n_elems_of(const stensor *t) {
+static int64_t n_elems_of(const ert_gtensor *t) {
     int64_t n = 0;
     return ert_dims_nelems(t->ndim, t->dims, &n) ? n : -1;
 }
 
 /* A 4-D Transpose with this permutation. */
-static bool is_perm4(const ert_session *s, const snode *n, const int *perm) {
-    if (n->op != ERT_OP_TRANSPOSE || n->n_in != 1 || n->n_out != 1 || s->t[n->in[0]].ndim != 4) return false;
+static bool is_perm4(const ert_graph *g, const ert_gnode *n, const int *perm) {
+    if (n->op != ERT_OP_TRANSPOSE || n->n_in != 1 || n->n_out != 1 || g->t[n->in[0]].ndim != 4) return false;
     for (int d = 0; d < 4; d++)
         if (n->params.transpose.perm[d] != perm[d]) return false;
     return true;
@@ -75,65 +78,70 @@ static const int to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2};
 /* A constant of one value per channel of C, shaped (C,1,1) or (1,C,1,1) as
  * exporters write a layer scale or an unfolded bias: channels-last it is the
  * same bytes shaped (1,1,1,C). */
-static bool chan_const(const ert_session *s, int32_t t, int64_t C) {
-    const stensor *c = &s->t[t];
-    if (!ert_s_is_const(s, t) || C <= 1 || !c->cdata) return false;
+static bool chan_const(const ert_graph *g, int32_t t, int64_t C) {
+    const ert_gtensor *c = &g->t[t];
+    if (!ert_graph_is_const(g, t) || C <= 1 || !c->cdata) return false;
     if (c->ndim == 3) return c->dims[0] == C && c->dims[1] == 1 && c->dims[2] == 1;
     return c->ndim == 4 && c->dims[0] == 1 && c->dims[1] == C && c->dims[2] == 1 && c->dims[3] == 1;
 }
 
 /* Step 1 for node n: may it run channels-last, given which tensors are? */
-static bool nhwc_node_ok(const ert_session *s, const snode *n, const bool *nh) {
+static bool nhwc_node_ok(const ert_graph *g, const ert_gnode *n, const bool *nh) {
     if (n->n_out < 1 || n->out[0] < 0 || n->host) return false;
-    const stensor *y = &s->t[n->out[0]];
-    if (!ert_s_is_float16ish(y->dtype) || y->ndim != 4) return false;
-    for (int k = 0; k < n->n_out; k++)
-        if (n->out[k] >= 0 && (k > 0 || ert_s_is_io(s, n->out[k]))) return false; /* MaxPool's Indices too */
+    const ert_gtensor *y = &g->t[n->out[0]];
+    if (!ert_graph_is_float16ish(y->dtype) || y->ndim != 4) return false;
+    for (int k = 0; k < n->n_out; k++) /* MaxPool's Indices too; a Split's outputs are all channels-last */
+        if (n->out[k] >= 0 && ((k > 0 && n->op != ERT_OP_SPLIT) || ert_graph_is_io(g, n->out[k]) || g->t[n->out[k]].ndim != 4))
+            return false;
     bool any = false;
     for (int k = 0; k < n->n_in; k++) {
         int32_t t = n->in[k];
-        if (t < 0 || (n->op == ERT_OP_CONV && (k == 1 || k == 2))) continue; /* filter, bias */
+        if (t < 0 || (n->op == ERT_OP_CONV && (k == 1 || k == 2)) || ((n->op == ERT_OP_RESIZE || n->op == ERT_OP_SPLIT) && k > 0))
+            continue; /* filter, bias; Resize's roi/scales/sizes, Split's sizes (read at prepare) */
         if (nh[t]) any = true;
-        else if (s->t[t].ndim != 4 && n_elems_of(&s->t[t]) != 1 && !(nhwc_binary(n->op) && chan_const(s, t, y->dims[1])))
+        else if (g->t[t].ndim != 4 && n_elems_of(&g->t[t]) != 1 && !(nhwc_binary(n->op) && chan_const(g, t, y->dims[1])))
             return false;
-        if (s->t[t].dtype != y->dtype) return false;
+        if (g->t[t].dtype != y->dtype) return false;
     }
     switch (n->op) {
     case ERT_OP_TRANSPOSE: /* (N,H,W,C) -> (N,C,H,W): the channels-last twin of y is x itself */
-        return !nh[n->in[0]] && is_perm4(s, n, to_nchw) && !ert_s_is_io(s, n->in[0]);
-    case ERT_OP_CONV: return ert_graph_nhwc_op_ok(n->op, &n->params) && s->t[n->in[0]].ndim == 4;
+        return !nh[n->in[0]] && is_perm4(g, n, to_nchw) && !ert_graph_is_io(g, n->in[0]);
+    case ERT_OP_CONV: return ert_graph_nhwc_op_ok(n->op, &n->params) && g->t[n->in[0]].ndim == 4;
     case ERT_OP_MAXPOOL: case ERT_OP_AVGPOOL: case ERT_OP_GLOBAL_AVGPOOL: case ERT_OP_GLOBAL_MAXPOOL:
-        return any && ert_graph_nhwc_op_ok(n->op, &n->params) && s->t[n->in[0]].ndim == 4;
+        return any && ert_graph_nhwc_op_ok(n->op, &n->params) && g->t[n->in[0]].ndim == 4;
     case ERT_OP_CONCAT:
         for (int k = 0; k < n->n_in; k++)
-            if (n->in[k] >= 0 && s->t[n->in[k]].ndim != 4) return false;
+            if (n->in[k] >= 0 && g->t[n->in[k]].ndim != 4) return false;
         return any;
+    case ERT_OP_SPLIT: return nh[n->in[0]]; /* C2f's chunk: the copy kernel splits any axis */
+    case ERT_OP_RESIZE: /* N-D per-dim scales: permuted with the dims (tf_crop_and_resize: CPU only) */
+        return nh[n->in[0]] && n->params.resize.coord != 4;
     default: return any && (nhwc_unary(n->op) || nhwc_binary(n->op)) && n->n_out == 1;
     }
 }
 
 /* A planned copy of tensor t with dims permuted by perm (4-D). */
-static int32_t permuted_copy(ert_session *s, int32_t t, const int *perm) {
-    int32_t c = ert_s_retyped_copy(s, t, s->t[t].dtype);
+static int32_t permuted_copy(ert_graph *g, int32_t t, const int *perm) {
+    int32_t c = ert_pass_retyped_copy(g, t, g->t[t].dtype);
     if (c < 0) return -1;
-    for (int d = 0; d < 4; d++) s->t[c].dims[d] = s->t[t].dims[perm[d]];
+    for (int d = 0; d < 4; d++) g->t[c].dims[d] = g->t[t].dims[perm[d]];
     return c;
 }
 
 /* A Transpose (or Reshape: same bytes) from -> to, to be scheduled before node
  * `anchor` (anchors[] is indexed by the new node's position past nn0). */
-static ert_status layout_node(ert_session *s, int32_t from, int32_t to, const int *perm, bool same_bytes, int anchor,
+static ert_status layout_node(ert_graph *g, int32_t from, int32_t to, const int *perm, bool same_bytes, int anchor,
                               int nn0, int **anchors, int *cap) {
-    snode *n = ert_s_add_node(s, same_bytes ? ERT_OP_RESHAPE : ERT_OP_TRANSPOSE, NULL, s->t[to].name, 1, 1);
-    if (!n) return ert_s_oom(s);
+    ert_gnode *n = ert_graph_add_node(g, same_bytes ? ERT_OP_RESHAPE : ERT_OP_TRANSPOSE, NULL, g->t[to].name, 1, 1);
+    if (!n) return ert_graph_oom(g);
     n->in[0] = from;
     n->out[0] = to;
     for (int d = 0; d < 4; d++) n->params.transpose.perm[d] = perm[d];
-    int k = s->nn - 1 - nn0;
+    int k = g->nn - 1 - nn0;
     if (k >= *cap) {
         int c2 = *cap ? *cap * 2 : 64;
         int *a = realloc(*anchors, (size_t)c2 * sizeof *a);
-        if (!a) return ert_s_oom(s);
+        if (!a) return ert_graph_oom(g);
         *anchors = a;
         *cap = c2;
     }
@@ -150,19 +158,19 @@ static ert_status layout_node(ert_session *s, int32_t from, int32_t to, const in
  * there; this picks NCHW for it), hence a measurement rather than a rule
  * (bench/RESULTS.md). Without conv_time the answer is yes. */
 #define EDGE_MS 0.003
-static bool nhwc_pays(ert_session *s, const bool *nh, const bool *node_nh, int nn0) {
-    if (!s->be->conv_time) return true;
+static bool nhwc_pays(ert_graph *g, const bool *nh, const bool *node_nh, int nn0) {
+    if (!g->be->conv_time) return true;
     double t[2][2] = {{0}}; /* [nchw, nhwc][dense, grouped] */
     int edges = 0, n_conv = 0;
     for (int i = 0; i < nn0; i++) {
-        const snode *n = &s->n[i];
+        const ert_gnode *n = &g->n[i];
         if (n->dead) continue;
         for (int k = 0; k < n->n_in; k++) {
             int32_t x = n->in[k];
             if (x < 0 || (n->op == ERT_OP_CONV && (k == 1 || k == 2))) continue;
-            if (node_nh[i] != nh[x] && s->t[x].ndim == 4 && n_elems_of(&s->t[x]) != 1 &&
-                !(nh[x] && s->t[x].dims[2] == 1 && s->t[x].dims[3] == 1) &&
-                !(n->op == ERT_OP_TRANSPOSE && (is_perm4(s, n, to_nchw) || (nh[x] && is_perm4(s, n, to_nhwc)))))
+            if (node_nh[i] != nh[x] && g->t[x].ndim == 4 && n_elems_of(&g->t[x]) != 1 &&
+                !(nh[x] && g->t[x].dims[2] == 1 && g->t[x].dims[3] == 1) &&
+                !(n->op == ERT_OP_TRANSPOSE && (is_perm4(g, n, to_nchw) || (nh[x] && is_perm4(g, n, to_nhwc)))))
                 edges++; /* counted per use (an upper bound); the Transposes that become views are free */
         }
         if (!node_nh[i] || n->op != ERT_OP_CONV) continue;
@@ -175,7 +183,7 @@ static bool nhwc_pays(ert_session *s, const bool *nh, const bool *node_nh, int n
                 int32_t id = k < n->n_in ? n->in[k] : n->out[k - n->n_in];
                 memset(&v[l][k], 0, sizeof v[l][k]);
                 if (id < 0) continue;
-                ert_s_fill_view(&v[l][k], &s->t[id], NULL);
+                ert_graph_fill_view(&v[l][k], &g->t[id], NULL);
                 bool act = k == 0 || k == 3 || k >= n->n_in; /* x, residual, y */
                 if (l == 1 && act && v[l][k].ndim == 4) {
                     int64_t c = v[l][k].dims[1];
@@ -184,55 +192,56 @@ static bool nhwc_pays(ert_session *s, const bool *nh, const bool *node_nh, int n
             }
             ert_kargs a = {.op = n->op, .params = &prm[l], .n_in = n->n_in, .n_out = n->n_out, .in = v[l],
                            .out = v[l] + n->n_in, .name = n->name};
-            if (s->be->conv_time(s->bctx, &a, &ms[l]) != ERT_OK) ms[l] = -1;
+            if (g->be->conv_time(g->bctx, &a, &ms[l]) != ERT_OK) ms[l] = -1;
         }
         if (ms[0] < 0 || ms[1] < 0) continue;
-        int g = n->params.conv.group > 1;
-        t[0][g] += ms[0];
-        t[1][g] += ms[1];
+        int grp = n->params.conv.group > 1;
+        t[0][grp] += ms[0];
+        t[1][grp] += ms[1];
         n_conv++;
     }
     double nchw = t[0][0] + t[0][1], nhwc = t[1][0] + t[1][1] + edges * EDGE_MS;
     bool yes = nhwc < nchw;
-    ert_log(s->ctx, ERT_LOG_INFO,
+    ert_log(g->ctx, ERT_LOG_INFO,
             "channels-last: %d convs measured NCHW %.3f ms (dense %.3f, grouped %.3f), NHWC %.3f ms (dense %.3f, "
             "grouped %.3f) + %d layout edges: %s",
             n_conv, nchw, t[0][0], t[0][1], t[1][0] + t[1][1], t[1][0], t[1][1], edges, yes ? "NHWC" : "NCHW kept");
     return yes;
 }
 
-ert_status ert_s_to_channels_last(ert_session *s) {
+ert_status ert_pass_channels_last(ert_graph *g) {
     /* NCHW axis -> its position in (N, H, W, C) */
     static const int64_t axis_nhwc[4] = {0, 3, 1, 2};
-    int nn0 = s->nn, nt0 = s->nt, cap = 0, *anchors = NULL;
+    int nn0 = g->nn, nt0 = g->nt, cap = 0, *anchors = NULL;
     bool *nh = calloc((size_t)nt0 + 1, sizeof *nh), *node_nh = calloc((size_t)nn0 + 1, sizeof *node_nh);
     int32_t *twin = malloc(((size_t)nt0 + 1) * sizeof *twin), *fwd = malloc(((size_t)nt0 + 1) * sizeof *fwd);
     bool *back = calloc((size_t)nt0 + 1, sizeof *back);
-    snode *order = NULL;
+    ert_gnode *order = NULL;
     ert_status st = ERT_OK;
     if (!nh || !node_nh || !twin || !fwd || !back) {
-        st = ert_s_oom(s);
+        st = ert_graph_oom(g);
         goto done;
     }
     for (int i = 0; i < nt0; i++) twin[i] = fwd[i] = -1;
     int n_nh = 0;
     for (int i = 0; i < nn0; i++) {
-        if (s->n[i].dead || !nhwc_node_ok(s, &s->n[i], nh)) continue;
+        if (g->n[i].dead || !nhwc_node_ok(g, &g->n[i], nh)) continue;
         node_nh[i] = true;
         n_nh++;
-        nh[s->n[i].out[0]] = true;
+        for (int k = 0; k < g->n[i].n_out; k++)
+            if (g->n[i].out[k] >= 0) nh[g->n[i].out[k]] = true;
     }
-    if (!n_nh || (!(s->flags & ERT_SESSION_NHWC) && !nhwc_pays(s, nh, node_nh, nn0))) goto done;
+    if (!n_nh || (!(g->flags & ERT_SESSION_NHWC) && !nhwc_pays(g, nh, node_nh, nn0))) goto done;
     for (int t = 0; t < nt0; t++)
-        if (nh[t] && (twin[t] = permuted_copy(s, t, to_nhwc)) < 0) {
-            st = ert_s_oom(s);
+        if (nh[t] && (twin[t] = permuted_copy(g, t, to_nhwc)) < 0) {
+            st = ert_graph_oom(g);
             goto done;
         }
     for (int i = 0; i < nn0 && st == ERT_OK; i++) {
-        if (s->n[i].dead) continue;
+        if (g->n[i].dead) continue;
         if (!node_nh[i]) {
-            snode *n = &s->n[i];
-            if (n->n_in == 1 && n->in[0] < nt0 && nh[n->in[0]] && is_perm4(s, n, to_nhwc)) {
+            ert_gnode *n = &g->n[i];
+            if (n->n_in == 1 && n->in[0] < nt0 && nh[n->in[0]] && is_perm4(g, n, to_nhwc)) {
                 /* Transpose(0,2,3,1) of a channels-last tensor: the twin's bytes
                  * already (a Reshape the planner aliases: no copy) */
                 n->op = ERT_OP_RESHAPE;
@@ -240,71 +249,79 @@ ert_status ert_s_to_channels_last(ert_session *s) {
                 n->in[0] = twin[n->in[0]];
                 continue;
             }
-            for (int k = 0; k < s->n[i].n_in && st == ERT_OK; k++) {
-                int32_t t = s->n[i].in[k];
+            for (int k = 0; k < g->n[i].n_in && st == ERT_OK; k++) {
+                int32_t t = g->n[i].in[k];
                 if (t < 0 || t >= nt0 || !nh[t] || back[t]) continue;
                 back[t] = true;
-                bool same = s->t[t].dims[2] == 1 && s->t[t].dims[3] == 1;
-                st = layout_node(s, twin[t], t, to_nchw, same, i, nn0, &anchors, &cap);
+                bool same = g->t[t].dims[2] == 1 && g->t[t].dims[3] == 1;
+                st = layout_node(g, twin[t], t, to_nchw, same, i, nn0, &anchors, &cap);
             }
             continue;
         }
-        if (s->n[i].op == ERT_OP_TRANSPOSE) { /* Transpose(0,3,1,2): y's twin is x's bytes */
-            snode *n = &s->n[i];
+        if (g->n[i].op == ERT_OP_TRANSPOSE) { /* Transpose(0,3,1,2): y's twin is x's bytes */
+            ert_gnode *n = &g->n[i];
             n->op = ERT_OP_RESHAPE;
             memset(&n->params, 0, sizeof n->params);
             n->out[0] = twin[n->out[0]];
             continue;
         }
-        for (int k = 0; k < s->n[i].n_in && st == ERT_OK; k++) {
-            int32_t t = s->n[i].in[k];
-            if (t < 0 || (s->n[i].op == ERT_OP_CONV && (k == 1 || k == 2))) continue;
+        for (int k = 0; k < g->n[i].n_in && st == ERT_OK; k++) {
+            int32_t t = g->n[i].in[k];
+            if (t < 0 || (g->n[i].op == ERT_OP_CONV && (k == 1 || k == 2))) continue;
             if (t < nt0 && nh[t]) {
-                s->n[i].in[k] = twin[t];
-            } else if (t < nt0 && nhwc_binary(s->n[i].op) && chan_const(s, t, s->t[s->n[i].out[0]].dims[1])) {
+                g->n[i].in[k] = twin[t];
+            } else if (t < nt0 && nhwc_binary(g->n[i].op) && chan_const(g, t, g->t[g->n[i].out[0]].dims[1])) {
                 if (fwd[t] < 0) { /* the same bytes as (1,1,1,C) */
-                    size_t nb = s->t[t].nbytes;
+                    size_t nb = g->t[t].nbytes;
                     void *copy = malloc(nb ? nb : 1);
-                    const int64_t dims[4] = {1, 1, 1, s->t[s->n[i].out[0]].dims[1]};
+                    const int64_t dims[4] = {1, 1, 1, g->t[g->n[i].out[0]].dims[1]};
                     if (!copy) {
-                        st = ert_s_oom(s);
+                        st = ert_graph_oom(g);
                         break;
                     }
-                    memcpy(copy, s->t[t].cdata, nb);
-                    st = ert_s_new_const(s, s->t[t].name, s->t[t].dtype, 4, dims, copy, &fwd[t]);
+                    memcpy(copy, g->t[t].cdata, nb);
+                    st = ert_graph_new_const(g, g->t[t].name, g->t[t].dtype, 4, dims, copy, &fwd[t]);
                 }
-                s->n[i].in[k] = fwd[t];
-            } else if (s->t[t].ndim == 4 && n_elems_of(&s->t[t]) != 1) {
+                g->n[i].in[k] = fwd[t];
+            } else if (g->t[t].ndim == 4 && n_elems_of(&g->t[t]) != 1) {
                 if (fwd[t] < 0) {
-                    if ((fwd[t] = permuted_copy(s, t, to_nhwc)) < 0) st = ert_s_oom(s);
-                    else st = layout_node(s, t, fwd[t], to_nhwc, false, i, nn0, &anchors, &cap);
+                    if ((fwd[t] = permuted_copy(g, t, to_nhwc)) < 0) st = ert_graph_oom(g);
+                    else st = layout_node(g, t, fwd[t], to_nhwc, false, i, nn0, &anchors, &cap);
                 }
-                s->n[i].in[k] = fwd[t];
+                g->n[i].in[k] = fwd[t];
             }
         }
-        snode *n = &s->n[i];
-        n->out[0] = twin[n->out[0]];
+        ert_gnode *n = &g->n[i];
+        for (int k = 0; k < n->n_out; k++)
+            if (n->out[k] >= 0) n->out[k] = twin[n->out[k]];
         if (n->op == ERT_OP_CONV) n->params.conv.nhwc = true;
         else if (n->op == ERT_OP_MAXPOOL || n->op == ERT_OP_AVGPOOL || n->op == ERT_OP_GLOBAL_AVGPOOL ||
                  n->op == ERT_OP_GLOBAL_MAXPOOL)
             n->params.pool.nhwc = true;
         else if (n->op == ERT_OP_CONCAT)
             n->params.axis.axis = axis_nhwc[n->params.axis.axis & 3];
+        else if (n->op == ERT_OP_SPLIT)
+            n->params.split.axis = axis_nhwc[n->params.split.axis & 3];
+        else if (n->op == ERT_OP_RESIZE) {
+            double sc[4];
+            for (int d = 0; d < 4; d++) sc[d] = n->params.resize.scale[to_nhwc[d]];
+            memcpy(n->params.resize.scale, sc, sizeof sc);
+        }
     }
     if (st != ERT_OK) goto done;
     /* schedule each new node right before its anchor */
-    order = malloc((size_t)s->nn * sizeof *order);
+    order = malloc((size_t)g->nn * sizeof *order);
     if (!order) {
-        st = ert_s_oom(s);
+        st = ert_graph_oom(g);
         goto done;
     }
     int m = 0;
     for (int i = 0; i < nn0; i++) {
-        for (int j = nn0; j < s->nn; j++)
-            if (anchors[j - nn0] == i) order[m++] = s->n[j];
-        order[m++] = s->n[i];
+        for (int j = nn0; j < g->nn; j++)
+            if (anchors[j - nn0] == i) order[m++] = g->n[j];
+        order[m++] = g->n[i];
     }
-    memcpy(s->n, order, (size_t)m * sizeof *order);
+    memcpy(g->n, order, (size_t)m * sizeof *order);
 done:
     free(nh);
     free(node_nh);

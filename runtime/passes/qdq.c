@@ -27,7 +27,7 @@
  * and the cases the requirements above exclude. `integer_ops` false (ERT_SESSION_NO_FUSE) runs
  * step 2 only, which tests use as the unfolded reference.
  */
-#include "session_internal.h"
+#include "graph.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -37,7 +37,7 @@ typedef struct qside {
     int32_t q, scale, zp; /* integer tensor, its scale and zero point (-1: none) */
 } qside;
 
-static int64_t nelems(const stensor *t) {
+static int64_t nelems(const ert_gtensor *t) {
     int64_t n = 1;
     for (int d = 0; d < t->ndim; d++) n *= t->dims[d];
     return n;
@@ -45,29 +45,29 @@ static int64_t nelems(const stensor *t) {
 
 /* Is n a DequantizeLinear with constant scale and zero point? Per-tensor
  * unless axis >= 0, then per-tensor or per-axis along `axis` of its data. */
-static bool dq_side(const ert_session *s, const snode *n, int64_t axis, bool const_data, qside *out) {
+static bool dq_side(const ert_graph *g, const ert_gnode *n, int64_t axis, bool const_data, qside *out) {
     if (!n || n->dead || n->op != ERT_OP_DEQUANTIZE_LINEAR) return false;
     int32_t zp = n->n_in > 2 ? n->in[2] : -1;
-    if (!ert_s_is_const(s, n->in[1]) || (zp >= 0 && !ert_s_is_const(s, zp))) return false;
-    if (const_data && !ert_s_is_const(s, n->in[0])) return false;
-    if (s->t[n->in[0]].dtype != ERT_DTYPE_I8 && s->t[n->in[0]].dtype != ERT_DTYPE_U8) return false;
+    if (!ert_graph_is_const(g, n->in[1]) || (zp >= 0 && !ert_graph_is_const(g, zp))) return false;
+    if (const_data && !ert_graph_is_const(g, n->in[0])) return false;
+    if (g->t[n->in[0]].dtype != ERT_DTYPE_I8 && g->t[n->in[0]].dtype != ERT_DTYPE_U8) return false;
     int64_t qa = n->params.quant.axis;
     if (qa >= 0 && qa != axis) return false;
     *out = (qside){n->in[0], n->in[1], zp};
     return true;
 }
 
-static snode *producer_node(ert_session *s, const int32_t *producer, int32_t t) {
-    return t >= 0 && producer[t] >= 0 && !s->n[producer[t]].dead ? &s->n[producer[t]] : NULL;
+static ert_gnode *producer_node(ert_graph *g, const int32_t *producer, int32_t t) {
+    return t >= 0 && producer[t] >= 0 && !g->n[producer[t]].dead ? &g->n[producer[t]] : NULL;
 }
 
 /* The only live reader of t (NULL if several, none, or t is a graph output). */
-static snode *sole_reader(ert_session *s, int32_t t) {
-    if (s->t[t].n_uses != 1 || ert_s_is_graph_out(s, t)) return NULL;
-    for (int j = 0; j < s->nn; j++) {
-        if (s->n[j].dead) continue;
-        for (int k = 0; k < s->n[j].n_in; k++)
-            if (s->n[j].in[k] == t) return &s->n[j];
+static ert_gnode *sole_reader(ert_graph *g, int32_t t) {
+    if (g->t[t].n_uses != 1 || ert_graph_is_output(g, t)) return NULL;
+    for (int j = 0; j < g->nn; j++) {
+        if (g->n[j].dead) continue;
+        for (int k = 0; k < g->n[j].n_in; k++)
+            if (g->n[j].in[k] == t) return &g->n[j];
     }
     return NULL;
 }
@@ -75,30 +75,30 @@ static snode *sole_reader(ert_session *s, int32_t t) {
 /* int32 bias of n_out values at scale xs * ws[m] from the float op's bias
  * input b (a DQ of int32 constants or an f32 constant); -1 on no bias,
  * -2 when it cannot be made (the op is then left alone). */
-static int32_t int_bias(ert_session *s, const int32_t *producer, int32_t b, const qside *x, const qside *w,
+static int32_t int_bias(ert_graph *g, const int32_t *producer, int32_t b, const qside *x, const qside *w,
                         int64_t n_out, ert_status *st) {
     if (b < 0) return -1;
-    const stensor *bt = &s->t[b];
+    const ert_gtensor *bt = &g->t[b];
     if (nelems(bt) != n_out) return -2;
-    snode *dq = producer_node(s, producer, b);
+    ert_gnode *dq = producer_node(g, producer, b);
     const int32_t *bq = NULL;
     const float *bf = NULL, *bscale = NULL;
     int64_t nbs = 0;
-    if (dq && dq->op == ERT_OP_DEQUANTIZE_LINEAR && ert_s_is_const(s, dq->in[0]) && ert_s_is_const(s, dq->in[1]) &&
-        s->t[dq->in[0]].dtype == ERT_DTYPE_I32 && (dq->n_in < 3 || dq->in[2] < 0 || ert_s_is_const(s, dq->in[2]))) {
-        bq = s->t[dq->in[0]].cdata;
-        bscale = s->t[dq->in[1]].cdata;
-        nbs = nelems(&s->t[dq->in[1]]);
-    } else if (ert_s_is_const(s, b) && bt->dtype == ERT_DTYPE_F32) {
+    if (dq && dq->op == ERT_OP_DEQUANTIZE_LINEAR && ert_graph_is_const(g, dq->in[0]) && ert_graph_is_const(g, dq->in[1]) &&
+        g->t[dq->in[0]].dtype == ERT_DTYPE_I32 && (dq->n_in < 3 || dq->in[2] < 0 || ert_graph_is_const(g, dq->in[2]))) {
+        bq = g->t[dq->in[0]].cdata;
+        bscale = g->t[dq->in[1]].cdata;
+        nbs = nelems(&g->t[dq->in[1]]);
+    } else if (ert_graph_is_const(g, b) && bt->dtype == ERT_DTYPE_F32) {
         bf = bt->cdata;
     } else {
         return -2;
     }
-    const float xs = *(const float *)s->t[x->scale].cdata, *ws = s->t[w->scale].cdata;
-    int64_t nws = nelems(&s->t[w->scale]);
+    const float xs = *(const float *)g->t[x->scale].cdata, *ws = g->t[w->scale].cdata;
+    int64_t nws = nelems(&g->t[w->scale]);
     int32_t *v = malloc((size_t)n_out * sizeof *v);
     if (!v) {
-        *st = ert_s_oom(s);
+        *st = ert_graph_oom(g);
         return -2;
     }
     for (int64_t m = 0; m < n_out; m++) {
@@ -115,17 +115,17 @@ static int32_t int_bias(ert_session *s, const int32_t *producer, int32_t b, cons
     }
     int64_t d[1] = {n_out};
     int32_t id;
-    if ((*st = ert_s_new_const(s, s->t[b].name, ERT_DTYPE_I32, 1, d, v, &id))) return -2;
+    if ((*st = ert_graph_new_const(g, g->t[b].name, ERT_DTYPE_I32, 1, d, v, &id))) return -2;
     return id;
 }
 
 /* A (N, K) int8/uint8 constant transposed to (K, N) (Gemm transB). */
-static int32_t transposed(ert_session *s, int32_t w, ert_status *st) {
-    const stensor *t = &s->t[w];
+static int32_t transposed(ert_graph *g, int32_t w, ert_status *st) {
+    const ert_gtensor *t = &g->t[w];
     int64_t N = t->dims[0], K = t->dims[1];
     uint8_t *v = malloc((size_t)(N * K) + 1);
     if (!v) {
-        *st = ert_s_oom(s);
+        *st = ert_graph_oom(g);
         return -1;
     }
     const uint8_t *src = t->cdata;
@@ -133,36 +133,36 @@ static int32_t transposed(ert_session *s, int32_t w, ert_status *st) {
         for (int64_t k = 0; k < K; k++) v[k * N + n] = src[n * K + k];
     int64_t d[2] = {K, N};
     int32_t id;
-    if ((*st = ert_s_new_const(s, t->name, t->dtype, 2, d, v, &id))) return -1;
+    if ((*st = ert_graph_new_const(g, t->name, t->dtype, 2, d, v, &id))) return -1;
     return id;
 }
 
 /* Turn node f (Conv/MatMul/Gemm, its output read by relu-or-q) into the
  * integer op with inputs in[9]; run its prepare to fill params, workspace
  * and check the result. Returns false (graph unchanged) if prepare refuses. */
-static bool rewrite(ert_session *s, snode *f, ert_op op, const int32_t *in, snode *relu, snode *q) {
+static bool rewrite(ert_graph *g, ert_gnode *f, ert_op op, const int32_t *in, ert_gnode *relu, ert_gnode *q) {
     ert_tinfo tin[9], tout[1];
     for (int k = 0; k < 9; k++) {
         memset(&tin[k], 0, sizeof tin[k]);
         if (in[k] < 0) continue;
-        const stensor *t = &s->t[in[k]];
+        const ert_gtensor *t = &g->t[in[k]];
         tin[k].dtype = t->dtype;
         tin[k].ndim = t->ndim;
         memcpy(tin[k].dims, t->dims, sizeof tin[k].dims);
-        tin[k].const_data = ert_s_is_const(s, in[k]) ? t->cdata : NULL;
+        tin[k].const_data = ert_graph_is_const(g, in[k]) ? t->cdata : NULL;
     }
     memset(tout, 0, sizeof tout);
     ert_op_params params;
     /* the float op's attributes (strides, pads, group, ...) are QLinearConv's; a MatMul/Gemm's are not read */
     ert_node shell = {.op = op, .name = (char *)f->name};
     const ert_node *src = op == ERT_OP_QLINEAR_CONV && f->src ? f->src : &shell;
-    ert_prep p = {.ctx = s->ctx, .node = src, .n_in = in[8] >= 0 ? 9 : 8, .n_out = 1, .in = tin, .out = tout,
-                  .params = &params, .n_threads = s->n_threads};
+    ert_prep p = {.ctx = g->ctx, .node = src, .n_in = in[8] >= 0 ? 9 : 8, .n_out = 1, .in = tin, .out = tout,
+                  .params = &params, .n_threads = g->n_threads};
     char saved[ERT_ERRMSG_SIZE];
-    memcpy(saved, s->ctx->err, sizeof saved);
+    memcpy(saved, g->ctx->err, sizeof saved);
     ert_status st = ert_op_get(op)->prepare(&p);
-    memcpy(s->ctx->err, saved, sizeof saved); /* a refusal only means "not folded" */
-    const stensor *y = &s->t[q->out[0]];
+    memcpy(g->ctx->err, saved, sizeof saved); /* a refusal only means "not folded" */
+    const ert_gtensor *y = &g->t[q->out[0]];
     if (st || tout[0].dtype != y->dtype || tout[0].ndim != y->ndim ||
         memcmp(tout[0].dims, y->dims, (size_t)y->ndim * sizeof y->dims[0]) != 0)
         return false;
@@ -185,16 +185,16 @@ static bool rewrite(ert_session *s, snode *f, ert_op op, const int32_t *in, snod
 }
 
 /* Step 1 at Q node q: returns true if the pattern ending there was folded. */
-static bool fold_at(ert_session *s, int32_t *producer, snode *q, ert_status *st) {
-    if (q->params.quant.axis >= 0 || !ert_s_is_const(s, q->in[1]) || (q->n_in > 2 && q->in[2] >= 0 && !ert_s_is_const(s, q->in[2])))
+static bool fold_at(ert_graph *g, int32_t *producer, ert_gnode *q, ert_status *st) {
+    if (q->params.quant.axis >= 0 || !ert_graph_is_const(g, q->in[1]) || (q->n_in > 2 && q->in[2] >= 0 && !ert_graph_is_const(g, q->in[2])))
         return false;
-    snode *f = producer_node(s, producer, q->in[0]), *relu = NULL;
+    ert_gnode *f = producer_node(g, producer, q->in[0]), *relu = NULL;
     if (f && f->op == ERT_OP_RELU) {
-        if (sole_reader(s, f->out[0]) != q) return false;
+        if (sole_reader(g, f->out[0]) != q) return false;
         relu = f;
-        f = producer_node(s, producer, relu->in[0]);
+        f = producer_node(g, producer, relu->in[0]);
     }
-    if (!f || sole_reader(s, f->out[0]) != (relu ? relu : q) || f->n_out != 1) return false;
+    if (!f || sole_reader(g, f->out[0]) != (relu ? relu : q) || f->n_out != 1) return false;
     qside x, w;
     int32_t b = -1, wq;
     int64_t n_out;
@@ -202,11 +202,11 @@ static bool fold_at(ert_session *s, int32_t *producer, snode *q, ert_status *st)
     if (f->op == ERT_OP_CONV) {
         const ert_conv_params *cp = &f->params.conv;
         if (cp->has_residual || cp->act.kind != ERT_ACT_NONE || cp->has_scale || cp->nhwc) return false;
-        if (!dq_side(s, producer_node(s, producer, f->in[0]), -1, false, &x) ||
-            !dq_side(s, producer_node(s, producer, f->in[1]), 0, true, &w))
+        if (!dq_side(g, producer_node(g, producer, f->in[0]), -1, false, &x) ||
+            !dq_side(g, producer_node(g, producer, f->in[1]), 0, true, &w))
             return false;
         b = cp->has_bias ? f->in[2] : -1;
-        n_out = s->t[w.q].dims[0];
+        n_out = g->t[w.q].dims[0];
         wq = w.q;
         op = ERT_OP_QLINEAR_CONV;
     } else if (f->op == ERT_OP_MATMUL || f->op == ERT_OP_GEMM) {
@@ -215,53 +215,53 @@ static bool fold_at(ert_session *s, int32_t *producer, snode *q, ert_status *st)
         if (gp->act.kind != ERT_ACT_NONE || (gemm && (gp->trans_a || gp->alpha != 1.0f || (gp->has_c && gp->beta != 1.0f))) ||
             (!gemm && (gp->trans_b || gp->has_c || f->n_in > 2)))
             return false;
-        const stensor *bt = &s->t[f->in[1]];
+        const ert_gtensor *bt = &g->t[f->in[1]];
         if (bt->ndim != 2) return false;
         int64_t w_axis = gemm && gp->trans_b ? 0 : 1; /* the N dim of the stored weight */
-        if (!dq_side(s, producer_node(s, producer, f->in[0]), -1, false, &x) ||
-            !dq_side(s, producer_node(s, producer, f->in[1]), w_axis, true, &w))
+        if (!dq_side(g, producer_node(g, producer, f->in[0]), -1, false, &x) ||
+            !dq_side(g, producer_node(g, producer, f->in[1]), w_axis, true, &w))
             return false;
         n_out = bt->dims[w_axis];
         b = gemm && gp->has_c ? f->in[2] : -1;
         wq = w.q;
-        if (gemm && gp->trans_b && (wq = transposed(s, w.q, st)) < 0) return false;
+        if (gemm && gp->trans_b && (wq = transposed(g, w.q, st)) < 0) return false;
         op = ERT_OP_QLINEAR_MATMUL;
     } else {
         return false;
     }
-    if (nelems(&s->t[x.scale]) != 1 || nelems(&s->t[q->in[1]]) != 1) return false;
-    int32_t bi = int_bias(s, producer, b, &x, &w, n_out, st);
+    if (nelems(&g->t[x.scale]) != 1 || nelems(&g->t[q->in[1]]) != 1) return false;
+    int32_t bi = int_bias(g, producer, b, &x, &w, n_out, st);
     if (bi == -2) return false;
     int32_t in[9] = {x.q, x.scale, x.zp, wq, w.scale, w.zp, q->in[1], q->n_in > 2 ? q->in[2] : -1, bi};
-    return rewrite(s, f, op, in, relu, q);
+    return rewrite(g, f, op, in, relu, q);
 }
 
 /* Same per-tensor quantization: equal scale values and zero points (absent = 0). */
-static bool same_q(const ert_session *s, int32_t s1, int32_t z1, int32_t s2, int32_t z2) {
-    if (nelems(&s->t[s1]) != 1 || nelems(&s->t[s2]) != 1 || *(const float *)s->t[s1].cdata != *(const float *)s->t[s2].cdata)
+static bool same_q(const ert_graph *g, int32_t s1, int32_t z1, int32_t s2, int32_t z2) {
+    if (nelems(&g->t[s1]) != 1 || nelems(&g->t[s2]) != 1 || *(const float *)g->t[s1].cdata != *(const float *)g->t[s2].cdata)
         return false;
-    ert_dtype d1 = z1 >= 0 ? s->t[z1].dtype : ERT_DTYPE_U8, d2 = z2 >= 0 ? s->t[z2].dtype : ERT_DTYPE_U8;
-    int32_t v1 = z1 < 0 ? 0 : d1 == ERT_DTYPE_I8 ? *(const int8_t *)s->t[z1].cdata : *(const uint8_t *)s->t[z1].cdata;
-    int32_t v2 = z2 < 0 ? 0 : d2 == ERT_DTYPE_I8 ? *(const int8_t *)s->t[z2].cdata : *(const uint8_t *)s->t[z2].cdata;
+    ert_dtype d1 = z1 >= 0 ? g->t[z1].dtype : ERT_DTYPE_U8, d2 = z2 >= 0 ? g->t[z2].dtype : ERT_DTYPE_U8;
+    int32_t v1 = z1 < 0 ? 0 : d1 == ERT_DTYPE_I8 ? *(const int8_t *)g->t[z1].cdata : *(const uint8_t *)g->t[z1].cdata;
+    int32_t v2 = z2 < 0 ? 0 : d2 == ERT_DTYPE_I8 ? *(const int8_t *)g->t[z2].cdata : *(const uint8_t *)g->t[z2].cdata;
     return d1 == d2 && v1 == v2;
 }
 
 /* DQ -> a data-movement op or MaxPool -> Q with the same quantization: the
  * op moves (or takes the max of) the integers themselves, exact: DQ is
  * monotone and Q(DQ(v)) = v element by element. */
-static bool fold_move_at(ert_session *s, int32_t *producer, snode *q) {
-    snode *f = producer_node(s, producer, q->in[0]);
+static bool fold_move_at(ert_graph *g, int32_t *producer, ert_gnode *q) {
+    ert_gnode *f = producer_node(g, producer, q->in[0]);
     if (!f || (f->op != ERT_OP_RESHAPE && f->op != ERT_OP_FLATTEN && f->op != ERT_OP_SQUEEZE &&
                f->op != ERT_OP_UNSQUEEZE && f->op != ERT_OP_TRANSPOSE && f->op != ERT_OP_IDENTITY &&
                !(f->op == ERT_OP_MAXPOOL && !f->params.pool.nhwc)) ||
-        f->n_out != 1 || sole_reader(s, f->out[0]) != q)
+        f->n_out != 1 || sole_reader(g, f->out[0]) != q)
         return false;
     qside x;
-    snode *dq = producer_node(s, producer, f->in[0]);
-    if (!dq_side(s, dq, -1, false, &x) || !ert_s_is_const(s, q->in[1]) ||
-        (q->n_in > 2 && q->in[2] >= 0 && !ert_s_is_const(s, q->in[2])) || q->params.quant.axis >= 0 ||
-        s->t[x.q].dtype != s->t[q->out[0]].dtype ||
-        !same_q(s, x.scale, x.zp, q->in[1], q->n_in > 2 ? q->in[2] : -1))
+    ert_gnode *dq = producer_node(g, producer, f->in[0]);
+    if (!dq_side(g, dq, -1, false, &x) || !ert_graph_is_const(g, q->in[1]) ||
+        (q->n_in > 2 && q->in[2] >= 0 && !ert_graph_is_const(g, q->in[2])) || q->params.quant.axis >= 0 ||
+        g->t[x.q].dtype != g->t[q->out[0]].dtype ||
+        !same_q(g, x.scale, x.zp, q->in[1], q->n_in > 2 ? q->in[2] : -1))
         return false;
     f->in[0] = x.q;
     f->out[0] = q->out[0];
@@ -269,34 +269,34 @@ static bool fold_move_at(ert_session *s, int32_t *producer, snode *q) {
     return true;
 }
 
-ert_status ert_s_fold_qdq(ert_session *s, bool integer_ops) {
+ert_status ert_pass_fold_qdq(ert_graph *g, bool integer_ops) {
     ert_status st = ERT_OK;
     int n_folded = 0;
-    for (int i = 0; integer_ops && i < s->nn && !st; i++) {
-        if (s->n[i].dead || s->n[i].op != ERT_OP_QUANTIZE_LINEAR) continue;
-        /* fold_at may add tensors (s->t moves and grows) but never nodes */
-        int32_t *producer = malloc((size_t)(s->nt ? s->nt : 1) * sizeof *producer);
-        if (!producer) return ert_s_oom(s);
-        ert_s_count_uses(s, producer);
-        if (fold_at(s, producer, &s->n[i], &st) || (!st && fold_move_at(s, producer, &s->n[i]))) n_folded++;
+    for (int i = 0; integer_ops && i < g->nn && !st; i++) {
+        if (g->n[i].dead || g->n[i].op != ERT_OP_QUANTIZE_LINEAR) continue;
+        /* fold_at may add tensors (g->t moves and grows) but never nodes */
+        int32_t *producer = malloc((size_t)(g->nt ? g->nt : 1) * sizeof *producer);
+        if (!producer) return ert_graph_oom(g);
+        ert_graph_count_uses(g, producer);
+        if (fold_at(g, producer, &g->n[i], &st) || (!st && fold_move_at(g, producer, &g->n[i]))) n_folded++;
         free(producer);
     }
     if (st) return st;
     /* step 2: constant DQs -> f32 constants (the folded ones are unread now) */
-    ert_s_remove_dead(s);
+    ert_pass_remove_dead(g);
     int n_const = 0;
-    for (int i = 0; i < s->nn; i++) {
-        snode *n = &s->n[i];
+    for (int i = 0; i < g->nn; i++) {
+        ert_gnode *n = &g->n[i];
         if (n->dead || n->op != ERT_OP_DEQUANTIZE_LINEAR) continue;
         bool all = true;
-        for (int k = 0; k < n->n_in; k++) all = all && (n->in[k] < 0 || ert_s_is_const(s, n->in[k]));
+        for (int k = 0; k < n->n_in; k++) all = all && (n->in[k] < 0 || ert_graph_is_const(g, n->in[k]));
         if (!all) continue;
-        if ((st = ert_s_fold_node(s, n))) return st;
+        if ((st = ert_graph_fold_node(g, n))) return st;
         n->dead = true;
         n_const++;
     }
     if (n_folded || n_const)
-        ert_log(s->ctx, ERT_LOG_INFO, "Q/DQ: %d ops folded into integer ops, %d constant DequantizeLinear folded to f32",
+        ert_log(g->ctx, ERT_LOG_INFO, "Q/DQ: %d ops folded into integer ops, %d constant DequantizeLinear folded to f32",
                 n_folded, n_const);
     return ERT_OK;
 }

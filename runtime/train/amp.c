@@ -11,48 +11,48 @@
 
 /* A Conv the half type can run: 2-D, f32, no bias and no fused epilogue (the
  * conv+BN blocks that carry the FLOPs; a bias would need a half REDUCE_TO). */
-static bool amp_conv(const ert_trainer *t, const tnode *n) {
+static bool amp_conv(const ert_trainer *t, const ert_gnode *n) {
     if (n->op != ERT_OP_CONV || n->n_in < 2 || n->n_out < 1 || n->in[0] < 0 || n->in[1] < 0 || n->out[0] < 0)
         return false;
     const ert_conv_params *p = &n->params.conv;
     if (p->has_bias || (n->n_in > 2 && n->in[2] >= 0) || p->act.kind != ERT_ACT_NONE || p->has_residual ||
         p->nsp != 2)
         return false;
-    return t->t[n->in[0]].dtype == ERT_DTYPE_F32 && t->t[n->in[1]].dtype == ERT_DTYPE_F32 &&
-           t->t[n->out[0]].dtype == ERT_DTYPE_F32;
+    return t->g.t[n->in[0]].dtype == ERT_DTYPE_F32 && t->g.t[n->in[1]].dtype == ERT_DTYPE_F32 &&
+           t->g.t[n->out[0]].dtype == ERT_DTYPE_F32;
 }
 
 /* x cast to h, once per tensor (memo: its cast, -1 none). */
 static int32_t amp_cast(ert_trainer *t, int32_t *memo, int32_t x, ert_dtype h) {
     if (memo[x] >= 0) return memo[x];
     char nm[256];
-    snprintf(nm, sizeof nm, "%s.%s", t->t[x].name, ert_dtype_name(h));
-    ttensor c = t->t[x];
-    int32_t y = ert_tr_add_tensor(t, nm, h, c.ndim, c.dims);
-    tnode *n = y >= 0 ? ert_tr_add_node(t, ERT_OP_CAST, nm, 1, 1, PH_FWD) : NULL;
+    snprintf(nm, sizeof nm, "%s.%s", t->g.t[x].name, ert_dtype_name(h));
+    ert_gtensor c = t->g.t[x];
+    int32_t y = ert_graph_new_tensor(&t->g, nm, h, c.ndim, c.dims);
+    ert_gnode *n = y >= 0 ? ert_graph_new_node(&t->g, ERT_OP_CAST, nm, 1, 1, ERT_PHASE_FWD) : NULL;
     if (!n) return -1;
-    t->t[y].fwd = true;
+    t->g.t[y].fwd = true;
     n->in[0] = x;
     n->out[0] = y;
     n->params.cast.to = h;
     memo[x] = y;
-    if (ert_tr_frozen_w(&t->t[x])) { /* a frozen weight: converted once, here */
-        if (ert_tr_fold_node(t, n) != ERT_OK) return -1;
+    if (ert_tr_frozen_w(&t->g.t[x])) { /* a frozen weight: converted once, here */
+        if (ert_graph_fold_node(&t->g, n) != ERT_OK) return -1;
         free(n->in);
         free(n->name_owned);
-        t->nn--;
+        t->g.nn--;
     }
     return y;
 }
 
 /* Frozen-prefix ops that run in the half type end to end (the CUDA
  * inference kernels take f16/bf16 for all of them). */
-static bool amp_half_op(const ert_trainer *t, const tnode *n) {
+static bool amp_half_op(const ert_trainer *t, const ert_gnode *n) {
     switch (n->op) {
-    case ERT_OP_CONV: return n->params.conv.nsp == 2 && t->t[n->in[0]].dtype == ERT_DTYPE_F32;
+    case ERT_OP_CONV: return n->params.conv.nsp == 2 && t->g.t[n->in[0]].dtype == ERT_DTYPE_F32;
     case ERT_OP_BATCHNORM: case ERT_OP_RELU: case ERT_OP_MAXPOOL: case ERT_OP_AVGPOOL: case ERT_OP_GLOBAL_AVGPOOL:
     case ERT_OP_ADD: case ERT_OP_FLATTEN: case ERT_OP_RESHAPE: case ERT_OP_IDENTITY:
-        return n->n_in >= 1 && n->in[0] >= 0 && t->t[n->in[0]].dtype == ERT_DTYPE_F32;
+        return n->n_in >= 1 && n->in[0] >= 0 && t->g.t[n->in[0]].dtype == ERT_DTYPE_F32;
     default: return false;
     }
 }
@@ -61,10 +61,10 @@ static bool amp_half_op(const ert_trainer *t, const tnode *n) {
  * the half type, with their gradients (the CUDA kernels of cuda_train.c take
  * f16/bf16 activations with f32 parameters); *slots: how many leading inputs
  * are activations. */
-static bool amp_act_op(const ert_trainer *t, const tnode *n, int *slots) {
+static bool amp_act_op(const ert_trainer *t, const ert_gnode *n, int *slots) {
     *slots = 1;
-    if (n->n_in < 1 || n->in[0] < 0 || n->n_out < 1 || n->out[0] < 0 || t->t[n->in[0]].dtype != ERT_DTYPE_F32 ||
-        t->t[n->out[0]].dtype != ERT_DTYPE_F32)
+    if (n->n_in < 1 || n->in[0] < 0 || n->n_out < 1 || n->out[0] < 0 || t->g.t[n->in[0]].dtype != ERT_DTYPE_F32 ||
+        t->g.t[n->out[0]].dtype != ERT_DTYPE_F32)
         return false;
     switch (n->op) {
     case ERT_OP_BATCHNORM_TRAIN: case ERT_OP_RELU: case ERT_OP_LEAKY_RELU: case ERT_OP_CLIP: case ERT_OP_SIGMOID:
@@ -75,10 +75,10 @@ static bool amp_act_op(const ert_trainer *t, const tnode *n, int *slots) {
     case ERT_OP_MAXPOOL: return n->n_out < 2 || n->out[1] < 0;
     case ERT_OP_ADD: /* same shapes: the gradient passes through, no reduction */
         *slots = 2;
-        return n->n_in == 2 && n->in[1] >= 0 && t->t[n->in[1]].dtype == ERT_DTYPE_F32 &&
-               t->t[n->in[0]].ndim == t->t[n->in[1]].ndim &&
-               !memcmp(t->t[n->in[0]].dims, t->t[n->in[1]].dims, (size_t)t->t[n->in[0]].ndim * sizeof(int64_t)) &&
-               !memcmp(t->t[n->in[0]].dims, t->t[n->out[0]].dims, (size_t)t->t[n->in[0]].ndim * sizeof(int64_t));
+        return n->n_in == 2 && n->in[1] >= 0 && t->g.t[n->in[1]].dtype == ERT_DTYPE_F32 &&
+               t->g.t[n->in[0]].ndim == t->g.t[n->in[1]].ndim &&
+               !memcmp(t->g.t[n->in[0]].dims, t->g.t[n->in[1]].dims, (size_t)t->g.t[n->in[0]].ndim * sizeof(int64_t)) &&
+               !memcmp(t->g.t[n->in[0]].dims, t->g.t[n->out[0]].dims, (size_t)t->g.t[n->in[0]].ndim * sizeof(int64_t));
     default: return false;
     }
 }
@@ -92,12 +92,12 @@ static bool amp_act_op(const ert_trainer *t, const tnode *n, int *slots) {
 ert_status ert_tr_amp_rewrite(ert_trainer *t) {
     ert_dtype h = t->amp;
     if (h == ERT_DTYPE_F32) return ERT_OK;
-    int nold = t->nn, n_orig = t->nt;
+    int nold = t->g.nn, n_orig = t->g.nt;
     /* a node becomes at most n_in casts + itself + 1 cast: the new list never
      * reallocates, so a failure can still hand every old node over */
     int cap = 16 + t->model->n_outputs;
-    for (int k = 0; k < nold; k++) cap += t->n[k].n_in + 2;
-    tnode *old = t->n, *nw = malloc((size_t)cap * sizeof *nw);
+    for (int k = 0; k < nold; k++) cap += t->g.n[k].n_in + 2;
+    ert_gnode *old = t->g.n, *nw = malloc((size_t)cap * sizeof *nw);
     int32_t *memo = malloc((size_t)(n_orig + 1) * sizeof *memo);
     bool *need = calloc((size_t)n_orig + 1, 1), *missing = calloc((size_t)n_orig + 1, 1);
     if (!nw || !memo || !need || !missing) {
@@ -105,20 +105,20 @@ ert_status ert_tr_amp_rewrite(ert_trainer *t) {
         free(memo);
         free(need);
         free(missing);
-        return ert_tr_oom(t);
+        return ert_graph_oom(&t->g);
     }
     for (int i = 0; i < n_orig; i++) {
         memo[i] = -1;
-        need[i] = t->t[i].trainable;
+        need[i] = t->g.t[i].trainable;
     }
-    t->n = nw;
-    t->nn = 0;
-    t->cap_n = cap;
+    t->g.n = nw;
+    t->g.nn = 0;
+    t->g.cap_n = cap;
     ert_status st = ERT_OK;
     int k = 0;
     char nm[256];
     for (; k < nold && st == ERT_OK; k++) {
-        tnode f = old[k];
+        ert_gnode f = old[k];
         bool any = false;
         for (int j = 0; j < f.n_in; j++) any = any || (f.in[j] >= 0 && need[f.in[j]]);
         for (int j = 0; j < f.n_out; j++)
@@ -129,27 +129,27 @@ ert_status ert_tr_amp_rewrite(ert_trainer *t) {
         if (act_half && f.op == ERT_OP_CONV) slots = 2; /* x and the weight's half copy */
         if (frozen_half || act_half) {
             for (int j = 0; j < f.n_in && st == ERT_OK; j++) {
-                if (f.in[j] < 0 || t->t[f.in[j]].dtype != ERT_DTYPE_F32 || (act_half && j >= slots)) continue;
+                if (f.in[j] < 0 || t->g.t[f.in[j]].dtype != ERT_DTYPE_F32 || (act_half && j >= slots)) continue;
                 int32_t xh = amp_cast(t, memo, f.in[j], h);
-                if (xh < 0) st = ert_tr_oom(t);
+                if (xh < 0) st = ert_graph_oom(&t->g);
                 else f.in[j] = xh;
             }
             for (int j = 0; j < f.n_out && st == ERT_OK; j++) {
                 int32_t y = f.out[j];
-                if (y < 0 || t->t[y].dtype != ERT_DTYPE_F32 || (act_half && j > 0)) continue; /* BN statistics: f32 */
-                snprintf(nm, sizeof nm, "%s.%s", t->t[y].name, ert_dtype_name(h));
-                ttensor c = t->t[y];
-                int32_t yh = ert_tr_add_tensor(t, nm, h, c.ndim, c.dims);
+                if (y < 0 || t->g.t[y].dtype != ERT_DTYPE_F32 || (act_half && j > 0)) continue; /* BN statistics: f32 */
+                snprintf(nm, sizeof nm, "%s.%s", t->g.t[y].name, ert_dtype_name(h));
+                ert_gtensor c = t->g.t[y];
+                int32_t yh = ert_graph_new_tensor(&t->g, nm, h, c.ndim, c.dims);
                 if (yh < 0) {
-                    st = ert_tr_oom(t);
+                    st = ert_graph_oom(&t->g);
                     break;
                 }
-                t->t[yh].fwd = true;
+                t->g.t[yh].fwd = true;
                 memo[y] = yh;
                 missing[y] = true;
                 f.out[j] = yh;
             }
-            t->n[t->nn++] = f;
+            t->g.n[t->g.nn++] = f;
             continue;
         }
         /* f32 node: its half-only inputs cast back first (a trainable AMP
@@ -158,9 +158,9 @@ ert_status ert_tr_amp_rewrite(ert_trainer *t) {
         for (int j = 0; j < f.n_in && st == ERT_OK; j++) {
             int32_t x = f.in[j];
             if (x < 0 || x >= n_orig || !missing[x] || (ac && j < 2)) continue;
-            tnode *b = ert_tr_add_node(t, ERT_OP_CAST, t->t[x].name, 1, 1, PH_FWD);
+            ert_gnode *b = ert_graph_new_node(&t->g, ERT_OP_CAST, t->g.t[x].name, 1, 1, ERT_PHASE_FWD);
             if (!b) {
-                st = ert_tr_oom(t);
+                st = ert_graph_oom(&t->g);
                 break;
             }
             b->in[0] = memo[x];
@@ -169,40 +169,40 @@ ert_status ert_tr_amp_rewrite(ert_trainer *t) {
             missing[x] = false;
         }
         if (st != ERT_OK || !ac) {
-            t->n[t->nn++] = f;
+            t->g.n[t->g.nn++] = f;
             continue;
         }
         int32_t y = f.out[0];
         int32_t xh = amp_cast(t, memo, f.in[0], h), wh = xh >= 0 ? amp_cast(t, memo, f.in[1], h) : -1;
-        snprintf(nm, sizeof nm, "%s.%s", t->t[y].name, ert_dtype_name(h));
-        ttensor c = t->t[y];
-        int32_t yh = wh >= 0 ? ert_tr_add_tensor(t, nm, h, c.ndim, c.dims) : -1;
+        snprintf(nm, sizeof nm, "%s.%s", t->g.t[y].name, ert_dtype_name(h));
+        ert_gtensor c = t->g.t[y];
+        int32_t yh = wh >= 0 ? ert_graph_new_tensor(&t->g, nm, h, c.ndim, c.dims) : -1;
         if (yh < 0) {
-            t->n[t->nn++] = f;
-            st = ert_tr_oom(t);
+            t->g.n[t->g.nn++] = f;
+            st = ert_graph_oom(&t->g);
             break;
         }
-        t->t[yh].fwd = true;
+        t->g.t[yh].fwd = true;
         f.in[0] = xh;
         f.in[1] = wh;
         f.out[0] = yh;
-        t->n[t->nn++] = f;
-        tnode *b = ert_tr_add_node(t, ERT_OP_CAST, t->t[y].name, 1, 1, PH_FWD);
+        t->g.n[t->g.nn++] = f;
+        ert_gnode *b = ert_graph_new_node(&t->g, ERT_OP_CAST, t->g.t[y].name, 1, 1, ERT_PHASE_FWD);
         if (!b) {
-            st = ert_tr_oom(t);
+            st = ert_graph_oom(&t->g);
             continue;
         }
         b->in[0] = yh;
         b->out[0] = y;
         b->params.cast.to = ERT_DTYPE_F32;
     }
-    for (; k < nold; k++) t->n[t->nn++] = old[k];
+    for (; k < nold; k++) t->g.n[t->g.nn++] = old[k];
     for (int i = 0; i < t->model->n_outputs && st == ERT_OK; i++) {
         int32_t x = t->model->outputs[i];
         if (x < 0 || x >= n_orig || !missing[x]) continue;
-        tnode *b = ert_tr_add_node(t, ERT_OP_CAST, t->t[x].name, 1, 1, PH_FWD);
+        ert_gnode *b = ert_graph_new_node(&t->g, ERT_OP_CAST, t->g.t[x].name, 1, 1, ERT_PHASE_FWD);
         if (!b) {
-            st = ert_tr_oom(t);
+            st = ert_graph_oom(&t->g);
             break;
         }
         b->in[0] = memo[x];

@@ -50,8 +50,9 @@
 /* The backward rules' table (this switch and emit's): a new op must decide
  * here whether gradients flow through it. */
 /* CumSum, Not, Sin, Cos, Mod, the other reductions, Scatter/GatherElements, ScatterND and
- * the quantized ops (95-115): no backward rule yet (a trainable path through them is refused). */
-_Static_assert(ERT_OP_COUNT == 116, "ERT_OP_COUNT changed: give the new op its backward rule (or none) here");
+ * the quantized ops (95-115): no backward rule yet (a trainable path through them is refused).
+ * ert.Attention (116): made by the session's attention pass only, which the trainer does not run. */
+_Static_assert(ERT_OP_COUNT == 117, "ERT_OP_COUNT changed: give the new op its backward rule (or none) here");
 bool ert_ad_diff_slot(ert_op op, int k) {
     switch (op) {
     case ERT_OP_CONV: case ERT_OP_GEMM: case ERT_OP_BATCHNORM: case ERT_OP_BATCHNORM_TRAIN:
@@ -75,15 +76,15 @@ bool ert_ad_diff_slot(ert_op op, int k) {
 
 typedef struct ad {
     ert_trainer *t;
-    int32_t *gacc;   /* per tensor: its gradient so far, -1 none (grows with t->nt) */
+    int32_t *gacc;   /* per tensor: its gradient so far, -1 none (grows with t->g.nt) */
     int cap;
 } ad;
 
 static ert_status grow(ad *a) {
-    if (a->t->nt <= a->cap) return ERT_OK;
-    int cap = a->t->nt * 2;
+    if (a->t->g.nt <= a->cap) return ERT_OK;
+    int cap = a->t->g.nt * 2;
     int32_t *g = realloc(a->gacc, (size_t)cap * sizeof *g);
-    if (!g) return ert_tr_oom(a->t);
+    if (!g) return ert_graph_oom(&a->t->g);
     for (int i = a->cap; i < cap; i++) g[i] = -1;
     a->gacc = g;
     a->cap = cap;
@@ -95,18 +96,18 @@ static ert_status grow(ad *a) {
  * the Cast's gradient brings them back). */
 static int32_t grad_tensor(ad *a, int32_t like) {
     char nm[256];
-    snprintf(nm, sizeof nm, "%s.grad", a->t->t[like].name);
-    ttensor c = a->t->t[like];
+    snprintf(nm, sizeof nm, "%s.grad", a->t->g.t[like].name);
+    ert_gtensor c = a->t->g.t[like];
     ert_dtype dt = c.dtype == ERT_DTYPE_F16 || c.dtype == ERT_DTYPE_BF16 ? c.dtype : ERT_DTYPE_F32;
-    int32_t id = ert_tr_add_tensor(a->t, nm, dt, c.ndim, c.dims);
+    int32_t id = ert_graph_new_tensor(&a->t->g, nm, dt, c.ndim, c.dims);
     if (id >= 0 && grow(a) != ERT_OK) return -1;
     return id;
 }
 
-static tnode *node(ad *a, ert_op op, const tnode *fwd, int n_in, int n_out) {
+static ert_gnode *node(ad *a, ert_op op, const ert_gnode *fwd, int n_in, int n_out) {
     char nm[256];
     snprintf(nm, sizeof nm, "%s/grad", fwd->name ? fwd->name : "?");
-    return ert_tr_add_node(a->t, op, nm, n_in, n_out, PH_BWD);
+    return ert_graph_new_node(&a->t->g, op, nm, n_in, n_out, ERT_PHASE_BWD);
 }
 
 /* Add contribution g to tensor x's gradient. */
@@ -116,9 +117,9 @@ static ert_status contrib(ad *a, int32_t x, int32_t g) {
         return ERT_OK;
     }
     int32_t s = grad_tensor(a, x);
-    if (s < 0) return ert_tr_oom(a->t);
-    tnode *n = ert_tr_add_node(a->t, ERT_OP_ADD, "grad_sum", 2, 1, PH_BWD);
-    if (!n) return ert_tr_oom(a->t);
+    if (s < 0) return ert_graph_oom(&a->t->g);
+    ert_gnode *n = ert_graph_new_node(&a->t->g, ERT_OP_ADD, "grad_sum", 2, 1, ERT_PHASE_BWD);
+    if (!n) return ert_graph_oom(&a->t->g);
     n->in[0] = a->gacc[x];
     n->in[1] = g;
     n->out[0] = s;
@@ -126,18 +127,18 @@ static ert_status contrib(ad *a, int32_t x, int32_t g) {
     return ERT_OK;
 }
 
-static bool need(const ert_trainer *t, const tnode *f, int k) {
-    return k < f->n_in && f->in[k] >= 0 && t->t[f->in[k]].need_grad && ert_ad_diff_slot(f->op, k);
+static bool need(const ert_trainer *t, const ert_gnode *f, int k) {
+    return k < f->n_in && f->in[k] >= 0 && t->g.t[f->in[k]].need_grad && ert_ad_diff_slot(f->op, k);
 }
 
 /* One node `op` (dy, extra inputs...) -> one gradient for input k of f. */
 static ert_status simple(ad *a, int fi, int k, ert_op op, const int32_t *ins, int n_in, const ert_op_params *prm,
                          size_t ws) {
-    int32_t x = a->t->n[fi].in[k];
+    int32_t x = a->t->g.n[fi].in[k];
     int32_t g = grad_tensor(a, x);
-    if (g < 0) return ert_tr_oom(a->t);
-    tnode *n = node(a, op, &a->t->n[fi], n_in, 1);
-    if (!n) return ert_tr_oom(a->t);
+    if (g < 0) return ert_graph_oom(&a->t->g);
+    ert_gnode *n = node(a, op, &a->t->g.n[fi], n_in, 1);
+    if (!n) return ert_graph_oom(&a->t->g);
     for (int i = 0; i < n_in; i++) n->in[i] = ins[i];
     n->out[0] = g;
     if (prm) n->params = *prm;
@@ -147,10 +148,10 @@ static ert_status simple(ad *a, int fi, int k, ert_op op, const int32_t *ins, in
 
 static ert_status reduce_to(ad *a, int fi, int k, int32_t dy, float scale, int lead) {
     ert_trainer *t = a->t;
-    int32_t x = t->n[fi].in[k];
+    int32_t x = t->g.n[fi].in[k];
     ert_op_params p;
     memset(&p, 0, sizeof p);
-    const ttensor *ty = &t->t[dy], *tx = &t->t[x];
+    const ert_gtensor *ty = &t->g.t[dy], *tx = &t->g.t[x];
     p.grad.ndim = ty->ndim;
     p.grad.scale = scale;
     for (int d = 0; d < ty->ndim; d++) p.grad.shape[d] = 1;
@@ -163,25 +164,25 @@ static ert_status reduce_to(ad *a, int fi, int k, int32_t dy, float scale, int l
     return simple(a, fi, k, ERT_OP_REDUCE_TO, ins, 1, &p, 0);
 }
 
-static bool same_dims(const ttensor *x, const ttensor *y) {
+static bool same_dims(const ert_gtensor *x, const ert_gtensor *y) {
     return x->ndim == y->ndim && memcmp(x->dims, y->dims, (size_t)x->ndim * sizeof x->dims[0]) == 0;
 }
 
-static ert_status unsupported(ert_trainer *t, const tnode *f, const char *why) {
+static ert_status unsupported(ert_trainer *t, const ert_gnode *f, const char *why) {
     const ert_op_def *d = ert_op_get(f->op);
-    return ert_set_error(t->ctx, ERT_E_UNSUPPORTED, "node '%s' (%s): no backward rule%s%s", f->name,
+    return ert_set_error(t->g.ctx, ERT_E_UNSUPPORTED, "node '%s' (%s): no backward rule%s%s", f->name,
                          d ? d->name : "?", why ? ": " : "", why ? why : "");
 }
 
 static ert_status rule(ad *a, int fi) {
     ert_trainer *t = a->t;
-    const int nthr = t->n_threads;
-    tnode f = t->n[fi]; /* a copy: t->n moves as nodes are added */
+    const int nthr = t->g.n_threads;
+    ert_gnode f = t->g.n[fi]; /* a copy: t->g.n moves as nodes are added */
     int32_t dy = a->gacc[f.out[0]];
     ert_status st = ERT_OK;
     switch (f.op) {
     case ERT_OP_CAST: { /* float -> float only (mixed precision): the gradient is cast back */
-        ert_dtype xd = t->t[f.in[0]].dtype;
+        ert_dtype xd = t->g.t[f.in[0]].dtype;
         if (xd != ERT_DTYPE_F32 && xd != ERT_DTYPE_F16 && xd != ERT_DTYPE_BF16)
             return unsupported(t, &f, "cast from a non-float type");
         ert_op_params p;
@@ -193,7 +194,7 @@ static ert_status rule(ad *a, int fi) {
     case ERT_OP_CONV: {
         const ert_conv_params *cp = &f.params.conv;
         if (cp->act.kind != ERT_ACT_NONE || cp->has_residual) return unsupported(t, &f, "fused epilogue");
-        const ttensor *X = &t->t[f.in[0]], *Y = &t->t[f.out[0]];
+        const ert_gtensor *X = &t->g.t[f.in[0]], *Y = &t->g.t[f.out[0]];
         if (need(t, &f, 0)) {
             ert_op_params p = f.params;
             p.conv.has_bias = false;
@@ -211,7 +212,7 @@ static ert_status rule(ad *a, int fi) {
             if ((st = simple(a, fi, 0, ERT_OP_CONV_TRANSPOSE, ins, 2, &p, ws))) return st;
         }
         if (need(t, &f, 1)) {
-            const ttensor *X2 = &t->t[f.in[0]], *Y2 = &t->t[f.out[0]];
+            const ert_gtensor *X2 = &t->g.t[f.in[0]], *Y2 = &t->g.t[f.out[0]];
             size_t ws = ert_cpu_conv_grad_weight_workspace(cp, X2->dims, Y2->dims, nthr);
             int32_t ins[2] = {dy, f.in[0]};
             if ((st = simple(a, fi, 1, ERT_OP_CONV_GRAD_WEIGHT, ins, 2, &f.params, ws))) return st;
@@ -222,8 +223,8 @@ static ert_status rule(ad *a, int fi) {
     case ERT_OP_GEMM: {
         const ert_gemm_params *gp = &f.params.gemm;
         if (gp->act.kind != ERT_ACT_NONE) return unsupported(t, &f, "fused epilogue");
-        const ttensor *A = &t->t[f.in[0]], *B = &t->t[f.in[1]];
-        int64_t M = t->t[f.out[0]].dims[0], N = t->t[f.out[0]].dims[1];
+        const ert_gtensor *A = &t->g.t[f.in[0]], *B = &t->g.t[f.in[1]];
+        int64_t M = t->g.t[f.out[0]].dims[0], N = t->g.t[f.out[0]].dims[1];
         int64_t K = gp->trans_a ? A->dims[0] : A->dims[1];
         (void)B;
         ert_op_params p;
@@ -258,7 +259,7 @@ static ert_status rule(ad *a, int fi) {
         return ERT_OK;
     }
     case ERT_OP_MATMUL: {
-        const ttensor *A = &t->t[f.in[0]], *B = &t->t[f.in[1]];
+        const ert_gtensor *A = &t->g.t[f.in[0]], *B = &t->g.t[f.in[1]];
         if (A->ndim < 2 || B->ndim < 2) return unsupported(t, &f, "rank-1 operand");
         if (f.params.gemm.act.kind != ERT_ACT_NONE) return unsupported(t, &f, "fused epilogue");
         int64_t M = A->dims[A->ndim - 2], K = A->dims[A->ndim - 1], N = B->dims[B->ndim - 1];
@@ -276,10 +277,10 @@ static ert_status rule(ad *a, int fi) {
     case ERT_OP_ADD: case ERT_OP_SUB: case ERT_OP_MUL: case ERT_OP_DIV: {
         for (int k = 0; k < 2; k++) {
             if (!need(t, &f, k)) continue;
-            const ttensor *X = &t->t[f.in[k]];
+            const ert_gtensor *X = &t->g.t[f.in[k]];
             bool lin = f.op == ERT_OP_ADD || f.op == ERT_OP_SUB;
             float sign = f.op == ERT_OP_SUB && k == 1 ? -1.0f : 1.0f;
-            if (lin && sign > 0 && same_dims(X, &t->t[dy])) {
+            if (lin && sign > 0 && same_dims(X, &t->g.t[dy])) {
                 if ((st = contrib(a, f.in[k], dy))) return st; /* the gradient passes unchanged */
             } else if (lin) {
                 if ((st = reduce_to(a, fi, k, dy, sign, -1))) return st;
@@ -331,14 +332,14 @@ static ert_status rule(ad *a, int fi) {
     case ERT_OP_TRANSPOSE: {
         ert_op_params p;
         memset(&p, 0, sizeof p);
-        int nd = t->t[f.in[0]].ndim;
+        int nd = t->g.t[f.in[0]].ndim;
         for (int i = 0; i < nd; i++) p.transpose.perm[f.params.transpose.perm[i]] = i;
         int32_t ins[1] = {dy};
         return simple(a, fi, 0, ERT_OP_TRANSPOSE, ins, 1, &p, 0);
     }
     case ERT_OP_REDUCE_MEAN: case ERT_OP_REDUCE_SUM: {
         const ert_axis_params *ap = &f.params.axis;
-        const ttensor *X = &t->t[f.in[0]];
+        const ert_gtensor *X = &t->g.t[f.in[0]];
         ert_op_params p;
         memset(&p, 0, sizeof p);
         p.grad.ndim = X->ndim;
@@ -368,16 +369,16 @@ static ert_status rule(ad *a, int fi) {
         int32_t outs[ERT_MAX_NODE_IO];
         for (int k = 0; k < f.n_in; k++) {
             outs[k] = grad_tensor(a, f.in[k]);
-            if (outs[k] < 0) return ert_tr_oom(t);
+            if (outs[k] < 0) return ert_graph_oom(&t->g);
         }
-        tnode *n = node(a, ERT_OP_SPLIT, &f, 1, f.n_in);
-        if (!n) return ert_tr_oom(t);
+        ert_gnode *n = node(a, ERT_OP_SPLIT, &f, 1, f.n_in);
+        if (!n) return ert_graph_oom(&t->g);
         n->in[0] = dy;
         n->params.split.axis = axis;
         n->params.split.n_out = f.n_in;
         for (int k = 0; k < f.n_in; k++) {
             n->out[k] = outs[k];
-            n->params.split.sizes[k] = t->t[f.in[k]].dims[axis];
+            n->params.split.sizes[k] = t->g.t[f.in[k]].dims[axis];
         }
         for (int k = 0; k < f.n_in; k++)
             if (need(t, &f, k) && (st = contrib(a, f.in[k], outs[k]))) return st;
@@ -385,13 +386,13 @@ static ert_status rule(ad *a, int fi) {
     }
     case ERT_OP_SPLIT: {
         int32_t *ins = malloc((size_t)f.n_out * sizeof *ins);
-        if (!ins) return ert_tr_oom(t);
+        if (!ins) return ert_graph_oom(&t->g);
         for (int k = 0; k < f.n_out && st == ERT_OK; k++) {
             ins[k] = a->gacc[f.out[k]];
             if (ins[k] >= 0) continue;
             ins[k] = grad_tensor(a, f.out[k]);
-            tnode *z = ins[k] >= 0 ? node(a, ERT_OP_FILL_ZERO, &f, 0, 1) : NULL;
-            if (!z) st = ert_tr_oom(t);
+            ert_gnode *z = ins[k] >= 0 ? node(a, ERT_OP_FILL_ZERO, &f, 0, 1) : NULL;
+            if (!z) st = ert_graph_oom(&t->g);
             else z->out[0] = ins[k];
         }
         if (st == ERT_OK) {
@@ -407,10 +408,10 @@ static ert_status rule(ad *a, int fi) {
         bool frozen = f.op == ERT_OP_BATCHNORM;
         int32_t outs[3] = {-1, -1, -1};
         for (int k = 0; k < 3; k++)
-            if (need(t, &f, k) && (outs[k] = grad_tensor(a, f.in[k])) < 0) return ert_tr_oom(t);
+            if (need(t, &f, k) && (outs[k] = grad_tensor(a, f.in[k])) < 0) return ert_graph_oom(&t->g);
         bool relu = !frozen && f.params.grad.relu;
-        tnode *n = node(a, ERT_OP_BATCHNORM_GRAD, &f, relu ? 6 : 5, 3);
-        if (!n) return ert_tr_oom(t);
+        ert_gnode *n = node(a, ERT_OP_BATCHNORM_GRAD, &f, relu ? 6 : 5, 3);
+        if (!n) return ert_graph_oom(&t->g);
         if (relu) n->in[5] = f.in[2]; /* the fused Relu's mask, recomputed from x and the bias */
         n->params.grad.relu = relu;
         n->in[0] = dy;
@@ -428,9 +429,9 @@ static ert_status rule(ad *a, int fi) {
     case ERT_OP_LAYERNORM: {
         int32_t outs[3] = {-1, -1, -1};
         for (int k = 0; k < 3; k++)
-            if (need(t, &f, k) && (outs[k] = grad_tensor(a, f.in[k])) < 0) return ert_tr_oom(t);
-        tnode *n = node(a, ERT_OP_LAYERNORM_GRAD, &f, 3, 3);
-        if (!n) return ert_tr_oom(t);
+            if (need(t, &f, k) && (outs[k] = grad_tensor(a, f.in[k])) < 0) return ert_graph_oom(&t->g);
+        ert_gnode *n = node(a, ERT_OP_LAYERNORM_GRAD, &f, 3, 3);
+        if (!n) return ert_graph_oom(&t->g);
         n->in[0] = dy;
         n->in[1] = f.in[0];
         n->in[2] = f.in[1];
@@ -446,16 +447,16 @@ static ert_status rule(ad *a, int fi) {
 
 ert_status ert_autodiff(ert_trainer *t, int32_t *grads) {
     /* 1. need_grad */
-    for (int i = 0; i < t->nt; i++) t->t[i].need_grad = t->t[i].trainable;
+    for (int i = 0; i < t->g.nt; i++) t->g.t[i].need_grad = t->g.t[i].trainable;
     for (int i = 0; i < t->fwd_end; i++) {
-        tnode *n = &t->n[i];
+        ert_gnode *n = &t->g.n[i];
         if (n->op == ERT_OP_LOSS) continue;
         /* any slot: a parameter reaching an op through a slot without a
          * rule must still be seen (and refused) when the gradient arrives */
         bool any = false;
-        for (int k = 0; k < n->n_in; k++) any = any || (n->in[k] >= 0 && t->t[n->in[k]].need_grad);
+        for (int k = 0; k < n->n_in; k++) any = any || (n->in[k] >= 0 && t->g.t[n->in[k]].need_grad);
         for (int k = 0; k < n->n_out; k++)
-            if (n->out[k] >= 0) t->t[n->out[k]].need_grad = any;
+            if (n->out[k] >= 0) t->g.t[n->out[k]].need_grad = any;
     }
     ad a = {.t = t};
     ert_status st = grow(&a);
@@ -463,7 +464,7 @@ ert_status ert_autodiff(ert_trainer *t, int32_t *grads) {
     a.gacc[t->out_t] = t->dlogits_t;
     /* 2-3. reverse walk */
     for (int i = t->fwd_end - 1; i >= 0 && st == ERT_OK; i--) {
-        tnode *n = &t->n[i];
+        ert_gnode *n = &t->g.n[i];
         if (n->op == ERT_OP_LOSS) continue;
         bool any_in = false, any_out = false;
         for (int k = 0; k < n->n_in; k++) any_in = any_in || need(t, n, k);
@@ -473,9 +474,9 @@ ert_status ert_autodiff(ert_trainer *t, int32_t *grads) {
          * parameter through a slot without a rule: refuse rather than train
          * that parameter with a silently missing gradient */
         for (int k = 0; k < n->n_in; k++)
-            if (n->in[k] >= 0 && t->t[n->in[k]].need_grad &&
-                (t->t[n->in[k]].dtype == ERT_DTYPE_F32 || t->t[n->in[k]].dtype == ERT_DTYPE_F16 ||
-                 t->t[n->in[k]].dtype == ERT_DTYPE_BF16) &&
+            if (n->in[k] >= 0 && t->g.t[n->in[k]].need_grad &&
+                (t->g.t[n->in[k]].dtype == ERT_DTYPE_F32 || t->g.t[n->in[k]].dtype == ERT_DTYPE_F16 ||
+                 t->g.t[n->in[k]].dtype == ERT_DTYPE_BF16) &&
                 !ert_ad_diff_slot(n->op, k)) { /* integer tensors (indices, masks) carry no gradient */
                 char why[64];
                 snprintf(why, sizeof why, "input %d depends on a trainable parameter", k);
@@ -495,9 +496,9 @@ ert_status ert_autodiff(ert_trainer *t, int32_t *grads) {
             continue;
         }
         int32_t g = grad_tensor(&a, p);
-        tnode *z = g >= 0 ? ert_tr_add_node(t, ERT_OP_FILL_ZERO, t->t[p].name, 0, 1, PH_BWD) : NULL;
+        ert_gnode *z = g >= 0 ? ert_graph_new_node(&t->g, ERT_OP_FILL_ZERO, t->g.t[p].name, 0, 1, ERT_PHASE_BWD) : NULL;
         if (!z) {
-            st = ert_tr_oom(t);
+            st = ert_graph_oom(&t->g);
             break;
         }
         z->out[0] = g;

@@ -33,7 +33,7 @@
  * OPT_STATE tensors of a checkpoint. */
 static ert_status make_model(ert_trainer *t, bool with_state, ert_model **out) {
     const ert_model *src = t->model;
-    ert_context *ctx = t->ctx;
+    ert_context *ctx = t->g.ctx;
     ert_model *m = ert_model_new(ctx);
     if (!m) return ert_set_error(ctx, ERT_E_NOMEM, "out of memory exporting the model");
     ert_status st = ERT_OK;
@@ -53,9 +53,9 @@ static ert_status make_model(ert_trainer *t, bool with_state, ert_model **out) {
             st = ert_set_error(ctx, ERT_E_NOMEM, "out of memory exporting the model");
             break;
         }
-        const ttensor *x = &t->t[i];
-        if (x->mem == TM_PARAM && x->data && t->be) st = t->be->download(t->bctx, d, x->data, nb);
-        else memcpy(d, x->mem == TM_PARAM && x->data ? x->data : s->data, nb);
+        const ert_gtensor *x = &t->g.t[i];
+        if (x->mem == ERT_MEM_PARAM && x->data && t->g.be) st = t->g.be->download(t->g.bctx, d, x->data, nb);
+        else memcpy(d, x->mem == ERT_MEM_PARAM && x->data ? x->data : s->data, nb);
         if (st != ERT_OK) {
             free(d);
             break;
@@ -80,16 +80,16 @@ static ert_status make_model(ert_trainer *t, bool with_state, ert_model **out) {
     }
     for (int i = 0; i < src->n_inputs && st == ERT_OK; i++) st = ert_model_add_graph_input(m, src->inputs[i]);
     for (int i = 0; i < src->n_outputs && st == ERT_OK; i++) st = ert_model_add_graph_output(m, src->outputs[i]);
-    for (int i = 0; with_state && i < t->nt && st == ERT_OK; i++) {
-        const ttensor *x = &t->t[i];
-        if (x->mem != TM_STATE || !x->data || i == t->gnorm_t) continue;
+    for (int i = 0; with_state && i < t->g.nt && st == ERT_OK; i++) {
+        const ert_gtensor *x = &t->g.t[i];
+        if (x->mem != ERT_MEM_STATE || !x->data || i == t->gnorm_t) continue;
         int32_t id = ert_model_add_tensor(m, x->name, x->dtype, ERT_ROLE_OPT_STATE, x->ndim, x->dims);
         void *d = id >= 0 ? malloc(x->nbytes ? x->nbytes : 1) : NULL;
         if (!d) {
             st = ert_set_error(ctx, ERT_E_NOMEM, "out of memory building the checkpoint");
             break;
         }
-        if (t->be) st = t->be->download(t->bctx, d, x->data, x->nbytes);
+        if (t->g.be) st = t->g.be->download(t->g.bctx, d, x->data, x->nbytes);
         else memcpy(d, x->data, x->nbytes);
         m->tensors[id].data = d;
         m->tensors[id].data_owned = true;
@@ -121,7 +121,7 @@ static ert_status make_model(ert_trainer *t, bool with_state, ert_model **out) {
  * running flag held (busy_internal.h). */
 ert_status ert_trainer_export(ert_trainer *t, ert_model **out) {
     if (!t || !out) return ERT_E_ARG;
-    ERT_BUSY_RETURN(&t->running, t->ctx, "trainer", make_model(t, false, out));
+    ERT_BUSY_RETURN(&t->running, t->g.ctx, "trainer", make_model(t, false, out));
 }
 
 static ert_status save_checkpoint(ert_trainer *t, const char *path) {
@@ -134,8 +134,8 @@ static ert_status save_checkpoint(ert_trainer *t, const char *path) {
 }
 
 ert_status ert_trainer_save_checkpoint(ert_trainer *t, const char *path) {
-    if (!t || !path) return t ? ert_set_error(t->ctx, ERT_E_ARG, "checkpoint: NULL path") : ERT_E_ARG;
-    ERT_BUSY_RETURN(&t->running, t->ctx, "trainer", save_checkpoint(t, path));
+    if (!t || !path) return t ? ert_set_error(t->g.ctx, ERT_E_ARG, "checkpoint: NULL path") : ERT_E_ARG;
+    ERT_BUSY_RETURN(&t->running, t->g.ctx, "trainer", save_checkpoint(t, path));
 }
 
 static void dims_str(int nd, const int64_t *d, char *buf, size_t cap) {
@@ -146,14 +146,14 @@ static void dims_str(int nd, const int64_t *d, char *buf, size_t cap) {
 }
 
 static ert_status load_checkpoint(ert_trainer *t, const char *path) {
-    ert_context *ctx = t->ctx;
+    ert_context *ctx = t->g.ctx;
     ert_model *m = NULL;
     ert_status st = ert_model_load_file(ctx, path, &m);
     if (st) return st;
     /* 1. every mutable tensor present with the same dtype and shape */
-    for (int i = 0; i < t->nt && st == ERT_OK; i++) {
-        const ttensor *x = &t->t[i];
-        if ((x->mem != TM_PARAM && x->mem != TM_STATE) || !x->data || i == t->gnorm_t) continue;
+    for (int i = 0; i < t->g.nt && st == ERT_OK; i++) {
+        const ert_gtensor *x = &t->g.t[i];
+        if ((x->mem != ERT_MEM_PARAM && x->mem != ERT_MEM_STATE) || !x->data || i == t->gnorm_t) continue;
         int32_t id = ert_model_find_tensor(m, x->name);
         if (id < 0) {
             st = ert_set_error(ctx, ERT_E_ARG, "checkpoint '%s' has no tensor '%s': it was made for another model or "
@@ -188,11 +188,11 @@ static ert_status load_checkpoint(ert_trainer *t, const char *path) {
     }
     /* 2. all checked: copy */
     if (st == ERT_OK) {
-        for (int i = 0; i < t->nt && st == ERT_OK; i++) {
-            ttensor *x = &t->t[i];
-            if ((x->mem != TM_PARAM && x->mem != TM_STATE) || !x->data || i == t->gnorm_t) continue;
+        for (int i = 0; i < t->g.nt && st == ERT_OK; i++) {
+            ert_gtensor *x = &t->g.t[i];
+            if ((x->mem != ERT_MEM_PARAM && x->mem != ERT_MEM_STATE) || !x->data || i == t->gnorm_t) continue;
             const void *src = m->tensors[ert_model_find_tensor(m, x->name)].data;
-            if (t->be) st = t->be->upload(t->bctx, x->data, src, x->nbytes);
+            if (t->g.be) st = t->g.be->upload(t->g.bctx, x->data, src, x->nbytes);
             else memcpy(x->data, src, x->nbytes);
             if (i == t->scaler_t) { /* the host's view of the loss scaler */
                 const float *sc = src;
@@ -216,6 +216,6 @@ static ert_status load_checkpoint(ert_trainer *t, const char *path) {
 }
 
 ert_status ert_trainer_load_checkpoint(ert_trainer *t, const char *path) {
-    if (!t || !path) return t ? ert_set_error(t->ctx, ERT_E_ARG, "checkpoint: NULL path") : ERT_E_ARG;
-    ERT_BUSY_RETURN(&t->running, t->ctx, "trainer", load_checkpoint(t, path));
+    if (!t || !path) return t ? ert_set_error(t->g.ctx, ERT_E_ARG, "checkpoint: NULL path") : ERT_E_ARG;
+    ERT_BUSY_RETURN(&t->running, t->g.ctx, "trainer", load_checkpoint(t, path));
 }

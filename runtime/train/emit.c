@@ -27,17 +27,17 @@
  *     (the first conv's weight gradient).
  * Cost: one elementwise pass per replay. */
 static bool lives_all_step(const ert_trainer *t, int32_t x) {
-    const ttensor *v = &t->t[x];
-    if (v->mem == TM_CONST || v->mem == TM_FOLDED) return true;
-    if (v->mem == TM_PARAM) return v->candidate; /* weights; not running statistics (the forward updates them) */
-    if (v->mem != TM_IO) return false;
+    const ert_gtensor *v = &t->g.t[x];
+    if (v->mem == ERT_MEM_CONST || v->mem == ERT_MEM_OWNED) return true;
+    if (v->mem == ERT_MEM_PARAM) return v->candidate; /* weights; not running statistics (the forward updates them) */
+    if (v->mem != ERT_MEM_IO) return false;
     for (int i = 0; i < t->model->n_inputs; i++)
         if (t->model->inputs[i] == x) return true; /* a graph input (not the loss or the target) */
     return false;
 }
 
 static ert_status replay(ert_trainer *t, int k) {
-    const tnode *f = &t->n[k];
+    const ert_gnode *f = &t->g.n[k];
     bool bn = f->op == ERT_OP_BATCHNORM_TRAIN && f->n_in >= 5 && f->n_out >= 3 && f->out[1] >= 0 && f->out[2] >= 0 &&
               f->in[0] >= 0 && !t->o.keep_bn_outputs;
     bool cast = f->op == ERT_OP_CAST && f->n_in == 1 && f->n_out == 1 && f->in[0] >= 0 && lives_all_step(t, f->in[0]);
@@ -45,19 +45,19 @@ static ert_status replay(ert_trainer *t, int k) {
     const int32_t y = f->out[0], x = f->in[0];
     int first = -1;
     bool x_kept = cast; /* a BatchNorm's x: the backward must read it anyway (its gradient) */
-    for (int j = t->fwd_end; j < t->nn; j++)
-        for (int q = 0; q < t->n[j].n_in; q++) {
-            if (t->n[j].in[q] == y && first < 0) first = j;
-            x_kept = x_kept || t->n[j].in[q] == x;
+    for (int j = t->fwd_end; j < t->g.nn; j++)
+        for (int q = 0; q < t->g.n[j].n_in; q++) {
+            if (t->g.n[j].in[q] == y && first < 0) first = j;
+            x_kept = x_kept || t->g.n[j].in[q] == x;
         }
-    if (first < 0 || !x_kept || (bn && t->t[y].dtype != t->t[x].dtype)) return ERT_OK;
+    if (first < 0 || !x_kept || (bn && t->g.t[y].dtype != t->g.t[x].dtype)) return ERT_OK;
     char nm[256];
-    snprintf(nm, sizeof nm, "%s.recomputed", t->t[y].name);
-    int32_t y2 = ert_tr_add_tensor(t, nm, t->t[y].dtype, t->t[y].ndim, t->t[y].dims);
+    snprintf(nm, sizeof nm, "%s.recomputed", t->g.t[y].name);
+    int32_t y2 = ert_graph_new_tensor(&t->g, nm, t->g.t[y].dtype, t->g.t[y].ndim, t->g.t[y].dims);
     snprintf(nm, sizeof nm, "%s/recompute", f->name);
-    tnode *r = y2 >= 0 ? ert_tr_add_node(t, f->op, nm, bn ? 5 : 1, 1, PH_BWD) : NULL;
-    if (!r) return ert_tr_oom(t);
-    f = &t->n[k]; /* the node array may have moved */
+    ert_gnode *r = y2 >= 0 ? ert_graph_new_node(&t->g, f->op, nm, bn ? 5 : 1, 1, ERT_PHASE_BWD) : NULL;
+    if (!r) return ert_graph_oom(&t->g);
+    f = &t->g.n[k]; /* the node array may have moved */
     r->params = f->params;
     r->in[0] = x;
     r->out[0] = y2;
@@ -66,12 +66,12 @@ static ert_status replay(ert_trainer *t, int k) {
         r->params.grad.training = false;
         r->params.grad.replay = true;
     }
-    for (int j = first; j < t->nn - 1; j++)
-        for (int q = 0; q < t->n[j].n_in; q++)
-            if (t->n[j].in[q] == y) t->n[j].in[q] = y2;
-    tnode tmp = t->n[t->nn - 1]; /* move the replay to just before its first reader */
-    memmove(&t->n[first + 1], &t->n[first], (size_t)(t->nn - 1 - first) * sizeof *t->n);
-    t->n[first] = tmp;
+    for (int j = first; j < t->g.nn - 1; j++)
+        for (int q = 0; q < t->g.n[j].n_in; q++)
+            if (t->g.n[j].in[q] == y) t->g.n[j].in[q] = y2;
+    ert_gnode tmp = t->g.n[t->g.nn - 1]; /* move the replay to just before its first reader */
+    memmove(&t->g.n[first + 1], &t->g.n[first], (size_t)(t->g.nn - 1 - first) * sizeof *t->g.n);
+    t->g.n[first] = tmp;
     return ERT_OK;
 }
 
@@ -88,58 +88,58 @@ ert_status ert_tr_add_loss(ert_trainer *t) {
         oi = -1;
         for (int i = 0; i < m->n_outputs; i++)
             if (strcmp(m->tensors[m->outputs[i]].name, t->o.output) == 0) oi = i;
-        if (oi < 0) return ert_set_error(t->ctx, ERT_E_NOT_FOUND, "the model has no output '%s'", t->o.output);
+        if (oi < 0) return ert_set_error(t->g.ctx, ERT_E_NOT_FOUND, "the model has no output '%s'", t->o.output);
     }
-    if (m->n_outputs < 1) return ert_set_error(t->ctx, ERT_E_ARG, "the model has no output");
+    if (m->n_outputs < 1) return ert_set_error(t->g.ctx, ERT_E_ARG, "the model has no output");
     t->out_t = m->outputs[oi];
-    ttensor *y = &t->t[t->out_t];
-    if (!y->defined || y->dtype != ERT_DTYPE_F32 || ert_tr_is_imm(y) || y->mem == TM_IO)
-        return ert_set_error(t->ctx, ERT_E_SHAPE, "output '%s' is not a computed f32 tensor", y->name);
-    y->mem = TM_IO;
+    ert_gtensor *y = &t->g.t[t->out_t];
+    if (!y->defined || y->dtype != ERT_DTYPE_F32 || ert_graph_is_imm(y) || y->mem == ERT_MEM_IO)
+        return ert_set_error(t->g.ctx, ERT_E_SHAPE, "output '%s' is not a computed f32 tensor", y->name);
+    y->mem = ERT_MEM_IO;
     const ert_loss_options *lo = &t->o.loss;
     int32_t tg;
     if (lo->kind == ERT_LOSS_CROSS_ENTROPY) {
         if (y->ndim != 2)
-            return ert_set_error(t->ctx, ERT_E_SHAPE, "cross-entropy needs logits (N, C); output '%s' has rank %d",
+            return ert_set_error(t->g.ctx, ERT_E_SHAPE, "cross-entropy needs logits (N, C); output '%s' has rank %d",
                                  y->name, y->ndim);
         if (t->class_weights && t->n_class_weights != y->dims[1])
-            return ert_set_error(t->ctx, ERT_E_ARG, "%d class weights given, the output has %lld classes",
+            return ert_set_error(t->g.ctx, ERT_E_ARG, "%d class weights given, the output has %lld classes",
                                  t->n_class_weights, (long long)y->dims[1]);
         int64_t n = y->dims[0];
-        tg = ert_tr_add_tensor(t, "target", ERT_DTYPE_I64, 1, &n);
+        tg = ert_graph_new_tensor(&t->g, "target", ERT_DTYPE_I64, 1, &n);
     } else {
-        ttensor c = *y;
-        tg = ert_tr_add_tensor(t, "target", ERT_DTYPE_F32, c.ndim, c.dims);
+        ert_gtensor c = *y;
+        tg = ert_graph_new_tensor(&t->g, "target", ERT_DTYPE_F32, c.ndim, c.dims);
     }
     int64_t one = 1;
-    int32_t ls = ert_tr_add_tensor(t, "loss", ERT_DTYPE_F32, 1, &one);
-    ttensor yc = t->t[t->out_t];
+    int32_t ls = ert_graph_new_tensor(&t->g, "loss", ERT_DTYPE_F32, 1, &one);
+    ert_gtensor yc = t->g.t[t->out_t];
     char nm[256];
     snprintf(nm, sizeof nm, "%s.grad", yc.name);
-    int32_t dl = ert_tr_add_tensor(t, nm, ERT_DTYPE_F32, yc.ndim, yc.dims);
+    int32_t dl = ert_graph_new_tensor(&t->g, nm, ERT_DTYPE_F32, yc.ndim, yc.dims);
     int32_t cw = -1;
     bool has_cw = t->class_weights != NULL;
     if (lo->kind == ERT_LOSS_CROSS_ENTROPY && has_cw) {
         int64_t c = yc.dims[1];
-        cw = ert_tr_add_tensor(t, "class_weights", ERT_DTYPE_F32, 1, &c);
+        cw = ert_graph_new_tensor(&t->g, "class_weights", ERT_DTYPE_F32, 1, &c);
         if (cw >= 0) {
-            t->t[cw].mem = TM_FOLDED;
-            t->t[cw].owned = t->class_weights;
-            t->t[cw].cdata = t->class_weights;
+            t->g.t[cw].mem = ERT_MEM_OWNED;
+            t->g.t[cw].owned = t->class_weights;
+            t->g.t[cw].cdata = t->class_weights;
             t->class_weights = NULL;
         }
     }
-    if (tg < 0 || ls < 0 || dl < 0 || (has_cw && cw < 0)) return ert_tr_oom(t);
-    t->t[tg].mem = t->t[ls].mem = TM_IO;
+    if (tg < 0 || ls < 0 || dl < 0 || (has_cw && cw < 0)) return ert_graph_oom(&t->g);
+    t->g.t[tg].mem = t->g.t[ls].mem = ERT_MEM_IO;
     if (t->amp == ERT_DTYPE_F16 && t->o.loss_scale >= 0) {
         int64_t three = 3;
-        if ((t->scaler_t = ert_tr_add_tensor(t, "ert.train.loss_scale", ERT_DTYPE_F32, 1, &three)) < 0)
-            return ert_tr_oom(t);
-        t->t[t->scaler_t].mem = TM_STATE;
+        if ((t->scaler_t = ert_graph_new_tensor(&t->g, "ert.train.loss_scale", ERT_DTYPE_F32, 1, &three)) < 0)
+            return ert_graph_oom(&t->g);
+        t->g.t[t->scaler_t].mem = ERT_MEM_STATE;
     }
     /* device + F16: the scaler (dlogits *= scale) in slot 3 */
-    tnode *n = ert_tr_add_node(t, ERT_OP_LOSS, "loss", t->scaler_t >= 0 ? 4 : cw >= 0 ? 3 : 2, 2, PH_FWD);
-    if (!n) return ert_tr_oom(t);
+    ert_gnode *n = ert_graph_new_node(&t->g, ERT_OP_LOSS, "loss", t->scaler_t >= 0 ? 4 : cw >= 0 ? 3 : 2, 2, ERT_PHASE_FWD);
+    if (!n) return ert_graph_oom(&t->g);
     n->in[0] = t->out_t;
     n->in[1] = tg;
     if (cw >= 0) n->in[2] = cw;
@@ -160,17 +160,19 @@ ert_status ert_tr_add_loss(ert_trainer *t) {
  * index outside [-dim, dim) it meets (on the CPU the forward Gather refuses
  * it; a kernel inside the captured step cannot return). */
 static ert_status dev_status(ert_trainer *t) {
-    if (!t->be) return ERT_OK;
+    if (!t->g.be) return ERT_OK;
     int64_t two = 2;
-    if ((t->status_t = ert_tr_add_tensor(t, "ert.train.status", ERT_DTYPE_I64, 1, &two)) < 0) return ert_tr_oom(t);
-    t->t[t->status_t].mem = TM_IO;
-    for (int k = 0; k < t->nn; k++) {
-        tnode *n = &t->n[k];
+    if ((t->status_t = ert_graph_new_tensor(&t->g, "ert.train.status", ERT_DTYPE_I64, 1, &two)) < 0) return ert_graph_oom(&t->g);
+    t->g.t[t->status_t].mem = ERT_MEM_IO;
+    for (int k = 0; k < t->g.nn; k++) {
+        ert_gnode *n = &t->g.n[k];
         if (n->op != ERT_OP_GATHER_GRAD || n->n_in != 2) continue;
-        int32_t *io = realloc(n->in, (size_t)(n->n_in + 1 + n->n_out) * sizeof *io);
-        if (!io) return ert_tr_oom(t);
-        memmove(io + n->n_in + 1, io + n->n_in, (size_t)n->n_out * sizeof *io); /* in, then out, one block */
+        int32_t *io = malloc((size_t)(n->n_in + 1 + n->n_out) * sizeof *io); /* in, then out, one block */
+        if (!io) return ert_graph_oom(&t->g);
+        memcpy(io, n->in, (size_t)n->n_in * sizeof *io);
         io[n->n_in] = t->status_t;
+        memcpy(io + n->n_in + 1, n->out, (size_t)n->n_out * sizeof *io);
+        free(n->in);
         n->in = io;
         n->n_in++;
         n->out = io + n->n_in;
@@ -181,56 +183,56 @@ static ert_status dev_status(ert_trainer *t) {
 ert_status ert_tr_add_optim(ert_trainer *t, const int32_t *grads) {
     const ert_optim_options *op = &t->o.optim;
     /* {norm, clip factor} (device: + {next loss scale, skipped steps}) */
-    int64_t nn = t->be ? 4 : 2;
+    int64_t nn = t->g.be ? 4 : 2;
     bool sc = t->scaler_t >= 0;
     ert_status st0 = dev_status(t);
     if (st0) return st0;
-    t->gnorm_t = ert_tr_add_tensor(t, "ert.train.grad_norm", ERT_DTYPE_F32, 1, &nn);
-    tnode *gn = t->gnorm_t >= 0 ? ert_tr_add_node(t, ERT_OP_GRAD_NORM, "grad_norm",
-                                                  t->n_params + (sc ? 2 : 0) + (t->be ? 1 : 0), 1, PH_BWD)
+    t->gnorm_t = ert_graph_new_tensor(&t->g, "ert.train.grad_norm", ERT_DTYPE_F32, 1, &nn);
+    ert_gnode *gn = t->gnorm_t >= 0 ? ert_graph_new_node(&t->g, ERT_OP_GRAD_NORM, "grad_norm",
+                                                  t->n_params + (sc ? 2 : 0) + (t->g.be ? 1 : 0), 1, ERT_PHASE_BWD)
                                 : NULL;
-    if (!gn) return ert_tr_oom(t);
+    if (!gn) return ert_graph_oom(&t->g);
     if (sc) { /* + the loss and the scaler: the norm is unscaled, the scale updated */
         gn->in[t->n_params] = t->loss_t;
         gn->in[t->n_params + 1] = t->scaler_t;
         gn->params.optim.scale_interval = t->o.loss_scale_interval > 0 ? t->o.loss_scale_interval : 2000;
     }
-    if (t->be) { /* + the status last: a bad index found in the backward skips every update */
+    if (t->g.be) { /* + the status last: a bad index found in the backward skips every update */
         gn->in[gn->n_in - 1] = t->status_t;
         gn->params.optim.status_in = true;
     }
     /* on a device the norm comes back with the loss (the step's finite check) */
-    t->t[t->gnorm_t].mem = t->be ? TM_IO : TM_STATE;
-    if (t->be) {
+    t->g.t[t->gnorm_t].mem = t->g.be ? ERT_MEM_IO : ERT_MEM_STATE;
+    if (t->g.be) {
         int64_t three = 3;
-        if ((t->hyper_t = ert_tr_add_tensor(t, "ert.train.hyper", ERT_DTYPE_F32, 1, &three)) < 0) return ert_tr_oom(t);
-        t->t[t->hyper_t].mem = TM_IO;
+        if ((t->hyper_t = ert_graph_new_tensor(&t->g, "ert.train.hyper", ERT_DTYPE_F32, 1, &three)) < 0) return ert_graph_oom(&t->g);
+        t->g.t[t->hyper_t].mem = ERT_MEM_IO;
     }
     for (int k = 0; k < t->n_params; k++) {
         gn->in[k] = grads[k];
-        t->t[grads[k]].mem = TM_GRAD;
+        t->g.t[grads[k]].mem = ERT_MEM_GRAD;
     }
     gn->out[0] = t->gnorm_t;
     gn->params.optim.clip = op->clip_grad_norm;
-    t->bwd_end = t->nn;
+    t->bwd_end = t->g.nn;
     for (int k = 0; k < t->n_params; k++) {
         int32_t p = t->params[k], st[2] = {-1, -1};
         int n_state = op->kind == ERT_OPTIM_SGD ? (op->momentum != 0.0f ? 1 : 0) : 2;
         for (int s = 0; s < n_state; s++) {
             char nm[256];
-            snprintf(nm, sizeof nm, "ert.train.%s.%s", t->t[p].name,
+            snprintf(nm, sizeof nm, "ert.train.%s.%s", t->g.t[p].name,
                      s == 0 ? (op->kind == ERT_OPTIM_SGD ? "momentum" : "m") : "v");
-            ttensor c = t->t[p];
-            st[s] = ert_tr_add_tensor(t, nm, ERT_DTYPE_F32, c.ndim, c.dims);
-            if (st[s] < 0) return ert_tr_oom(t);
-            t->t[st[s]].mem = TM_STATE;
+            ert_gtensor c = t->g.t[p];
+            st[s] = ert_graph_new_tensor(&t->g, nm, ERT_DTYPE_F32, c.ndim, c.dims);
+            if (st[s] < 0) return ert_graph_oom(&t->g);
+            t->g.t[st[s]].mem = ERT_MEM_STATE;
         }
         /* device: + hyper (lr, bias corrections: per-step values live in device
          * memory, not in the captured kernel arguments) and the loss (the
          * update is skipped on device when it or the norm is not finite) */
-        tnode *n = ert_tr_add_node(t, ERT_OP_OPTIM, t->t[p].name, t->be ? 7 : 5, 0, PH_OPT);
-        if (!n) return ert_tr_oom(t);
-        if (t->be) {
+        ert_gnode *n = ert_graph_new_node(&t->g, ERT_OP_OPTIM, t->g.t[p].name, t->g.be ? 7 : 5, 0, ERT_PHASE_OPT);
+        if (!n) return ert_graph_oom(&t->g);
+        if (t->g.be) {
             n->in[5] = t->hyper_t;
             n->in[6] = t->loss_t;
         }

@@ -12,38 +12,38 @@
 /* ------------------------------------------------------------------ step 3a: frozen prefix */
 
 /* A frozen tensor: a constant, or a weight that is not trained. */
-bool ert_tr_frozen_w(const ttensor *x) { return (ert_tr_is_imm(x) || x->mem == TM_PARAM) && !x->trainable && x->cdata; }
+bool ert_tr_frozen_w(const ert_gtensor *x) { return (ert_graph_is_imm(x) || x->mem == ERT_MEM_PARAM) && !x->trainable && x->cdata; }
 
 int ert_tr_n_uses(const ert_trainer *t, int32_t x) {
     int u = 0;
-    for (int k = 0; k < t->nn; k++)
-        for (int j = 0; j < t->n[k].n_in; j++) u += t->n[k].in[j] == x;
+    for (int k = 0; k < t->g.nn; k++)
+        for (int j = 0; j < t->g.n[k].n_in; j++) u += t->g.n[k].in[j] == x;
     for (int i = 0; i < t->model->n_outputs; i++) u += t->model->outputs[i] == x;
     return u;
 }
 
 int ert_tr_find_user(const ert_trainer *t, int32_t x, int from) {
-    for (int k = from; k < t->nn; k++)
-        for (int j = 0; j < t->n[k].n_in; j++)
-            if (t->n[k].in[j] == x) return k;
+    for (int k = from; k < t->g.nn; k++)
+        for (int j = 0; j < t->g.n[k].n_in; j++)
+            if (t->g.n[k].in[j] == x) return k;
     return -1;
 }
 
 void ert_tr_drop_node(ert_trainer *t, int k) {
-    free(t->n[k].in);
-    free(t->n[k].name_owned);
-    memmove(&t->n[k], &t->n[k + 1], (size_t)(t->nn - k - 1) * sizeof *t->n);
-    t->nn--;
+    free(t->g.n[k].in);
+    free(t->g.n[k].name_owned);
+    memmove(&t->g.n[k], &t->g.n[k + 1], (size_t)(t->g.nn - k - 1) * sizeof *t->g.n);
+    t->g.nn--;
 }
 
-/* A new f32 constant computed by the trainer (TM_FOLDED, owns data). */
+/* A new f32 constant computed by the trainer (ERT_MEM_OWNED, owns data). */
 static int32_t folded(ert_trainer *t, const char *name, int ndim, const int64_t *dims, float **data) {
-    int32_t id = ert_tr_add_tensor(t, name, ERT_DTYPE_F32, ndim, dims);
+    int32_t id = ert_graph_new_tensor(&t->g, name, ERT_DTYPE_F32, ndim, dims);
     if (id < 0) return -1;
-    ttensor *x = &t->t[id];
+    ert_gtensor *x = &t->g.t[id];
     x->owned = malloc(x->nbytes ? x->nbytes : 1);
     if (!x->owned) return -1;
-    x->mem = TM_FOLDED;
+    x->mem = ERT_MEM_OWNED;
     x->cdata = x->owned;
     *data = x->owned;
     return id;
@@ -67,54 +67,54 @@ static int32_t folded(ert_trainer *t, const char *name, int ndim, const int64_t 
  */
 ert_status ert_tr_fold_frozen(ert_trainer *t) {
     /* need[x]: x depends on a trainable parameter */
-    int n0 = t->nt;
+    int n0 = t->g.nt;
     bool *need = calloc((size_t)n0 + 1, 1);
-    if (!need) return ert_tr_oom(t);
-    for (int i = 0; i < t->nt; i++) need[i] = t->t[i].trainable;
-    for (int k = 0; k < t->nn; k++) {
+    if (!need) return ert_graph_oom(&t->g);
+    for (int i = 0; i < t->g.nt; i++) need[i] = t->g.t[i].trainable;
+    for (int k = 0; k < t->g.nn; k++) {
         bool any = false;
-        for (int j = 0; j < t->n[k].n_in; j++) any = any || (t->n[k].in[j] >= 0 && need[t->n[k].in[j]]);
-        for (int j = 0; j < t->n[k].n_out; j++)
-            if (t->n[k].out[j] >= 0 && t->n[k].out[j] < n0) need[t->n[k].out[j]] = any;
+        for (int j = 0; j < t->g.n[k].n_in; j++) any = any || (t->g.n[k].in[j] >= 0 && need[t->g.n[k].in[j]]);
+        for (int j = 0; j < t->g.n[k].n_out; j++)
+            if (t->g.n[k].out[j] >= 0 && t->g.n[k].out[j] < n0) need[t->g.n[k].out[j]] = any;
     }
     ert_status st = ERT_OK;
-    for (int k = 0; k < t->nn && st == ERT_OK; k++) {
-        tnode *c = &t->n[k];
+    for (int k = 0; k < t->g.nn && st == ERT_OK; k++) {
+        ert_gnode *c = &t->g.n[k];
         if (c->op != ERT_OP_CONV || c->n_out < 1 || c->out[0] < 0 || c->params.conv.has_residual) continue;
         ert_conv_params *cp = &c->params.conv;
         int32_t y = c->out[0], w = c->in[1], b = cp->has_bias && c->n_in > 2 ? c->in[2] : -1;
-        const ttensor *W = &t->t[w];
-        if (W->dtype != ERT_DTYPE_F32 || t->t[y].dtype != ERT_DTYPE_F32 || !ert_tr_frozen_w(W) ||
-            (b >= 0 && !ert_tr_frozen_w(&t->t[b])) || ert_tr_n_uses(t, y) != 1)
+        const ert_gtensor *W = &t->g.t[w];
+        if (W->dtype != ERT_DTYPE_F32 || t->g.t[y].dtype != ERT_DTYPE_F32 || !ert_tr_frozen_w(W) ||
+            (b >= 0 && !ert_tr_frozen_w(&t->g.t[b])) || ert_tr_n_uses(t, y) != 1)
             continue;
         int u = ert_tr_find_user(t, y, k + 1);
-        tnode *bn = u >= 0 ? &t->n[u] : NULL;
+        ert_gnode *bn = u >= 0 ? &t->g.n[u] : NULL;
         if (bn && bn->op == ERT_OP_BATCHNORM && cp->act.kind == ERT_ACT_NONE && bn->n_in >= 5 && bn->in[0] == y &&
             bn->n_out >= 1 && bn->out[0] >= 0 && (bn->n_out < 2 || bn->out[1] < 0)) {
             bool ok = true;
-            for (int j = 1; j < 5; j++) ok = ok && bn->in[j] >= 0 && ert_tr_frozen_w(&t->t[bn->in[j]]) &&
-                                             t->t[bn->in[j]].dtype == ERT_DTYPE_F32;
+            for (int j = 1; j < 5; j++) ok = ok && bn->in[j] >= 0 && ert_tr_frozen_w(&t->g.t[bn->in[j]]) &&
+                                             t->g.t[bn->in[j]].dtype == ERT_DTYPE_F32;
             int64_t M = W->dims[0], per = M ? (int64_t)(W->nbytes / sizeof(float)) / M : 0;
-            if (ok && t->t[y].ndim >= 2 && t->t[y].dims[1] == M) {
-                const float *g = t->t[bn->in[1]].cdata, *be = t->t[bn->in[2]].cdata, *mu = t->t[bn->in[3]].cdata,
-                            *var = t->t[bn->in[4]].cdata, *w0 = W->cdata,
-                            *b0 = b >= 0 ? (const float *)t->t[b].cdata : NULL;
+            if (ok && t->g.t[y].ndim >= 2 && t->g.t[y].dims[1] == M) {
+                const float *g = t->g.t[bn->in[1]].cdata, *be = t->g.t[bn->in[2]].cdata, *mu = t->g.t[bn->in[3]].cdata,
+                            *var = t->g.t[bn->in[4]].cdata, *w0 = W->cdata,
+                            *b0 = b >= 0 ? (const float *)t->g.t[b].cdata : NULL;
                 float eps = bn->params.norm.epsilon, *w1 = NULL, *b1 = NULL, *s1 = NULL;
                 /* On the CPU the filter stays the model's own (mapped, not in the arena) and the
                  * conv scales its output channels (has_scale: applied while packing the filter);
                  * a device copies weights into its arena anyway, so there they are scaled once. */
-                const bool scale_only = !t->be;
+                const bool scale_only = !t->g.be;
                 char nm[256];
                 snprintf(nm, sizeof nm, scale_only ? "%s.bnfold_scale" : "%s.bnfold", W->name);
                 int32_t wn = scale_only ? folded(t, nm, 1, &M, &s1) : folded(t, nm, W->ndim, W->dims, &w1);
                 snprintf(nm, sizeof nm, "%s.bnfold_bias", c->name);
                 int32_t bnid = wn >= 0 ? folded(t, nm, 1, &M, &b1) : -1;
                 if (bnid < 0) {
-                    st = ert_tr_oom(t);
+                    st = ert_graph_oom(&t->g);
                     break;
                 }
-                c = &t->n[k];
-                bn = &t->n[u];
+                c = &t->g.n[k];
+                bn = &t->g.n[u];
                 for (int64_t m = 0; m < M; m++) {
                     double sc = (double)g[m] / sqrt((double)var[m] + eps);
                     if (scale_only) s1[m] = (float)sc;
@@ -125,7 +125,7 @@ ert_status ert_tr_fold_frozen(ert_trainer *t) {
                 const int n_in = scale_only ? 5 : 3;
                 int32_t *io = malloc((size_t)(n_in + c->n_out + 1) * sizeof *io);
                 if (!io) {
-                    st = ert_tr_oom(t);
+                    st = ert_graph_oom(&t->g);
                     break;
                 }
                 io[0] = c->in[0], io[1] = scale_only ? w : wn, io[2] = bnid;
@@ -138,9 +138,9 @@ ert_status ert_tr_fold_frozen(ert_trainer *t) {
                 c->out = io + n_in;
                 cp->has_bias = true;
                 cp->has_scale = scale_only;
-                if (scale_only) t->t[w].mem = TM_CONST; /* read in place from the model, never copied */
+                if (scale_only) t->g.t[w].mem = ERT_MEM_CONST; /* read in place from the model, never copied */
                 ert_tr_drop_node(t, u);
-                c = &t->n[k];
+                c = &t->g.n[k];
                 cp = &c->params.conv;
                 y = c->out[0]; /* the BN's output: need[] already right (same inputs) */
                 if (ert_tr_n_uses(t, y) != 1) continue;
@@ -150,7 +150,7 @@ ert_status ert_tr_fold_frozen(ert_trainer *t) {
         /* 2. relu into a conv of the frozen prefix (folded constants: no need) */
         bool in_need = false;
         for (int j = 0; j < c->n_in; j++) in_need = in_need || (c->in[j] >= 0 && c->in[j] < n0 && need[c->in[j]]);
-        tnode *r = u >= 0 ? &t->n[u] : NULL;
+        ert_gnode *r = u >= 0 ? &t->g.n[u] : NULL;
         if (!in_need && r && r->op == ERT_OP_RELU && r->in[0] == y && r->out[0] >= 0 && cp->act.kind == ERT_ACT_NONE) {
             cp->act.kind = ERT_ACT_RELU;
             c->out[0] = r->out[0];
@@ -160,10 +160,10 @@ ert_status ert_tr_fold_frozen(ert_trainer *t) {
     /* 3. Add (-> Relu) into the later-made of its two inputs when that is a
      * frozen-prefix conv read only there: the other input, made before it,
      * becomes the conv's residual (ResNet's block ends) */
-    for (int k = 0; k < t->nn && st == ERT_OK; k++) {
-        tnode *ad = &t->n[k];
+    for (int k = 0; k < t->g.nn && st == ERT_OK; k++) {
+        ert_gnode *ad = &t->g.n[k];
         if (ad->op != ERT_OP_ADD || ad->n_in != 2 || ad->in[0] < 0 || ad->in[1] < 0 || ad->out[0] < 0) continue;
-        const ttensor *A = &t->t[ad->in[0]], *Bt = &t->t[ad->in[1]], *S = &t->t[ad->out[0]];
+        const ert_gtensor *A = &t->g.t[ad->in[0]], *Bt = &t->g.t[ad->in[1]], *S = &t->g.t[ad->out[0]];
         if (A->dtype != ERT_DTYPE_F32 || Bt->dtype != ERT_DTYPE_F32 || A->ndim != S->ndim || Bt->ndim != S->ndim ||
             memcmp(A->dims, S->dims, (size_t)S->ndim * sizeof S->dims[0]) ||
             memcmp(Bt->dims, S->dims, (size_t)S->ndim * sizeof S->dims[0]) ||
@@ -171,13 +171,13 @@ ert_status ert_tr_fold_frozen(ert_trainer *t) {
             continue;
         int pa = -1, pb = -1; /* producers */
         for (int j = 0; j < k; j++)
-            for (int o = 0; o < t->n[j].n_out; o++) {
-                if (t->n[j].out[o] == ad->in[0]) pa = j;
-                if (t->n[j].out[o] == ad->in[1]) pb = j;
+            for (int o = 0; o < t->g.n[j].n_out; o++) {
+                if (t->g.n[j].out[o] == ad->in[0]) pa = j;
+                if (t->g.n[j].out[o] == ad->in[1]) pb = j;
             }
         int ci = pa > pb ? pa : pb;
         int32_t res = pa > pb ? ad->in[1] : ad->in[0];
-        tnode *c = ci >= 0 ? &t->n[ci] : NULL;
+        ert_gnode *c = ci >= 0 ? &t->g.n[ci] : NULL;
         if (!c || c->op != ERT_OP_CONV || c->params.conv.has_residual || c->params.conv.act.kind != ERT_ACT_NONE ||
             c->n_out != 1 || ert_tr_n_uses(t, c->out[0]) != 1 || res == c->out[0])
             continue;
@@ -187,7 +187,7 @@ ert_status ert_tr_fold_frozen(ert_trainer *t) {
         const int n_in = c->params.conv.has_scale ? 5 : 4; /* keep a folded scale (input 4) */
         int32_t *io = malloc((size_t)(n_in + 1 + 1) * sizeof *io);
         if (!io) {
-            st = ert_tr_oom(t);
+            st = ert_graph_oom(&t->g);
             break;
         }
         io[0] = c->in[0], io[1] = c->in[1], io[2] = c->n_in > 2 ? c->in[2] : -1, io[3] = res;
@@ -199,12 +199,12 @@ ert_status ert_tr_fold_frozen(ert_trainer *t) {
         c->out = io + n_in;
         c->params.conv.has_residual = true;
         ert_tr_drop_node(t, k); /* the Add: after c, so c's index holds */
-        c = &t->n[ci];
+        c = &t->g.n[ci];
         int32_t y = c->out[0];
         int u = ert_tr_n_uses(t, y) == 1 ? ert_tr_find_user(t, y, ci + 1) : -1;
-        if (u >= 0 && t->n[u].op == ERT_OP_RELU && t->n[u].in[0] == y && t->n[u].out[0] >= 0) {
+        if (u >= 0 && t->g.n[u].op == ERT_OP_RELU && t->g.n[u].in[0] == y && t->g.n[u].out[0] >= 0) {
             c->params.conv.act.kind = ERT_ACT_RELU;
-            c->out[0] = t->n[u].out[0];
+            c->out[0] = t->g.n[u].out[0];
             ert_tr_drop_node(t, u);
         }
         k = ci; /* the loop's k++ moves past the conv */
@@ -221,15 +221,15 @@ ert_status ert_tr_fold_frozen(ert_trainer *t) {
  * (the next conv's input). options.bn_relu_unfused keeps them apart. */
 ert_status ert_tr_fuse_bn_relu(ert_trainer *t) {
     if (t->o.bn_relu_unfused) return ERT_OK;
-    for (int k = 0; k < t->nn; k++) {
-        tnode *bn = &t->n[k];
+    for (int k = 0; k < t->g.nn; k++) {
+        ert_gnode *bn = &t->g.n[k];
         if (bn->op != ERT_OP_BATCHNORM_TRAIN || bn->params.grad.relu || bn->n_out < 1 || bn->out[0] < 0) continue;
         int32_t y = bn->out[0];
         int u = ert_tr_n_uses(t, y) == 1 ? ert_tr_find_user(t, y, k + 1) : -1;
         if (u < 0) continue;
-        tnode *r = &t->n[u];
+        ert_gnode *r = &t->g.n[u];
         if (r->op != ERT_OP_RELU || r->n_in < 1 || r->in[0] != y || r->n_out < 1 || r->out[0] < 0 ||
-            t->t[r->out[0]].dtype != t->t[y].dtype)
+            t->g.t[r->out[0]].dtype != t->g.t[y].dtype)
             continue;
         bn->params.grad.relu = true;
         bn->out[0] = r->out[0];

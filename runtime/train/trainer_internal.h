@@ -3,95 +3,30 @@
  * checkpoint.c checkpoints and export). */
 #ifndef ERT_TRAINER_INTERNAL_H
 #define ERT_TRAINER_INTERNAL_H
-#include "runtime_internal.h"
+#include "graph.h"
 #include "busy_internal.h"
-#include "planner_internal.h"
 
 #include <stdatomic.h>
 
-typedef enum tmem {
-    TM_NONE = 0,
-    TM_CONST,   /* immutable model data (not copied on CPU) */
-    TM_FOLDED,  /* constant the trainer computed (heap until bind, then the weights region) */
-    TM_PARAM,   /* mutable weight (parameter or BN running stat): weights region */
-    TM_GRAD,    /* final gradient of a trainable parameter: gradients region */
-    TM_STATE,   /* optimizer state, RNG, gradient norm: state region */
-    TM_IO,      /* graph inputs, the loss's output, target, loss value */
-    TM_ACT,     /* planned: activations, saved tensors, activation gradients */
-} tmem;
-
-typedef struct ttensor {
-    const char *name;
-    char *name_owned;
-    ert_dtype dtype;
-    int ndim;
-    int64_t dims[ERT_MAX_DIMS];
-    size_t nbytes;
-    tmem mem;
-    const void *cdata;      /* TM_CONST/TM_FOLDED/TM_PARAM initial data */
-    void *owned;            /* heap data of TM_FOLDED until bind */
-    int32_t model_id;       /* model tensor, or -1 */
-    bool defined;
-    bool candidate;         /* float weight read at a differentiable slot */
-    bool trainable;
-    bool need_grad;         /* depends on a trainable parameter */
-    bool fwd;               /* produced by a forward node */
-    int first, last;        /* schedule steps (TM_ACT) */
-    int32_t alias;          /* TM_ACT sharing this tensor's storage (a Reshape-like output), -1: own */
-    int32_t block;
-    size_t offset;          /* within its region */
-    void *data;             /* where kernels see it (device memory on CUDA) */
-    void *host;             /* TM_IO: where the user reads/writes it (a pinned mirror on a discrete GPU) */
-} ttensor;
-
-enum { PH_FWD = 0, PH_BWD = 1, PH_OPT = 2 };
-
-typedef struct tnode {
-    ert_op op;
-    const ert_node *src;    /* model node, NULL for made ones */
-    const char *name;
-    char *name_owned;
-    int n_in, n_out;
-    int32_t *in, *out;      /* -1: omitted */
-    ert_op_params params;
-    size_t ws_bytes;
-    int32_t ws_block;
-    int phase;
-    ert_tview *views;
-    ert_kargs args;
-} tnode;
-
 struct ert_trainer {
-    ert_context *ctx;
+    ert_graph g;            /* tensors, nodes, backend (NULL on the CPU), inputs, planned blocks (graph.h) */
     const ert_model *model;
     ert_trainer_options o;
     float *class_weights;   /* copy of the option's, until it becomes a tensor */
     int n_class_weights;
-    ttensor *t;
-    int nt, cap_t;
-    tnode *n;
-    int nn, cap_n;
     int fwd_end, bwd_end;   /* nodes [0,fwd_end) forward + loss, [fwd_end,bwd_end) backward + norm, rest optimizer */
-    int n_in;
-    int32_t *in_t;
     int32_t out_t, target_t, loss_t, dlogits_t, gnorm_t, rng_t;
     int32_t *params;        /* trainable parameters */
     int n_params;
-    int n_threads;
-    struct ert_threadpool *pool;
     uint8_t *arena;
     size_t arena_bytes;
     bool arena_owned;
     size_t w_bytes, g_bytes, s_bytes, io_bytes, act_bytes;
-    ert_plan_block *blocks;
-    int n_blocks;
     ert_kargs **kptr;
     int64_t step;
     ert_memory_report mem;
     uint64_t fingerprint;
-    /* device: be NULL on the CPU; else the backend (CUDA) that owns the arena */
-    const ert_backend *be;
-    void *bctx;
+    /* device (g.be set: the backend, CUDA, that owns the arena) */
     void *io_host;          /* the io region as the user sees it */
     int32_t hyper_t;        /* device: {lr, 1 - beta1^t, 1 - beta2^t} copied in at each step */
     int32_t status_t;       /* device: i64 {reporting node + 1, bad value}: zeroed in and copied back each step;
@@ -108,18 +43,12 @@ struct ert_trainer {
 };
 
 /* trainer.c */
-int32_t ert_tr_add_tensor(ert_trainer *t, const char *name, ert_dtype dt, int ndim, const int64_t *dims);
-tnode *ert_tr_add_node(ert_trainer *t, ert_op op, const char *name, int n_in, int n_out, int phase);
-ert_status ert_tr_oom(ert_trainer *t);
 float ert_tr_lr_at(const ert_trainer_options *o, int64_t step);
 
 /* Build steps, in the order build() (trainer.c) calls them, and the helpers
  * they share across the train/ files. */
-/* trainer.c */
-bool ert_tr_is_imm(const ttensor *x);
-ert_status ert_tr_fold_node(ert_trainer *t, tnode *n);
 /* frozen.c */
-bool ert_tr_frozen_w(const ttensor *x);
+bool ert_tr_frozen_w(const ert_gtensor *x);
 int ert_tr_n_uses(const ert_trainer *t, int32_t x);
 int ert_tr_find_user(const ert_trainer *t, int32_t x, int from);
 void ert_tr_drop_node(ert_trainer *t, int k);

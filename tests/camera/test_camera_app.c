@@ -38,6 +38,7 @@ enum { N_FRAMES = 6, W = 96, H = 64 }; /* noise frames: about 10 KB of JPEG each
 static char tmpdir[] = "/tmp/ert_cam_app_XXXXXX";
 static char out_path[300], err_path[300];
 static int stdout_full; /* the child's stdout is /dev/full */
+static int as_nobody;   /* the child drops root for uid/gid 65534 (permissions apply) */
 
 static double now_s(void) {
     struct timespec ts;
@@ -83,6 +84,7 @@ static child start(const char *const *args, int stdin_fd, long fsize) {
         dup2(in, 0);
         dup2(o, 1);
         dup2(e, 2);
+        if (as_nobody && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(126);
         if (fsize > 0) {
             struct rlimit rl = {(rlim_t)fsize, (rlim_t)fsize};
             signal(SIGXFSZ, SIG_IGN);
@@ -173,6 +175,16 @@ static void test_usage(const char *stream) {
               strstr(c.out, "(default 5)") && strstr(c.out, "(default 640x640)") && strstr(c.out, "(default cpu)"),
           "--help lists the defaults: %s", c.out);
     drop(&c);
+    /* ... and neither ends in exit 0 when stdout cannot take it */
+    const char *const *asks[] = {version, help};
+    stdout_full = 1;
+    for (int k = 0; k < 2; k++) {
+        c = run(asks[k], -1, 0);
+        CHECK(exit_code(&c) == 1 && strstr(c.err, "cannot write to standard output: No space left"), "%s > /dev/full: exit %d: %s",
+              asks[k][0], exit_code(&c), c.err);
+        drop(&c);
+    }
+    stdout_full = 0;
 }
 
 /* ------------------------------------------------------------ writes */
@@ -241,23 +253,64 @@ static void test_writes(const char *stream) {
     stdout_full = 1;
     c = run(js, -1, 0);
     stdout_full = 0;
-    CHECK(exit_code(&c) == 1 && strstr(c.err, "stdout: write failed"), "--json > /dev/full: exit %d: %s", exit_code(&c), c.err);
+    CHECK(exit_code(&c) == 1 && strstr(c.err, "cannot write to standard output"), "--json > /dev/full: exit %d: %s", exit_code(&c), c.err);
     drop(&c);
 
-    /* A read-only folder. */
+    /* A read-only folder. As root (CI) permissions do not stop writes: the
+     * app then runs as uid 65534, which may read the stream (the folders on
+     * the way are opened up for the run) but not write the 0555 folder. */
     snprintf(dir, sizeof dir, "%s/readonly", tmpdir);
     mkdir(dir, 0555);
     chmod(dir, 0555);
-    if (geteuid() == 0) {
-        printf("camera_app: read-only folder case skipped: running as root, permissions do not stop writes\n");
-    } else {
-        const char *ro[] = {"--model", "builtin:tiny", "--source", stream, "--out", dir, "--quiet", NULL};
-        c = run(ro, -1, 0);
-        CHECK(exit_code(&c) == 1 && strstr(c.err, dir) && strstr(c.err, "Permission denied"), "read-only --out: exit %d: %s",
-              exit_code(&c), c.err);
-        drop(&c);
+    int root = geteuid() == 0;
+    if (root) {
+        chmod(tmpdir, 0755);
+        chmod(stream, 0644);
     }
+    as_nobody = root;
+    const char *ro[] = {"--model", "builtin:tiny", "--source", stream, "--out", dir, "--quiet", NULL};
+    c = run(ro, -1, 0);
+    as_nobody = 0;
+    CHECK(exit_code(&c) == 1 && strstr(c.err, dir) && strstr(c.err, "Permission denied"), "read-only --out%s: exit %d: %s",
+          root ? " (as uid 65534)" : "", exit_code(&c), c.err);
+    CHECK(count_jpegs(dir) == 0, "read-only --out: %d JPEGs written", count_jpegs(dir));
+    drop(&c);
+    if (root) chmod(tmpdir, 0700);
     chmod(dir, 0755);
+
+    /* --out goes through the library's atomic write (issue 13 item 1): a
+     * symlinked frame file gets the JPEG in its target and stays a link, a
+     * killed run's temporary file goes, and a FIFO in the way is refused
+     * (exit 1 naming it) and left as it was. */
+    snprintf(dir, sizeof dir, "%s/links", tmpdir);
+    mkdir(dir, 0755);
+    char lnk[500], target[500], stale[500], fifo[500];
+    snprintf(lnk, sizeof lnk, "%s/frame_000001.jpg", dir);
+    snprintf(target, sizeof target, "%s/kept_elsewhere.jpg", tmpdir);
+    snprintf(stale, sizeof stale, "%s/frame_000002.jpg.tmp.Ab3dE6", dir);
+    CHECK(symlink(target, lnk) == 0, "symlink");
+    FILE *sf = fopen(stale, "w");
+    if (sf) fclose(sf);
+    const char *to_links[] = {"--model", "builtin:tiny", "--source", stream, "--out", dir, "--quiet", NULL};
+    c = run(to_links, -1, 0);
+    struct stat sb;
+    char *tj = slurp(target);
+    CHECK(exit_code(&c) == 0 && lstat(lnk, &sb) == 0 && S_ISLNK(sb.st_mode), "--out over a symlink: exit %d, link kept: %s",
+          exit_code(&c), c.err);
+    CHECK((unsigned char)tj[0] == 0xFF && (unsigned char)tj[1] == 0xD8, "the link's target holds no JPEG");
+    CHECK(access(stale, F_OK) != 0, "a killed run's temporary file is still there");
+    free(tj);
+    drop(&c);
+    snprintf(dir, sizeof dir, "%s/fifo", tmpdir);
+    mkdir(dir, 0755);
+    snprintf(fifo, sizeof fifo, "%s/frame_000000.jpg", dir);
+    CHECK(mkfifo(fifo, 0644) == 0, "mkfifo");
+    const char *to_fifo[] = {"--model", "builtin:tiny", "--source", stream, "--out", dir, "--quiet", NULL};
+    c = run(to_fifo, -1, 0);
+    CHECK(exit_code(&c) == 1 && strstr(c.err, fifo) && strstr(c.err, "FIFO"), "--out onto a FIFO: exit %d: %s",
+          exit_code(&c), c.err);
+    CHECK(lstat(fifo, &sb) == 0 && S_ISFIFO(sb.st_mode), "the FIFO was replaced");
+    drop(&c);
 }
 
 /* ------------------------------------------------------------ no frames */
@@ -335,6 +388,37 @@ static void test_signals(const char *stream) {
         close(p[1]);
         drop(&c);
     }
+
+    /* a named FIFO whose writer has not started: the open must not block
+     * (it ended with "Interrupted system call" and no summary) */
+    char fifo[400];
+    snprintf(fifo, sizeof fifo, "%s/cam.fifo", tmpdir);
+    CHECK(mkfifo(fifo, 0600) == 0, "mkfifo");
+    const char *fifo_src[] = {"--model", "builtin:tiny", "--source", fifo, NULL};
+    c = start(fifo_src, -1, 0);
+    stop_with("FIFO without a writer", &c, "->", SIGTERM);
+    drop(&c);
+    /* ... and once the writer comes, its frames are read to the end */
+    const char *fifo_late[] = {"--model", "builtin:tiny", "--source", fifo, "--quiet", NULL};
+    c = start(fifo_late, -1, 0);
+    usleep(300000);
+    char *data = slurp(stream);
+    size_t len = 0;
+    FILE *sf = fopen(stream, "rb");
+    if (sf) {
+        fseek(sf, 0, SEEK_END);
+        len = (size_t)ftell(sf);
+        fclose(sf);
+    }
+    FILE *w = fopen(fifo, "wb");
+    CHECK(w && fwrite(data, 1, len, w) == len, "writing the stream into the FIFO");
+    if (w) fclose(w);
+    free(data);
+    finish(&c);
+    char want[64];
+    snprintf(want, sizeof want, "%d frames in", N_FRAMES);
+    CHECK(exit_code(&c) == 0 && strstr(c.err, want), "FIFO writer started late: exit %d: %s", exit_code(&c), c.err);
+    drop(&c);
 
     const char *wait_viewer[] = {"--model", "builtin:tiny", "--source", stream, "--serve", "127.0.0.1:0",
                                  "--serve-wait", "60000", NULL};

@@ -473,6 +473,12 @@ static void test_mjpeg(ert_test_rng *r) {
     for (size_t i = 0; i < sizeof rgb; i++) rgb[i] = (uint8_t)i;
     snprintf(fp, sizeof fp, "%s/c.ppm", dir);
     CHECK(ert_image_write_pnm(ctx, fp, rgb, 6, 4, 3) == ERT_OK, "ppm");
+    /* a FIFO and a folder named like images are not listed (reading the FIFO
+     * blocked the app past SIGTERM) */
+    snprintf(fp, sizeof fp, "%s/b2.jpg", dir);
+    CHECK(mkfifo(fp, 0600) == 0, "mkfifo");
+    snprintf(fp, sizeof fp, "%s/b3.jpg", dir);
+    CHECK(mkdir(fp, 0700) == 0, "mkdir");
     CHECK(cam_source_open(dir, NULL, &s, err, sizeof err) == CAM_OK, "dir: %s", err);
     const char *names[] = {"a.jpg", "b.jpg", "c.ppm"};
     for (int i = 0; s && i < 3; i++) {
@@ -487,10 +493,18 @@ static void test_mjpeg(ert_test_rng *r) {
     CHECK(s && cam_source_next(s, &f) == CAM_OK && f.bytes == na, "image frame");
     CHECK(s && cam_source_next(s, &f) == CAM_EOF, "image EOF");
     cam_source_close(s);
+    /* a FIFO given as the image: an error at once, not a blocked read */
+    snprintf(fp, sizeof fp, "%s/b2.jpg", dir);
+    CHECK(cam_source_open(fp, NULL, &s, err, sizeof err) == CAM_OK, "FIFO image: %s", err);
+    CHECK(s && cam_source_next(s, &f) == CAM_E_IO && strstr(cam_source_error(s), "not a regular file"), "FIFO image read: %s",
+          s ? cam_source_error(s) : "");
+    cam_source_close(s);
+    snprintf(fp, sizeof fp, "%s/b3.jpg", dir);
+    rmdir(fp);
     CHECK(cam_source_open("/nonexistent.jpg", NULL, &s, err, sizeof err) == CAM_E_IO && !s, "missing image");
     CHECK(cam_source_open("/nonexistent.mjpeg", NULL, &s, err, sizeof err) == CAM_E_IO && !s, "missing stream");
-    const char *rm[] = {"a.jpg", "b.jpg", "c.ppm", "notes.txt"};
-    for (int i = 0; i < 4; i++) { snprintf(fp, sizeof fp, "%s/%s", dir, rm[i]); unlink(fp); }
+    const char *rm[] = {"a.jpg", "b.jpg", "c.ppm", "notes.txt", "b2.jpg"};
+    for (int i = 0; i < 5; i++) { snprintf(fp, sizeof fp, "%s/%s", dir, rm[i]); unlink(fp); }
     rmdir(dir);
     unlink(path);
     ert_jpeg_free(j);

@@ -13,7 +13,11 @@
  *   test_cli_npy write-image OUT.ppm OUT.npy W H rgb|bgr MEAN STD
  *                                  random W x H RGB pixels as PPM, and the
  *                                  (1, 3, H, W) input they preprocess to,
- *                                  (v / 255 - MEAN) / STD computed in double
+ *                                  (v / 255 - MEAN) / STD computed in double;
+ *                                  with a last argument `nhwc`, (1, H, W, 3)
+ *   test_cli_npy write-nhwc-model OUT.ert
+ *                                  y = Identity(x), x f32 (?, ?, ?, 3): an
+ *                                  image input in NHWC with dynamic H and W
  */
 #define _POSIX_C_SOURCE 200809L
 #include "cli_util.h"
@@ -289,8 +293,9 @@ static int write_f8_mode(const char *in, const char *out) {
 
 /* Random pixels as PPM and the model input they must become, computed here
  * independently of the CLI's preprocessing (no resize: W x H is the size). */
-static int write_image_mode(char **argv) {
+static int write_image_mode(int argc, char **argv) {
     int w = atoi(argv[4]), h = atoi(argv[5]), bgr = strcmp(argv[6], "bgr") == 0;
+    int nhwc = argc == 10 && strcmp(argv[9], "nhwc") == 0;
     double mean = atof(argv[7]), std = atof(argv[8]);
     if (w < 1 || h < 1 || w > 4096 || h > 4096 || !(std > 0)) return fprintf(stderr, "bad write-image arguments\n"), 2;
     size_t np = (size_t)w * (size_t)h;
@@ -300,13 +305,15 @@ static int write_image_mode(char **argv) {
     cli_rng r;
     cli_rng_seed(&r, 4321);
     for (size_t i = 0; i < np * 3; i++) px[i] = (unsigned char)(cli_rng_next(&r) & 255);
-    for (int c = 0; c < 3; c++) /* plane c holds channel c of RGB, or of BGR */
+    for (int c = 0; c < 3; c++) /* plane c (NCHW) or slot c of each pixel (NHWC) holds channel c of RGB, or of BGR */
         for (size_t i = 0; i < np; i++)
-            x[(size_t)c * np + i] = (float)(((double)px[3 * i + (size_t)(bgr ? 2 - c : c)] / 255.0 - mean) / std);
+            x[nhwc ? 3 * i + (size_t)c : (size_t)c * np + i] =
+                (float)(((double)px[3 * i + (size_t)(bgr ? 2 - c : c)] / 255.0 - mean) / std);
     FILE *f = fopen(argv[2], "wb");
     int ok = f && fprintf(f, "P6\n%d %d\n255\n", w, h) > 0 && fwrite(px, 1, np * 3, f) == np * 3;
     if (f && fclose(f) != 0) ok = 0;
     int64_t dims[4] = {1, 3, h, w};
+    if (nhwc) dims[1] = h, dims[2] = w, dims[3] = 3;
     char err[256];
     if (ok && npy_write_file(argv[3], ERT_DTYPE_F32, 4, dims, x, np * 3 * sizeof *x, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err);
@@ -314,6 +321,24 @@ static int write_image_mode(char **argv) {
     }
     free(px);
     free(x);
+    return ok ? 0 : 1;
+}
+
+/* y = Identity(x), x (?, ?, ?, 3) f32: the model of the --nhwc image test. */
+static int write_nhwc_model_mode(const char *path) {
+    ert_context *ctx = NULL;
+    ert_builder *b = NULL;
+    ert_model *m = NULL;
+    int64_t d[4] = {-1, -1, -1, 3};
+    int32_t x, y;
+    int ok = ert_context_create(NULL, &ctx) == ERT_OK && ert_builder_create(ctx, &b) == ERT_OK &&
+             ert_builder_input(b, "x", ERT_DTYPE_F32, 4, d, &x) == ERT_OK &&
+             ert_builder_unary(b, "Identity", x, &y) == ERT_OK && ert_builder_output(b, y, "y") == ERT_OK &&
+             ert_builder_finish(b, &m) == ERT_OK && ert_model_save(m, path) == ERT_OK;
+    if (!ok) fprintf(stderr, "write-nhwc-model: %s\n", ctx ? ert_last_error(ctx) : "no context");
+    ert_model_free(m);
+    ert_builder_free(b);
+    ert_context_free(ctx);
     return ok ? 0 : 1;
 }
 
@@ -334,7 +359,8 @@ static void test_f8(void) {
 int main(int argc, char **argv) {
     if (argc >= 3 && strcmp(argv[1], "write") == 0) return write_mode(argc, argv);
     if (argc == 4 && strcmp(argv[1], "write-f8") == 0) return write_f8_mode(argv[2], argv[3]);
-    if (argc == 9 && strcmp(argv[1], "write-image") == 0) return write_image_mode(argv);
+    if ((argc == 9 || argc == 10) && strcmp(argv[1], "write-image") == 0) return write_image_mode(argc, argv);
+    if (argc == 3 && strcmp(argv[1], "write-nhwc-model") == 0) return write_nhwc_model_mode(argv[2]);
     if (argc == 4 && strcmp(argv[1], "write-bad") == 0) return write_bad_mode(argv[2], argv[3]);
     snprintf(g_dir, sizeof g_dir, "%s/ert_cli_npy_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(g_dir)) return fprintf(stderr, "mkdtemp failed\n"), 1;

@@ -6,15 +6,47 @@
  *   ERT_CLI_MODEL, ERT_CLI_INPUT, ERT_CLI_OUTDIR
  *   test_cli_run compare-pb GOT.npy EXPECTED.pb
  * compares an output of `edgert run` with an ONNX test case's reference.
+ *   test_cli_run startup EDGERT MAX_RSS_MB MAX_CPU_MS
+ * runs `EDGERT --version` and checks its peak RSS and CPU time (wait4's
+ * rusage): a CUDA build must start like a CPU one, loading cuBLAS/cuDNN only
+ * at the first CUDA session (issue 13 item 15: 220 MB and 80 ms when they
+ * were linked shared, vs 2-4 MB and ~1 ms).
  * Skipped (77) when neither is given. Both sides run one thread on the same
  * library, so the outputs must be bit-identical. */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* wait4 */
 #include "cli_util.h"
 #include "npy.h"
 #include "testutil.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Peak RSS (MB) and CPU time (ms) of `exe --version`, out of the child's rusage. */
+static int startup(const char *exe, double max_mb, double max_ms) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        if (fd >= 0) dup2(fd, 1);
+        execl(exe, exe, "--version", (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    struct rusage ru;
+    CHECK(pid > 0 && wait4(pid, &status, 0, &ru) == pid, "fork/wait4 failed");
+    if (pid <= 0) return ert_test_finish("cli_startup");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s --version: status %d", exe, status);
+    double mb = (double)ru.ru_maxrss / 1024.0; /* Linux: KiB */
+    double ms = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+    printf("%s --version: peak RSS %.1f MB, CPU %.1f ms (limits %.0f MB, %.0f ms)\n", exe, mb, ms, max_mb, max_ms);
+    CHECK(mb <= max_mb, "peak RSS %.1f MB > %.0f MB: libraries loaded at start-up?", mb, max_mb);
+    CHECK(ms <= max_ms, "CPU time %.1f ms > %.0f ms: libraries loaded at start-up?", ms, max_ms);
+    return ert_test_finish("cli_startup");
+}
 
 /* GOT.npy (written by `edgert run`) against the reference output of an ONNX
  * test case; |got - ref| <= 1e-5 + 1e-4 |ref|. */
@@ -53,6 +85,7 @@ static int compare_pb(const char *got_path, const char *ref_path) {
 
 int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "compare-pb") == 0) return compare_pb(argv[2], argv[3]);
+    if (argc == 5 && strcmp(argv[1], "startup") == 0) return startup(argv[2], atof(argv[3]), atof(argv[4]));
     const char *model = argc == 4 ? argv[1] : getenv("ERT_CLI_MODEL");
     const char *input = argc == 4 ? argv[2] : getenv("ERT_CLI_INPUT");
     const char *outdir = argc == 4 ? argv[3] : getenv("ERT_CLI_OUTDIR");

@@ -167,13 +167,17 @@ static inline ert_status run_op(ert_context *ctx, ert_op op, const ert_attr_val 
         memcpy(vo[k].dims, out[k].dims, sizeof vo[k].dims);
         vo[k].n_elems = tt_n(&out[k]);
     }
-    void *ws = NULL;
-    if (p.workspace_bytes) {
-        ws = aligned_alloc(64, ert_align_up(p.workspace_bytes, 64));
-        memset(ws, 0xFF, p.workspace_bytes);
-    }
     ert_kargs a = {.op = op, .params = &params, .n_in = n_in, .n_out = n_out, .in = vi, .out = vo,
-                   .workspace = ws, .workspace_bytes = p.workspace_bytes, .pool = oh_pool};
+                   .workspace_bytes = p.workspace_bytes, .pool = oh_pool};
+    size_t extra = 0; /* with packing, the backend's scratch on top, as session create adds it */
+    if (oh_pack && ert_cpu_backend.node_workspace && ert_cpu_backend.node_workspace(NULL, &a, &extra) == ERT_OK)
+        a.workspace_bytes += extra;
+    void *ws = NULL;
+    if (a.workspace_bytes) {
+        ws = aligned_alloc(64, ert_align_up(a.workspace_bytes, 64));
+        memset(ws, 0xFF, a.workspace_bytes);
+    }
+    a.workspace = ws;
     void *pk = NULL;
     oh_was_packed = false;
     if (oh_pack && (a.packed_bytes = ert_cpu_backend.node_packed_bytes(&a)) > 0) {

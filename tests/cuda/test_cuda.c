@@ -1174,6 +1174,30 @@ static void test_nhwc(void) {
         check_model("NHWC C2f split/concat", m, NULL, NULL, -1, 1, 1e-4, ERT_PLACEMENT_AUTO);
         ert_model_free(m);
     }
+    /* YOLO's neck: Split and Resize inside the channels-last region (the
+     * split axis and the per-dim scales permuted with the dims), an uneven
+     * three-way split, nearest 2x (Ultralytics' spelling) and linear 1.5x */
+    for (int lin = 0; lin < 2; lin++) {
+        int64_t xd[4] = {2, 8, 10, 12}, sp[3] = {8, 16, 8}, sd[1] = {4};
+        float sc[4] = {1, 1, lin ? 1.5f : 2.0f, lin ? 1.5f : 2.0f};
+        bstart();
+        int32_t x = binput("x", 4, xd), h, parts[3] = {-1, -1, -1}, b, cat, r, z, y;
+        h = nconv(x, 8, 32, 3, 1, 1, true);
+        ert_attr ax[] = {ERT_ATTR_I("axis", 1)};
+        BT(ert_builder_node(B, "Split", NULL, (int32_t[]){h, bweight_i64(3, sp)}, 2, ax, 1, parts, 3));
+        b = nconv(parts[1], 16, 8, 3, 1, 1, true);
+        cat = bnode("Concat", (int32_t[]){parts[2], b, parts[0]}, 3, ax, 1);
+        ert_attr ra[] = {ERT_ATTR_S("mode", lin ? "linear" : "nearest"),
+                         ERT_ATTR_S("coordinate_transformation_mode", lin ? "half_pixel" : "asymmetric"),
+                         ERT_ATTR_S("nearest_mode", "floor")};
+        r = bnode("Resize", (int32_t[]){cat, -1, bweight(1, sd, sc)}, 3, ra, 3);
+        z = nconv(r, 24, 8, 3, 1, 1, true);
+        y = nconv(bnode("Concat", (int32_t[]){r, z}, 2, ax, 1), 32, 8, 1, 1, 1, false);
+        ert_model *m = bfinish(y);
+        check_model(lin ? "NHWC split + linear Resize" : "NHWC split + nearest Resize (YOLO neck)", m, NULL, NULL, -1, 1,
+                    1e-4, ERT_PLACEMENT_AUTO);
+        ert_model_free(m);
+    }
     { /* timm's SE block: ReduceMean(axes 2,3, keepdims) instead of a
        * GlobalAveragePool (becomes one), SiLU as x * Sigmoid(x), 40 channels
        * (not a multiple of 32) over 56x56 pixels: the channels-last global

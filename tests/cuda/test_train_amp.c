@@ -158,7 +158,7 @@ static void fill(ert_trainer **ts, int n) {
 static int n_half_convs(const ert_trainer *t, ert_dtype h) {
     int n = 0;
     for (int k = 0; k < t->fwd_end; k++)
-        if (t->n[k].op == ERT_OP_CONV && t->t[t->n[k].in[0]].dtype == h) n++;
+        if (t->g.n[k].op == ERT_OP_CONV && t->g.t[t->g.n[k].in[0]].dtype == h) n++;
     return n;
 }
 
@@ -173,8 +173,8 @@ static int n_half_convs(const ert_trainer *t, ert_dtype h) {
 static double grad_err(ert_trainer *cpu, ert_trainer *gpu, double div, const char *what, double tol) {
     double worst_all = 0;
     for (int k = 0; k < cpu->n_params; k++) {
-        const char *nm = cpu->t[cpu->params[k]].name;
-        int64_t n = cpu->t[cpu->params[k]].nbytes / 4, n1 = 0, n2 = 0;
+        const char *nm = cpu->g.t[cpu->params[k]].name;
+        int64_t n = cpu->g.t[cpu->params[k]].nbytes / 4, n1 = 0, n2 = 0;
         float *a = malloc((size_t)n * 4 + 4), *g = malloc((size_t)n * 4 + 4);
         ert_status s1 = ert_trainer_param_copy(cpu, nm, NULL, a, &n1), s2 = ert_trainer_param_copy(gpu, nm, NULL, g, &n2);
         CHECK(s1 == ERT_OK && s2 == ERT_OK && n1 == n && n2 == n, "%s: cannot read '%s'", what, nm);
@@ -198,7 +198,7 @@ static double grad_err(ert_trainer *cpu, ert_trainer *gpu, double div, const cha
 static int n_half_bn(const ert_trainer *t, ert_dtype h) {
     int n = 0;
     for (int k = 0; k < t->fwd_end; k++)
-        if (t->n[k].op == ERT_OP_BATCHNORM_TRAIN && t->t[t->n[k].in[0]].dtype == h) n++;
+        if (t->g.n[k].op == ERT_OP_BATCHNORM_TRAIN && t->g.t[t->g.n[k].in[0]].dtype == h) n++;
     return n;
 }
 
@@ -267,9 +267,9 @@ out:
 static bool params_equal(ert_trainer *t, float **snap, bool take) {
     bool same = true;
     for (int k = 0; k < t->n_params; k++) {
-        int64_t n = t->t[t->params[k]].nbytes / 4, got = 0;
+        int64_t n = t->g.t[t->params[k]].nbytes / 4, got = 0;
         float *v = malloc((size_t)n * 4 + 4);
-        ert_trainer_param_copy(t, t->t[t->params[k]].name, v, NULL, &got);
+        ert_trainer_param_copy(t, t->g.t[t->params[k]].name, v, NULL, &got);
         if (take) {
             free(snap[k]);
             snap[k] = v;

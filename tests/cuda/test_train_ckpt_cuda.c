@@ -154,9 +154,9 @@ static void run(const char *dir) {
     ert_model *em = NULL;
     CHECK_OK(ert_trainer_export(b, &em), ctx);
     for (int k = 0; em && k < b->n_params; k++) {
-        const char *nm = b->t[b->params[k]].name;
+        const char *nm = b->g.t[b->params[k]].name;
         int64_t n = 0;
-        float *v = malloc(b->t[b->params[k]].nbytes + 4);
+        float *v = malloc(b->g.t[b->params[k]].nbytes + 4);
         CHECK_OK(ert_trainer_param_copy(b, nm, v, NULL, &n), ctx);
         int32_t id = ert_model_find_tensor(em, nm);
         CHECK(id >= 0 && memcmp(em->tensors[id].data, v, (size_t)n * 4) == 0,

@@ -235,8 +235,8 @@ static bool compare_params(const char *what, pair *p, bool grads, double tol) {
     bool ok = true;
     ert_trainer *c = p->cpu;
     for (int k = 0; k < c->n_params; k++) {
-        const char *nm = c->t[c->params[k]].name;
-        int64_t n = c->t[c->params[k]].nbytes / sizeof(float), n1 = 0, n2 = 0;
+        const char *nm = c->g.t[c->params[k]].name;
+        int64_t n = c->g.t[c->params[k]].nbytes / sizeof(float), n1 = 0, n2 = 0;
         float *a = malloc((size_t)n * sizeof(float) + 4), *g = malloc((size_t)n * sizeof(float) + 4);
         ert_status s1 = ert_trainer_param_copy(p->cpu, nm, grads ? NULL : a, grads ? a : NULL, &n1);
         ert_status s2 = ert_trainer_param_copy(p->gpu, nm, grads ? NULL : g, grads ? g : NULL, &n2);
@@ -403,8 +403,8 @@ static void no_alloc_and_nan(void) {
            (double)last, n_allocs - before);
 
     /* NaN in the input: reported, the update skipped on device, step count kept */
-    const char *pn = t->t[t->params[0]].name;
-    int64_t n = t->t[t->params[0]].nbytes / 4, got = 0;
+    const char *pn = t->g.t[t->params[0]].name;
+    int64_t n = t->g.t[t->params[0]].nbytes / 4, got = 0;
     float *w0 = malloc((size_t)n * 4), *w1 = malloc((size_t)n * 4);
     ert_trainer_param_copy(t, pn, w0, NULL, &got);
     x[5] = NAN;

@@ -140,9 +140,9 @@ static bool take_snap(ert_trainer *t, snap *p) {
     p->s = malloc(p->sn + 1);
     const uint8_t *wb = t->arena, *sb = wb + t->w_bytes + t->g_bytes;
     ert_status st = ERT_OK;
-    if (t->be) {
-        if (p->wn) st = t->be->download(t->bctx, p->w, wb, p->wn);
-        if (!st && p->sn) st = t->be->download(t->bctx, p->s, sb, p->sn);
+    if (t->g.be) {
+        if (p->wn) st = t->g.be->download(t->g.bctx, p->w, wb, p->wn);
+        if (!st && p->sn) st = t->g.be->download(t->g.bctx, p->s, sb, p->sn);
     } else {
         memcpy(p->w, wb, p->wn);
         memcpy(p->s, sb, p->sn);
@@ -169,8 +169,8 @@ static void check_unchanged(const char *what, ert_trainer *t, const snap *before
 /* max |a - b| / max(max |a|, 1e-3) over every trainable parameter, <= tol. */
 static void compare_params(const char *what, ert_trainer *c, ert_trainer *g, double tol) {
     for (int k = 0; k < c->n_params; k++) {
-        const char *nm = c->t[c->params[k]].name;
-        int64_t n = c->t[c->params[k]].nbytes / sizeof(float), n1 = 0, n2 = 0;
+        const char *nm = c->g.t[c->params[k]].name;
+        int64_t n = c->g.t[c->params[k]].nbytes / sizeof(float), n1 = 0, n2 = 0;
         float *a = malloc((size_t)n * sizeof(float) + 4), *b = malloc((size_t)n * sizeof(float) + 4);
         ert_status s1 = ert_trainer_param_copy(c, nm, a, NULL, &n1), s2 = ert_trainer_param_copy(g, nm, b, NULL, &n2);
         CHECK(s1 == ERT_OK && s2 == ERT_OK && n1 == n && n2 == n, "%s: cannot read '%s'", what, nm);

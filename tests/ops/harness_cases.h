@@ -77,5 +77,6 @@ void cases_misc(void);
 void cases_resize(void);
 void cases_scatter(void);
 void cases_quant(void);
+void cases_attention(void); /* op_harness_nn.c */
 
 #endif

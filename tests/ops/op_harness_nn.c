@@ -161,3 +161,83 @@ void cases_pool(void) {
         run(c);
     }
 }
+
+/* ert.Attention: iv B H nq nk D, bias (0 none, 1 (H, nq, nk)), y layout (0 (B, H, nq, D), 1 (B, nq, H * D)); fv[0] scale */
+static void attention_ref(const ert_ref *c, double *y) {
+    const int64_t B = c->iv[0], H = c->iv[1], nq = c->iv[2], nk = c->iv[3], D = c->iv[4];
+    double s[64];
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < nq; i++) {
+                const double *q = c->pd[0] + ((b * H + h) * nq + i) * D;
+                double m = -INFINITY, sum = 0;
+                const bool tr = c->iv[6] == 2; /* k, v and y stored (B, H, head_dim, tokens) */
+                for (int64_t j = 0; j < nk; j++) {
+                    double dot = 0;
+                    for (int64_t d = 0; d < D; d++)
+                        dot += q[d] * c->pd[1][tr ? ((b * H + h) * D + d) * nk + j : ((b * H + h) * nk + j) * D + d];
+                    s[j] = c->fv[0] * dot + (c->iv[5] ? c->pd[3][(h * nq + i) * nk + j] : 0.0);
+                    m = s[j] > m ? s[j] : m;
+                }
+                for (int64_t j = 0; j < nk; j++) sum += (s[j] = exp(s[j] - m));
+                for (int64_t d = 0; d < D; d++) {
+                    double acc = 0;
+                    for (int64_t j = 0; j < nk; j++)
+                        acc += s[j] * c->pd[2][tr ? ((b * H + h) * D + d) * nk + j : ((b * H + h) * nk + j) * D + d];
+                    int64_t o = tr ? ((b * H + h) * D + d) * nq + i
+                                : c->iv[6] ? (b * nq + i) * H * D + h * D + d : ((b * H + h) * nq + i) * D + d;
+                    y[o] = acc / sum;
+                }
+            }
+}
+
+/* layout 0: contiguous (B, H, tokens, head_dim) operands; 1: y written as
+ * (B, tokens, H * head_dim) (the layout the next Linear reads); 2: k, v and
+ * y stored (B, H, head_dim, tokens), tokens contiguous (a transposed k; the
+ * CUDA GEMM path's transposed operands). */
+void cases_attention(void) {
+    for (int lay4 = 0; lay4 < 4; lay4++) {
+        /* layout 1 twice: more batches than heads, then more heads than
+         * batches (the CUDA GEMM path loops over the smaller of the two) */
+        const int lay = lay4 == 3 ? 1 : lay4;
+        hcase hc, *c = begin(&hc, "ert.Attention");
+        int64_t B = lay4 == 1 ? 3 : lay4 == 3 ? 2 : ert_test_int(&rng, 1, 2),
+                H = lay4 == 1 ? ert_test_int(&rng, 1, 2) : lay4 == 3 ? 3 : ert_test_int(&rng, 1, 3),
+                nq = lay4 == 1 || lay4 == 3 ? ert_test_int(&rng, 2, 9) : ert_test_int(&rng, 1, 9),
+                nk = ert_test_int(&rng, 1, 9), D = ert_test_int(&rng, 1, 12);
+        int64_t qd[4] = {B, H, nq, D}, kd[4] = {B, H, nk, D}, bd[3] = {H, nq, nk};
+        if (lay == 2) kd[2] = D, kd[3] = nk;
+        c->r.iv[0] = B, c->r.iv[1] = H, c->r.iv[2] = nq, c->r.iv[3] = nk, c->r.iv[4] = D;
+        c->r.iv[5] = ert_test_int(&rng, 0, 1), c->r.iv[6] = lay;
+        c->r.fv[0] = lay ? 0.3f : (float)(1.0 / sqrt((double)D));
+        add_f32(c, 4, qd, -2, 2);
+        add_f32(c, 4, kd, -2, 2);
+        add_f32(c, 4, kd, -2, 2);
+        if (c->r.iv[5]) add_f32(c, 3, bd, -2, 2);
+        static int64_t ov[5], ys[4], kv[5], dd[5];
+        if (lay == 2) {
+            dd[0] = B, dd[1] = H, dd[2] = nq, dd[3] = nk, dd[4] = D;
+            c->at[c->na++] = ERT_ATTR_IS("ert_dims", dd, 5);
+            kv[0] = 0, kv[1] = H * D * nk, kv[2] = D * nk, kv[3] = 1, kv[4] = nk;
+            ov[0] = 0, ov[1] = H * D * nq, ov[2] = D * nq, ov[3] = 1, ov[4] = nq;
+            ys[0] = B, ys[1] = H, ys[2] = D, ys[3] = nq;
+            c->at[c->na++] = ERT_ATTR_IS("ert_k", kv, 5);
+            c->at[c->na++] = ERT_ATTR_IS("ert_v", kv, 5);
+            c->at[c->na++] = ERT_ATTR_IS("ert_o", ov, 5);
+            c->at[c->na++] = ERT_ATTR_IS("ert_out_shape", ys, 4);
+            c->at[c->na++] = ERT_ATTR_F("scale", 0.3f);
+            set_y(c, ERT_DTYPE_F32, 4, ys);
+        } else if (lay) {
+            ov[0] = 0, ov[1] = nq * H * D, ov[2] = D, ov[3] = H * D, ov[4] = 1;
+            ys[0] = B, ys[1] = nq, ys[2] = H * D;
+            c->at[c->na++] = ERT_ATTR_IS("ert_o", ov, 5);
+            c->at[c->na++] = ERT_ATTR_IS("ert_out_shape", ys, 3);
+            c->at[c->na++] = ERT_ATTR_F("scale", 0.3f);
+            set_y(c, ERT_DTYPE_F32, 3, ys);
+        } else {
+            set_y(c, ERT_DTYPE_F32, 4, qd);
+        }
+        c->ref = attention_ref;
+        run(c);
+    }
+}

@@ -87,7 +87,7 @@ int main(int argc, char **argv) {
     }
     printf("], \"ops\": {");
     int count[ERT_OP_COUNT] = {0}, k = 0;
-    for (int i = 0; i < s->n_sched; i++) count[s->n[s->sched[i]].op]++;
+    for (int i = 0; i < s->n_sched; i++) count[s->g.n[s->sched[i]].op]++;
     for (int op = 1; op < ERT_OP_COUNT; op++)
         if (count[op]) printf("%s\"%s\": %d", k++ ? ", " : "", ert_op_get((ert_op)op)->name, count[op]);
     printf("}, \"n_cpu_fallback\": %d}\n", ert_session_n_cpu_fallback(s));

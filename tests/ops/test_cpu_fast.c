@@ -5,6 +5,9 @@
  *     (groups, odd channels, 1x1 stride 1 and 2, stride/pad/dilation), Gemm
  *     (every transpose), MatMul with a 2-D B; the original weights are NaN
  *     while the kernel runs, so only the packed copy can give the answer;
+ *   - the SGEMM's store epilogue (bias per row and per column, residual,
+ *     every activation; in the micro-kernel's registers where it can),
+ *     NaN through it;
  *   - a packed operand made for one micro-kernel, run with another (the
  *     kernel packs on the fly instead, and the answer is still right);
  *   - the squeeze-excitation fusion: a session of Mul(x, s) -> Conv, s (N, C,
@@ -300,6 +303,79 @@ static void test_packed_other_kernel(void) {
     free(ref);
 }
 
+/* The SGEMM's store epilogue (in the micro-kernel's registers on AVX2,
+ * AVX-512 and NEON; a pass over the stored tile on the portable kernel and
+ * for activations act_vec.h lacks): bias per row, bias per column, residual,
+ * every activation kind, on shapes with full and partial tiles, accumulate
+ * on and off, K past one KC block, against float64; a NaN in the residual
+ * must come out NaN through every activation. */
+static double epi_act(double v, const ert_act_params *ap) {
+    switch (ap->kind) {
+    case ERT_ACT_RELU: return v < 0 ? 0 : v;
+    case ERT_ACT_CLIP: return v < ap->alpha ? ap->alpha : v > ap->beta ? ap->beta : v;
+    case ERT_ACT_LEAKY_RELU: return v < 0 ? ap->alpha * v : v;
+    case ERT_ACT_HARD_SIGMOID: return fmin(1, fmax(0, ap->alpha * v + ap->beta));
+    case ERT_ACT_HARD_SWISH: return v * fmin(1, fmax(0, v / 6 + 0.5));
+    case ERT_ACT_SIGMOID: return 1 / (1 + exp(-v));
+    case ERT_ACT_SILU: return v / (1 + exp(-v));
+    case ERT_ACT_TANH: return tanh(v);
+    case ERT_ACT_GELU: return 0.5 * v * (1 + erf(v / sqrt(2.0)));
+    default: return v;
+    }
+}
+
+static void test_sgemm_epilogue(int pool_i, int cap) {
+    static const ert_act kinds[] = {ERT_ACT_NONE, ERT_ACT_RELU, ERT_ACT_CLIP, ERT_ACT_LEAKY_RELU,
+                                    ERT_ACT_HARD_SIGMOID, ERT_ACT_HARD_SWISH, ERT_ACT_SIGMOID, ERT_ACT_SILU,
+                                    ERT_ACT_TANH, ERT_ACT_GELU};
+    for (int it = 0; it < 20; it++) {
+        int64_t M = ert_test_int(&rng, 1, 40), N = ert_test_int(&rng, 1, 90), K = ert_test_int(&rng, 1, it % 4 ? 40 : 300);
+        ert_act_params ap = {.kind = kinds[it % 10], .alpha = 0.2f, .beta = 0.5f};
+        if (ap.kind == ERT_ACT_CLIP) ap.alpha = -0.5f, ap.beta = 0.7f;
+        bool br = ert_test_int(&rng, 0, 1), bc = ert_test_int(&rng, 0, 1), rs = ert_test_int(&rng, 0, 1) || it % 10 == 0;
+        bool accum = it % 3 == 2;
+        float *a = malloc((size_t)(M * K) * sizeof(float)), *b = malloc((size_t)(K * N) * sizeof(float));
+        float *c = malloc((size_t)(M * N) * sizeof(float)), *res = malloc((size_t)(M * N) * sizeof(float));
+        float *bias_r = malloc((size_t)M * sizeof(float)), *bias_c = malloc((size_t)N * sizeof(float));
+        double *ref = malloc((size_t)(M * N) * sizeof *ref);
+        ert_test_fill(&rng, a, M * K, -1, 1);
+        ert_test_fill(&rng, b, K * N, -1, 1);
+        ert_test_fill(&rng, res, M * N, -2, 2);
+        ert_test_fill(&rng, bias_r, M, -1, 1);
+        ert_test_fill(&rng, bias_c, N, -1, 1);
+        if (accum) ert_test_fill(&rng, c, M * N, -1, 1);
+        else ert_test_poison(c, M * N);
+        int64_t nan_at = rs ? ert_test_int(&rng, 0, (int)(M * N) - 1) : -1;
+        if (nan_at >= 0) res[nan_at] = NAN;
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double v = accum ? c[i * N + j] : 0;
+                for (int64_t p = 0; p < K; p++) v += (double)a[i * K + p] * b[p * N + j];
+                v += (br ? bias_r[i] : 0) + (rs ? res[i * N + j] : 0) + (bc ? bias_c[j] : 0);
+                ref[i * N + j] = epi_act(v, &ap);
+            }
+        ert_sgemm_args g = {.M = M, .N = N, .K = K, .a = a, .a_rs = K, .a_cs = 1, .alpha = 1.0f,
+                            .b = b, .b_rs = N, .b_cs = 1, .c = c, .ldc = N, .accumulate = accum,
+                            .bias_row = br ? bias_r : NULL, .bias_col = bc ? bias_c : NULL,
+                            .residual = rs ? res : NULL, .act = ap.kind != ERT_ACT_NONE ? &ap : NULL};
+        int nt = pool_i + 1;
+        size_t ws_b = ert_cpu_sgemm_workspace(M, N, K, nt);
+        void *ws = aligned_alloc(64, ert_align_up(ws_b, 64));
+        CHECK_OK(ert_cpu_sgemm(&g, ws, ws_b, pools[pool_i]), ctx);
+        char what[160];
+        snprintf(what, sizeof what, "sgemm epilogue M%lld N%lld K%lld act%d%s%s%s%s pool%d cap%d", (long long)M,
+                 (long long)N, (long long)K, (int)ap.kind, br ? " bias_row" : "", bc ? " bias_col" : "",
+                 rs ? " res" : "", accum ? " accumulate" : "", pool_i, cap);
+        if (nan_at >= 0) {
+            CHECK(isnan(c[nan_at]), "%s: NaN residual came out %g", what, c[nan_at]);
+            c[nan_at] = 0, ref[nan_at] = 0;
+        }
+        CHECK(ert_test_close(what, c, ref, M * N, 1e-5, 1e-4), "%s", what);
+        free(ws);
+        free(a), free(b), free(c), free(res), free(bias_r), free(bias_c), free(ref);
+    }
+}
+
 int main(void) {
     ert_test_rng_init(&rng, "cpu_fast");
     if (ert_context_create(NULL, &ctx) != ERT_OK) return 1;
@@ -311,6 +387,7 @@ int main(void) {
             test_conv_packed(p);
             test_gemm_packed(p);
             test_dw(p, cap);
+            test_sgemm_epilogue(p, cap);
         }
     }
     oh_pool = NULL;

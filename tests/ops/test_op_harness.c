@@ -69,6 +69,8 @@ static const struct { const char *op; unsigned what; const char *why; } NOT_HERE
     {"MatMulInteger", COV_FWD, "integer op: exact against onnxruntime in ctest quant_integer (tests/ops/quant_ort.py)"},
     {"ConvInteger", COV_FWD, "integer op: exact against onnxruntime in ctest quant_integer (tests/ops/quant_ort.py)"},
     {"ert.DropoutTrain", COV_GRAD, "made for Dropout in training, whose random mask rules out finite differences: test_grad case_dropout"},
+    {"ert.Attention", COV_GRAD, "inference only: made by the session's attention pass, which the trainer does not run "
+                                "(its forward: the case above and ctest ops_attention, attn_pass)"},
     {"Dropout", COV_GRAD, "the training mask is random: finite differences do not apply; test_grad case_dropout checks the mask algebra"},
 };
 
@@ -337,7 +339,7 @@ static void check_grad(hcase *c, float **xf) {
     }
     CHECK(st == ERT_OK, "%s: trainer: %s (%s)", c->what, ert_status_str(st), ert_last_error(ctx));
     if (st != ERT_OK) goto done;
-    for (int i = 0; i < t->nn; i++) in_trainer[t->n[i].op] = true;
+    for (int i = 0; i < t->g.nn; i++) in_trainer[t->g.n[i].op] = true;
     if (train_dev == ERT_DEVICE_CPU) { /* the plan (test_train_cuda checks the CUDA trainer's) */
         char why[256] = "";
         int nb = 0;
@@ -490,6 +492,7 @@ int main(int argc, char **argv) {
         cases_resize();
         cases_scatter();
         cases_quant();
+        cases_attention();
     }
     /* Coverage: every op of the table is covered or listed. */
     int n_fwd = 0, n_grad = 0, n_listed = 0, n_internal = 0;

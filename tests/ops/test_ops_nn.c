@@ -342,9 +342,9 @@ static void test_fp16_convert(void) {
  * kink, and NaN, which must stay NaN. */
 static void test_act_row(void) {
     static const int kinds[] = {ERT_ACT_RELU, ERT_ACT_CLIP, ERT_ACT_LEAKY_RELU, ERT_ACT_HARD_SIGMOID,
-                                ERT_ACT_HARD_SWISH, ERT_ACT_SIGMOID, ERT_ACT_SILU, ERT_ACT_TANH};
-    for (int rep = 0; rep < 32; rep++) {
-        int kind = kinds[rep % 8];
+                                ERT_ACT_HARD_SWISH, ERT_ACT_SIGMOID, ERT_ACT_SILU, ERT_ACT_TANH, ERT_ACT_GELU};
+    for (int rep = 0; rep < 36; rep++) {
+        int kind = kinds[rep % 9];
         ert_act_params ap = {.kind = kind, .alpha = kind == ERT_ACT_CLIP ? -0.5f : 0.2f,
                              .beta = kind == ERT_ACT_CLIP ? 6.0f : 0.5f};
         int64_t n = ert_test_int(&rng, 1, 300);
@@ -358,6 +358,7 @@ static void test_act_row(void) {
             switch (kind) {
             case ERT_ACT_SILU: y = v / (1 + exp(-v)); break;
             case ERT_ACT_TANH: y = tanh(v); break;
+            case ERT_ACT_GELU: y = 0.5 * v * erfc(-v / sqrt(2.0)); break;
             case ERT_ACT_HARD_SIGMOID: y = fmin(1, fmax(0, ap.alpha * v + ap.beta)); break;
             case ERT_ACT_HARD_SWISH: y = v * fmin(1, fmax(0, v / 6 + 0.5)); break;
             default: y = ref_act(v, kind, ap.alpha, ap.beta); break;

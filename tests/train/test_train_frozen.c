@@ -99,7 +99,7 @@ static ert_model *resnet18(void) {
 static int count_op(const ert_trainer *t, ert_op op, bool relu_fused) {
     int n = 0;
     for (int k = 0; k < t->fwd_end; k++)
-        n += t->n[k].op == op && (!relu_fused || t->n[k].params.conv.act.kind == ERT_ACT_RELU);
+        n += t->g.n[k].op == op && (!relu_fused || t->g.n[k].params.conv.act.kind == ERT_ACT_RELU);
     return n;
 }
 
@@ -206,8 +206,8 @@ static void stem_chunk_case(void) {
     CHECK_OK(ert_trainer_create(m, &o, &head), ctx);
     if (!full || !head) goto out;
     int concat_h = 0, concat_f = 0;
-    for (int k = 0; k < head->fwd_end; k++) concat_h += head->n[k].op == ERT_OP_CONCAT;
-    for (int k = 0; k < full->fwd_end; k++) concat_f += full->n[k].op == ERT_OP_CONCAT;
+    for (int k = 0; k < head->fwd_end; k++) concat_h += head->g.n[k].op == ERT_OP_CONCAT;
+    for (int k = 0; k < full->fwd_end; k++) concat_f += full->g.n[k].op == ERT_OP_CONCAT;
     CHECK(concat_h == 1 && concat_f == 0, "stem chunked: head-only %d Concat (want 1), full %d (want 0)", concat_h,
           concat_f);
     same_step(full, head, 8, 3 * 96 * 96, fcw, fcb, "chunked stem");
@@ -226,7 +226,7 @@ out:
 
 static int count_replays(const ert_trainer *t) {
     int n = 0;
-    for (int k = t->fwd_end; k < t->nn; k++) n += t->n[k].op == ERT_OP_BATCHNORM_TRAIN && t->n[k].params.grad.replay;
+    for (int k = t->fwd_end; k < t->g.nn; k++) n += t->g.n[k].op == ERT_OP_BATCHNORM_TRAIN && t->g.n[k].params.grad.replay;
     return n;
 }
 

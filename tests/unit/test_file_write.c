@@ -10,6 +10,8 @@
  *   save, those of other targets and those a live writer holds are kept;
  * - no temporary file is visible after a commit or an abort, and an abort
  *   or a failed write leaves the old contents.
+ * The image writer (ert_image_write_pnm) goes through it too: a FIFO is
+ * refused, a symlink's target gets the image, stale temporary files go.
  * (A writer killed mid-save: test_ert_format's sigkill test.)
  * Every case writes fresh random bytes and reads them back. */
 #define _DEFAULT_SOURCE /* mknod, symlink, lstat, mkdtemp, flock */
@@ -204,6 +206,41 @@ static void test_symlinks(ert_context *ctx) {
     CHECK(ert_file_write_atomic(ctx, at("loop_a"), a, 4) == ERT_E_IO, "link loop refused");
 }
 
+/* ert_image_write_pnm: the same rules as every other writer (it used to
+ * fopen() the target: a FIFO blocked it, a symlink's target was truncated in
+ * place, a crash left half an image). */
+static void test_image_writer(ert_context *ctx) {
+    enum { W = 5, H = 3 };
+    uint8_t px[W * H * 3];
+    fill(px, sizeof px);
+    const char *fifo = at("img_fifo.ppm");
+    CHECK(mkfifo(fifo, 0644) == 0, "mkfifo: %s", strerror(errno));
+    ert_status st = ert_image_write_pnm(ctx, fifo, px, W, H, 3);
+    CHECK(st == ERT_E_IO && strstr(ert_last_error(ctx), "FIFO"), "PNM onto a FIFO: %s: %s", ert_status_str(st),
+          ert_last_error(ctx));
+    struct stat sb;
+    CHECK(lstat(fifo, &sb) == 0 && S_ISFIFO(sb.st_mode), "FIFO left as it was");
+
+    char real[512], link[512], stale[512];
+    snprintf(real, sizeof real, "%s", at("img_real.ppm"));
+    snprintf(link, sizeof link, "%s", at("img_link.ppm"));
+    snprintf(stale, sizeof stale, "%s", at("img_real.ppm.tmp.Zz9Yy8"));
+    FILE *f = fopen(stale, "wb");
+    CHECK(f && fclose(f) == 0, "stale temp file");
+    CHECK(symlink("img_real.ppm", link) == 0, "symlink");
+    CHECK(ert_image_write_pnm(ctx, link, px, W, H, 3) == ERT_OK, "PNM through a link: %s", ert_last_error(ctx));
+    CHECK(lstat(link, &sb) == 0 && S_ISLNK(sb.st_mode), "the link stays a link");
+    char head[32];
+    int hn = snprintf(head, sizeof head, "P6\n%d %d\n255\n", W, H);
+    uint8_t want[sizeof head + sizeof px];
+    memcpy(want, head, (size_t)hn);
+    memcpy(want + hn, px, sizeof px);
+    CHECK(same_file(real, want, (size_t)hn + sizeof px), "the link's target holds the image");
+    CHECK(access(stale, F_OK) != 0, "the stale temp file was removed");
+    CHECK(count_tmp(g_dir) == 0, "no temporary file");
+    unlink(fifo);
+}
+
 static void test_stale(ert_context *ctx) {
     uint8_t a[256];
     fill(a, sizeof a);
@@ -246,6 +283,7 @@ int main(void) {
     test_not_regular(ctx);
     test_symlinks(ctx);
     test_stale(ctx);
+    test_image_writer(ctx);
     ert_context_free(ctx);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);

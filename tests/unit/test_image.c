@@ -9,6 +9,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static ert_context *ctx;
@@ -66,6 +67,20 @@ static void test_pnm(ert_test_rng *r) {
         CHECK(ert_last_error(ctx)[0] != 0, "bad pnm %zu has a message", i);
     }
     CHECK(ert_image_read_pnm(ctx, "/nonexistent/x.ppm", &w, &h, &c, &px) == ERT_E_IO, "missing file");
+    /* not a regular file: refused at once (a FIFO without a writer used to
+     * block the open; /dev/zero was read up to the 3 GB size bound) */
+    char fifo[] = "/tmp/ert_image_fifo_XXXXXX";
+    int tfd = mkstemp(fifo);
+    if (tfd >= 0) close(tfd);
+    CHECK(tfd >= 0 && unlink(fifo) == 0 && mkfifo(fifo, 0600) == 0, "mkfifo");
+    const char *irregular[] = {fifo, "/dev/zero", "/tmp"};
+    for (int i = 0; i < 3; i++) {
+        px = NULL;
+        ert_status st = ert_image_read_pnm(ctx, irregular[i], &w, &h, &c, &px);
+        CHECK(st == ERT_E_IO && px == NULL && strstr(ert_last_error(ctx), "not a regular file"), "%s: %s: %s",
+              irregular[i], ert_status_str(st), ert_last_error(ctx));
+    }
+    unlink(fifo);
 }
 
 /* Every decode of hostile data must give OK or FORMAT and never write past

@@ -1,6 +1,9 @@
 /* Zero allocation after create: malloc/calloc/realloc/free/aligned_alloc/
  * posix_memalign are wrapped at link time (tests/common/CMakeLists.txt) and counted
- * while a CNN session runs 100 times, single- and multi-threaded. */
+ * while a CNN session runs 100 times, single- and multi-threaded, once with
+ * the CPU backend's own choices and once with its 3x3 convs forced onto
+ * Winograd (kernels/cpu/winograd.c: transformed filter and scratch planned
+ * at create). */
 #include "testutil.h"
 
 #include <stdatomic.h>
@@ -26,6 +29,9 @@ void *__wrap_aligned_alloc(size_t a, size_t n) { COUNT(); return __real_aligned_
 int __wrap_posix_memalign(void **p, size_t a, size_t n) { COUNT(); return __real_posix_memalign(p, a, n); }
 
 static ert_context *ctx;
+
+/* kernels/cpu test hook (cpu_kernels.h): 1 = Winograd for every eligible conv */
+int ert_cpu_wino_set_mode(int mode);
 
 static int32_t weight(ert_builder *b, ert_test_rng *r, int nd, const int64_t *d) {
     int64_t n = 1;
@@ -79,7 +85,9 @@ int main(void) {
     free(probe);
     atomic_store(&counting, 0);
     CHECK(atomic_load(&n_calls) == 2, "wrapper counted %ld calls for malloc+free", atomic_load(&n_calls));
-    for (int threads = 1; m && threads <= 2; threads++) {
+    for (int run = 0; m && run < 4; run++) {
+        const int threads = 1 + run % 2;
+        ert_cpu_wino_set_mode(run / 2);
         ert_session_options o = {.batch = 2, .n_threads = threads};
         ert_session *s = NULL;
         CHECK_OK(ert_session_create(m, &o, &s), ctx);
@@ -102,6 +110,7 @@ int main(void) {
         CHECK(fabs(sum - 1.0) < 1e-5, "softmax sums to %g", sum);
         ert_session_free(s);
     }
+    ert_cpu_wino_set_mode(0);
     ert_model_free(m);
     ert_context_free(ctx);
     return ert_test_finish("no_alloc");

@@ -73,7 +73,7 @@ static void ref_reduce(const rcase *c, const float *x, double *y, int64_t ny) {
 /* Live nodes of op `op` in a session. */
 static int n_live(const ert_session *s, ert_op op) {
     int n = 0;
-    for (int i = 0; i < s->nn; i++) n += !s->n[i].dead && s->n[i].op == op;
+    for (int i = 0; i < s->g.nn; i++) n += !s->g.n[i].dead && s->g.n[i].op == op;
     return n;
 }
 
@@ -317,18 +317,18 @@ static void test_attention(void) {
  * a view of the other (same root); returns the number of bad pairs. */
 static int overlaps(const ert_session *s) {
     int bad = 0;
-    for (int i = 0; i < s->nt; i++)
-        for (int j = i + 1; j < s->nt; j++) {
-            const stensor *a = &s->t[i], *b = &s->t[j];
-            if (a->mem != MEM_ACT || b->mem != MEM_ACT || !a->data || !b->data || a->first < 0 || b->first < 0)
+    for (int i = 0; i < s->g.nt; i++)
+        for (int j = i + 1; j < s->g.nt; j++) {
+            const ert_gtensor *a = &s->g.t[i], *b = &s->g.t[j];
+            if (a->mem != ERT_MEM_ACT || b->mem != ERT_MEM_ACT || !a->data || !b->data || a->first < 0 || b->first < 0)
                 continue;
             int32_t ra = i, rb = j;
-            while (s->t[ra].alias >= 0) ra = s->t[ra].alias;
-            while (s->t[rb].alias >= 0) rb = s->t[rb].alias;
+            while (s->g.t[ra].alias >= 0) ra = s->g.t[ra].alias;
+            while (s->g.t[rb].alias >= 0) rb = s->g.t[rb].alias;
             if (ra == rb) continue;
             const char *pa = a->data, *pb = b->data;
             bool mem = pa < pb + b->nbytes && pb < pa + a->nbytes;
-            bool time = s->t[ra].first <= s->t[rb].last && s->t[rb].first <= s->t[ra].last;
+            bool time = s->g.t[ra].first <= s->g.t[rb].last && s->g.t[rb].first <= s->g.t[ra].last;
             bad += mem && time;
         }
     return bad;
@@ -404,20 +404,20 @@ static void test_views(int batch) {
               "views batch %d pass %d: %d Concat, %d Split scheduled", batch, pass, concat, split);
         if (views) { /* exact offsets: the first conv's output at 0, the second's after it */
             int32_t tc = -1, th = -1, tp[2] = {-1, -1};
-            for (int i = 0; i < s->nn; i++) {
-                if (!strcmp(s->n[i].name, "cat")) tc = s->n[i].out[0];
-                if (!strcmp(s->n[i].name, "split")) th = s->n[i].in[0], tp[0] = s->n[i].out[0], tp[1] = s->n[i].out[1];
+            for (int i = 0; i < s->g.nn; i++) {
+                if (!strcmp(s->g.n[i].name, "cat")) tc = s->g.n[i].out[0];
+                if (!strcmp(s->g.n[i].name, "split")) th = s->g.n[i].in[0], tp[0] = s->g.n[i].out[0], tp[1] = s->g.n[i].out[1];
             }
             CHECK(tc >= 0 && th >= 0, "views: nodes not found");
             if (tc >= 0 && th >= 0) {
                 size_t plane = 12 * 16 * sizeof(float);
-                for (int i = 0; i < s->nn; i++)
-                    if (!strcmp(s->n[i].name, "cat"))
+                for (int i = 0; i < s->g.nn; i++)
+                    if (!strcmp(s->g.n[i].name, "cat"))
                         for (int j = 0; j < 2; j++)
-                            CHECK((char *)s->t[s->n[i].in[j]].data == (char *)s->t[tc].data + (j ? 16 * plane : 0),
+                            CHECK((char *)s->g.t[s->g.n[i].in[j]].data == (char *)s->g.t[tc].data + (j ? 16 * plane : 0),
                                   "Concat input %d is not at its offset", j);
-                CHECK((char *)s->t[tp[0]].data == (char *)s->t[th].data &&
-                          (char *)s->t[tp[1]].data == (char *)s->t[th].data + 16 * plane,
+                CHECK((char *)s->g.t[tp[0]].data == (char *)s->g.t[th].data &&
+                          (char *)s->g.t[tp[1]].data == (char *)s->g.t[th].data + 16 * plane,
                       "Split outputs are not at their offsets");
             }
         }
