@@ -86,6 +86,7 @@
 #include <cudnn.h>
 #endif
 #include "cuda_libs.h"
+#include "cuda_quant.h"
 
 #include <float.h>
 #include <math.h>
@@ -306,6 +307,9 @@ void ert_cuda_plan_free(cuda_ctx *c);
 /* cuda_conv.c */
 ert_status ert_cuda_conv_time(void *bctx, const ert_kargs *a, float *ms);
 ert_status ert_cuda_run_conv(cuda_ctx *c, const ert_kargs *a);
+
+/* cuda_quant.c: an int8 node ert_cuda_quant_node_ok accepts, onto the stream */
+ert_status ert_cuda_run_quant(cuda_ctx *c, const ert_kargs *a);
 
 /* cuda_gemm.c: Gemm and MatMul nodes (cuBLAS) */
 ert_status ert_cuda_run_gemm(cuda_ctx *c, const ert_kargs *a);

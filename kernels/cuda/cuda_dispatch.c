@@ -240,6 +240,7 @@ ert_status ert_cuda_run_node(cuda_ctx *c, const ert_kargs *a) {
     const ert_tview *x = &a->in[0], *y = &a->out[0];
     ert_cuda_host_node *h = c->n_hosts ? host_of(c, a) : NULL;
     if (h) return (e = ert_cuda_host_enqueue(h, c->stream)) == cudaSuccess ? ERT_OK : cuda_err(c, e, "CPU fallback copies");
+    if (ert_cuda_quant_claims(a->op, x->dtype)) return ert_cuda_run_quant(c, a);
     if (ert_cuda_train_op(a->op) || (a->op == ERT_OP_CONV_TRANSPOSE && a->state)) {
         ert_cuda_env env = env_of(c);
         return ert_cuda_train_run(&env, a);
@@ -376,6 +377,8 @@ bool ert_cuda_supports(ert_op op, ert_dtype dt) {
  * BatchNorm, LayerNorm's extra outputs, Where on non-float data): the
  * session sends such nodes to the CPU instead. */
 bool ert_cuda_supports_node(const ert_kargs *a) {
+    /* int8 ops (cuda_quant.c): only node by node, never by op alone */
+    if (a->n_in > 0 && ert_cuda_quant_claims(a->op, a->in[0].dtype)) return ert_cuda_quant_node_ok(a);
     if (!ert_cuda_supports(a->op, a->n_in > 0 ? a->in[0].dtype : ERT_DTYPE_UNDEFINED)) return false;
     const ert_op_params *p = a->params;
     switch (a->op) {

@@ -1,0 +1,441 @@
+/* The CUDA int8 kernels (kernels/cuda/cuda_quant.h says what and why):
+ *   quantize / dequantize   one thread per element, grid-stride;
+ *   qconv_gemm              QLinearConv / ConvInteger as an implicit GEMM per
+ *                           (image, group): acc (Mg, out) = (w - wzp) (Mg, Kg)
+ *                           x im2col(x - xzp) (Kg, out), 64x64 tiles, 16 deep,
+ *                           each of 256 threads 4x4 int32 sums, the im2col
+ *                           gathered straight from x (NCHW) into shared memory;
+ *   qconv_direct            the same sums one output per thread, for the
+ *                           convs with few output channels per group
+ *                           (depthwise), where a 64-row tile would idle;
+ *   qmm_gemm                QLinearMatMul / MatMulInteger: the same tiles over
+ *                           (rows of A) x (columns of B), one batch per z;
+ *   maxpool_q8              the largest integer of each window.
+ * The requantisation epilogue (requant1) is quant_int.c's, op for op. */
+#include "cuda_quant.h"
+#include "cuda_types.cuh"
+
+#include <stdint.h>
+
+#define TM 64  /* tile rows (output channels / rows of A) */
+#define TN 64  /* tile columns (output pixels / columns of B) */
+#define TK 16  /* depth of one tile step */
+#define TPB 256
+
+/* ------------------------------------------------------------------ operands */
+
+/* dtype codes the kernels branch on (uniformly per launch) */
+enum { Q_I8 = 0, Q_U8 = 1, Q_I32 = 2 };
+enum { S_F32 = 0, S_F16 = 1, S_BF16 = 2 };
+
+static int qcode(ert_dtype dt) { return dt == ERT_DTYPE_U8 ? Q_U8 : dt == ERT_DTYPE_I32 ? Q_I32 : Q_I8; }
+static int scode(ert_dtype dt) { return dt == ERT_DTYPE_F16 ? S_F16 : dt == ERT_DTYPE_BF16 ? S_BF16 : S_F32; }
+
+static __device__ __forceinline__ int ldq(const void *p, int code, int64_t i) {
+    return code == Q_U8 ? (int)((const uint8_t *)p)[i]
+         : code == Q_I8 ? (int)((const int8_t *)p)[i]
+                        : ((const int32_t *)p)[i];
+}
+
+static __device__ __forceinline__ float lds(const void *p, int code, int64_t i) {
+    return code == S_F16 ? ert_ld(((const __half *)p)[i])
+         : code == S_BF16 ? ert_ld(((const __nv_bfloat16 *)p)[i])
+                          : ((const float *)p)[i];
+}
+
+static __device__ __forceinline__ void stq(void *p, int code, int64_t i, int v) {
+    if (code == Q_U8) ((uint8_t *)p)[i] = (uint8_t)v;
+    else if (code == Q_I8) ((int8_t *)p)[i] = (int8_t)v;
+    else ((int32_t *)p)[i] = v;
+}
+
+/* An optional zero point (NULL: 0); n > 1: element i, else the only one. */
+typedef struct qzp {
+    const void *p;
+    int code;
+    int64_t n;
+} qzp;
+
+static __device__ __forceinline__ int zp_at(const qzp &z, int64_t i) { return z.p ? ldq(z.p, z.code, z.n > 1 ? i : 0) : 0; }
+
+static qzp zp_of(const ert_kargs *a, int in) {
+    qzp z = {NULL, Q_I8, 0};
+    if (in < a->n_in && a->in[in].data) z = {a->in[in].data, qcode(a->in[in].dtype), a->in[in].n_elems};
+    return z;
+}
+
+/* Everything an integer op's epilogue reads. requant false: y = acc (int32). */
+typedef struct qepi {
+    bool requant, relu;
+    const void *xs, *ws, *ys; /* scales, code sc; ws has nws elements */
+    int sc;
+    int64_t nws;
+    qzp yzp;
+    const int32_t *bias;
+    void *y;
+    int ycode;
+} qepi;
+
+/* quant_int.c's requant_of + requant1 for channel ch: mult = xs * ws[ch] / ys
+ * in f32, v = (float)acc * mult, clamped to [lo - yzp, hi - yzp] (a fused
+ * Relu raises lo to yzp), rounded half to even, + yzp. */
+static __device__ __forceinline__ int requant1(const qepi &e, int acc, int64_t ch) {
+    int yzp = zp_at(e.yzp, 0);
+    int lo = e.ycode == Q_U8 ? 0 : -128, hi = e.ycode == Q_U8 ? 255 : 127;
+    if (e.relu && yzp > lo) lo = yzp;
+    float mult = __fdiv_rn(__fmul_rn(lds(e.xs, e.sc, 0), lds(e.ws, e.sc, e.nws == 1 ? 0 : ch)), lds(e.ys, e.sc, 0));
+    float v = __fmul_rn(__int2float_rn(acc), mult);
+    float flo = (float)(lo - yzp), fhi = (float)(hi - yzp);
+    v = v < flo ? flo : v > fhi ? fhi : v;
+    return __float2int_rn(v) + yzp;
+}
+
+/* y[i] from the exact sum acc of channel ch */
+static __device__ __forceinline__ void epilogue1(const qepi &e, int acc, int64_t ch, int64_t i) {
+    if (!e.requant) {
+        stq(e.y, Q_I32, i, acc);
+        return;
+    }
+    if (e.bias) acc += e.bias[ch];
+    stq(e.y, e.ycode, i, requant1(e, acc, ch));
+}
+
+static qepi epi_of(const ert_kargs *a, bool ql) {
+    qepi e;
+    memset(&e, 0, sizeof e);
+    e.requant = ql;
+    e.y = a->out[0].data;
+    e.ycode = qcode(a->out[0].dtype);
+    if (!ql) return e;
+    e.relu = a->params->quant.conv.act.kind == ERT_ACT_RELU;
+    e.xs = a->in[1].data;
+    e.ws = a->in[4].data;
+    e.ys = a->in[6].data;
+    e.sc = scode(a->in[1].dtype);
+    e.nws = a->in[4].n_elems;
+    e.yzp = zp_of(a, 7);
+    e.bias = a->n_in > 8 && a->params->quant.conv.has_bias ? (const int32_t *)a->in[8].data : NULL;
+    return e;
+}
+
+/* One TK step of a 64x64 tile: thread (ty, tx) adds its 4x4 block. */
+static __device__ __forceinline__ void tile_mac(const int (*As)[TM], const int (*Bs)[TN], int ty, int tx, int acc[4][4]) {
+#pragma unroll
+    for (int kk = 0; kk < TK; kk++) {
+        int4 a = *(const int4 *)&As[kk][ty * 4];
+        int4 b = *(const int4 *)&Bs[kk][tx * 4];
+        int av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) acc[i][j] += av[i] * bv[j];
+    }
+}
+
+/* The end of a tile: store(row, column in the 64x64 tile, sum) for each of
+ * the thread's 4x4 sums. */
+template <typename F>
+static __device__ __forceinline__ void tile_store(const int acc[4][4], int ty, int tx, F store) {
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) store(ty * 4 + i, tx * 4 + j, acc[i][j]);
+}
+
+/* ------------------------------------------------------------------ Q / DQ */
+
+/* x (outer, d, inner) around the per-axis dim (d = 1 per tensor) */
+static void split_axis(const ert_tview *x, int64_t axis, int64_t *d, int64_t *inner) {
+    *d = 1;
+    *inner = x->n_elems;
+    if (axis < 0) return;
+    *d = x->dims[axis];
+    *inner = 1;
+    for (int k = (int)axis + 1; k < x->ndim; k++) *inner *= x->dims[k];
+}
+
+/* y = clamp(round_half_even(x / s[c]) + zp[c]); NaN -> zp (quant.c) */
+static __global__ void quantize_kernel(const void *x, int xc, const void *s, qzp z, void *y, int yc, int64_t n, int64_t d,
+                                int64_t inner) {
+    int qmin = yc == Q_U8 ? 0 : -128, qmax = yc == Q_U8 ? 255 : 127;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t c = (i / inner) % d;
+        int zp = zp_at(z, c);
+        float q = __fdiv_rn(lds(x, xc, i), lds(s, xc, c));
+        if (q != q) q = 0.0f;
+        float lo = (float)(qmin - zp), hi = (float)(qmax - zp);
+        q = q < lo ? lo : q > hi ? hi : q;
+        stq(y, yc, i, __float2int_rn(q) + zp);
+    }
+}
+
+/* y = (float)(x - zp[c]) * s[c] */
+template <typename T>
+static __global__ void dequantize_kernel(const void *x, int xc, const void *s, int sc, qzp z, T *y, int64_t n, int64_t d,
+                                  int64_t inner) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t c = (i / inner) % d;
+        ert_put(&y[i], __fmul_rn(__int2float_rn(ldq(x, xc, i) - zp_at(z, c)), lds(s, sc, c)));
+    }
+}
+
+static unsigned grid_of(int64_t n) {
+    int64_t b = (n + TPB - 1) / TPB;
+    return (unsigned)(b < 1 ? 1 : b > 65535 * 8 ? 65535 * 8 : b);
+}
+
+extern "C" cudaError_t ert_cuda_quantize_launch(const ert_kargs *a, cudaStream_t st) {
+    const ert_tview *x = &a->in[0], *y = &a->out[0];
+    int64_t d, inner;
+    split_axis(x, a->params->quant.axis, &d, &inner);
+    if (!x->n_elems) return cudaSuccess;
+    if (x->dtype != a->in[1].dtype) return cudaErrorInvalidValue;
+    quantize_kernel<<<grid_of(x->n_elems), TPB, 0, st>>>(x->data, scode(x->dtype), a->in[1].data, zp_of(a, 2), y->data,
+                                                         qcode(y->dtype), x->n_elems, d, inner);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ert_cuda_dequantize_launch(const ert_kargs *a, cudaStream_t st) {
+    const ert_tview *x = &a->in[0], *y = &a->out[0];
+    int64_t d, inner;
+    split_axis(x, a->params->quant.axis, &d, &inner);
+    if (!x->n_elems) return cudaSuccess;
+    ERT_CUDA_FLOAT_SWITCH(y->dtype, T,
+                          dequantize_kernel<T><<<grid_of(x->n_elems), TPB, 0, st>>>(
+                              x->data, qcode(x->dtype), a->in[1].data, scode(a->in[1].dtype), zp_of(a, 2), (T *)y->data,
+                              x->n_elems, d, inner));
+    return cudaGetLastError();
+}
+
+/* ------------------------------------------------------------------ convolution */
+
+/* quant_int.c's geometry: spatial dims padded to 3 (leading ones of size 1).
+ * Every index fits in int (ert_cuda_quant_node_ok: tensors under 2^31 elements). */
+typedef struct qgeo {
+    int in[3], od[3], k[3], s[3], d[3], pb[3];
+    int N, C, M, G, Cg, Mg, in_sz, out_sz, k_sz, Kg;
+} qgeo;
+
+/* The spatial part of qgeo from nsp (1..3) dims of x and y (N, C, ...) and
+ * the attributes (a dilation of 0 counts as 1); the rest zero. */
+static qgeo geo_of(int nsp, const ert_tview *x, const ert_tview *y, const int64_t *k, const int64_t *s,
+                   const int64_t *d, const int64_t *pb) {
+    qgeo g;
+    memset(&g, 0, sizeof g);
+    for (int i = 0; i < 3; i++) g.in[i] = g.od[i] = g.k[i] = g.s[i] = g.d[i] = 1;
+    for (int i = 0; i < nsp; i++) {
+        int j = 3 - nsp + i;
+        g.in[j] = (int)x->dims[2 + i], g.od[j] = (int)y->dims[2 + i], g.k[j] = (int)k[i];
+        g.s[j] = (int)s[i], g.d[j] = d[i] ? (int)d[i] : 1, g.pb[j] = (int)pb[i];
+    }
+    g.in_sz = g.in[0] * g.in[1] * g.in[2], g.out_sz = g.od[0] * g.od[1] * g.od[2], g.k_sz = g.k[0] * g.k[1] * g.k[2];
+    return g;
+}
+
+typedef struct qconv_ops {
+    const void *x, *w;
+    int xc, wc;
+    qzp xzp, wzp;
+} qconv_ops;
+
+/* (x - xzp) at tap k = (c, q0, q1, q2) of output pixel (b0, b1, b2) = its
+ * window origin; 0 in the padding. xb: the group's first channel. */
+static __device__ __forceinline__ int tap(const qconv_ops &o, const qgeo &g, int64_t xb, int k, int b0, int b1, int b2,
+                                          int xzp) {
+    int c = k / g.k_sz, q = k - c * g.k_sz;
+    int q0 = q / (g.k[1] * g.k[2]), r = q - q0 * g.k[1] * g.k[2], q1 = r / g.k[2], q2 = r - q1 * g.k[2];
+    int i0 = b0 + q0 * g.d[0], i1 = b1 + q1 * g.d[1], i2 = b2 + q2 * g.d[2];
+    if (i0 < 0 || i0 >= g.in[0] || i1 < 0 || i1 >= g.in[1] || i2 < 0 || i2 >= g.in[2]) return 0;
+    return ldq(o.x, o.xc, xb + (int64_t)c * g.in_sz + (i0 * g.in[1] + i1) * g.in[2] + i2) - xzp;
+}
+
+/* window origin of output pixel p */
+static __device__ __forceinline__ void origin(const qgeo &g, int p, int *b0, int *b1, int *b2) {
+    int o0 = p / (g.od[1] * g.od[2]), r = p - o0 * g.od[1] * g.od[2], o1 = r / g.od[2], o2 = r - o1 * g.od[2];
+    *b0 = o0 * g.s[0] - g.pb[0];
+    *b1 = o1 * g.s[1] - g.pb[1];
+    *b2 = o2 * g.s[2] - g.pb[2];
+}
+
+/* grid (out tiles, Mg tiles, N * G); y (N, M, out) */
+static __global__ void __launch_bounds__(TPB) qconv_gemm(qgeo g, qconv_ops o, qepi e) {
+    __shared__ __align__(16) int As[TK][TM];
+    __shared__ __align__(16) int Bs[TK][TN];
+    int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+    int p0 = blockIdx.x * TN, m0 = blockIdx.y * TM;
+    int n = blockIdx.z / g.G, gi = blockIdx.z % g.G;
+    int xzp = zp_at(o.xzp, 0);
+    int64_t xb = ((int64_t)n * g.C + (int64_t)gi * g.Cg) * g.in_sz;
+    /* the B pixel this thread gathers is fixed: tid % 64 (TPB is a multiple of TN) */
+    int pp = tid % TN, p = p0 + pp, b0 = 0, b1 = 0, b2 = 0;
+    bool p_ok = p < g.out_sz;
+    if (p_ok) origin(g, p, &b0, &b1, &b2);
+    int acc[4][4] = {{0}};
+    for (int k0 = 0; k0 < g.Kg; k0 += TK) {
+#pragma unroll
+        for (int r = 0; r < TM * TK / TPB; r++) {
+            int idx = tid + r * TPB, mm = idx / TK, kk = idx % TK, m = m0 + mm, k = k0 + kk, v = 0;
+            if (m < g.Mg && k < g.Kg) {
+                int mc = gi * g.Mg + m;
+                v = ldq(o.w, o.wc, (int64_t)mc * g.Kg + k) - zp_at(o.wzp, mc);
+            }
+            As[kk][mm] = v;
+        }
+#pragma unroll
+        for (int r = 0; r < TN * TK / TPB; r++) {
+            int kk = tid / TN + r * (TPB / TN), k = k0 + kk;
+            Bs[kk][pp] = p_ok && k < g.Kg ? tap(o, g, xb, k, b0, b1, b2, xzp) : 0;
+        }
+        __syncthreads();
+        tile_mac(As, Bs, ty, tx, acc);
+        __syncthreads();
+    }
+    tile_store(acc, ty, tx, [&](int r, int col, int v) {
+        int m = m0 + r, pj = p0 + col, mc = gi * g.Mg + m;
+        if (m < g.Mg && pj < g.out_sz) epilogue1(e, v, mc, ((int64_t)n * g.M + mc) * g.out_sz + pj);
+    });
+}
+
+/* one output per thread: y (N, M, out) flattened */
+static __global__ void qconv_direct(qgeo g, qconv_ops o, qepi e, int64_t n_out) {
+    int xzp = zp_at(o.xzp, 0);
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n_out; i += (int64_t)gridDim.x * blockDim.x) {
+        int p = (int)(i % g.out_sz);
+        int mc = (int)(i / g.out_sz % g.M), n = (int)(i / ((int64_t)g.out_sz * g.M)), gi = mc / g.Mg;
+        int64_t xb = ((int64_t)n * g.C + (int64_t)gi * g.Cg) * g.in_sz, wb = (int64_t)mc * g.Kg;
+        int wz = zp_at(o.wzp, mc), b0, b1, b2, acc = 0;
+        origin(g, p, &b0, &b1, &b2);
+        for (int k = 0; k < g.Kg; k++) {
+            int t = tap(o, g, xb, k, b0, b1, b2, xzp);
+            if (t) acc += t * (ldq(o.w, o.wc, wb + k) - wz);
+        }
+        epilogue1(e, acc, mc, i);
+    }
+}
+
+extern "C" cudaError_t ert_cuda_qconv_launch(const ert_kargs *a, cudaStream_t st) {
+    const ert_conv_params *cp = &a->params->quant.conv;
+    bool ql = a->op == ERT_OP_QLINEAR_CONV;
+    int iw = ql ? 3 : 1, iwz = ql ? 5 : 3;
+    const ert_tview *x = &a->in[0], *w = &a->in[iw], *y = &a->out[0];
+    if (cp->nhwc || cp->nsp < 1 || cp->nsp > 3 || cp->group < 1) return cudaErrorInvalidValue;
+    qgeo g = geo_of(cp->nsp, x, y, cp->kernel, cp->stride, cp->dilation, cp->pad_begin);
+    g.N = (int)x->dims[0], g.C = (int)x->dims[1], g.M = (int)w->dims[0], g.G = (int)cp->group;
+    g.Cg = g.C / g.G, g.Mg = g.M / g.G;
+    g.Kg = g.Cg * g.k_sz;
+    if (!y->n_elems) return cudaSuccess;
+    qconv_ops o = {x->data, w->data, qcode(x->dtype), qcode(w->dtype), zp_of(a, 2), zp_of(a, iwz)};
+    qepi e = epi_of(a, ql);
+    if (g.Mg < 16 || (int64_t)g.N * g.G > 65535) {
+        qconv_direct<<<grid_of(y->n_elems), TPB, 0, st>>>(g, o, e, y->n_elems);
+    } else {
+        dim3 grid((unsigned)((g.out_sz + TN - 1) / TN), (unsigned)((g.Mg + TM - 1) / TM), (unsigned)(g.N * g.G));
+        if (grid.y > 65535) return cudaErrorInvalidValue;
+        qconv_gemm<<<grid, TPB, 0, st>>>(g, o, e);
+    }
+    return cudaGetLastError();
+}
+
+/* ------------------------------------------------------------------ matrix product */
+
+/* acc (rows, N) = (A - azp) (rows, K) x (B - bzp[j]) (K, N); z: batch
+ * (A, B and y advance by sa, sb, sy elements; sb = 0 for a 2-D B). */
+typedef struct qmm {
+    const void *A, *B;
+    int ac, bc;
+    qzp azp, bzp;
+    int rows, K, N;
+    int64_t sa, sb, sy;
+} qmm;
+
+static __global__ void __launch_bounds__(TPB) qmm_gemm(qmm q, qepi e) {
+    __shared__ __align__(16) int As[TK][TM];
+    __shared__ __align__(16) int Bs[TK][TN];
+    int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+    int n0 = blockIdx.x * TN, m0 = blockIdx.y * TM;
+    int64_t ab = blockIdx.z * q.sa, bb = blockIdx.z * q.sb, yb = blockIdx.z * q.sy;
+    int azp = zp_at(q.azp, 0);
+    int acc[4][4] = {{0}};
+    for (int k0 = 0; k0 < q.K; k0 += TK) {
+#pragma unroll
+        for (int r = 0; r < TM * TK / TPB; r++) {
+            int idx = tid + r * TPB, mm = idx / TK, kk = idx % TK, m = m0 + mm, k = k0 + kk;
+            As[kk][mm] = m < q.rows && k < q.K ? ldq(q.A, q.ac, ab + (int64_t)m * q.K + k) - azp : 0;
+        }
+#pragma unroll
+        for (int r = 0; r < TN * TK / TPB; r++) {
+            int idx = tid + r * TPB, kk = idx / TN, nn = idx % TN, j = n0 + nn, k = k0 + kk;
+            Bs[kk][nn] = j < q.N && k < q.K ? ldq(q.B, q.bc, bb + (int64_t)k * q.N + j) - zp_at(q.bzp, j) : 0;
+        }
+        __syncthreads();
+        tile_mac(As, Bs, ty, tx, acc);
+        __syncthreads();
+    }
+    tile_store(acc, ty, tx, [&](int r, int c, int v) {
+        int m = m0 + r, col = n0 + c;
+        if (m < q.rows && col < q.N) epilogue1(e, v, col, yb + (int64_t)m * q.N + col);
+    });
+}
+
+extern "C" cudaError_t ert_cuda_qmatmul_launch(const ert_kargs *a, cudaStream_t st) {
+    bool ql = a->op == ERT_OP_QLINEAR_MATMUL;
+    int ib = ql ? 3 : 1, ibz = ql ? 5 : 3;
+    const ert_tview *A = &a->in[0], *B = &a->in[ib], *y = &a->out[0];
+    if (B->ndim < 2 || A->ndim < 1) return cudaErrorInvalidValue;
+    qmm q;
+    q.A = A->data, q.B = B->data, q.ac = qcode(A->dtype), q.bc = qcode(B->dtype);
+    q.azp = zp_of(a, 2), q.bzp = zp_of(a, ibz);
+    q.K = (int)A->dims[A->ndim - 1], q.N = (int)B->dims[B->ndim - 1];
+    int64_t batch = 1;
+    if (B->ndim == 2) { /* every row of A against one B */
+        q.rows = (int)(A->n_elems / (q.K ? q.K : 1));
+        q.sa = q.sb = q.sy = 0;
+    } else { /* equal batch dims (ert_cuda_quant_node_ok) */
+        q.rows = (int)A->dims[A->ndim - 2];
+        for (int d = 0; d < A->ndim - 2; d++) batch *= A->dims[d];
+        q.sa = (int64_t)q.rows * q.K, q.sb = (int64_t)q.K * q.N, q.sy = (int64_t)q.rows * q.N;
+    }
+    if (!y->n_elems) return cudaSuccess;
+    dim3 grid((unsigned)((q.N + TN - 1) / TN), (unsigned)((q.rows + TM - 1) / TM), (unsigned)batch);
+    if (grid.y > 65535 || grid.z > 65535) return cudaErrorInvalidValue;
+    qmm_gemm<<<grid, TPB, 0, st>>>(q, epi_of(a, ql));
+    return cudaGetLastError();
+}
+
+/* ------------------------------------------------------------------ max pooling */
+
+/* quant_int.c's ert_cpu_maxpool_q8: x (N, C, D1..Dn) NCHW, the largest value
+ * of each window, padding ignored, the lowest value for an empty window. */
+static __global__ void maxpool_q8_kernel(qgeo g, const void *x, void *y, int code, int64_t n_out) {
+    int lowest = code == Q_U8 ? 0 : -128;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n_out; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t pl = i / g.out_sz;
+        int o = (int)(i % g.out_sz), b0, b1, b2, best = lowest;
+        origin(g, o, &b0, &b1, &b2);
+        for (int q0 = 0; q0 < g.k[0]; q0++) {
+            int i0 = b0 + q0 * g.d[0];
+            if (i0 < 0 || i0 >= g.in[0]) continue;
+            for (int q1 = 0; q1 < g.k[1]; q1++) {
+                int i1 = b1 + q1 * g.d[1];
+                if (i1 < 0 || i1 >= g.in[1]) continue;
+                for (int q2 = 0; q2 < g.k[2]; q2++) {
+                    int i2 = b2 + q2 * g.d[2];
+                    if (i2 < 0 || i2 >= g.in[2]) continue;
+                    int v = ldq(x, code, pl * g.in_sz + (i0 * g.in[1] + i1) * g.in[2] + i2);
+                    best = v > best ? v : best;
+                }
+            }
+        }
+        stq(y, code, i, best);
+    }
+}
+
+extern "C" cudaError_t ert_cuda_maxpool_q8_launch(const ert_kargs *a, cudaStream_t st) {
+    const ert_pool_params *p = &a->params->pool;
+    const ert_tview *x = &a->in[0], *y = &a->out[0];
+    if (p->nhwc || p->nsp < 1 || p->nsp > 3 || x->dtype != y->dtype) return cudaErrorInvalidValue;
+    qgeo g = geo_of(p->nsp, x, y, p->kernel, p->stride, p->dilation, p->pad_begin);
+    if (!y->n_elems) return cudaSuccess;
+    maxpool_q8_kernel<<<grid_of(y->n_elems), TPB, 0, st>>>(g, x->data, y->data, qcode(x->dtype), y->n_elems);
+    return cudaGetLastError();
+}
