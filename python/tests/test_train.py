@@ -148,7 +148,10 @@ def trainer_setup(tmp_path, rng):
 
 def test_checkpoint_export_and_state(tmp_path, trainer_setup):
     model, x, y = trainer_setup
-    t = edgert.Trainer(model, optimizer="sgd", lr=0.05, momentum=0.9, batch=4, schedule="cosine", total_steps=10)
+    # lr 0.001: on N(0,1) images with He weights, lr 0.05 (and even 0.01)
+    # overshoots on ~2-10% of seeds, so "it learns the batch" failed at
+    # random (CI, seed 2854703030); 0.001 passed on 1,001 of 1,001 seeds
+    t = edgert.Trainer(model, optimizer="sgd", lr=0.001, momentum=0.9, batch=4, schedule="cosine", total_steps=10)
     assert t.inputs[0].shape == (4, 1, 28, 28) and t.target.dtype == "i64" and t.target.shape == (4,)
     assert t.output_info.shape == (4, 10)
     assert t.device == "cpu" and t.n_trainable == 8 and t.n_trainable_elems == model.n_params
@@ -161,7 +164,7 @@ def test_checkpoint_export_and_state(tmp_path, trainer_setup):
     assert t.step_count == 4 and t.lr < lr0
     assert t.eval(x, y) < l0                   # it learns the batch
     t.save_checkpoint(tmp_path / "ck.ert")
-    t2 = edgert.Trainer(model, optimizer="sgd", lr=0.05, momentum=0.9, batch=4, schedule="cosine", total_steps=10)
+    t2 = edgert.Trainer(model, optimizer="sgd", lr=0.001, momentum=0.9, batch=4, schedule="cosine", total_steps=10)
     t2.load_checkpoint(tmp_path / "ck.ert")
     assert t2.step_count == 4
     assert t.step(x, y) == t2.step(x, y)       # same weights, momentum and schedule
