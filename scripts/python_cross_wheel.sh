@@ -144,5 +144,5 @@ fi
 echo "[py-aarch64] pytest under qemu-aarch64 (a subset: see step 4)"
 cd "$root/python/tests"
 PYTHONHOME="$sysroot/usr" PYTHONPATH="$out/site" ERT_CLI=/nonexistent \
-    "$qemu" -L "$sysroot" "$sysroot/usr/bin/python3.11" -m pytest -q -rs -p no:cacheprovider \
+    "$qemu" -L "$sysroot" "$sysroot/usr/bin/python3.11" -m pytest -q -rs -p no:cacheprovider ${ERT_PY_JUNIT:+--junitxml="$ERT_PY_JUNIT"} \
     -k "dlpack or image or checkpoint or losses or bad or several or reference or out_buffers or closed or api" .

@@ -50,4 +50,4 @@ rm -rf "$out/site" && mkdir -p "$out/site"
 echo "[py39] $(basename "$whl") under $("$out/root/usr/bin/python3.9" -V 2>&1 || true) (Debian 11), numpy 2.0.2, onnxruntime 1.19.2"
 cd "$root/python/tests"
 LD_LIBRARY_PATH="$out/root/usr/lib/x86_64-linux-gnu" PYTHONHOME="$out/root/usr" PYTHONPATH="$out/site" \
-    "$out/root/usr/bin/python3.9" -m pytest -q -rs -p no:cacheprovider .
+    "$out/root/usr/bin/python3.9" -m pytest -q -rs -p no:cacheprovider ${ERT_PY_JUNIT:+--junitxml="$ERT_PY_JUNIT"} .

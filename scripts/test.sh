@@ -122,6 +122,27 @@ run_ctest() {
     [[ $rc -eq 0 ]]
 }
 
+# count_pytest NAME XML RC : one count line from pytest's JUnit report, added to
+# the totals; returns RC's verdict. rc 5 (no tests collected) or any other
+# non-zero rc without a failed test (the interpreter crashed) still fails.
+count_pytest() {
+    local name=$1 xml=$2 rc=$3 tests=0 failures=0 errors=0 skipped=0 head
+    if [[ -f "$xml" ]]; then
+        head=$(tr '\n\t' '  ' <"$xml" | grep -o '<testsuite [^>]*>' | head -n1 || true)
+        tests=$(sed -n 's/.* tests="\([0-9]*\)".*/\1/p' <<<"$head")
+        failures=$(sed -n 's/.* failures="\([0-9]*\)".*/\1/p' <<<"$head")
+        errors=$(sed -n 's/.* errors="\([0-9]*\)".*/\1/p' <<<"$head")
+        skipped=$(sed -n 's/.* skipped="\([0-9]*\)".*/\1/p' <<<"$head")
+    fi
+    tests=${tests:-0} failures=$((${failures:-0} + ${errors:-0})) skipped=${skipped:-0}
+    if [[ $rc -ne 0 && $rc -ne 77 && $failures -eq 0 ]]; then failures=1; fi
+    local passed=$((tests - (failures > tests ? tests : failures) - skipped))
+    ((passed < 0)) && passed=0
+    echo "$name: $passed passed, $failures failed, $skipped skipped"
+    n_pass=$((n_pass + passed)) n_fail=$((n_fail + failures)) n_skip=$((n_skip + skipped))
+    return "$rc"
+}
+
 # phase NAME DESCRIPTION FUNCTION : run one phase, record its result.
 phase() {
     local name=$1 what=$2 fn=$3 t0=$SECONDS rc=0 fails_before=$n_fail
@@ -319,23 +340,7 @@ phase_python() {
     local clibin="$root/build/test-release/apps/edgert"
     (cd "$root/python/tests" && ERT_CLI="${ERT_CLI:-$([[ -x $clibin ]] && echo "$clibin")}" \
         "$root/$py" -m pytest -q -rs -p no:cacheprovider --junitxml="$xml" .) || rc=$?
-    local tests=0 failures=0 errors=0 skipped=0 head
-    if [[ -f "$xml" ]]; then
-        head=$(tr '\n\t' '  ' <"$xml" | grep -o '<testsuite [^>]*>' | head -n1 || true)
-        tests=$(sed -n 's/.* tests="\([0-9]*\)".*/\1/p' <<<"$head")
-        failures=$(sed -n 's/.* failures="\([0-9]*\)".*/\1/p' <<<"$head")
-        errors=$(sed -n 's/.* errors="\([0-9]*\)".*/\1/p' <<<"$head")
-        skipped=$(sed -n 's/.* skipped="\([0-9]*\)".*/\1/p' <<<"$head")
-    fi
-    tests=${tests:-0} failures=$((${failures:-0} + ${errors:-0})) skipped=${skipped:-0}
-    # rc 5: no tests collected; any other non-zero rc without a failed test
-    # (a crash of the interpreter) still fails the phase
-    if [[ $rc -ne 0 && $failures -eq 0 ]]; then failures=1; fi
-    local passed=$((tests - (${failures} > tests ? tests : failures) - skipped))
-    ((passed < 0)) && passed=0
-    echo "python: $passed passed, $failures failed, $skipped skipped"
-    n_pass=$((n_pass + passed)) n_fail=$((n_fail + failures)) n_skip=$((n_skip + skipped))
-    [[ $rc -eq 0 ]]
+    count_pytest python "$xml" "$rc"
 }
 
 # the python phase's venv has scikit-build-core; else .deps/venv's python
@@ -345,12 +350,20 @@ py_builder() {
     echo "$py"
 }
 phase_pyarm() {
-    ERT_PY_CROSS_PYTHON=$(py_builder) bash scripts/python_cross_wheel.sh
+    local xml="$logs/pyarm-pytest.xml" rc=0
+    rm -f "$xml"
+    ERT_PY_JUNIT="$xml" ERT_PY_CROSS_PYTHON=$(py_builder) bash scripts/python_cross_wheel.sh || rc=$?
+    [[ -f $xml ]] || return "$rc"   # no pytest run (offline: skipped or failed before it)
+    count_pytest pyarm "$xml" "$rc"
 }
 phase_py39() {
     local clibin="$root/build/test-release/apps/edgert"
-    ERT_CLI="${ERT_CLI:-$([[ -x $clibin ]] && echo "$clibin")}" ERT_PY_CROSS_PYTHON=$(py_builder) \
-        bash scripts/python_py39_check.sh
+    local xml="$logs/py39-pytest.xml" rc=0
+    rm -f "$xml"
+    ERT_PY_JUNIT="$xml" ERT_CLI="${ERT_CLI:-$([[ -x $clibin ]] && echo "$clibin")}" ERT_PY_CROSS_PYTHON=$(py_builder) \
+        bash scripts/python_py39_check.sh || rc=$?
+    [[ -f $xml ]] || return "$rc"
+    count_pytest py39 "$xml" "$rc"
 }
 
 for p in $phases; do
