@@ -60,12 +60,37 @@ extern "C" {
 
 /* ------------------------------------------------------------------ context */
 
+/* Which CPU kernel variants may run. The defaults take the fastest copy
+ * the CPU runs (its ISA is read at run time: cpuid, HWCAP) and each fast
+ * kernel's cost rule; tests lower them to run the slower variants beside
+ * the fast ones on one machine. It lives in the context
+ * (ert_context_set_kernel_choice), a session or trainer copies it at create
+ * (ert_graph.kc), and kernels read it from their arguments
+ * (ert_kargs.choice, ert_sgemm_args.choice, ert_dw2d.choice), where NULL
+ * means the defaults: no process-wide switch. */
+typedef struct ert_kernel_choice {
+    int gemm_cap;  /* the fastest SGEMM micro-kernel allowed (an ert_cpu_gemm_kernel, kernels/cpu/cpu_gemm.h;
+                    * ERT_KC_GEMM_ANY: no cap); the depthwise and Winograd ISA copies follow it too */
+    bool dw_plain; /* every depthwise conv takes conv.c's plain loops, never the direct kernel */
+    int wino;      /* Winograd F(4x4,3x3): 0 = its cost rule, 1 = every eligible conv, -1 = none */
+} ert_kernel_choice;
+#define ERT_KC_GEMM_ANY 127
+static inline ert_kernel_choice ert_kernel_choice_of(const ert_kernel_choice *kc) {
+    return kc ? *kc : (ert_kernel_choice){.gemm_cap = ERT_KC_GEMM_ANY, .dw_plain = false, .wino = 0};
+}
+
 struct ert_context {
     ert_log_fn log;
     void *log_user;
     ert_log_level log_level;
+    ert_kernel_choice kc; /* copied by each session and trainer made on it */
     char err[ERT_ERRMSG_SIZE];
 };
+
+/* Internal, for tests (not in edgert.h): the kernel choice of the sessions
+ * and trainers created on ctx from now on (kc NULL: the defaults); those
+ * made before keep theirs. Not thread-safe against a create on ctx. */
+void ert_context_set_kernel_choice(ert_context *ctx, const ert_kernel_choice *kc);
 
 /* Record a detailed message on ctx (may be NULL) and return `st`. Also logs it
  * at ERROR level. */
@@ -630,6 +655,7 @@ typedef struct ert_kargs {
                                * node_packed_bytes), filled by its bind_node; NULL when none */
     size_t packed_bytes;
     const char *name;         /* node name, for messages */
+    const ert_kernel_choice *choice; /* the session's or trainer's (ert_graph.kc); NULL: the defaults */
 } ert_kargs;
 
 typedef ert_status (*ert_kernel_fn)(const ert_kargs *a);
