@@ -557,7 +557,9 @@ int ert_tinfo_ints(const ert_tinfo *t, int64_t *out, int max);
 /* ONNX TensorProto.DataType code -> ert_dtype, UNDEFINED if unsupported (core/ops/tensor.c). */
 ert_dtype ert_onnx_dtype(int code);
 
-/* prepare functions, by file: core/ops/nn.c, eltwise.c, tensor.c, resize.c */
+/* prepare functions, one file per op family in core/ops/ (conv.c, matmul.c,
+ * norm.c, pool.c, softmax.c, eltwise.c, tensor.c, resize.c, ...; op_table.c
+ * maps each op to its own) */
 ert_status ert_prepare_conv(ert_prep *p);
 ert_status ert_prepare_conv_transpose(ert_prep *p);
 ert_status ert_prepare_batchnorm(ert_prep *p);
@@ -752,6 +754,10 @@ typedef struct ert_backend {
     unsigned fusions;
     /* optional: the CPU SGEMM's scratch bytes (see ert_prep.gemm_workspace) */
     size_t (*gemm_workspace)(int64_t M, int64_t N, int64_t K, int n_threads);
+    /* optional: the CPU ERT_OP_CONV_GRAD_WEIGHT kernel's scratch bytes for
+     * x and dy of these dims (the trainer's autodiff sizes the node with it) */
+    size_t (*conv_grad_weight_workspace)(const ert_conv_params *p, const int64_t *x_dims, const int64_t *dy_dims,
+                                         int n_threads);
     /* optional: the plan cache (ert_session_options.plan_cache_dir). open:
      * right after init (before node_workspace and conv_time) with the folder
      * and the model's shape signature (runtime/plan_sig.c); reads the file.
