@@ -391,7 +391,12 @@ int main(void) {
         if ((int)ert_cpu_sgemm_kernel(&kc) != cap) continue; /* not on this CPU */
         for (int p = 0; p < 3; p++) {
             oh_pool = pools[p];
+            /* the SGEMM's packed filter against a 1e-5 tolerance: Winograd off (its own packed
+             * filter is checked in test_winograd against float64 with its rounding bound; with it
+             * on, seed 1795593924594177415 failed here at 1.36x the tolerance) */
+            kc.wino = -1;
             test_conv_packed(p);
+            kc.wino = 0;
             test_gemm_packed(p);
             test_dw(p, cap);
             test_sgemm_epilogue(p, cap);
