@@ -51,11 +51,16 @@ ert_status ert_context_create(const ert_context_options *opts, ert_context **out
         c->log_user = opts->log_user;
         c->log_level = opts->log_level;
     }
+    c->kc = ert_kernel_choice_of(NULL);
     *out = c;
     return ERT_OK;
 }
 
 void ert_context_free(ert_context *ctx) { free(ctx); }
+
+void ert_context_set_kernel_choice(ert_context *ctx, const ert_kernel_choice *kc) {
+    if (ctx) ctx->kc = ert_kernel_choice_of(kc);
+}
 
 const char *ert_last_error(const ert_context *ctx) { return ctx ? ctx->err : ""; }
 

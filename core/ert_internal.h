@@ -60,12 +60,37 @@ extern "C" {
 
 /* ------------------------------------------------------------------ context */
 
+/* Which CPU kernel variants may run. The defaults take the fastest copy
+ * the CPU runs (its ISA is read at run time: cpuid, HWCAP) and each fast
+ * kernel's cost rule; tests lower them to run the slower variants beside
+ * the fast ones on one machine. It lives in the context
+ * (ert_context_set_kernel_choice), a session or trainer copies it at create
+ * (ert_graph.kc), and kernels read it from their arguments
+ * (ert_kargs.choice, ert_sgemm_args.choice, ert_dw2d.choice), where NULL
+ * means the defaults: no process-wide switch. */
+typedef struct ert_kernel_choice {
+    int gemm_cap;  /* the fastest SGEMM micro-kernel allowed (an ert_cpu_gemm_kernel, kernels/cpu/cpu_gemm.h;
+                    * ERT_KC_GEMM_ANY: no cap); the depthwise and Winograd ISA copies follow it too */
+    bool dw_plain; /* every depthwise conv takes conv.c's plain loops, never the direct kernel */
+    int wino;      /* Winograd F(4x4,3x3): 0 = its cost rule, 1 = every eligible conv, -1 = none */
+} ert_kernel_choice;
+#define ERT_KC_GEMM_ANY 127
+static inline ert_kernel_choice ert_kernel_choice_of(const ert_kernel_choice *kc) {
+    return kc ? *kc : (ert_kernel_choice){.gemm_cap = ERT_KC_GEMM_ANY, .dw_plain = false, .wino = 0};
+}
+
 struct ert_context {
     ert_log_fn log;
     void *log_user;
     ert_log_level log_level;
+    ert_kernel_choice kc; /* copied by each session and trainer made on it */
     char err[ERT_ERRMSG_SIZE];
 };
+
+/* Internal, for tests (not in edgert.h): the kernel choice of the sessions
+ * and trainers created on ctx from now on (kc NULL: the defaults); those
+ * made before keep theirs. Not thread-safe against a create on ctx. */
+void ert_context_set_kernel_choice(ert_context *ctx, const ert_kernel_choice *kc);
 
 /* Record a detailed message on ctx (may be NULL) and return `st`. Also logs it
  * at ERROR level. */
@@ -532,7 +557,9 @@ int ert_tinfo_ints(const ert_tinfo *t, int64_t *out, int max);
 /* ONNX TensorProto.DataType code -> ert_dtype, UNDEFINED if unsupported (core/ops/tensor.c). */
 ert_dtype ert_onnx_dtype(int code);
 
-/* prepare functions, by file: core/ops/nn.c, eltwise.c, tensor.c, resize.c */
+/* prepare functions, one file per op family in core/ops/ (conv.c, matmul.c,
+ * norm.c, pool.c, softmax.c, eltwise.c, tensor.c, resize.c, ...; op_table.c
+ * maps each op to its own) */
 ert_status ert_prepare_conv(ert_prep *p);
 ert_status ert_prepare_conv_transpose(ert_prep *p);
 ert_status ert_prepare_batchnorm(ert_prep *p);
@@ -630,6 +657,7 @@ typedef struct ert_kargs {
                                * node_packed_bytes), filled by its bind_node; NULL when none */
     size_t packed_bytes;
     const char *name;         /* node name, for messages */
+    const ert_kernel_choice *choice; /* the session's or trainer's (ert_graph.kc); NULL: the defaults */
 } ert_kargs;
 
 typedef ert_status (*ert_kernel_fn)(const ert_kargs *a);
@@ -726,6 +754,10 @@ typedef struct ert_backend {
     unsigned fusions;
     /* optional: the CPU SGEMM's scratch bytes (see ert_prep.gemm_workspace) */
     size_t (*gemm_workspace)(int64_t M, int64_t N, int64_t K, int n_threads);
+    /* optional: the CPU ERT_OP_CONV_GRAD_WEIGHT kernel's scratch bytes for
+     * x and dy of these dims (the trainer's autodiff sizes the node with it) */
+    size_t (*conv_grad_weight_workspace)(const ert_conv_params *p, const int64_t *x_dims, const int64_t *dy_dims,
+                                         int n_threads);
     /* optional: the plan cache (ert_session_options.plan_cache_dir). open:
      * right after init (before node_workspace and conv_time) with the folder
      * and the model's shape signature (runtime/plan_sig.c); reads the file.

@@ -33,13 +33,13 @@ ert_status ert_graph_cpu_run(const ert_kargs *a) {
     return ert_cpu_backend.run(NULL, &one, 1, &failed);
 }
 
-ert_status ert_graph_fold(ert_context *ctx, const char *name, ert_op op, const ert_op_params *params, int n_in,
-                          int n_out, ert_tview *v, size_t ws_bytes) {
+ert_status ert_graph_fold(ert_context *ctx, const ert_kernel_choice *kc, const char *name, ert_op op,
+                          const ert_op_params *params, int n_in, int n_out, ert_tview *v, size_t ws_bytes) {
     void *ws = NULL;
     if (ws_bytes && !(ws = aligned_alloc(64, ert_align_up(ws_bytes, 64))))
         return ert_set_error(ctx, ERT_E_NOMEM, "node '%s': out of memory folding constants", name);
     ert_kargs a = {.op = op, .params = params, .n_in = n_in, .n_out = n_out, .in = v, .out = v + n_in,
-                   .workspace = ws, .workspace_bytes = ws_bytes, .name = name};
+                   .workspace = ws, .workspace_bytes = ws_bytes, .name = name, .choice = kc};
     if (ctx) ctx->err[0] = 0;
     ert_status st = ert_graph_cpu_run(&a);
     free(ws);
@@ -356,7 +356,7 @@ ert_status ert_graph_fold_node(ert_graph *g, ert_gnode *n) {
         }
         ert_graph_fill_view(&v[n->n_in + k], x, x->owned);
     }
-    st = ert_graph_fold(g->ctx, n->name, n->op, &n->params, n->n_in, n->n_out, v, n->ws_bytes);
+    st = ert_graph_fold(g->ctx, &g->kc, n->name, n->op, &n->params, n->n_in, n->n_out, v, n->ws_bytes);
     if (st != ERT_OK) goto done;
     for (int k = 0; k < n->n_out; k++) {
         ert_gtensor *x = &g->t[n->out[k]];
@@ -553,7 +553,7 @@ bool ert_graph_shape_args(const ert_graph *g, const ert_gnode *n, ert_tview *v, 
     if (n->n_in + n->n_out > cap) return false;
     node_views(g, n, v, false);
     *a = (ert_kargs){.op = n->op, .params = &n->params, .n_in = n->n_in, .n_out = n->n_out, .in = v,
-                     .out = v + n->n_in, .name = n->name};
+                     .out = v + n->n_in, .name = n->name, .choice = &g->kc};
     return true;
 }
 
@@ -562,7 +562,7 @@ ert_status ert_graph_node_args(ert_graph *g, ert_gnode *n, struct ert_threadpool
     if (!n->views) return ert_graph_oom(g);
     node_views(g, n, n->views, true);
     n->args = (ert_kargs){.op = n->op, .params = &n->params, .n_in = n->n_in, .n_out = n->n_out, .in = n->views,
-                          .out = n->views + n->n_in, .pool = pool, .name = n->name,
+                          .out = n->views + n->n_in, .pool = pool, .name = n->name, .choice = &g->kc,
                           .workspace = n->ws_block >= 0 ? abase + g->blocks[n->ws_block].offset : NULL,
                           .workspace_bytes = n->ws_bytes};
     return ERT_OK;

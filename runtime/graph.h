@@ -85,6 +85,7 @@ typedef struct ert_gnode {
  * planned activation roots then workspaces (ert_graph_plan_blocks). */
 typedef struct ert_graph {
     ert_context *ctx;
+    ert_kernel_choice kc;  /* ctx's at create: every node's ert_kargs.choice points here */
     const char *what;
     const ert_backend *be;
     void *bctx;
@@ -215,10 +216,11 @@ const char *ert_graph_op_name(ert_op op);
 /* Run one node on the CPU through ert_cpu_backend's table. */
 ert_status ert_graph_cpu_run(const ert_kargs *a);
 /* Constant folding: run one node whose views v (n_in inputs, then n_out
- * outputs) all have storage, with a temporary workspace of ws_bytes. On
- * failure the message names the node unless the kernel set a specific one. */
-ert_status ert_graph_fold(ert_context *ctx, const char *name, ert_op op, const ert_op_params *params, int n_in,
-                          int n_out, ert_tview *v, size_t ws_bytes);
+ * outputs) all have storage, with a temporary workspace of ws_bytes, under
+ * kernel choice kc (NULL: the defaults). On failure the message names the
+ * node unless the kernel set a specific one. */
+ert_status ert_graph_fold(ert_context *ctx, const ert_kernel_choice *kc, const char *name, ert_op op,
+                          const ert_op_params *params, int n_in, int n_out, ert_tview *v, size_t ws_bytes);
 /* Graph inputs (create step 1 of session and trainer). Every
  * o->input_shapes entry must name one of m's inputs: ERT_E_NOT_FOUND. */
 ert_status ert_graph_check_input_shapes(ert_context *ctx, const ert_model *m, const ert_session_options *o);

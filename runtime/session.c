@@ -433,6 +433,7 @@ static ert_status build(const ert_model *m, const ert_session_options *opts, boo
     if (!s) return ert_set_error(ctx, ERT_E_NOMEM, "out of memory");
     atomic_init(&s->running, false);
     s->g.ctx = ctx;
+    s->g.kc = ert_kernel_choice_of(ctx ? &ctx->kc : NULL);
     s->g.what = "session";
     s->g.widen_half = true;
     s->model = m;

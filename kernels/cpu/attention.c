@@ -114,7 +114,7 @@ static bool attention_gemm(const ert_kargs *a) {
             ert_sgemm_args g1 = {
                 .M = nq, .N = nk, .K = D, .a = q0 + AT(p->q), .a_rs = p->q[ERT_ATTN_ST], .a_cs = p->q[ERT_ATTN_SD],
                 .alpha = p->scale, .b = k0 + AT(p->k), .b_rs = p->k[ERT_ATTN_SD], .b_cs = p->k[ERT_ATTN_ST],
-                .c = S, .ldc = nk,
+                .c = S, .ldc = nk, .choice = a->choice,
             };
             if (ert_cpu_sgemm(&g1, gws, gws_bytes, a->pool) != ERT_OK) return false;
             for (int64_t i = 0; i < nq; i++)
@@ -122,7 +122,7 @@ static bool attention_gemm(const ert_kargs *a) {
             ert_sgemm_args g2 = {
                 .M = nq, .N = D, .K = nk, .a = S, .a_rs = nk, .a_cs = 1, .alpha = 1.0f,
                 .b = v0 + AT(p->v), .b_rs = p->v[ERT_ATTN_ST], .b_cs = p->v[ERT_ATTN_SD],
-                .c = y0 + AT(p->o), .ldc = p->o[ERT_ATTN_ST],
+                .c = y0 + AT(p->o), .ldc = p->o[ERT_ATTN_ST], .choice = a->choice,
             };
             if (ert_cpu_sgemm(&g2, gws, gws_bytes, a->pool) != ERT_OK) return false;
 #undef AT

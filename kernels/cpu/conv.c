@@ -5,9 +5,10 @@
  *     kernel 1, stride 1, no padding;
  *   - one input channel per group (depthwise, with any channel multiplier):
  *     2-D kernels up to 7x7 with stride 1 or 2 go to dwconv.c's register-
- *     blocked kernel; the rest (and every case, with the test hook off) to
- *     the plain direct loops here, parallel over (image, output channel), each
- *     tap a bounds-clipped row update that vectorises;
+ *     blocked kernel; the rest (and every case, under a kernel choice with
+ *     dw_plain: ert_internal.h) to the plain direct loops here, parallel
+ *     over (image, output channel), each tap a bounds-clipped row update
+ *     that vectorises;
  *   - a 3x3 stride-1 conv where winograd.c's cost rule says so: Winograd
  *     F(4x4, 3x3) on the filter transformed at create;
  *   - otherwise per (image, group) one SGEMM: W_g (Mg, Cg*k) x im2col(x_g)
@@ -146,7 +147,8 @@ ert_status ert_cpu_conv_pack(const ert_kargs *a) {
     const float *scale = p->has_scale && a->n_in > 4 ? a->in[4].data : NULL;
     for (int64_t gi = 0; gi < G; gi++) {
         ert_sgemm_args ga = {.M = Mg, .N = 1, .K = Kg, .a = (const float *)a->in[1].data + gi * Mg * Kg,
-                             .a_rs = Kg, .a_cs = 1, .alpha = 1.0f, .a_row_scale = scale ? scale + gi * Mg : NULL};
+                             .a_rs = Kg, .a_cs = 1, .alpha = 1.0f, .a_row_scale = scale ? scale + gi * Mg : NULL,
+                             .choice = a->choice};
         ert_status st = ert_cpu_sgemm_pack(&ga, false, (char *)a->packed + (size_t)gi * s,
                                            a->packed_bytes - (size_t)gi * s);
         if (st) return st;
@@ -174,7 +176,7 @@ ert_status ert_cpu_conv(const ert_kargs *a) {
     if (Cg == 1 && G > 1) {
         if (g.in[0] == 1 && g.k[0] == 1 && g.pb[0] == 0) {
             ert_dw2d d = {x, w, b, res, scale, y, N, C, M, Mg, g.in[1], g.in[2], g.out[1], g.out[2],
-                          g.k[1], g.k[2], g.s[1], g.s[2], g.d[1], g.d[2], g.pb[1], g.pb[2], act};
+                          g.k[1], g.k[2], g.s[1], g.s[2], g.d[1], g.d[2], g.pb[1], g.pb[2], act, a->choice};
             if (ert_cpu_dw2d_fits(&d)) {
                 ert_cpu_dw2d(&d, a->pool);
                 return ERT_OK;
@@ -219,7 +221,7 @@ ert_status ert_cpu_conv(const ert_kargs *a) {
                 .c = y + yoff, .ldc = g.out_sz,
                 .bias_row = b ? b + gi * Mg : NULL,
                 .residual = res ? res + yoff : NULL,
-                .act = act,
+                .act = act, .choice = a->choice,
             };
             ert_status st = ert_cpu_sgemm(&ga, a->workspace, a->workspace_bytes, a->pool);
             if (st) return st;
@@ -295,7 +297,7 @@ ert_status ert_cpu_conv_transpose(const ert_kargs *a) {
                 .M = Kc, .N = g.in_sz, .K = Cg,
                 .a = w + gi * Cg * Kc, .a_rs = 1, .a_cs = Kc, .alpha = 1.0f,
                 .b = x + (n * C + gi * Cg) * g.in_sz, .b_rs = g.in_sz, .b_cs = 1,
-                .c = cols, .ldc = g.in_sz,
+                .c = cols, .ldc = g.in_sz, .choice = a->choice,
             };
             ert_status st = ert_cpu_sgemm(&ga, gws, gws_bytes, a->pool);
             if (st) return st;

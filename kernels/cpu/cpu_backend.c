@@ -185,4 +185,5 @@ const ert_backend ert_cpu_backend = {
     .bind_node = cpu_bind_node,
     .supports = cpu_supports,
     .gemm_workspace = ert_cpu_sgemm_workspace,
+    .conv_grad_weight_workspace = ert_cpu_conv_grad_weight_workspace,
 };

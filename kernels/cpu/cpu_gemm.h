@@ -48,6 +48,7 @@ typedef struct ert_sgemm_args {
      * packed block by block on every call. Used only when it was packed for
      * the micro-kernel this call picks (else packed on the fly, as NULL). */
     const void *a_packed, *b_packed;
+    const ert_kernel_choice *choice; /* the caller's ert_kargs.choice (micro-kernel cap); NULL: the defaults */
 } ert_sgemm_args;
 
 /* The store epilogue of one micro-kernel tile, applied in registers before
@@ -72,14 +73,14 @@ typedef enum ert_cpu_gemm_kernel {
 /* The x86 and Arm kernels never meet on one CPU, so one order serves both. */
 #define ERT_CPU_GEMM_FASTEST ERT_CPU_GEMM_NEON
 
-/* Test hook: later SGEMMs use the fastest kernel the CPU supports that is
- * not above cap (default: ERT_CPU_GEMM_FASTEST). Returns
- * the kernel that will be used. Process-wide; set it only while no SGEMM
- * runs. The workspace size does not depend on it. */
-ert_cpu_gemm_kernel ert_cpu_sgemm_set_kernel_cap(ert_cpu_gemm_kernel cap);
-/* The cap itself: the depthwise kernel (dwconv.c) follows it too, so a test
+/* The micro-kernel SGEMMs (and packing) take under kc (NULL: the defaults):
+ * the fastest the CPU supports that is not above kc->gemm_cap. The
+ * workspace and packed sizes do not depend on it. */
+ert_cpu_gemm_kernel ert_cpu_sgemm_kernel(const ert_kernel_choice *kc);
+/* The cap of kc as a kernel (ERT_CPU_GEMM_FASTEST when none): the depthwise
+ * (dwconv.c) and Winograd (winograd.c) ISA copies follow it too, so a test
  * covers the AVX2 and baseline copies on an AVX-512 machine. */
-ert_cpu_gemm_kernel ert_cpu_kernel_cap(void);
+ert_cpu_gemm_kernel ert_cpu_kernel_cap(const ert_kernel_choice *kc);
 
 /* A whole operand (g's A, or its dense B; alpha and a_row_scale applied to
  * A) in the micro-kernel's panel layout, made once when the operand is a
@@ -90,8 +91,8 @@ size_t ert_cpu_sgemm_packed_bytes(int64_t M, int64_t N, int64_t K, bool b_side);
 ert_status ert_cpu_sgemm_pack(const ert_sgemm_args *g, bool b_side, void *dst, size_t bytes);
 
 /* Whether a packed operand (rows = M for A, N for B) fits the micro-kernel
- * SGEMMs would pick now: a caller that keeps no unpacked copy checks first. */
-bool ert_cpu_sgemm_packed_fits(const void *packed, int64_t rows, int64_t K);
+ * SGEMMs pick under kc: a caller that keeps no unpacked copy checks first. */
+bool ert_cpu_sgemm_packed_fits(const void *packed, int64_t rows, int64_t K, const ert_kernel_choice *kc);
 
 size_t ert_cpu_sgemm_workspace(int64_t M, int64_t N, int64_t K, int n_threads);
 /* Returns ERT_E_INTERNAL if ws is smaller than the one-worker size. */

@@ -109,6 +109,7 @@ typedef struct ert_dw2d {
     int64_t N, C, M, mult;
     int64_t H, W, OH, OW, KH, KW, sh, sw, dh, dw, ph, pw;
     const ert_act_params *act;
+    const ert_kernel_choice *choice; /* the conv's ert_kargs.choice; NULL: the defaults */
 } ert_dw2d;
 /* Constant weights packed for the SGEMM at session create (conv.c, matmul.c;
  * the CPU backend's node_packed_bytes / bind_node): bytes for a->packed (0:
@@ -118,15 +119,13 @@ ert_status ert_cpu_conv_pack(const ert_kargs *a);
 size_t ert_cpu_matmul_packed_bytes(const ert_kargs *a); /* MatMul and Gemm */
 ert_status ert_cpu_matmul_pack(const ert_kargs *a);
 
-/* Whether the direct kernel takes this case (and is switched on). */
+/* Whether the direct kernel takes this case (and p->choice allows it). */
 bool ert_cpu_dw2d_fits(const ert_dw2d *p);
 void ert_cpu_dw2d(const ert_dw2d *p, struct ert_threadpool *pool);
-/* Test hook: off sends every depthwise conv to the plain loops; returns the
- * previous setting. Process-wide; set it only while no conv runs. */
-bool ert_cpu_dw2d_set_fast(bool on);
 
 /* winograd.c: F(4x4, 3x3) for 3x3 stride-1 dense 2-D convs, chosen at
- * create by a cost rule from shapes (ert_cpu_wino_chosen); its transformed
+ * create by a cost rule from shapes, or as a->choice->wino says
+ * (ert_cpu_wino_chosen); its transformed
  * filter is the conv's packed weights (ert_cpu_conv_packed_bytes/pack call
  * these) and its scratch comes on top of prepare's (the backend's
  * node_workspace: ert_cpu_wino_workspace). ert_cpu_wino_conv sets *done
@@ -137,9 +136,6 @@ size_t ert_cpu_wino_packed_bytes(const ert_kargs *a);
 ert_status ert_cpu_wino_pack(const ert_kargs *a);
 size_t ert_cpu_wino_workspace(const ert_kargs *a);
 ert_status ert_cpu_wino_conv(const ert_kargs *a, bool *done);
-/* Test hook: 0 = the cost rule, 1 = every eligible conv, -1 = never; returns
- * the previous mode. Process-wide; set it only while no session is created. */
-int ert_cpu_wino_set_mode(int mode);
 
 /* act.c: apply an activation in place on n floats (Conv/Gemm epilogues, unary ops). */
 void ert_cpu_act_inplace(float *x, int64_t n, const ert_act_params *act);

@@ -22,7 +22,6 @@
 #include "cpu_gemm.h"
 #include "cpu_kernels.h"
 
-#include <stdatomic.h>
 #include <string.h>
 
 #define DW_KMAX 7
@@ -49,13 +48,8 @@ typedef float dw_v8 __attribute__((vector_size(VL * sizeof(float))));
 typedef int dw_v8i __attribute__((vector_size(VL * sizeof(int))));
 #define DW_V dw_v8
 
-/* Test hook: false routes every depthwise conv to the oracle. */
-static atomic_bool dw_fast_on = true;
-
-bool ert_cpu_dw2d_set_fast(bool on) { return atomic_exchange(&dw_fast_on, on); }
-
 bool ert_cpu_dw2d_fits(const ert_dw2d *p) {
-    return atomic_load_explicit(&dw_fast_on, memory_order_relaxed) && p->KH >= 1 && p->KH <= DW_KMAX &&
+    return !ert_kernel_choice_of(p->choice).dw_plain && p->KH >= 1 && p->KH <= DW_KMAX &&
            p->KW >= 1 && p->KW <= DW_KMAX && (p->sh == 1 || p->sh == 2) && (p->sw == 1 || p->sw == 2) &&
            p->dh >= 1 && p->dw >= 1 && p->OW >= 1 && p->OH >= 1;
 }
@@ -100,14 +94,14 @@ __attribute__((target("avx512f,avx2,fma"))) static void dw_run_avx512(void *arg,
 }
 #endif
 
-/* The widest copy the CPU runs and the kernel cap allows (the SGEMM's test
- * hook, cpu_gemm.h, caps both). __builtin_cpu_supports reads cpuid and, for
+/* The widest copy the CPU runs and p->choice's kernel cap allows (the
+ * SGEMM's cap, cpu_gemm.h, caps both). __builtin_cpu_supports reads cpuid and, for
  * AVX and AVX-512, whether the OS saves those registers (XGETBV), once per
  * process in the compiler's runtime. */
 void ert_cpu_dw2d(const ert_dw2d *p, struct ert_threadpool *pool) {
     ert_par_fn fn = dw_run_base;
 #if defined(__x86_64__) && defined(__GNUC__)
-    ert_cpu_gemm_kernel cap = ert_cpu_kernel_cap();
+    ert_cpu_gemm_kernel cap = ert_cpu_kernel_cap(p->choice);
     if (cap >= ERT_CPU_GEMM_AVX512 && __builtin_cpu_supports("avx512f")) fn = dw_run_avx512;
     else if (cap >= ERT_CPU_GEMM_AVX2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         fn = dw_run_avx2;

@@ -102,7 +102,7 @@ ert_status ert_cpu_conv_grad_weight(const ert_kargs *a) {
                 .M = Mg, .N = Kg, .K = g.out_sz,
                 .a = dy + (n * M + gi * Mg) * g.out_sz, .a_rs = g.out_sz, .a_cs = 1, .alpha = 1.0f,
                 .b = col, .b_rs = 1, .b_cs = g.out_sz,
-                .c = dw + gi * Mg * Kg, .ldc = Kg, .accumulate = n > 0,
+                .c = dw + gi * Mg * Kg, .ldc = Kg, .accumulate = n > 0, .choice = a->choice,
             };
             ert_status st = ert_cpu_sgemm(&ga, gws, gws_bytes, a->pool);
             if (st) return st;

@@ -53,11 +53,13 @@ ert_status ert_cpu_matmul_grad(const ert_kargs *a) {
         if (p->which == 0) { /* dA (M,K) += dY (M,N) B^T (N,K) */
             g = (ert_sgemm_args){.M = M, .N = K, .K = N, .a = dy, .a_rs = N, .a_cs = 1, .alpha = 1.0f,
                                  .b = (const float *)B->data + ob, .b_rs = 1, .b_cs = N,
-                                 .c = (float *)O->data + oa, .ldc = K, .accumulate = true};
+                                 .c = (float *)O->data + oa, .ldc = K, .accumulate = true,
+                                 .choice = a->choice};
         } else { /* dB (K,N) += A^T (K,M) dY (M,N) */
             g = (ert_sgemm_args){.M = K, .N = N, .K = M, .a = (const float *)A->data + oa, .a_rs = 1, .a_cs = K,
                                  .alpha = 1.0f, .b = dy, .b_rs = N, .b_cs = 1,
-                                 .c = (float *)O->data + ob, .ldc = N, .accumulate = true};
+                                 .c = (float *)O->data + ob, .ldc = N, .accumulate = true,
+                                 .choice = a->choice};
         }
         ert_status st = ert_cpu_sgemm(&g, a->workspace, a->workspace_bytes, a->pool);
         if (st) return st;

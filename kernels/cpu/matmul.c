@@ -185,10 +185,6 @@ static void ukr_generic(int64_t kc, const float *a, const float *b, float *out, 
 
 static const ukr_desc ukr_portable_desc = {ukr_generic, 6, 16, ERT_CPU_GEMM_PORTABLE, false};
 
-/* Upper bound on which kernel may be picked (tests lower it to cover the
- * slower paths on a machine that has the faster ones). */
-static atomic_int ukr_cap = ERT_CPU_GEMM_FASTEST;
-
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
@@ -258,8 +254,8 @@ __attribute__((target("avx512f"))) static void ukr_avx512(int64_t kc, const floa
 static const ukr_desc ukr_avx2_desc = {ukr_avx2, 6, 16, ERT_CPU_GEMM_AVX2, true};
 static const ukr_desc ukr_avx512_desc = {ukr_avx512, 8, 32, ERT_CPU_GEMM_AVX512, true};
 
-static const ukr_desc *pick_ukr(void) {
-    int cap = atomic_load_explicit(&ukr_cap, memory_order_relaxed);
+static const ukr_desc *pick_ukr(const ert_kernel_choice *kc) {
+    int cap = ert_kernel_choice_of(kc).gemm_cap;
     if (cap >= ERT_CPU_GEMM_AVX512 && __builtin_cpu_supports("avx512f")) return &ukr_avx512_desc;
     if (cap >= ERT_CPU_GEMM_AVX2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         return &ukr_avx2_desc;
@@ -276,23 +272,24 @@ static const ukr_desc ukr_neon_desc = {ert_cpu_ukr_neon_6x16, 6, 16, ERT_CPU_GEM
 
 /* ASIMD is part of the aarch64 baseline, but a kernel may run without it
  * (some embedded Linux configs): ask the kernel's HWCAP, never the build. */
-static const ukr_desc *pick_ukr(void) {
-    int cap = atomic_load_explicit(&ukr_cap, memory_order_relaxed);
+static const ukr_desc *pick_ukr(const ert_kernel_choice *kc) {
+    int cap = ert_kernel_choice_of(kc).gemm_cap;
     if (cap >= ERT_CPU_GEMM_NEON && (getauxval(AT_HWCAP) & HWCAP_ASIMD)) return &ukr_neon_desc;
     return &ukr_portable_desc;
 }
 #else
-static const ukr_desc *pick_ukr(void) { return &ukr_portable_desc; }
+static const ukr_desc *pick_ukr(const ert_kernel_choice *kc) {
+    (void)kc;
+    return &ukr_portable_desc;
+}
 #endif
 
-ert_cpu_gemm_kernel ert_cpu_kernel_cap(void) {
-    return (ert_cpu_gemm_kernel)atomic_load_explicit(&ukr_cap, memory_order_relaxed);
+ert_cpu_gemm_kernel ert_cpu_kernel_cap(const ert_kernel_choice *kc) {
+    int cap = ert_kernel_choice_of(kc).gemm_cap;
+    return cap >= ERT_CPU_GEMM_FASTEST ? ERT_CPU_GEMM_FASTEST : cap < 0 ? ERT_CPU_GEMM_PORTABLE : (ert_cpu_gemm_kernel)cap;
 }
 
-ert_cpu_gemm_kernel ert_cpu_sgemm_set_kernel_cap(ert_cpu_gemm_kernel cap) {
-    atomic_store(&ukr_cap, (int)cap);
-    return pick_ukr()->kind;
-}
+ert_cpu_gemm_kernel ert_cpu_sgemm_kernel(const ert_kernel_choice *kc) { return pick_ukr(kc)->kind; }
 
 /* ------------------------------------------------------------ packing */
 
@@ -556,7 +553,7 @@ ert_status ert_cpu_sgemm_pack(const ert_sgemm_args *g, bool b_side, void *dst, s
     size_t need = ert_cpu_sgemm_packed_bytes(g->M, g->N, g->K, b_side);
     if (need == 0) return ERT_OK;
     if (!dst || bytes < need || (b_side && g->conv)) return ERT_E_INTERNAL;
-    const ukr_desc *uk = pick_ukr();
+    const ukr_desc *uk = pick_ukr(g->choice);
     *(packed_hdr *)dst = (packed_hdr){uk->kind, b_side ? g->N : g->M, g->K};
     float *d = (float *)((char *)dst + PACK_HDR);
     const int64_t p = b_side ? round_up(g->N, uk->nr) : round_up(g->M, uk->mr);
@@ -579,8 +576,8 @@ static const float *packed_panels(const void *pk, const ukr_desc *uk, int64_t ro
     return (const float *)((const char *)pk + PACK_HDR);
 }
 
-bool ert_cpu_sgemm_packed_fits(const void *packed, int64_t rows, int64_t K) {
-    return packed_panels(packed, pick_ukr(), rows, K) != NULL;
+bool ert_cpu_sgemm_packed_fits(const void *packed, int64_t rows, int64_t K, const ert_kernel_choice *kc) {
+    return packed_panels(packed, pick_ukr(kc), rows, K) != NULL;
 }
 
 /* ------------------------------------------------------------ driver */
@@ -729,7 +726,7 @@ ert_status ert_cpu_sgemm(const ert_sgemm_args *g, void *ws, size_t ws_bytes, str
         .slot_floats = sf,
         .b_floats = bf,
         .n_nb = (g->N + NC - 1) / NC,
-        .uk = pick_ukr(),
+        .uk = pick_ukr(g->choice),
     };
     jb.a_all = packed_panels(g->a_packed, jb.uk, g->M, g->K);
     jb.b_all = g->conv ? NULL : packed_panels(g->b_packed, jb.uk, g->N, g->K);
@@ -780,6 +777,7 @@ ert_status ert_cpu_matmul(const ert_kargs *a) {
         .M = M, .N = N, .K = K, .a_rs = K, .a_cs = 1, .alpha = gp->alpha,
         .b_rs = tb ? 1 : (B->ndim >= 2 ? N : 1), .b_cs = tb ? K : 1, .ldc = N,
         .bias_col = bias, .act = act, /* in the store epilogue (a separate pass over Y before) */
+        .choice = a->choice,
     };
     for (int64_t bi = 0; bi < n_batch; bi++) {
         int64_t oa, ob;
@@ -857,7 +855,7 @@ static void gemm_args(const ert_kargs *a, ert_sgemm_args *g) {
         .b = B->data, .b_rs = p->trans_b ? 1 : N, .b_cs = p->trans_b ? K : 1,
         .c = a->out[0].data, .ldc = N,
         .act = p->act.kind != ERT_ACT_NONE ? &p->act : NULL,
-        .b_packed = a->packed,
+        .b_packed = a->packed, .choice = a->choice,
     };
 }
 
@@ -874,7 +872,7 @@ static bool b_packable(const ert_kargs *a, ert_sgemm_args *g) {
     const bool tb = a->params->gemm.trans_b; /* B given as (N, K) (fuse.c): as ert_cpu_matmul reads it */
     const int64_t N = B->dims[tb ? 0 : 1], K = B->dims[tb ? 1 : 0];
     *g = (ert_sgemm_args){.M = A->ndim >= 2 ? A->dims[A->ndim - 2] : 1, .N = N, .K = K,
-                          .b = B->data, .b_rs = tb ? 1 : N, .b_cs = tb ? K : 1};
+                          .b = B->data, .b_rs = tb ? 1 : N, .b_cs = tb ? K : 1, .choice = a->choice};
     return true;
 }
 

@@ -55,11 +55,6 @@ typedef ert_av8 wv; /* VL floats */
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-/* Test hook: 0 = the cost rule, 1 = every eligible conv, -1 = none. */
-static atomic_int wino_mode = 0;
-
-int ert_cpu_wino_set_mode(int mode) { return atomic_exchange(&wino_mode, mode); }
-
 /* Shapes of one Winograd conv. */
 typedef struct wino_geom {
     int64_t N, C, H, W, M, OH, OW, pt, pl;
@@ -112,7 +107,7 @@ static bool wino_pays(const wino_geom *g) {
 
 bool ert_cpu_wino_chosen(const ert_kargs *a) {
     wino_geom g;
-    int mode = atomic_load_explicit(&wino_mode, memory_order_relaxed);
+    int mode = ert_kernel_choice_of(a->choice).wino;
     if (mode < 0 || !wino_geom_of(a, &g)) return false;
     return mode > 0 || wino_pays(&g);
 }
@@ -173,7 +168,8 @@ ert_status ert_cpu_wino_pack(const ert_kargs *a) {
     *(wino_hdr *)a->packed = (wino_hdr){WINO_MAGIC, g.C, g.M, (int64_t)slot};
     ert_status st = ERT_OK;
     for (int xi = 0; xi < NXI && st == ERT_OK; xi++) {
-        ert_sgemm_args pa = {.M = 1, .N = g.M, .K = g.C, .b = u + xi, .b_rs = g.M * NXI, .b_cs = NXI};
+        ert_sgemm_args pa = {.M = 1, .N = g.M, .K = g.C, .b = u + xi, .b_rs = g.M * NXI, .b_cs = NXI,
+                             .choice = a->choice};
         st = ert_cpu_sgemm_pack(&pa, true, (char *)a->packed + WH + (size_t)xi * slot, slot);
     }
     free(u);
@@ -429,7 +425,7 @@ ert_status ert_cpu_wino_conv(const ert_kargs *a, bool *done) {
     if (h->magic != WINO_MAGIC || h->C != g.C || h->M != g.M || a->workspace_bytes < w.total) return ERT_OK;
     const char *pk = (const char *)a->packed + WH;
     for (int xi = 0; xi < NXI; xi++) /* packed for this micro-kernel (a test may change it) */
-        if (!ert_cpu_sgemm_packed_fits(pk + (size_t)xi * (size_t)h->slot, g.M, g.C)) return ERT_OK;
+        if (!ert_cpu_sgemm_packed_fits(pk + (size_t)xi * (size_t)h->slot, g.M, g.C, a->choice)) return ERT_OK;
     const ert_conv_params *p = &a->params->conv;
     const ert_act_params *act = p->act.kind != ERT_ACT_NONE ? &p->act : NULL;
     char *ws = a->workspace;
@@ -446,7 +442,7 @@ ert_status ert_cpu_wino_conv(const ert_kargs *a, bool *done) {
         return ERT_OK; /* the im2col path */
     ert_par_fn fn = wino_run_base;
 #if defined(__x86_64__)
-    if (ert_cpu_kernel_cap() >= ERT_CPU_GEMM_AVX2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    if (ert_cpu_kernel_cap(a->choice) >= ERT_CPU_GEMM_AVX2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         fn = wino_run_avx2;
 #endif
     wino_task k = {&j, PH_XP};
@@ -460,7 +456,7 @@ ert_status ert_cpu_wino_conv(const ert_kargs *a, bool *done) {
             .M = g.Tall, .N = g.M, .K = g.C,
             .a = j.v + xi * g.Cp, .a_rs = NXI * g.Cp, .a_cs = 1, .alpha = 1.0f,
             .b_packed = pk + (size_t)xi * (size_t)h->slot,
-            .c = j.cm + xi * g.Mp, .ldc = NXI * g.Mp,
+            .c = j.cm + xi * g.Mp, .ldc = NXI * g.Mp, .choice = a->choice,
         };
         ert_status st = ert_cpu_sgemm(&ga, gws, gws_bytes, a->pool);
         if (st) return st;

@@ -191,7 +191,7 @@ static bool nhwc_pays(ert_graph *g, const bool *nh, const bool *node_nh, int nn0
                 }
             }
             ert_kargs a = {.op = n->op, .params = &prm[l], .n_in = n->n_in, .n_out = n->n_out, .in = v[l],
-                           .out = v[l] + n->n_in, .name = n->name};
+                           .out = v[l] + n->n_in, .name = n->name, .choice = &g->kc};
             if (g->be->conv_time(g->bctx, &a, &ms[l]) != ERT_OK) ms[l] = -1;
         }
         if (ms[0] < 0 || ms[1] < 0) continue;

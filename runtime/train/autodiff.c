@@ -40,7 +40,6 @@
  * CUDA device the trainer's plan step (trainer.c node_ws) asks the backend's
  * node_workspace for its own.
  */
-#include "cpu_kernels.h" /* ert_cpu_conv_grad_weight_workspace: TODO(#11) through the backend table */
 #include "trainer_internal.h"
 
 #include <stdio.h>
@@ -213,7 +212,7 @@ static ert_status rule(ad *a, int fi) {
         }
         if (need(t, &f, 1)) {
             const ert_gtensor *X2 = &t->g.t[f.in[0]], *Y2 = &t->g.t[f.out[0]];
-            size_t ws = ert_cpu_conv_grad_weight_workspace(cp, X2->dims, Y2->dims, nthr);
+            size_t ws = ert_cpu_backend.conv_grad_weight_workspace(cp, X2->dims, Y2->dims, nthr);
             int32_t ins[2] = {dy, f.in[0]};
             if ((st = simple(a, fi, 1, ERT_OP_CONV_GRAD_WEIGHT, ins, 2, &f.params, ws))) return st;
         }

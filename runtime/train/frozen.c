@@ -49,8 +49,50 @@ static int32_t folded(ert_trainer *t, const char *name, int ndim, const int64_t 
     return id;
 }
 
+/* A weight that is not trained and never written: a candidate parameter
+ * outside the trainable set (not a BatchNorm's running statistic, which
+ * ERT_BN_TRAIN updates in place), with the model's bytes. */
+static bool frozen_param(const ert_trainer *t, int32_t id) {
+    const ert_gtensor *x = &t->g.t[id];
+    if (x->mem != ERT_MEM_PARAM || !x->candidate || x->trainable || !x->cdata) return false;
+    for (int k = 0; t->o.bn == ERT_BN_TRAIN && k < t->g.nn; k++) {
+        const ert_gnode *n = &t->g.n[k];
+        if (n->op == ERT_OP_BATCHNORM || n->op == ERT_OP_BATCHNORM_TRAIN)
+            for (int j = 3; j < 5 && j < n->n_in; j++)
+                if (n->in[j] == id) return false;
+    }
+    return true;
+}
+
+/* 0. A node whose inputs are constants and frozen weights, at least one of
+ * them a weight (the all-constant ones infer folded already, as the session
+ * does): run once now and its outputs become constants, as the session folds
+ * it (Mul(w, s) of a frozen layer; tests/train/test_graph_pair.c). Not
+ * Dropout (random per step) nor a node writing a graph output. */
+static ert_status fold_frozen_nodes(ert_trainer *t) {
+    for (int k = 0; k < t->g.nn; k++) {
+        ert_gnode *n = &t->g.n[k];
+        if (n->op == ERT_OP_DROPOUT || n->op == ERT_OP_DROPOUT_TRAIN || n->n_in < 1) continue;
+        bool all = true, weight = false;
+        for (int j = 0; j < n->n_in && all; j++) {
+            if (n->in[j] < 0) continue;
+            bool w = frozen_param(t, n->in[j]);
+            weight = weight || w;
+            all = w || ert_graph_is_imm(&t->g.t[n->in[j]]);
+        }
+        for (int j = 0; j < n->n_out && all; j++)
+            for (int i = 0; i < t->model->n_outputs; i++) all = all && n->out[j] != t->model->outputs[i];
+        if (!all || !weight) continue;
+        ert_status st = ert_graph_fold_node(&t->g, n);
+        if (st) return st;
+        ert_tr_drop_node(t, k--);
+    }
+    return ERT_OK;
+}
+
 /*
  * The part of the graph no gradient reaches is inference: plan it so.
+ * 0. fold_frozen_nodes above.
  * 1. Conv -> BatchNorm (inference: frozen statistics) where the conv's
  *    weight and bias and all four BN tensors are frozen: the BN is folded into
  *    a new weight and bias (W' = W s, b' = (b - mean) s + beta, s = gamma /
@@ -66,6 +108,8 @@ static int32_t folded(ert_trainer *t, const char *name, int ndim, const int64_t 
  * still read them from the model.
  */
 ert_status ert_tr_fold_frozen(ert_trainer *t) {
+    ert_status st0 = fold_frozen_nodes(t);
+    if (st0) return st0;
     /* need[x]: x depends on a trainable parameter */
     int n0 = t->g.nt;
     bool *need = calloc((size_t)n0 + 1, 1);

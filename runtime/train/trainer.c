@@ -655,6 +655,7 @@ static ert_status build(const ert_model *m, const ert_trainer_options *opts, boo
     if (!t) return ert_set_error(ctx, ERT_E_NOMEM, "out of memory");
     atomic_init(&t->running, false);
     t->g.ctx = ctx;
+    t->g.kc = ert_kernel_choice_of(ctx ? &ctx->kc : NULL);
     t->g.what = "trainer";
     t->model = m;
     t->o = *o;

@@ -20,6 +20,8 @@ typedef struct tt {
 } tt;
 
 static struct ert_threadpool *oh_pool; /* NULL or a 2-thread pool; set by the test */
+/* the kernel choice run_op's kernels get (ert_kargs.choice); NULL: the defaults */
+static const ert_kernel_choice *oh_choice;
 /* 1: constant weights are packed first, as session create does (the CPU
  * backend's node_packed_bytes + bind_node, into poisoned memory); 2: and
  * input 1 is then overwritten with NaN (the caller's data!), so only a
@@ -168,7 +170,7 @@ static inline ert_status run_op(ert_context *ctx, ert_op op, const ert_attr_val 
         vo[k].n_elems = tt_n(&out[k]);
     }
     ert_kargs a = {.op = op, .params = &params, .n_in = n_in, .n_out = n_out, .in = vi, .out = vo,
-                   .workspace_bytes = p.workspace_bytes, .pool = oh_pool};
+                   .workspace_bytes = p.workspace_bytes, .pool = oh_pool, .choice = oh_choice};
     size_t extra = 0; /* with packing, the backend's scratch on top, as session create adds it */
     if (oh_pack && ert_cpu_backend.node_workspace && ert_cpu_backend.node_workspace(NULL, &a, &extra) == ERT_OK)
         a.workspace_bytes += extra;

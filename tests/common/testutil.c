@@ -41,6 +41,33 @@ void ert_test_fill(ert_test_rng *r, float *x, int64_t n, float lo, float hi) {
     for (int64_t i = 0; i < n; i++) x[i] = (float)ert_test_uniform(r, lo, hi);
 }
 
+int32_t ert_test_weight(ert_builder *b, ert_test_rng *r, const char *name, int nd, const int64_t *dims, float lo,
+                        float hi) {
+    int64_t n = 1;
+    for (int i = 0; i < nd; i++) n *= dims[i];
+    float *w = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    int32_t id = -1;
+    CHECK(w != NULL, "weight of %lld floats: out of memory", (long long)n);
+    if (!w) return -1;
+    ert_test_fill(r, w, n, lo, hi);
+    ert_status st = ert_builder_weight(b, name, ERT_DTYPE_F32, nd, dims, w, &id);
+    CHECK(st == ERT_OK, "ert_builder_weight '%s': %s", name ? name : "?", ert_status_str(st));
+    free(w);
+    return st == ERT_OK ? id : -1;
+}
+
+ert_model *ert_test_model(ert_builder *b, int32_t y) {
+    ert_model *m = NULL;
+    ert_status st = ert_builder_output(b, y, "y");
+    CHECK(st == ERT_OK, "ert_builder_output: %s", ert_status_str(st));
+    if (st == ERT_OK) {
+        st = ert_builder_finish(b, &m);
+        CHECK(st == ERT_OK, "ert_builder_finish: %s", ert_status_str(st));
+    }
+    ert_builder_free(b);
+    return m;
+}
+
 void ert_test_poison(float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] = NAN;
 }

@@ -48,6 +48,14 @@ double ert_test_half_to_double(uint16_t h);
 /* Fill with NaN bit pattern so unwritten outputs show. */
 void ert_test_poison(float *x, int64_t n);
 
+/* Models from the builder with random data. ert_test_weight: a float32
+ * weight of dims, values uniform in [lo, hi) (name NULL: the builder names
+ * it), or -1. ert_test_model: marks y as the output "y", finishes and frees
+ * the builder; the model or NULL. Both record a failed check on error. */
+int32_t ert_test_weight(ert_builder *b, ert_test_rng *r, const char *name, int nd, const int64_t *dims, float lo,
+                        float hi);
+ert_model *ert_test_model(ert_builder *b, int32_t y);
+
 /* max |got - ref| / (atol + rtol*|ref|) over n; > 1 means failure. Any NaN in
  * got fails. Prints the worst index on failure with `what`. */
 bool ert_test_close(const char *what, const float *got, const double *ref, int64_t n,

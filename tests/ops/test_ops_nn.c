@@ -20,6 +20,9 @@ static ert_test_rng rng;
 static ert_context *ctx;
 #define N_POOLS 3
 static struct ert_threadpool *pools[N_POOLS]; /* NULL, 2 threads, 3 threads */
+/* the kernel choice every kernel here runs under (ert_kargs.choice): main
+ * lowers the SGEMM cap, test_dw_fast switches the direct depthwise off */
+static ert_kernel_choice kc;
 static const int pool_threads[N_POOLS] = {1, 2, 3};
 
 /* ------------------------------------------------------------ attributes */
@@ -115,7 +118,7 @@ static ert_status run_op(ert_op op, const attrs *A, int n_in, const tens *in, in
     void *ws = wsb ? aligned_alloc(64, wsb) : NULL;
     if (ws) ert_test_poison(ws, (int64_t)(wsb / sizeof(float)));
     ert_kargs ka = {.op = op, .params = &params, .n_in = n_in, .n_out = n_out, .in = vin, .out = vout,
-                    .workspace = ws, .workspace_bytes = prep.workspace_bytes, .pool = pools[pool_i]};
+                    .workspace = ws, .workspace_bytes = prep.workspace_bytes, .pool = pools[pool_i], .choice = &kc};
     st = ert_cpu_run_node(&ka);
     free(ws);
     return st;
@@ -415,14 +418,14 @@ static void test_dw_fast(void) {
               (long long)c.k[0], (long long)c.k[1], (long long)c.s[0], (long long)c.s[1]);
         char w[160];
         for (int fast = 1; fast >= 0; fast--) {
-            ert_cpu_dw2d_set_fast(fast);
+            kc.dw_plain = !fast;
             snprintf(w, sizeof w, "dw %s rep %d C%lld M%lld %lldx%lld in %lldx%lld k%lldx%lld s%lld,%lld d%lld",
                      fast ? "direct" : "plain", rep, (long long)c.C, (long long)c.M, (long long)c.N, (long long)c.C,
                      (long long)c.in[0], (long long)c.in[1], (long long)c.k[0], (long long)c.k[1], (long long)c.s[0],
                      (long long)c.s[1], (long long)c.d[0]);
             test_conv_case(w, c, N_POOLS);
         }
-        ert_cpu_dw2d_set_fast(true);
+        kc.dw_plain = false;
     }
 }
 
@@ -1151,14 +1154,15 @@ int main(void) {
         if (ert_threadpool_create(pool_threads[i], &pools[i]) != ERT_OK) return 1;
     test_threadpool();
     /* every SGEMM micro-kernel this CPU has (panel widths differ: 6x16, 8x32) */
+    kc = ert_kernel_choice_of(NULL);
     for (int cap = ERT_CPU_GEMM_FASTEST; cap >= ERT_CPU_GEMM_PORTABLE; cap--) {
-        ert_cpu_gemm_kernel used = ert_cpu_sgemm_set_kernel_cap((ert_cpu_gemm_kernel)cap);
-        if ((int)used != cap) continue; /* not on this CPU: already covered by a lower cap */
+        kc.gemm_cap = cap;
+        if ((int)ert_cpu_sgemm_kernel(&kc) != cap) continue; /* not on this CPU: already covered by a lower cap */
         test_conv();
         test_convt();
         test_matmul_gemm();
     }
-    ert_cpu_sgemm_set_kernel_cap(ERT_CPU_GEMM_FASTEST);
+    kc.gemm_cap = ERT_KC_GEMM_ANY;
     test_fp16_convert();
     test_act_row();
     test_dw_fast();

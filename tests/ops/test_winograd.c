@@ -126,10 +126,12 @@ static bool run_case(const wcase *c, int pool_i, bool nan_filter, int pack_cap, 
     }
     v[6].data = y.data, v[6].dtype = ERT_DTYPE_F32, v[6].ndim = 4, v[6].n_elems = tt_n(&y);
     memcpy(v[6].dims, yd, sizeof yd);
+    /* every eligible conv takes Winograd; the SGEMM micro-kernel: pack_cap's to pack, run_cap's to run */
+    ert_kernel_choice kc = {.gemm_cap = pack_cap, .wino = 1};
     ert_kargs a = {.op = ERT_OP_CONV, .params = &prm, .n_in = 6, .n_out = 1, .in = v, .out = v + 6,
-                   .pool = pools[pool_i]};
+                   .pool = pools[pool_i], .choice = &kc};
     bool ok = true;
-    CHECK(ert_cpu_wino_chosen(&a), "%s: not taken with the hook forcing it", what);
+    CHECK(ert_cpu_wino_chosen(&a), "%s: not taken with the choice forcing it", what);
     a.workspace_bytes = ert_cpu_sgemm_workspace(c->M, OH * OW, 9 * c->C, ert_threadpool_size(a.pool)) +
                         ert_cpu_wino_workspace(&a);
     a.workspace = aligned_alloc(64, ert_align_up(a.workspace_bytes, 64));
@@ -139,9 +141,8 @@ static bool run_case(const wcase *c, int pool_i, bool nan_filter, int pack_cap, 
           a.packed_bytes);
     a.packed = aligned_alloc(64, ert_align_up(a.packed_bytes, 64));
     memset(a.packed, 0xFF, a.packed_bytes);
-    ert_cpu_sgemm_set_kernel_cap((ert_cpu_gemm_kernel)pack_cap);
     ert_status st = ert_cpu_conv_pack(&a);
-    ert_cpu_sgemm_set_kernel_cap((ert_cpu_gemm_kernel)run_cap);
+    kc.gemm_cap = run_cap;
     CHECK(st == ERT_OK, "%s: pack: %s", what, ert_status_str(st));
     if (nan_filter) ert_test_poison(wk.data, tt_n(&wk));
     st = ert_cpu_conv(&a);
@@ -214,17 +215,17 @@ static void test_all_pads(void) {
 /* packed for one kernel, run on a slower one: Winograd must decline (its
  * B operands are in the wrong panel width) and the im2col path answer */
 static void test_stale_pack(void) {
-    int top = (int)ert_cpu_sgemm_set_kernel_cap(ERT_CPU_GEMM_FASTEST);
+    int top = (int)ert_cpu_sgemm_kernel(NULL);
     if (top == ERT_CPU_GEMM_PORTABLE) return;
     wcase c = {.N = 2, .C = 19, .M = 21, .H = 15, .W = 17, .pt = 1, .pb = 1, .pl = 1, .pr = 1, .bias = true,
                .res = true, .act = ERT_ACT_SILU};
     CHECK(run_case(&c, 1, false, top, ERT_CPU_GEMM_PORTABLE, "packed for the fastest kernel, run on the portable one"),
           "stale pack");
-    ert_cpu_sgemm_set_kernel_cap(ERT_CPU_GEMM_FASTEST);
 }
 
-/* The cost rule (hook at 0) on ResNet-18's 3x3 convs and on what it must refuse */
-static bool chosen(int64_t N, int64_t C, int64_t M, int64_t HW, int64_t k, int64_t s) {
+/* The cost rule (choice wino 0, the default) on ResNet-18's 3x3 convs and on
+ * what it must refuse; wino -1 turns it off */
+static bool chosen_in(int wino, int64_t N, int64_t C, int64_t M, int64_t HW, int64_t k, int64_t s) {
     ert_op_params prm;
     memset(&prm, 0, sizeof prm);
     ert_conv_params *p = &prm.conv;
@@ -235,21 +236,25 @@ static bool chosen(int64_t N, int64_t C, int64_t M, int64_t HW, int64_t k, int64
     ert_tview v[3] = {{.dtype = ERT_DTYPE_F32, .ndim = 4, .dims = {N, C, HW, HW}},
                       {.dtype = ERT_DTYPE_F32, .ndim = 4, .dims = {M, C, k, k}},
                       {.dtype = ERT_DTYPE_F32, .ndim = 4, .dims = {N, M, OHW, OHW}}};
-    ert_kargs a = {.op = ERT_OP_CONV, .params = &prm, .n_in = 2, .n_out = 1, .in = v, .out = v + 2};
+    ert_kernel_choice kc = ert_kernel_choice_of(NULL);
+    kc.wino = wino;
+    ert_kargs a = {.op = ERT_OP_CONV, .params = &prm, .n_in = 2, .n_out = 1, .in = v, .out = v + 2,
+                   .choice = wino ? &kc : NULL};
     return ert_cpu_wino_chosen(&a);
 }
 
+static bool chosen(int64_t N, int64_t C, int64_t M, int64_t HW, int64_t k, int64_t s) {
+    return chosen_in(0, N, C, M, HW, k, s);
+}
+
 static void test_cost_rule(void) {
-    int old = ert_cpu_wino_set_mode(0);
     CHECK(chosen(1, 64, 64, 56, 3, 1) && chosen(1, 128, 128, 28, 3, 1) && chosen(1, 256, 256, 14, 3, 1),
           "ResNet-18's 56x56, 28x28 and 14x14 3x3 convs should take Winograd");
     CHECK(!chosen(1, 512, 512, 7, 3, 1), "ResNet-18's 7x7 x 512 conv at batch 1 should not take Winograd");
     CHECK(chosen(8, 512, 512, 7, 3, 1), "at batch 8 the 7x7 x 512 conv should take Winograd (filter read once)");
     CHECK(!chosen(1, 64, 64, 56, 3, 2) && !chosen(1, 64, 64, 56, 5, 1) && !chosen(1, 64, 64, 56, 1, 1),
           "stride 2, 5x5 and 1x1 convs are not Winograd's");
-    ert_cpu_wino_set_mode(-1);
-    CHECK(!chosen(1, 64, 64, 56, 3, 1), "hook -1 must turn Winograd off");
-    ert_cpu_wino_set_mode(old);
+    CHECK(!chosen_in(-1, 1, 64, 64, 56, 3, 1), "choice wino -1 must turn Winograd off");
 }
 
 /* Through a session (the rule picks this conv): arena-planned packed filter
@@ -344,15 +349,12 @@ int main(void) {
     if (ert_threadpool_create(2, &pools[1]) != ERT_OK || ert_threadpool_create(3, &pools[2]) != ERT_OK) return 1;
     test_cost_rule();
     for (int t = 1; t <= 3; t++) test_session(t);
-    ert_cpu_wino_set_mode(1);
     for (int cap = ERT_CPU_GEMM_FASTEST; cap >= ERT_CPU_GEMM_PORTABLE; cap--) {
-        if ((int)ert_cpu_sgemm_set_kernel_cap((ert_cpu_gemm_kernel)cap) != cap) continue; /* not on this CPU */
+        if ((int)ert_cpu_sgemm_kernel(&(ert_kernel_choice){.gemm_cap = cap}) != cap) continue; /* not on this CPU */
         for (int p = 0; p < 3; p++) test_random(p, cap);
     }
-    ert_cpu_sgemm_set_kernel_cap(ERT_CPU_GEMM_FASTEST);
     test_all_pads();
     test_stale_pack();
-    ert_cpu_wino_set_mode(0);
     ert_threadpool_free(pools[1]);
     ert_threadpool_free(pools[2]);
     ert_context_free(ctx);

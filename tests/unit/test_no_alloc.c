@@ -4,6 +4,7 @@
  * the CPU backend's own choices and once with its 3x3 convs forced onto
  * Winograd (kernels/cpu/winograd.c: transformed filter and scratch planned
  * at create). */
+#include "ert_internal.h" /* ert_context_set_kernel_choice */
 #include "testutil.h"
 
 #include <stdatomic.h>
@@ -29,9 +30,6 @@ void *__wrap_aligned_alloc(size_t a, size_t n) { COUNT(); return __real_aligned_
 int __wrap_posix_memalign(void **p, size_t a, size_t n) { COUNT(); return __real_posix_memalign(p, a, n); }
 
 static ert_context *ctx;
-
-/* kernels/cpu test hook (cpu_kernels.h): 1 = Winograd for every eligible conv */
-int ert_cpu_wino_set_mode(int mode);
 
 static int32_t weight(ert_builder *b, ert_test_rng *r, int nd, const int64_t *d) {
     int64_t n = 1;
@@ -87,7 +85,10 @@ int main(void) {
     CHECK(atomic_load(&n_calls) == 2, "wrapper counted %ld calls for malloc+free", atomic_load(&n_calls));
     for (int run = 0; m && run < 4; run++) {
         const int threads = 1 + run % 2;
-        ert_cpu_wino_set_mode(run / 2);
+        /* runs 2, 3: Winograd for every eligible conv (its packed filter and scratch) */
+        ert_kernel_choice kc = ert_kernel_choice_of(NULL);
+        kc.wino = run / 2;
+        ert_context_set_kernel_choice(ctx, &kc);
         ert_session_options o = {.batch = 2, .n_threads = threads};
         ert_session *s = NULL;
         CHECK_OK(ert_session_create(m, &o, &s), ctx);
@@ -110,7 +111,6 @@ int main(void) {
         CHECK(fabs(sum - 1.0) < 1e-5, "softmax sums to %g", sum);
         ert_session_free(s);
     }
-    ert_cpu_wino_set_mode(0);
     ert_model_free(m);
     ert_context_free(ctx);
     return ert_test_finish("no_alloc");
