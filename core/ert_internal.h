@@ -611,9 +611,10 @@ ert_status ert_prepare_attention(ert_prep *p);  /* core/ops/attention.c: ert.Att
  * bytes, or a status with the message on ctx (core/ops/attention.c). */
 ert_status ert_attn_check(ert_context *ctx, const ert_attn_params *ap, const ert_tinfo *in, int n_in, const ert_tinfo *out,
                           int n_threads, size_t *ws_bytes);
-/* The CPU kernel's GEMM path (kernels/cpu/attention.c): the scores (nq x nk
- * floats, 64-byte aligned) and the SGEMM's scratch for n_threads (gemm_ws:
- * ert_cpu_backend.gemm_workspace); 0 where the path does not apply (y's
+/* The CPU kernel's GEMM path (kernels/cpu/attention.c): per worker of
+ * n_threads, a slot of the scores (nq x nk floats, 64-byte aligned) and the
+ * SGEMM's one-worker scratch (gemm_ws: ert_cpu_backend.gemm_workspace),
+ * total = n_threads * slot; 0 where the path does not apply (y's
  * head_dim strided) or its size overflows. A workspace at least this big
  * lets the kernel take it. */
 size_t ert_attn_gemm_workspace(const ert_attn_params *ap, int n_threads,

@@ -20,6 +20,8 @@ real torchvision/timm/Ultralytics exports; bench_cpu_zoo.py runs either folder.
   efficientnet_b0  EfficientNet-B0 (MBConv k3/k5, SiLU, SE + Sigmoid)
   deit_tiny        DeiT-Tiny / ViT-Ti/16 (patch Conv, cls token, 12 blocks of LayerNormalization,
                    MatMul+Add, 3-head attention with Softmax, Erf GELU; timm's export pattern)
+  bert_mini        BERT-mini encoder (4 layers, 256 wide, 128 tokens, dynamic batch), LayerNorm
+                   decomposed into ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add
 """
 import argparse
 import os
@@ -231,6 +233,62 @@ def deit_tiny(dim=192, depth=12, heads=3, mlp=768, patch=16):
 
 MODELS = {"resnet18": resnet18, "mobilenetv2": mobilenetv2, "mobilenetv3_l": mobilenetv3_l,
           "efficientnet_b0": efficientnet_b0, "deit_tiny": deit_tiny}
+
+
+def bert_mini(dim=256, depth=4, heads=4, mlp=1024, seq=128):
+    """A BERT-style encoder (BERT-mini: 4 layers, 256 wide, 4 heads) as older
+    exporters write it: float input embeddings (batch N, 128 tokens, 256),
+    post-norm blocks with LayerNorm decomposed into ReduceMean, Sub, Pow,
+    ReduceMean, Add(eps), Sqrt, Div, Mul, Add (axes as attributes, opset
+    17), separate q/k/v MatMul+Add, Reshape/Transpose to heads, Div by
+    sqrt(d), an additive attention mask input-free constant (zeros), Softmax,
+    Erf GELU; batch dim dynamic, so batch 8 runs (N*128, 256) GEMMs."""
+    g = G("bert_mini", 7)
+    r, hd = g.rng, dim // heads
+
+    def lin(x, cin, cout, name):
+        w = g.init(name + "_w", r.normal(0, np.sqrt(1.0 / cin), (cin, cout)))
+        return g.node("Add", [g.node("MatMul", [x, w], name), g.init(name + "_b", r.normal(0, 0.02, cout))], name + "_add")
+
+    def ln(x):
+        m = g.node("ReduceMean", [x], "ln_mean", axes=[-1])
+        d = g.node("Sub", [x, m], "ln_sub")
+        v = g.node("ReduceMean", [g.node("Pow", [d, g.init("two", np.float32(2.0))], "ln_pow")], "ln_var", axes=[-1])
+        s = g.node("Sqrt", [g.node("Add", [v, g.init("eps", np.float32(1e-12))], "ln_eps")], "ln_sqrt")
+        y = g.node("Mul", [g.node("Div", [d, s], "ln_div"), g.init("ln_g", r.uniform(0.8, 1.2, dim))], "ln_mul")
+        return g.node("Add", [y, g.init("ln_b", r.normal(0, 0.02, dim))], "ln_add")
+
+    def shape(*v):
+        return g.init_i64("shape", v)
+
+    x = ln(g.node("Add", ["input", g.init("pos", r.normal(0, 0.02, (1, seq, dim)))], "pos_add"))
+    mask = g.init("mask", np.zeros((1, 1, 1, seq)))
+    for _ in range(depth):
+        def heads_of(t):
+            return g.node("Transpose", [g.node("Reshape", [t, shape(0, seq, heads, hd)], "h_r")], "h_t", perm=[0, 2, 1, 3])
+        q, k, v = (heads_of(lin(x, dim, dim, n)) for n in ("q", "k", "v"))
+        a = g.node("MatMul", [q, g.node("Transpose", [k], "kt", perm=[0, 1, 3, 2])], "qk")
+        a = g.node("Add", [g.node("Div", [a, g.init("sqrt_d", np.float32(np.sqrt(hd)))], "scaled"), mask], "masked")
+        o = g.node("Transpose", [g.node("MatMul", [g.node("Softmax", [a], "attn", axis=-1), v], "av")], "o_t",
+                   perm=[0, 2, 1, 3])
+        o = lin(g.node("Reshape", [o, shape(0, seq, dim)], "o_r"), dim, dim, "proj")
+        x = ln(g.node("Add", [x, o], "res1"))
+        h = lin(x, dim, mlp, "fc1")
+        e = g.node("Erf", [g.node("Div", [h, g.init("sqrt2", np.float32(np.sqrt(2.0)))], "div")], "erf")
+        h = g.node("Mul", [g.node("Mul", [h, g.node("Add", [e, g.init("one", np.float32(1.0))], "erf1")], "gm"),
+                           g.init("half", np.float32(0.5))], "gelu")
+        x = ln(g.node("Add", [x, lin(h, mlp, dim, "fc2")], "res2"))
+    g.nodes[-1].output[0] = "hidden"
+    xi = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", seq, dim])
+    yo = helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["N", seq, dim])
+    m = helper.make_model(helper.make_graph(g.nodes, g.name, [xi], [yo], g.inits),
+                          opset_imports=[helper.make_opsetid("", 17)], producer_name="edgert-cpu-zoo")
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m
+
+
+MODELS["bert_mini"] = bert_mini
 
 
 def main():

@@ -184,9 +184,16 @@ ert_status ert_prepare_attention(ert_prep *p) {
 size_t ert_attn_gemm_workspace(const ert_attn_params *ap, int n_threads,
                                size_t (*gemm_ws)(int64_t M, int64_t N, int64_t K, int n_threads)) {
     if (ap->o[ERT_ATTN_SD] != 1 || !gemm_ws) return 0;
-    size_t sc, g1 = gemm_ws(ap->nq, ap->nk, ap->head_dim, n_threads), g2 = gemm_ws(ap->nq, ap->head_dim, ap->nk, n_threads);
+    if (n_threads < 1) n_threads = 1;
+    /* one slot per worker (kernels/cpu/attention.c runs (batch, head, query
+     * block) tasks, each with single-worker SGEMMs): S (nq x nk) and the
+     * SGEMM's one-worker scratch */
+    size_t sc, slot, total, g1 = gemm_ws(ap->nq, ap->nk, ap->head_dim, 1), g2 = gemm_ws(ap->nq, ap->head_dim, ap->nk, 1);
     size_t g = g1 > g2 ? g1 : g2;
-    if (ert_mul_ovf((size_t)ap->nq, (size_t)ap->nk * sizeof(float), &sc) || g == SIZE_MAX || sc > SIZE_MAX / 2 - g)
+    if (ert_mul_ovf((size_t)ap->nq, (size_t)ap->nk * sizeof(float), &sc) || g == SIZE_MAX || sc > SIZE_MAX / 4 ||
+        g > SIZE_MAX / 4)
         return 0; /* too big for it: the row kernel */
-    return ert_align_up(sc, 64) + g;
+    slot = ert_align_up(sc, 64) + ert_align_up(g, 64);
+    if (ert_mul_ovf(slot, (size_t)n_threads, &total) || total > SIZE_MAX / 2) return 0;
+    return total;
 }

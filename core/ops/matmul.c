@@ -31,7 +31,13 @@ ert_status ert_prepare_matmul(ert_prep *p) {
     if ((st = ert_nn_check_nelems(p, nd, od))) return st;
     if ((st = ert_nn_read_act(p, &gp->act))) return st;
     ert_nn_set_out(p, nd, od);
-    return ert_nn_set_workspace(p, ert_nn_gemm_ws(p, M, N, K, p->n_threads));
+    /* the CPU kernel runs one SGEMM of batch*M rows when b has no batch of
+     * its own (ert_cpu_matmul_rows): its workspace grows with the rows */
+    int64_t rows = M;
+    bool b_shared = true;
+    for (int d = 0; d + 2 < b->ndim; d++) b_shared = b_shared && b->dims[d] == 1;
+    for (int d = 0; b_shared && d + 2 < a->ndim; d++) rows *= a->dims[d];
+    return ert_nn_set_workspace(p, ert_nn_gemm_ws(p, rows, N, K, p->n_threads));
 }
 
 /* ------------------------------------------------------------ Gemm */

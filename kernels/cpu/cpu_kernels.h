@@ -14,6 +14,7 @@ ert_status ert_cpu_conv_transpose(const ert_kargs *a);
 ert_status ert_cpu_matmul(const ert_kargs *a);
 ert_status ert_cpu_gemm(const ert_kargs *a);
 /* MatMul batch dims (broadcast) and batch index -> offsets into a and b */
+int64_t ert_cpu_matmul_rows(const ert_tview *A, const ert_tview *B);
 bool ert_cpu_batch_shape(const ert_tview *A, const ert_tview *B, int64_t *bd, int *nbd, int64_t *n_batch);
 void ert_cpu_batch_offsets(const ert_tview *A, const ert_tview *B, const int64_t *bd, int nbd, int64_t bi,
                            int64_t a_mat, int64_t b_mat, int64_t *oa, int64_t *ob);

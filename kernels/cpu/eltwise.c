@@ -154,7 +154,11 @@ static void row_f32(ert_op op, const float *x, int64_t sx, const float *z, int64
     case ERT_OP_SUB: LOOP(y[i] = p - q) break;
     case ERT_OP_MUL: LOOP(y[i] = p * q) break;
     case ERT_OP_DIV: LOOP(y[i] = p / q) break;
-    case ERT_OP_POW: LOOP(y[i] = powf(p, q)) break;
+    case ERT_OP_POW: /* x^2 (LayerNorm's variance as exporters decompose it): x*x is the correctly
+                      * rounded square, libm's powf a call per element (a sixth of BERT-mini's time) */
+        if (sz == 0 && n > 0 && z[0] == 2.0f) LOOP((void)q; y[i] = p * p)
+        else LOOP(y[i] = powf(p, q))
+        break;
     case ERT_OP_MIN: LOOP(y[i] = ert_min_nan(p, q)) break;
     case ERT_OP_MAX: LOOP(y[i] = ert_max_nan(p, q)) break;
     case ERT_OP_EQUAL: LOOP(yb[i] = p == q) break;

@@ -133,6 +133,27 @@ static void test_dw(int pool_i, int cap) {
     }
 }
 
+/* The model m (freed here) loaded, and a CPU session of it on n_threads;
+ * *model and the returned session NULL where a step failed (counted). */
+static ert_session *session_of(pbuf *m, int n_threads, ert_model **model) {
+    ert_session *ses = NULL;
+    *model = NULL;
+    CHECK_OK(ert_model_load_memory(ctx, m->p, m->n, 0, model), ctx);
+    pb_free(m);
+    ert_session_options o = {.device = ERT_DEVICE_CPU, .n_threads = n_threads};
+    if (*model) CHECK_OK(ert_session_create(*model, &o, &ses), ctx);
+    return ses;
+}
+
+/* y = the session's output 0 on inputs x0, x1 */
+static void run2(ert_session *ses, const tt *x0, const tt *x1, tt *y) {
+    ert_test_poison(y->data, tt_n(y));
+    CHECK_OK(ert_session_set_input(ses, 0, x0->data, (size_t)tt_n(x0) * sizeof(float)), ctx);
+    CHECK_OK(ert_session_set_input(ses, 1, x1->data, (size_t)tt_n(x1) * sizeof(float)), ctx);
+    CHECK_OK(ert_session_run(ses), ctx);
+    CHECK_OK(ert_session_get_output(ses, 0, y->data, (size_t)tt_n(y) * sizeof(float)), ctx);
+}
+
 /* y = Conv(Mul(x, s)), x (N, C, H, W) and s (N, C, 1, 1) graph inputs, a 1x1
  * (k = 1) or 3x3 pad 1 stride 2 (k = 3) conv with bias, through a session. */
 static void test_se_fusion(int k, int n_threads) {
@@ -154,21 +175,14 @@ static void test_se_fusion(int k, int n_threads) {
     pbuf at[2] = {ox_attr_is("strides", strides, 2, 0), ox_attr_is("pads", pads, 4, 0)};
     ox_g_node(&g, ox_node("Conv", "proj", NULL, ci, co, at, 2));
     pbuf m = ox_model(&g, 14);
-    ert_model *model = NULL;
-    ert_session *ses = NULL;
-    CHECK_OK(ert_model_load_memory(ctx, m.p, m.n, 0, &model), ctx);
-    pb_free(&m);
+    ert_model *model;
+    ert_session *ses = session_of(&m, n_threads, &model);
     ert_session_options o = {.device = ERT_DEVICE_CPU, .n_threads = n_threads};
-    if (model) CHECK_OK(ert_session_create(model, &o, &ses), ctx);
     if (ses) {
         CHECK(ert_session_n_scheduled(ses) == 1 && ert_session_scheduled_op(ses, 0) == ERT_OP_CONV,
               "SE k%d: the Mul was not fused (%d nodes scheduled)", k, ert_session_n_scheduled(ses));
         tt y = tt_new(ERT_DTYPE_F32, 4, yd);
-        ert_test_poison(y.data, tt_n(&y));
-        CHECK_OK(ert_session_set_input(ses, 0, x.data, (size_t)tt_n(&x) * sizeof(float)), ctx);
-        CHECK_OK(ert_session_set_input(ses, 1, sc.data, (size_t)tt_n(&sc) * sizeof(float)), ctx);
-        CHECK_OK(ert_session_run(ses), ctx);
-        CHECK_OK(ert_session_get_output(ses, 0, y.data, (size_t)tt_n(&y) * sizeof(float)), ctx);
+        run2(ses, &x, &sc, &y);
         tt xs = tt_new(ERT_DTYPE_F32, 4, xd); /* x * s, rounded to f32 as the unfused Mul would */
         const float *xp = x.data, *sp = sc.data;
         for (int64_t i = 0; i < tt_n(&x); i++) ((float *)xs.data)[i] = xp[i] * sp[i / (H * W)];
@@ -187,10 +201,7 @@ static void test_se_fusion(int k, int n_threads) {
         CHECK_OK(ert_session_create(model, &o2, &ses2), ctx);
         if (ses2) {
             tt y2 = tt_new(ERT_DTYPE_F32, 4, yd);
-            CHECK_OK(ert_session_set_input(ses2, 0, x.data, (size_t)tt_n(&x) * sizeof(float)), ctx);
-            CHECK_OK(ert_session_set_input(ses2, 1, sc.data, (size_t)tt_n(&sc) * sizeof(float)), ctx);
-            CHECK_OK(ert_session_run(ses2), ctx);
-            CHECK_OK(ert_session_get_output(ses2, 0, y2.data, (size_t)tt_n(&y2) * sizeof(float)), ctx);
+            run2(ses2, &x, &sc, &y2);
             CHECK(memcmp(y.data, y2.data, (size_t)tt_n(&y) * sizeof(float)) == 0, "%s: NO_PACK differs", what);
             CHECK_OK(ert_session_memory(ses, &m1), ctx);
             CHECK_OK(ert_session_memory(ses2, &m2), ctx);
@@ -380,6 +391,84 @@ static void test_sgemm_epilogue(int pool_i, int cap) {
     }
 }
 
+/* A transformer MLP as exporters write it, through a session:
+ *   y = r + (GELU_erf(x W1 + b1)) W2 + b2
+ * with x (B1, B2, M, K) and r (B1, B2, M, N) graph inputs, W1 (K, H) and W2
+ * given as (H, N) or (1, H, N) (no batch of their own: one SGEMM over all
+ * B1*B2*M rows), or W2 (B2, H, N) (a batch of its own: one SGEMM per
+ * batch). Bias, Erf-form GELU and the residual must land in the SGEMM
+ * epilogue (two MatMul nodes scheduled), on random odd shapes and 1-3
+ * threads, against float64 (h rounded to f32 as the kernel stores it). */
+static void test_mlp_fusion(int n_threads, int w2_kind) {
+    int64_t B1 = ert_test_int(&rng, 1, 3), B2 = ert_test_int(&rng, 1, 3), M = ert_test_int(&rng, 1, 45);
+    int64_t K = ert_test_int(&rng, 1, 70), H = ert_test_int(&rng, 1, 90), N = ert_test_int(&rng, 1, 50);
+    if (w2_kind == 2 && B2 == 1) B2 = 2;
+    int64_t xd[4] = {B1, B2, M, K}, yd[4] = {B1, B2, M, N}, w1d[2] = {K, H}, b1d[1] = {H}, b2d[1] = {N};
+    int64_t w2d[3] = {w2_kind == 2 ? B2 : 1, H, N}, one = 1;
+    int w2n = w2_kind == 0 ? 2 : 3;
+    tt x = tt_rand(&rng, 4, xd, -1, 1), r = tt_rand(&rng, 4, yd, -1, 1);
+    tt w1 = tt_rand(&rng, 2, w1d, -0.5f, 0.5f), b1 = tt_rand(&rng, 1, b1d, -1, 1);
+    tt w2 = tt_rand(&rng, 3, w2d, -0.5f, 0.5f), b2 = tt_rand(&rng, 1, b2d, -1, 1);
+    const float sqrt2 = 1.41421356f, fone = 1.0f, half = 0.5f;
+    oxg g = {0};
+    ox_g_input(&g, ox_value_info("x", 1, 4, xd));
+    ox_g_input(&g, ox_value_info("r", 1, 4, yd));
+    ox_g_output(&g, ox_value_info("y", 1, 4, yd));
+    ox_g_init(&g, ox_tensor("w1", 1, 2, w1d, w1.data, (size_t)(K * H) * sizeof(float)));
+    ox_g_init(&g, ox_tensor("b1", 1, 1, b1d, b1.data, (size_t)H * sizeof(float)));
+    ox_g_init(&g, ox_tensor("w2", 1, w2n, w2_kind == 0 ? w2d + 1 : w2d, w2.data, (size_t)tt_n(&w2) * sizeof(float)));
+    ox_g_init(&g, ox_tensor("b2", 1, 1, b2d, b2.data, (size_t)N * sizeof(float)));
+    ox_g_init(&g, ox_tensor("sqrt2", 1, 0, &one, &sqrt2, sizeof(float)));
+    ox_g_init(&g, ox_tensor("one", 1, 0, &one, &fone, sizeof(float)));
+    ox_g_init(&g, ox_tensor("half", 1, 0, &one, &half, sizeof(float)));
+    static const char *const nodes[][4] = {
+        {"MatMul", "x", "w1", "m1"}, {"Add", "m1", "b1", "h"}, {"Div", "h", "sqrt2", "hd"}, {"Erf", "hd", NULL, "e"},
+        {"Add", "e", "one", "e1"}, {"Mul", "h", "e1", "he"}, {"Mul", "he", "half", "gl"}, {"MatMul", "gl", "w2", "m2"},
+        {"Add", "m2", "b2", "o"}, {"Add", "r", "o", "y"}};
+    for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++) {
+        const char *in[] = {nodes[i][1], nodes[i][2], NULL}, *out[] = {nodes[i][3], NULL};
+        ox_g_node(&g, ox_node(nodes[i][0], nodes[i][3], NULL, in, out, NULL, 0));
+    }
+    pbuf m = ox_model(&g, 17);
+    ert_model *model;
+    ert_session *ses = session_of(&m, n_threads, &model);
+    char what[192];
+    snprintf(what, sizeof what, "MLP x(%lld,%lld,%lld,%lld) H%lld N%lld w2 kind %d, %d threads", (long long)B1,
+             (long long)B2, (long long)M, (long long)K, (long long)H, (long long)N, w2_kind, n_threads);
+    if (ses) {
+        int ns = ert_session_n_scheduled(ses);
+        CHECK(ns == 2 && ert_session_scheduled_op(ses, 0) == ERT_OP_MATMUL &&
+                  ert_session_scheduled_op(ses, 1) == ERT_OP_MATMUL,
+              "%s: bias/GELU/residual not fused into the two MatMuls (%d nodes scheduled)", what, ns);
+        tt y = tt_new(ERT_DTYPE_F32, 4, yd);
+        run2(ses, &x, &r, &y);
+        const float *xp = x.data, *rp = r.data, *w1p = w1.data, *b1p = b1.data, *w2p = w2.data, *b2p = b2.data;
+        float *h = malloc((size_t)H * sizeof *h);
+        double *ref = malloc((size_t)tt_n(&y) * sizeof *ref);
+        for (int64_t row = 0; row < B1 * B2 * M; row++) {
+            int64_t bi2 = row / M % B2;
+            for (int64_t j = 0; j < H; j++) {
+                double v = b1p[j];
+                for (int64_t k = 0; k < K; k++) v += (double)xp[row * K + k] * w1p[k * H + j];
+                h[j] = (float)(0.5 * v * (1 + erf(v / sqrt(2.0))));
+            }
+            const float *w2b = w2p + (w2_kind == 2 ? bi2 * H * N : 0);
+            for (int64_t j = 0; j < N; j++) {
+                double v = (double)b2p[j] + rp[row * N + j];
+                for (int64_t k = 0; k < H; k++) v += (double)h[k] * w2b[k * N + j];
+                ref[row * N + j] = v;
+            }
+        }
+        CHECK(ert_test_close(what, y.data, ref, tt_n(&y), 1e-5, 2e-4), "%s", what);
+        free(h);
+        free(ref);
+        tt_free(&y);
+        ert_session_free(ses);
+    }
+    ert_model_free(model);
+    tt_free(&x), tt_free(&r), tt_free(&w1), tt_free(&b1), tt_free(&w2), tt_free(&b2);
+}
+
 int main(void) {
     ert_test_rng_init(&rng, "cpu_fast");
     if (ert_context_create(NULL, &ctx) != ERT_OK) return 1;
@@ -408,6 +497,8 @@ int main(void) {
     for (int t = 1; t <= 3; t++) {
         test_se_fusion(1, t);
         test_se_fusion(3, t);
+        for (int it = 0; it < 3; it++)
+            for (int kind = 0; kind < 3; kind++) test_mlp_fusion(t, kind);
     }
     ert_threadpool_free(pools[1]);
     ert_threadpool_free(pools[2]);

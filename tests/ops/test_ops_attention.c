@@ -3,12 +3,14 @@
  *    poisoned) against a float64 reference written here, on random shapes:
  *    odd token counts (1, 7, 49, 197), head_dim 5, 32, 64, 80, heads 1-12,
  *    batch 1-2, with and without a bias broadcast from (nq, nk), (H, nq,
- *    nk) or (B, 1, nq, nk), single- and multi-threaded, in three layouts:
+ *    nk) or (B, 1, nq, nk), on 1-4 threads, on the widest kernels and on
+ *    the baseline ones, in three layouts:
  *    dense (B, H, N, D) operands; q, k, v read as strided views out of one
  *    packed (B, N, 3, H, D) qkv tensor (timm's Linear output) with y written
  *    as (B, N, H * D); and k stored transposed (B, H, D, N).
  * 2. Bad params: views past their tensor, a y view that skips elements,
  *    mixed dtypes, malformed attributes. */
+#include "cpu_gemm.h"
 #include "op_harness.h"
 
 #include <math.h>
@@ -72,7 +74,10 @@ static void test_random(void) {
         L.scale = scale_attr ? 0.37 : 1.0 / sqrt((double)L.D);
         oh_pool = NULL;
         struct ert_threadpool *tp = NULL;
-        if (rep % 4 == 1 && ert_threadpool_create(2, &tp) == ERT_OK) oh_pool = tp;
+        /* 1-4 workers: with 3 or 4 and heads * batch not a multiple, the
+         * GEMM path splits the query rows into blocks (kernels/cpu/attention.c) */
+        int n_thr = 1 + rep % 4;
+        if (n_thr > 1 && ert_threadpool_create(n_thr, &tp) == ERT_OK) oh_pool = tp;
         int64_t HD = L.H * L.D;
         tt in[4];
         int64_t ys[3] = {L.B, L.nq, HD}, y4[4] = {L.B, L.H, L.nq, L.D};
@@ -120,7 +125,7 @@ static void test_random(void) {
         char what[160];
         snprintf(what, sizeof what, "attention B%lld H%lld nq%lld nk%lld D%lld layout %d bias %d threads %d",
                  (long long)L.B, (long long)L.H, (long long)L.nq, (long long)L.nk, (long long)L.D, mode, bmode,
-                 oh_pool ? 2 : 1);
+                 oh_pool ? n_thr : 1);
         CHECK(st == ERT_OK, "%s: %s (%s)", what, ert_status_str(st), ert_last_error(ctx));
         if (st == ERT_OK) {
             int64_t n = tt_n(&y);
@@ -184,7 +189,14 @@ static void test_errors(void) {
 int main(void) {
     ert_test_rng_init(&rng, "ops_attention");
     if (ert_context_create(NULL, &ctx) != ERT_OK) return 1;
+    /* the widest kernels the CPU runs, then the baseline copies (softmax
+     * and SGEMM follow the kernel choice's cap, cpu_gemm.h) */
     test_random();
+    ert_kernel_choice base = ert_kernel_choice_of(NULL);
+    base.gemm_cap = ERT_CPU_GEMM_PORTABLE;
+    oh_choice = &base;
+    test_random();
+    oh_choice = NULL;
     test_errors();
     ert_context_free(ctx);
     return ert_test_finish("ops_attention");

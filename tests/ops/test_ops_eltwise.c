@@ -311,6 +311,19 @@ static void test_binary(void) {
             }
         }
     }
+    /* Pow by a scalar 2 (the x*x fast path): negative bases, -0, an underflow, NaN */
+    for (int rep = 0; rep < 4; rep++) {
+        int64_t dx[2] = {ert_test_int(&rng, 1, 9), ert_test_int(&rng, 1, 300)}, one = 1;
+        tt pw[2] = {tt_new(ERT_DTYPE_F32, 2, dx), tt_new(ERT_DTYPE_F32, rep % 2, &one)};
+        fill_any(&pw[0], -30, 30);
+        ((float *)pw[1].data)[0] = 2.0f;
+        float *x = pw[0].data;
+        x[0] = NAN;
+        if (dx[0] * dx[1] > 2) x[1] = -0.0f, x[2] = -1e-20f;
+        check_binary(ERT_OP_POW, pw);
+        tt_free(&pw[0]);
+        tt_free(&pw[1]);
+    }
     /* Equal on bool */
     int64_t d3 = 3;
     tt bb[2] = {tt_new(ERT_DTYPE_BOOL, 1, &d3), tt_new(ERT_DTYPE_BOOL, 0, NULL)};
