@@ -1,0 +1,10 @@
+/* Two functions for bench/zoo/callgrind_zoo.py (loaded with ctypes): turn
+ * callgrind's collection on and off around onnxruntime's InferenceSession.run.
+ * The onnxruntime wheels are stripped (libonnxruntime exports only
+ * OrtGetApiBase; the Python module nothing but PyInit), so there is no
+ * session Run symbol for --toggle-collect to name; a client request does the
+ * same. Outside valgrind these are no-ops. */
+#include <valgrind/callgrind.h>
+
+void cg_on(void) { CALLGRIND_TOGGLE_COLLECT; }
+void cg_off(void) { CALLGRIND_TOGGLE_COLLECT; }
