@@ -703,6 +703,12 @@ static void test_pools(void) {
      * through the general code, the interior without bounds checks */
     test_pool_case("maxpool 3x3/2 p1 (resnet stem)", (poolcfg){.nsp = 2, .is_max = true, .N = 2, .C = 3,
         .in = V3(13, 12, 0), .k = V3(3, 3, 0), .s = V3(2, 2, 0), .d = V3(1, 1, 0), .pb = V3(1, 1, 0), .pe = V3(1, 1, 0)});
+    test_pool_case("maxpool 5x5/1 p2 (yolo sppf)", (poolcfg){.nsp = 2, .is_max = true, .N = 2, .C = 3,
+        .in = V3(11, 21, 0), .k = V3(5, 5, 0), .s = V3(1, 1, 0), .d = V3(1, 1, 0), .pb = V3(2, 2, 0), .pe = V3(2, 2, 0)});
+    test_pool_case("maxpool 5x5/1 asym pads narrow", (poolcfg){.nsp = 2, .is_max = true, .N = 1, .C = 2,
+        .in = V3(6, 4, 0), .k = V3(5, 5, 0), .s = V3(1, 1, 0), .d = V3(1, 1, 0), .pb = V3(1, 3, 0), .pe = V3(3, 0, 0)});
+    test_pool_case("maxpool 3x3/1 p1 odd", (poolcfg){.nsp = 2, .is_max = true, .N = 1, .C = 3,
+        .in = V3(9, 17, 0), .k = V3(3, 3, 0), .s = V3(1, 1, 0), .d = V3(1, 1, 0), .pb = V3(1, 1, 0), .pe = V3(1, 1, 0)});
     test_pool_case("maxpool 2x2/2 ceil odd", (poolcfg){.nsp = 2, .is_max = true, .N = 1, .C = 2, .in = V3(9, 7, 0),
         .k = V3(2, 2, 0), .s = V3(2, 2, 0), .d = V3(1, 1, 0), .ceil_mode = true});
     test_pool_case("maxpool 2x4/1 p2 wide pads", (poolcfg){.nsp = 2, .is_max = true, .N = 1, .C = 2, .in = V3(5, 6, 0),
