@@ -385,8 +385,9 @@ static void test_act_row(void) {
  * poisoned by run_op. */
 static void test_dw_fast(void) {
     static const int acts[] = {0, ERT_ACT_RELU, ERT_ACT_LEAKY_RELU, ERT_ACT_CLIP, ERT_ACT_SIGMOID};
-    for (int rep = 0; rep < 42; rep++) {
+    for (int rep = 0; rep < 54; rep++) {
         convcfg c = {.nsp = 2, .N = ert_test_int(&rng, 1, 2), .group = ert_test_int(&rng, 1, 13)};
+        const bool k7 = rep >= 42; /* 7x7 (ConvNeXt): padded plane, padded rows, and rows too wide for either */
         c.C = c.group;
         c.M = c.C * ert_test_int(&rng, 1, 2);
         for (int i = 0; i < 2; i++) {
@@ -399,6 +400,15 @@ static void test_dw_fast(void) {
             int64_t ext = c.d[i] * (c.k[i] - 1) + 1;
             int64_t lo = ext > c.pb[i] + c.pe[i] ? ext - c.pb[i] - c.pe[i] : 1; /* at least one output */
             c.in[i] = lo + ert_test_int(&rng, 0, i ? ((rep / 14) % 2 ? 40 : 110) : 8); /* wide rows: unpadded path */
+            if (k7) {
+                c.k[i] = 7;
+                c.pb[i] = ert_test_int(&rng, 0, 6);
+                c.pe[i] = ert_test_int(&rng, 0, 6);
+                ext = c.d[i] * 6 + 1;
+                lo = ext > c.pb[i] + c.pe[i] ? ext - c.pb[i] - c.pe[i] : 1;
+                static const int wide[3][2] = {{0, 20}, {40, 70}, {150, 190}};
+                c.in[i] = lo + (i ? ert_test_int(&rng, wide[rep % 3][0], wide[rep % 3][1]) : ert_test_int(&rng, 0, 70));
+            }
         }
         c.bias = rep % 3 != 0;
         c.residual = rep % 5 == 1;
