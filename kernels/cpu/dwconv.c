@@ -59,6 +59,11 @@ bool ert_cpu_dw2d_fits(const ert_dw2d *p) {
  * the border is most of the row; from 32 up the copies cost more than the
  * scalar border saves (also with 16-wide vectors) */
 #define DW_PAD_BELOW 32
+/* kernels this wide take the padded copies at every row width: a 7x7 window
+ * leaves 3 border columns per side, which the scalar path took at 49 taps
+ * each (as many FMAs as the vector interior of a 56-wide row: ConvNeXt's
+ * first stage) */
+#define DW_PAD_KW 7
 #define DW_PLANE_MAX 4096 /* floats of dw_plane_padded's buffer (16 KiB of stack) */
 #define DW_FN(name) name##_v
 #include "dwconv_impl.h"

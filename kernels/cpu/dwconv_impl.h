@@ -83,7 +83,7 @@ static inline __attribute__((always_inline)) void DW_FN(dw_row)(const ert_dw2d *
                                                         const float *rr, const int64_t s, const int64_t KH,
                                                         const int64_t KW) {
     const int64_t W = p->W, OW = p->OW, d = p->dw, pw = p->pw;
-    if (OW < DW_PAD_BELOW && DW_FN(dw_row_padded)(p, yr, rows, wk, bv, rr, s, KH, KW)) return;
+    if ((OW < DW_PAD_BELOW || KW >= DW_PAD_KW) && DW_FN(dw_row_padded)(p, yr, rows, wk, bv, rr, s, KH, KW)) return;
     /* window of column ow spans iw = ow*s - pw + [0, (KW-1)*d]; vector blocks
      * also read (s-1) past it */
     const int64_t span = (KW - 1) * d + (s - 1);
@@ -171,7 +171,7 @@ static inline __attribute__((always_inline)) bool DW_FN(dw_plane_padded)(const e
 }
 
 /* The planes [t0, t1); KH and KW are constants where the caller specialises
- * (3x3, 5x5), so the tap loops unroll and the weights stay in registers. */
+ * (3x3, 5x5, 7x7), so the tap loops unroll and the weights stay in registers. */
 static inline __attribute__((always_inline)) void DW_FN(dw_planes)(const ert_dw2d *p, int64_t t0, int64_t t1,
                                                            const int64_t KH, const int64_t KW) {
     const int64_t plane_in = p->H * p->W, plane_out = p->OH * p->OW;
@@ -184,7 +184,7 @@ static inline __attribute__((always_inline)) void DW_FN(dw_planes)(const ert_dw2
         for (int64_t i = 0; i < KH * KW; i++) wk[i] = p->w[m * KH * KW + i] * sc;
         float *ym = p->y + t * plane_out;
         const float *rm = p->res ? p->res + t * plane_out : NULL;
-        if (p->OW < DW_PAD_BELOW &&
+        if ((p->OW < DW_PAD_BELOW || KW >= DW_PAD_KW) &&
             (p->sw == 1 ? DW_FN(dw_plane_padded)(p, xc, ym, rm, wk, bv, 1, KH, KW)
                         : DW_FN(dw_plane_padded)(p, xc, ym, rm, wk, bv, 2, KH, KW)))
             continue;
@@ -205,6 +205,7 @@ static inline __attribute__((always_inline)) void DW_FN(dw_planes)(const ert_dw2
 static inline __attribute__((always_inline)) void DW_FN(dw_body)(const ert_dw2d *p, int64_t t0, int64_t t1) {
     if (p->KH == 3 && p->KW == 3) DW_FN(dw_planes)(p, t0, t1, 3, 3);
     else if (p->KH == 5 && p->KW == 5) DW_FN(dw_planes)(p, t0, t1, 5, 5);
+    else if (p->KH == 7 && p->KW == 7) DW_FN(dw_planes)(p, t0, t1, 7, 7);
     else DW_FN(dw_planes)(p, t0, t1, p->KH, p->KW);
 }
 

@@ -66,7 +66,8 @@ static float pool_one(const pool_job *j, const float *xp, int64_t od, int64_t oh
 /* 2-D MaxPool, dilation 1: per output row the vertical tap range is found
  * once; outputs whose window lies inside the row [0, W) (all but one or two
  * at each edge) take their KW taps with no bounds checks. KW and S are
- * constants at the call sites for 3x3/2 and 2x2/2 so the taps unroll. NaN
+ * constants at the call sites for 3x3/2, 2x2/2, 5x5/1 and 3x3/1 so the taps
+ * unroll (and stride 1 loads whole vectors). NaN
  * propagates exactly as in pool_one. */
 static inline __attribute__((always_inline)) void max2d_plane(const pool_job *j, const float *xp, float *yp,
                                                             const int64_t KW, const int64_t S) {
@@ -107,6 +108,14 @@ static void pool_run(void *arg, int64_t t0, int64_t t1) {
         }
         if (fast2d && j->k[2] == 2 && j->s[2] == 2) {
             max2d_plane(j, xp, yp, 2, 2);
+            continue;
+        }
+        if (fast2d && j->k[2] == 5 && j->s[2] == 1) { /* YOLO's SPPF: three 5x5/1 p2 in a chain */
+            max2d_plane(j, xp, yp, 5, 1);
+            continue;
+        }
+        if (fast2d && j->k[2] == 3 && j->s[2] == 1) {
+            max2d_plane(j, xp, yp, 3, 1);
             continue;
         }
         if (fast2d) {

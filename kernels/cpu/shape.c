@@ -81,6 +81,56 @@ static ert_status run_walk(walk *w) {
 
 /* ------------------------------------------------------------------ Transpose, Slice */
 
+/* A batched 2-D transpose of 4-byte elements: out (B, P, Q) with
+ * out[b][p][q] = src[b*bs + p + q*ld] (ld >= P). The strided walk reads one
+ * output row from Q source rows a stride apart, a cache miss per element once
+ * rows get long; here TR_TB x TR_TB tiles are read along the source rows and written
+ * along the output rows (ConvNeXt's NCHW <-> NHWC around each LayerNorm). */
+#define TR_TB 16
+typedef struct tr_tile_job {
+    const uint32_t *src;
+    uint32_t *dst;
+    int64_t P, Q, bs, ld, np; /* np: tiles along P */
+} tr_tile_job;
+
+static void tr_tile_run(void *arg, int64_t t0, int64_t t1) {
+    const tr_tile_job *j = arg;
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t b = t / j->np, p0 = t % j->np * TR_TB, p1 = p0 + TR_TB < j->P ? p0 + TR_TB : j->P;
+        const uint32_t *s = j->src + b * j->bs;
+        uint32_t *d = j->dst + b * j->P * j->Q;
+        for (int64_t q0 = 0; q0 < j->Q; q0 += TR_TB) {
+            const int64_t q1 = q0 + TR_TB < j->Q ? q0 + TR_TB : j->Q;
+            for (int64_t p = p0; p < p1; p++)
+                for (int64_t q = q0; q < q1; q++) d[p * j->Q + q] = s[p + q * j->ld];
+        }
+    }
+}
+
+/* Merges adjacent output dims that are contiguous in the source too and
+ * drops size-1 dims; true (and *j filled) when what is left is a batched 2-D
+ * transpose of 4-byte elements with rows long enough to pay for tiling. */
+static bool as_tiled(const walk *w, tr_tile_job *j) {
+    int64_t dims[ERT_MAX_DIMS], sst[ERT_MAX_DIMS];
+    int n = 0;
+    for (int d = 0; d < w->nd; d++) {
+        if (w->dims[d] == 1) continue;
+        if (n && sst[n - 1] == w->sst[d] * w->dims[d]) {
+            dims[n - 1] *= w->dims[d];
+            sst[n - 1] = w->sst[d];
+            continue;
+        }
+        dims[n] = w->dims[d], sst[n] = w->sst[d];
+        n++;
+    }
+    if (w->es != 4 || w->base != 0 || n < 2 || n > 3 || sst[n - 2] != 1) return false;
+    j->P = dims[n - 2], j->Q = dims[n - 1], j->ld = sst[n - 1];
+    j->bs = n == 3 ? sst[0] : 0;
+    if (j->P < 8 || j->Q < 8) return false;
+    j->np = (j->P + TR_TB - 1) / TR_TB;
+    return true;
+}
+
 /* out dim d is in dim perm[d]. */
 ert_status ert_cpu_transpose(const ert_kargs *a) {
     const ert_tview *x = &a->in[0];
@@ -90,6 +140,12 @@ ert_status ert_cpu_transpose(const ert_kargs *a) {
     for (int d = 0; d < w.nd; d++) {
         w.dims[d] = a->out[0].dims[d];
         w.sst[d] = st[a->params->transpose.perm[d]];
+    }
+    tr_tile_job tj = {.src = x->data, .dst = a->out[0].data};
+    if (a->out[0].n_elems > 0 && as_tiled(&w, &tj)) {
+        const int64_t B = a->out[0].n_elems / (tj.P * tj.Q);
+        ert_parallel_for(a->pool, B * tj.np, GRAIN / (TR_TB * tj.Q) + 1, tr_tile_run, &tj);
+        return ERT_OK;
     }
     return run_walk(&w);
 }

@@ -388,8 +388,9 @@ static void test_act_row(void) {
  * poisoned by run_op. */
 static void test_dw_fast(void) {
     static const int acts[] = {0, ERT_ACT_RELU, ERT_ACT_LEAKY_RELU, ERT_ACT_CLIP, ERT_ACT_SIGMOID};
-    for (int rep = 0; rep < 42; rep++) {
+    for (int rep = 0; rep < 54; rep++) {
         convcfg c = {.nsp = 2, .N = ert_test_int(&rng, 1, 2), .group = ert_test_int(&rng, 1, 13)};
+        const bool k7 = rep >= 42; /* 7x7 (ConvNeXt): padded plane, padded rows, and rows too wide for either */
         c.C = c.group;
         c.M = c.C * ert_test_int(&rng, 1, 2);
         for (int i = 0; i < 2; i++) {
@@ -402,6 +403,15 @@ static void test_dw_fast(void) {
             int64_t ext = c.d[i] * (c.k[i] - 1) + 1;
             int64_t lo = ext > c.pb[i] + c.pe[i] ? ext - c.pb[i] - c.pe[i] : 1; /* at least one output */
             c.in[i] = lo + ert_test_int(&rng, 0, i ? ((rep / 14) % 2 ? 40 : 110) : 8); /* wide rows: unpadded path */
+            if (k7) {
+                c.k[i] = 7;
+                c.pb[i] = ert_test_int(&rng, 0, 6);
+                c.pe[i] = ert_test_int(&rng, 0, 6);
+                ext = c.d[i] * 6 + 1;
+                lo = ext > c.pb[i] + c.pe[i] ? ext - c.pb[i] - c.pe[i] : 1;
+                static const int wide[3][2] = {{0, 20}, {40, 70}, {150, 190}};
+                c.in[i] = lo + (i ? ert_test_int(&rng, wide[rep % 3][0], wide[rep % 3][1]) : ert_test_int(&rng, 0, 70));
+            }
         }
         c.bias = rep % 3 != 0;
         c.residual = rep % 5 == 1;
@@ -706,6 +716,12 @@ static void test_pools(void) {
      * through the general code, the interior without bounds checks */
     test_pool_case("maxpool 3x3/2 p1 (resnet stem)", (poolcfg){.nsp = 2, .is_max = true, .N = 2, .C = 3,
         .in = V3(13, 12, 0), .k = V3(3, 3, 0), .s = V3(2, 2, 0), .d = V3(1, 1, 0), .pb = V3(1, 1, 0), .pe = V3(1, 1, 0)});
+    test_pool_case("maxpool 5x5/1 p2 (yolo sppf)", (poolcfg){.nsp = 2, .is_max = true, .N = 2, .C = 3,
+        .in = V3(11, 21, 0), .k = V3(5, 5, 0), .s = V3(1, 1, 0), .d = V3(1, 1, 0), .pb = V3(2, 2, 0), .pe = V3(2, 2, 0)});
+    test_pool_case("maxpool 5x5/1 asym pads narrow", (poolcfg){.nsp = 2, .is_max = true, .N = 1, .C = 2,
+        .in = V3(6, 4, 0), .k = V3(5, 5, 0), .s = V3(1, 1, 0), .d = V3(1, 1, 0), .pb = V3(1, 3, 0), .pe = V3(3, 0, 0)});
+    test_pool_case("maxpool 3x3/1 p1 odd", (poolcfg){.nsp = 2, .is_max = true, .N = 1, .C = 3,
+        .in = V3(9, 17, 0), .k = V3(3, 3, 0), .s = V3(1, 1, 0), .d = V3(1, 1, 0), .pb = V3(1, 1, 0), .pe = V3(1, 1, 0)});
     test_pool_case("maxpool 2x2/2 ceil odd", (poolcfg){.nsp = 2, .is_max = true, .N = 1, .C = 2, .in = V3(9, 7, 0),
         .k = V3(2, 2, 0), .s = V3(2, 2, 0), .d = V3(1, 1, 0), .ceil_mode = true});
     test_pool_case("maxpool 2x4/1 p2 wide pads", (poolcfg){.nsp = 2, .is_max = true, .N = 1, .C = 2, .in = V3(5, 6, 0),

@@ -122,14 +122,19 @@ static void test_views(void) {
 /* ------------------------------------------------------------------ Transpose */
 
 static void test_transpose(void) {
-    for (int rep = 0; rep < 40; rep++) {
+    for (int rep = 0; rep < 52; rep++) {
         int64_t d[ERT_MAX_DIMS], perm[ERT_MAX_DIMS];
         int nd = rand_dims(&rng, rep == 0 ? 0 : 1, 5, 5, d);
         if (rep == 1) { /* big enough for the row loop to be split across workers */
             nd = 3;
             d[0] = 64, d[1] = 65, d[2] = 9;
         }
-        tt x = rand_t(DTS[rep % 4], nd, d), out;
+        if (rep >= 40) { /* the tiled path: odd planes and channels, incl. NCHW <-> NHWC with size-1 dims */
+            nd = 4;
+            d[0] = ert_test_int(&rng, 1, 2), d[1] = ert_test_int(&rng, 5, 41);
+            d[2] = rep % 3 ? ert_test_int(&rng, 1, 23) : 1, d[3] = ert_test_int(&rng, 7, 37);
+        }
+        tt x = rand_t(rep >= 40 && rep % 4 != 3 ? ERT_DTYPE_F32 : DTS[rep % 4], nd, d), out;
         for (int k = 0; k < nd; k++) perm[k] = k;
         for (int k = nd - 1; k > 0; k--) { /* Fisher-Yates */
             int j = ert_test_int(&rng, 0, k);
@@ -137,9 +142,11 @@ static void test_transpose(void) {
             perm[k] = perm[j];
             perm[j] = t;
         }
-        bool dflt = rep % 6 == 0;
+        bool dflt = rep % 6 == 0 && rep < 40;
         if (dflt)
             for (int k = 0; k < nd; k++) perm[k] = nd - 1 - k;
+        static const int64_t nhwc[2][4] = {{0, 2, 3, 1}, {0, 3, 1, 2}};
+        if (rep >= 40 && rep % 2 == 0) memcpy(perm, nhwc[rep / 2 % 2], sizeof nhwc[0]);
         ert_attr_val a = A_IS("perm", perm, nd);
         ert_status st = run_op(ctx, ERT_OP_TRANSPOSE, &a, dflt ? 0 : 1, &x, 1, &out, 1, NULL);
         CHECK(st == ERT_OK, "transpose: %s", ert_last_error(ctx));
