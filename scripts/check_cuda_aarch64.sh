@@ -7,6 +7,8 @@
 #   ERT_JOBS=2                                  # build parallelism
 #   ERT_CUDA_AARCH64_BUILD_ONLY=1               # stop after the build checks
 #                                               # (scripts/test.sh runs ctest itself)
+#   ERT_PRUNE=1                                 # delete the wheels once unpacked
+#                                               # (scripts/test.sh sets it in CI)
 #
 # Where the aarch64 CUDA target comes from: NVIDIA's manylinux aarch64 (SBSA)
 # CUDA 13 wheels on PyPI, the target JetPack 7 uses on Orin and Thor (pinned
@@ -136,6 +138,12 @@ PY
         ln -sf "$n" "$tgt/lib/${n%%.so.*}.so"
     done
     echo "$stamp_text" >"$tgt/.complete"
+fi
+if [[ "${ERT_PRUNE:-0}" == 1 ]]; then
+    # the target tree is all a build reads; the ~1 GB of wheels go (a later
+    # run downloads them again)
+    rm -rf "$dl"
+    say "ERT_PRUNE=1: removed the downloaded wheels ($dl)"
 fi
 say "target tree: $(du -sh "$tgt" | cut -f1) in $tgt; host nvcc $("$nvcc_host" --version | sed -n 's/^Cuda compilation.*, \(V[0-9.]*\)$/\1/p') ($nvcc_host)"
 

@@ -42,11 +42,19 @@
 #   FUZZ_SECONDS=30     per fuzz target
 #   ERT_CI_CUDA_ARCHS   chips for the CUDA compile check (default: the oldest
 #                       and the newest x86 ones, to keep CI short)
+#   ERT_PRUNE=1         delete each phase's build tree (and the downloaded
+#                       toolkit archives) once no later phase needs it; on by
+#                       default in CI (CI=true), where all phases together
+#                       would need ~11 GB of disk and the machine's disk is
+#                       not ours to size (peak is ~4 GB pruned). Logs and
+#                       JUnit reports in build/logs/ are always kept.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 jobs=${ERT_JOBS:-2}
+prune=${ERT_PRUNE:-$([[ "${CI:-}" == true ]] && echo 1 || echo 0)}
+export ERT_PRUNE=$prune   # scripts/check_cuda_aarch64.sh drops its wheels once unpacked
 phases=${ERT_TEST_PHASES:-release asan aarch64 fuzz cuda python py39 pyarm cuda12 cuda-aarch64}
 logs="$root/build/logs"
 t_start=$SECONDS
@@ -66,6 +74,7 @@ fi
 
 echo "test: $(uname -m), $(nproc) cores, $(gcc --version | head -n1), $(cmake --version | head -n1)"
 echo "test: phases: $phases (logs in build/logs/)"
+echo "test: disk: $(df -h --output=avail . | tail -n1 | tr -d ' ') free here; ERT_PRUNE=$prune"
 
 summary=()   # one line per phase, printed at the end
 failed=0
@@ -143,12 +152,35 @@ count_pytest() {
     return "$rc"
 }
 
+# prune_after NAME : with ERT_PRUNE=1, remove what phase NAME built and no
+# later phase reads (build/test-release and build/test-python stay: py39 and
+# pyarm use the release CLI and the python phase's venv).
+prune_after() {
+    [[ "$prune" == 1 ]] || return 0
+    local dirs=()
+    case $1 in
+        asan) dirs=(build/test-asan) ;;
+        aarch64) dirs=(build/test-aarch64) ;;
+        fuzz) dirs=(build/test-fuzz) ;;
+        cuda) dirs=(build/test-cuda) ;;
+        py39) dirs=(build/py39) ;;
+        pyarm) dirs=(build/py-aarch64) ;;
+        cuda12) dirs=(build/test-cuda12 .deps/cuda12) ;;
+        cuda-aarch64) dirs=(build/test-cuda-aarch64 build/test-cuda-aarch64-sysroot-*) ;;
+    esac
+    ((${#dirs[@]})) || return 0
+    local d
+    for d in "${dirs[@]}"; do [[ -e $d ]] && rm -rf -- "$d"; done
+    echo "[$1] pruned ${dirs[*]} (ERT_PRUNE=1); $(df -h --output=avail . | tail -n1 | tr -d ' ') free"
+}
+
 # phase NAME DESCRIPTION FUNCTION : run one phase, record its result.
 phase() {
     local name=$1 what=$2 fn=$3 t0=$SECONDS rc=0 fails_before=$n_fail
     echo
     echo "==================== [$name] $what"
     "$fn" || rc=$?
+    prune_after "$name"
     # A phase that failed without a failing test (build error, fuzz crash)
     # still counts as one failure in the total.
     if [[ $rc -ne 0 && $rc -ne 77 && $n_fail -eq $fails_before ]]; then
