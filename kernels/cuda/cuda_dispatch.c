@@ -24,6 +24,16 @@ ert_status ert_cuda_node_workspace(void *bctx, const ert_kargs *a, size_t *bytes
         *bytes = ert_cuda_attn_workspace(a);
         return ERT_OK;
     }
+    if ((a->op == ERT_OP_LAYERNORM || a->op == ERT_OP_INSTANCENORM) && a->n_in > 0 && a->in[0].ndim >= 2) {
+        const ert_tview *x = &a->in[0];
+        int64_t split = a->op == ERT_OP_LAYERNORM ? a->params->norm.axis : 2, rows = 1, inner = 1;
+        for (int i = 0; i < x->ndim; i++) {
+            if (i < split) rows *= x->dims[i];
+            else inner *= x->dims[i];
+        }
+        *bytes = ert_cuda_norm_split_ws(rows, inner);
+        return ERT_OK;
+    }
 #ifdef ERT_HAVE_CUDNN
     if (a->op == ERT_OP_CONV && ert_cuda_dnn_can(a)) return ert_cuda_conv_workspace(c, a, bytes);
 #endif
@@ -285,14 +295,16 @@ ert_status ert_cuda_run_node(cuda_ctx *c, const ert_kargs *a) {
             else inner *= x->dims[i];
         }
         e = ert_cuda_layernorm_launch(x->dtype, x->data, S->data, B ? B->data : NULL, y->data, a->params->norm.epsilon, outer,
-                                      inner, S->n_elems == 1, B && B->n_elems == 1, c->stream);
+                                      inner, S->n_elems == 1, B && B->n_elems == 1, a->workspace, a->workspace_bytes,
+                                      c->stream);
         break;
     }
     case ERT_OP_INSTANCENORM: {
         int64_t sz = 1;
         for (int i = 2; i < x->ndim; i++) sz *= x->dims[i];
         e = ert_cuda_instancenorm_launch(x->dtype, x->data, a->in[1].data, a->in[2].data, y->data,
-                                         a->params->norm.epsilon, x->dims[0], x->dims[1], sz, c->stream);
+                                         a->params->norm.epsilon, x->dims[0], x->dims[1], sz, a->workspace,
+                                         a->workspace_bytes, c->stream);
         break;
     }
     case ERT_OP_CUMSUM: {

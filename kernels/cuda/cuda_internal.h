@@ -57,6 +57,11 @@ cudaError_t ert_cuda_epilogue_launch(ert_dtype dt, void *y, const void *add0, fl
 /* The conv epilogue in place, y (N, C, HW), stored (N, HW, C) when nhwc:
  * y = act(y + bias[c] + res); bias (C) and res (like y) may be NULL. Faster
  * than the general one. */
+/* conv.cu: the im2col matrix of a channels-last patchify conv (kernel ==
+ * stride, no pad): col[(n, oh, ow)][(i, j, c)] = x[n][oh * kh + i][ow * kw + j][c],
+ * elements of es bytes (2: f16/bf16). */
+cudaError_t ert_cuda_patch_gather_launch(const void *x, void *col, size_t es, int64_t N, int64_t H, int64_t W,
+                                         int64_t C, int64_t kh, int64_t kw, int64_t OH, int64_t OW, cudaStream_t st);
 cudaError_t ert_cuda_conv_epilogue_launch(ert_dtype dt, void *y, const void *bias, const void *res, int64_t N,
                                           int64_t C, int64_t HW, bool nhwc, const ert_act_params *act,
                                           cudaStream_t st);
@@ -79,15 +84,20 @@ cudaError_t ert_cuda_global_pool_launch(bool is_max, ert_dtype dt, const void *x
 cudaError_t ert_cuda_batchnorm_launch(ert_dtype dt, const void *x, const void *scale, const void *bias,
                                       const void *mean, const void *var, void *y, float eps, int64_t N, int64_t C,
                                       int64_t sz, cudaStream_t st);
+/* Workspace bytes with which rows x inner normalisation (LayerNorm,
+ * InstanceNorm) splits each row over several blocks; 0: it does not. */
+size_t ert_cuda_norm_split_ws(int64_t rows, int64_t inner);
 /* x (outer, inner): per row normalise, then * scale + bias (inner elements, or
- * one broadcast element when *_bcast). bias may be NULL. */
+ * one broadcast element when *_bcast). bias may be NULL. ws/ws_bytes: the
+ * node's workspace (ert_cuda_norm_split_ws; NULL/0: one block per row). */
 cudaError_t ert_cuda_layernorm_launch(ert_dtype dt, const void *x, const void *scale, const void *bias, void *y,
                                       float eps, int64_t outer, int64_t inner, bool scale_bcast, bool bias_bcast,
-                                      cudaStream_t st);
+                                      void *ws, size_t ws_bytes, cudaStream_t st);
 /* x (N, C, sz): each (n, c) plane normalised (biased variance), then
- * * scale[c] + bias[c]. */
+ * * scale[c] + bias[c]. ws as for LayerNorm, rows = N * C. */
 cudaError_t ert_cuda_instancenorm_launch(ert_dtype dt, const void *x, const void *scale, const void *bias, void *y,
-                                         float eps, int64_t N, int64_t C, int64_t sz, cudaStream_t st);
+                                         float eps, int64_t N, int64_t C, int64_t sz, void *ws, size_t ws_bytes,
+                                         cudaStream_t st);
 /* x (outer, n, inner), along n. */
 cudaError_t ert_cuda_softmax_launch(bool log, ert_dtype dt, const void *x, void *y, int64_t outer, int64_t n,
                                     int64_t inner, cudaStream_t st);

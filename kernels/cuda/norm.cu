@@ -6,6 +6,13 @@
  *   then the sum of squared deviations) through a shared-memory reduction.
  * InstanceNorm: the same kernel with one block per (n, c) plane, scale[c] and
  *   B[c] broadcast over the plane.
+ * Few long rows (GroupNorm(1) exported as Reshape -> InstanceNorm over one
+ *   (1, 1, C*H*W) plane: MobileViTv2 had 21 such nodes at 77 us each, one
+ *   block streaming the tensor) split each row over `chunks` blocks: pass 1
+ *   writes each chunk's (mean, M2) to the node's workspace, pass 2 merges a
+ *   row's partials (Chan et al.) in every block and normalises its chunk.
+ *   ert_cuda_norm_split_ws() sizes that workspace; without it the one-block
+ *   path runs.
  * Softmax: along n of x viewed as (outer, n, inner); inner == 1 (the last
  *   axis, the common case) uses one block per row, otherwise one thread per
  *   (outer, inner) line walks n with stride inner. */
@@ -72,6 +79,85 @@ static __global__ void ln_kernel(const T *__restrict__ x, const T *__restrict__ 
     }
 }
 
+/* Pass 1 of the split path: block (chunk, row) writes its chunk's mean and
+ * sum of squared deviations (two passes over the chunk, the second from L2). */
+template <typename T>
+static __global__ void ln_part_kernel(const T *__restrict__ x, float2 *__restrict__ part, int64_t inner,
+                                      int64_t chunk) {
+    __shared__ float red[kThreads];
+    const int64_t lo = (int64_t)blockIdx.x * chunk, hi = lo + chunk < inner ? lo + chunk : inner;
+    const T *xp = x + (int64_t)blockIdx.y * inner;
+    float s = 0.0f;
+    for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) s += ert_ld(xp[i]);
+    float mean = block_reduce(s, false, red) / (float)(hi - lo);
+    float v = 0.0f;
+    for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+        float d = ert_ld(xp[i]) - mean;
+        v += d * d;
+    }
+    v = block_reduce(v, false, red);
+    if (threadIdx.x == 0) part[(int64_t)blockIdx.y * gridDim.x + blockIdx.x] = make_float2(mean, v);
+}
+
+/* Pass 2: every block merges its row's gridDim.x partials (each thread the
+ * same, in the same order: the result is identical across blocks), then
+ * normalises its chunk like ln_kernel. */
+template <typename T>
+static __global__ void ln_apply_kernel(const T *__restrict__ x, const float2 *__restrict__ part,
+                                       const T *__restrict__ scale, const T *__restrict__ bias, T *__restrict__ y,
+                                       float eps, int64_t inner, int64_t chunk, bool scale_bcast, bool bias_bcast,
+                                       int64_t channels) {
+    const int64_t row = blockIdx.y, lo = (int64_t)blockIdx.x * chunk, hi = lo + chunk < inner ? lo + chunk : inner;
+    const float2 *pp = part + row * gridDim.x;
+    double n = 0, mean = 0, m2 = 0;
+    for (unsigned k = 0; k < gridDim.x; k++) {
+        int64_t klo = (int64_t)k * chunk, khi = klo + chunk < inner ? klo + chunk : inner;
+        double nb = (double)(khi - klo), d = (double)pp[k].x - mean, nt = n + nb;
+        mean += d * nb / nt;
+        m2 += (double)pp[k].y + d * d * n * nb / nt;
+        n = nt;
+    }
+    const float fm = (float)mean, inv = rsqrtf((float)(m2 / n) + eps);
+    const T *xp = x + row * inner;
+    T *yp = y + row * inner;
+    int64_t c = channels > 0 ? row % channels : 0;
+    for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+        float sc = ert_ld(scale[channels > 0 ? c : scale_bcast ? 0 : i]);
+        float bi = bias ? ert_ld(bias[channels > 0 ? c : bias_bcast ? 0 : i]) : 0.0f;
+        ert_put(yp + i, (ert_ld(xp[i]) - fm) * inv * sc + bi);
+    }
+}
+
+/* How many blocks share one row (1: the one-block path). Enough blocks to
+ * fill the GPU (a few per SM of the largest parts), at least 2048 elements a
+ * block, at most 1024 chunks. */
+static int64_t norm_chunks(int64_t rows, int64_t inner) {
+    const int64_t want_blocks = 512, min_chunk = 2048;
+    if (rows <= 0 || inner <= 0 || rows >= want_blocks / 2 || rows > 65535) return 1;
+    int64_t ch = (want_blocks + rows - 1) / rows, by_len = inner / min_chunk;
+    if (ch > by_len) ch = by_len;
+    if (ch > 1024) ch = 1024;
+    return ch < 2 ? 1 : ch;
+}
+
+/* rows x inner normalisation: the split path when it pays and ws holds its
+ * partials, else one block per row. */
+template <typename T>
+static void ln_rows(const T *x, const T *scale, const T *bias, T *y, float eps, int64_t rows, int64_t inner,
+                    bool scale_bcast, bool bias_bcast, int64_t channels, void *ws, size_t ws_bytes, cudaStream_t st) {
+    int64_t ch = norm_chunks(rows, inner);
+    if (ch > 1 && ws && ws_bytes >= (size_t)(rows * ch) * sizeof(float2)) {
+        int64_t chunk = (inner + ch - 1) / ch;
+        ch = (inner + chunk - 1) / chunk; /* no empty chunk */
+        dim3 g((unsigned)ch, (unsigned)rows);
+        ln_part_kernel<T><<<g, kThreads, 0, st>>>(x, (float2 *)ws, inner, chunk);
+        ln_apply_kernel<T><<<g, kThreads, 0, st>>>(x, (const float2 *)ws, scale, bias, y, eps, inner, chunk,
+                                                   scale_bcast, bias_bcast, channels);
+        return;
+    }
+    ln_kernel<T><<<(unsigned)rows, kThreads, 0, st>>>(x, scale, bias, y, eps, inner, scale_bcast, bias_bcast, channels);
+}
+
 template <typename T>
 static __global__ void softmax_row_kernel(const T *__restrict__ x, T *__restrict__ y, int64_t n, bool log) {
     __shared__ float red[kThreads];
@@ -132,25 +218,31 @@ cudaError_t ert_cuda_batchnorm_launch(ert_dtype dt, const void *x, const void *s
     return cudaGetLastError();
 }
 
+size_t ert_cuda_norm_split_ws(int64_t rows, int64_t inner) {
+    int64_t ch = norm_chunks(rows, inner);
+    return ch > 1 ? (size_t)(rows * ch) * sizeof(float2) : 0;
+}
+
 cudaError_t ert_cuda_layernorm_launch(ert_dtype dt, const void *x, const void *scale, const void *bias, void *y,
                                       float eps,
                                       int64_t outer, int64_t inner, bool scale_bcast, bool bias_bcast,
-                                      cudaStream_t st) {
+                                      void *ws, size_t ws_bytes, cudaStream_t st) {
     if (outer <= 0 || inner <= 0) return cudaSuccess;
     if (outer > 0x7fffffff) return cudaErrorInvalidValue;
     ERT_CUDA_FLOAT_SWITCH(dt, T,
-        ln_kernel<T><<<(unsigned)outer, kThreads, 0, st>>>((const T *)x, (const T *)scale, (const T *)bias, (T *)y,
-                                                          eps, inner, scale_bcast, bias_bcast, 0))
+        ln_rows<T>((const T *)x, (const T *)scale, (const T *)bias, (T *)y, eps, outer, inner, scale_bcast,
+                   bias_bcast, 0, ws, ws_bytes, st))
     return cudaGetLastError();
 }
 
 cudaError_t ert_cuda_instancenorm_launch(ert_dtype dt, const void *x, const void *scale, const void *bias, void *y,
-                                         float eps, int64_t N, int64_t C, int64_t sz, cudaStream_t st) {
+                                         float eps, int64_t N, int64_t C, int64_t sz, void *ws, size_t ws_bytes,
+                                         cudaStream_t st) {
     if (N <= 0 || C <= 0 || sz <= 0) return cudaSuccess;
     if (N * C > 0x7fffffff) return cudaErrorInvalidValue;
     ERT_CUDA_FLOAT_SWITCH(dt, T,
-        ln_kernel<T><<<(unsigned)(N * C), kThreads, 0, st>>>((const T *)x, (const T *)scale, (const T *)bias, (T *)y,
-                                                            eps, sz, false, false, C))
+        ln_rows<T>((const T *)x, (const T *)scale, (const T *)bias, (T *)y, eps, N * C, sz, false, false, C, ws,
+                   ws_bytes, st))
     return cudaGetLastError();
 }
 

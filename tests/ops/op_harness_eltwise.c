@@ -260,6 +260,22 @@ void cases_norm(void) {
     c->ref = ln_ref;
     c->tol = 3;
     run(c);
+    /* LayerNormalization over few long rows (a row split over several CUDA
+     * blocks, kernels/cuda/norm.cu); forward only: finite differences over
+     * ~10^4 inputs would take minutes */
+    c = begin(&hc, "LayerNormalization");
+    snprintf(c->what, sizeof c->what, "LayerNormalization(few long rows)");
+    int64_t dl[2] = {ert_test_int(&rng, 1, 3), ert_test_int(&rng, 4100, 9000)};
+    c->r.iv[0] = dl[0], c->r.iv[1] = dl[1], c->r.iv[2] = 1, c->r.fv[0] = 1e-5f;
+    add_f32(c, 2, dl, -1, 3);
+    add_f32(c, 1, dl + 1, 0.5, 1.5)->weight = true;
+    add_f32(c, 1, dl + 1, -1, 1)->weight = true;
+    c->at[c->na++] = ERT_ATTR_I("axis", 1), c->at[c->na++] = ERT_ATTR_F("epsilon", 1e-5f);
+    set_y(c, ERT_DTYPE_F32, 2, dl);
+    c->ref = ln_ref;
+    c->tol = 3;
+    c->no_grad = true;
+    run(c);
     /* BatchNormalization: running statistics (inference, and a trainer with
      * frozen statistics), then batch statistics (the trainer's default) */
     for (int train = 0; train < 2; train++) {
@@ -301,6 +317,21 @@ void cases_norm(void) {
     add_f32(c, 1, cd, 0.5, 1.5)->weight = true;
     add_f32(c, 1, cd, -1, 1)->weight = true;
     set_y(c, ERT_DTYPE_F32, 4, xd);
+    c->ref = instnorm_ref;
+    c->tol = 3;
+    run(c);
+    /* few long planes: GroupNorm(1) as exporters write it, Reshape to
+     * (N, 1, C*H*W) -> InstanceNormalization (the split CUDA path) */
+    c = begin(&hc, "InstanceNormalization");
+    snprintf(c->what, sizeof c->what, "InstanceNormalization(few long planes)");
+    int64_t Nl = ert_test_int(&rng, 1, 2), Cl = ert_test_int(&rng, 1, 3), Hl = ert_test_int(&rng, 100, 200),
+            Wl = ert_test_int(&rng, 101, 201);
+    int64_t xl[4] = {Nl, Cl, Hl, Wl}, cl[1] = {Cl};
+    c->r.iv[0] = Nl, c->r.iv[1] = Cl, c->r.iv[2] = Hl * Wl, c->r.fv[0] = 1e-5f;
+    add_f32(c, 4, xl, -2, 4); /* a mean far from 0: the variance's cancellation shows */
+    add_f32(c, 1, cl, 0.5, 1.5)->weight = true;
+    add_f32(c, 1, cl, -1, 1)->weight = true;
+    set_y(c, ERT_DTYPE_F32, 4, xl);
     c->ref = instnorm_ref;
     c->tol = 3;
     run(c);
