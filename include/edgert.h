@@ -398,7 +398,10 @@ typedef struct ert_input_shape {
  * cuBLASLt GEMM (bias, ReLU and the residual in its epilogue) instead of
  * cuDNN, and the NHWC/NCHW measurement counts the GEMM's time. Off by
  * default: it made some models slower (measurements: docs/architecture.md,
- * "Measured choices"). */
+ * "Measured choices"). Channels-last patchify convolutions (kernel equal to
+ * stride, no padding: ViT patch embeddings, ConvNeXt downsampling) run as
+ * such a GEMM on their gathered patches whenever create measures it faster
+ * than cuDNN; with this flag, always. */
 #define ERT_SESSION_GEMM_1X1 32u
 /* CUDA f16/bf16 sessions: a channels-last convolution followed by bias,
  * residual Add and ReLU/Clip runs as one cuDNN operation graph (the epilogue

@@ -240,3 +240,41 @@ extern "C" cudaError_t ert_cuda_conv_direct_launch(const ert_conv_params *p, con
                                                         (int)p->act.kind, p->act.alpha, p->act.beta))
     return cudaGetLastError();
 }
+
+/* Patchify conv (kernel == stride, no pad, channels-last) as a GEMM: the
+ * im2col matrix col[M][kh * kw * C], M = (n, oh, ow), whose row is the
+ * patch in the (i, j, c) order of a (K, R, S, C) filter. Per (m, i) it is
+ * one contiguous run of kw * C elements of x's row oh * kh + i, copied in
+ * units of V (16, 8, 4 or 2 bytes: the widest that divides the run, the
+ * image row and both base addresses). */
+template <typename V>
+static __global__ void patch_gather_kernel(const V *__restrict__ x, V *__restrict__ col, int64_t total, int64_t run,
+                                           int64_t kh, int64_t OH, int64_t OW, int64_t H, int64_t wrow) {
+    for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total; t += (int64_t)gridDim.x * blockDim.x) {
+        int64_t v = t % run, r = t / run;
+        int64_t i = r % kh, m = r / kh;
+        int64_t ow = m % OW, q = m / OW;
+        int64_t oh = q % OH, n = q / OH;
+        col[t] = x[(n * H + oh * kh + i) * wrow + ow * run + v];
+    }
+}
+
+extern "C" cudaError_t ert_cuda_patch_gather_launch(const void *x, void *col, size_t es, int64_t N, int64_t H,
+                                                    int64_t W, int64_t C, int64_t kh, int64_t kw, int64_t OH,
+                                                    int64_t OW, cudaStream_t st) {
+    int64_t run_b = kw * C * (int64_t)es, row_b = W * C * (int64_t)es;
+    int64_t rows = N * OH * OW * kh;
+    if (rows <= 0 || run_b <= 0) return cudaSuccess;
+    uintptr_t al = (uintptr_t)x | (uintptr_t)col;
+    int64_t vb = 16;
+    while (vb > (int64_t)es && (run_b % vb || row_b % vb || al % (uintptr_t)vb)) vb /= 2;
+    int64_t run = run_b / vb, wrow = row_b / vb, total = rows * run;
+    unsigned blocks = (unsigned)((total + 255) / 256 < (1 << 20) ? (total + 255) / 256 : (1 << 20));
+    switch (vb) {
+    case 16: patch_gather_kernel<uint4><<<blocks, 256, 0, st>>>((const uint4 *)x, (uint4 *)col, total, run, kh, OH, OW, H, wrow); break;
+    case 8: patch_gather_kernel<uint2><<<blocks, 256, 0, st>>>((const uint2 *)x, (uint2 *)col, total, run, kh, OH, OW, H, wrow); break;
+    case 4: patch_gather_kernel<uint32_t><<<blocks, 256, 0, st>>>((const uint32_t *)x, (uint32_t *)col, total, run, kh, OH, OW, H, wrow); break;
+    default: patch_gather_kernel<uint16_t><<<blocks, 256, 0, st>>>((const uint16_t *)x, (uint16_t *)col, total, run, kh, OH, OW, H, wrow); break;
+    }
+    return cudaGetLastError();
+}

@@ -209,6 +209,10 @@ typedef struct conv_state {
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t lalgo;
     size_t lws;
+    /* a patchify conv (kernel == stride > 1, no pad) as that GEMM: x gathered
+     * into its im2col matrix (col_bytes at the start of the node's
+     * workspace, cuBLASLt's lws after it), filter stored (K, R, S, C) */
+    size_t col_bytes;
 #ifdef ERT_HAVE_CUDNN
     bool fused; /* one cudnnConvolutionBiasActivationForward does bias, residual and activation */
     bool w_krsc; /* the filter is stored (K, R, S, C) (cuDNN "NHWC" filter format) */
@@ -328,6 +332,7 @@ ert_status ert_cuda_gemm_describe(cuda_ctx *c, const ert_kargs *a, size_t ws_lim
 bool ert_cuda_gemm_bind(cuda_ctx *c, const ert_kargs *a, conv_state *s);
 cublasStatus_t ert_cuda_gemm_call(cuda_ctx *c, const conv_state *s, const cublasLtMatmulAlgo_t *algo, const void *w,
                                   const void *x, const void *res, void *y, void *ws, size_t ws_bytes);
+cublasStatus_t ert_cuda_gemm_run(cuda_ctx *c, const ert_kargs *a, const conv_state *s);
 
 /* cuda_fusion.c: conv + epilogue as one cuDNN graph, and the direct kernel's time */
 void ert_cuda_fuse_entry_clear(fuse_entry *f);

@@ -136,16 +136,47 @@ static ert_status find_algo(cuda_ctx *c, const conv_state *s, const int *key, bo
  * channels-last grouped conv) the direct kernel measured faster. *ms: the
  * measured time of what will run (< 0: unknown), for session step 4c.
  * gemm_ok: a 1x1 conv ert_cuda_gemm_can accepts runs as a cuBLASLt GEMM when it can. */
+static ert_status conv_describe_dnn(cuda_ctx *c, const ert_kargs *a, size_t ws_limit, conv_state **out, float *ms);
+
 static ert_status conv_describe(cuda_ctx *c, const ert_kargs *a, size_t ws_limit, bool gemm_ok, conv_state **out,
                                 float *ms) {
+    *out = NULL;
+    *ms = -1;
+    conv_state *g = NULL;
+    float gms = -1;
+    if (gemm_ok && ert_cuda_gemm_can(c, a)) {
+        ert_status st = ert_cuda_gemm_describe(c, a, ws_limit, &g, &gms);
+        if (st != ERT_OK) return st;
+        /* a 1x1 GEMM (ERT_SESSION_GEMM_1X1), a forced or untimed patchify one */
+        if (g && (!g->col_bytes || c->gemm1x1 || c->fast || gms < 0)) {
+            *out = g, *ms = gms;
+            return ERT_OK;
+        }
+    }
+    ert_status st = conv_describe_dnn(c, a, ws_limit, out, ms);
+    if (st != ERT_OK || !g) {
+        ert_cuda_conv_state_free(g);
+        return st;
+    }
+    /* a patchify conv: the GEMM unless cuDNN measured faster; the gather
+     * (one pass over x, not in gms) counted at 1.5 TB/s plus 3 us */
+    float gather = (float)(3e-3 + (double)g->col_bytes * 2 / 1.5e9);
+    if (*ms < 0 || gms + gather < *ms) {
+        ert_cuda_conv_state_free(*out);
+        *out = g, *ms = gms + gather;
+    } else {
+        ert_cuda_conv_state_free(g);
+    }
+    return ERT_OK;
+}
+
+/* conv_describe's cuDNN half: descriptors, algorithm, fused graph, or the
+ * direct kernel (NULL state). */
+static ert_status conv_describe_dnn(cuda_ctx *c, const ert_kargs *a, size_t ws_limit, conv_state **out, float *ms) {
     const ert_conv_params *p = &a->params->conv;
     const ert_tview *x = &a->in[0], *w = &a->in[1], *y = &a->out[0];
     *out = NULL;
     *ms = -1;
-    if (gemm_ok && ert_cuda_gemm_can(c, a)) {
-        ert_status st = ert_cuda_gemm_describe(c, a, ws_limit, out, ms);
-        if (st != ERT_OK || *out) return st;
-    }
     conv_state *s = calloc(1, sizeof *s);
     if (!s) return ert_set_error(c->ctx, ERT_E_NOMEM, "out of memory");
     int two = p->nsp == 2;
@@ -376,8 +407,13 @@ ert_status ert_cuda_conv_bind(cuda_ctx *c, ert_kargs *a) {
     if (s && s->gemm) {
         if (ert_cuda_gemm_bind(c, a, s)) {
             a->state = s;
-            ert_log(c->ctx, ERT_LOG_DEBUG, "conv '%s' (%s): cuBLASLt GEMM (1x1), workspace %zu%s",
-                    a->name ? a->name : "?", ert_dtype_name(a->in[0].dtype), s->lws,
+            if (s->col_bytes) { /* the patch rows are (i, j, c): the filter must be (K, R, S, C) */
+                st = filter_to_krsc(c, &a->in[1], (int)a->in[1].dims[2], (int)a->in[1].dims[3]);
+                if (st != ERT_OK) return st;
+            }
+            ert_log(c->ctx, ERT_LOG_DEBUG, "conv '%s' (%s): cuBLASLt GEMM (%s), workspace %zu%s",
+                    a->name ? a->name : "?", ert_dtype_name(a->in[0].dtype),
+                    s->col_bytes ? "patchify, im2col gather" : "1x1", s->ws_bytes,
                     s->gemm_post ? ", epilogue kernel" : "");
             return ERT_OK;
         }
@@ -511,9 +547,8 @@ ert_status ert_cuda_run_conv(cuda_ctx *c, const ert_kargs *a) {
 #ifdef ERT_HAVE_CUDNN
     const conv_state *s = a->state;
     if (s && s->gemm) {
-        cublasStatus_t bs = ert_cuda_gemm_call(c, s, &s->lalgo, a->in[1].data, a->in[0].data, res, y->data, a->workspace,
-                                      s->lws);
-        if (bs != CUBLAS_STATUS_SUCCESS) return blas_err(c, bs, "cublasLtMatmul (1x1 conv)");
+        cublasStatus_t bs = ert_cuda_gemm_run(c, a, s);
+        if (bs != CUBLAS_STATUS_SUCCESS) return blas_err(c, bs, "cublasLtMatmul (conv as a GEMM)");
         if (!s->gemm_post) return ERT_OK;
         e = ert_cuda_conv_epilogue_launch(y->dtype, y->data, NULL, NULL, y->dims[0], y->dims[3],
                                           y->dims[1] * y->dims[2], true, &p->act, c->stream);

@@ -17,7 +17,24 @@
  * The filter bytes are the same in (K, C, R, S) and (K, R, S, C) for 1x1, so
  * a shared filter rewritten by filter_to_krsc does not matter. Only in
  * sessions created with ERT_SESSION_GEMM_1X1 (off by default: measured
- * slower end to end on MobileNetV2, see edgert.h). */
+ * slower end to end on MobileNetV2, see edgert.h).
+ * Patchify convs (kernel == stride > 1, no pad, no dilation, one group: the
+ * patch embedding of ViT/DeiT/Swin, ConvNeXt's stem and downsampling) are
+ * the same GEMM on their im2col matrix, [N*OH*OW, R*S*C], which for them is
+ * a gather of contiguous runs (ert_cuda_patch_gather_launch), with the
+ * filter stored (K, R, S, C). cuDNN's implicit GEMM gave them few thread
+ * blocks (M = 196 output pixels, K = 768-1536: ViT-B/16's patch conv took
+ * 0.11 ms, ConvNeXt-T's 2x2 downsampling 0.12-0.14 ms, per-node profile on
+ * an H100), cuBLASLt splits K. They are GEMMs whenever conv_describe
+ * measures the GEMM faster than cuDNN (always with ERT_SESSION_GEMM_1X1). */
+static bool conv_patchify(const ert_conv_params *p, const ert_tview *w) {
+    if (p->nsp != 2 || w->ndim != 4 || (w->dims[2] == 1 && w->dims[3] == 1)) return false;
+    for (int i = 0; i < 2; i++)
+        if (p->stride[i] != w->dims[2 + i] || p->pad_begin[i] != 0 || p->pad_end[i] != 0 || p->dilation[i] != 1)
+            return false;
+    return true;
+}
+
 bool ert_cuda_gemm_can(const cuda_ctx *c, const ert_kargs *a) {
 #ifdef ERT_CUDA_NO_GEMM1X1 /* build-time switch for measurements: cuDNN for every conv */
     (void)c, (void)a;
@@ -25,17 +42,24 @@ bool ert_cuda_gemm_can(const cuda_ctx *c, const ert_kargs *a) {
 #else
     const ert_conv_params *p = &a->params->conv;
     const ert_tview *x = &a->in[0], *w = &a->in[1], *y = &a->out[0];
-    if (!c->gemm1x1 || !c->lt || c->trainer || !p->nhwc || p->nsp != 2 || p->group != 1) return false;
+    if (!c->lt || c->trainer || !p->nhwc || p->nsp != 2 || p->group != 1) return false;
     if (x->dtype != ERT_DTYPE_F16 && x->dtype != ERT_DTYPE_BF16) return false;
-    if (x->ndim != 4 || w->ndim != 4 || y->ndim != 4 || w->dims[2] != 1 || w->dims[3] != 1) return false;
-    for (int i = 0; i < 2; i++)
-        if (p->stride[i] != 1 || p->pad_begin[i] != 0 || p->pad_end[i] != 0) return false;
-    for (int i = 0; i < 3; i++)
-        if (y->dims[i] != x->dims[i]) return false;
+    if (x->ndim != 4 || w->ndim != 4 || y->ndim != 4) return false;
+    bool patch = conv_patchify(p, w);
+    if (patch) {
+        if (y->dims[0] != x->dims[0] || y->dims[1] != x->dims[1] / w->dims[2] || y->dims[2] != x->dims[2] / w->dims[3])
+            return false;
+    } else {
+        if (!c->gemm1x1 || w->dims[2] != 1 || w->dims[3] != 1) return false;
+        for (int i = 0; i < 2; i++)
+            if (p->stride[i] != 1 || p->pad_begin[i] != 0 || p->pad_end[i] != 0) return false;
+        for (int i = 0; i < 3; i++)
+            if (y->dims[i] != x->dims[i]) return false;
+    }
     if (y->dims[3] != w->dims[0] || x->dims[3] != w->dims[1]) return false;
-    int64_t M = x->dims[0] * x->dims[1] * x->dims[2];
-    return M > 0 && M <= INT32_MAX && w->dims[0] > 0 && w->dims[0] <= INT32_MAX && w->dims[1] > 0 &&
-           w->dims[1] <= INT32_MAX;
+    int64_t M = y->dims[0] * y->dims[1] * y->dims[2], C = w->dims[1] * w->dims[2] * w->dims[3];
+    return M > 0 && M <= INT32_MAX && w->dims[0] > 0 && w->dims[0] <= INT32_MAX && C > 0 && C <= INT32_MAX &&
+           (!patch || (uint64_t)M * (uint64_t)C * 2 <= CONV_WS_MAX);
 #endif
 }
 
@@ -51,10 +75,12 @@ static cublasLtEpilogue_t gemm_epilogue(const ert_kargs *a, bool *post) {
     return gemm_bias(a) ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
 }
 
-/* Column-major, as cuBLASLt takes it: y^T [K, M] = (W as [C, K])^T x^T [C, M]. */
+/* Column-major, as cuBLASLt takes it: y^T [K, M] = (W as [C, K])^T x^T [C, M]
+ * (a patchify conv: x is its im2col matrix, C = R*S*C_in). */
 static ert_status gemm_descs(cuda_ctx *c, const ert_kargs *a, conv_state *s, int *key) {
-    const ert_tview *x = &a->in[0], *w = &a->in[1];
-    uint64_t M = (uint64_t)(x->dims[0] * x->dims[1] * x->dims[2]), C = (uint64_t)w->dims[1], K = (uint64_t)w->dims[0];
+    const ert_tview *x = &a->in[0], *w = &a->in[1], *y = &a->out[0];
+    uint64_t M = (uint64_t)(y->dims[0] * y->dims[1] * y->dims[2]), C = (uint64_t)(w->dims[1] * w->dims[2] * w->dims[3]),
+             K = (uint64_t)w->dims[0];
     cudaDataType_t t = x->dtype == ERT_DTYPE_F16 ? CUDA_R_16F : CUDA_R_16BF;
     cublasLtEpilogue_t epi = gemm_epilogue(a, &s->gemm_post);
     cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
@@ -190,12 +216,16 @@ ert_status ert_cuda_gemm_describe(cuda_ctx *c, const ert_kargs *a, size_t ws_lim
     const lt_entry *e = NULL;
     ert_status st = gemm_descs(c, a, s, key);
     if (st == ERT_OK) st = gemm_find(c, s, key, &e);
-    if (st != ERT_OK || !e->ok || e->ws > ws_limit) {
+    const ert_tview *w = &a->in[1];
+    if (conv_patchify(&a->params->conv, w)) /* M x C elements of 2 bytes */
+        s->col_bytes = ((size_t)key[0] * (size_t)key[1] * 2 + 255) & ~(size_t)255;
+    if (st != ERT_OK || !e->ok || s->col_bytes + e->ws > ws_limit) {
         ert_cuda_conv_state_free(s);
         return st;
     }
     s->lalgo = e->algo;
     s->lws = e->ws;
+    s->ws_bytes = s->col_bytes + s->lws; /* what the node's workspace must hold */
     *ms = e->ms;
     *out = s;
     return ERT_OK;
@@ -208,11 +238,28 @@ bool ert_cuda_gemm_bind(cuda_ctx *c, const ert_kargs *a, conv_state *s) {
     if (gemm_bias(a) && (!bias || cublasLtMatmulDescSetAttribute(s->md, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                                                  sizeof bias) != CUBLAS_STATUS_SUCCESS))
         return false;
-    cublasStatus_t bs = ert_cuda_gemm_call(c, s, &s->lalgo, a->in[1].data, a->in[0].data, gemm_res(a) ? a->in[3].data : NULL,
-                                  a->out[0].data, a->workspace, s->lws);
+    if (!a->workspace ? s->ws_bytes > 0 : a->workspace_bytes < s->ws_bytes) return false;
+    cublasStatus_t bs = ert_cuda_gemm_run(c, a, s);
     cudaError_t e = cudaStreamSynchronize(c->stream);
     cudaGetLastError();
     return bs == CUBLAS_STATUS_SUCCESS && e == cudaSuccess;
+}
+
+/* The GEMM of a bound conv: the gather first for a patchify conv. */
+cublasStatus_t ert_cuda_gemm_run(cuda_ctx *c, const ert_kargs *a, const conv_state *s) {
+    const void *x = a->in[0].data;
+    char *ws = a->workspace;
+    if (s->col_bytes) {
+        const ert_tview *xv = &a->in[0], *w = &a->in[1], *y = &a->out[0];
+        if (ert_cuda_patch_gather_launch(x, ws, ert_dtype_size(xv->dtype), xv->dims[0], xv->dims[1], xv->dims[2],
+                                         xv->dims[3], w->dims[2], w->dims[3], y->dims[1], y->dims[2],
+                                         c->stream) != cudaSuccess)
+            return CUBLAS_STATUS_EXECUTION_FAILED;
+        x = ws;
+        ws += s->col_bytes;
+    }
+    return ert_cuda_gemm_call(c, s, &s->lalgo, a->in[1].data, x, gemm_res(a) ? a->in[3].data : NULL, a->out[0].data, ws,
+                              s->lws);
 }
 #endif
 

@@ -47,9 +47,11 @@ static ert_device gpu_dev = ERT_DEVICE_CUDA;
 static int n_no_graph;
 static bool device_logged;
 static int n_conv_graph; /* convs that run as one cuDNN graph with their epilogue (DEBUG line at bind) */
+static int n_conv_patch; /* patchify convs bound as a gather + cuBLASLt GEMM (DEBUG line at bind) */
 static void on_log(void *user, ert_log_level level, const char *msg) {
     (void)user;
     if (level == ERT_LOG_DEBUG && strstr(msg, "cuDNN graph (conv + epilogue fused)")) n_conv_graph++;
+    if (level == ERT_LOG_DEBUG && strstr(msg, "cuBLASLt GEMM (patchify")) n_conv_patch++;
     if (level != ERT_LOG_INFO) return;
     if (strstr(msg, "graph capture not possible")) {
         n_no_graph++;
@@ -1078,6 +1080,17 @@ static int32_t nconv(int32_t x, int64_t cin, int64_t cout, int k, int stride, in
     return y;
 }
 
+/* a patchify conv: kernel k x k, stride k, no pad */
+static int32_t pconv(int32_t x, int64_t cin, int64_t cout, int k, bool relu) {
+    int64_t wd[4] = {cout, cin, k, k}, bd[1] = {cout};
+    float *w = rnd(nel(4, wd), -0.3f, 0.3f), *b = rnd(cout, -0.1f, 0.1f);
+    int32_t y = -1;
+    BT(ert_builder_conv2d(B, x, bweight(4, wd, w), bweight(1, bd, b), k, 0, 1, 1, &y));
+    if (relu) BT(ert_builder_unary(B, "Relu", y, &y));
+    free(w), free(b);
+    return y;
+}
+
 static void test_nhwc(void) {
     { /* residual Add, MaxPool, AveragePool, Concat of two convs (odd channel counts),
        * GlobalAveragePool -> Flatten -> Gemm (the 1x1 edge is a Reshape) */
@@ -1250,6 +1263,26 @@ static void test_nhwc(void) {
         BT(ert_builder_binary(B, "Sub", y, h, &y));
         ert_model *m = bfinish(y);
         check_model("NHWC edges", m, NULL, NULL, -1, 1, 1e-4, ERT_PLACEMENT_AUTO);
+        ert_model_free(m);
+    }
+    { /* patchify convs (kernel == stride, no pad: ViT's patch embedding,
+       * ConvNeXt's stem and downsampling), channels-last as a gather + GEMM
+       * (kernels/cuda/cuda_gemm.c): 3x3/3 on 5 channels (runs of 15
+       * elements: the 2-byte gather), 2x2/2 on 16 (16-byte units), spatial
+       * sizes the stride does not divide (the rest is dropped), a ReLU, a
+       * residual Add, 7 output channels */
+        int64_t xd[4] = {2, 5, 19, 23};
+        bstart();
+        int32_t x = binput("x", 4, xd), h, g, r, q, y;
+        h = pconv(x, 5, 16, 3, true);  /* (2, 16, 6, 7) */
+        g = nconv(h, 16, 16, 3, 1, 1, false);
+        r = pconv(g, 16, 16, 2, false); /* (2, 16, 3, 3) */
+        q = pconv(h, 16, 16, 2, false);
+        BT(ert_builder_binary(B, "Add", r, q, &y));
+        BT(ert_builder_unary(B, "Relu", y, &y));
+        y = pconv(y, 16, 7, 3, false); /* (2, 7, 1, 1) */
+        ert_model *m = bfinish(y);
+        check_model("NHWC patchify convs", m, NULL, NULL, -1, 1, 1e-4, ERT_PLACEMENT_AUTO);
         ert_model_free(m);
     }
 }
@@ -1595,7 +1628,14 @@ static void run_battery(bool gpu) {
     /* channels-last regions, forced (the default measures and may keep NCHW),
      * with 1x1 convs as cuBLASLt GEMMs (ERT_SESSION_GEMM_1X1, off by default) */
     g_flags = ERT_SESSION_NHWC | ERT_SESSION_GEMM_1X1;
+    int patch0 = n_conv_patch;
     test_nhwc();
+    if (g_prec != ERT_DTYPE_F32) {
+        if (gpu)
+            CHECK(n_conv_patch >= patch0 + 4, "%s: %d patchify convs bound as GEMMs with ERT_SESSION_GEMM_1X1, want 4",
+                  ert_dtype_name(g_prec), n_conv_patch - patch0);
+        printf("  %d patchify convs bound as gather + GEMM (%s, forced)\n", n_conv_patch - patch0, ert_dtype_name(g_prec));
+    }
     test_nan();
     if (g_prec != ERT_DTYPE_F32) {
         test_conv();
