@@ -120,7 +120,7 @@ typedef struct algo_entry {
 typedef struct fuse_entry {
     int key[FUSE_KEY];
     cudnnBackendDescriptor_t plan; /* the fastest engine config's plan; NULL: none runs */
-    cudnnBackendDescriptor_t keep[32]; /* what the plan refers to */
+    cudnnBackendDescriptor_t keep[48]; /* what the plan refers to (FUSE_KEEP) */
     int n_keep;
     size_t ws;
     float ms_fused, ms_unfused; /* per call, one timing loop (< 0: not measured) */

@@ -19,11 +19,11 @@
 #define ERT_FUSE_CANDIDATES 4
 #endif
 #define FUSE_CANDIDATES ERT_FUSE_CANDIDATES /* engine configs (heuristics order) finalised and timed per shape */
-#define FUSE_KEEP 32      /* descriptors a plan keeps alive */
+#define FUSE_KEEP 48      /* descriptors a plan keeps alive (fuse_entry.keep) */
 #define FUSE_REPS 20
 
-/* tensor ids of the graph; LO/HI are by-value f32 scalars (Clip bounds) */
-enum { UID_X = 1, UID_W, UID_Y, UID_B, UID_R, UID_LO, UID_HI, UID_T0 };
+/* tensor ids of the graph; HI is a by-value f32 scalar (Clip(0, hi)'s bound) */
+enum { UID_X = 1, UID_W, UID_Y, UID_B, UID_R, UID_HI, UID_T0 };
 
 static bool fuse_can(const cuda_ctx *c, const ert_kargs *a) {
     const ert_conv_params *p = &a->params->conv;
@@ -33,12 +33,14 @@ static bool fuse_can(const cuda_ctx *c, const ert_kargs *a) {
      * bf16 graph with C = 3 and returned wrong values (test_cuda) */
     if (a->in[0].dims[3] % 8 || a->out[0].dims[3] % 8) return false;
     bool bias = p->has_bias && a->n_in > 2, res = p->has_residual && a->n_in > 3;
-    /* Clip stays out of the graph: its MAX/MIN pointwise steps return the
+    /* Clip as MAX/MIN would lose NaN: those pointwise steps return the
      * bound for a NaN input on cuDNN 9.14 (H100, test_cuda's NaN cases),
      * whatever NAN_PROPAGATION says, and Clip(NaN) must be NaN; RELU_FWD
-     * keeps NaN. Clip convs take cuDNN's conv + our epilogue kernel.
-     * TODO(#12): Clip(0, hi) as relu(x) - relu(relu(x) - hi) in the graph. */
-    bool act = p->act.kind == ERT_ACT_RELU;
+     * keeps NaN. So only Clip(0, hi) (ReLU6) enters the graph, written with
+     * ReLU, SUB and NEG alone (fuse_graph); other bounds take cuDNN's conv +
+     * our epilogue kernel. */
+    bool act = p->act.kind == ERT_ACT_RELU ||
+               (p->act.kind == ERT_ACT_CLIP && p->act.alpha == 0.0f && p->act.beta > 0.0f && p->act.beta < 1e30f);
     if (p->act.kind != ERT_ACT_NONE && !act) return false;
     return bias || res || act;
 }
@@ -70,7 +72,7 @@ static cudnnBackendDescriptor_t fuse_tensor(fuse_entry *f, int64_t uid, cudnnDat
                                             const int64_t *strides, bool virt) {
     cudnnBackendDescriptor_t d = fuse_new(f, CUDNN_BACKEND_TENSOR_DESCRIPTOR);
     int64_t align = 16, one[4] = {1, 1, 1, 1};
-    bool by_value = uid == UID_LO || uid == UID_HI;
+    bool by_value = uid == UID_HI;
     if (!d) return NULL;
     if (by_value) {
         dims = strides = one;
@@ -95,8 +97,8 @@ static cudnnBackendDescriptor_t fuse_pointwise(fuse_entry *f, cudnnPointwiseMode
     if (!pw) return NULL;
     BSET(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
     BSET(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
-    if (mode != CUDNN_POINTWISE_ADD) {
-        /* ReLU/MAX/MIN keep NaN (Relu(NaN) = NaN as in PyTorch): cuDNN 8.x
+    if (mode == CUDNN_POINTWISE_RELU_FWD) {
+        /* ReLU keeps NaN (Relu(NaN) = NaN as in PyTorch): cuDNN 8.x
          * defaults to NOT_PROPAGATE; 9.x deprecates the attribute (NaN kept),
          * so a refusal is ignored rather than losing the fused graph.
          * tests/test_cuda.c checks NaN through every fused path. */
@@ -104,7 +106,7 @@ static cudnnBackendDescriptor_t fuse_pointwise(fuse_entry *f, cudnnPointwiseMode
         (void)cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_NAN_PROPAGATION, CUDNN_TYPE_NAN_PROPOGATION, 1, &nan);
     }
     /* plain ReLU: cuDNN 9.14 has no engine for conv + RELU_FWD with an upper
-     * clip, so Clip is ReLU/MAX then MIN with by-value bounds (fuse_graph) */
+     * clip, so Clip(0, hi) is a chain of ReLU, SUB and NEG (fuse_graph) */
     if (cudnnBackendFinalize(pw) != CUDNN_STATUS_SUCCESS) return NULL;
     cudnnBackendDescriptor_t op = fuse_new(f, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
     if (!op) return NULL;
@@ -147,7 +149,7 @@ static cudnnBackendDescriptor_t fuse_graph(cuda_ctx *c, fuse_entry *f, const ert
     BSET(cd, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dil);
     BSET(cd, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, str);
     if (cudnnBackendFinalize(cd) != CUDNN_STATUS_SUCCESS) return NULL;
-    cudnnBackendDescriptor_t ops[6];
+    cudnnBackendDescriptor_t ops[10];
     int n_ops = 0;
     int64_t uid = UID_T0;
     cudnnBackendDescriptor_t cur = fuse_tensor(f, uid++, f32, yd, ys, true);
@@ -163,24 +165,29 @@ static cudnnBackendDescriptor_t fuse_graph(cuda_ctx *c, fuse_entry *f, const ert
     if (cudnnBackendFinalize(conv) != CUDNN_STATUS_SUCCESS) return NULL;
     ops[n_ops++] = conv;
     /* the epilogue, each step into the next virtual tensor, the last into y:
-     * + bias, + residual, then ReLU, or Clip as ReLU (lower bound 0) or
-     * MAX(lo), then MIN(hi) */
-    bool clip = p->act.kind == ERT_ACT_CLIP, clip0 = clip && p->act.alpha == 0.0f;
-    bool step_on[5] = {bias, res, act && (!clip || clip0), clip && !clip0, clip};
+     * + bias, + residual, then ReLU, or Clip(0, hi) (fuse_can admits no
+     * other Clip) as hi - relu(hi - relu(x)): NaN stays NaN (RELU_FWD keeps
+     * it, MIN would not), +inf gives hi, -inf 0; values in [0, hi] come back
+     * within an f32 rounding of hi (2.4e-7 for ReLU6), under f16's step
+     * above 4e-4. Steps: ADD b, ADD r, RELU, SUB hi, NEG, RELU, SUB hi, NEG. */
+    bool clip = p->act.kind == ERT_ACT_CLIP;
+    bool step_on[8] = {bias, res, act, clip, clip, clip, clip, clip};
+    static const cudnnPointwiseMode_t mode_of[8] = {CUDNN_POINTWISE_ADD, CUDNN_POINTWISE_ADD,
+                                                    CUDNN_POINTWISE_RELU_FWD, CUDNN_POINTWISE_SUB,
+                                                    CUDNN_POINTWISE_NEG, CUDNN_POINTWISE_RELU_FWD,
+                                                    CUDNN_POINTWISE_SUB, CUDNN_POINTWISE_NEG};
+    cudnnBackendDescriptor_t thi = clip ? fuse_tensor(f, UID_HI, f32, NULL, NULL, false) : NULL;
+    if (clip && !thi) return NULL;
     int steps = 0;
-    for (int k = 0; k < 5; k++) steps += step_on[k];
-    for (int k = 0; k < 5; k++) {
+    for (int k = 0; k < 8; k++) steps += step_on[k];
+    for (int k = 0; k < 8; k++) {
         if (!step_on[k]) continue;
         cudnnBackendDescriptor_t out = --steps == 0 ? ty : fuse_tensor(f, uid++, f32, yd, ys, true), in2 = NULL;
         if (!out) return NULL;
-        static const int64_t in2_uid[5] = {UID_B, UID_R, 0, UID_LO, UID_HI};
-        static const cudnnPointwiseMode_t mode_of[5] = {CUDNN_POINTWISE_ADD, CUDNN_POINTWISE_ADD,
-                                                        CUDNN_POINTWISE_RELU_FWD, CUDNN_POINTWISE_MAX,
-                                                        CUDNN_POINTWISE_MIN};
         if (k == 0) in2 = fuse_tensor(f, UID_B, dt, bd, bs, false);
         else if (k == 1) in2 = fuse_tensor(f, UID_R, dt, yd, ys, false);
-        else if (k > 2) in2 = fuse_tensor(f, in2_uid[k], f32, NULL, NULL, false);
-        if (k != 2 && !in2) return NULL;
+        else if (mode_of[k] == CUDNN_POINTWISE_SUB) in2 = thi;
+        if (k < 2 && !in2) return NULL;
         cudnnBackendDescriptor_t op = fuse_pointwise(f, mode_of[k], cur, in2, out);
         if (!op) return NULL;
         ops[n_ops++] = op;
@@ -202,10 +209,8 @@ cudnnBackendDescriptor_t ert_cuda_fuse_vpack(const ert_kargs *a, void *x, void *
     int n = 3;
     if (b) uids[n] = UID_B, ptrs[n++] = b;
     if (r) uids[n] = UID_R, ptrs[n++] = r;
-    if (act->kind == ERT_ACT_CLIP) { /* by value: read at enqueue (and captured with the graph) */
-        if (act->alpha != 0.0f) uids[n] = UID_LO, ptrs[n++] = (void *)&act->alpha;
+    if (act->kind == ERT_ACT_CLIP) /* Clip(0, hi): by value, read at enqueue (and captured with the graph) */
         uids[n] = UID_HI, ptrs[n++] = (void *)&act->beta;
-    }
     cudnnBackendDescriptor_t vp = NULL;
     if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp) != CUDNN_STATUS_SUCCESS) return NULL;
     if (cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids) ||
