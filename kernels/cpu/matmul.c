@@ -383,7 +383,7 @@ static inline __attribute__((always_inline)) void pack_b_dense(const ert_sgemm_a
         int64_t w = min64(nr, nc - jp);
         float *d = dst + (jp / nr) * kc * nr;
         for (int64_t kk = 0; kk < kc; kk++) {
-            const float *src = g->b + (k0 + kk) * g->b_rs + (j0 + jp) * g->b_cs;
+            const float *src = g->b + (g->b_row_off ? g->b_row_off[k0 + kk] : (k0 + kk) * g->b_rs) + (j0 + jp) * g->b_cs;
             float *dk = d + kk * nr;
             if (g->b_row_scale) { /* rare (a fused SE scale): one general loop */
                 const float sc = g->b_row_scale[k0 + kk];
