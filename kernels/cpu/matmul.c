@@ -65,6 +65,10 @@ typedef struct ukr_desc {
     int64_t mr, nr;
     ert_cpu_gemm_kernel kind;
     bool epi; /* applies ert_ukr_epi itself */
+    /* or NULL: the kernel over the first nr/2 columns of the B panels only
+     * (panel stride still nr), out = result, no epilogue: the driver's last
+     * panel when it has <= nr/2 real columns (N = 49: 1 of 16) */
+    ukr_fn half;
 } ukr_desc;
 
 #if defined(__GNUC__)
@@ -139,7 +143,7 @@ static void ukr_generic(int64_t kc, const float *a, const float *b, float *out, 
 }
 #endif
 
-static const ukr_desc ukr_portable_desc = {ukr_generic, 6, 16, ERT_CPU_GEMM_PORTABLE, false};
+static const ukr_desc ukr_portable_desc = {ukr_generic, 6, 16, ERT_CPU_GEMM_PORTABLE, false, NULL};
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -279,8 +283,34 @@ __attribute__((target("avx512f"))) static void ukr_avx512(int64_t kc, const floa
     Z_ST(0); Z_ST(1); Z_ST(2); Z_ST(3); Z_ST(4); Z_ST(5); Z_ST(6); Z_ST(7);
 }
 
-static const ukr_desc ukr_avx2_desc = {ukr_avx2, 6, 16, ERT_CPU_GEMM_AVX2, true};
-static const ukr_desc ukr_avx512_desc = {ukr_avx512, 8, 32, ERT_CPU_GEMM_AVX512, true};
+/* 6x8 over 16-wide panels: one B load and 6 FMAs per k instead of 2 and 12,
+ * for the last panel of N = 49 (7x7 maps: a third of MobileNetV2's 1x1 conv
+ * MACs) and N = 196 */
+__attribute__((target("avx2,fma"))) static void ukr_avx2_half(int64_t kc, const float *restrict a,
+                                                              const float *restrict b, float *restrict out,
+                                                              int64_t ldo, bool add, const ert_ukr_epi *e) {
+    (void)add, (void)e; /* always a fresh tile into the driver's scratch */
+    __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0;
+#pragma GCC unroll 4
+    for (int64_t k = 0; k < kc; k++, a += 6, b += 16) {
+        const __m256 b0 = _mm256_loadu_ps(b);
+        c0 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 0), b0, c0);
+        c1 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 1), b0, c1);
+        c2 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 2), b0, c2);
+        c3 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 3), b0, c3);
+        c4 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 4), b0, c4);
+        c5 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 5), b0, c5);
+    }
+    _mm256_storeu_ps(out, c0);
+    _mm256_storeu_ps(out + ldo, c1);
+    _mm256_storeu_ps(out + 2 * ldo, c2);
+    _mm256_storeu_ps(out + 3 * ldo, c3);
+    _mm256_storeu_ps(out + 4 * ldo, c4);
+    _mm256_storeu_ps(out + 5 * ldo, c5);
+}
+
+static const ukr_desc ukr_avx2_desc = {ukr_avx2, 6, 16, ERT_CPU_GEMM_AVX2, true, ukr_avx2_half};
+static const ukr_desc ukr_avx512_desc = {ukr_avx512, 8, 32, ERT_CPU_GEMM_AVX512, true, NULL};
 
 static const ukr_desc *pick_ukr(const ert_kernel_choice *kc) {
     int cap = ert_kernel_choice_of(kc).gemm_cap;
@@ -296,7 +326,7 @@ static const ukr_desc *pick_ukr(const ert_kernel_choice *kc) {
 /* gemm_neon.c */
 void ert_cpu_ukr_neon_6x16(int64_t kc, const float *a, const float *b, float *out, int64_t ldo, bool add,
                            const ert_ukr_epi *e);
-static const ukr_desc ukr_neon_desc = {ert_cpu_ukr_neon_6x16, 6, 16, ERT_CPU_GEMM_NEON, true};
+static const ukr_desc ukr_neon_desc = {ert_cpu_ukr_neon_6x16, 6, 16, ERT_CPU_GEMM_NEON, true, NULL};
 
 /* ASIMD is part of the aarch64 baseline, but a kernel may run without it
  * (some embedded Linux configs): ask the kernel's HWCAP, never the build. */
@@ -696,7 +726,8 @@ static inline __attribute__((always_inline)) void sgemm_slot_body(void *arg, int
                                 if (last && has_epi) epilogue_tile(g, i0 + ir, j0 + jr, mr, nr);
                                 continue;
                             }
-                            ukr(kc, ap, bp, acc, nr, false, NULL);
+                            if (jb->uk->half && nc - jr <= nr / 2) jb->uk->half(kc, ap, bp, acc, nr, false, NULL);
+                            else ukr(kc, ap, bp, acc, nr, false, NULL);
                             store_tile(g, acc, nr, i0 + ir, j0 + jr, min64(mr, mc - ir), min64(nr, nc - jr), first,
                                        last);
                         }
