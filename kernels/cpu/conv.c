@@ -11,16 +11,20 @@
  *     that vectorises;
  *   - a 3x3 stride-1 conv where winograd.c's cost rule says so: Winograd
  *     F(4x4, 3x3) on the filter transformed at create;
- *   - a grouped 2-D stride-1 conv with narrow groups (Mg <= PADG_MG_MAX:
- *     RegNet, ResNeXt) when the backend's node_workspace gave the scratch:
- *     per (image, group) the group's input is copied once into zero-padded
- *     planes (Hp x Wp, Wp = OW + (KW-1)*dw), so every im2col row is the same
- *     padded block shifted by kh*dh*Wp + kw*dw: the SGEMM packs it as a
- *     dense B (row offsets b_row_off) over OH*Wp columns, the Wp - OW extra
- *     ones per row computed and dropped when the result is copied out (with
- *     bias, residual and activation). The per-output-row im2col it replaces
- *     cost ~50 instructions plus a memcpy call per row segment, more than
- *     the GEMM itself on 14- and 7-wide maps (RegNetY-800MF, callgrind);
+ *   - a 2-D conv that is grouped with narrow groups (Mg <= PADG_MG_MAX:
+ *     RegNet, ResNeXt), or strided with no overlap between its windows'
+ *     columns (a 1x1 stride-2 shortcut), when the backend's node_workspace
+ *     gave the scratch: per (image, group) the group's input is copied once
+ *     into zero-padded phase planes (stride sh x sw: sh*sw planes of Hq x Wq,
+ *     plane (a, b) holding padded rows a, a+sh, ... and columns b, b+sw,
+ *     ...; Wq = OW + (KW-1)*dw/sw), so every im2col row is one phase plane
+ *     shifted by (kh*dh/sh)*Wq + kw*dw/sw: the SGEMM packs it as a dense B
+ *     (row offsets b_row_off) over OH*Wq columns, the Wq - OW extra ones per
+ *     row computed and dropped when the result is copied out (with bias,
+ *     residual and activation). The per-output-row im2col it replaces cost
+ *     ~50 instructions plus a memcpy call per row segment, more than the
+ *     GEMM itself on 14- and 7-wide maps, and ~4 per float at stride 2
+ *     (RegNetY-800MF, callgrind);
  *   - otherwise per (image, group) one SGEMM: W_g (Mg, Cg*k) x im2col(x_g)
  *     (Cg*k, OD*OH*OW), the im2col matrix packed on the fly (cpu_gemm.h); a
  *     1x1/stride 1/no pad conv reads x_g directly as the B matrix. Bias,
@@ -128,8 +132,8 @@ static void dw_run(void *arg, int64_t t0, int64_t t1) {
 #define PADG_MAX_BYTES (64u << 20)
 
 typedef struct padg {
-    int64_t Hp, Wp, Np, K;      /* padded rows and row width, GEMM columns OH*Wp, K = Cg*KH*KW */
-    size_t off_b, p_b, c_b, total; /* bytes: row offsets, padded planes (+ slack), C', total with one SGEMM slot */
+    int64_t Hq, Wq, Np, K;      /* phase plane rows and row width, GEMM columns OH*Wq, K = Cg*KH*KW */
+    size_t off_b, p_b, c_b, total; /* bytes: row offsets, phase planes (+ slack), C', total with one SGEMM slot */
 } padg;
 
 static bool padg_of(const ert_kargs *a, const geom3 *g, padg *q) {
@@ -137,19 +141,20 @@ static bool padg_of(const ert_kargs *a, const geom3 *g, padg *q) {
     if (a->n_in < 2 || a->in[0].dtype != ERT_DTYPE_F32 || a->in[1].dtype != ERT_DTYPE_F32 || p->has_in_scale)
         return false;
     const int64_t G = p->group, C = a->in[0].dims[1], M = a->out[0].dims[1];
-    if (G < 2 || C / G < 2 || M / G > PADG_MG_MAX) return false;
-    if (g->in[0] != 1 || g->out[0] != 1 || g->k[0] != 1 || g->s[1] != 1 || g->s[2] != 1) return false;
-    const int64_t Cg = C / G, Mg = M / G;
-    q->Wp = g->out[2] + (g->k[2] - 1) * g->d[2];
-    q->Hp = g->out[1] + (g->k[1] - 1) * g->d[1];
-    q->Np = g->out[1] * q->Wp;
+    if (g->in[0] != 1 || g->out[0] != 1 || g->k[0] != 1 || (C / G == 1 && G > 1)) return false;
+    const int64_t Cg = C / G, Mg = M / G, sh = g->s[1], sw = g->s[2];
+    q->Wq = g->out[2] + (g->k[2] - 1) * g->d[2] / sw;
+    q->Hq = g->out[1] + (g->k[1] - 1) * g->d[1] / sh;
+    /* extra columns cost Mg * (Wq - OW) MACs per row and tap: worth it for narrow groups, or when none */
+    if (!(G > 1 && Mg <= PADG_MG_MAX) && q->Wq != g->out[2]) return false;
+    q->Np = g->out[1] * q->Wq;
     q->K = Cg * g->k_sz;
-    const int64_t slack = (g->k[2] - 1) * g->d[2] + 1; /* the last row's extra columns read past the planes */
-    const double est = (double)Cg * q->Hp * q->Wp + (double)Mg * q->Np + (double)q->K * 2;
+    const int64_t slack = (g->k[2] - 1) * g->d[2] / sw + 1; /* the last row's extra columns read past the planes */
+    const double est = (double)Cg * sh * sw * q->Hq * q->Wq + (double)Mg * q->Np + (double)q->K * 2;
     if (est * 4 > PADG_MAX_BYTES) return false;
     q->off_b = ert_align_up((size_t)q->K * sizeof(int64_t), 64);
-    q->p_b = ert_align_up((size_t)(Cg * q->Hp * q->Wp + slack) * sizeof(float), 64);
-    q->c_b = ert_align_up((size_t)(Mg * q->Np) * sizeof(float), 64);
+    q->p_b = ert_align_up((size_t)(Cg * sh * sw * q->Hq * q->Wq + slack) * sizeof(float), 64);
+    q->c_b = q->Wq == g->out[2] ? 0 : ert_align_up((size_t)(Mg * q->Np) * sizeof(float), 64); /* 0: straight into y */
     size_t gws = ert_cpu_sgemm_workspace(Mg, q->Np, q->K, 1);
     if (gws == SIZE_MAX || gws > PADG_MAX_BYTES) return false;
     q->total = q->off_b + q->p_b + q->c_b + gws;
@@ -172,11 +177,11 @@ typedef struct padg_out_job {
     const ert_act_params *act;
 } padg_out_job;
 
-/* C' row m -> y row m, dropping each output row's Wp - OW extra columns,
+/* C' row m -> y row m, dropping each output row's Wq - OW extra columns,
  * + bias + residual, activation (the SGEMM epilogue's order) */
 static void padg_out_run(void *arg, int64_t m0, int64_t m1) {
     const padg_out_job *j = arg;
-    const int64_t OH = j->g->out[1], OW = j->g->out[2], Wp = j->q->Wp, osz = j->g->out_sz;
+    const int64_t OH = j->g->out[1], OW = j->g->out[2], Wp = j->q->Wq, osz = j->g->out_sz;
     for (int64_t m = m0; m < m1; m++) {
         float *cr = (float *)j->cp + m * j->q->Np;
         float *ym = j->y + m * osz;
@@ -202,48 +207,64 @@ static ert_status conv_padg(const ert_kargs *a, const geom3 *g, const padg *q, s
     const float *res = a->n_in > 3 ? a->in[3].data : NULL;
     const float *scale = p->has_scale && a->n_in > 4 ? a->in[4].data : NULL;
     const int64_t N = X->dims[0], C = X->dims[1], M = a->out[0].dims[1], G = p->group;
-    const int64_t Cg = C / G, Mg = M / G, H = g->in[1], W = g->in[2], Hp = q->Hp, Wp = q->Wp;
-    const int64_t KH = g->k[1], KW = g->k[2], ph = g->pb[1], pw = g->pb[2];
+    const int64_t Cg = C / G, Mg = M / G, H = g->in[1], W = g->in[2], Hq = q->Hq, Wq = q->Wq;
+    const int64_t KH = g->k[1], KW = g->k[2], ph = g->pb[1], pw = g->pb[2], sh = g->s[1], sw = g->s[2];
     const ert_act_params *act = p->act.kind != ERT_ACT_NONE ? &p->act : NULL;
     char *ws = a->workspace;
     int64_t *off = (int64_t *)ws;
     float *P = (float *)(ws + q->off_b), *Cp = (float *)(ws + q->off_b + q->p_b);
     void *gws = ws + q->off_b + q->p_b + q->c_b;
     const size_t gws_bytes = a->workspace_bytes - (q->off_b + q->p_b + q->c_b);
-    for (int64_t k = 0; k < q->K; k++) {
-        const int64_t c = k / (KH * KW), kh = k / KW % KH, kw = k % KW;
-        off[k] = (c * Hp + kh * g->d[1]) * Wp + kw * g->d[2];
+    for (int64_t k = 0; k < q->K; k++) { /* tap (kh, kw) of channel c: phase plane, then the shift */
+        const int64_t c = k / (KH * KW), i = k / KW % KH * g->d[1], j = k % KW * g->d[2];
+        off[k] = (((c * sh + i % sh) * sw + j % sw) * Hq + i / sh) * Wq + j / sw;
     }
-    const int64_t slack = (KW - 1) * g->d[2] + 1;
-    memset(P + Cg * Hp * Wp, 0, (size_t)slack * sizeof(float));
-    /* plane column qq holds iw = qq - pw: [q0, q1) is inside the image */
-    const int64_t q0 = pw < Wp ? pw : Wp, q1 = pw + W < Wp ? (pw + W > q0 ? pw + W : q0) : Wp;
+    /* the padding is the same for every (image, group): zeroed once with the
+     * slack, then each group only copies its image rows in */
+    const int64_t n_pl = Cg * sh * sw, slack = (KW - 1) * g->d[2] / sw + 1;
+    uint64_t used_r = 0, used_c = 0; /* the phases the taps read (strides <= 64 here; others are all read) */
+    for (int64_t i = 0; i < KH; i++) used_r |= sh > 64 ? ~0ull : 1ull << (i * g->d[1] % sh);
+    for (int64_t j = 0; j < KW; j++) used_c |= sw > 64 ? ~0ull : 1ull << (j * g->d[2] % sw);
+    memset(P, 0, (size_t)(n_pl * Hq * Wq + slack) * sizeof(float));
     for (int64_t n = 0; n < N; n++) {
         for (int64_t gi = 0; gi < G; gi++) {
             const float *xg = (const float *)X->data + (n * C + gi * Cg) * g->in_sz;
-            for (int64_t c = 0; c < Cg; c++)
-                for (int64_t r = 0; r < Hp; r++) {
-                    float *d = P + (c * Hp + r) * Wp;
-                    const int64_t ih = r - ph;
-                    if (ih < 0 || ih >= H) {
-                        memset(d, 0, (size_t)Wp * sizeof(float));
-                        continue;
-                    }
-                    memset(d, 0, (size_t)q0 * sizeof(float));
-                    memcpy(d + q0, xg + (c * H + ih) * W + (q0 - pw), (size_t)(q1 - q0) * sizeof(float));
-                    memset(d + q1, 0, (size_t)(Wp - q1) * sizeof(float));
+            for (int64_t pl = 0; pl < n_pl; pl++) {
+                const int64_t c = pl / (sh * sw), pa = pl / sw % sh, pb = pl % sw;
+                if (!(used_r >> pa & 1) || !(used_c >> pb & 1)) continue; /* no tap reads it (1x1 stride 2: 3 of 4) */
+                /* plane column qq holds iw = qq*sw + pb - pw: [q0, q1) lies inside the image */
+                int64_t q0 = pw - pb > 0 ? (pw - pb + sw - 1) / sw : 0, q1 = (W + pw - pb + sw - 1) / sw;
+                if (q1 > Wq) q1 = Wq;
+                if (q0 >= q1) continue;
+                const int64_t n_cp = q1 - q0;
+                for (int64_t r = 0; r < Hq; r++) {
+                    const int64_t ih = r * sh + pa - ph;
+                    if (ih < 0 || ih >= H) continue;
+                    float *restrict d = P + (pl * Hq + r) * Wq + q0;
+                    const float *restrict xr = xg + (c * H + ih) * W + (q0 * sw + pb - pw);
+                    if (sw == 1) memcpy(d, xr, (size_t)n_cp * sizeof(float));
+                    else if (sw == 2)
+                        for (int64_t t = 0; t < n_cp; t++) d[t] = xr[2 * t];
+                    else
+                        for (int64_t t = 0; t < n_cp; t++) d[t] = xr[t * sw];
                 }
+            }
+            const int64_t yoff = (n * M + gi * Mg) * g->out_sz;
+            const bool direct = Wq == g->out[2]; /* no extra columns: C' is y, the epilogue the SGEMM's */
             ert_sgemm_args ga = {
                 .M = Mg, .N = q->Np, .K = q->K,
                 .a = (const float *)a->in[1].data + gi * Mg * q->K, .a_rs = q->K, .a_cs = 1, .alpha = 1.0f,
                 .a_row_scale = scale ? scale + gi * Mg : NULL,
                 .a_packed = pk_stride ? (const char *)a->packed + (size_t)gi * pk_stride : NULL,
                 .b = P, .b_cs = 1, .b_row_off = off,
-                .c = Cp, .ldc = q->Np, .choice = a->choice,
+                .c = direct ? (float *)a->out[0].data + yoff : Cp, .ldc = q->Np,
+                .bias_row = direct && b ? b + gi * Mg : NULL,
+                .residual = direct && res ? res + yoff : NULL,
+                .act = direct ? act : NULL, .choice = a->choice,
             };
             ert_status st = ert_cpu_sgemm(&ga, gws, gws_bytes, a->pool);
             if (st) return st;
-            const int64_t yoff = (n * M + gi * Mg) * g->out_sz;
+            if (direct) continue;
             padg_out_job j = {g, q, Cp, b ? b + gi * Mg : NULL, res ? res + yoff : NULL, (float *)a->out[0].data + yoff,
                               act};
             ert_parallel_for(a->pool, Mg, 1, padg_out_run, &j);

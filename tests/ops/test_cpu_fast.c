@@ -14,8 +14,9 @@
  *     1, 1), schedules the Conv alone (input 5 = s) and matches float64; its
  *     packed filter is in the arena's weights, and ERT_SESSION_NO_PACK gives
  *     the same numbers without it;
- *   - grouped stride-1 convs through conv.c's padded-plane path (and the
- *     im2col SGEMM without its scratch), with a residual input;
+ *   - grouped convs (stride 1 and 2) and 1x1 stride-2 ones through conv.c's
+ *     padded phase-plane path (and the im2col SGEMM without its scratch),
+ *     with a residual input;
  *   - the direct depthwise kernel's copy for each vector ISA the CPU has
  *     (AVX-512 16-wide, AVX2 8-wide, baseline), kernels 1..7, stride 1/2,
  *     dilation 1/2, padding, channel multiplier 1/2, narrow and wide rows. */
@@ -98,28 +99,32 @@ static void test_conv_packed(int pool_i) {
     }
 }
 
-/* Grouped stride-1 2-D convs with narrow groups: conv.c's padded-plane path
- * (the backend's node_workspace gives its scratch, as a session does; the
- * filter packed, the original poisoned), odd channels and maps, asymmetric
- * padding, dilation 1/2, bias, a residual input and ReLU, against float64.
- * The same case without the extra scratch takes the im2col SGEMM and must
- * agree too. */
+/* conv.c's padded phase-plane path (the backend's node_workspace gives its
+ * scratch, as a session does; the filter packed, the original poisoned):
+ * grouped 2-D convs with narrow groups at stride 1 and 2, and ungrouped 1x1
+ * stride-2 ones; odd channels and maps, asymmetric padding, dilation 1/2,
+ * bias, a residual input and ReLU, against float64. The same case without
+ * the extra scratch takes the im2col SGEMM and must agree too. */
 static void test_conv_padg(int pool_i) {
-    for (int it = 0; it < 10; it++) {
-        int64_t G = ert_test_int(&rng, 2, 4), Cg = ert_test_int(&rng, 2, 9), Mg = ert_test_int(&rng, 1, 13);
-        int64_t k[2], s[2] = {1, 1}, d[2], pd[4];
+    for (int it = 0; it < 12; it++) {
+        const bool shortcut = it % 3 == 2; /* G = 1, 1x1, stride 2 */
+        int64_t G = shortcut ? 1 : ert_test_int(&rng, 2, 4), Cg = ert_test_int(&rng, 2, 9);
+        int64_t Mg = ert_test_int(&rng, 1, shortcut ? 40 : 13);
+        int64_t k[2], s[2], d[2], pd[4];
         for (int i = 0; i < 2; i++) {
-            k[i] = ert_test_int(&rng, 1, 3);
-            d[i] = ert_test_int(&rng, 1, 2);
-            pd[i] = ert_test_int(&rng, 0, 2);
-            pd[i + 2] = ert_test_int(&rng, k[i] == 1 ? 1 : 0, 2); /* a 1x1 with no padding is the pointwise path */
+            k[i] = shortcut ? 1 : ert_test_int(&rng, 1, 3);
+            s[i] = shortcut ? 2 : ert_test_int(&rng, 1, 2);
+            d[i] = shortcut ? 1 : ert_test_int(&rng, 1, 2);
+            pd[i] = ert_test_int(&rng, 0, shortcut ? 1 : 2);
+            pd[i + 2] = ert_test_int(&rng, k[i] == 1 && s[i] == 1 ? 1 : 0, 2); /* 1x1 s1 unpadded: the pointwise path */
         }
         int64_t xd[4] = {ert_test_int(&rng, 1, 2), G * Cg, ert_test_int(&rng, 5, 17), ert_test_int(&rng, 5, 33)};
         int64_t wd[4] = {G * Mg, Cg, k[0], k[1]}, bd[1] = {G * Mg};
+        int64_t yd[4] = {xd[0], G * Mg, (xd[2] + pd[0] + pd[2] - (k[0] - 1) * d[0] - 1) / s[0] + 1,
+                         (xd[3] + pd[1] + pd[3] - (k[1] - 1) * d[1] - 1) / s[1] + 1};
         const bool with_res = it % 2;
         tt in[4] = {tt_rand(&rng, 4, xd, -1, 1), tt_rand(&rng, 4, wd, -1, 1), tt_rand(&rng, 1, bd, -1, 1), {0}};
         in[1].cst = in[2].cst = true;
-        int64_t yd[4] = {xd[0], G * Mg, xd[2] + pd[0] + pd[2] - (k[0] - 1) * d[0], xd[3] + pd[1] + pd[3] - (k[1] - 1) * d[1]};
         if (with_res) in[3] = tt_rand(&rng, 4, yd, -1, 1);
         ert_attr_val at[5] = {A_I("group", G), A_IS("strides", s, 2), A_IS("pads", pd, 4), A_IS("dilations", d, 2),
                               A_I("ert_act", ERT_ACT_RELU)};
@@ -130,10 +135,10 @@ static void test_conv_padg(int pool_i) {
             oh_pack = extra ? 2 : 0;
             ert_status st = run_op(ctx, ERT_OP_CONV, at, 5, in, with_res ? 4 : 3, &y, 1, NULL);
             oh_pack = 0;
-            char what[192];
-            snprintf(what, sizeof what, "padg conv x %lldx%lldx%lldx%lld G%lld Mg%lld k%lldx%lld d%lld,%lld p%lld,%lld,%lld,%lld res%d extra%d pool%d",
+            char what[224];
+            snprintf(what, sizeof what, "padg conv x %lldx%lldx%lldx%lld G%lld Mg%lld k%lldx%lld s%lld,%lld d%lld,%lld p%lld,%lld,%lld,%lld res%d extra%d pool%d",
                      (long long)xd[0], (long long)xd[1], (long long)xd[2], (long long)xd[3], (long long)G, (long long)Mg,
-                     (long long)k[0], (long long)k[1], (long long)d[0], (long long)d[1], (long long)pd[0],
+                     (long long)k[0], (long long)k[1], (long long)s[0], (long long)s[1], (long long)d[0], (long long)d[1], (long long)pd[0],
                      (long long)pd[1], (long long)pd[2], (long long)pd[3], (int)with_res, extra, pool_i);
             CHECK(st == ERT_OK, "%s: %s", what, ert_status_str(st));
             if (st != ERT_OK) continue;
