@@ -11,6 +11,20 @@
  *     that vectorises;
  *   - a 3x3 stride-1 conv where winograd.c's cost rule says so: Winograd
  *     F(4x4, 3x3) on the filter transformed at create;
+ *   - a 2-D conv that is grouped with narrow groups (Mg <= PADG_MG_MAX:
+ *     RegNet, ResNeXt), or strided with no overlap between its windows'
+ *     columns (a 1x1 stride-2 shortcut), when the backend's node_workspace
+ *     gave the scratch: per (image, group) the group's input is copied once
+ *     into zero-padded phase planes (stride sh x sw: sh*sw planes of Hq x Wq,
+ *     plane (a, b) holding padded rows a, a+sh, ... and columns b, b+sw,
+ *     ...; Wq = OW + (KW-1)*dw/sw), so every im2col row is one phase plane
+ *     shifted by (kh*dh/sh)*Wq + kw*dw/sw: the SGEMM packs it as a dense B
+ *     (row offsets b_row_off) over OH*Wq columns, the Wq - OW extra ones per
+ *     row computed and dropped when the result is copied out (with bias,
+ *     residual and activation). The per-output-row im2col it replaces cost
+ *     ~50 instructions plus a memcpy call per row segment, more than the
+ *     GEMM itself on 14- and 7-wide maps, and ~4 per float at stride 2
+ *     (RegNetY-800MF, callgrind);
  *   - otherwise per (image, group) one SGEMM: W_g (Mg, Cg*k) x im2col(x_g)
  *     (Cg*k, OD*OH*OW), the im2col matrix packed on the fly (cpu_gemm.h); a
  *     1x1/stride 1/no pad conv reads x_g directly as the B matrix. Bias,
@@ -22,6 +36,7 @@
  *   workspace, then col2im scatter-adds cols into y, parallel over output
  *   channels (each channel only reads its own rows of cols), then bias and
  *   activation. */
+#include "act_vec.h"
 #include "cpu_gemm.h"
 #include "cpu_kernels.h"
 
@@ -111,6 +126,153 @@ static void dw_run(void *arg, int64_t t0, int64_t t1) {
     }
 }
 
+/* ------------------------------------------------------------ padded-plane im2col */
+
+#define PADG_MG_MAX 64          /* wider groups: the GEMM dwarfs im2col, and the extra columns cost more */
+#define PADG_MAX_BYTES (64u << 20)
+
+typedef struct padg {
+    int64_t Hq, Wq, Np, K;      /* phase plane rows and row width, GEMM columns OH*Wq, K = Cg*KH*KW */
+    size_t off_b, p_b, c_b, total; /* bytes: row offsets, phase planes (+ slack), C', total with one SGEMM slot */
+} padg;
+
+static bool padg_of(const ert_kargs *a, const geom3 *g, padg *q) {
+    const ert_conv_params *p = &a->params->conv;
+    if (a->n_in < 2 || a->in[0].dtype != ERT_DTYPE_F32 || a->in[1].dtype != ERT_DTYPE_F32 || p->has_in_scale)
+        return false;
+    const int64_t G = p->group, C = a->in[0].dims[1], M = a->out[0].dims[1];
+    if (g->in[0] != 1 || g->out[0] != 1 || g->k[0] != 1 || (C / G == 1 && G > 1)) return false;
+    const int64_t Cg = C / G, Mg = M / G, sh = g->s[1], sw = g->s[2];
+    q->Wq = g->out[2] + (g->k[2] - 1) * g->d[2] / sw;
+    q->Hq = g->out[1] + (g->k[1] - 1) * g->d[1] / sh;
+    /* extra columns cost Mg * (Wq - OW) MACs per row and tap: worth it for narrow groups, or when none */
+    if (!(G > 1 && Mg <= PADG_MG_MAX) && q->Wq != g->out[2]) return false;
+    q->Np = g->out[1] * q->Wq;
+    q->K = Cg * g->k_sz;
+    const int64_t slack = (g->k[2] - 1) * g->d[2] / sw + 1; /* the last row's extra columns read past the planes */
+    const double est = (double)Cg * sh * sw * q->Hq * q->Wq + (double)Mg * q->Np + (double)q->K * 2;
+    if (est * 4 > PADG_MAX_BYTES) return false;
+    q->off_b = ert_align_up((size_t)q->K * sizeof(int64_t), 64);
+    q->p_b = ert_align_up((size_t)(Cg * sh * sw * q->Hq * q->Wq + slack) * sizeof(float), 64);
+    q->c_b = q->Wq == g->out[2] ? 0 : ert_align_up((size_t)(Mg * q->Np) * sizeof(float), 64); /* 0: straight into y */
+    size_t gws = ert_cpu_sgemm_workspace(Mg, q->Np, q->K, 1);
+    if (gws == SIZE_MAX || gws > PADG_MAX_BYTES) return false;
+    q->total = q->off_b + q->p_b + q->c_b + gws;
+    return true;
+}
+
+size_t ert_cpu_conv_padg_workspace(const ert_kargs *a) {
+    geom3 g;
+    padg q;
+    if (a->op != ERT_OP_CONV || a->n_in < 2 || a->n_out < 1 || ert_cpu_wino_chosen(a)) return 0;
+    make_geom(&a->params->conv, &a->in[0], &a->out[0], &g);
+    return padg_of(a, &g, &q) ? q.total : 0;
+}
+
+typedef struct padg_out_job {
+    const geom3 *g;
+    const padg *q;
+    const float *cp, *b, *res; /* C' (Mg, Np); this group's bias and residual rows, or NULL */
+    float *y;                  /* this group's output rows (Mg, OH*OW) */
+    const ert_act_params *act;
+} padg_out_job;
+
+/* C' row m -> y row m, dropping each output row's Wq - OW extra columns,
+ * + bias + residual, activation (the SGEMM epilogue's order) */
+static void padg_out_run(void *arg, int64_t m0, int64_t m1) {
+    const padg_out_job *j = arg;
+    const int64_t OH = j->g->out[1], OW = j->g->out[2], Wp = j->q->Wq, osz = j->g->out_sz;
+    for (int64_t m = m0; m < m1; m++) {
+        float *cr = (float *)j->cp + m * j->q->Np;
+        float *ym = j->y + m * osz;
+        const float *bm = j->b ? j->b + m : NULL;
+        if (!j->res) { /* one pass over the whole row, extra columns included (finite: sums of zeros and x) */
+            if (bm || j->act) ert_cpu_epilogue_row(cr, j->q->Np, bm, NULL, j->act);
+            for (int64_t oh = 0; oh < OH; oh++) memcpy(ym + oh * OW, cr + oh * Wp, (size_t)OW * sizeof(float));
+            continue;
+        }
+        /* the residual may be y itself (planned in place): finish in C', then copy */
+        for (int64_t oh = 0; oh < OH; oh++) {
+            ert_cpu_epilogue_row(cr + oh * Wp, OW, bm, j->res + m * osz + oh * OW, j->act);
+            memcpy(ym + oh * OW, cr + oh * Wp, (size_t)OW * sizeof(float));
+        }
+    }
+}
+
+/* The padded-plane path (see the top of the file); the caller checked padg_of and the workspace. */
+static ert_status conv_padg(const ert_kargs *a, const geom3 *g, const padg *q, size_t pk_stride) {
+    const ert_conv_params *p = &a->params->conv;
+    const ert_tview *X = &a->in[0];
+    const float *b = a->n_in > 2 ? a->in[2].data : NULL;
+    const float *res = a->n_in > 3 ? a->in[3].data : NULL;
+    const float *scale = p->has_scale && a->n_in > 4 ? a->in[4].data : NULL;
+    const int64_t N = X->dims[0], C = X->dims[1], M = a->out[0].dims[1], G = p->group;
+    const int64_t Cg = C / G, Mg = M / G, H = g->in[1], W = g->in[2], Hq = q->Hq, Wq = q->Wq;
+    const int64_t KH = g->k[1], KW = g->k[2], ph = g->pb[1], pw = g->pb[2], sh = g->s[1], sw = g->s[2];
+    const ert_act_params *act = p->act.kind != ERT_ACT_NONE ? &p->act : NULL;
+    char *ws = a->workspace;
+    int64_t *off = (int64_t *)ws;
+    float *P = (float *)(ws + q->off_b), *Cp = (float *)(ws + q->off_b + q->p_b);
+    void *gws = ws + q->off_b + q->p_b + q->c_b;
+    const size_t gws_bytes = a->workspace_bytes - (q->off_b + q->p_b + q->c_b);
+    for (int64_t k = 0; k < q->K; k++) { /* tap (kh, kw) of channel c: phase plane, then the shift */
+        const int64_t c = k / (KH * KW), i = k / KW % KH * g->d[1], j = k % KW * g->d[2];
+        off[k] = (((c * sh + i % sh) * sw + j % sw) * Hq + i / sh) * Wq + j / sw;
+    }
+    /* the padding is the same for every (image, group): zeroed once with the
+     * slack, then each group only copies its image rows in */
+    const int64_t n_pl = Cg * sh * sw, slack = (KW - 1) * g->d[2] / sw + 1;
+    uint64_t used_r = 0, used_c = 0; /* the phases the taps read (strides <= 64 here; others are all read) */
+    for (int64_t i = 0; i < KH; i++) used_r |= sh > 64 ? ~0ull : 1ull << (i * g->d[1] % sh);
+    for (int64_t j = 0; j < KW; j++) used_c |= sw > 64 ? ~0ull : 1ull << (j * g->d[2] % sw);
+    memset(P, 0, (size_t)(n_pl * Hq * Wq + slack) * sizeof(float));
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t gi = 0; gi < G; gi++) {
+            const float *xg = (const float *)X->data + (n * C + gi * Cg) * g->in_sz;
+            for (int64_t pl = 0; pl < n_pl; pl++) {
+                const int64_t c = pl / (sh * sw), pa = pl / sw % sh, pb = pl % sw;
+                if (!(used_r >> pa & 1) || !(used_c >> pb & 1)) continue; /* no tap reads it (1x1 stride 2: 3 of 4) */
+                /* plane column qq holds iw = qq*sw + pb - pw: [q0, q1) lies inside the image */
+                int64_t q0 = pw - pb > 0 ? (pw - pb + sw - 1) / sw : 0, q1 = (W + pw - pb + sw - 1) / sw;
+                if (q1 > Wq) q1 = Wq;
+                if (q0 >= q1) continue;
+                const int64_t n_cp = q1 - q0;
+                for (int64_t r = 0; r < Hq; r++) {
+                    const int64_t ih = r * sh + pa - ph;
+                    if (ih < 0 || ih >= H) continue;
+                    float *restrict d = P + (pl * Hq + r) * Wq + q0;
+                    const float *restrict xr = xg + (c * H + ih) * W + (q0 * sw + pb - pw);
+                    if (sw == 1) memcpy(d, xr, (size_t)n_cp * sizeof(float));
+                    else if (sw == 2)
+                        for (int64_t t = 0; t < n_cp; t++) d[t] = xr[2 * t];
+                    else
+                        for (int64_t t = 0; t < n_cp; t++) d[t] = xr[t * sw];
+                }
+            }
+            const int64_t yoff = (n * M + gi * Mg) * g->out_sz;
+            const bool direct = Wq == g->out[2]; /* no extra columns: C' is y, the epilogue the SGEMM's */
+            ert_sgemm_args ga = {
+                .M = Mg, .N = q->Np, .K = q->K,
+                .a = (const float *)a->in[1].data + gi * Mg * q->K, .a_rs = q->K, .a_cs = 1, .alpha = 1.0f,
+                .a_row_scale = scale ? scale + gi * Mg : NULL,
+                .a_packed = pk_stride ? (const char *)a->packed + (size_t)gi * pk_stride : NULL,
+                .b = P, .b_cs = 1, .b_row_off = off,
+                .c = direct ? (float *)a->out[0].data + yoff : Cp, .ldc = q->Np,
+                .bias_row = direct && b ? b + gi * Mg : NULL,
+                .residual = direct && res ? res + yoff : NULL,
+                .act = direct ? act : NULL, .choice = a->choice,
+            };
+            ert_status st = ert_cpu_sgemm(&ga, gws, gws_bytes, a->pool);
+            if (st) return st;
+            if (direct) continue;
+            padg_out_job j = {g, q, Cp, b ? b + gi * Mg : NULL, res ? res + yoff : NULL, (float *)a->out[0].data + yoff,
+                              act};
+            ert_parallel_for(a->pool, Mg, 1, padg_out_run, &j);
+        }
+    }
+    return ERT_OK;
+}
+
 /* ------------------------------------------------------------ Conv */
 
 /* Packed filters (session create): per group, W_g as the SGEMM's A operand
@@ -196,6 +358,8 @@ ert_status ert_cpu_conv(const ert_kargs *a) {
     bool pointwise = g.k_sz == 1;
     for (int i = 0; i < 3; i++)
         if (g.s[i] != 1 || g.pb[i] != 0 || g.in[i] != g.out[i]) pointwise = false;
+    padg pq;
+    if (!pointwise && padg_of(a, &g, &pq) && a->workspace_bytes >= pq.total) return conv_padg(a, &g, &pq, pk_stride);
     ert_conv_geom cg = {.x = NULL};
     for (int i = 0; i < 3; i++) {
         cg.in[i] = g.in[i];

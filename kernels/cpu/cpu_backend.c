@@ -148,10 +148,15 @@ static size_t cpu_node_packed_bytes(const ert_kargs *a) {
     }
 }
 
-/* Scratch beyond prepare's: Winograd's buffers (winograd.c) */
+/* Scratch beyond prepare's: Winograd's buffers (winograd.c), or the padded
+ * planes of a grouped conv (conv.c); never both (Winograd is for group 1) */
 static ert_status cpu_node_workspace(void *bctx, const ert_kargs *a, size_t *bytes) {
     (void)bctx;
-    *bytes = a->op == ERT_OP_CONV ? ert_cpu_wino_workspace(a) : 0;
+    *bytes = 0;
+    if (a->op == ERT_OP_CONV) {
+        size_t w = ert_cpu_wino_workspace(a);
+        *bytes = w ? w : ert_cpu_conv_padg_workspace(a);
+    }
     return *bytes == SIZE_MAX ? ERT_E_SHAPE : ERT_OK;
 }
 

@@ -32,6 +32,9 @@ typedef struct ert_sgemm_args {
     float alpha;
     const float *b;          /* ignored when conv != NULL */
     int64_t b_rs, b_cs;
+    const int64_t *b_row_off; /* (K) or NULL: dense B row k starts at b + b_row_off[k] instead of
+                              * b + k * b_rs (conv.c's padded-plane im2col: every row a shifted
+                              * view of the zero-padded input) */
     const ert_conv_geom *conv;
     float *c;
     int64_t ldc;

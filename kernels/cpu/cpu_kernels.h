@@ -120,6 +120,11 @@ ert_status ert_cpu_conv_pack(const ert_kargs *a);
 size_t ert_cpu_matmul_packed_bytes(const ert_kargs *a); /* MatMul and Gemm */
 ert_status ert_cpu_matmul_pack(const ert_kargs *a);
 
+/* conv.c: scratch for the padded-plane path of grouped stride-1 convs, on
+ * top of prepare's (the backend's node_workspace); 0 where it does not apply.
+ * Without it (a short workspace) the conv takes the im2col SGEMM. */
+size_t ert_cpu_conv_padg_workspace(const ert_kargs *a);
+
 /* Whether the direct kernel takes this case (and p->choice allows it). */
 bool ert_cpu_dw2d_fits(const ert_dw2d *p);
 void ert_cpu_dw2d(const ert_dw2d *p, struct ert_threadpool *pool);

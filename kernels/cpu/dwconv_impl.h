@@ -128,43 +128,66 @@ static inline __attribute__((always_inline)) void DW_FN(dw_row)(const ert_dw2d *
     if (p->act) ert_cpu_act_row(yr, OW, p->act); /* the row is still in L1 */
 }
 
-/* Small planes (the 14x14 and 7x7 maps of a classifier's last stages, where
- * a row is one or two vectors and the per-row set-up was most of the time:
- * EfficientNet-B0's 7x7x1152 5x5 layers): the input plane is copied once
- * into a zero-padded buffer, then every output row reads it without bounds
- * checks. Returns false when the buffer would not hold it. */
+/* n floats s -> d (no overlap) in vectors, the last one overlapping the one
+ * before when n is not a multiple of VL: no libc call for the short rows
+ * here (a memcpy or memset call per 7..56 floats was a fifth of MobileNetV2's
+ * depthwise instructions, callgrind) */
+static inline __attribute__((always_inline)) void DW_FN(dw_copy)(float *restrict d, const float *restrict s,
+                                                               int64_t n) {
+    if (n < VL) {
+        for (int64_t i = 0; i < n; i++) d[i] = s[i];
+        return;
+    }
+    for (int64_t i = 0;; i += VL) {
+        if (i + VL > n) i = n - VL;
+        DW_V v;
+        memcpy(&v, s + i, sizeof v);
+        memcpy(d + i, &v, sizeof v);
+        if (i + VL >= n) break;
+    }
+}
+
+/* Small planes (the 28x28 to 7x7 maps of a classifier's later stages, where
+ * a row is a few vectors and the per-row set-up was most of the time:
+ * EfficientNet-B0's 7x7x1152 5x5 layers): the input plane is copied into a
+ * zero-padded buffer, then every output row reads it without bounds checks.
+ * buf (DW_PLANE_MAX floats) is the caller's, kept over its planes: the
+ * padding is zeroed once (*zeroed), each plane then only copies its rows in.
+ * Without a residual the blocks store straight into y, a row's last block
+ * spilling into the rows after it, which overwrite it later (rows whose
+ * blocks would pass the plane's end go through orow). Returns false when the buffer would not hold it. */
 static inline __attribute__((always_inline)) bool DW_FN(dw_plane_padded)(const ert_dw2d *p, const float *xc, float *ym,
                                                                      const float *rm, const float *wk, float bv,
                                                                      const int64_t s, const int64_t KH,
-                                                                     const int64_t KW) {
+                                                                     const int64_t KW, float *buf, bool *zeroed) {
     const int64_t W = p->W, H = p->H, OW = p->OW, OH = p->OH, d = p->dw, pw = p->pw;
     const int64_t OWp = (OW + VL - 1) / VL * VL;
     const int64_t Lp = OWp * s + (KW - 1) * d;                  /* floats a row's blocks read */
     const int64_t Hp = (OH - 1) * p->sh + (KH - 1) * p->dh + 1; /* padded rows the plane reads */
     if (OWp > DW_PADW || Lp * Hp > DW_PLANE_MAX) return false;
-    float buf[DW_PLANE_MAX], orow[DW_PADW];
+    float orow[DW_PADW];
     /* buf row r, column j = x[r - ph][j - pw], zero outside the image */
     const int64_t j0 = pw < Lp ? pw : Lp, j1 = pw + W < Lp ? pw + W : Lp;
-    for (int64_t r = 0; r < Hp; r++) {
-        float *b = buf + r * Lp;
-        const int64_t ih = r - p->ph;
-        if (ih < 0 || ih >= H || j1 <= j0) {
-            memset(b, 0, (size_t)Lp * sizeof(float));
-            continue;
-        }
-        memset(b, 0, (size_t)j0 * sizeof(float));
-        memcpy(b + j0, xc + ih * W, (size_t)(j1 - j0) * sizeof(float));
-        memset(b + j1, 0, (size_t)(Lp - j1) * sizeof(float));
+    if (!*zeroed) {
+        memset(buf, 0, (size_t)(Lp * Hp) * sizeof(float));
+        *zeroed = true;
     }
+    if (j1 > j0)
+        for (int64_t r = p->ph > 0 ? p->ph : 0; r < Hp && r - p->ph < H; r++)
+            DW_FN(dw_copy)(buf + r * Lp + j0, xc + (r - p->ph) * W, j1 - j0);
     const float *rows[DW_KMAX];
     for (int64_t oh = 0; oh < OH; oh++) {
         for (int64_t kh = 0; kh < KH; kh++) rows[kh] = buf + (oh * p->sh + kh * p->dh) * Lp;
-        for (int64_t ow = 0; ow < OWp; ow += VL) DW_FN(dw_block)(rows, wk, KH, KW, ow * s, d, bv, s, orow + ow);
         float *yr = ym + oh * OW;
+        if (!rm && oh * OW + OWp <= OH * OW) { /* the spill stays inside the plane */
+            for (int64_t ow = 0; ow < OWp; ow += VL) DW_FN(dw_block)(rows, wk, KH, KW, ow * s, d, bv, s, yr + ow);
+            continue;
+        }
+        for (int64_t ow = 0; ow < OWp; ow += VL) DW_FN(dw_block)(rows, wk, KH, KW, ow * s, d, bv, s, orow + ow);
         if (rm)
             for (int64_t ow = 0; ow < OW; ow++) yr[ow] = orow[ow] + rm[oh * OW + ow];
         else
-            memcpy(yr, orow, (size_t)OW * sizeof(float));
+            DW_FN(dw_copy)(yr, orow, OW);
     }
     if (p->act) ert_cpu_act_row(ym, OH * OW, p->act);
     return true;
@@ -175,7 +198,8 @@ static inline __attribute__((always_inline)) bool DW_FN(dw_plane_padded)(const e
 static inline __attribute__((always_inline)) void DW_FN(dw_planes)(const ert_dw2d *p, int64_t t0, int64_t t1,
                                                            const int64_t KH, const int64_t KW) {
     const int64_t plane_in = p->H * p->W, plane_out = p->OH * p->OW;
-    float wk[DW_KMAX * DW_KMAX];
+    float wk[DW_KMAX * DW_KMAX], pbuf[DW_PLANE_MAX];
+    bool pbuf_zeroed = false; /* dw_plane_padded's padding, zeroed once for all these planes */
     const float *rows[DW_KMAX];
     for (int64_t t = t0; t < t1; t++) {
         const int64_t n = t / p->M, m = t % p->M, c = m / p->mult;
@@ -185,8 +209,8 @@ static inline __attribute__((always_inline)) void DW_FN(dw_planes)(const ert_dw2
         float *ym = p->y + t * plane_out;
         const float *rm = p->res ? p->res + t * plane_out : NULL;
         if ((p->OW < DW_PAD_BELOW || KW >= DW_PAD_KW) &&
-            (p->sw == 1 ? DW_FN(dw_plane_padded)(p, xc, ym, rm, wk, bv, 1, KH, KW)
-                        : DW_FN(dw_plane_padded)(p, xc, ym, rm, wk, bv, 2, KH, KW)))
+            (p->sw == 1 ? DW_FN(dw_plane_padded)(p, xc, ym, rm, wk, bv, 1, KH, KW, pbuf, &pbuf_zeroed)
+                        : DW_FN(dw_plane_padded)(p, xc, ym, rm, wk, bv, 2, KH, KW, pbuf, &pbuf_zeroed)))
             continue;
         for (int64_t oh = 0; oh < p->OH; oh++) {
             for (int64_t kh = 0; kh < KH; kh++) {

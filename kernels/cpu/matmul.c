@@ -65,17 +65,15 @@ typedef struct ukr_desc {
     int64_t mr, nr;
     ert_cpu_gemm_kernel kind;
     bool epi; /* applies ert_ukr_epi itself */
+    /* or NULL: the kernel over the first nr/2 columns of the B panels only
+     * (panel stride still nr), out = result, no epilogue: the driver's last
+     * panel when it has <= nr/2 real columns (N = 49: 1 of 16) */
+    ukr_fn half;
 } ukr_desc;
 
 #if defined(__GNUC__)
 typedef float ert_v8f __attribute__((vector_size(32)));
 
-/* a macro, not a function: returning a 32-byte vector by value would change
- * the ABI between the AVX2 and baseline builds of the kernel (-Wpsabi) */
-#define LD8(v, p) memcpy(&(v), (p), sizeof(v))
-
-/* 6x16: the accumulators are 12 eight-float vectors (plain-array loops left
- * gcc spilling them to the stack on every k). */
 /* the epilogue on 8 lanes, in ERT_AV_N-lane pieces (one on x86) */
 static inline __attribute__((always_inline)) void ukr_epi8(ert_v8f *v, const ert_ukr_epi *e, int64_t i, int64_t j0) {
     for (int h = 0; h < 8 / ERT_AV_N; h++) {
@@ -86,47 +84,6 @@ static inline __attribute__((always_inline)) void ukr_epi8(ert_v8f *v, const ert
     }
 }
 
-static inline __attribute__((always_inline)) void ukr_body(int64_t kc, const float *restrict a,
-                                                         const float *restrict b, float *restrict out,
-                                                         int64_t ldo, bool add, const ert_ukr_epi *e) {
-    ert_v8f c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0};
-    ert_v8f c30 = {0}, c31 = {0}, c40 = {0}, c41 = {0}, c50 = {0}, c51 = {0};
-    /* 4 k steps per loop trip: the 4 pointer/counter instructions a trip
-     * costs were a sixth of the loop's 24 (callgrind, DeiT-Tiny) */
-#pragma GCC unroll 4
-    for (int64_t k = 0; k < kc; k++, a += 6, b += 16) {
-        ert_v8f b0, b1;
-        LD8(b0, b);
-        LD8(b1, b + 8);
-        c00 += a[0] * b0, c01 += a[0] * b1;
-        c10 += a[1] * b0, c11 += a[1] * b1;
-        c20 += a[2] * b0, c21 += a[2] * b1;
-        c30 += a[3] * b0, c31 += a[3] * b1;
-        c40 += a[4] * b0, c41 += a[4] * b1;
-        c50 += a[5] * b0, c51 += a[5] * b1;
-    }
-    ert_v8f all[12] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
-    if (e) { /* + epilogue, in registers, before the one store */
-        for (int i = 0; i < 6; i++, out += ldo)
-            for (int h = 0; h < 2; h++) {
-                ert_v8f v = all[2 * i + h];
-                if (add) {
-                    ert_v8f o;
-                    LD8(o, out + 8 * h);
-                    v += o;
-                }
-                ukr_epi8(&v, e, i, 8 * h);
-                memcpy(out + 8 * h, &v, sizeof v);
-            }
-        return;
-    }
-    const float *t = (const float *)all;
-    for (int i = 0; i < 6; i++, out += ldo, t += 16)
-        if (add)
-            for (int j = 0; j < 16; j++) out[j] += t[j];
-        else
-            memcpy(out, t, 16 * sizeof(float));
-}
 #else
 static void ukr_body(int64_t kc, const float *restrict a, const float *restrict b, float *restrict out,
                      int64_t ldo, bool add, const ert_ukr_epi *e) {
@@ -186,15 +143,122 @@ static void ukr_generic(int64_t kc, const float *a, const float *b, float *out, 
 }
 #endif
 
-static const ukr_desc ukr_portable_desc = {ukr_generic, 6, 16, ERT_CPU_GEMM_PORTABLE, false};
+static const ukr_desc ukr_portable_desc = {ukr_generic, 6, 16, ERT_CPU_GEMM_PORTABLE, false, NULL};
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-__attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *a, const float *b, float *out,
-                                                         int64_t ldo, bool add, const ert_ukr_epi *e) {
-    ukr_body(kc, a, b, out, ldo, add, e);
+/* The AVX2 6x16 kernel: 12 ymm accumulators, and for the epilogues conv
+ * layers have (bias, residual, ReLU, Clip) a store written out per row in
+ * intrinsics. Through the generic epilogue (ukr_epi8: the tile spilled to
+ * the stack, one switch on the kind per 8 lanes) a call with a ReLU6 epilogue
+ * cost about 400 instructions besides its k loop: a quarter of MobileNetV2's
+ * micro-kernel instructions, where K is 16..960 (callgrind). ReLU and Clip
+ * are max/min with the operands ordered so that they equal act_vec.h's
+ * `x < lo ? lo : x` exactly, NaN and -0 included (MAXPS returns its second
+ * operand unless the first is greater). */
+#define Y_ROW(i) __m256 c##i##0 = _mm256_setzero_ps(), c##i##1 = _mm256_setzero_ps()
+#define Y_FMA(i)                                                                                                    \
+    do {                                                                                                            \
+        const __m256 av = _mm256_broadcast_ss(a + (i));                                                             \
+        c##i##0 = _mm256_fmadd_ps(av, b0, c##i##0);                                                                 \
+        c##i##1 = _mm256_fmadd_ps(av, b1, c##i##1);                                                                 \
+    } while (0)
+#define Y_ST(i, ADD, FAST, BR, RS, BC, KIND)                                                                        \
+    do {                                                                                                            \
+        float *o = out + (i) * ldo;                                                                                 \
+        if (ADD) {                                                                                                  \
+            c##i##0 = _mm256_add_ps(c##i##0, _mm256_loadu_ps(o));                                                   \
+            c##i##1 = _mm256_add_ps(c##i##1, _mm256_loadu_ps(o + 8));                                               \
+        }                                                                                                           \
+        if (FAST) {                                                                                                 \
+            if (BR) {                                                                                               \
+                const __m256 bv = _mm256_broadcast_ss(e->bias_row + (i));                                           \
+                c##i##0 = _mm256_add_ps(c##i##0, bv);                                                               \
+                c##i##1 = _mm256_add_ps(c##i##1, bv);                                                               \
+            }                                                                                                       \
+            if (RS) {                                                                                               \
+                c##i##0 = _mm256_add_ps(c##i##0, _mm256_loadu_ps(e->res + (i) * e->ldr));                           \
+                c##i##1 = _mm256_add_ps(c##i##1, _mm256_loadu_ps(e->res + (i) * e->ldr + 8));                       \
+            }                                                                                                       \
+            if (BC) {                                                                                               \
+                c##i##0 = _mm256_add_ps(c##i##0, _mm256_loadu_ps(e->bias_col));                                     \
+                c##i##1 = _mm256_add_ps(c##i##1, _mm256_loadu_ps(e->bias_col + 8));                                 \
+            }                                                                                                       \
+            if ((KIND) != ERT_ACT_NONE) {                                                                           \
+                c##i##0 = _mm256_max_ps(lo, c##i##0);                                                               \
+                c##i##1 = _mm256_max_ps(lo, c##i##1);                                                               \
+            }                                                                                                       \
+            if ((KIND) == ERT_ACT_CLIP) {                                                                           \
+                c##i##0 = _mm256_min_ps(hi, c##i##0);                                                               \
+                c##i##1 = _mm256_min_ps(hi, c##i##1);                                                               \
+            }                                                                                                       \
+        } else if (e) {                                                                                             \
+            ert_v8f v0 = (ert_v8f)c##i##0, v1 = (ert_v8f)c##i##1;                                                   \
+            ukr_epi8(&v0, e, i, 0);                                                                                 \
+            ukr_epi8(&v1, e, i, 8);                                                                                 \
+            c##i##0 = (__m256)v0, c##i##1 = (__m256)v1;                                                             \
+        }                                                                                                           \
+        _mm256_storeu_ps(o, c##i##0);                                                                               \
+        _mm256_storeu_ps(o + 8, c##i##1);                                                                           \
+    } while (0)
+
+/* the 6 rows, with the flags constant where the caller specialises */
+#define Y_ST_ALL(ADD, FAST, BR, RS, BC, KIND)                                                                       \
+    do {                                                                                                            \
+        Y_ST(0, ADD, FAST, BR, RS, BC, KIND);                                                                       \
+        Y_ST(1, ADD, FAST, BR, RS, BC, KIND);                                                                       \
+        Y_ST(2, ADD, FAST, BR, RS, BC, KIND);                                                                       \
+        Y_ST(3, ADD, FAST, BR, RS, BC, KIND);                                                                       \
+        Y_ST(4, ADD, FAST, BR, RS, BC, KIND);                                                                       \
+        Y_ST(5, ADD, FAST, BR, RS, BC, KIND);                                                                       \
+    } while (0)
+
+__attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *restrict a,
+                                                         const float *restrict b, float *restrict out, int64_t ldo,
+                                                         bool add, const ert_ukr_epi *e) {
+    Y_ROW(0); Y_ROW(1); Y_ROW(2); Y_ROW(3); Y_ROW(4); Y_ROW(5);
+    /* 4 k steps per loop trip: the 4 pointer/counter instructions a trip
+     * costs were a sixth of the loop's 24 (callgrind, DeiT-Tiny) */
+#pragma GCC unroll 4
+    for (int64_t k = 0; k < kc; k++, a += 6, b += 16) {
+        const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        Y_FMA(0); Y_FMA(1); Y_FMA(2); Y_FMA(3); Y_FMA(4); Y_FMA(5);
+    }
+    const int kind = e ? e->kind : ERT_ACT_NONE;
+    const bool fast = e && (kind == ERT_ACT_NONE || kind == ERT_ACT_RELU || kind == ERT_ACT_CLIP);
+    /* Clip's bounds as act_vec.h forms them (al + 0: a -0 bound becomes +0) */
+    const __m256 lo = kind == ERT_ACT_CLIP ? _mm256_set1_ps(e->alpha + 0.0f) : _mm256_setzero_ps();
+    const __m256 hi = _mm256_set1_ps(kind == ERT_ACT_CLIP ? e->beta + 0.0f : 0.0f);
+    if (!e) {
+        if (add) Y_ST_ALL(true, false, false, false, false, ERT_ACT_NONE);
+        else Y_ST_ALL(false, false, false, false, false, ERT_ACT_NONE);
+        return;
+    }
+    const bool br = e->bias_row, rs = e->res, bc = e->bias_col;
+    /* the conv layers' epilogues with every test folded away (~70 of a
+     * tile's ~105 store instructions were the per-row flag tests) */
+    if (fast && !add && br && !bc) {
+        if (!rs && kind == ERT_ACT_RELU) {
+            Y_ST_ALL(false, true, true, false, false, ERT_ACT_RELU);
+            return;
+        }
+        if (!rs && kind == ERT_ACT_CLIP) {
+            Y_ST_ALL(false, true, true, false, false, ERT_ACT_CLIP);
+            return;
+        }
+        if (kind == ERT_ACT_NONE) {
+            if (rs) Y_ST_ALL(false, true, true, true, false, ERT_ACT_NONE);
+            else Y_ST_ALL(false, true, true, false, false, ERT_ACT_NONE);
+            return;
+        }
+    }
+    Y_ST_ALL(add, fast, br, rs, bc, kind);
 }
+#undef Y_ROW
+#undef Y_FMA
+#undef Y_ST
+#undef Y_ST_ALL
 
 /* The epilogue on one zmm (16 columns from j0 of row i): ReLU and Clip as
  * max/min (operands ordered so a NaN stays NaN: MAXPS returns its second
@@ -254,8 +318,34 @@ __attribute__((target("avx512f"))) static void ukr_avx512(int64_t kc, const floa
     Z_ST(0); Z_ST(1); Z_ST(2); Z_ST(3); Z_ST(4); Z_ST(5); Z_ST(6); Z_ST(7);
 }
 
-static const ukr_desc ukr_avx2_desc = {ukr_avx2, 6, 16, ERT_CPU_GEMM_AVX2, true};
-static const ukr_desc ukr_avx512_desc = {ukr_avx512, 8, 32, ERT_CPU_GEMM_AVX512, true};
+/* 6x8 over 16-wide panels: one B load and 6 FMAs per k instead of 2 and 12,
+ * for the last panel of N = 49 (7x7 maps: a third of MobileNetV2's 1x1 conv
+ * MACs) and N = 196 */
+__attribute__((target("avx2,fma"))) static void ukr_avx2_half(int64_t kc, const float *restrict a,
+                                                              const float *restrict b, float *restrict out,
+                                                              int64_t ldo, bool add, const ert_ukr_epi *e) {
+    (void)add, (void)e; /* always a fresh tile into the driver's scratch */
+    __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0;
+#pragma GCC unroll 4
+    for (int64_t k = 0; k < kc; k++, a += 6, b += 16) {
+        const __m256 b0 = _mm256_loadu_ps(b);
+        c0 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 0), b0, c0);
+        c1 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 1), b0, c1);
+        c2 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 2), b0, c2);
+        c3 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 3), b0, c3);
+        c4 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 4), b0, c4);
+        c5 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 5), b0, c5);
+    }
+    _mm256_storeu_ps(out, c0);
+    _mm256_storeu_ps(out + ldo, c1);
+    _mm256_storeu_ps(out + 2 * ldo, c2);
+    _mm256_storeu_ps(out + 3 * ldo, c3);
+    _mm256_storeu_ps(out + 4 * ldo, c4);
+    _mm256_storeu_ps(out + 5 * ldo, c5);
+}
+
+static const ukr_desc ukr_avx2_desc = {ukr_avx2, 6, 16, ERT_CPU_GEMM_AVX2, true, ukr_avx2_half};
+static const ukr_desc ukr_avx512_desc = {ukr_avx512, 8, 32, ERT_CPU_GEMM_AVX512, true, NULL};
 
 static const ukr_desc *pick_ukr(const ert_kernel_choice *kc) {
     int cap = ert_kernel_choice_of(kc).gemm_cap;
@@ -271,7 +361,7 @@ static const ukr_desc *pick_ukr(const ert_kernel_choice *kc) {
 /* gemm_neon.c */
 void ert_cpu_ukr_neon_6x16(int64_t kc, const float *a, const float *b, float *out, int64_t ldo, bool add,
                            const ert_ukr_epi *e);
-static const ukr_desc ukr_neon_desc = {ert_cpu_ukr_neon_6x16, 6, 16, ERT_CPU_GEMM_NEON, true};
+static const ukr_desc ukr_neon_desc = {ert_cpu_ukr_neon_6x16, 6, 16, ERT_CPU_GEMM_NEON, true, NULL};
 
 /* ASIMD is part of the aarch64 baseline, but a kernel may run without it
  * (some embedded Linux configs): ask the kernel's HWCAP, never the build. */
@@ -351,34 +441,50 @@ static inline __attribute__((always_inline)) void pack_a_block(const ert_sgemm_a
 }
 
 /* Dense B block (rows [k0,k0+kc), cols [j0,j0+nc)) into nr-column panels:
- * dst[(jj/nr)*kc*nr + kk*nr + jj%nr]; columns past nc are zero. */
+ * dst[(jj/nr)*kc*nr + kk*nr + jj%nr]; columns past nc are zero.
+ * The full panels of a contiguous B go row by row (one source row pointer
+ * per k, fixed-size copies for nr = 16 and 32): per (panel, k) the loop
+ * below used to reload g's fields and call memcpy with a run-time size,
+ * ~30 instructions for 16 floats (callgrind, RegNetY-800MF's 1x1 convs). */
 static inline __attribute__((always_inline)) void pack_b_dense(const ert_sgemm_args *g, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int64_t nr,
                          float *dst) {
-    for (int64_t jp = 0; jp < nc; jp += nr) {
+    const float *const b = g->b;
+    const int64_t b_rs = g->b_rs, b_cs = g->b_cs;
+    const int64_t *const roff = g->b_row_off;
+    const float *const rsc = g->b_row_scale;
+    const int64_t nfull = b_cs == 1 && !rsc ? nc / nr : 0;
+    if (nfull) {
+        for (int64_t kk = 0; kk < kc; kk++) {
+            const float *src = b + (roff ? roff[k0 + kk] : (k0 + kk) * b_rs) + j0;
+            float *dk = dst + kk * nr;
+            if (nr == 16)
+                for (int64_t p = 0; p < nfull; p++) memcpy(dk + p * kc * 16, src + p * 16, 16 * sizeof(float));
+            else if (nr == 32)
+                for (int64_t p = 0; p < nfull; p++) memcpy(dk + p * kc * 32, src + p * 32, 32 * sizeof(float));
+            else
+                for (int64_t p = 0; p < nfull; p++) memcpy(dk + p * kc * nr, src + p * nr, (size_t)nr * sizeof(float));
+        }
+    }
+    for (int64_t jp = nfull * nr; jp < nc; jp += nr) {
         int64_t w = min64(nr, nc - jp);
         float *d = dst + (jp / nr) * kc * nr;
         for (int64_t kk = 0; kk < kc; kk++) {
-            const float *src = g->b + (k0 + kk) * g->b_rs + (j0 + jp) * g->b_cs;
+            const float *src = b + (roff ? roff[k0 + kk] : (k0 + kk) * b_rs) + (j0 + jp) * b_cs;
             float *dk = d + kk * nr;
-            if (g->b_row_scale) { /* rare (a fused SE scale): one general loop */
-                const float sc = g->b_row_scale[k0 + kk];
+            if (rsc) { /* rare (a fused SE scale): one general loop */
+                const float sc = rsc[k0 + kk];
                 int64_t q = 0;
-                for (; q < w; q++) dk[q] = sc * src[q * g->b_cs];
+                for (; q < w; q++) dk[q] = sc * src[q * b_cs];
                 for (; q < nr; q++) dk[q] = 0.0f;
                 continue;
             }
-            if (g->b_cs == 1 && w == nr) {
-                if (nr == 32) memcpy(dk, src, 32 * sizeof(float));
-                else memcpy(dk, src, (size_t)nr * sizeof(float));
-                continue;
-            }
-            if (g->b_cs == 1) { /* the last panel of a row (N = 49, 196, 784...): copy, then zero-pad */
+            if (b_cs == 1) { /* the last panel of a row (N = 49, 196, 784...): copy, then zero-pad */
                 memcpy(dk, src, (size_t)w * sizeof(float));
                 memset(dk + w, 0, (size_t)(nr - w) * sizeof(float));
                 continue;
             }
             int64_t q = 0;
-            for (; q < w; q++) dk[q] = src[q * g->b_cs];
+            for (; q < w; q++) dk[q] = src[q * b_cs];
             for (; q < nr; q++) dk[q] = 0.0f;
         }
     }
@@ -655,7 +761,8 @@ static inline __attribute__((always_inline)) void sgemm_slot_body(void *arg, int
                                 if (last && has_epi) epilogue_tile(g, i0 + ir, j0 + jr, mr, nr);
                                 continue;
                             }
-                            ukr(kc, ap, bp, acc, nr, false, NULL);
+                            if (jb->uk->half && nc - jr <= nr / 2) jb->uk->half(kc, ap, bp, acc, nr, false, NULL);
+                            else ukr(kc, ap, bp, acc, nr, false, NULL);
                             store_tile(g, acc, nr, i0 + ir, j0 + jr, min64(mr, mc - ir), min64(nr, nc - jr), first,
                                        last);
                         }

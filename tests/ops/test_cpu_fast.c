@@ -14,6 +14,9 @@
  *     1, 1), schedules the Conv alone (input 5 = s) and matches float64; its
  *     packed filter is in the arena's weights, and ERT_SESSION_NO_PACK gives
  *     the same numbers without it;
+ *   - grouped convs (stride 1 and 2) and 1x1 stride-2 ones through conv.c's
+ *     padded phase-plane path (and the im2col SGEMM without its scratch),
+ *     with a residual input;
  *   - the direct depthwise kernel's copy for each vector ISA the CPU has
  *     (AVX-512 16-wide, AVX2 8-wide, baseline), kernels 1..7, stride 1/2,
  *     dilation 1/2, padding, channel multiplier 1/2, narrow and wide rows. */
@@ -93,6 +96,67 @@ static void test_conv_packed(int pool_i) {
         }
         tt_free(&w_copy);
         for (int i = 0; i < 3; i++) tt_free(&in[i]);
+    }
+}
+
+/* conv.c's padded phase-plane path (the backend's node_workspace gives its
+ * scratch, as a session does; the filter packed, the original poisoned):
+ * grouped 2-D convs with narrow groups at stride 1 and 2, and ungrouped 1x1
+ * stride-2 ones; odd channels and maps, asymmetric padding, dilation 1/2,
+ * bias, a residual input and ReLU, against float64. The same case without
+ * the extra scratch takes the im2col SGEMM and must agree too. */
+static void test_conv_padg(int pool_i) {
+    for (int it = 0; it < 12; it++) {
+        const bool shortcut = it % 3 == 2; /* G = 1, 1x1, stride 2 */
+        int64_t G = shortcut ? 1 : ert_test_int(&rng, 2, 4), Cg = ert_test_int(&rng, 2, 9);
+        int64_t Mg = ert_test_int(&rng, 1, shortcut ? 40 : 13);
+        int64_t k[2], s[2], d[2], pd[4];
+        for (int i = 0; i < 2; i++) {
+            k[i] = shortcut ? 1 : ert_test_int(&rng, 1, 3);
+            s[i] = shortcut ? 2 : ert_test_int(&rng, 1, 2);
+            d[i] = shortcut ? 1 : ert_test_int(&rng, 1, 2);
+            pd[i] = ert_test_int(&rng, 0, shortcut ? 1 : 2);
+            pd[i + 2] = ert_test_int(&rng, k[i] == 1 && s[i] == 1 ? 1 : 0, 2); /* 1x1 s1 unpadded: the pointwise path */
+        }
+        int64_t xd[4] = {ert_test_int(&rng, 1, 2), G * Cg, ert_test_int(&rng, 5, 17), ert_test_int(&rng, 5, 33)};
+        int64_t wd[4] = {G * Mg, Cg, k[0], k[1]}, bd[1] = {G * Mg};
+        int64_t yd[4] = {xd[0], G * Mg, (xd[2] + pd[0] + pd[2] - (k[0] - 1) * d[0] - 1) / s[0] + 1,
+                         (xd[3] + pd[1] + pd[3] - (k[1] - 1) * d[1] - 1) / s[1] + 1};
+        const bool with_res = it % 2;
+        tt in[4] = {tt_rand(&rng, 4, xd, -1, 1), tt_rand(&rng, 4, wd, -1, 1), tt_rand(&rng, 1, bd, -1, 1), {0}};
+        in[1].cst = in[2].cst = true;
+        if (with_res) in[3] = tt_rand(&rng, 4, yd, -1, 1);
+        ert_attr_val at[5] = {A_I("group", G), A_IS("strides", s, 2), A_IS("pads", pd, 4), A_IS("dilations", d, 2),
+                              A_I("ert_act", ERT_ACT_RELU)};
+        tt w_copy = tt_new(ERT_DTYPE_F32, 4, wd);
+        memcpy(w_copy.data, in[1].data, (size_t)tt_n(&in[1]) * sizeof(float));
+        for (int extra = 1; extra >= 0; extra--) {
+            tt y = {0};
+            oh_pack = extra ? 2 : 0;
+            ert_status st = run_op(ctx, ERT_OP_CONV, at, 5, in, with_res ? 4 : 3, &y, 1, NULL);
+            oh_pack = 0;
+            char what[224];
+            snprintf(what, sizeof what, "padg conv x %lldx%lldx%lldx%lld G%lld Mg%lld k%lldx%lld s%lld,%lld d%lld,%lld p%lld,%lld,%lld,%lld res%d extra%d pool%d",
+                     (long long)xd[0], (long long)xd[1], (long long)xd[2], (long long)xd[3], (long long)G, (long long)Mg,
+                     (long long)k[0], (long long)k[1], (long long)s[0], (long long)s[1], (long long)d[0], (long long)d[1], (long long)pd[0],
+                     (long long)pd[1], (long long)pd[2], (long long)pd[3], (int)with_res, extra, pool_i);
+            CHECK(st == ERT_OK, "%s: %s", what, ert_status_str(st));
+            if (st != ERT_OK) continue;
+            CHECK(y.dims[2] == yd[2] && y.dims[3] == yd[3], "%s: output dims", what);
+            double *ref = malloc((size_t)tt_n(&y) * sizeof *ref);
+            conv_ref(&in[0], &w_copy, &in[2], G, s, pd, d, 0, &y, ref);
+            for (int64_t i = 0; i < tt_n(&y); i++) {
+                double v = ref[i] + (with_res ? ((const float *)in[3].data)[i] : 0.0);
+                ref[i] = v < 0 ? 0.0 : v;
+            }
+            CHECK(ert_test_close(what, y.data, ref, tt_n(&y), 1e-5, 1e-4), "%s", what);
+            free(ref);
+            tt_free(&y);
+            memcpy(in[1].data, w_copy.data, (size_t)tt_n(&in[1]) * sizeof(float)); /* oh_pack 2 poisoned it */
+        }
+        tt_free(&w_copy);
+        for (int i = 0; i < 4; i++)
+            if (in[i].data) tt_free(&in[i]);
     }
 }
 
@@ -486,6 +550,7 @@ int main(void) {
             kc.wino = -1;
             test_conv_packed(p);
             kc.wino = 0;
+            test_conv_padg(p);
             test_gemm_packed(p);
             test_dw(p, cap);
             test_sgemm_epilogue(p, cap);
