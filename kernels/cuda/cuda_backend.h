@@ -140,7 +140,7 @@ typedef struct fuse_hint {
 
 /* cuBLASLt's pick for one channels-last 1x1 conv GEMM shape (gemm_find). */
 typedef struct lt_entry {
-    int key[8]; /* M, C, K, dtype, epilogue, residual */
+    int key[8]; /* M, C (inner), K (out), dtype, epilogue, residual, 1: B is (C, K) (a MatMul), 1: BLAS_WS cap */
     cublasLtMatmulAlgo_t algo;
     size_t ws;
     float ms;
@@ -318,6 +318,9 @@ ert_status ert_cuda_run_quant(cuda_ctx *c, const ert_kargs *a);
 /* cuda_gemm.c: Gemm and MatMul nodes (cuBLAS) */
 ert_status ert_cuda_run_gemm(cuda_ctx *c, const ert_kargs *a);
 ert_status ert_cuda_run_matmul(cuda_ctx *c, const ert_kargs *a);
+#ifdef ERT_HAVE_CUDNN
+ert_status ert_cuda_matmul_bind(cuda_ctx *c, ert_kargs *a);
+#endif
 
 #ifdef ERT_HAVE_CUDNN
 /* cuda_conv.c: a Conv node ert_cuda_dnn_can accepts: its workspace, its bind */

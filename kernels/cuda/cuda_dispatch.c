@@ -77,6 +77,7 @@ ert_status ert_cuda_bind_node(void *bctx, ert_kargs *a) {
     }
 #ifdef ERT_HAVE_CUDNN
     if (a->op == ERT_OP_CONV && ert_cuda_dnn_can(a)) return ert_cuda_conv_bind(c, a);
+    if (a->op == ERT_OP_MATMUL) return ert_cuda_matmul_bind(c, a);
 #endif
     return ERT_OK;
 }
@@ -138,7 +139,7 @@ void ert_cuda_release_node(void *bctx, ert_kargs *a) {
         return;
     }
 #ifdef ERT_HAVE_CUDNN
-    if (a->op == ERT_OP_CONV) ert_cuda_conv_state_free(a->state);
+    if (a->op == ERT_OP_CONV || a->op == ERT_OP_MATMUL) ert_cuda_conv_state_free(a->state);
 #endif
     a->state = NULL;
 }

@@ -1,5 +1,6 @@
 /* CUDA backend: GEMMs through cuBLAS (Gemm, MatMul) and cuBLASLt (channels-last
- * 1x1 convs with a fused epilogue).
+ * 1x1 and patchify convs, and MatMuls that are one GEMM with a fused bias or
+ * residual, with their epilogue in the GEMM).
  * (kernels/cuda/cuda_backend.h: the backend as a whole and what the files share.) */
 #include "cuda_backend.h"
 
@@ -132,7 +133,7 @@ static ert_status gemm_find(cuda_ctx *c, conv_state *s, const int *key, const lt
     cublasLtMatmulPreference_t pref = NULL;
     cublasLtMatmulHeuristicResult_t r[LT_ALGOS];
     int got = 0;
-    size_t wsmax = LT_WS_MAX;
+    size_t wsmax = key[7] ? BLAS_WS : LT_WS_MAX;
     if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS ||
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsmax, sizeof wsmax) !=
             CUBLAS_STATUS_SUCCESS ||
@@ -142,7 +143,7 @@ static ert_status gemm_find(cuda_ctx *c, conv_state *s, const int *key, const lt
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
     if (c->fast) { /* cuBLASLt's first usable heuristic answer, untimed */
         for (int i = 0; i < got && !e->ok; i++)
-            if (r[i].state == CUBLAS_STATUS_SUCCESS && r[i].workspaceSize <= LT_WS_MAX) {
+            if (r[i].state == CUBLAS_STATUS_SUCCESS && r[i].workspaceSize <= wsmax) {
                 e->ok = true;
                 e->algo = r[i].algo;
                 e->ws = r[i].workspaceSize;
@@ -152,13 +153,13 @@ static ert_status gemm_find(cuda_ctx *c, conv_state *s, const int *key, const lt
     } else if (got > 0) {
         c->n_searches++;
     }
-    size_t M = (size_t)key[0], C = (size_t)key[1], K = (size_t)key[2], es = 2;
+    size_t M = (size_t)key[0], C = (size_t)key[1], K = (size_t)key[2], es = ert_dtype_size((ert_dtype)key[3]);
     void *bx = NULL, *bw = NULL, *by = NULL, *bb = NULL, *br = NULL, *bws = NULL;
     cudaEvent_t e0 = NULL, e1 = NULL;
     const int reps = 20;
     if (got > 0 && cudaMalloc(&bx, M * C * es) == cudaSuccess && cudaMalloc(&bw, K * C * es) == cudaSuccess &&
         cudaMalloc(&by, M * K * es) == cudaSuccess && cudaMalloc(&bb, K * es) == cudaSuccess &&
-        (!key[5] || cudaMalloc(&br, M * K * es) == cudaSuccess) && cudaMalloc(&bws, LT_WS_MAX) == cudaSuccess &&
+        (!key[5] || cudaMalloc(&br, M * K * es) == cudaSuccess) && cudaMalloc(&bws, wsmax) == cudaSuccess &&
         cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess &&
         cudaMemsetAsync(bx, 0, M * C * es, c->stream) == cudaSuccess &&
         cudaMemsetAsync(bw, 0, K * C * es, c->stream) == cudaSuccess &&
@@ -169,7 +170,7 @@ static ert_status gemm_find(cuda_ctx *c, conv_state *s, const int *key, const lt
         float ts[LT_ALGOS], best = -1;
         for (int i = 0; i < got; i++) {
             ts[i] = -1;
-            if (r[i].state != CUBLAS_STATUS_SUCCESS || r[i].workspaceSize > LT_WS_MAX) continue;
+            if (r[i].state != CUBLAS_STATUS_SUCCESS || r[i].workspaceSize > wsmax) continue;
             cublasStatus_t bs = ert_cuda_gemm_call(c, s, &r[i].algo, bw, bx, br, by, bws, r[i].workspaceSize);
             if (bs != CUBLAS_STATUS_SUCCESS || cudaEventRecord(e0, c->stream) != cudaSuccess) continue;
             for (int k = 0; k < reps && bs == CUBLAS_STATUS_SUCCESS; k++)
@@ -261,6 +262,154 @@ cublasStatus_t ert_cuda_gemm_run(cuda_ctx *c, const ert_kargs *a, const conv_sta
     return ert_cuda_gemm_call(c, s, &s->lalgo, a->in[1].data, x, gemm_res(a) ? a->in[3].data : NULL, a->out[0].data, ws,
                               s->lws);
 }
+
+/* ------------------------------------------------------------------ MatMul + epilogue (cuBLASLt) */
+
+/* A MatMul that is one GEMM (A (..., M, K) with its batch folded into rows,
+ * B a (K, N) or, trans_b, (N, K) matrix) and carries a fused bias over the
+ * last axis or a residual (runtime/passes/fuse.c: a transformer's Linear
+ * layers, its residual stream) is one cuBLASLt call: bias and ReLU in its
+ * epilogue, the residual as its C matrix with beta = 1, any other activation
+ * (GELU) in the epilogue kernel after it. cuBLAS + the epilogue kernel was
+ * two launches per Linear: ViT-Tiny ran 48 conv_epi_kernel launches per
+ * inference beside its 49 GEMMs (ncu, H100, 2026-11-25). Inference sessions
+ * only (a trainer's MatMul keeps cuBLAS + the epilogue kernel); the
+ * algorithm is timed at create like the 1x1-conv GEMM's, within the node's
+ * BLAS_WS workspace, and kept only where it measures faster than cuBLAS +
+ * the epilogue kernel on the node's own buffers. */
+typedef struct mm_shape {
+    int64_t M, K, N;
+    bool tb, bias, res;
+} mm_shape;
+
+static bool mm_lt_shape(const cuda_ctx *c, const ert_kargs *a, mm_shape *sh) {
+    const ert_tview *A = &a->in[0], *B = &a->in[1], *Y = &a->out[0];
+    const ert_gemm_params *gp = &a->params->gemm;
+    if (!c->lt || c->trainer || A->ndim < 2 || B->ndim != 2 || Y->ndim != A->ndim) return false;
+    if (Y->dtype != ERT_DTYPE_F16 && Y->dtype != ERT_DTYPE_BF16 && Y->dtype != ERT_DTYPE_F32) return false;
+    sh->bias = gp->has_c && a->n_in > 2 && a->in[2].data;
+    sh->res = a->n_in > 3 && a->in[3].data;
+    if (!sh->bias && !sh->res) return false;
+    sh->tb = gp->trans_b;
+    sh->K = A->dims[A->ndim - 1];
+    sh->N = B->dims[sh->tb ? 0 : 1];
+    if (B->dims[sh->tb ? 1 : 0] != sh->K || Y->dims[Y->ndim - 1] != sh->N) return false;
+    sh->M = 1;
+    for (int d = 0; d < A->ndim - 1; d++) {
+        if (Y->dims[d] != A->dims[d]) return false;
+        sh->M *= A->dims[d];
+    }
+    if (sh->M <= 0 || sh->K <= 0 || sh->N <= 0 || sh->M > INT32_MAX || sh->K > INT32_MAX || sh->N > INT32_MAX)
+        return false;
+    if (B->dtype != Y->dtype || A->dtype != Y->dtype || (sh->bias && (a->in[2].dtype != Y->dtype ||
+                                                                     a->in[2].n_elems != sh->N)))
+        return false;
+    return !sh->res || (a->in[3].dtype == Y->dtype && a->in[3].n_elems == Y->n_elems);
+}
+
+static ert_status matmul_lt_run(cuda_ctx *c, const ert_kargs *a, const conv_state *s);
+
+/* ms per run of the MatMul on its real buffers, through cuBLASLt (s) or
+ * cuBLAS + the epilogue kernel (s NULL); -1 when it does not run (create
+ * time only: the error it set is cleared by the caller's fallback). */
+static float matmul_time(cuda_ctx *c, const ert_kargs *a, const conv_state *s) {
+    enum { REPS = 10 };
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    float t = -1;
+    ert_status st = s ? matmul_lt_run(c, a, s) : ert_cuda_run_matmul(c, a);
+    if (st == ERT_OK && cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess &&
+        cudaEventRecord(e0, c->stream) == cudaSuccess) {
+        for (int k = 0; k < REPS && st == ERT_OK; k++) st = s ? matmul_lt_run(c, a, s) : ert_cuda_run_matmul(c, a);
+        if (st != ERT_OK || cudaEventRecord(e1, c->stream) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
+            cudaEventElapsedTime(&t, e0, e1) != cudaSuccess)
+            t = -1;
+        else
+            t /= REPS;
+    }
+    if (cudaStreamSynchronize(c->stream) != cudaSuccess) t = -1;
+    cudaGetLastError();
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    return t;
+}
+
+/* bind_node for a MatMul: a->state is the cuBLASLt state when the MatMul
+ * takes that path, else NULL (cuBLAS + the epilogue kernel). */
+ert_status ert_cuda_matmul_bind(cuda_ctx *c, ert_kargs *a) {
+    mm_shape sh;
+    a->state = NULL;
+    if (!mm_lt_shape(c, a, &sh)) return ERT_OK;
+    conv_state *s = calloc(1, sizeof *s);
+    if (!s) return ert_set_error(c->ctx, ERT_E_NOMEM, "out of memory");
+    s->gemm = true;
+    ert_act k = a->params->gemm.act.kind;
+    s->gemm_post = k != ERT_ACT_NONE && k != ERT_ACT_RELU;
+    cublasLtEpilogue_t epi = k == ERT_ACT_RELU ? (sh.bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
+                                               : (sh.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+    const ert_dtype dt = a->out[0].dtype;
+    cudaDataType_t t = dt == ERT_DTYPE_F16 ? CUDA_R_16F : dt == ERT_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    cublasOperation_t opa = sh.tb ? CUBLAS_OP_T : CUBLAS_OP_N, opN = CUBLAS_OP_N;
+    int32_t bt = (int32_t)t;
+    /* column-major: Y^T [N, M] = op(B^T) [N, K] A^T [K, M] */
+    cublasStatus_t bs;
+    if ((bs = cublasLtMatmulDescCreate(&s->md, CUBLAS_COMPUTE_32F, CUDA_R_32F)) ||
+        (bs = cublasLtMatmulDescSetAttribute(s->md, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa)) ||
+        (bs = cublasLtMatmulDescSetAttribute(s->md, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof opN)) ||
+        (bs = cublasLtMatmulDescSetAttribute(s->md, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi)) ||
+        (sh.bias && (bs = cublasLtMatmulDescSetAttribute(s->md, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt))) ||
+        (bs = sh.tb ? cublasLtMatrixLayoutCreate(&s->la, t, (uint64_t)sh.K, (uint64_t)sh.N, sh.K)
+                    : cublasLtMatrixLayoutCreate(&s->la, t, (uint64_t)sh.N, (uint64_t)sh.K, sh.N)) ||
+        (bs = cublasLtMatrixLayoutCreate(&s->lb, t, (uint64_t)sh.K, (uint64_t)sh.M, sh.K)) ||
+        (bs = cublasLtMatrixLayoutCreate(&s->lc, t, (uint64_t)sh.N, (uint64_t)sh.M, sh.N))) {
+        ert_cuda_conv_state_free(s);
+        return blas_err(c, bs, "cuBLASLt MatMul descriptors");
+    }
+    /* key as the 1x1 conv's (M, inner, out, dtype, epilogue, residual), then
+     * B's orientation (0: (N, K) as a conv filter) and the BLAS_WS cap */
+    int key[8] = {(int)sh.M, (int)sh.K, (int)sh.N, (int)dt, (int)epi, sh.res, sh.tb ? 0 : 1, 1};
+    const lt_entry *e = NULL;
+    ert_status st = gemm_find(c, s, key, &e);
+    const void *bias = sh.bias ? a->in[2].data : NULL;
+    if (st != ERT_OK || !e->ok || (!a->workspace ? e->ws > 0 : a->workspace_bytes < e->ws) ||
+        (sh.bias && cublasLtMatmulDescSetAttribute(s->md, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) !=
+                        CUBLAS_STATUS_SUCCESS)) {
+        ert_cuda_conv_state_free(s);
+        return st;
+    }
+    s->lalgo = e->algo;
+    s->lws = e->ws;
+    /* both ways on the real buffers (their values do not matter yet): a
+     * refusal, or cuBLAS + the epilogue kernel measured faster (ConvNeXt-T's
+     * MLP ran 5% slower end to end with every Linear in cuBLASLt, H100),
+     * leaves the node to cuBLAS. ERT_CREATE_FAST: cuBLASLt untimed. */
+    float t_lt = matmul_time(c, a, s), t_blas = c->fast || t_lt < 0 ? -1 : matmul_time(c, a, NULL);
+    bool lt = t_lt >= 0 && (t_blas < 0 || t_lt <= t_blas);
+    ert_log(c->ctx, ERT_LOG_DEBUG, "node '%s' (MatMul %lldx%lldx%lld): cuBLASLt with its epilogue %.4f ms, cuBLAS + "
+            "epilogue kernel %.4f ms: %s", a->name ? a->name : "?", (long long)sh.M, (long long)sh.K, (long long)sh.N,
+            t_lt, t_blas, lt ? "cuBLASLt" : "cuBLAS");
+    if (!lt) {
+        ert_cuda_conv_state_free(s);
+        return ERT_OK;
+    }
+    a->state = s;
+    return ERT_OK;
+}
+
+static ert_status matmul_lt_run(cuda_ctx *c, const ert_kargs *a, const conv_state *s) {
+    const ert_tview *Y = &a->out[0];
+    const float zero = 0.0f, one = 1.0f;
+    const void *res = a->n_in > 3 && a->in[3].data ? a->in[3].data : NULL;
+    cublasStatus_t bs = cublasLtMatmul(c->lt, s->md, &a->params->gemm.alpha, a->in[1].data, s->la, a->in[0].data,
+                                       s->lb, res ? &one : &zero, res ? res : Y->data, s->lc, Y->data, s->lc,
+                                       &s->lalgo, a->workspace, s->lws, c->stream);
+    if (bs != CUBLAS_STATUS_SUCCESS) return blas_err(c, bs, "cublasLtMatmul (MatMul)");
+    if (!s->gemm_post) return ERT_OK;
+    ert_cuda_map m;
+    map_out(&m, Y);
+    cudaError_t e = ert_cuda_epilogue_launch(Y->dtype, Y->data, NULL, 0.0f, NULL, &m, Y->n_elems, &a->params->gemm.act,
+                                             c->stream);
+    return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "matmul epilogue");
+}
 #endif
 
 /* ------------------------------------------------------------------ Gemm, MatMul (cuBLAS) */
@@ -317,6 +466,9 @@ ert_status ert_cuda_run_matmul(cuda_ctx *c, const ert_kargs *a) {
     const ert_tview *A = &a->in[0], *B = &a->in[1], *Y = &a->out[0];
     int an = A->ndim, bn = B->ndim;
     if (an < 1 || bn < 1) return ERT_E_UNSUPPORTED;
+#ifdef ERT_HAVE_CUDNN
+    if (a->state) return matmul_lt_run(c, a, a->state);
+#endif
     /* What the session's passes fuse (runtime/passes/fuse.c): trans_b (B
      * given as (..., N, K)), alpha, a bias (N) over the last axis (in[2])
      * and a residual of Y's shape (in[3]), added before the activation. */

@@ -978,6 +978,33 @@ static void test_tensor(void) {
                     ERT_PLACEMENT_AUTO);
         ert_model_free(m);
     }
+    /* Linear layers of a residual stream, each one GEMM with its epilogue in
+     * cuBLASLt (kernels/cuda/cuda_gemm.c): x (3, 5, 24) @ W + b + x (bias and
+     * residual), and (x * 0.5) @ Transpose(w) + b -> Relu with w an input (2-D
+     * (N, K): trans_b, the scalar as alpha, ReLU in cuBLASLt's epilogue) */
+    for (int v = 0; v < 2; v++) {
+        int64_t xd[3] = {3, 5, 24}, wd[2] = {24, 24}, bd[1] = {v ? 17 : 24}, wtd[2] = {17, 24}, perm[2] = {1, 0};
+        float *w = rnd(24 * 24, -0.3f, 0.3f), *b = rnd(24, -0.5f, 0.5f), half = 0.5f;
+        bstart();
+        int32_t x = binput("x", 3, xd), y;
+        if (!v) {
+            y = bnode("MatMul", (int32_t[]){x, bweight(2, wd, w)}, 2, NULL, 0);
+            y = bnode("Add", (int32_t[]){y, bweight(1, bd, b)}, 2, NULL, 0);
+            y = bnode("Add", (int32_t[]){x, y}, 2, NULL, 0);
+        } else {
+            ert_attr pa[] = {ERT_ATTR_IS("perm", perm, 2)};
+            int32_t wt = bnode("Transpose", (int32_t[]){binput("w", 2, wtd)}, 1, pa, 1);
+            int32_t xs = bnode("Mul", (int32_t[]){x, bweight(0, NULL, &half)}, 2, NULL, 0);
+            y = bnode("MatMul", (int32_t[]){xs, wt}, 2, NULL, 0);
+            y = bnode("Add", (int32_t[]){y, bweight(1, bd, b)}, 2, NULL, 0);
+            y = bnode("Relu", (int32_t[]){y}, 1, NULL, 0);
+        }
+        free(w), free(b);
+        ert_model *m = bfinish(y);
+        check_model(v ? "Linear trans_b alpha bias Relu (cuBLASLt)" : "Linear bias + residual (cuBLASLt)", m, NULL, NULL,
+                    -1, 1, 1e-4, ERT_PLACEMENT_AUTO);
+        ert_model_free(m);
+    }
     { /* attention: heads (2, 3, 6, 16); (q * c) @ (Transpose(k) * c) -> Softmax
        * -> @ v, + q: the scalars become alpha, the Transpose trans_b, the Add a
        * residual of the last MatMul */
