@@ -151,27 +151,47 @@ static ert_status layout_node(ert_graph *g, int32_t from, int32_t to, const int 
 
 /* Does the graph run faster channels-last? The backend measures every conv
  * both ways (cuDNN's times of the picked algorithms: for NCHW they include
- * cuDNN's own transposes); each layout edge costs a transpose, taken as
- * EDGE_MS. One graph-wide answer. Measured on an H200 (f16, batch 1, p50):
+ * cuDNN's own transposes); each layout edge costs a transpose (copy_ms), and
+ * so does, on the NCHW side, each Transpose that channels-last makes a view
+ * (ConvNeXt's permutes around LayerNorm and its MLP). Without that credit
+ * ConvNeXt-T stayed NCHW (convs 0.260 ms NCHW vs 0.337 NHWC) and ran 1.139
+ * ms where NHWC runs 0.911, ConvNeXt-atto 0.580 vs 0.468 (f16 b1, H100,
+ * 2026-11-25). One graph-wide answer. Measured on an H200 (f16, batch 1, p50):
  * ResNet-18 0.378 -> 0.239 ms and ResNet-50 0.691 -> 0.471 ms NHWC, while
  * MobileNetV2 ran 0.329 NCHW vs 0.420 NHWC (cuDNN's NHWC 1x1 convs are slower
  * there; this picks NCHW for it), hence a measurement rather than a rule
  * (bench/RESULTS.md). Without conv_time the answer is yes. */
 #define EDGE_MS 0.003
+/* One 4-D permute copy of t: a launch plus its bytes at the rate ConvNeXt-T's
+ * strided copies ran (44 of them, ~250 KB on average, ~7 us each: ncu on an
+ * H100, 2026-11-25). */
+static double copy_ms(const ert_gtensor *t) {
+    int64_t n = n_elems_of(t);
+    return EDGE_MS + (n > 0 ? (double)n * (double)ert_dtype_size(t->dtype) / 6.2e7 : 0.0);
+}
+
 static bool nhwc_pays(ert_graph *g, const bool *nh, const bool *node_nh, int nn0) {
     if (!g->be->conv_time) return true;
     double t[2][2] = {{0}}; /* [nchw, nhwc][dense, grouped] */
-    int edges = 0, n_conv = 0;
+    double edge_ms = 0, view_ms = 0;
+    int edges = 0, views = 0, n_conv = 0;
     for (int i = 0; i < nn0; i++) {
         const ert_gnode *n = &g->n[i];
         if (n->dead) continue;
+        if (n->op == ERT_OP_TRANSPOSE && n->n_in == 1 && n->in[0] >= 0 &&
+            ((node_nh[i] && is_perm4(g, n, to_nchw)) || (nh[n->in[0]] && is_perm4(g, n, to_nhwc)))) {
+            views++; /* a copy NCHW, the same bytes channels-last */
+            view_ms += copy_ms(&g->t[n->in[0]]);
+        }
         for (int k = 0; k < n->n_in; k++) {
             int32_t x = n->in[k];
             if (x < 0 || (n->op == ERT_OP_CONV && (k == 1 || k == 2))) continue;
             if (node_nh[i] != nh[x] && g->t[x].ndim == 4 && n_elems_of(&g->t[x]) != 1 &&
                 !(nh[x] && g->t[x].dims[2] == 1 && g->t[x].dims[3] == 1) &&
-                !(n->op == ERT_OP_TRANSPOSE && (is_perm4(g, n, to_nchw) || (nh[x] && is_perm4(g, n, to_nhwc)))))
+                !(n->op == ERT_OP_TRANSPOSE && (is_perm4(g, n, to_nchw) || (nh[x] && is_perm4(g, n, to_nhwc))))) {
                 edges++; /* counted per use (an upper bound); the Transposes that become views are free */
+                edge_ms += copy_ms(&g->t[x]);
+            }
         }
         if (!node_nh[i] || n->op != ERT_OP_CONV) continue;
         ert_tview v[2][ERT_MAX_NODE_IO + 2];
@@ -200,12 +220,13 @@ static bool nhwc_pays(ert_graph *g, const bool *nh, const bool *node_nh, int nn0
         t[1][grp] += ms[1];
         n_conv++;
     }
-    double nchw = t[0][0] + t[0][1], nhwc = t[1][0] + t[1][1] + edges * EDGE_MS;
+    double nchw = t[0][0] + t[0][1] + view_ms, nhwc = t[1][0] + t[1][1] + edge_ms;
     bool yes = nhwc < nchw;
     ert_log(g->ctx, ERT_LOG_INFO,
-            "channels-last: %d convs measured NCHW %.3f ms (dense %.3f, grouped %.3f), NHWC %.3f ms (dense %.3f, "
-            "grouped %.3f) + %d layout edges: %s",
-            n_conv, nchw, t[0][0], t[0][1], t[1][0] + t[1][1], t[1][0], t[1][1], edges, yes ? "NHWC" : "NCHW kept");
+            "channels-last: %d convs measured NCHW %.3f ms (dense %.3f, grouped %.3f) + %d Transposes that NHWC "
+            "makes views (%.3f ms), NHWC %.3f ms (dense %.3f, grouped %.3f) + %d layout edges (%.3f ms): %s",
+            n_conv, nchw, t[0][0], t[0][1], views, view_ms, nhwc, t[1][0], t[1][1], edges, edge_ms,
+            yes ? "NHWC" : "NCHW kept");
     return yes;
 }
 
