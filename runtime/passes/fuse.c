@@ -342,6 +342,32 @@ static void fuse_in_scale(ert_graph *g, int32_t *producer) {
     }
 }
 
+/* A Transpose that moves only dims of size 1 keeps every byte where it is:
+ * a Reshape, which the planner makes a view. torchvision's
+ * MultiheadAttention writes two per block at batch 1 ((197, 1, 768) <->
+ * (1, 197, 768)): ViT-B/16 ran them as 26 copy kernels per inference. */
+static void transpose_as_reshape(ert_graph *g) {
+    for (int i = 0; i < g->nn; i++) {
+        ert_gnode *n = &g->n[i];
+        if (n->dead || n->op != ERT_OP_TRANSPOSE || n->n_in != 1 || n->n_out != 1 || n->in[0] < 0) continue;
+        const ert_gtensor *x = &g->t[n->in[0]];
+        int64_t last = -1;
+        bool same = x->ndim >= 1;
+        for (int d = 0; d < x->ndim && same; d++) {
+            int64_t p = n->params.transpose.perm[d];
+            if (p < 0 || p >= x->ndim) same = false;
+            else if (x->dims[p] != 1) {
+                same = p > last;
+                last = p;
+            }
+        }
+        if (!same) continue;
+        n->op = ERT_OP_RESHAPE;
+        memset(&n->params, 0, sizeof n->params);
+        n->src = NULL;
+    }
+}
+
 ert_status ert_pass_fuse(ert_graph *g) {
     int32_t *producer = malloc((size_t)g->nt * sizeof *producer);
     if (!producer) return ert_graph_oom(g);
@@ -351,6 +377,7 @@ ert_status ert_pass_fuse(ert_graph *g) {
     fuse_matmul_bias(g, producer);
     fuse_matmul_operands(g, producer);
     ert_pass_fuse_attention(g, producer);
+    transpose_as_reshape(g);
     ert_graph_count_uses(g, producer);
     /* Mul(x, Sigmoid(x)) -> Silu(x) */
     for (int i = 0; i < g->nn; i++) {

@@ -14,7 +14,10 @@
  * 4. Concat/Split as views (runtime/session.c plan_views): at batch 1 the
  *    Concat's inputs are slices of its output and the Split's outputs slices
  *    of its input (exact offsets checked), both leave the schedule, no two
- *    live tensors overlap; at batch 2 they stay copies. */
+ *    live tensors overlap; at batch 2 they stay copies.
+ * 5. A Transpose that moves only dims of size 1 (torchvision's attention at
+ *    batch 1) becomes a Reshape whose output is its input's bytes; one that
+ *    moves a longer dim stays a Transpose. */
 #include "session_internal.h" /* white-box: which nodes the passes left */
 #include "testutil.h"
 
@@ -431,6 +434,50 @@ static void test_views(int batch) {
     ert_model_free(m);
 }
 
+/* x (T, u, D) -> Sigmoid -> Transpose(1, 0, 2) -> + w (u, T, D): with u = 1
+ * the Transpose is a view (a Reshape, same bytes), with u = 3 a copy. */
+static void test_unit_transpose(int u) {
+    const int64_t T = ert_test_int(&rng, 2, 9), D = ert_test_int(&rng, 1, 13), n = T * u * D;
+    int64_t xd[3] = {T, u, D}, wd[3] = {u, T, D}, perm[3] = {1, 0, 2};
+    float *wv = malloc((size_t)n * sizeof *wv), *xv = malloc((size_t)n * sizeof *xv), *yv = malloc((size_t)n * sizeof *yv);
+    double *ref = malloc((size_t)n * sizeof *ref);
+    ert_builder *b = NULL;
+    CHECK_OK(ert_builder_create(ctx, &b), ctx);
+    int32_t x, h, t, y;
+    CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 3, xd, &x), ctx);
+    CHECK_OK(ert_builder_unary(b, "Sigmoid", x, &h), ctx);
+    ert_attr pa[] = {ERT_ATTR_IS("perm", perm, 3)};
+    CHECK_OK(ert_builder_node(b, "Transpose", "tr", &h, 1, pa, 1, &t, 1), ctx);
+    y = node2(b, "Add", t, weight(b, 3, wd, -1, 1, wv));
+    CHECK_OK(ert_builder_output(b, y, "y"), ctx);
+    ert_model *m = NULL;
+    CHECK_OK(ert_builder_finish(b, &m), ctx);
+    ert_builder_free(b);
+    ert_test_fill(&rng, xv, n, -4, 4);
+    for (int64_t i = 0; i < T; i++)
+        for (int64_t j = 0; j < u; j++)
+            for (int64_t d = 0; d < D; d++)
+                ref[(j * T + i) * D + d] = 1.0 / (1.0 + exp(-(double)xv[(i * u + j) * D + d])) + wv[(j * T + i) * D + d];
+    for (int pass = 0; pass < 2 && m; pass++) {
+        ert_session *s = run_once(m, pass, xv, n, yv, n);
+        if (!s) continue;
+        bool view = u == 1 && !pass;
+        CHECK(n_live(s, ERT_OP_TRANSPOSE) == !view && n_live(s, ERT_OP_RESHAPE) == view,
+              "unit transpose u %d pass %d: %d Transpose, %d Reshape", u, pass, n_live(s, ERT_OP_TRANSPOSE),
+              n_live(s, ERT_OP_RESHAPE));
+        for (int i = 0; i < s->g.nn && view; i++)
+            if (!s->g.n[i].dead && !strcmp(s->g.n[i].name, "tr"))
+                CHECK(s->g.t[s->g.n[i].in[0]].data == s->g.t[s->g.n[i].out[0]].data,
+                      "unit transpose: the Reshape's output is not its input's bytes");
+        char what[48];
+        snprintf(what, sizeof what, "unit transpose u %d%s", u, pass ? " unfused" : "");
+        CHECK(ert_test_close(what, yv, ref, n, 1e-6, 1e-5), "%s", what);
+        ert_session_free(s);
+    }
+    free(wv), free(xv), free(yv), free(ref);
+    ert_model_free(m);
+}
+
 int main(void) {
     ert_context_options co = {0};
     if (ert_context_create(&co, &ctx) != ERT_OK) return 1;
@@ -457,6 +504,8 @@ int main(void) {
     test_attention();
     test_views(1);
     test_views(2);
+    test_unit_transpose(1);
+    test_unit_transpose(3);
     ert_context_free(ctx);
     return ert_test_finish("passes");
 }
