@@ -106,11 +106,14 @@ static void *xmalloc(size_t n) {
 
 /* Session flags of the CUDA sessions under test (ERT_SESSION_NHWC: channels-last regions whatever cuDNN measures). */
 static unsigned g_flags;
+/* Create mode of the CUDA sessions under test (ERT_CREATE_FAST: nothing
+ * timed, so channels-last depthwise convs take the direct kernel). */
+static ert_create_mode g_mode;
 
 static bool make_session(ert_model *m, ert_device dev, ert_placement pl, ert_session **s, const char *name,
                          bool quiet) {
     ert_session_options o = {.device = dev, .placement = pl, .precision = dev == gpu_dev ? g_prec : ERT_DTYPE_F32,
-                             .flags = dev == gpu_dev ? g_flags : 0};
+                             .flags = dev == gpu_dev ? g_flags : 0, .create_mode = dev == gpu_dev ? g_mode : 0};
     ert_status st = ert_session_create(m, &o, s);
     if (st == ERT_OK) return true;
     *s = NULL;
@@ -448,6 +451,30 @@ static void run_conv_case(const char *name, conv_case c, ert_placement pl) {
     ert_model_free(m);
     free(c.w);
     free(c.b);
+}
+
+/* Depthwise convs as the zoo has them (K 3/5/7, stride 1/2) and beside
+ * them dilation 2 and an even K, on the channels-last direct kernel
+ * (conv.cu dw_nhwc_kernel) under ERT_CREATE_FAST and as measured: channel
+ * counts from one 16-byte vector to 25, bias, residual (also at stride 2)
+ * and activations; random sizes each run. */
+static void test_dw(void) {
+    static const struct { int k, s, d; bool bias, res; int act; } dc[] = {
+        {3, 1, 1, true, false, 1}, {3, 2, 1, false, false, 0}, {5, 1, 1, true, true, 3}, {5, 2, 1, true, false, 1},
+        {7, 1, 1, true, true, 0},  {7, 2, 1, false, true, 3},  {3, 1, 2, true, false, 1}, {4, 1, 1, true, false, 0},
+    };
+    static const int64_t chans[] = {8, 24, 40, 72, 136, 200};
+    for (size_t i = 0; i < sizeof dc / sizeof dc[0]; i++) {
+        int64_t C = chans[ert_test_int(&rng, 0, (int)(sizeof chans / sizeof chans[0]) - 1)];
+        int64_t H = ert_test_int(&rng, dc[i].k, 19), W = ert_test_int(&rng, dc[i].k % 2 ? 1 : dc[i].k, 23), p = dc[i].d * (dc[i].k - 1) / 2;
+        conv_case c = {.nsp = 2, .N = ert_test_int(&rng, 1, 2), .C = C, .M = C, .group = C, .in = {H, W},
+                       .k = {dc[i].k, dc[i].k}, .s = {dc[i].s, dc[i].s}, .d = {dc[i].d, dc[i].d}, .pb = {p, p},
+                       .pe = {p, p}, .bias = dc[i].bias, .residual = dc[i].res, .act = dc[i].act};
+        char nm[96];
+        snprintf(nm, sizeof nm, "dw %dx%d s%d d%d C%d %dx%d%s%s", dc[i].k, dc[i].k, dc[i].s, dc[i].d, (int)C, (int)H,
+                 (int)W, c.bias ? " bias" : "", c.residual ? " +res" : "");
+        run_conv_case(nm, c, ERT_PLACEMENT_AUTO);
+    }
 }
 
 static void test_conv(void) {
@@ -1736,6 +1763,13 @@ static void run_battery(bool gpu) {
     g_flags = ERT_SESSION_NHWC | ERT_SESSION_NO_CONV_GRAPH; /* the conv + epilogue kernel path */
     test_nhwc();
     test_nan();
+    /* depthwise convs: channels-last on the direct kernels (fast create
+     * times nothing and takes them), then as measured */
+    g_flags = ERT_SESSION_NHWC;
+    g_mode = ERT_CREATE_FAST;
+    test_dw();
+    g_mode = 0;
+    test_dw();
     g_flags = 0;
     test_nhwc(); /* as measured */
     (void)gpu;
