@@ -381,7 +381,8 @@ ert_status ert_cuda_matmul_bind(cuda_ctx *c, ert_kargs *a) {
     /* both ways on the real buffers (their values do not matter yet): a
      * refusal, or cuBLAS + the epilogue kernel measured faster (ConvNeXt-T's
      * MLP ran 5% slower end to end with every Linear in cuBLASLt, H100),
-     * leaves the node to cuBLAS. ERT_CREATE_FAST: cuBLASLt untimed. */
+     * leaves the node to cuBLAS. ERT_CREATE_FAST: cuBLASLt whenever it runs
+     * (cuBLAS is not timed). */
     float t_lt = matmul_time(c, a, s), t_blas = c->fast || t_lt < 0 ? -1 : matmul_time(c, a, NULL);
     bool lt = t_lt >= 0 && (t_blas < 0 || t_lt <= t_blas);
     ert_log(c->ctx, ERT_LOG_DEBUG, "node '%s' (MatMul %lldx%lldx%lld): cuBLASLt with its epilogue %.4f ms, cuBLAS + "
