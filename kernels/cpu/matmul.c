@@ -75,11 +75,12 @@ typedef struct ukr_desc {
 typedef float ert_v8f __attribute__((vector_size(32)));
 
 /* the epilogue on 8 lanes, in ERT_AV_N-lane pieces (one on x86) */
-static inline __attribute__((always_inline)) void ukr_epi8(ert_v8f *v, const ert_ukr_epi *e, int64_t i, int64_t j0) {
+static inline __attribute__((always_inline)) void ukr_epi8(ert_v8f *v, const ert_ukr_epi *e, int64_t i, int64_t j0,
+                                                           int kind) {
     for (int h = 0; h < 8 / ERT_AV_N; h++) {
         ert_av8 p;
         memcpy(&p, (float *)v + h * ERT_AV_N, sizeof p);
-        ert_av_ukr_epi(&p, e, i, j0 + h * ERT_AV_N);
+        ert_av_ukr_epi_k(&p, e, i, j0 + h * ERT_AV_N, kind);
         memcpy((float *)v + h * ERT_AV_N, &p, sizeof p);
     }
 }
@@ -195,8 +196,8 @@ static const ukr_desc ukr_portable_desc = {ukr_generic, 6, 16, ERT_CPU_GEMM_PORT
             }                                                                                                       \
         } else if (e) {                                                                                             \
             ert_v8f v0 = (ert_v8f)c##i##0, v1 = (ert_v8f)c##i##1;                                                   \
-            ukr_epi8(&v0, e, i, 0);                                                                                 \
-            ukr_epi8(&v1, e, i, 8);                                                                                 \
+            ukr_epi8(&v0, e, i, 0, KIND);                                                                           \
+            ukr_epi8(&v1, e, i, 8, KIND);                                                                           \
             c##i##0 = (__m256)v0, c##i##1 = (__m256)v1;                                                             \
         }                                                                                                           \
         _mm256_storeu_ps(o, c##i##0);                                                                               \
@@ -253,7 +254,16 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
             return;
         }
     }
-    Y_ST_ALL(add, fast, br, rs, bc, kind);
+    /* the transcendental kinds with the kind a constant, so ert_av_act's
+     * switch folds (per 8 lanes it was a switch and every polynomial
+     * constant broadcast again: EfficientNet's SiLU 1x1 convs, callgrind) */
+    switch (kind) {
+    case ERT_ACT_SILU: Y_ST_ALL(add, false, br, rs, bc, ERT_ACT_SILU); return;
+    case ERT_ACT_SIGMOID: Y_ST_ALL(add, false, br, rs, bc, ERT_ACT_SIGMOID); return;
+    case ERT_ACT_GELU: Y_ST_ALL(add, false, br, rs, bc, ERT_ACT_GELU); return;
+    case ERT_ACT_HARD_SWISH: Y_ST_ALL(add, false, br, rs, bc, ERT_ACT_HARD_SWISH); return;
+    default: Y_ST_ALL(add, fast, br, rs, bc, kind); return;
+    }
 }
 #undef Y_ROW
 #undef Y_FMA

@@ -19,7 +19,9 @@
  *     with a residual input;
  *   - the direct depthwise kernel's copy for each vector ISA the CPU has
  *     (AVX-512 16-wide, AVX2 8-wide, baseline), kernels 1..7, stride 1/2,
- *     dilation 1/2, padding, channel multiplier 1/2, narrow and wide rows. */
+ *     dilation 1/2, padding, channel multiplier 1/2, narrow and wide rows,
+ *     with the fused activations the zoo has (ReLU, SiLU, HardSwish, GELU,
+ *     Sigmoid, HardSigmoid) through their row pass. */
 #include "cpu_gemm.h"
 #include "cpu_kernels.h"
 #include "onnx_enc.h"
@@ -160,6 +162,21 @@ static void test_conv_padg(int pool_i) {
     }
 }
 
+static double epi_act(double v, const ert_act_params *ap) {
+    switch (ap->kind) {
+    case ERT_ACT_RELU: return v < 0 ? 0 : v;
+    case ERT_ACT_CLIP: return v < ap->alpha ? ap->alpha : v > ap->beta ? ap->beta : v;
+    case ERT_ACT_LEAKY_RELU: return v < 0 ? ap->alpha * v : v;
+    case ERT_ACT_HARD_SIGMOID: return fmin(1, fmax(0, ap->alpha * v + ap->beta));
+    case ERT_ACT_HARD_SWISH: return v * fmin(1, fmax(0, v / 6 + 0.5));
+    case ERT_ACT_SIGMOID: return 1 / (1 + exp(-v));
+    case ERT_ACT_SILU: return v / (1 + exp(-v));
+    case ERT_ACT_TANH: return tanh(v);
+    case ERT_ACT_GELU: return 0.5 * v * (1 + erf(v / sqrt(2.0)));
+    default: return v;
+    }
+}
+
 static void test_dw(int pool_i, int cap) {
     for (int it = 0; it < 14; it++) {
         int64_t C = ert_test_int(&rng, 1, 11), mult = ert_test_int(&rng, 1, 2), k[2], s[2], d[2], pd[4];
@@ -175,20 +192,27 @@ static void test_dw(int pool_i, int cap) {
         int64_t wd[4] = {C * mult, 1, k[0], k[1]}, bd[1] = {C * mult};
         tt in[3] = {tt_rand(&rng, 4, xd, -1, 1), tt_rand(&rng, 4, wd, -1, 1), tt_rand(&rng, 1, bd, -1, 1)};
         in[1].cst = in[2].cst = true;
-        int act = it % 2;
+        /* the activations the depthwise convs of the zoo fuse (ReLU, ReLU6's
+         * Clip aside: MobileNets; SiLU: EfficientNet; HardSwish: MobileNetV3;
+         * GELU: ConvNeXt-like blocks), each through its row pass */
+        static const ert_act dw_kinds[] = {ERT_ACT_NONE, ERT_ACT_RELU, ERT_ACT_SILU, ERT_ACT_HARD_SWISH,
+                                           ERT_ACT_GELU, ERT_ACT_SIGMOID, ERT_ACT_HARD_SIGMOID};
+        const ert_act_params ap = {.kind = dw_kinds[it % 7], .alpha = 0.2f, .beta = 0.5f};
+        const int act = ap.kind;
         ert_attr_val at[5] = {A_I("group", C), A_IS("strides", s, 2), A_IS("pads", pd, 4), A_IS("dilations", d, 2),
-                              A_I("ert_act", act ? ERT_ACT_RELU : ERT_ACT_NONE)};
+                              A_I("ert_act", act)};
         tt y = {0};
         ert_status st = run_op(ctx, ERT_OP_CONV, at, 5, in, 3, &y, 1, NULL);
         char what[160];
-        snprintf(what, sizeof what, "dw isa %d x %lldx%lldx%lldx%lld mult %lld k%lldx%lld s%lld,%lld d%lld p%lld pool%d",
-                 cap, (long long)xd[0], (long long)xd[1], (long long)xd[2], (long long)xd[3], (long long)mult,
+        snprintf(what, sizeof what, "dw isa %d act %d x %lldx%lldx%lldx%lld mult %lld k%lldx%lld s%lld,%lld d%lld p%lld pool%d",
+                 cap, act, (long long)xd[0], (long long)xd[1], (long long)xd[2], (long long)xd[3], (long long)mult,
                  (long long)k[0], (long long)k[1], (long long)s[0], (long long)s[1], (long long)d[0],
                  (long long)pd[0], pool_i);
         CHECK(st == ERT_OK, "%s: %s", what, ert_status_str(st));
         if (st == ERT_OK) {
             double *ref = malloc((size_t)tt_n(&y) * sizeof *ref);
-            conv_ref(&in[0], &in[1], &in[2], C, s, pd, d, act, &y, ref);
+            conv_ref(&in[0], &in[1], &in[2], C, s, pd, d, 0, &y, ref);
+            for (int64_t i = 0; i < tt_n(&y); i++) ref[i] = epi_act(ref[i], &ap);
             CHECK(ert_test_close(what, y.data, ref, tt_n(&y), 1e-5, 1e-4), "%s", what);
             free(ref);
             tt_free(&y);
@@ -387,21 +411,6 @@ static void test_packed_other_kernel(void) {
  * every activation kind, on shapes with full and partial tiles, accumulate
  * on and off, K past one KC block, against float64; a NaN in the residual
  * must come out NaN through every activation. */
-static double epi_act(double v, const ert_act_params *ap) {
-    switch (ap->kind) {
-    case ERT_ACT_RELU: return v < 0 ? 0 : v;
-    case ERT_ACT_CLIP: return v < ap->alpha ? ap->alpha : v > ap->beta ? ap->beta : v;
-    case ERT_ACT_LEAKY_RELU: return v < 0 ? ap->alpha * v : v;
-    case ERT_ACT_HARD_SIGMOID: return fmin(1, fmax(0, ap->alpha * v + ap->beta));
-    case ERT_ACT_HARD_SWISH: return v * fmin(1, fmax(0, v / 6 + 0.5));
-    case ERT_ACT_SIGMOID: return 1 / (1 + exp(-v));
-    case ERT_ACT_SILU: return v / (1 + exp(-v));
-    case ERT_ACT_TANH: return tanh(v);
-    case ERT_ACT_GELU: return 0.5 * v * (1 + erf(v / sqrt(2.0)));
-    default: return v;
-    }
-}
-
 static void test_sgemm_epilogue(int pool_i, int cap) {
     static const ert_act kinds[] = {ERT_ACT_NONE, ERT_ACT_RELU, ERT_ACT_CLIP, ERT_ACT_LEAKY_RELU,
                                     ERT_ACT_HARD_SIGMOID, ERT_ACT_HARD_SWISH, ERT_ACT_SIGMOID, ERT_ACT_SILU,
