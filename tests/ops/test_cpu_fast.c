@@ -21,7 +21,9 @@
  *     (AVX-512 16-wide, AVX2 8-wide, baseline), kernels 1..7, stride 1/2,
  *     dilation 1/2, padding, channel multiplier 1/2, narrow and wide rows,
  *     with the fused activations the zoo has (ReLU, SiLU, HardSwish, GELU,
- *     Sigmoid, HardSigmoid) through their row pass. */
+ *     Sigmoid, HardSigmoid) through their row pass;
+ *   - LayerNorm's vector rows against its plain rows and float64 (odd row
+ *     lengths, 1 or 2 axes, bias or not, Mean/InvStdDev, rows far from 0). */
 #include "cpu_gemm.h"
 #include "cpu_kernels.h"
 #include "onnx_enc.h"
@@ -217,6 +219,69 @@ static void test_dw(int pool_i, int cap) {
             free(ref);
             tt_free(&y);
         }
+        for (int i = 0; i < 3; i++) tt_free(&in[i]);
+    }
+}
+
+/* LayerNorm's vector rows (norm.c) against its plain rows (norm_plain) and
+ * float64: random odd row lengths (below and past 8 floats, tails), 1 or 2
+ * normalised axes, with and without bias, the Mean and InvStdDev outputs,
+ * rows far from zero (the moments' precision), poisoned outputs. */
+static void test_layernorm(int pool_i, int cap, ert_kernel_choice *kc) {
+    for (int it = 0; it < 12; it++) {
+        const int64_t d1 = ert_test_int(&rng, 1, 9), d2 = ert_test_int(&rng, 1, it % 3 ? 70 : 400);
+        const int64_t xd[3] = {ert_test_int(&rng, 1, 3), d1, d2};
+        const int axis = it % 4 == 3 ? 1 : 2; /* normalise (d2) or (d1, d2) */
+        const int64_t inner = axis == 1 ? d1 * d2 : d2;
+        const bool with_bias = it % 3 != 1;
+        const float off = it % 5 == 4 ? 1000.0f : 0.0f;
+        tt in[3] = {tt_rand(&rng, 3, xd, off - 1, off + 1), tt_rand(&rng, 3 - axis, xd + axis, -1, 1),
+                    tt_rand(&rng, 3 - axis, xd + axis, -1, 1)};
+        in[1].cst = in[2].cst = true;
+        const int64_t outer = tt_n(&in[0]) / inner;
+        const float *X = in[0].data, *Sc = in[1].data, *Bi = in[2].data;
+        ert_attr_val at[2] = {A_I("axis", axis), A_F("epsilon", 1e-5f)};
+        tt y[2][3];
+        for (int plain = 0; plain < 2; plain++) {
+            kc->norm_plain = plain;
+            ert_status st = run_op(ctx, ERT_OP_LAYERNORM, at, 2, in, with_bias ? 3 : 2, y[plain], 3, NULL);
+            CHECK(st == ERT_OK, "layernorm %s: %s", plain ? "plain" : "vector", ert_status_str(st));
+            if (st != ERT_OK) {
+                if (plain) tt_free(&y[0][0]), tt_free(&y[0][1]), tt_free(&y[0][2]);
+                kc->norm_plain = false;
+                for (int i = 0; i < 3; i++) tt_free(&in[i]);
+                return;
+            }
+        }
+        kc->norm_plain = false;
+        double *ref = malloc((size_t)tt_n(&in[0]) * sizeof *ref), *rm = malloc((size_t)outer * sizeof *rm),
+               *ri = malloc((size_t)outer * sizeof *ri);
+        for (int64_t r = 0; r < outer; r++) {
+            const float *x = X + r * inner;
+            double m = 0, v = 0;
+            for (int64_t i = 0; i < inner; i++) m += x[i];
+            m /= (double)inner;
+            for (int64_t i = 0; i < inner; i++) v += (x[i] - m) * (x[i] - m);
+            const double inv = 1 / sqrt(v / (double)inner + 1e-5);
+            rm[r] = m, ri[r] = inv;
+            for (int64_t i = 0; i < inner; i++)
+                ref[r * inner + i] = (x[i] - m) * inv * Sc[i] + (with_bias ? Bi[i] : 0);
+        }
+        char what[160];
+        snprintf(what, sizeof what, "layernorm isa %d %lldx%lldx%lld axis %d%s off %g pool%d", cap, (long long)xd[0],
+                 (long long)d1, (long long)d2, axis, with_bias ? " bias" : "", (double)off, pool_i);
+        /* off 1000: x - mean keeps ~1e-4 absolute of float input rounding */
+        const double atol = off ? 2e-3 : 1e-5;
+        CHECK(ert_test_close(what, y[0][0].data, ref, tt_n(&y[0][0]), atol, 1e-4), "%s: vector vs float64", what);
+        CHECK(ert_test_close(what, y[0][1].data, rm, outer, 1e-6, 1e-6), "%s: Mean", what);
+        CHECK(ert_test_close(what, y[0][2].data, ri, outer, 1e-6, 1e-5), "%s: InvStdDev", what);
+        double *pl = malloc((size_t)tt_n(&in[0]) * sizeof *pl);
+        const float *Yp = y[1][0].data;
+        for (int64_t i = 0; i < tt_n(&in[0]); i++) pl[i] = Yp[i];
+        CHECK(ert_test_close(what, y[0][0].data, pl, tt_n(&in[0]), 1e-6, 1e-6), "%s: vector vs plain rows", what);
+        free(pl), free(ref), free(rm), free(ri);
+        for (int k = 0; k < 2; k++)
+            for (int i = 0; i < 3; i++) tt_free(&y[k][i]);
         for (int i = 0; i < 3; i++) tt_free(&in[i]);
     }
 }
@@ -563,6 +628,7 @@ int main(void) {
             test_gemm_packed(p);
             test_dw(p, cap);
             test_sgemm_epilogue(p, cap);
+            test_layernorm(p, cap, &kc);
         }
     }
     oh_pool = NULL;
