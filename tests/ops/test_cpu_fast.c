@@ -486,12 +486,14 @@ static void test_sgemm_epilogue(int pool_i, int cap) {
         if (ap.kind == ERT_ACT_CLIP) ap.alpha = -0.5f, ap.beta = 0.7f;
         bool br = ert_test_int(&rng, 0, 1), bc = ert_test_int(&rng, 0, 1), rs = ert_test_int(&rng, 0, 1) || it % 10 == 0;
         bool accum = it % 3 == 2;
-        float *a = malloc((size_t)(M * K) * sizeof(float)), *b = malloc((size_t)(K * N) * sizeof(float));
+        /* B rows ldb apart: N (a 1x1 conv's input, read in place) or wider (a view) */
+        const int64_t ldb = N + (it % 4 == 1 ? ert_test_int(&rng, 1, 20) : 0);
+        float *a = malloc((size_t)(M * K) * sizeof(float)), *b = malloc((size_t)(K * ldb) * sizeof(float));
         float *c = malloc((size_t)(M * N) * sizeof(float)), *res = malloc((size_t)(M * N) * sizeof(float));
         float *bias_r = malloc((size_t)M * sizeof(float)), *bias_c = malloc((size_t)N * sizeof(float));
         double *ref = malloc((size_t)(M * N) * sizeof *ref);
         ert_test_fill(&rng, a, M * K, -1, 1);
-        ert_test_fill(&rng, b, K * N, -1, 1);
+        ert_test_fill(&rng, b, K * ldb, -1, 1);
         ert_test_fill(&rng, res, M * N, -2, 2);
         ert_test_fill(&rng, bias_r, M, -1, 1);
         ert_test_fill(&rng, bias_c, N, -1, 1);
@@ -502,12 +504,12 @@ static void test_sgemm_epilogue(int pool_i, int cap) {
         for (int64_t i = 0; i < M; i++)
             for (int64_t j = 0; j < N; j++) {
                 double v = accum ? c[i * N + j] : 0;
-                for (int64_t p = 0; p < K; p++) v += (double)a[i * K + p] * b[p * N + j];
+                for (int64_t p = 0; p < K; p++) v += (double)a[i * K + p] * b[p * ldb + j];
                 v += (br ? bias_r[i] : 0) + (rs ? res[i * N + j] : 0) + (bc ? bias_c[j] : 0);
                 ref[i * N + j] = epi_act(v, &ap);
             }
         ert_sgemm_args g = {.M = M, .N = N, .K = K, .a = a, .a_rs = K, .a_cs = 1, .alpha = 1.0f,
-                            .b = b, .b_rs = N, .b_cs = 1, .c = c, .ldc = N, .accumulate = accum,
+                            .b = b, .b_rs = ldb, .b_cs = 1, .c = c, .ldc = N, .accumulate = accum,
                             .bias_row = br ? bias_r : NULL, .bias_col = bc ? bias_c : NULL,
                             .residual = rs ? res : NULL, .act = ap.kind != ERT_ACT_NONE ? &ap : NULL,
                             .choice = oh_choice};
@@ -516,8 +518,8 @@ static void test_sgemm_epilogue(int pool_i, int cap) {
         void *ws = aligned_alloc(64, ert_align_up(ws_b, 64));
         CHECK_OK(ert_cpu_sgemm(&g, ws, ws_b, pools[pool_i]), ctx);
         char what[160];
-        snprintf(what, sizeof what, "sgemm epilogue M%lld N%lld K%lld act%d%s%s%s%s pool%d cap%d", (long long)M,
-                 (long long)N, (long long)K, (int)ap.kind, br ? " bias_row" : "", bc ? " bias_col" : "",
+        snprintf(what, sizeof what, "sgemm epilogue M%lld N%lld ldb%lld K%lld act%d%s%s%s%s pool%d cap%d", (long long)M,
+                 (long long)N, (long long)ldb, (long long)K, (int)ap.kind, br ? " bias_row" : "", bc ? " bias_col" : "",
                  rs ? " res" : "", accum ? " accumulate" : "", pool_i, cap);
         if (nan_at >= 0) {
             CHECK(isnan(c[nan_at]), "%s: NaN residual came out %g", what, c[nan_at]);
