@@ -462,12 +462,20 @@ static inline __attribute__((always_inline)) void pack_b_dense(const ert_sgemm_a
     const int64_t b_rs = g->b_rs, b_cs = g->b_cs;
     const int64_t *const roff = g->b_row_off;
     const float *const rsc = g->b_row_scale;
-    const int64_t nfull = b_cs == 1 && !rsc ? nc / nr : 0;
+    const int64_t nfull = b_cs == 1 ? nc / nr : 0;
     if (nfull) {
         for (int64_t kk = 0; kk < kc; kk++) {
             const float *src = b + (roff ? roff[k0 + kk] : (k0 + kk) * b_rs) + j0;
             float *dk = dst + kk * nr;
-            if (nr == 16)
+            if (rsc) { /* a fused SE scale (every 1x1 conv after an SE block: EfficientNet, RegNetY) */
+                const float sc = rsc[k0 + kk];
+                if (nr == 16)
+                    for (int64_t p = 0; p < nfull; p++)
+                        for (int q = 0; q < 16; q++) dk[p * kc * 16 + q] = sc * src[p * 16 + q];
+                else
+                    for (int64_t p = 0; p < nfull; p++)
+                        for (int64_t q = 0; q < nr; q++) dk[p * kc * nr + q] = sc * src[p * nr + q];
+            } else if (nr == 16)
                 for (int64_t p = 0; p < nfull; p++) memcpy(dk + p * kc * 16, src + p * 16, 16 * sizeof(float));
             else if (nr == 32)
                 for (int64_t p = 0; p < nfull; p++) memcpy(dk + p * kc * 32, src + p * 32, 32 * sizeof(float));
@@ -481,7 +489,7 @@ static inline __attribute__((always_inline)) void pack_b_dense(const ert_sgemm_a
         for (int64_t kk = 0; kk < kc; kk++) {
             const float *src = b + (roff ? roff[k0 + kk] : (k0 + kk) * b_rs) + (j0 + jp) * b_cs;
             float *dk = d + kk * nr;
-            if (rsc) { /* rare (a fused SE scale): one general loop */
+            if (rsc) { /* the last panel with a fused SE scale: one general loop */
                 const float sc = rsc[k0 + kk];
                 int64_t q = 0;
                 for (; q < w; q++) dk[q] = sc * src[q * b_cs];

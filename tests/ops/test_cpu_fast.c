@@ -13,7 +13,8 @@
  *   - the squeeze-excitation fusion: a session of Mul(x, s) -> Conv, s (N, C,
  *     1, 1), schedules the Conv alone (input 5 = s) and matches float64; its
  *     packed filter is in the arena's weights, and ERT_SESSION_NO_PACK gives
- *     the same numbers without it;
+ *     the same numbers without it; under every micro-kernel the CPU has (the
+ *     scale is applied while B is packed, per panel width);
  *   - grouped convs (stride 1 and 2) and 1x1 stride-2 ones through conv.c's
  *     padded phase-plane path (and the im2col SGEMM without its scratch),
  *     with a residual input;
@@ -636,9 +637,20 @@ int main(void) {
     oh_pool = NULL;
     oh_choice = NULL;
     test_packed_other_kernel();
+    /* the SE scale is applied while B is packed, per micro-kernel panel
+     * width (16 for AVX2 and NEON, 32 for AVX-512): every kernel this CPU has */
+    for (int cap = ERT_CPU_GEMM_FASTEST; cap >= ERT_CPU_GEMM_PORTABLE; cap--) {
+        ert_kernel_choice kse = ert_kernel_choice_of(NULL);
+        kse.gemm_cap = cap;
+        if ((int)ert_cpu_sgemm_kernel(&kse) != cap) continue;
+        ert_context_set_kernel_choice(ctx, &kse);
+        for (int t = 1; t <= 3; t++) {
+            test_se_fusion(1, t);
+            test_se_fusion(3, t);
+        }
+    }
+    ert_context_set_kernel_choice(ctx, NULL);
     for (int t = 1; t <= 3; t++) {
-        test_se_fusion(1, t);
-        test_se_fusion(3, t);
         for (int it = 0; it < 3; it++)
             for (int kind = 0; kind < 3; kind++) test_mlp_fusion(t, kind);
     }
