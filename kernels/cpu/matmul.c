@@ -69,6 +69,9 @@ typedef struct ukr_desc {
      * (panel stride still nr), out = result, no epilogue: the driver's last
      * panel when it has <= nr/2 real columns (N = 49: 1 of 16) */
     ukr_fn half;
+    /* or NULL: rows[r] (r = 1 .. mr-1) is the kernel over the first r rows
+     * of the A panels, full width, with the epilogue: the last rows of M */
+    ukr_fn rows[MR_MAX];
 } ukr_desc;
 
 #if defined(__GNUC__)
@@ -144,7 +147,7 @@ static void ukr_generic(int64_t kc, const float *a, const float *b, float *out, 
 }
 #endif
 
-static const ukr_desc ukr_portable_desc = {ukr_generic, 6, 16, ERT_CPU_GEMM_PORTABLE, false, NULL};
+static const ukr_desc ukr_portable_desc = {ukr_generic, 6, 16, ERT_CPU_GEMM_PORTABLE, false, NULL, {NULL}};
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -159,14 +162,15 @@ static const ukr_desc ukr_portable_desc = {ukr_generic, 6, 16, ERT_CPU_GEMM_PORT
  * `x < lo ? lo : x` exactly, NaN and -0 included (MAXPS returns its second
  * operand unless the first is greater). */
 #define Y_ROW(i) __m256 c##i##0 = _mm256_setzero_ps(), c##i##1 = _mm256_setzero_ps()
+/* rows at or past R (the row count, a constant in each copy) are dropped at compile time */
 #define Y_FMA(i)                                                                                                    \
-    do {                                                                                                            \
+    if ((i) < R) {                                                                                                  \
         const __m256 av = _mm256_broadcast_ss(a + (i));                                                             \
         c##i##0 = _mm256_fmadd_ps(av, b0, c##i##0);                                                                 \
         c##i##1 = _mm256_fmadd_ps(av, b1, c##i##1);                                                                 \
-    } while (0)
+    }
 #define Y_ST(i, ADD, FAST, BR, RS, BC, KIND)                                                                        \
-    do {                                                                                                            \
+    if ((i) < R) {                                                                                                  \
         float *o = out + (i) * ldo;                                                                                 \
         if (ADD) {                                                                                                  \
             c##i##0 = _mm256_add_ps(c##i##0, _mm256_loadu_ps(o));                                                   \
@@ -202,7 +206,7 @@ static const ukr_desc ukr_portable_desc = {ukr_generic, 6, 16, ERT_CPU_GEMM_PORT
         }                                                                                                           \
         _mm256_storeu_ps(o, c##i##0);                                                                               \
         _mm256_storeu_ps(o + 8, c##i##1);                                                                           \
-    } while (0)
+    }
 
 /* the 6 rows, with the flags constant where the caller specialises */
 #define Y_ST_ALL(ADD, FAST, BR, RS, BC, KIND)                                                                       \
@@ -215,9 +219,13 @@ static const ukr_desc ukr_portable_desc = {ukr_generic, 6, 16, ERT_CPU_GEMM_PORT
         Y_ST(5, ADD, FAST, BR, RS, BC, KIND);                                                                       \
     } while (0)
 
-__attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *restrict a,
-                                                         const float *restrict b, float *restrict out, int64_t ldo,
-                                                         bool add, const ert_ukr_epi *e) {
+/* R (1..6) rows of the 6-row A panels: 6 for full tiles, fewer for the
+ * last rows of M (M = 16: RegNetY's group width, 6 + 6 + 4), which went
+ * through the full kernel into a scratch tile, then a copy and a separate
+ * epilogue pass */
+__attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) void
+ukr_avx2_body(int64_t kc, const float *restrict a, const float *restrict b, float *restrict out, int64_t ldo,
+              bool add, const ert_ukr_epi *e, const int R) {
     Y_ROW(0); Y_ROW(1); Y_ROW(2); Y_ROW(3); Y_ROW(4); Y_ROW(5);
     /* 4 k steps per loop trip: the 4 pointer/counter instructions a trip
      * costs were a sixth of the loop's 24 (callgrind, DeiT-Tiny) */
@@ -265,6 +273,20 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
     default: Y_ST_ALL(add, fast, br, rs, bc, kind); return;
     }
 }
+
+#define UKR_AVX2_ROWS(R)                                                                                            \
+    __attribute__((target("avx2,fma"))) static void ukr_avx2_r##R(int64_t kc, const float *restrict a,             \
+                                                                   const float *restrict b, float *restrict out,   \
+                                                                   int64_t ldo, bool add, const ert_ukr_epi *e) {  \
+        ukr_avx2_body(kc, a, b, out, ldo, add, e, R);                                                               \
+    }
+UKR_AVX2_ROWS(1)
+UKR_AVX2_ROWS(2)
+UKR_AVX2_ROWS(3)
+UKR_AVX2_ROWS(4)
+UKR_AVX2_ROWS(5)
+UKR_AVX2_ROWS(6)
+#undef UKR_AVX2_ROWS
 #undef Y_ROW
 #undef Y_FMA
 #undef Y_ST
@@ -354,8 +376,9 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2_half(int64_t kc, const 
     _mm256_storeu_ps(out + 5 * ldo, c5);
 }
 
-static const ukr_desc ukr_avx2_desc = {ukr_avx2, 6, 16, ERT_CPU_GEMM_AVX2, true, ukr_avx2_half};
-static const ukr_desc ukr_avx512_desc = {ukr_avx512, 8, 32, ERT_CPU_GEMM_AVX512, true, NULL};
+static const ukr_desc ukr_avx2_desc = {ukr_avx2_r6, 6, 16, ERT_CPU_GEMM_AVX2, true, ukr_avx2_half,
+                                       {NULL, ukr_avx2_r1, ukr_avx2_r2, ukr_avx2_r3, ukr_avx2_r4, ukr_avx2_r5}};
+static const ukr_desc ukr_avx512_desc = {ukr_avx512, 8, 32, ERT_CPU_GEMM_AVX512, true, NULL, {NULL}};
 
 static const ukr_desc *pick_ukr(const ert_kernel_choice *kc) {
     int cap = ert_kernel_choice_of(kc).gemm_cap;
@@ -371,7 +394,7 @@ static const ukr_desc *pick_ukr(const ert_kernel_choice *kc) {
 /* gemm_neon.c */
 void ert_cpu_ukr_neon_6x16(int64_t kc, const float *a, const float *b, float *out, int64_t ldo, bool add,
                            const ert_ukr_epi *e);
-static const ukr_desc ukr_neon_desc = {ert_cpu_ukr_neon_6x16, 6, 16, ERT_CPU_GEMM_NEON, true, NULL};
+static const ukr_desc ukr_neon_desc = {ert_cpu_ukr_neon_6x16, 6, 16, ERT_CPU_GEMM_NEON, true, NULL, {NULL}};
 
 /* ASIMD is part of the aarch64 baseline, but a kernel may run without it
  * (some embedded Linux configs): ask the kernel's HWCAP, never the build. */
@@ -759,7 +782,9 @@ static inline __attribute__((always_inline)) void sgemm_slot_body(void *arg, int
                         const float *bp = pb_blk + (jr / nr) * kc * nr;
                         for (int64_t ir = 0; ir < mc; ir += mr) {
                             const float *ap = pa_blk + (ir / mr) * kc * mr;
-                            if (ir + mr <= mc && jr + nr <= nc) {
+                            /* a full tile, or the last rows of M at full width where the kernel has a copy for them */
+                            const ukr_fn f = jr + nr > nc ? NULL : ir + mr <= mc ? ukr : jb->uk->rows[mc - ir];
+                            if (f) {
                                 float *ct = g->c + (i0 + ir) * g->ldc + j0 + jr;
                                 const bool add = !first || g->accumulate;
                                 if (last && reg_epi) {
@@ -772,11 +797,11 @@ static inline __attribute__((always_inline)) void sgemm_slot_body(void *arg, int
                                         .alpha = g->act ? g->act->alpha : 0.0f,
                                         .beta = g->act ? g->act->beta : 0.0f,
                                     };
-                                    ukr(kc, ap, bp, ct, g->ldc, add, &e);
+                                    f(kc, ap, bp, ct, g->ldc, add, &e);
                                     continue;
                                 }
-                                ukr(kc, ap, bp, ct, g->ldc, add, NULL);
-                                if (last && has_epi) epilogue_tile(g, i0 + ir, j0 + jr, mr, nr);
+                                f(kc, ap, bp, ct, g->ldc, add, NULL);
+                                if (last && has_epi) epilogue_tile(g, i0 + ir, j0 + jr, min64(mr, mc - ir), nr);
                                 continue;
                             }
                             if (jb->uk->half && nc - jr <= nr / 2) jb->uk->half(kc, ap, bp, acc, nr, false, NULL);
