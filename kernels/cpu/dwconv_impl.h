@@ -74,7 +74,8 @@ static inline __attribute__((always_inline)) bool DW_FN(dw_row_padded)(const ert
     return true;
 }
 
-/* One output row. rows[kh] is input row oh*sh - ph + kh*dh, or NULL when it
+/* One output row (the caller tried dw_row_padded first). rows[kh] is input
+ * row oh*sh - ph + kh*dh, or NULL when it
  * lies in the padding; wk is (KH, KW), already scaled. Interior columns
  * (whole window inside the row) in vector blocks, the last block overlapping
  * the one before rather than falling back to scalar; border columns scalar. */
@@ -83,7 +84,6 @@ static inline __attribute__((always_inline)) void DW_FN(dw_row)(const ert_dw2d *
                                                         const float *rr, const int64_t s, const int64_t KH,
                                                         const int64_t KW, const int64_t D, const bool full) {
     const int64_t W = p->W, OW = p->OW, d = D ? D : p->dw, pw = p->pw;
-    if ((OW < DW_PAD_BELOW || KW >= DW_PAD_KW) && DW_FN(dw_row_padded)(p, yr, rows, wk, bv, rr, s, KH, KW, D)) return;
     /* window of column ow spans iw = ow*s - pw + [0, (KW-1)*d]; vector blocks
      * also read (s-1) past it */
     const int64_t span = (KW - 1) * d + (s - 1);
@@ -227,12 +227,16 @@ static inline __attribute__((always_inline)) void DW_FN(dw_planes)(const ert_dw2
             }
             float *yr = ym + oh * p->OW;
             const float *rr = rm ? rm + oh * p->OW : NULL;
-            /* stride and the padding-row case as constants in each branch so the loads specialise */
+            /* stride and (dilation 1 only: the copies this file compiles are many) the
+             * padding-row case as constants in each branch so the loads specialise */
+            const bool padded = p->OW < DW_PAD_BELOW || KW >= DW_PAD_KW;
             if (p->sw == 1) {
-                if (full) DW_FN(dw_row)(p, yr, rows, wk, bv, rr, 1, KH, KW, D, true);
+                if (padded && DW_FN(dw_row_padded)(p, yr, rows, wk, bv, rr, 1, KH, KW, D)) continue;
+                if (D && full) DW_FN(dw_row)(p, yr, rows, wk, bv, rr, 1, KH, KW, D, true);
                 else DW_FN(dw_row)(p, yr, rows, wk, bv, rr, 1, KH, KW, D, false);
             } else {
-                if (full) DW_FN(dw_row)(p, yr, rows, wk, bv, rr, 2, KH, KW, D, true);
+                if (padded && DW_FN(dw_row_padded)(p, yr, rows, wk, bv, rr, 2, KH, KW, D)) continue;
+                if (D && full) DW_FN(dw_row)(p, yr, rows, wk, bv, rr, 2, KH, KW, D, true);
                 else DW_FN(dw_row)(p, yr, rows, wk, bv, rr, 2, KH, KW, D, false);
             }
         }
@@ -240,11 +244,11 @@ static inline __attribute__((always_inline)) void DW_FN(dw_planes)(const ert_dw2
 }
 
 static inline __attribute__((always_inline)) void DW_FN(dw_body)(const ert_dw2d *p, int64_t t0, int64_t t1) {
+    /* dilated kernels take the generic copy: this file's copies are many
+     * (each ISA, stride and padding case), and an ASan build of it took minutes */
     const bool d1 = p->dh == 1 && p->dw == 1;
-    if (p->KH == 3 && p->KW == 3) {
-        if (d1) DW_FN(dw_planes)(p, t0, t1, 3, 3, 1);
-        else DW_FN(dw_planes)(p, t0, t1, 3, 3, 0);
-    } else if (p->KH == 5 && p->KW == 5 && d1) DW_FN(dw_planes)(p, t0, t1, 5, 5, 1);
+    if (p->KH == 3 && p->KW == 3 && d1) DW_FN(dw_planes)(p, t0, t1, 3, 3, 1);
+    else if (p->KH == 5 && p->KW == 5 && d1) DW_FN(dw_planes)(p, t0, t1, 5, 5, 1);
     else if (p->KH == 7 && p->KW == 7 && d1) DW_FN(dw_planes)(p, t0, t1, 7, 7, 1);
     else DW_FN(dw_planes)(p, t0, t1, p->KH, p->KW, 0);
 }
