@@ -73,10 +73,11 @@ typedef struct ert_kernel_choice {
                     * ERT_KC_GEMM_ANY: no cap); the depthwise and Winograd ISA copies follow it too */
     bool dw_plain; /* every depthwise conv takes conv.c's plain loops, never the direct kernel */
     int wino;      /* Winograd F(4x4,3x3): 0 = its cost rule, 1 = every eligible conv, -1 = none */
+    bool norm_plain; /* LayerNorm takes norm.c's plain rows, never its vector ones */
 } ert_kernel_choice;
 #define ERT_KC_GEMM_ANY 127
 static inline ert_kernel_choice ert_kernel_choice_of(const ert_kernel_choice *kc) {
-    return kc ? *kc : (ert_kernel_choice){.gemm_cap = ERT_KC_GEMM_ANY, .dw_plain = false, .wino = 0};
+    return kc ? *kc : (ert_kernel_choice){.gemm_cap = ERT_KC_GEMM_ANY, .dw_plain = false, .wino = 0, .norm_plain = false};
 }
 
 struct ert_context {

@@ -129,8 +129,8 @@ static inline __attribute__((always_inline)) void ert_av_epi(ert_av8 *v, const f
 /* One ERT_AV_N-lane piece of a micro-kernel tile's row i, columns j0..:
  * the epilogue of cpu_gemm.h's ert_ukr_epi, in the order of the row
  * epilogue below (bias, residual, column bias, activation). */
-static inline __attribute__((always_inline)) void ert_av_ukr_epi(ert_av8 *v, const ert_ukr_epi *e, int64_t i,
-                                                                int64_t j0) {
+static inline __attribute__((always_inline)) void ert_av_ukr_epi_k(ert_av8 *v, const ert_ukr_epi *e, int64_t i,
+                                                                  int64_t j0, int kind) {
     if (e->bias_row) *v += e->bias_row[i];
     if (e->res) {
         ert_av8 r;
@@ -142,7 +142,13 @@ static inline __attribute__((always_inline)) void ert_av_ukr_epi(ert_av8 *v, con
         memcpy(&b, e->bias_col + j0, sizeof b);
         *v += b;
     }
-    if (e->kind != ERT_ACT_NONE) ert_av_act(v, e->kind, e->alpha, e->beta);
+    if (kind != ERT_ACT_NONE) ert_av_act(v, kind, e->alpha, e->beta);
+}
+/* the same with e's kind (the caller that specialises passes a constant:
+ * then ert_av_act's switch folds and its constants stay in registers) */
+static inline __attribute__((always_inline)) void ert_av_ukr_epi(ert_av8 *v, const ert_ukr_epi *e, int64_t i,
+                                                                int64_t j0) {
+    ert_av_ukr_epi_k(v, e, i, j0, e->kind);
 }
 
 /* The main loop of ert_cpu_epilogue_row for one activation kind: with KIND
@@ -175,6 +181,15 @@ static inline __attribute__((always_inline)) void ert_cpu_epilogue_row(float *x,
     case ERT_ACT_NONE: ERT_EPI_ROW_LOOP(ERT_ACT_NONE) break;
     case ERT_ACT_RELU: ERT_EPI_ROW_LOOP(ERT_ACT_RELU) break;
     case ERT_ACT_CLIP: ERT_EPI_ROW_LOOP(ERT_ACT_CLIP) break;
+    /* the transcendental kinds too: with the kind a run-time value the
+     * switch stayed inside the loop and every polynomial constant was
+     * broadcast again per 8 floats (~50 instructions a vector for SiLU
+     * after EfficientNet's depthwise convs, ~25 with it constant: callgrind) */
+    case ERT_ACT_SILU: ERT_EPI_ROW_LOOP(ERT_ACT_SILU) break;
+    case ERT_ACT_SIGMOID: ERT_EPI_ROW_LOOP(ERT_ACT_SIGMOID) break;
+    case ERT_ACT_GELU: ERT_EPI_ROW_LOOP(ERT_ACT_GELU) break;
+    case ERT_ACT_HARD_SWISH: ERT_EPI_ROW_LOOP(ERT_ACT_HARD_SWISH) break;
+    case ERT_ACT_HARD_SIGMOID: ERT_EPI_ROW_LOOP(ERT_ACT_HARD_SIGMOID) break;
     default: ERT_EPI_ROW_LOOP(kind) break;
     }
     if (i < n) { /* the tail through the same vector code, so no value depends on its position */

@@ -20,8 +20,9 @@
  *     ...; Wq = OW + (KW-1)*dw/sw), so every im2col row is one phase plane
  *     shifted by (kh*dh/sh)*Wq + kw*dw/sw: the SGEMM packs it as a dense B
  *     (row offsets b_row_off) over OH*Wq columns, the Wq - OW extra ones per
- *     row computed and dropped when the result is copied out (with bias,
- *     residual and activation). The per-output-row im2col it replaces cost
+ *     row computed and dropped when the result is copied out (bias and
+ *     activation in the SGEMM's store epilogue, or with a residual all three
+ *     in the copy-out). The per-output-row im2col it replaces cost
  *     ~50 instructions plus a memcpy call per row segment, more than the
  *     GEMM itself on 14- and 7-wide maps, and ~4 per float at stride 2
  *     (RegNetY-800MF, callgrind);
@@ -258,15 +259,18 @@ static ert_status conv_padg(const ert_kargs *a, const geom3 *g, const padg *q, s
                 .a_packed = pk_stride ? (const char *)a->packed + (size_t)gi * pk_stride : NULL,
                 .b = P, .b_cs = 1, .b_row_off = off,
                 .c = direct ? (float *)a->out[0].data + yoff : Cp, .ldc = q->Np,
-                .bias_row = direct && b ? b + gi * Mg : NULL,
+                /* bias and activation in the kernel's store epilogue also into C' when no
+                 * residual follows (the copy-out then only copies): a second pass over C'
+                 * was most of padg_out_run (RegNetY-800MF, callgrind) */
+                .bias_row = (direct || !res) && b ? b + gi * Mg : NULL,
                 .residual = direct && res ? res + yoff : NULL,
-                .act = direct ? act : NULL, .choice = a->choice,
+                .act = direct || !res ? act : NULL, .choice = a->choice,
             };
             ert_status st = ert_cpu_sgemm(&ga, gws, gws_bytes, a->pool);
             if (st) return st;
             if (direct) continue;
-            padg_out_job j = {g, q, Cp, b ? b + gi * Mg : NULL, res ? res + yoff : NULL, (float *)a->out[0].data + yoff,
-                              act};
+            padg_out_job j = {g, q, Cp, res && b ? b + gi * Mg : NULL, res ? res + yoff : NULL,
+                              (float *)a->out[0].data + yoff, res ? act : NULL};
             ert_parallel_for(a->pool, Mg, 1, padg_out_run, &j);
         }
     }

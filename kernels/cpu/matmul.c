@@ -69,17 +69,21 @@ typedef struct ukr_desc {
      * (panel stride still nr), out = result, no epilogue: the driver's last
      * panel when it has <= nr/2 real columns (N = 49: 1 of 16) */
     ukr_fn half;
+    /* or NULL: rows[r] (r = 1 .. mr-1) is the kernel over the first r rows
+     * of the A panels, full width, with the epilogue: the last rows of M */
+    ukr_fn rows[MR_MAX];
 } ukr_desc;
 
 #if defined(__GNUC__)
 typedef float ert_v8f __attribute__((vector_size(32)));
 
 /* the epilogue on 8 lanes, in ERT_AV_N-lane pieces (one on x86) */
-static inline __attribute__((always_inline)) void ukr_epi8(ert_v8f *v, const ert_ukr_epi *e, int64_t i, int64_t j0) {
+static inline __attribute__((always_inline)) void ukr_epi8(ert_v8f *v, const ert_ukr_epi *e, int64_t i, int64_t j0,
+                                                           int kind) {
     for (int h = 0; h < 8 / ERT_AV_N; h++) {
         ert_av8 p;
         memcpy(&p, (float *)v + h * ERT_AV_N, sizeof p);
-        ert_av_ukr_epi(&p, e, i, j0 + h * ERT_AV_N);
+        ert_av_ukr_epi_k(&p, e, i, j0 + h * ERT_AV_N, kind);
         memcpy((float *)v + h * ERT_AV_N, &p, sizeof p);
     }
 }
@@ -143,7 +147,7 @@ static void ukr_generic(int64_t kc, const float *a, const float *b, float *out, 
 }
 #endif
 
-static const ukr_desc ukr_portable_desc = {ukr_generic, 6, 16, ERT_CPU_GEMM_PORTABLE, false, NULL};
+static const ukr_desc ukr_portable_desc = {ukr_generic, 6, 16, ERT_CPU_GEMM_PORTABLE, false, NULL, {NULL}};
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -158,14 +162,15 @@ static const ukr_desc ukr_portable_desc = {ukr_generic, 6, 16, ERT_CPU_GEMM_PORT
  * `x < lo ? lo : x` exactly, NaN and -0 included (MAXPS returns its second
  * operand unless the first is greater). */
 #define Y_ROW(i) __m256 c##i##0 = _mm256_setzero_ps(), c##i##1 = _mm256_setzero_ps()
+/* rows at or past R (the row count, a constant in each copy) are dropped at compile time */
 #define Y_FMA(i)                                                                                                    \
-    do {                                                                                                            \
+    if ((i) < R) {                                                                                                  \
         const __m256 av = _mm256_broadcast_ss(a + (i));                                                             \
         c##i##0 = _mm256_fmadd_ps(av, b0, c##i##0);                                                                 \
         c##i##1 = _mm256_fmadd_ps(av, b1, c##i##1);                                                                 \
-    } while (0)
+    }
 #define Y_ST(i, ADD, FAST, BR, RS, BC, KIND)                                                                        \
-    do {                                                                                                            \
+    if ((i) < R) {                                                                                                  \
         float *o = out + (i) * ldo;                                                                                 \
         if (ADD) {                                                                                                  \
             c##i##0 = _mm256_add_ps(c##i##0, _mm256_loadu_ps(o));                                                   \
@@ -195,13 +200,13 @@ static const ukr_desc ukr_portable_desc = {ukr_generic, 6, 16, ERT_CPU_GEMM_PORT
             }                                                                                                       \
         } else if (e) {                                                                                             \
             ert_v8f v0 = (ert_v8f)c##i##0, v1 = (ert_v8f)c##i##1;                                                   \
-            ukr_epi8(&v0, e, i, 0);                                                                                 \
-            ukr_epi8(&v1, e, i, 8);                                                                                 \
+            ukr_epi8(&v0, e, i, 0, KIND);                                                                           \
+            ukr_epi8(&v1, e, i, 8, KIND);                                                                           \
             c##i##0 = (__m256)v0, c##i##1 = (__m256)v1;                                                             \
         }                                                                                                           \
         _mm256_storeu_ps(o, c##i##0);                                                                               \
         _mm256_storeu_ps(o + 8, c##i##1);                                                                           \
-    } while (0)
+    }
 
 /* the 6 rows, with the flags constant where the caller specialises */
 #define Y_ST_ALL(ADD, FAST, BR, RS, BC, KIND)                                                                       \
@@ -214,9 +219,13 @@ static const ukr_desc ukr_portable_desc = {ukr_generic, 6, 16, ERT_CPU_GEMM_PORT
         Y_ST(5, ADD, FAST, BR, RS, BC, KIND);                                                                       \
     } while (0)
 
-__attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *restrict a,
-                                                         const float *restrict b, float *restrict out, int64_t ldo,
-                                                         bool add, const ert_ukr_epi *e) {
+/* R (1..6) rows of the 6-row A panels: 6 for full tiles, fewer for the
+ * last rows of M (M = 16: RegNetY's group width, 6 + 6 + 4), which went
+ * through the full kernel into a scratch tile, then a copy and a separate
+ * epilogue pass */
+__attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) void
+ukr_avx2_body(int64_t kc, const float *restrict a, const float *restrict b, float *restrict out, int64_t ldo,
+              bool add, const ert_ukr_epi *e, const int R) {
     Y_ROW(0); Y_ROW(1); Y_ROW(2); Y_ROW(3); Y_ROW(4); Y_ROW(5);
     /* 4 k steps per loop trip: the 4 pointer/counter instructions a trip
      * costs were a sixth of the loop's 24 (callgrind, DeiT-Tiny) */
@@ -253,8 +262,31 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
             return;
         }
     }
-    Y_ST_ALL(add, fast, br, rs, bc, kind);
+    /* the transcendental kinds with the kind a constant, so ert_av_act's
+     * switch folds (per 8 lanes it was a switch and every polynomial
+     * constant broadcast again: EfficientNet's SiLU 1x1 convs, callgrind) */
+    switch (kind) {
+    case ERT_ACT_SILU: Y_ST_ALL(add, false, br, rs, bc, ERT_ACT_SILU); return;
+    case ERT_ACT_SIGMOID: Y_ST_ALL(add, false, br, rs, bc, ERT_ACT_SIGMOID); return;
+    case ERT_ACT_GELU: Y_ST_ALL(add, false, br, rs, bc, ERT_ACT_GELU); return;
+    case ERT_ACT_HARD_SWISH: Y_ST_ALL(add, false, br, rs, bc, ERT_ACT_HARD_SWISH); return;
+    default: Y_ST_ALL(add, fast, br, rs, bc, kind); return;
+    }
 }
+
+#define UKR_AVX2_ROWS(R)                                                                                            \
+    __attribute__((target("avx2,fma"))) static void ukr_avx2_r##R(int64_t kc, const float *restrict a,             \
+                                                                   const float *restrict b, float *restrict out,   \
+                                                                   int64_t ldo, bool add, const ert_ukr_epi *e) {  \
+        ukr_avx2_body(kc, a, b, out, ldo, add, e, R);                                                               \
+    }
+UKR_AVX2_ROWS(1)
+UKR_AVX2_ROWS(2)
+UKR_AVX2_ROWS(3)
+UKR_AVX2_ROWS(4)
+UKR_AVX2_ROWS(5)
+UKR_AVX2_ROWS(6)
+#undef UKR_AVX2_ROWS
 #undef Y_ROW
 #undef Y_FMA
 #undef Y_ST
@@ -344,8 +376,9 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2_half(int64_t kc, const 
     _mm256_storeu_ps(out + 5 * ldo, c5);
 }
 
-static const ukr_desc ukr_avx2_desc = {ukr_avx2, 6, 16, ERT_CPU_GEMM_AVX2, true, ukr_avx2_half};
-static const ukr_desc ukr_avx512_desc = {ukr_avx512, 8, 32, ERT_CPU_GEMM_AVX512, true, NULL};
+static const ukr_desc ukr_avx2_desc = {ukr_avx2_r6, 6, 16, ERT_CPU_GEMM_AVX2, true, ukr_avx2_half,
+                                       {NULL, ukr_avx2_r1, ukr_avx2_r2, ukr_avx2_r3, ukr_avx2_r4, ukr_avx2_r5}};
+static const ukr_desc ukr_avx512_desc = {ukr_avx512, 8, 32, ERT_CPU_GEMM_AVX512, true, NULL, {NULL}};
 
 static const ukr_desc *pick_ukr(const ert_kernel_choice *kc) {
     int cap = ert_kernel_choice_of(kc).gemm_cap;
@@ -361,7 +394,7 @@ static const ukr_desc *pick_ukr(const ert_kernel_choice *kc) {
 /* gemm_neon.c */
 void ert_cpu_ukr_neon_6x16(int64_t kc, const float *a, const float *b, float *out, int64_t ldo, bool add,
                            const ert_ukr_epi *e);
-static const ukr_desc ukr_neon_desc = {ert_cpu_ukr_neon_6x16, 6, 16, ERT_CPU_GEMM_NEON, true, NULL};
+static const ukr_desc ukr_neon_desc = {ert_cpu_ukr_neon_6x16, 6, 16, ERT_CPU_GEMM_NEON, true, NULL, {NULL}};
 
 /* ASIMD is part of the aarch64 baseline, but a kernel may run without it
  * (some embedded Linux configs): ask the kernel's HWCAP, never the build. */
@@ -452,12 +485,20 @@ static inline __attribute__((always_inline)) void pack_b_dense(const ert_sgemm_a
     const int64_t b_rs = g->b_rs, b_cs = g->b_cs;
     const int64_t *const roff = g->b_row_off;
     const float *const rsc = g->b_row_scale;
-    const int64_t nfull = b_cs == 1 && !rsc ? nc / nr : 0;
+    const int64_t nfull = b_cs == 1 ? nc / nr : 0;
     if (nfull) {
         for (int64_t kk = 0; kk < kc; kk++) {
             const float *src = b + (roff ? roff[k0 + kk] : (k0 + kk) * b_rs) + j0;
             float *dk = dst + kk * nr;
-            if (nr == 16)
+            if (rsc) { /* a fused SE scale (every 1x1 conv after an SE block: EfficientNet, RegNetY) */
+                const float sc = rsc[k0 + kk];
+                if (nr == 16)
+                    for (int64_t p = 0; p < nfull; p++)
+                        for (int q = 0; q < 16; q++) dk[p * kc * 16 + q] = sc * src[p * 16 + q];
+                else
+                    for (int64_t p = 0; p < nfull; p++)
+                        for (int64_t q = 0; q < nr; q++) dk[p * kc * nr + q] = sc * src[p * nr + q];
+            } else if (nr == 16)
                 for (int64_t p = 0; p < nfull; p++) memcpy(dk + p * kc * 16, src + p * 16, 16 * sizeof(float));
             else if (nr == 32)
                 for (int64_t p = 0; p < nfull; p++) memcpy(dk + p * kc * 32, src + p * 32, 32 * sizeof(float));
@@ -471,7 +512,7 @@ static inline __attribute__((always_inline)) void pack_b_dense(const ert_sgemm_a
         for (int64_t kk = 0; kk < kc; kk++) {
             const float *src = b + (roff ? roff[k0 + kk] : (k0 + kk) * b_rs) + (j0 + jp) * b_cs;
             float *dk = d + kk * nr;
-            if (rsc) { /* rare (a fused SE scale): one general loop */
+            if (rsc) { /* the last panel with a fused SE scale: one general loop */
                 const float sc = rsc[k0 + kk];
                 int64_t q = 0;
                 for (; q < w; q++) dk[q] = sc * src[q * b_cs];
@@ -741,7 +782,9 @@ static inline __attribute__((always_inline)) void sgemm_slot_body(void *arg, int
                         const float *bp = pb_blk + (jr / nr) * kc * nr;
                         for (int64_t ir = 0; ir < mc; ir += mr) {
                             const float *ap = pa_blk + (ir / mr) * kc * mr;
-                            if (ir + mr <= mc && jr + nr <= nc) {
+                            /* a full tile, or the last rows of M at full width where the kernel has a copy for them */
+                            const ukr_fn f = jr + nr > nc ? NULL : ir + mr <= mc ? ukr : jb->uk->rows[mc - ir];
+                            if (f) {
                                 float *ct = g->c + (i0 + ir) * g->ldc + j0 + jr;
                                 const bool add = !first || g->accumulate;
                                 if (last && reg_epi) {
@@ -754,11 +797,11 @@ static inline __attribute__((always_inline)) void sgemm_slot_body(void *arg, int
                                         .alpha = g->act ? g->act->alpha : 0.0f,
                                         .beta = g->act ? g->act->beta : 0.0f,
                                     };
-                                    ukr(kc, ap, bp, ct, g->ldc, add, &e);
+                                    f(kc, ap, bp, ct, g->ldc, add, &e);
                                     continue;
                                 }
-                                ukr(kc, ap, bp, ct, g->ldc, add, NULL);
-                                if (last && has_epi) epilogue_tile(g, i0 + ir, j0 + jr, mr, nr);
+                                f(kc, ap, bp, ct, g->ldc, add, NULL);
+                                if (last && has_epi) epilogue_tile(g, i0 + ir, j0 + jr, min64(mr, mc - ir), nr);
                                 continue;
                             }
                             if (jb->uk->half && nc - jr <= nr / 2) jb->uk->half(kc, ap, bp, acc, nr, false, NULL);

@@ -13,13 +13,18 @@
  *   - the squeeze-excitation fusion: a session of Mul(x, s) -> Conv, s (N, C,
  *     1, 1), schedules the Conv alone (input 5 = s) and matches float64; its
  *     packed filter is in the arena's weights, and ERT_SESSION_NO_PACK gives
- *     the same numbers without it;
+ *     the same numbers without it; under every micro-kernel the CPU has (the
+ *     scale is applied while B is packed, per panel width);
  *   - grouped convs (stride 1 and 2) and 1x1 stride-2 ones through conv.c's
  *     padded phase-plane path (and the im2col SGEMM without its scratch),
  *     with a residual input;
  *   - the direct depthwise kernel's copy for each vector ISA the CPU has
  *     (AVX-512 16-wide, AVX2 8-wide, baseline), kernels 1..7, stride 1/2,
- *     dilation 1/2, padding, channel multiplier 1/2, narrow and wide rows. */
+ *     dilation 1/2, padding, channel multiplier 1/2, narrow and wide rows,
+ *     with the fused activations the zoo has (ReLU, SiLU, HardSwish, GELU,
+ *     Sigmoid, HardSigmoid) through their row pass;
+ *   - LayerNorm's vector rows against its plain rows and float64 (odd row
+ *     lengths, 1 or 2 axes, bias or not, Mean/InvStdDev, rows far from 0). */
 #include "cpu_gemm.h"
 #include "cpu_kernels.h"
 #include "onnx_enc.h"
@@ -105,6 +110,21 @@ static void test_conv_packed(int pool_i) {
  * stride-2 ones; odd channels and maps, asymmetric padding, dilation 1/2,
  * bias, a residual input and ReLU, against float64. The same case without
  * the extra scratch takes the im2col SGEMM and must agree too. */
+static double epi_act(double v, const ert_act_params *ap) {
+    switch (ap->kind) {
+    case ERT_ACT_RELU: return v < 0 ? 0 : v;
+    case ERT_ACT_CLIP: return v < ap->alpha ? ap->alpha : v > ap->beta ? ap->beta : v;
+    case ERT_ACT_LEAKY_RELU: return v < 0 ? ap->alpha * v : v;
+    case ERT_ACT_HARD_SIGMOID: return fmin(1, fmax(0, ap->alpha * v + ap->beta));
+    case ERT_ACT_HARD_SWISH: return v * fmin(1, fmax(0, v / 6 + 0.5));
+    case ERT_ACT_SIGMOID: return 1 / (1 + exp(-v));
+    case ERT_ACT_SILU: return v / (1 + exp(-v));
+    case ERT_ACT_TANH: return tanh(v);
+    case ERT_ACT_GELU: return 0.5 * v * (1 + erf(v / sqrt(2.0)));
+    default: return v;
+    }
+}
+
 static void test_conv_padg(int pool_i) {
     for (int it = 0; it < 12; it++) {
         const bool shortcut = it % 3 == 2; /* G = 1, 1x1, stride 2 */
@@ -126,8 +146,12 @@ static void test_conv_padg(int pool_i) {
         tt in[4] = {tt_rand(&rng, 4, xd, -1, 1), tt_rand(&rng, 4, wd, -1, 1), tt_rand(&rng, 1, bd, -1, 1), {0}};
         in[1].cst = in[2].cst = true;
         if (with_res) in[3] = tt_rand(&rng, 4, yd, -1, 1);
+        /* ReLU (the fast register epilogue), SiLU and HardSwish (the general one), with or
+         * without a residual: applied in the kernel's store, or in the copy-out after it */
+        static const ert_act padg_kinds[] = {ERT_ACT_RELU, ERT_ACT_SILU, ERT_ACT_RELU, ERT_ACT_HARD_SWISH};
+        const ert_act_params ap = {.kind = padg_kinds[it / 2 % 4]};
         ert_attr_val at[5] = {A_I("group", G), A_IS("strides", s, 2), A_IS("pads", pd, 4), A_IS("dilations", d, 2),
-                              A_I("ert_act", ERT_ACT_RELU)};
+                              A_I("ert_act", ap.kind)};
         tt w_copy = tt_new(ERT_DTYPE_F32, 4, wd);
         memcpy(w_copy.data, in[1].data, (size_t)tt_n(&in[1]) * sizeof(float));
         for (int extra = 1; extra >= 0; extra--) {
@@ -136,10 +160,10 @@ static void test_conv_padg(int pool_i) {
             ert_status st = run_op(ctx, ERT_OP_CONV, at, 5, in, with_res ? 4 : 3, &y, 1, NULL);
             oh_pack = 0;
             char what[224];
-            snprintf(what, sizeof what, "padg conv x %lldx%lldx%lldx%lld G%lld Mg%lld k%lldx%lld s%lld,%lld d%lld,%lld p%lld,%lld,%lld,%lld res%d extra%d pool%d",
+            snprintf(what, sizeof what, "padg conv x %lldx%lldx%lldx%lld G%lld Mg%lld k%lldx%lld s%lld,%lld d%lld,%lld p%lld,%lld,%lld,%lld res%d act%d extra%d pool%d",
                      (long long)xd[0], (long long)xd[1], (long long)xd[2], (long long)xd[3], (long long)G, (long long)Mg,
                      (long long)k[0], (long long)k[1], (long long)s[0], (long long)s[1], (long long)d[0], (long long)d[1], (long long)pd[0],
-                     (long long)pd[1], (long long)pd[2], (long long)pd[3], (int)with_res, extra, pool_i);
+                     (long long)pd[1], (long long)pd[2], (long long)pd[3], (int)with_res, (int)ap.kind, extra, pool_i);
             CHECK(st == ERT_OK, "%s: %s", what, ert_status_str(st));
             if (st != ERT_OK) continue;
             CHECK(y.dims[2] == yd[2] && y.dims[3] == yd[3], "%s: output dims", what);
@@ -147,7 +171,7 @@ static void test_conv_padg(int pool_i) {
             conv_ref(&in[0], &w_copy, &in[2], G, s, pd, d, 0, &y, ref);
             for (int64_t i = 0; i < tt_n(&y); i++) {
                 double v = ref[i] + (with_res ? ((const float *)in[3].data)[i] : 0.0);
-                ref[i] = v < 0 ? 0.0 : v;
+                ref[i] = epi_act(v, &ap);
             }
             CHECK(ert_test_close(what, y.data, ref, tt_n(&y), 1e-5, 1e-4), "%s", what);
             free(ref);
@@ -175,24 +199,94 @@ static void test_dw(int pool_i, int cap) {
         int64_t wd[4] = {C * mult, 1, k[0], k[1]}, bd[1] = {C * mult};
         tt in[3] = {tt_rand(&rng, 4, xd, -1, 1), tt_rand(&rng, 4, wd, -1, 1), tt_rand(&rng, 1, bd, -1, 1)};
         in[1].cst = in[2].cst = true;
-        int act = it % 2;
+        /* the activations the depthwise convs of the zoo fuse (ReLU, ReLU6's
+         * Clip aside: MobileNets; SiLU: EfficientNet; HardSwish: MobileNetV3;
+         * GELU: ConvNeXt-like blocks), each through its row pass */
+        static const ert_act dw_kinds[] = {ERT_ACT_NONE, ERT_ACT_RELU, ERT_ACT_SILU, ERT_ACT_HARD_SWISH,
+                                           ERT_ACT_GELU, ERT_ACT_SIGMOID, ERT_ACT_HARD_SIGMOID};
+        const ert_act_params ap = {.kind = dw_kinds[it % 7], .alpha = 0.2f, .beta = 0.5f};
+        const int act = ap.kind;
         ert_attr_val at[5] = {A_I("group", C), A_IS("strides", s, 2), A_IS("pads", pd, 4), A_IS("dilations", d, 2),
-                              A_I("ert_act", act ? ERT_ACT_RELU : ERT_ACT_NONE)};
+                              A_I("ert_act", act)};
         tt y = {0};
         ert_status st = run_op(ctx, ERT_OP_CONV, at, 5, in, 3, &y, 1, NULL);
         char what[160];
-        snprintf(what, sizeof what, "dw isa %d x %lldx%lldx%lldx%lld mult %lld k%lldx%lld s%lld,%lld d%lld p%lld pool%d",
-                 cap, (long long)xd[0], (long long)xd[1], (long long)xd[2], (long long)xd[3], (long long)mult,
+        snprintf(what, sizeof what, "dw isa %d act %d x %lldx%lldx%lldx%lld mult %lld k%lldx%lld s%lld,%lld d%lld p%lld pool%d",
+                 cap, act, (long long)xd[0], (long long)xd[1], (long long)xd[2], (long long)xd[3], (long long)mult,
                  (long long)k[0], (long long)k[1], (long long)s[0], (long long)s[1], (long long)d[0],
                  (long long)pd[0], pool_i);
         CHECK(st == ERT_OK, "%s: %s", what, ert_status_str(st));
         if (st == ERT_OK) {
             double *ref = malloc((size_t)tt_n(&y) * sizeof *ref);
-            conv_ref(&in[0], &in[1], &in[2], C, s, pd, d, act, &y, ref);
+            conv_ref(&in[0], &in[1], &in[2], C, s, pd, d, 0, &y, ref);
+            for (int64_t i = 0; i < tt_n(&y); i++) ref[i] = epi_act(ref[i], &ap);
             CHECK(ert_test_close(what, y.data, ref, tt_n(&y), 1e-5, 1e-4), "%s", what);
             free(ref);
             tt_free(&y);
         }
+        for (int i = 0; i < 3; i++) tt_free(&in[i]);
+    }
+}
+
+/* LayerNorm's vector rows (norm.c) against its plain rows (norm_plain) and
+ * float64: random odd row lengths (below and past 8 floats, tails), 1 or 2
+ * normalised axes, with and without bias, the Mean and InvStdDev outputs,
+ * rows far from zero (the moments' precision), poisoned outputs. */
+static void test_layernorm(int pool_i, int cap, ert_kernel_choice *kc) {
+    for (int it = 0; it < 12; it++) {
+        const int64_t d1 = ert_test_int(&rng, 1, 9), d2 = ert_test_int(&rng, 1, it % 3 ? 70 : 400);
+        const int64_t xd[3] = {ert_test_int(&rng, 1, 3), d1, d2};
+        const int axis = it % 4 == 3 ? 1 : 2; /* normalise (d2) or (d1, d2) */
+        const int64_t inner = axis == 1 ? d1 * d2 : d2;
+        const bool with_bias = it % 3 != 1;
+        const float off = it % 5 == 4 ? 1000.0f : 0.0f;
+        tt in[3] = {tt_rand(&rng, 3, xd, off - 1, off + 1), tt_rand(&rng, 3 - axis, xd + axis, -1, 1),
+                    tt_rand(&rng, 3 - axis, xd + axis, -1, 1)};
+        in[1].cst = in[2].cst = true;
+        const int64_t outer = tt_n(&in[0]) / inner;
+        const float *X = in[0].data, *Sc = in[1].data, *Bi = in[2].data;
+        ert_attr_val at[2] = {A_I("axis", axis), A_F("epsilon", 1e-5f)};
+        tt y[2][3];
+        for (int plain = 0; plain < 2; plain++) {
+            kc->norm_plain = plain;
+            ert_status st = run_op(ctx, ERT_OP_LAYERNORM, at, 2, in, with_bias ? 3 : 2, y[plain], 3, NULL);
+            CHECK(st == ERT_OK, "layernorm %s: %s", plain ? "plain" : "vector", ert_status_str(st));
+            if (st != ERT_OK) {
+                if (plain) tt_free(&y[0][0]), tt_free(&y[0][1]), tt_free(&y[0][2]);
+                kc->norm_plain = false;
+                for (int i = 0; i < 3; i++) tt_free(&in[i]);
+                return;
+            }
+        }
+        kc->norm_plain = false;
+        double *ref = malloc((size_t)tt_n(&in[0]) * sizeof *ref), *rm = malloc((size_t)outer * sizeof *rm),
+               *ri = malloc((size_t)outer * sizeof *ri);
+        for (int64_t r = 0; r < outer; r++) {
+            const float *x = X + r * inner;
+            double m = 0, v = 0;
+            for (int64_t i = 0; i < inner; i++) m += x[i];
+            m /= (double)inner;
+            for (int64_t i = 0; i < inner; i++) v += (x[i] - m) * (x[i] - m);
+            const double inv = 1 / sqrt(v / (double)inner + 1e-5);
+            rm[r] = m, ri[r] = inv;
+            for (int64_t i = 0; i < inner; i++)
+                ref[r * inner + i] = (x[i] - m) * inv * Sc[i] + (with_bias ? Bi[i] : 0);
+        }
+        char what[160];
+        snprintf(what, sizeof what, "layernorm isa %d %lldx%lldx%lld axis %d%s off %g pool%d", cap, (long long)xd[0],
+                 (long long)d1, (long long)d2, axis, with_bias ? " bias" : "", (double)off, pool_i);
+        /* off 1000: x - mean keeps ~1e-4 absolute of float input rounding */
+        const double atol = off ? 2e-3 : 1e-5;
+        CHECK(ert_test_close(what, y[0][0].data, ref, tt_n(&y[0][0]), atol, 1e-4), "%s: vector vs float64", what);
+        CHECK(ert_test_close(what, y[0][1].data, rm, outer, 1e-6, 1e-6), "%s: Mean", what);
+        CHECK(ert_test_close(what, y[0][2].data, ri, outer, 1e-6, 1e-5), "%s: InvStdDev", what);
+        double *pl = malloc((size_t)tt_n(&in[0]) * sizeof *pl);
+        const float *Yp = y[1][0].data;
+        for (int64_t i = 0; i < tt_n(&in[0]); i++) pl[i] = Yp[i];
+        CHECK(ert_test_close(what, y[0][0].data, pl, tt_n(&in[0]), 1e-6, 1e-6), "%s: vector vs plain rows", what);
+        free(pl), free(ref), free(rm), free(ri);
+        for (int k = 0; k < 2; k++)
+            for (int i = 0; i < 3; i++) tt_free(&y[k][i]);
         for (int i = 0; i < 3; i++) tt_free(&in[i]);
     }
 }
@@ -387,37 +481,27 @@ static void test_packed_other_kernel(void) {
  * every activation kind, on shapes with full and partial tiles, accumulate
  * on and off, K past one KC block, against float64; a NaN in the residual
  * must come out NaN through every activation. */
-static double epi_act(double v, const ert_act_params *ap) {
-    switch (ap->kind) {
-    case ERT_ACT_RELU: return v < 0 ? 0 : v;
-    case ERT_ACT_CLIP: return v < ap->alpha ? ap->alpha : v > ap->beta ? ap->beta : v;
-    case ERT_ACT_LEAKY_RELU: return v < 0 ? ap->alpha * v : v;
-    case ERT_ACT_HARD_SIGMOID: return fmin(1, fmax(0, ap->alpha * v + ap->beta));
-    case ERT_ACT_HARD_SWISH: return v * fmin(1, fmax(0, v / 6 + 0.5));
-    case ERT_ACT_SIGMOID: return 1 / (1 + exp(-v));
-    case ERT_ACT_SILU: return v / (1 + exp(-v));
-    case ERT_ACT_TANH: return tanh(v);
-    case ERT_ACT_GELU: return 0.5 * v * (1 + erf(v / sqrt(2.0)));
-    default: return v;
-    }
-}
-
 static void test_sgemm_epilogue(int pool_i, int cap) {
     static const ert_act kinds[] = {ERT_ACT_NONE, ERT_ACT_RELU, ERT_ACT_CLIP, ERT_ACT_LEAKY_RELU,
                                     ERT_ACT_HARD_SIGMOID, ERT_ACT_HARD_SWISH, ERT_ACT_SIGMOID, ERT_ACT_SILU,
                                     ERT_ACT_TANH, ERT_ACT_GELU};
     for (int it = 0; it < 20; it++) {
-        int64_t M = ert_test_int(&rng, 1, 40), N = ert_test_int(&rng, 1, 90), K = ert_test_int(&rng, 1, it % 4 ? 40 : 300);
+        /* M mod 6 takes every value (the AVX2 kernel's copies for the last 1..5 rows of M) */
+        int64_t M = 6 * ert_test_int(&rng, 0, 6) + it % 6, N = ert_test_int(&rng, 1, 90),
+                K = ert_test_int(&rng, 1, it % 4 ? 40 : 300);
+        if (M == 0) M = 6;
         ert_act_params ap = {.kind = kinds[it % 10], .alpha = 0.2f, .beta = 0.5f};
         if (ap.kind == ERT_ACT_CLIP) ap.alpha = -0.5f, ap.beta = 0.7f;
         bool br = ert_test_int(&rng, 0, 1), bc = ert_test_int(&rng, 0, 1), rs = ert_test_int(&rng, 0, 1) || it % 10 == 0;
         bool accum = it % 3 == 2;
-        float *a = malloc((size_t)(M * K) * sizeof(float)), *b = malloc((size_t)(K * N) * sizeof(float));
+        /* B rows ldb apart: N (a 1x1 conv's input, read in place) or wider (a view) */
+        const int64_t ldb = N + (it % 4 == 1 ? ert_test_int(&rng, 1, 20) : 0);
+        float *a = malloc((size_t)(M * K) * sizeof(float)), *b = malloc((size_t)(K * ldb) * sizeof(float));
         float *c = malloc((size_t)(M * N) * sizeof(float)), *res = malloc((size_t)(M * N) * sizeof(float));
         float *bias_r = malloc((size_t)M * sizeof(float)), *bias_c = malloc((size_t)N * sizeof(float));
         double *ref = malloc((size_t)(M * N) * sizeof *ref);
         ert_test_fill(&rng, a, M * K, -1, 1);
-        ert_test_fill(&rng, b, K * N, -1, 1);
+        ert_test_fill(&rng, b, K * ldb, -1, 1);
         ert_test_fill(&rng, res, M * N, -2, 2);
         ert_test_fill(&rng, bias_r, M, -1, 1);
         ert_test_fill(&rng, bias_c, N, -1, 1);
@@ -428,12 +512,12 @@ static void test_sgemm_epilogue(int pool_i, int cap) {
         for (int64_t i = 0; i < M; i++)
             for (int64_t j = 0; j < N; j++) {
                 double v = accum ? c[i * N + j] : 0;
-                for (int64_t p = 0; p < K; p++) v += (double)a[i * K + p] * b[p * N + j];
+                for (int64_t p = 0; p < K; p++) v += (double)a[i * K + p] * b[p * ldb + j];
                 v += (br ? bias_r[i] : 0) + (rs ? res[i * N + j] : 0) + (bc ? bias_c[j] : 0);
                 ref[i * N + j] = epi_act(v, &ap);
             }
         ert_sgemm_args g = {.M = M, .N = N, .K = K, .a = a, .a_rs = K, .a_cs = 1, .alpha = 1.0f,
-                            .b = b, .b_rs = N, .b_cs = 1, .c = c, .ldc = N, .accumulate = accum,
+                            .b = b, .b_rs = ldb, .b_cs = 1, .c = c, .ldc = N, .accumulate = accum,
                             .bias_row = br ? bias_r : NULL, .bias_col = bc ? bias_c : NULL,
                             .residual = rs ? res : NULL, .act = ap.kind != ERT_ACT_NONE ? &ap : NULL,
                             .choice = oh_choice};
@@ -442,8 +526,8 @@ static void test_sgemm_epilogue(int pool_i, int cap) {
         void *ws = aligned_alloc(64, ert_align_up(ws_b, 64));
         CHECK_OK(ert_cpu_sgemm(&g, ws, ws_b, pools[pool_i]), ctx);
         char what[160];
-        snprintf(what, sizeof what, "sgemm epilogue M%lld N%lld K%lld act%d%s%s%s%s pool%d cap%d", (long long)M,
-                 (long long)N, (long long)K, (int)ap.kind, br ? " bias_row" : "", bc ? " bias_col" : "",
+        snprintf(what, sizeof what, "sgemm epilogue M%lld N%lld ldb%lld K%lld act%d%s%s%s%s pool%d cap%d", (long long)M,
+                 (long long)N, (long long)ldb, (long long)K, (int)ap.kind, br ? " bias_row" : "", bc ? " bias_col" : "",
                  rs ? " res" : "", accum ? " accumulate" : "", pool_i, cap);
         if (nan_at >= 0) {
             CHECK(isnan(c[nan_at]), "%s: NaN residual came out %g", what, c[nan_at]);
@@ -554,14 +638,26 @@ int main(void) {
             test_gemm_packed(p);
             test_dw(p, cap);
             test_sgemm_epilogue(p, cap);
+            test_layernorm(p, cap, &kc);
         }
     }
     oh_pool = NULL;
     oh_choice = NULL;
     test_packed_other_kernel();
+    /* the SE scale is applied while B is packed, per micro-kernel panel
+     * width (16 for AVX2 and NEON, 32 for AVX-512): every kernel this CPU has */
+    for (int cap = ERT_CPU_GEMM_FASTEST; cap >= ERT_CPU_GEMM_PORTABLE; cap--) {
+        ert_kernel_choice kse = ert_kernel_choice_of(NULL);
+        kse.gemm_cap = cap;
+        if ((int)ert_cpu_sgemm_kernel(&kse) != cap) continue;
+        ert_context_set_kernel_choice(ctx, &kse);
+        for (int t = 1; t <= 3; t++) {
+            test_se_fusion(1, t);
+            test_se_fusion(3, t);
+        }
+    }
+    ert_context_set_kernel_choice(ctx, NULL);
     for (int t = 1; t <= 3; t++) {
-        test_se_fusion(1, t);
-        test_se_fusion(3, t);
         for (int it = 0; it < 3; it++)
             for (int kind = 0; kind < 3; kind++) test_mlp_fusion(t, kind);
     }

@@ -3,6 +3,7 @@
  * Transpose, Concat, Split, Slice, Gather, Pad, Resize, Expand, Tile, Cast, Shape,
  * ConstantOfShape, Range; Resize tf_crop_and_resize against a separate
  * ONNX-style recursive reference; plus their error paths. */
+#include "cpu_gemm.h"
 #include "op_harness.h"
 
 static ert_context *ctx;
@@ -148,19 +149,27 @@ static void test_transpose(void) {
         static const int64_t nhwc[2][4] = {{0, 2, 3, 1}, {0, 3, 1, 2}};
         if (rep >= 40 && rep % 2 == 0) memcpy(perm, nhwc[rep / 2 % 2], sizeof nhwc[0]);
         ert_attr_val a = A_IS("perm", perm, nd);
-        ert_status st = run_op(ctx, ERT_OP_TRANSPOSE, &a, dflt ? 0 : 1, &x, 1, &out, 1, NULL);
-        CHECK(st == ERT_OK, "transpose: %s", ert_last_error(ctx));
-        if (st == ERT_OK) {
-            int64_t od[ERT_MAX_DIMS], oi[ERT_MAX_DIMS], xi[ERT_MAX_DIMS], bad = 0;
-            for (int k = 0; k < nd; k++) od[k] = d[perm[k]];
-            CHECK(same_shape(&out, nd, od), "transpose shape");
-            for (int64_t i = 0; i < tt_n(&out); i++) {
-                unflat(i, nd, od, oi);
-                for (int k = 0; k < nd; k++) xi[perm[k]] = oi[k];
-                bad += !same_elem(&out, i, &x, flat(nd, d, xi));
+        /* the tiled path twice: its AVX2 8x8 blocks where the CPU has them,
+         * then the plain tiles (a kernel cap below AVX2) */
+        ert_kernel_choice kc_plain = ert_kernel_choice_of(NULL);
+        kc_plain.gemm_cap = ERT_CPU_GEMM_PORTABLE;
+        for (int plain = 0; plain < (rep >= 40 ? 2 : 1); plain++) {
+            oh_choice = plain ? &kc_plain : NULL;
+            ert_status st = run_op(ctx, ERT_OP_TRANSPOSE, &a, dflt ? 0 : 1, &x, 1, &out, 1, NULL);
+            oh_choice = NULL;
+            CHECK(st == ERT_OK, "transpose: %s", ert_last_error(ctx));
+            if (st == ERT_OK) {
+                int64_t od[ERT_MAX_DIMS], oi[ERT_MAX_DIMS], xi[ERT_MAX_DIMS], bad = 0;
+                for (int k = 0; k < nd; k++) od[k] = d[perm[k]];
+                CHECK(same_shape(&out, nd, od), "transpose shape");
+                for (int64_t i = 0; i < tt_n(&out); i++) {
+                    unflat(i, nd, od, oi);
+                    for (int k = 0; k < nd; k++) xi[perm[k]] = oi[k];
+                    bad += !same_elem(&out, i, &x, flat(nd, d, xi));
+                }
+                CHECK(bad == 0, "transpose rank %d%s: %lld wrong", nd, plain ? " plain tiles" : "", (long long)bad);
+                tt_free(&out);
             }
-            CHECK(bad == 0, "transpose rank %d: %lld wrong", nd, (long long)bad);
-            tt_free(&out);
         }
         tt_free(&x);
     }
