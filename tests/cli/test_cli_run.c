@@ -26,23 +26,32 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Peak RSS (MB) and CPU time (ms) of `exe --version`, out of the child's rusage. */
+/* Peak RSS (MB) and CPU time (ms) of `exe --version`, out of the child's
+ * rusage: the least of three runs, so a loaded machine (the ASan build beside
+ * a parallel build once took 68.6 ms) does not pass for libraries loaded at
+ * start-up, which cost every run (80 ms, 220 MB). */
 static int startup(const char *exe, double max_mb, double max_ms) {
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open("/dev/null", O_WRONLY);
-        if (fd >= 0) dup2(fd, 1);
-        execl(exe, exe, "--version", (char *)NULL);
-        _exit(127);
+    double mb = -1, ms = -1;
+    for (int run = 0; run < 3; run++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            int fd = open("/dev/null", O_WRONLY);
+            if (fd >= 0) dup2(fd, 1);
+            execl(exe, exe, "--version", (char *)NULL);
+            _exit(127);
+        }
+        int status = 0;
+        struct rusage ru;
+        CHECK(pid > 0 && wait4(pid, &status, 0, &ru) == pid, "fork/wait4 failed");
+        if (pid <= 0) return ert_test_finish("cli_startup");
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s --version: status %d", exe, status);
+        double r_mb = (double)ru.ru_maxrss / 1024.0; /* Linux: KiB */
+        double r_ms = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+        if (mb < 0 || r_mb < mb) mb = r_mb;
+        if (ms < 0 || r_ms < ms) ms = r_ms;
     }
-    int status = 0;
-    struct rusage ru;
-    CHECK(pid > 0 && wait4(pid, &status, 0, &ru) == pid, "fork/wait4 failed");
-    if (pid <= 0) return ert_test_finish("cli_startup");
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s --version: status %d", exe, status);
-    double mb = (double)ru.ru_maxrss / 1024.0; /* Linux: KiB */
-    double ms = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
-    printf("%s --version: peak RSS %.1f MB, CPU %.1f ms (limits %.0f MB, %.0f ms)\n", exe, mb, ms, max_mb, max_ms);
+    printf("%s --version: peak RSS %.1f MB, CPU %.1f ms, least of 3 runs (limits %.0f MB, %.0f ms)\n", exe, mb, ms,
+           max_mb, max_ms);
     CHECK(mb <= max_mb, "peak RSS %.1f MB > %.0f MB: libraries loaded at start-up?", mb, max_mb);
     CHECK(ms <= max_ms, "CPU time %.1f ms > %.0f ms: libraries loaded at start-up?", ms, max_ms);
     return ert_test_finish("cli_startup");
