@@ -8,7 +8,9 @@
  * Parallel over channels.
  * LayerNorm: x viewed as (outer, inner) with inner = prod(dims[axis:]); each
  * row is normalised with its own mean and variance (two passes, accumulated
- * in double so long rows keep precision), then scale/bias (inner elements,
+ * in double so long rows keep precision; x - mean subtracts the float mean
+ * and then its rounding error, so rows far from zero with a small spread
+ * keep their precision too), then scale/bias (inner elements,
  * or one broadcast element). The optional outputs Mean and InvStdDev hold
  * one value per row (shape (outer dims, 1, ...)). Parallel over rows;
  * 8 floats at a time (ln_body) unless norm_plain (ert_internal.h) asks for
@@ -127,13 +129,13 @@ static void ln_run(void *arg, int64_t r0, int64_t r1) {
         float *yp = j->y + r * n;
         double v, mean = row_moments(xp, n, &v);
         float inv = (float)(1.0 / sqrt(v + (double)j->eps));
-        float mf = (float)mean;
+        float mf = (float)mean, mlo = (float)(mean - mf);
         if (j->mean) j->mean[r] = mf;
         if (j->invstd) j->invstd[r] = inv;
         for (int64_t i = 0; i < n; i++) {
             float sc = j->scale[j->scale_bcast ? 0 : i];
             float bi = j->bias ? j->bias[j->bias_bcast ? 0 : i] : 0.0f;
-            yp[i] = (xp[i] - mf) * inv * sc + bi;
+            yp[i] = ((xp[i] - mf) - mlo) * inv * sc + bi;
         }
     }
 }
@@ -185,19 +187,19 @@ static inline __attribute__((always_inline)) void ln_body(const ln_job *j, int64
             var += d * d;
         }
         var /= (double)n;
-        const float inv = (float)(1.0 / sqrt(var + (double)j->eps)), mf = (float)mean;
+        const float inv = (float)(1.0 / sqrt(var + (double)j->eps)), mf = (float)mean, mlo = (float)(mean - mf);
         if (j->mean) j->mean[r] = mf;
         if (j->invstd) j->invstd[r] = inv;
-        const ln_v8f z = {0}, mfv = mf + z, invv = inv + z;
+        const ln_v8f z = {0}, mfv = mf + z, mlov = mlo + z, invv = inv + z;
         for (i = 0; i < n8; i += 8) {
             ln_v8f xv, sc, bi = z;
             memcpy(&xv, xp + i, sizeof xv);
             memcpy(&sc, j->scale + i, sizeof sc);
             if (j->bias) memcpy(&bi, j->bias + i, sizeof bi);
-            xv = (xv - mfv) * invv * sc + bi;
+            xv = ((xv - mfv) - mlov) * invv * sc + bi;
             memcpy(yp + i, &xv, sizeof xv);
         }
-        for (; i < n; i++) yp[i] = (xp[i] - mf) * inv * j->scale[i] + (j->bias ? j->bias[i] : 0.0f);
+        for (; i < n; i++) yp[i] = ((xp[i] - mf) - mlo) * inv * j->scale[i] + (j->bias ? j->bias[i] : 0.0f);
     }
 }
 
