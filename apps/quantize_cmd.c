@@ -50,7 +50,7 @@ typedef struct qopts {
     int n_calib;
     long limit, threads;
     double max_drop, percentile;
-    int per_tensor, json, verbose, have_max_drop;
+    int per_tensor, asym, json, verbose, have_max_drop;
     cli_image_options img;
 } qopts;
 
@@ -80,7 +80,8 @@ static const char *HELP_QUANTIZE =
     "Post-training int8 quantization: runs the float model on a calibration set,\n"
     "picks a range per activation, and writes the model in QDQ form (int8 weights,\n"
     "QuantizeLinear/DequantizeLinear pairs) as .ert or ONNX (by OUT's extension).\n"
-    "Weights: int8 symmetric, per output channel; activations: int8 symmetric.\n"
+    "Weights: int8 symmetric, per output channel; activations: int8 symmetric,\n"
+    "or uint8 with a zero point (--asymmetric).\n"
     "Layers: Conv, Gemm and MatMul with constant weights, Add of two activations.\n"
     "\n"
     "  --calib PATH        calibration data (repeatable): a folder of JPEG/PPM/PGM\n"
@@ -94,6 +95,9 @@ static const char *HELP_QUANTIZE =
     "  --percentile P      for percentile, in (0, 100] (default 99.99)\n"
     "  --per-channel       one weight scale per output channel (default)\n"
     "  --per-tensor        one weight scale per weight tensor\n"
+    "  --asymmetric        activations uint8 with a zero point over the clipped\n"
+    "                      [min, max] (onnxruntime's default form): twice the\n"
+    "                      resolution on tensors that are never negative\n"
     "  --keep-float PAT    leave layers whose node name matches the glob PAT float\n"
     "                      (comma-separated list; a pattern matching none is an error)\n"
     "  --max-drop X        measure each layer alone, then return the worst layers to\n"
@@ -180,6 +184,7 @@ static int parse(int argc, char **argv, qopts *o) {
             else return usage("--fit '%s': expected stretch, letterbox or crop", v);
         } else if (strcmp(a, "--per-channel") == 0) o->per_tensor = 0;
         else if (strcmp(a, "--per-tensor") == 0) o->per_tensor = 1;
+        else if (strcmp(a, "--asymmetric") == 0) o->asym = 1;
         else if (strcmp(a, "--bgr") == 0) o->img.bgr = 1;
         else if (strcmp(a, "--nhwc") == 0) o->img.nhwc = 1;
         else if (strcmp(a, "--json") == 0) o->json = 1;
@@ -474,7 +479,8 @@ static void print_json(const qopts *o, const qset *cs, const ert_quantize_report
     cli_json_str(stdout, o->model);
     printf(", \"out\": ");
     cli_json_str(stdout, o->out);
-    printf(", \"method\": \"%s\", \"per_channel\": %s, ", o->method, o->per_tensor ? "false" : "true");
+    printf(", \"method\": \"%s\", \"per_channel\": %s, \"activations\": \"%s\", ", o->method,
+           o->per_tensor ? "false" : "true", o->asym ? "u8" : "s8");
     printf("\"n_samples\": %d, \"skipped\": %lld, ", r->n_samples, (long long)cs->skipped);
     json_num("max_drop", o->have_max_drop ? o->max_drop : NAN, true);
     printf("\"calib\": {");
@@ -491,7 +497,10 @@ static void print_json(const qopts *o, const qset *cs, const ert_quantize_report
         json_num("min", g->min, true);
         json_num("max", g->max, true);
         json_num("amax", g->amax, true);
-        json_num("scale", g->scale, false);
+        json_num("lo", g->lo, true);
+        json_num("hi", g->hi, true);
+        json_num("scale", g->scale, true);
+        printf("\"zero_point\": %d", g->zero_point);
         printf("}");
     }
     printf("], \"layers\": [");
@@ -523,8 +532,8 @@ static void print_json(const qopts *o, const qset *cs, const ert_quantize_report
 }
 
 static void print_human(const qopts *o, const qset *cs, const ert_quantize_report *r, const evalres *ev, double secs) {
-    printf("quantized %s -> %s (%s, %s weights) in %.2f s\n", o->model, o->out, o->method,
-           o->per_tensor ? "per-tensor" : "per-channel", secs);
+    printf("quantized %s -> %s (%s, %s weights, %s activations) in %.2f s\n", o->model, o->out, o->method,
+           o->per_tensor ? "per-tensor" : "per-channel", o->asym ? "u8 asymmetric" : "s8 symmetric", secs);
     printf("calibration: %d samples", r->n_samples);
     if (cs->skipped) printf(", %lld files skipped (unreadable or corrupt)", (long long)cs->skipped);
     printf("\n%d layers int8, %d float\n", r->n_layers - r->n_kept_float, r->n_kept_float);
@@ -617,6 +626,7 @@ int edgert_cmd_quantize(int argc, char **argv) {
                                                       : ERT_CALIB_MINMAX,
         .percentile = (float)o.percentile,
         .per_tensor = o.per_tensor,
+        .asymmetric = o.asym,
         .keep_float = o.keep_float,
         /* --max-drop 0 asks for no drop at all: the smallest budget the API takes */
         .max_drop = o.have_max_drop ? (o.max_drop > 0 ? (float)o.max_drop : FLT_MIN) : 0,

@@ -981,7 +981,14 @@ ert_status ert_model_save_onnx(const ert_model *model, const char *path);
  * symmetric (zero point 0): cuDNN's and cuBLASLt's int8 tensor-core paths
  * and TensorRT take int8 with zero point 0 only, and a zero point would add
  * correction terms to every integer dot product; the cost is one bit of
- * resolution on tensors that are never negative (after ReLU). Every
+ * resolution on tensors that are never negative (after ReLU). With
+ * asymmetric = 1 activations are uint8 with a zero point instead (what
+ * onnxruntime's quantize_static writes by default): the range [lo, hi] is
+ * the observed [min, max] clipped to the method's threshold on |x| and
+ * widened to hold 0, scale (hi - lo) / 255, zero point round(-lo / scale);
+ * a tensor that is never negative gets all 256 levels (entropy then aims at
+ * 256). It keeps more accuracy (PaddleOCR's detector: bench/int8) and runs
+ * on the CPU's integer kernels; int8 tensor-core paths want symmetric. Every
  * activation input of a layer and each layer's output (after a ReLU that
  * alone reads it; graph outputs stay float) gets one Q/DQ pair; MaxPool and
  * reshapes keep their input's scale so they commute with quantization.
@@ -1011,14 +1018,16 @@ typedef enum ert_calib_method {
     ERT_CALIB_ENTROPY = 2,    /* TensorRT's KL-divergence threshold over 2048 bins */
 } ert_calib_method;
 
-#define ERT_QUANTIZE_OPTIONS_VERSION 1
+#define ERT_QUANTIZE_OPTIONS_VERSION 2 /* 2: asymmetric */
 
 /* Per-tensor range chosen by calibration (see ert_quantize_report). */
 typedef struct ert_quant_range {
     const char *tensor;       /* the float tensor that got a Q/DQ pair */
     float min, max;           /* observed over the calibration set */
-    float amax;               /* clipping threshold chosen by the method */
-    float scale;              /* amax / 127 (1 for a tensor that is zero everywhere) */
+    float amax;               /* clipping threshold on |x| chosen by the method */
+    float scale;              /* amax / 127, asymmetric (hi - lo) / 255 (1 for a tensor that is zero everywhere) */
+    float lo, hi;             /* the quantized range: -amax, amax; asymmetric the clipped [min, max] holding 0 */
+    int zero_point;           /* 0; asymmetric the uint8 that stands for 0 */
 } ert_quant_range;
 
 /* Why a layer stayed float. Append-only. */
@@ -1074,6 +1083,8 @@ typedef struct ert_quantize_options {
     int n_input_shapes;
     int n_threads;            /* CPU worker threads of the calibration runs; 0: 1 */
     ert_quantize_report *report; /* optional out: ranges, per-layer errors, kept-float layers */
+    int asymmetric;           /* version >= 2. 0: activations int8 symmetric (default); 1: uint8 with a
+                                 zero point over the clipped [min, max] (see above) */
 } ert_quantize_options;
 
 /* Quantize `model` (not changed; it may be freed afterwards) into *out, a

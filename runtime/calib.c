@@ -119,7 +119,7 @@ double ert_calib_entropy(const uint64_t *hist, int bins, double width, int level
     return amax > bins * width ? bins * width : amax;
 }
 
-double ert_calib_amax(const ert_calib_stat *s, ert_calib_method method, double percentile) {
+static double calib_amax(const ert_calib_stat *s, ert_calib_method method, double percentile, int levels) {
     if (!(s->absmax > 0)) return 0;
     double width = s->absmax / ERT_CALIB_BINS;
     if (method == ERT_CALIB_PERCENTILE && s->n > 0) {
@@ -140,7 +140,27 @@ double ert_calib_amax(const ert_calib_stat *s, ert_calib_method method, double p
         uint64_t h[ERT_CALIB_BINS];
         memcpy(h, s->hist, sizeof h);
         h[0] = h[1];
-        return ert_calib_entropy(h, ERT_CALIB_BINS, width, ERT_CALIB_LEVELS);
+        return ert_calib_entropy(h, ERT_CALIB_BINS, width, levels);
     }
     return s->absmax;
+}
+
+double ert_calib_amax(const ert_calib_stat *s, ert_calib_method method, double percentile) {
+    return calib_amax(s, method, percentile, ERT_CALIB_LEVELS);
+}
+
+void ert_calib_range(const ert_calib_stat *s, ert_calib_method method, double percentile, bool asym, double *lo,
+                     double *hi) {
+    /* uint8 over a never-negative tensor: 256 levels on the one side the
+     * histogram of |x| describes; with negatives the two sides share them */
+    const int levels = asym && s->min >= 0 ? 2 * ERT_CALIB_LEVELS : ERT_CALIB_LEVELS;
+    const double thr = calib_amax(s, method, percentile, levels);
+    if (!asym) {
+        *lo = -thr, *hi = thr;
+        return;
+    }
+    *lo = s->min < -thr ? -thr : s->min;
+    *hi = s->max > thr ? thr : s->max;
+    if (*lo > 0) *lo = 0; /* zero stays exact: it is the zero point */
+    if (*hi < 0) *hi = 0;
 }

@@ -28,6 +28,12 @@ void ert_calib_hist(ert_calib_stat *s, const float *x, int64_t n);
 /* Threshold amax for a method (percentile in (0, 100]); MINMAX needs only
  * pass 1. Never more than absmax; 0 only when every value was 0. */
 double ert_calib_amax(const ert_calib_stat *s, ert_calib_method method, double percentile);
+/* The clipping range [*lo, *hi] of a tensor: symmetric (-amax, amax), or
+ * with asym the observed [min, max] clipped to the method's threshold on
+ * |x| and widened to hold 0 (entropy then targets 256 levels when the
+ * tensor is never negative, else 128). */
+void ert_calib_range(const ert_calib_stat *s, ert_calib_method method, double percentile, bool asym, double *lo,
+                     double *hi);
 /* TensorRT's entropy threshold over a histogram of `bins` bins of width
  * `width` quantized to `levels` levels (exposed for tests). */
 double ert_calib_entropy(const uint64_t *hist, int bins, double width, int levels);
@@ -41,7 +47,9 @@ bool ert_qdq_is_candidate(const ert_model *m, const ert_node *n);
 /* What to build: per model tensor, the threshold of its activation Q/DQ
  * pair (amax[t] < 0: no pair); per node, whether it is quantized. */
 typedef struct ert_qdq_plan {
-    const double *amax;       /* n_tensors entries */
+    const double *amax;       /* n_tensors entries: the range's upper end */
+    const double *amin;       /* NULL: activations int8 symmetric over [-amax, amax]; else uint8 with a zero
+                                 point over [amin, amax] (amin <= 0 <= amax) */
     const bool *quantize;     /* n_nodes entries (candidates only) */
     bool per_tensor;          /* weight scales */
 } ert_qdq_plan;
@@ -50,6 +58,12 @@ typedef struct ert_qdq_plan {
  * plan->quantize are quantized: want[t] = the tensor whose range t uses
  * (itself, or the input of a MaxPool/reshape that produced it), -1 = none. */
 ert_status ert_qdq_tensors(const ert_model *m, const bool *quantize, int32_t *want);
+
+/* The QuantizeLinear scale and zero point of an activation range: int8
+ * symmetric (lo = -hi, zero point 0, scale hi / 127) or, with asym, uint8
+ * (scale (hi - lo) / 255, zero point round(-lo / scale), as onnxruntime's
+ * quantize_static computes them); scale 1 for a range of width 0. */
+void ert_qdq_act_params(double lo, double hi, bool asym, float *scale, int32_t *zero_point);
 
 /* A new model: m's graph with Q/DQ pairs for the plan (weights int8 with
  * f32 scales, biases int32). Weights are copied (the result owns them). */

@@ -50,7 +50,8 @@ typedef struct qctx {
     ert_calib_stat *stat;     /* per calibrated tensor, indexed like `calib` */
     int32_t *calib;           /* calibrated tensors */
     int n_calib;
-    double *amax;             /* per tensor */
+    double *amax, *amin;      /* per tensor: the range (amin used when asymmetric) */
+    bool asym;                /* options->asymmetric (version >= 2) */
     float *ref;               /* n_samples x out_n float output 0, or NULL (recomputed) */
     int64_t out_n;            /* elements of output 0 at batch 1 */
     int64_t classes;          /* > 1: output 0 is (1, classes) */
@@ -270,8 +271,9 @@ static ert_status calibrate(qctx *q) {
     }
     if (st != ERT_OK) goto done;
     double pct = q->o->percentile > 0 ? q->o->percentile : 99.99;
-    for (int t = 0; t < m->n_tensors; t++) q->amax[t] = -1;
-    for (int k = 0; k < q->n_calib; k++) q->amax[q->calib[k]] = ert_calib_amax(&q->stat[k], q->o->method, pct);
+    for (int t = 0; t < m->n_tensors; t++) q->amax[t] = q->amin[t] = -1;
+    for (int k = 0; k < q->n_calib; k++)
+        ert_calib_range(&q->stat[k], q->o->method, pct, q->asym, &q->amin[q->calib[k]], &q->amax[q->calib[k]]);
 done:
     ert_session_free(s);
     ert_model_free(cm);
@@ -341,7 +343,8 @@ static ert_status measure(qctx *q, const ert_model *qm) {
 
 /* Build the model quantizing the layers in `on` and measure it. */
 static ert_status build_measure(qctx *q, const bool *on, ert_model **keep) {
-    ert_qdq_plan plan = {.amax = q->amax, .quantize = on, .per_tensor = q->o->per_tensor != 0};
+    ert_qdq_plan plan = {.amax = q->amax, .amin = q->asym ? q->amin : NULL, .quantize = on,
+                         .per_tensor = q->o->per_tensor != 0};
     ert_model *qm = NULL;
     ert_status st = ert_qdq_build(q->m, &plan, &qm);
     if (st == ERT_OK) st = measure(q, qm);
@@ -430,8 +433,13 @@ static ert_status fill_report(qctx *q, const bool *on, ert_quantize_report *r) {
         r->n_ranges++;
         g->min = (float)q->stat[k].min;
         g->max = (float)q->stat[k].max;
-        g->amax = (float)q->amax[want[t]];
-        g->scale = g->amax > 0 ? g->amax / 127 : 1.0f;
+        const int32_t u = want[t];
+        g->lo = (float)q->amin[u];
+        g->hi = (float)q->amax[u];
+        g->amax = q->asym ? fmaxf(-g->lo, g->hi) : g->hi;
+        int32_t zp;
+        ert_qdq_act_params(q->amin[u], q->amax[u], q->asym, &g->scale, &zp);
+        g->zero_point = zp;
     }
     free(want);
     for (int i = 0; i < m->n_nodes; i++) {
@@ -459,6 +467,8 @@ static ert_status check_options(ert_context *ctx, const ert_model *m, const ert_
     if (o->version < 0 || o->version > ERT_QUANTIZE_OPTIONS_VERSION)
         return ert_set_error(ctx, ERT_E_ARG, "quantize options version %d: this library knows up to %d", o->version,
                              ERT_QUANTIZE_OPTIONS_VERSION);
+    if (o->version >= 2 && o->asymmetric != 0 && o->asymmetric != 1)
+        return ert_set_error(ctx, ERT_E_ARG, "asymmetric %d: 0 or 1", o->asymmetric);
     if ((unsigned)o->method > ERT_CALIB_ENTROPY) return ert_set_error(ctx, ERT_E_ARG, "unknown calibration method %d", (int)o->method);
     if (!(o->percentile >= 0 && o->percentile <= 100))
         return ert_set_error(ctx, ERT_E_ARG, "percentile %g is outside (0, 100]", (double)o->percentile);
@@ -483,6 +493,7 @@ static void qctx_free(qctx *q) {
     free(q->stat);
     free(q->calib);
     free(q->amax);
+    free(q->amin);
     free(q->ref);
     free(q->layer_l2);
     free(q->layer_drop);
@@ -509,11 +520,13 @@ ert_status ert_model_quantize(const ert_model *m, const ert_quantize_options *o,
     q.want = malloc(nt * sizeof *q.want);
     q.calib = malloc(nt * sizeof *q.calib);
     q.amax = malloc(nt * sizeof *q.amax);
+    q.amin = malloc(nt * sizeof *q.amin);
+    q.asym = o->version >= 2 && o->asymmetric;
     q.layer_l2 = malloc(nn * sizeof *q.layer_l2);
     q.layer_drop = malloc(nn * sizeof *q.layer_drop);
     bool *on = calloc(nn, sizeof *on);
     ert_model *res = NULL;
-    if (!q.in_bytes || !q.in_slot || !q.cand || !q.state || !q.want || !q.calib || !q.amax || !q.layer_l2 ||
+    if (!q.in_bytes || !q.in_slot || !q.cand || !q.state || !q.want || !q.calib || !q.amax || !q.amin || !q.layer_l2 ||
         !q.layer_drop || !on) {
         st = oom(&q);
         goto done;

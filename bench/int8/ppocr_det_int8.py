@@ -14,7 +14,8 @@ PPM and PGM) the script
      variant below sees the same f32 tensor;
   2. runs the f32 model (edgert, CPU) for the reference probability map;
   3. quantizes with `edgert quantize` (minmax, percentile, entropy: every
-     Conv/Add int8, symmetric activations; and entropy with --max-drop, the
+     Conv/Add int8, activations int8 symmetric and, with --asymmetric, uint8
+     with a zero point; and entropy with --max-drop, the
      sensitivity pass that returns the worst layers to float) and with
      onnxruntime's quantize_static (QDQ, per-channel int8 weights, activations
      int8 symmetric and uint8 asymmetric, minmax and entropy, after its
@@ -178,10 +179,11 @@ def main():
               f"rel L2 {min(p['rel_l2'] for p in per):.3f}-{max(p['rel_l2'] for p in per):.3f}", flush=True)
 
     # 3-4. edgert's quantizer, run on edgert's int8 kernels
-    plans = [("minmax", []), ("percentile", []), ("entropy", [])]
-    plans += [("entropy", ["--max-drop", d]) for d in a.max_drop.split(",") if d]
-    for method, more in plans:
-        tag = "edgert " + method + (" max-drop " + more[1] if more else "")
+    plans = [(m, asym, None) for asym in (False, True) for m in ("minmax", "percentile", "entropy")]
+    plans += [("entropy", asym, d) for asym in (False, True) for d in a.max_drop.split(",") if d]
+    for method, asym, drop in plans:
+        more = (["--asymmetric"] if asym else []) + (["--max-drop", drop] if drop else [])
+        tag = "edgert " + method + (" u8 asym" if asym else "") + (" max-drop " + drop if drop else "")
         out = os.path.join(a.work, tag.replace(" ", "_") + ".ert")
         rep = out + ".json"
         t0 = time.time()
@@ -193,7 +195,8 @@ def main():
             sys.exit(f"ppocr_det_int8: edgert quantize ({tag}) failed (see {log})")
         r = json.load(open(rep))
         dt = time.time() - t0
-        score(tag, "edgert", "int8 symmetric activations, per-channel weights", run_edgert(out, tag.replace(" ", "_")),
+        score(tag, "edgert", ("uint8 asymmetric" if asym else "int8 symmetric") + " activations, per-channel weights",
+              run_edgert(out, tag.replace(" ", "_")),
               dt, {"layers": len(r.get("layers", [])) or None, "kept_float": len(r.get("kept_float", []))})
 
     # onnxruntime's quantizer on the same tensors, run by onnxruntime

@@ -569,7 +569,8 @@ _CALIB = {"minmax": 0, "percentile": 1, "entropy": 2}
 def quantize(model: Model, calib: Any, method: str = "minmax", percentile: Optional[float] = None,
              per_tensor: bool = False, keep_float: Union[None, str, Sequence[str]] = None, max_drop: float = 0.0,
              sensitivity: bool = False, labels: Any = None, shapes: Optional[Mapping[str, Sequence[int]]] = None,
-             threads: int = 1, report: bool = False) -> Union[Model, Tuple[Model, Dict[str, Any]]]:
+             threads: int = 1, report: bool = False,
+             asymmetric: bool = False) -> Union[Model, Tuple[Model, Dict[str, Any]]]:
     """Post-training int8 quantization (``ert_model_quantize``): a new model
     in QDQ form (int8 weights and activations around Conv/Gemm/MatMul/Add),
     which sessions run like any other and ``save``/``save_onnx`` store. The
@@ -585,6 +586,8 @@ def quantize(model: Model, calib: Any, method: str = "minmax", percentile: Optio
     method: "minmax", "percentile" (``percentile``, default 99.99) or
     "entropy" (TensorRT's KL-divergence threshold).
     per_tensor: one weight scale per tensor instead of per output channel.
+    asymmetric: activations uint8 with a zero point over the clipped
+    [min, max] (onnxruntime's default form) instead of int8 symmetric.
     keep_float: node-name glob(s) left float (NotFoundError if one matches nothing).
     max_drop: > 0: return the worst layers to float until the drop on the
     calibration set is <= max_drop (top-1 points, or 100 x relative L2).
@@ -592,7 +595,7 @@ def quantize(model: Model, calib: Any, method: str = "minmax", percentile: Optio
     labels: N class indices for output 0 (accuracies in the report).
     threads: CPU threads of the calibration runs.
     report: also return a dict: n_samples, float_top1, quant_top1, rel_l2,
-    drop, ranges [{tensor, min, max, amax, scale}], layers [{node, op,
+    drop, ranges [{tensor, min, max, amax, scale, lo, hi, zero_point}], layers [{node, op,
     state ("int8", "keep_float", "max_drop"), rel_l2, drop}], kept_float
     (None where not measured).
     Same as ``edgert quantize MODEL --calib X.npy``: the same set gives the
@@ -646,7 +649,7 @@ def quantize(model: Model, calib: Any, method: str = "minmax", percentile: Optio
         keep.append(lab)
     cap, rep = _c.quantize(model._cap, addrs, n, m, float(percentile or 0.0), bool(per_tensor), keep_float,
                            float(max_drop), bool(sensitivity), None if lab is None else _addr(lab),
-                           [(k.encode(), v) for k, v in sh.items()], int(threads), bool(report))
+                           [(k.encode(), v) for k, v in sh.items()], int(threads), bool(report), bool(asymmetric))
     del keep
     q = Model(cap)
     return (q, rep) if report else q

@@ -16,15 +16,16 @@ static const char *keep_name(ert_quant_keep k) {
 }
 
 /* {n_samples, float_top1, quant_top1, rel_l2, drop, ranges: [{tensor, min,
- * max, amax, scale}], layers: [{node, op, state, rel_l2, drop}],
+ * max, amax, scale, lo, hi, zero_point}], layers: [{node, op, state, rel_l2, drop}],
  * kept_float: [node]}; NaN (not measured) becomes None. */
 static PyObject *report_dict(const ert_quantize_report *r) {
     PyObject *ranges = PyList_New(r->n_ranges), *layers = PyList_New(r->n_layers), *kept = PyList_New(0);
     if (!ranges || !layers || !kept) goto fail;
     for (int k = 0; k < r->n_ranges; k++) {
         const ert_quant_range *g = &r->ranges[k];
-        PyObject *d = Py_BuildValue("{sssdsdsdsd}", "tensor", g->tensor, "min", (double)g->min, "max", (double)g->max,
-                                    "amax", (double)g->amax, "scale", (double)g->scale);
+        PyObject *d = Py_BuildValue("{sssdsdsdsdsdsdsi}", "tensor", g->tensor, "min", (double)g->min, "max",
+                                    (double)g->max, "amax", (double)g->amax, "scale", (double)g->scale, "lo",
+                                    (double)g->lo, "hi", (double)g->hi, "zero_point", g->zero_point);
         if (!d) goto fail;
         PyList_SetItem(ranges, k, d);
     }
@@ -53,14 +54,14 @@ fail:
 
 /* quantize(model, calib_addresses, n_samples, method, percentile, per_tensor,
  * keep_float or None, max_drop, sensitivity, labels_address or None, shapes,
- * threads, want_report) -> (model capsule, report dict or None). */
+ * threads, want_report, asymmetric) -> (model capsule, report dict or None). */
 static PyObject *m_quantize(PyObject *self, PyObject *args) {
     PyObject *cap, *addrs, *labels_obj, *shapes;
     const char *keep = NULL;
-    int n_samples, method, per_tensor, sensitivity, threads, want_report;
+    int n_samples, method, per_tensor, sensitivity, threads, want_report, asymmetric;
     float percentile, max_drop;
-    if (!PyArg_ParseTuple(args, "OOiifpzfpOOip", &cap, &addrs, &n_samples, &method, &percentile, &per_tensor,
-                          &keep, &max_drop, &sensitivity, &labels_obj, &shapes, &threads, &want_report))
+    if (!PyArg_ParseTuple(args, "OOiifpzfpOOipp", &cap, &addrs, &n_samples, &method, &percentile, &per_tensor,
+                          &keep, &max_drop, &sensitivity, &labels_obj, &shapes, &threads, &want_report, &asymmetric))
         return NULL;
     py_model *pm = py_model_get(cap);
     if (!pm) return NULL;
@@ -95,7 +96,8 @@ static PyObject *m_quantize(PyObject *self, PyObject *args) {
                                .input_shapes = n_shapes ? shape_buf : NULL,
                                .n_input_shapes = n_shapes,
                                .n_threads = threads,
-                               .report = want_report ? &report : NULL};
+                               .report = want_report ? &report : NULL,
+                               .asymmetric = asymmetric};
     ert_model *q = NULL;
     ert_status st;
     Py_BEGIN_ALLOW_THREADS
@@ -124,6 +126,6 @@ static PyObject *m_quantize(PyObject *self, PyObject *args) {
 PyMethodDef py_quantize_methods[] = {
     {"quantize", m_quantize, METH_VARARGS,
      "quantize(model, calib_addresses, n_samples, method, percentile, per_tensor, keep_float, max_drop, "
-     "sensitivity, labels_address, shapes, threads, want_report) -> (model capsule, report or None)"},
+     "sensitivity, labels_address, shapes, threads, want_report, asymmetric) -> (model capsule, report or None)"},
     {NULL, NULL, 0, NULL},
 };

@@ -20,7 +20,8 @@ def calib_set(rng, n=24):
     return rng.uniform(0, 255, (n, 1, 28, 28)).astype(np.float32)
 
 
-@pytest.mark.parametrize("method,extra", [("minmax", []), ("entropy", []), ("percentile", ["--per-tensor"])])
+@pytest.mark.parametrize("method,extra", [("minmax", []), ("entropy", []), ("percentile", ["--per-tensor"]),
+                                          ("entropy", ["--asymmetric"])])
 def test_equals_cli(cli, tmp_path, rng, method, extra):
     """Python and the CLI quantize the same set into the same .ert bytes;
     the report's ranges are the CLI's JSON ones; both models run alike."""
@@ -31,14 +32,17 @@ def test_equals_cli(cli, tmp_path, rng, method, extra):
                         str(tmp_path / "cli.ert"), "--method", method, "--json"] + extra,
                        check=True, capture_output=True, text=True)
     want = json.loads(r.stdout)
-    q, rep = edgert.quantize(edgert.load(MNIST), x, method=method, per_tensor=bool(extra), report=True)
+    q, rep = edgert.quantize(edgert.load(MNIST), x, method=method, per_tensor="--per-tensor" in extra,
+                             asymmetric="--asymmetric" in extra, report=True)
     q.save(tmp_path / "py.ert")
     assert (tmp_path / "py.ert").read_bytes() == (tmp_path / "cli.ert").read_bytes()
     assert rep["n_samples"] == want["n_samples"] == len(x)
     assert [g["tensor"] for g in rep["ranges"]] == [g["tensor"] for g in want["ranges"]]
     for g, w in zip(rep["ranges"], want["ranges"]):
-        for k in ("min", "max", "amax", "scale"):   # the CLI prints floats with %.9g: exact for f32
+        for k in ("min", "max", "amax", "scale", "lo", "hi"):   # the CLI prints floats with %.9g: exact for f32
             assert np.float32(g[k]) == np.float32(w[k]), (g, w)
+        assert g["zero_point"] == w["zero_point"]
+        assert (g["zero_point"] != 0 or g["lo"] == 0) if "--asymmetric" in extra else g["lo"] == -g["hi"]
     assert [(l["node"], l["state"] == "int8") for l in rep["layers"]] == \
         [(l["node"], l["int8"]) for l in want["layers"]]
     y = rng.uniform(0, 255, (1, 1, 28, 28)).astype(np.float32)
@@ -52,8 +56,8 @@ def qdq_count(path):
     return ops.count("QuantizeLinear"), ops.count("DequantizeLinear")
 
 
-@pytest.mark.parametrize("which", ["mnist_8", "small_cnn"])
-def test_matches_onnxruntime(tmp_path, rng, which):
+@pytest.mark.parametrize("which,asym", [("mnist_8", False), ("small_cnn", False), ("small_cnn", True)])
+def test_matches_onnxruntime(tmp_path, rng, which, asym):
     """The quantized model's ONNX export (QDQ form) run by onnxruntime gives
     what edgert's session of it gives (the same integer arithmetic: measured within 5e-7 of the output's scale),
     and differs from the float model by no more than int8 error."""
@@ -64,9 +68,13 @@ def test_matches_onnxruntime(tmp_path, rng, which):
         path, name = small_cnn(tmp_path / "cnn.onnx", rng), "image"
         x = rng.standard_normal((24, 1, 28, 28)).astype(np.float32)
     m = edgert.load(path)
-    q = edgert.quantize(m, x, method="minmax")
+    q = edgert.quantize(m, x, method="minmax", asymmetric=asym)
     q.save_onnx(tmp_path / "q.onnx")
     nq, ndq = qdq_count(tmp_path / "q.onnx")
+    onnx = pytest.importorskip("onnx")
+    zdt = {onnx.numpy_helper.to_array(i).dtype for i in onnx.load(str(tmp_path / "q.onnx")).graph.initializer
+           if i.name.endswith("_zero_point") and not i.dims}   # activations' (scalar) zero points
+    assert zdt == ({np.dtype(np.uint8)} if asym else {np.dtype(np.int8)})
     assert nq > 0 and ndq > nq                      # activations and weights are quantized
     s = ort.InferenceSession(str(tmp_path / "q.onnx"), providers=["CPUExecutionProvider"])
     mine = q.session(device="cpu")

@@ -13,7 +13,9 @@
  *      C of N values with alpha = beta = 1, becomes DequantizeLinear(int32,
  *      s_x * s_w, axis 0).
  *   3. Each tensor ert_qdq_tensors chose gets Q -> DQ (int8, zero point 0,
- *      scale amax / 127); every node reads the DQ output except layers that
+ *      scale amax / 127; or, with plan->amin, uint8 with scale
+ *      (amax - amin) / 255 and zero point round(-amin / scale), what
+ *      onnxruntime writes by default); every node reads the DQ output except layers that
  *      stay float, which keep reading the float tensor.
  *   4. Copy with only the tensors still used (the float weights of
  *      quantized layers are dropped, so the file holds int8 weights) and
@@ -481,17 +483,36 @@ static ert_status quantize_bias(qb *b, int32_t t, float sx, const float *sw, int
     return st;
 }
 
-/* Q -> DQ on activation t with threshold amax. */
-static ert_status quantize_act(qb *b, int32_t t, double amax) {
+void ert_qdq_act_params(double lo, double hi, bool asym, float *scale, int32_t *zero_point) {
+    if (!asym) {
+        *scale = scale_of(hi, 127);
+        *zero_point = 0;
+        return;
+    }
+    const double w = hi - lo;
+    *scale = w > 0 ? (float)(w / 255) : 1.0f;
+    const double z = w > 0 ? nearbyint(-lo / (double)*scale) : 0;
+    *zero_point = z < 0 ? 0 : z > 255 ? 255 : (int32_t)z;
+}
+
+/* The range plan gives tensor t (an index into plan's arrays). */
+static void act_params(const ert_qdq_plan *plan, int32_t t, float *scale, int32_t *zp) {
+    ert_qdq_act_params(plan->amin ? plan->amin[t] : -plan->amax[t], plan->amax[t], plan->amin != NULL, scale, zp);
+}
+
+/* Q -> DQ on activation t: int8 (zero point 0) or uint8 with a zero point. */
+static ert_status quantize_act(qb *b, int32_t t, float scale, int32_t zero_point, bool asym) {
     char base[400];
     snprintf(base, sizeof base, "%s", b->w->tensors[t].name);
+    const ert_dtype qt = asym ? ERT_DTYPE_U8 : ERT_DTYPE_I8;
     float *s = malloc(sizeof *s);
-    int8_t *z = calloc(1, 1);
-    if (s) *s = scale_of(amax, 127);
+    uint8_t *z = malloc(1);
+    if (s) *s = scale;
+    if (z) *z = asym ? (uint8_t)zero_point : (uint8_t)(int8_t)zero_point;
     int32_t ts = add_weight(b, base, "_scale", ERT_DTYPE_F32, 0, NULL, s);
-    int32_t tz = s ? add_weight(b, base, "_zero_point", ERT_DTYPE_I8, 0, NULL, z) : (free(z), -1);
+    int32_t tz = s ? add_weight(b, base, "_zero_point", qt, 0, NULL, z) : (free(z), -1);
     if (ts < 0 || tz < 0) return oom(b);
-    int32_t tq = add_act(b, base, "_quantized", ERT_DTYPE_I8, t);
+    int32_t tq = add_act(b, base, "_quantized", qt, t);
     int32_t td = tq < 0 ? -1 : add_act(b, base, "_DequantizeLinear_Output", ERT_DTYPE_F32, t);
     if (td < 0) return oom(b);
     int32_t qin[3] = {t, ts, tz}, din[3] = {tq, ts, tz};
@@ -506,7 +527,12 @@ static ert_status quantize_act(qb *b, int32_t t, double amax) {
 static ert_status rewrite(qb *b, const ert_model *m, const ert_qdq_plan *plan, const int32_t *want) {
     ert_status st = ERT_OK;
     for (int t = 0; t < m->n_tensors && st == ERT_OK; t++)
-        if (want[t] >= 0) st = quantize_act(b, t, plan->amax[want[t]]);
+        if (want[t] >= 0) {
+            float sc;
+            int32_t zp;
+            act_params(plan, want[t], &sc, &zp);
+            st = quantize_act(b, t, sc, zp, plan->amin != NULL);
+        }
     int n_nodes = m->n_nodes;
     for (int i = 0; i < n_nodes && st == ERT_OK; i++) {
         ert_node *n = &b->w->nodes[i];
@@ -535,8 +561,10 @@ static ert_status rewrite(qb *b, const ert_model *m, const ert_qdq_plan *plan, c
                        (n->op == ERT_OP_CONV || (ert_attr_float(&m->nodes[i], "alpha", 1) == 1.0f &&
                                                  ert_attr_float(&m->nodes[i], "beta", 1) == 1.0f));
         if (bias_ok) {
-            int32_t bdq = -1;
-            st = quantize_bias(b, bias, scale_of(plan->amax[want[x]], 127), sw, ch, &bdq);
+            int32_t bdq = -1, xzp;
+            float xs;
+            act_params(plan, want[x], &xs, &xzp);
+            st = quantize_bias(b, bias, xs, sw, ch, &bdq);
             n = &b->w->nodes[i];
             if (st == ERT_OK && bdq >= 0) n->in[2] = bdq;
         }

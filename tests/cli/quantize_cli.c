@@ -234,9 +234,9 @@ static int mode_ort(const char *cli, const char *py, const char *script) {
     const int n = 16;
     snprintf(p, sizeof p, "%s/x.npy", tmp);
     write_samples(p, n, -1);
-    for (int pt = 0; pt < 2; pt++) {
-        int rc = run("%s quantize %s/m.ert --calib %s/x.npy %s --out %s/q.onnx", cli, tmp, tmp,
-                     pt ? "--per-tensor" : "--per-channel", tmp);
+    static const char *const flags[3] = {"--per-channel", "--per-tensor", "--per-channel --asymmetric"};
+    for (int pt = 0; pt < 3; pt++) {
+        int rc = run("%s quantize %s/m.ert --calib %s/x.npy %s --out %s/q.onnx", cli, tmp, tmp, flags[pt], tmp);
         CHECK(rc == 0, "quantize to ONNX: exit %d", rc);
         rc = run("%s %s %s/q.onnx %s/x.npy %s/y_ort.npy", py, script, tmp, tmp, tmp);
         CHECK(rc == 0, "onnxruntime on the QDQ ONNX file: exit %d", rc);
@@ -259,8 +259,14 @@ static int mode_ort(const char *cli, const char *py, const char *script) {
             ert_session_output_data(s, 0, &y);
             double step = one_step(q), worst = 0;
             for (int i = 0; i < n * 5; i++) worst = fmax(worst, fabs(((const float *)y)[i] - ((const float *)yo.data)[i]));
-            printf("%s: edgert vs onnxruntime max |diff| %.3g, one step %.3g\n", pt ? "per-tensor" : "per-channel", worst,
-                   step);
+            printf("%s: edgert vs onnxruntime max |diff| %.3g, one step %.3g\n", flags[pt], worst, step);
+            /* --asymmetric: every activation QuantizeLinear writes uint8 (zero point in its dtype) */
+            int q8[2] = {0, 0};
+            for (int i = 0; i < q->n_nodes; i++)
+                if (q->nodes[i].op == ERT_OP_QUANTIZE_LINEAR && q->nodes[i].n_in > 2)
+                    q8[q->tensors[q->nodes[i].in[2]].dtype == ERT_DTYPE_U8]++;
+            CHECK(q8[pt == 2] > 0 && q8[pt != 2] == 0, "%s: %d int8 and %d uint8 activation QuantizeLinear nodes",
+                  flags[pt], q8[0], q8[1]);
             CHECK(isfinite(step) && worst <= step + 1e-5, "edgert vs onnxruntime: %.3g > one step %.3g", worst, step);
         } else {
             CHECK(0, "no comparison made (session or files missing)");

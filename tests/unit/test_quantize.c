@@ -238,6 +238,49 @@ static void stats_and_determinism(const ert_model *m, const float *cal) {
     free(a);
 }
 
+/* asymmetric = 1: uint8 ranges [lo, hi] hold 0 and the observed values
+ * (minmax), ReLU outputs start at 0 with zero point 0, a signed input gets
+ * a zero point inside (0, 255); each method gives a range inside
+ * [min, max]. Symmetric ranges are (-amax, amax) with zero point 0. */
+static void asym_ranges(const ert_model *m, const float *cal) {
+    const void *data[1] = {cal};
+    ert_calib_method methods[3] = {ERT_CALIB_MINMAX, ERT_CALIB_PERCENTILE, ERT_CALIB_ENTROPY};
+    const ert_node *relu1 = find_node(m, "relu1");
+    for (int mi = 0; mi < 3; mi++)
+        for (int asym = 0; asym < 2; asym++) {
+            ert_quantize_report r;
+            ert_model *q = NULL;
+            ert_quantize_options o = {.version = ERT_QUANTIZE_OPTIONS_VERSION, .method = methods[mi],
+                                      .n_samples = N_CAL, .calib_data = data, .report = &r, .asymmetric = asym};
+            CHECK_OK(ert_model_quantize(m, &o, &q), ctx);
+            if (!q) continue;
+            for (int k = 0; k < r.n_ranges; k++) {
+                const ert_quant_range *g = &r.ranges[k];
+                const float tol = 1e-6f * fmaxf(1, fmaxf(fabsf(g->min), fabsf(g->max)));
+                bool ok = g->lo <= 0 && g->hi >= 0 && g->scale > 0;
+                if (asym) {
+                    ok = ok && g->lo >= fminf(g->min, 0) - tol && g->hi <= fmaxf(g->max, 0) + tol &&
+                         g->zero_point >= 0 && g->zero_point <= 255 &&
+                         fabsf(g->scale - (g->hi - g->lo) / 255) <= 1e-6f * g->scale &&
+                         fabsf(g->lo + g->zero_point * g->scale) <= g->scale; /* 0 maps to the zero point */
+                    if (mi == 0) ok = ok && g->lo == fminf(g->min, 0) && g->hi == fmaxf(g->max, 0);
+                } else {
+                    ok = ok && g->lo == -g->hi && g->zero_point == 0 && g->amax == g->hi;
+                }
+                CHECK(ok, "method %d asym %d range '%s': min %g max %g -> lo %g hi %g scale %g zero point %d", mi, asym,
+                      g->tensor, g->min, g->max, g->lo, g->hi, g->scale, g->zero_point);
+            }
+            const ert_quant_range *gr = relu1 ? find_range(&r, m->tensors[relu1->out[0]].name) : NULL;
+            const ert_quant_range *gx = find_range(&r, "x");
+            CHECK(gr && (!asym || (gr->lo == 0 && gr->zero_point == 0)), "method %d asym %d: relu1's range lo %g zp %d",
+                  mi, asym, gr ? gr->lo : NAN, gr ? gr->zero_point : -1);
+            CHECK(gx && (!asym || (gx->zero_point > 0 && gx->zero_point < 255)), "method %d asym %d: x's zero point %d",
+                  mi, asym, gx ? gx->zero_point : -1);
+            ert_quantize_report_free(&r);
+            ert_model_free(q);
+        }
+}
+
 /* Entropy and percentile on known distributions (the histogram code alone). */
 static void entropy_shapes(void) {
     /* Gaussian core, 0.01% outliers at 40 sigma: entropy clips far below */
@@ -288,16 +331,28 @@ static void gemm_arith(void) {
     ert_test_fill(&rng, x, N * K, -2, 2);
     ert_model *m = gemm_model(K, M, w, bias);
     const void *data[1] = {x};
-    for (int per_tensor = 0; per_tensor < 2; per_tensor++) {
-        ert_quantize_options o = {.n_samples = N, .calib_data = data, .per_tensor = per_tensor};
+    /* 0: per-channel, 1: per-tensor, 2: per-channel with uint8 activations
+     * (asymmetric) on x skewed to [-0.4, 1.6) */
+    for (int cfg = 0; cfg < 3; cfg++) {
+        const int per_tensor = cfg == 1, asym = cfg == 2;
+        if (asym)
+            for (int i = 0; i < N * K; i++) x[i] = x[i] * 0.5f + 0.6f;
+        ert_quantize_options o = {.version = ERT_QUANTIZE_OPTIONS_VERSION, .n_samples = N, .calib_data = data,
+                                  .per_tensor = per_tensor, .asymmetric = asym};
         ert_model *q = NULL;
         CHECK_OK(ert_model_quantize(m, &o, &q), ctx);
         if (!q) continue;
         int64_t no = 0;
         float *y = run_all(q, x, N, K, &no);
-        double ax = 0, sw[M], all = 0;
-        for (int i = 0; i < N * K; i++) ax = fmax(ax, fabs(x[i]));
-        double sx = (float)(ax / 127);
+        double ax = 0, sw[M], all = 0, lo = 0, hi = 0;
+        for (int i = 0; i < N * K; i++) {
+            ax = fmax(ax, fabs(x[i]));
+            lo = fmin(lo, x[i]);
+            hi = fmax(hi, x[i]);
+        }
+        /* the activation's scale and zero point as onnxruntime's quantize_static forms them */
+        double sx = asym ? (float)((hi - lo) / 255) : (float)(ax / 127);
+        double zx = asym ? fmin(255, fmax(0, q_round(-lo / sx))) : 0, qlo = asym ? 0 : -128, qhi = asym ? 255 : 127;
         for (int j = 0; j < M; j++) {
             double mx = 0;
             for (int k = 0; k < K; k++) mx = fmax(mx, fabs(w[j * K + k]));
@@ -310,7 +365,7 @@ static void gemm_arith(void) {
             for (int j = 0; j < M; j++) {
                 double acc = 0;
                 for (int k = 0; k < K; k++) {
-                    double xq = fmin(127, fmax(-128, q_round(x[s * K + k] / sx))) * sx;
+                    double xq = (fmin(qhi, fmax(qlo, q_round(x[s * K + k] / sx) + zx)) - zx) * sx;
                     double wq = fmin(127, fmax(-127, q_round(w[j * K + k] / sw[j]))) * sw[j];
                     acc += xq * wq;
                 }
@@ -318,18 +373,23 @@ static void gemm_arith(void) {
                 acc += q_round(bias[j] / bs) * bs;
                 worst = fmax(worst, fabs(acc - y[s * M + j]) / (1e-5 + 1e-5 * fabs(acc)));
             }
-        CHECK(no == M && worst <= 1, "per_tensor %d: Gemm vs fake quantization in double: worst %.3g x tolerance",
-              per_tensor, worst);
-        /* the result holds int8 weights and an int32 bias, no f32 copy of w */
-        int i8 = 0, i32 = 0, f32w = 0;
+        CHECK(no == M && worst <= 1, "cfg %d: Gemm vs fake quantization in double: worst %.3g x tolerance", cfg,
+              worst);
+        /* the result holds int8 weights and an int32 bias, no f32 copy of w;
+         * the activation's zero point is a u8 scalar when asymmetric */
+        int i8 = 0, i32 = 0, f32w = 0, zp8[2] = {0, 0};
         for (int t = 0; t < q->n_tensors; t++) {
             const ert_tensor *tt = &q->tensors[t];
             if (tt->role != ERT_ROLE_WEIGHT) continue;
             i8 += tt->dtype == ERT_DTYPE_I8 && tt->ndim == 2;
             i32 += tt->dtype == ERT_DTYPE_I32;
             f32w += tt->dtype == ERT_DTYPE_F32 && tt->ndim == 2;
+            if (tt->ndim == 0 && (tt->dtype == ERT_DTYPE_I8 || tt->dtype == ERT_DTYPE_U8))
+                zp8[tt->dtype == ERT_DTYPE_U8]++;
         }
         CHECK(i8 == 1 && i32 == 1 && f32w == 0, "weights: %d int8, %d int32, %d f32 matrices", i8, i32, f32w);
+        CHECK(zp8[asym] >= 1 && zp8[!asym] == 0, "cfg %d: %d int8 and %d uint8 scalar zero points", cfg, zp8[0],
+              zp8[1]);
         free(y);
         ert_model_free(q);
     }
@@ -439,10 +499,11 @@ static void max_drop(void) {
 }
 
 /* 6. .ert round trip */
-static void round_trip(const ert_model *m, const float *cal) {
+static void round_trip(const ert_model *m, const float *cal, int asym) {
     const void *data[1] = {cal};
     ert_model *q = NULL, *back = NULL;
-    ert_quantize_options o = {.n_samples = N_CAL, .calib_data = data, .method = ERT_CALIB_PERCENTILE};
+    ert_quantize_options o = {.version = ERT_QUANTIZE_OPTIONS_VERSION, .n_samples = N_CAL, .calib_data = data,
+                              .method = ERT_CALIB_PERCENTILE, .asymmetric = asym};
     CHECK_OK(ert_model_quantize(m, &o, &q), ctx);
     if (!q) return;
     char dir[] = "/tmp/ert_quant_XXXXXX";
@@ -465,6 +526,9 @@ static void round_trip(const ert_model *m, const float *cal) {
         CHECK(i8 == 4, "%d int8 weight tensors after the round trip, want 4", i8);
         CHECK(count_op(back, "QuantizeLinear") == count_op(q, "QuantizeLinear") && count_op(back, "QuantizeLinear") > 0,
               "Q nodes lost in the round trip");
+        int u8 = 0;
+        for (int t = 0; t < back->n_tensors; t++) u8 += back->tensors[t].dtype == ERT_DTYPE_U8;
+        CHECK(asym ? u8 > 0 : u8 == 0, "asym %d: %d uint8 tensors after the round trip", asym, u8);
     }
     ert_model_free(back);
     ert_model_free(q);
@@ -521,7 +585,9 @@ int main(void) {
     if (m) {
         stats_and_determinism(m, cal);
         keep_float(m, cal);
-        round_trip(m, cal);
+        round_trip(m, cal, 0);
+        round_trip(m, cal, 1);
+        asym_ranges(m, cal);
         bad_input(m, cal);
     }
     entropy_shapes();
