@@ -106,7 +106,11 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default=None)
     ap.add_argument("--md", default=None)
+    ap.add_argument("--only", default=None,
+                    help="comma-separated substrings: run only the variants whose name holds one (and skip "
+                         "onnxruntime's unless one matches 'onnxruntime')")
     a = ap.parse_args()
+    want = lambda tag: not a.only or any(w in tag for w in a.only.split(","))
     import logging
 
     import onnx
@@ -179,11 +183,27 @@ def main():
               f"rel L2 {min(p['rel_l2'] for p in per):.3f}-{max(p['rel_l2'] for p in per):.3f}", flush=True)
 
     # 3-4. edgert's quantizer, run on edgert's int8 kernels
-    plans = [(m, asym, None) for asym in (False, True) for m in ("minmax", "percentile", "entropy")]
-    plans += [("entropy", asym, d) for asym in (False, True) for d in a.max_drop.split(",") if d]
-    for method, asym, drop in plans:
-        more = (["--asymmetric"] if asym else []) + (["--max-drop", drop] if drop else [])
-        tag = "edgert " + method + (" u8 asym" if asym else "") + (" max-drop " + drop if drop else "")
+    # depthwise convs (group = input channels, one input channel per filter):
+    # their input is quantized per tensor while its channels differ widely in
+    # range, so they are the most sensitive layers (--json: alone, 5-15% each)
+    mdl = onnx.load(a.model)
+    wdims = {i.name: list(i.dims) for i in mdl.graph.initializer}
+    for n in mdl.graph.node:
+        if n.op_type == "Constant":
+            wdims.update({n.output[0]: list(t.t.dims) for t in n.attribute if t.name == "value"})
+    dw = [n.name for n in mdl.graph.node if n.op_type == "Conv" and len(n.input) > 1 and
+          len(wdims.get(n.input[1], [])) > 1 and wdims[n.input[1]][1] == 1 and
+          any(t.name == "group" and t.i > 1 for t in n.attribute)]
+    plans = [(m, asym, None, False) for asym in (False, True) for m in ("minmax", "percentile", "entropy")]
+    plans += [(m, asym, None, True) for asym in (False, True) for m in ("percentile", "entropy")]
+    plans += [("entropy", asym, d, False) for asym in (False, True) for d in a.max_drop.split(",") if d]
+    for method, asym, drop, keep_dw in plans:
+        more = (["--asymmetric"] if asym else []) + (["--max-drop", drop] if drop else []) + \
+            (["--keep-float", ",".join(dw)] if keep_dw else [])
+        tag = "edgert " + method + (" u8 asym" if asym else "") + (" max-drop " + drop if drop else "") + \
+            (f" depthwise float" if keep_dw else "")
+        if not want(tag):
+            continue
         out = os.path.join(a.work, tag.replace(" ", "_") + ".ert")
         rep = out + ".json"
         t0 = time.time()
@@ -217,6 +237,8 @@ def main():
     for meth, mname in ((CalibrationMethod.MinMax, "minmax"), (CalibrationMethod.Entropy, "entropy")):
         for sym in (True, False):
             tag = f"onnxruntime {mname} {'s8 sym' if sym else 'u8 asym'}"
+            if not want(tag):
+                continue
             out = os.path.join(a.work, tag.replace(" ", "_") + ".onnx")
             t0 = time.time()
             quantize_static(pre, out, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
