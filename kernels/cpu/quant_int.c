@@ -12,6 +12,7 @@
  * mult = xs * ws[m] / ys in f32 (that order); a fused Relu raises the lower
  * clamp to yzp (Q(Relu(v)) = max(Q(v), Q(0)) = max(Q(v), yzp), exactly).
  * The integer outputs (ConvInteger, MatMulInteger) are the exact sums. */
+#include "cpu_gemm.h"
 #include "cpu_kernels.h"
 
 #include <math.h>
@@ -71,9 +72,12 @@ typedef struct qconv_job {
 
 /* Rows [4*b0, 4*b1) of acc = wq cols, four output channels at a time so
  * each cols row is read once per four (the whole cols block is larger than
- * the caches on big layers). */
-static void qconv_rows(void *arg, int64_t b0, int64_t b1) {
-    const qconv_job *j = arg;
+ * the caches on big layers). Compiled twice: for the baseline (x86-64 has
+ * no 32-bit vector multiply before SSE4.1, so GCC emulates it with
+ * pmuludq; aarch64's NEON has one) and for AVX2 (vpmulld, 8 lanes), picked
+ * at run time under the kernel cap; int32 sums are exact, so both give the
+ * same bits. */
+static inline __attribute__((always_inline)) void qconv_rows_body(const qconv_job *j, int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; b++) {
         int64_t m = 4 * b, nm = j->Mg - m < 4 ? j->Mg - m : 4;
         int32_t *acc[4];
@@ -99,6 +103,70 @@ static void qconv_rows(void *arg, int64_t b0, int64_t b1) {
     }
 }
 
+static void qconv_rows(void *arg, int64_t b0, int64_t b1) { qconv_rows_body(arg, b0, b1); }
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static void qconv_rows_avx2(void *arg, int64_t b0, int64_t b1) {
+    qconv_rows_body(arg, b0, b1);
+}
+#endif
+
+static ert_par_fn qconv_rows_pick(const ert_kernel_choice *kc) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (ert_cpu_kernel_cap(kc) >= ERT_CPU_GEMM_AVX2 && __builtin_cpu_supports("avx2")) return qconv_rows_avx2;
+#endif
+    (void)kc;
+    return qconv_rows;
+}
+
+/* cols[(c, k0, k1, k2), (o0, o1, o2)] = x - xzp, 0 in the padding, for
+ * input channels [c0, c0 + Cg) of image n (xs: x's data as int8 or uint8,
+ * one copy of the loop per type so the per-element load does not branch). */
+typedef struct qcols_geom {
+    int64_t in[3], od[3], k[3], s[3], d[3], pb[3], k_sz, out_sz;
+} qcols_geom;
+
+#define QCOLS_BODY(T)                                                                                                 \
+    for (int64_t c = 0; c < Cg; c++) {                                                                                \
+        const T *xc = (const T *)xs + xoff + c * in_sz;                                                               \
+        for (int64_t q = 0; q < g->k_sz; q++) {                                                                       \
+            int64_t q0 = q / (g->k[1] * g->k[2]), q1 = q / g->k[2] % g->k[1], q2 = q % g->k[2];                       \
+            int32_t *row = cols + (c * g->k_sz + q) * g->out_sz;                                                      \
+            for (int64_t o0 = 0; o0 < g->od[0]; o0++) {                                                               \
+                int64_t i0 = o0 * g->s[0] - g->pb[0] + q0 * g->d[0];                                                  \
+                for (int64_t o1 = 0; o1 < g->od[1]; o1++, row += g->od[2]) {                                          \
+                    int64_t i1 = o1 * g->s[1] - g->pb[1] + q1 * g->d[1];                                              \
+                    if (i0 < 0 || i0 >= g->in[0] || i1 < 0 || i1 >= g->in[1]) {                                       \
+                        memset(row, 0, (size_t)g->od[2] * sizeof *row);                                               \
+                        continue;                                                                                     \
+                    }                                                                                                 \
+                    /* o2 in [lo, hi) reads inside the row: no test there (stride 1 vectorises) */            \
+                    const T *xr = xc + (i0 * g->in[1] + i1) * g->in[2] - g->pb[2] + q2 * g->d[2];                     \
+                    const int64_t s2 = g->s[2], off = q2 * g->d[2] - g->pb[2];                                        \
+                    int64_t lo = off >= 0 ? 0 : (-off + s2 - 1) / s2;                                                 \
+                    int64_t hi = g->in[2] - off <= 0 ? 0 : (g->in[2] - off + s2 - 1) / s2;                            \
+                    if (hi > g->od[2]) hi = g->od[2];                                                                 \
+                    if (lo > hi) lo = hi;                                                                             \
+                    for (int64_t o2 = 0; o2 < lo; o2++) row[o2] = 0;                                                  \
+                    if (s2 == 1)                                                                                      \
+                        for (int64_t o2 = lo; o2 < hi; o2++) row[o2] = (int32_t)xr[o2] - xzp;                         \
+                    else                                                                                              \
+                        for (int64_t o2 = lo; o2 < hi; o2++) row[o2] = (int32_t)xr[o2 * s2] - xzp;                    \
+                    for (int64_t o2 = hi; o2 < g->od[2]; o2++) row[o2] = 0;                                           \
+                }                                                                                                     \
+            }                                                                                                         \
+        }                                                                                                             \
+    }
+
+static void qconv_cols(const qcols_geom *g, const void *xs, bool u8, int64_t xoff, int64_t Cg, int64_t in_sz,
+                       int32_t xzp, int32_t *cols) {
+    if (u8) {
+        QCOLS_BODY(uint8_t)
+    } else {
+        QCOLS_BODY(int8_t)
+    }
+}
+#undef QCOLS_BODY
+
 ert_status ert_cpu_qconv(const ert_kargs *a) {
     const ert_quant_params *qp = &a->params->quant;
     const ert_conv_params *cp = &qp->conv;
@@ -120,37 +188,19 @@ ert_status ert_cpu_qconv(const ert_kargs *a) {
     int32_t *cols = a->workspace, *wq = cols + Kg * out_sz, *acc = wq + Mg * Kg;
     int32_t xzp = zp_at(a, ixz, 0);
     requant r = ql ? requant_of(a, 1) : (requant){0};
+    qcols_geom geo = {.k_sz = k_sz, .out_sz = out_sz};
+    for (int i = 0; i < 3; i++)
+        geo.in[i] = in[i], geo.od[i] = od[i], geo.k[i] = k[i], geo.s[i] = s[i], geo.d[i] = d[i], geo.pb[i] = pb[i];
+    const ert_par_fn rows = qconv_rows_pick(a->choice);
     for (int64_t n = 0; n < N; n++)
         for (int64_t g = 0; g < G; g++) {
-            /* cols[(c, k0, k1, k2), (o0, o1, o2)] = x - xzp, 0 in the padding */
-            for (int64_t c = 0; c < Cg; c++) {
-                int64_t xoff = (n * C + g * Cg + c) * in_sz;
-                for (int64_t q = 0; q < k_sz; q++) {
-                    int64_t q0 = q / (k[1] * k[2]), q1 = q / k[2] % k[1], q2 = q % k[2];
-                    int32_t *row = cols + (c * k_sz + q) * out_sz;
-                    for (int64_t o0 = 0; o0 < od[0]; o0++) {
-                        int64_t i0 = o0 * s[0] - pb[0] + q0 * d[0];
-                        for (int64_t o1 = 0; o1 < od[1]; o1++, row += od[2]) {
-                            int64_t i1 = o1 * s[1] - pb[1] + q1 * d[1];
-                            if (i0 < 0 || i0 >= in[0] || i1 < 0 || i1 >= in[1]) {
-                                memset(row, 0, (size_t)od[2] * sizeof *row);
-                                continue;
-                            }
-                            int64_t base = xoff + (i0 * in[1] + i1) * in[2];
-                            for (int64_t o2 = 0; o2 < od[2]; o2++) {
-                                int64_t i2 = o2 * s[2] - pb[2] + q2 * d[2];
-                                row[o2] = i2 >= 0 && i2 < in[2] ? qget(x, base + i2) - xzp : 0;
-                            }
-                        }
-                    }
-                }
-            }
+            qconv_cols(&geo, x->data, x->dtype == ERT_DTYPE_U8, (n * C + g * Cg) * in_sz, Cg, in_sz, xzp, cols);
             for (int64_t m = 0; m < Mg; m++) {
                 int32_t wz = zp_at(a, iwz, g * Mg + m);
                 for (int64_t q = 0; q < Kg; q++) wq[m * Kg + q] = qget(w, (g * Mg + m) * Kg + q) - wz;
             }
             qconv_job job = {.wq = wq, .cols = cols, .acc = acc, .Mg = Mg, .Kg = Kg, .out = out_sz};
-            ert_parallel_for(a->pool, (Mg + 3) / 4, 1, qconv_rows, &job);
+            ert_parallel_for(a->pool, (Mg + 3) / 4, 1, rows, &job);
             for (int64_t m = 0; m < Mg; m++) {
                 int64_t mc = g * Mg + m, yoff = (n * M + mc) * out_sz;
                 const int32_t *ar = acc + m * out_sz;

@@ -228,6 +228,86 @@ static void test_dw(int pool_i, int cap) {
     }
 }
 
+/* The integer convolution's rows (quant_int.c, baseline and AVX2 copies)
+ * and its typed im2col: ConvInteger on random u8/i8 x with a zero point,
+ * i8 weights with per-channel zero points, 1-D and 2-D, strides, pads past
+ * the kernel's reach, dilations, groups, against exact int64 sums here. */
+static void test_conv_integer(int pool_i, int cap) {
+    for (int it = 0; it < 12; it++) {
+        const int nsp = it % 4 == 3 ? 1 : 2;
+        const bool u8 = it % 2 == 0;
+        int64_t G = ert_test_int(&rng, 1, 3), Cg = ert_test_int(&rng, 1, 5), Mg = ert_test_int(&rng, 1, 7);
+        int64_t k[2], s[2], d[2], pd[4], in[2], od[2];
+        for (int i = 0; i < nsp; i++) {
+            k[i] = ert_test_int(&rng, 1, 4);
+            s[i] = ert_test_int(&rng, 1, 3);
+            d[i] = ert_test_int(&rng, 1, 2);
+            pd[i] = ert_test_int(&rng, 0, 3);
+            pd[i + nsp] = ert_test_int(&rng, 0, 3);
+            in[i] = ert_test_int(&rng, 1, 23);
+            if (in[i] + pd[i] + pd[i + nsp] < d[i] * (k[i] - 1) + 1) in[i] = d[i] * (k[i] - 1) + 1;
+            od[i] = (in[i] + pd[i] + pd[i + nsp] - d[i] * (k[i] - 1) - 1) / s[i] + 1;
+        }
+        int64_t N = ert_test_int(&rng, 1, 2), C = G * Cg, M = G * Mg;
+        int64_t xd[4] = {N, C, in[0], nsp == 2 ? in[1] : 0}, wd[4] = {M, Cg, k[0], nsp == 2 ? k[1] : 0};
+        tt x = tt_new(u8 ? ERT_DTYPE_U8 : ERT_DTYPE_I8, 2 + nsp, xd), w = tt_new(ERT_DTYPE_I8, 2 + nsp, wd);
+        int64_t one = 1, md = M;
+        tt xz = tt_new(x.dt, 0, &one), wz = tt_new(ERT_DTYPE_I8, 1, &md);
+        for (int64_t i = 0; i < tt_n(&x); i++) {
+            int v = ert_test_int(&rng, u8 ? 0 : -128, u8 ? 255 : 127);
+            if (u8) ((uint8_t *)x.data)[i] = (uint8_t)v;
+            else ((int8_t *)x.data)[i] = (int8_t)v;
+        }
+        for (int64_t i = 0; i < tt_n(&w); i++) ((int8_t *)w.data)[i] = (int8_t)ert_test_int(&rng, -128, 127);
+        for (int64_t i = 0; i < M; i++) ((int8_t *)wz.data)[i] = (int8_t)ert_test_int(&rng, -3, 3);
+        const int32_t xzp = ert_test_int(&rng, u8 ? 0 : -128, u8 ? 255 : 127);
+        if (u8) *(uint8_t *)xz.data = (uint8_t)xzp;
+        else *(int8_t *)xz.data = (int8_t)xzp;
+        w.cst = xz.cst = wz.cst = true;
+        tt ins[4] = {x, w, xz, wz}, y = {0};
+        ert_attr_val at[4] = {A_I("group", G), A_IS("strides", s, nsp), A_IS("pads", pd, 2 * nsp),
+                              A_IS("dilations", d, nsp)};
+        ert_status st = run_op(ctx, ERT_OP_CONV_INTEGER, at, 4, ins, 4, &y, 1, NULL);
+        char what[200];
+        snprintf(what, sizeof what, "ConvInteger isa %d %s %dD N%lld G%lld Cg%lld Mg%lld in %lldx%lld k%lldx%lld s%lld,%lld "
+                 "d%lld,%lld pool%d", cap, u8 ? "u8" : "i8", nsp, (long long)N, (long long)G, (long long)Cg, (long long)Mg,
+                 (long long)in[0], (long long)(nsp == 2 ? in[1] : 1), (long long)k[0], (long long)(nsp == 2 ? k[1] : 1),
+                 (long long)s[0], (long long)(nsp == 2 ? s[1] : 1), (long long)d[0], (long long)(nsp == 2 ? d[1] : 1),
+                 pool_i);
+        CHECK(st == ERT_OK && y.dt == ERT_DTYPE_I32, "%s: %s", what, ert_status_str(st));
+        if (st == ERT_OK) {
+            const int64_t h = nsp == 2 ? od[0] : 1, wo = nsp == 2 ? od[1] : od[0];
+            const int64_t ih = nsp == 2 ? in[0] : 1, iw = nsp == 2 ? in[1] : in[0];
+            const int64_t kh = nsp == 2 ? k[0] : 1, kw = nsp == 2 ? k[1] : k[0];
+            const int64_t sh = nsp == 2 ? s[0] : 1, sw = nsp == 2 ? s[1] : s[0], dh = nsp == 2 ? d[0] : 1,
+                          dw = nsp == 2 ? d[1] : d[0], ph = nsp == 2 ? pd[0] : 0, pw = nsp == 2 ? pd[1] : pd[0];
+            int64_t bad = 0, first = -1;
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t m = 0; m < M; m++)
+                    for (int64_t oy = 0; oy < h; oy++)
+                        for (int64_t ox = 0; ox < wo; ox++) {
+                            int64_t acc = 0, g = m / Mg;
+                            for (int64_t c = 0; c < Cg; c++)
+                                for (int64_t ky = 0; ky < kh; ky++)
+                                    for (int64_t kx = 0; kx < kw; kx++) {
+                                        int64_t yy = oy * sh - ph + ky * dh, xx = ox * sw - pw + kx * dw;
+                                        if (yy < 0 || yy >= ih || xx < 0 || xx >= iw) continue;
+                                        int64_t xi = ((n * C + g * Cg + c) * ih + yy) * iw + xx;
+                                        int64_t wi = ((m * Cg + c) * kh + ky) * kw + kx;
+                                        acc += ((int64_t)tt_get(&x, xi) - xzp) *
+                                               ((int64_t)((const int8_t *)w.data)[wi] - ((const int8_t *)wz.data)[m]);
+                                    }
+                            int64_t oi = ((n * M + m) * h + oy) * wo + ox;
+                            if (((const int32_t *)y.data)[oi] != acc && bad++ == 0) first = oi;
+                        }
+            CHECK(tt_n(&y) == N * M * h * wo && bad == 0, "%s: %lld of %lld sums differ from int64 (first at %lld)", what,
+                  (long long)bad, (long long)tt_n(&y), (long long)first);
+            tt_free(&y);
+        }
+        tt_free(&x), tt_free(&w), tt_free(&xz), tt_free(&wz);
+    }
+}
+
 /* LayerNorm's vector rows (norm.c) against its plain rows (norm_plain) and
  * float64: random odd row lengths (below and past 8 floats, tails), 1 or 2
  * normalised axes, with and without bias, the Mean and InvStdDev outputs,
@@ -639,6 +719,7 @@ int main(void) {
             test_dw(p, cap);
             test_sgemm_epilogue(p, cap);
             test_layernorm(p, cap, &kc);
+            test_conv_integer(p, cap);
         }
     }
     oh_pool = NULL;
