@@ -16,7 +16,10 @@
  * 8 floats at a time (ln_body) unless norm_plain (ert_internal.h) asks for
  * the plain rows, which stay as its oracle.
  * InstanceNorm: x is (N, C, spatial...); each (n, c) plane is a LayerNorm
- * row (same two double passes) with the per-channel scale[c], B[c].
+ * row (same two double passes) with the per-channel scale[c], B[c]; y =
+ * (x - float mean) * k + a bias that holds the mean's rounding error (as
+ * BatchNorm training), never x * k - mean * k, which cancel for planes far
+ * from 0 with a small spread.
  * Parallel over planes. */
 #include "cpu_gemm.h"
 #include "cpu_kernels.h"
@@ -68,11 +71,12 @@ static void bnt_run(void *arg, int64_t c0, int64_t c1) {
         if (j->rmean) j->rmean[c] = (float)(j->mean[c] * mom + mu * (1.0 - mom));
         if (j->rvar) j->rvar[c] = (float)(j->var[c] * mom + var * (1.0 - mom));
         double k = j->scale[c] / sqrt(var + (double)j->eps);
-        float kf = (float)k, bf = (float)(j->bias[c] - mu * k);
+        /* x - mean first (as InstanceNorm): x * k and mean * k cancel when k is large */
+        float mf = (float)mu, kf = (float)k, bf = (float)(j->bias[c] - (mu - mf) * k);
         for (int64_t n = 0; n < N; n++) {
             const float *xp = j->x + (n * C + c) * sz;
             float *yp = j->y + (n * C + c) * sz;
-            for (int64_t i = 0; i < sz; i++) yp[i] = xp[i] * kf + bf;
+            for (int64_t i = 0; i < sz; i++) yp[i] = (xp[i] - mf) * kf + bf;
         }
     }
 }
@@ -263,8 +267,10 @@ static void in_run(void *arg, int64_t t0, int64_t t1) {
         double v, mean = row_moments(xp, n, &v);
         int64_t c = t % j->C;
         double k = j->scale[c] / sqrt(v + (double)j->eps);
-        float kf = (float)k, bf = (float)(j->bias[c] - mean * k);
-        for (int64_t i = 0; i < n; i++) yp[i] = xp[i] * kf + bf;
+        /* (x - mf) * k + (B - (mean - mf) * k), not x * k + (B - mean * k):
+         * with a small variance k is large and x * k, mean * k cancel */
+        float mf = (float)mean, kf = (float)k, bf = (float)(j->bias[c] - (mean - mf) * k);
+        for (int64_t i = 0; i < n; i++) yp[i] = (xp[i] - mf) * kf + bf;
     }
 }
 

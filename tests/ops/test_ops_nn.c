@@ -844,12 +844,15 @@ static void check_outs(const char *what, ert_op op, const attrs *A, int n_in, co
 /* BatchNorm training_mode=1 and LayerNorm's Mean/InvStdDev outputs against
  * float64 references. */
 static void test_norm_stats(void) {
-    for (int variant = 0; variant < 2; variant++) { /* BatchNorm training, x (2,3,4,5) and (3,2) */
-        const int64_t N = variant ? 3 : 2, C = variant ? 2 : 3, sz = variant ? 1 : 20;
-        tens in[5] = {variant ? MK(3, 2) : MK(2, 3, 4, 5), MK(C), MK(C), MK(C), MK(C)};
+    /* BatchNorm training, x (2,3,4,5) and (3,2); variant 2: (2,3,4,5) at 100
+     * with a spread of 0.02 and eps 1e-5 (k ~ 1e2: x * k and mean * k cancel) */
+    for (int variant = 0; variant < 3; variant++) {
+        const int64_t N = variant == 1 ? 3 : 2, C = variant == 1 ? 2 : 3, sz = variant == 1 ? 1 : 20;
+        tens in[5] = {variant == 1 ? MK(3, 2) : MK(2, 3, 4, 5), MK(C), MK(C), MK(C), MK(C)};
         for (int64_t c = 0; c < C; c++) in[4].data[c] = 0.5f + in[4].data[c] * 0.4f;
-        for (int64_t i = 0; i < N * C * sz; i++) in[0].data[i] = in[0].data[i] * 3 + 1; /* mean, var far from 0, 1 */
-        const double eps = 1e-2, mom = 0.8;
+        for (int64_t i = 0; i < N * C * sz; i++) /* mean, var far from 0, 1 */
+            in[0].data[i] = variant == 2 ? in[0].data[i] * 0.01f + 100 : in[0].data[i] * 3 + 1;
+        const double eps = variant == 2 ? 1e-5 : 1e-2, mom = 0.8;
         double y[120], rm[3], rv[3];
         for (int64_t c = 0; c < C; c++) {
             double m = 0, v = 0;
@@ -1117,7 +1120,11 @@ static void test_instancenorm(void) {
         d[1] = ert_test_int(&rng, 1, 4);
         for (int i = 2; i < nd; i++) d[i] = rep == 0 ? 1 : ert_test_int(&rng, 1, 6);
         tens in[3] = {mk(nd, d), mk(1, &d[1]), mk(1, &d[1])};
-        for (int64_t i = 0; i < nel(&in[0]); i++) in[0].data[i] = in[0].data[i] * 3 + 1.5f; /* mean far from 0 */
+        /* mean far from 0; every 4th rep planes at 100 with a spread of 0.02, so a
+         * kernel that folds the mean into a float bias (x * k - mean * k, both
+         * ~1e4 when k ~ 1e2) loses 1e-3 to the cancellation */
+        const float off = rep % 4 == 3 ? 100.0f : 1.5f, spread = rep % 4 == 3 ? 0.01f : 3.0f;
+        for (int64_t i = 0; i < nel(&in[0]); i++) in[0].data[i] = in[0].data[i] * spread + off;
         int64_t sz = nel(&in[0]) / (d[0] * d[1]);
         double *ref = malloc((size_t)nel(&in[0]) * sizeof *ref);
         float eps = rep % 2 ? 1e-5f : 0.3f;
@@ -1135,7 +1142,7 @@ static void test_instancenorm(void) {
         attrs A = {.n = 0};
         if (rep % 2 == 0) at_f(&A, "epsilon", eps);
         char w[64];
-        snprintf(w, sizeof w, "instancenorm rank %d rep %d", nd, rep);
+        snprintf(w, sizeof w, "instancenorm rank %d rep %d off %g", nd, rep, (double)off);
         check_op(w, ERT_OP_INSTANCENORM, &A, 3, in, ref, nd, d, N_POOLS);
         free(ref);
         for (int i = 0; i < 3; i++) free_t(&in[i]);

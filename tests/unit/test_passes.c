@@ -393,6 +393,22 @@ static void test_views(int batch) {
                     ref[((n * 40 + o) * 12 + i) * 16 + j] = o < 16 ? (hv > 0 ? hv : 0) : 1.0 / (1.0 + exp(-hv));
                 }
             }
+    /* The 3x3 conv (8 -> 16 channels, 12x16) is Winograd's by its cost rule,
+     * which errs by up to 1e-5 of its window's magnitude sum_c sum |w1| max|x|
+     * (test_winograd checks that bound; |x| <= 1 here), ~1e-4 here, and the
+     * 1x1 conv after it sums 16 of those errors times w3: 1e-5 alone was
+     * reached to 0.38 in 300 runs. The bound carried through |w3|: */
+    double atol = 0;
+    for (int o = 0; o < 40; o++) {
+        double e = 0;
+        for (int k = 0; k < 16; k++) {
+            double mag = 0;
+            for (int t = 0; t < 8 * 9; t++) mag += fabs(w1[k * 8 * 9 + t]);
+            e += fabs(w3[o * 40 + k]) * mag;
+        }
+        atol = fmax(atol, 1e-5 * e);
+    }
+    atol += 1e-5;
     for (int pass = 0; pass < 2; pass++) {
         ert_session *s = run_once(m, pass, xv, nx, yv, ny);
         if (!s) continue;
@@ -427,7 +443,7 @@ static void test_views(int batch) {
         CHECK(overlaps(s) == 0, "views batch %d pass %d: %d overlapping live tensors", batch, pass, overlaps(s));
         char what[48];
         snprintf(what, sizeof what, "views batch %d%s", batch, pass ? " unfused" : "");
-        CHECK(ert_test_close(what, yv, ref, ny, 1e-5, 1e-4), "%s", what);
+        CHECK(ert_test_close(what, yv, ref, ny, atol, 1e-4), "%s", what);
         ert_session_free(s);
     }
     free(xv), free(yv), free(ref);
