@@ -118,6 +118,28 @@ static ert_par_fn qconv_rows_pick(const ert_kernel_choice *kc) {
     return qconv_rows;
 }
 
+/* y[o] = requant1(acc[o] + b) for n outputs of a u8/i8 y, one loop per
+ * type; the same two copies as the rows (the AVX2 one inlines the rounding
+ * as vroundps where the baseline calls nearbyintf: the same bits). */
+static inline __attribute__((always_inline)) void qstore_body(const int32_t *restrict acc, int64_t n, int32_t b,
+                                                              float mult, const requant *r, void *restrict y, bool u8) {
+    if (u8)
+        for (int64_t o = 0; o < n; o++) ((uint8_t *)y)[o] = (uint8_t)requant1(acc[o] + b, mult, r);
+    else
+        for (int64_t o = 0; o < n; o++) ((int8_t *)y)[o] = (int8_t)requant1(acc[o] + b, mult, r);
+}
+
+typedef void (*qstore_fn)(const int32_t *, int64_t, int32_t, float, const requant *, void *, bool);
+static void qstore(const int32_t *acc, int64_t n, int32_t b, float mult, const requant *r, void *y, bool u8) {
+    qstore_body(acc, n, b, mult, r, y, u8);
+}
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static void qstore_avx2(const int32_t *acc, int64_t n, int32_t b, float mult,
+                                                        const requant *r, void *y, bool u8) {
+    qstore_body(acc, n, b, mult, r, y, u8);
+}
+#endif
+
 /* cols[(c, k0, k1, k2), (o0, o1, o2)] = x - xzp, 0 in the padding, for
  * input channels [c0, c0 + Cg) of image n (xs: x's data as int8 or uint8,
  * one copy of the loop per type so the per-element load does not branch). */
@@ -192,6 +214,11 @@ ert_status ert_cpu_qconv(const ert_kargs *a) {
     for (int i = 0; i < 3; i++)
         geo.in[i] = in[i], geo.od[i] = od[i], geo.k[i] = k[i], geo.s[i] = s[i], geo.d[i] = d[i], geo.pb[i] = pb[i];
     const ert_par_fn rows = qconv_rows_pick(a->choice);
+    qstore_fn put = qstore;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (rows == qconv_rows_avx2) put = qstore_avx2;
+#endif
+    const bool y_u8 = y->dtype == ERT_DTYPE_U8, y_q8 = y_u8 || y->dtype == ERT_DTYPE_I8;
     for (int64_t n = 0; n < N; n++)
         for (int64_t g = 0; g < G; g++) {
             qconv_cols(&geo, x->data, x->dtype == ERT_DTYPE_U8, (n * C + g * Cg) * in_sz, Cg, in_sz, xzp, cols);
@@ -210,7 +237,9 @@ ert_status ert_cpu_qconv(const ert_kargs *a) {
                 }
                 float mult = r.xs * scale_at(a, 4, mc) / r.ys;
                 int32_t b = bias ? bias[mc] : 0;
-                for (int64_t o = 0; o < out_sz; o++) store(y, yoff + o, requant1(ar[o] + b, mult, &r));
+                if (y_q8) put(ar, out_sz, b, mult, &r, (char *)y->data + yoff, y_u8);
+                else
+                    for (int64_t o = 0; o < out_sz; o++) store(y, yoff + o, requant1(ar[o] + b, mult, &r));
             }
         }
     return ERT_OK;
