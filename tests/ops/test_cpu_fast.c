@@ -323,6 +323,59 @@ static void test_conv_integer(int pool_i, int cap) {
     }
 }
 
+/* QuantizeLinear / DequantizeLinear's typed runs (quant.c, baseline and
+ * AVX2 copies) against the formula in scalar code here, bit for bit:
+ * per tensor and per axis, u8 and i8, zero points, NaN, saturation, ties. */
+static void test_qdq(int pool_i, int cap) {
+    for (int it = 0; it < 8; it++) {
+        const bool u8 = it % 2 == 0, per_axis = it % 4 >= 2;
+        int64_t xd[3] = {ert_test_int(&rng, 1, 3), ert_test_int(&rng, 1, 6), ert_test_int(&rng, 1, 37)};
+        const int64_t D = per_axis ? xd[1] : 1;
+        tt x = tt_rand(&rng, 3, xd, -300, 300), sc = tt_new(ERT_DTYPE_F32, per_axis ? 1 : 0, &xd[1]),
+           zp = tt_new(u8 ? ERT_DTYPE_U8 : ERT_DTYPE_I8, per_axis ? 1 : 0, &xd[1]);
+        float *xf = x.data;
+        for (int64_t i = 0; i < tt_n(&x); i += 7) xf[i] = i % 3 ? (float)(int)(xf[i] / 2) + 0.5f : NAN; /* ties, NaN */
+        for (int64_t c = 0; c < D; c++) {
+            ((float *)sc.data)[c] = (float)ert_test_uniform(&rng, 0.25, 2.0);
+            const int z = ert_test_int(&rng, u8 ? 0 : -128, u8 ? 255 : 127);
+            if (u8) ((uint8_t *)zp.data)[c] = (uint8_t)z;
+            else ((int8_t *)zp.data)[c] = (int8_t)z;
+        }
+        sc.cst = zp.cst = true;
+        ert_attr_val at[1] = {A_I("axis", 1)};
+        tt in[3] = {x, sc, zp}, q = {0}, back = {0};
+        ert_status st = run_op(ctx, ERT_OP_QUANTIZE_LINEAR, at, per_axis ? 1 : 0, in, 3, &q, 1, NULL);
+        CHECK(st == ERT_OK, "QuantizeLinear isa %d: %s", cap, ert_status_str(st));
+        if (st == ERT_OK) {
+            tt din[3] = {q, sc, zp};
+            st = run_op(ctx, ERT_OP_DEQUANTIZE_LINEAR, at, per_axis ? 1 : 0, din, 3, &back, 1, NULL);
+            CHECK(st == ERT_OK, "DequantizeLinear isa %d: %s", cap, ert_status_str(st));
+            int64_t badq = 0, badd = 0;
+            for (int64_t i = 0; i < tt_n(&x); i++) {
+                const int64_t c = per_axis ? i / xd[2] % xd[1] : 0;
+                const float s1 = ((const float *)sc.data)[c];
+                const int32_t z = (int32_t)tt_get(&zp, c);
+                float v = xf[i] / s1;
+                if (isnan(v)) v = 0;
+                const float lo = (float)((u8 ? 0 : -128) - z), hi = (float)((u8 ? 255 : 127) - z);
+                v = v < lo ? lo : v > hi ? hi : v;
+                const int32_t want = (int32_t)nearbyintf(v) + z, got = (int32_t)tt_get(&q, i);
+                badq += got != want;
+                if (st == ERT_OK) {
+                    const float dw = (float)(got - z) * s1;
+                    badd += memcmp(&dw, (const float *)back.data + i, sizeof dw) != 0;
+                }
+            }
+            CHECK(badq == 0 && badd == 0, "Q/DQ isa %d %s %s %lldx%lldx%lld pool%d: %lld Q and %lld DQ values differ",
+                  cap, u8 ? "u8" : "i8", per_axis ? "per-axis" : "per-tensor", (long long)xd[0], (long long)xd[1],
+                  (long long)xd[2], pool_i, (long long)badq, (long long)badd);
+            tt_free(&q);
+            if (st == ERT_OK) tt_free(&back);
+        }
+        tt_free(&x), tt_free(&sc), tt_free(&zp);
+    }
+}
+
 /* LayerNorm's vector rows (norm.c) against its plain rows (norm_plain) and
  * float64: random odd row lengths (below and past 8 floats, tails), 1 or 2
  * normalised axes, with and without bias, the Mean and InvStdDev outputs,
@@ -735,6 +788,7 @@ int main(void) {
             test_sgemm_epilogue(p, cap);
             test_layernorm(p, cap, &kc);
             test_conv_integer(p, cap);
+            test_qdq(p, cap);
         }
     }
     oh_pool = NULL;
