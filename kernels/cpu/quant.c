@@ -89,14 +89,11 @@ __attribute__((target("avx2"))) static void dq_run_avx2(const void *x, ert_dtype
 }
 #endif
 
-static bool use_avx2(const ert_kargs *a) {
 #if defined(__x86_64__) && defined(__GNUC__)
+static bool use_avx2(const ert_kargs *a) {
     return ert_cpu_kernel_cap(a->choice) >= ERT_CPU_GEMM_AVX2 && __builtin_cpu_supports("avx2");
-#else
-    (void)a;
-    return false;
-#endif
 }
+#endif
 
 ert_status ert_cpu_quantize(const ert_kargs *a) {
     const ert_tview *x = &a->in[0], *s = &a->in[1], *z = a->n_in > 2 ? &a->in[2] : NULL;
