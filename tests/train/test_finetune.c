@@ -198,6 +198,12 @@ int main(void) {
     to.optim.kind = ERT_OPTIM_SGD;
     to.optim.lr = 0.05f;
     to.optim.momentum = 0.9f;
+    /* cosine to 0 over the 200 steps: at a constant 0.05 (momentum 0.9) the
+     * converged model still took single-batch loss spikes (BN on batch
+     * statistics), and one in the last steps left seed 1795559114846679581
+     * at held-out accuracy 0.859 (1.000 after 100 or 300 steps) */
+    to.lr.kind = ERT_LR_COSINE;
+    to.lr.total_steps = 200;
     ert_trainer *t = NULL;
     CHECK_OK(ert_trainer_create(m, &to, &t), ctx);
     ert_model *e = NULL;
@@ -217,6 +223,7 @@ int main(void) {
     t = NULL;
     if (e) {
         ert_trainer_options ft = to;
+        ft.lr = (ert_lr_options){.kind = ERT_LR_CONSTANT};
         ft.trainable = ERT_TRAIN_LAST_N;
         ft.last_n = 1;
         ft.bn = ERT_BN_FROZEN;
