@@ -160,9 +160,13 @@ static void export_onnx(ert_trainer *t) {
         memcpy(sx, x, 16 * 64 * sizeof(float));
         CHECK_OK(ert_session_run(s), ctx);
         ert_session_output_data(s, 0, (const void **)&sy);
-        double ref[48];
-        for (int i = 0; i < 48; i++) ref[i] = z[i];
-        CHECK(ert_test_close("ONNX round trip vs trainer eval", sy, ref, 48, 1e-4, 1e-4), "ONNX export");
+        /* the session folds the frozen BN into conv1 its own way: the same
+         * math rounded differently, so the outputs differ by a few ulp of the
+         * largest logit (20 to 110 after fine-tuning), not of each one; 1e-4
+         * absolute reached 0.3 of itself on a logit of -0.009 */
+        double ref[48], sc = 1;
+        for (int i = 0; i < 48; i++) ref[i] = z[i], sc = fmax(sc, fabs(ref[i]));
+        CHECK(ert_test_close("ONNX round trip vs trainer eval", sy, ref, 48, 1e-4 * sc, 1e-4), "ONNX export");
     }
     ert_session_free(s);
     ert_model_free(back);
