@@ -160,9 +160,13 @@ static void export_onnx(ert_trainer *t) {
         memcpy(sx, x, 16 * 64 * sizeof(float));
         CHECK_OK(ert_session_run(s), ctx);
         ert_session_output_data(s, 0, (const void **)&sy);
-        double ref[48];
-        for (int i = 0; i < 48; i++) ref[i] = z[i];
-        CHECK(ert_test_close("ONNX round trip vs trainer eval", sy, ref, 48, 1e-4, 1e-4), "ONNX export");
+        /* the session folds the frozen BN into conv1 its own way: the same
+         * math rounded differently, so the outputs differ by a few ulp of the
+         * largest logit (20 to 110 after fine-tuning), not of each one; 1e-4
+         * absolute reached 0.3 of itself on a logit of -0.009 */
+        double ref[48], sc = 1;
+        for (int i = 0; i < 48; i++) ref[i] = z[i], sc = fmax(sc, fabs(ref[i]));
+        CHECK(ert_test_close("ONNX round trip vs trainer eval", sy, ref, 48, 1e-4 * sc, 1e-4), "ONNX export");
     }
     ert_session_free(s);
     ert_model_free(back);
@@ -198,6 +202,12 @@ int main(void) {
     to.optim.kind = ERT_OPTIM_SGD;
     to.optim.lr = 0.05f;
     to.optim.momentum = 0.9f;
+    /* cosine to 0 over the 200 steps: at a constant 0.05 (momentum 0.9) the
+     * converged model still took single-batch loss spikes (BN on batch
+     * statistics), and one in the last steps left seed 1795559114846679581
+     * at held-out accuracy 0.859 (1.000 after 100 or 300 steps) */
+    to.lr.kind = ERT_LR_COSINE;
+    to.lr.total_steps = 200;
     ert_trainer *t = NULL;
     CHECK_OK(ert_trainer_create(m, &to, &t), ctx);
     ert_model *e = NULL;
@@ -217,6 +227,7 @@ int main(void) {
     t = NULL;
     if (e) {
         ert_trainer_options ft = to;
+        ft.lr = (ert_lr_options){.kind = ERT_LR_CONSTANT};
         ft.trainable = ERT_TRAIN_LAST_N;
         ft.last_n = 1;
         ft.bn = ERT_BN_FROZEN;
