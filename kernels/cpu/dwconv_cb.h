@@ -165,13 +165,14 @@ static inline __attribute__((always_inline)) void dwcb_block(const ert_dw2d *p, 
     /* weights (scaled) and bias, one vector per tap */
     ert_av8 wv[7 * 7], bv;
     {
-        float bt[DWCB];
+        float wt[7 * 7][DWCB], bt[DWCB];
         for (int c = 0; c < DWCB; c++) {
             const int64_t m = m0 + c;
             const float sc = p->scale ? p->scale[m] : 1.0f;
-            for (int64_t i = 0; i < KH * KW; i++) wv[i][c] = p->w[m * KH * KW + i] * sc;
+            for (int64_t i = 0; i < KH * KW; i++) wt[i][c] = p->w[m * KH * KW + i] * sc;
             bt[c] = p->b ? p->b[m] : 0.0f;
         }
+        for (int64_t i = 0; i < KH * KW; i++) memcpy(&wv[i], wt[i], sizeof wv[i]);
         memcpy(&bv, bt, sizeof bv);
     }
     const ert_act_params *a = p->act;
