@@ -128,6 +128,9 @@ size_t ert_cpu_conv_padg_workspace(const ert_kargs *a);
 /* Whether the direct kernel takes this case (and p->choice allows it). */
 bool ert_cpu_dw2d_fits(const ert_dw2d *p);
 void ert_cpu_dw2d(const ert_dw2d *p, struct ert_threadpool *pool);
+/* Whether the direct kernel takes p channel-blocked (dwconv_cb.h: small
+ * planes, multiplier 1, dilation 1); for the tests. */
+bool ert_cpu_dw2d_cblocked(const ert_dw2d *p);
 
 /* winograd.c: F(4x4, 3x3) for 3x3 stride-1 dense 2-D convs, chosen at
  * create by a cost rule from shapes, or as a->choice->wino says

@@ -17,9 +17,15 @@
  * The body is dwconv_impl.h, compiled three times on x86-64 (8-wide for
  * baseline SSE2 and for AVX2+FMA, 16-wide for AVX-512F; picked at run time);
  * on aarch64 the GNU vectors are NEON q-registers (FMLA, UZP1 for stride 2).
- * Parallel over (image, output channel) planes, like the oracle. */
+ * Parallel over (image, output channel) planes, like the oracle.
+ *
+ * Small planes (rows under 32 wide: the 28x28 to 7x7 maps) with multiplier 1
+ * and dilation 1 take dwconv_cb.h instead: 8 (x86) or 4 (NEON) channels at
+ * a time, transposed into a padded channels-innermost buffer, vectorised
+ * across channels, parallel over (image, channel block). */
 #include "act_vec.h"
 #include "cpu_gemm.h"
+#include "dwconv_cb.h"
 #include "cpu_kernels.h"
 
 #include <string.h>
@@ -69,10 +75,15 @@ bool ert_cpu_dw2d_fits(const ert_dw2d *p) {
 #include "dwconv_impl.h"
 
 static void dw_run_base(void *arg, int64_t t0, int64_t t1) { dw_body_v(arg, t0, t1); }
+/* the channel-blocked path (dwconv_cb.h): tasks are (image, CB channels) */
+static void dwcb_run_base(void *arg, int64_t t0, int64_t t1) { dwcb_blocks(arg, t0, t1, dw_run_base); }
 
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target("avx2,fma"))) static void dw_run_avx2(void *arg, int64_t t0, int64_t t1) {
     dw_body_v(arg, t0, t1);
+}
+__attribute__((target("avx2,fma"))) static void dwcb_run_avx2(void *arg, int64_t t0, int64_t t1) {
+    dwcb_blocks(arg, t0, t1, dw_run_avx2);
 }
 
 /* The same body with 16-float vectors, for AVX-512F: half the blocks on the
@@ -97,19 +108,26 @@ typedef int dw_v16i __attribute__((vector_size(VL * sizeof(int))));
 __attribute__((target("avx512f,avx2,fma"))) static void dw_run_avx512(void *arg, int64_t t0, int64_t t1) {
     dw_body_z(arg, t0, t1);
 }
+__attribute__((target("avx512f,avx2,fma"))) static void dwcb_run_avx512(void *arg, int64_t t0, int64_t t1) {
+    dwcb_blocks(arg, t0, t1, dw_run_avx512);
+}
 #endif
 
 /* The widest copy the CPU runs and p->choice's kernel cap allows (the
  * SGEMM's cap, cpu_gemm.h, caps both). __builtin_cpu_supports reads cpuid and, for
  * AVX and AVX-512, whether the OS saves those registers (XGETBV), once per
  * process in the compiler's runtime. */
+bool ert_cpu_dw2d_cblocked(const ert_dw2d *p) { return ert_cpu_dw2d_fits(p) && dwcb_fits(p); }
+
 void ert_cpu_dw2d(const ert_dw2d *p, struct ert_threadpool *pool) {
-    ert_par_fn fn = dw_run_base;
+    const bool cb = dwcb_fits(p);
+    ert_par_fn fn = cb ? dwcb_run_base : dw_run_base;
 #if defined(__x86_64__) && defined(__GNUC__)
     ert_cpu_gemm_kernel cap = ert_cpu_kernel_cap(p->choice);
-    if (cap >= ERT_CPU_GEMM_AVX512 && __builtin_cpu_supports("avx512f")) fn = dw_run_avx512;
+    if (cap >= ERT_CPU_GEMM_AVX512 && __builtin_cpu_supports("avx512f")) fn = cb ? dwcb_run_avx512 : dw_run_avx512;
     else if (cap >= ERT_CPU_GEMM_AVX2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        fn = dw_run_avx2;
+        fn = cb ? dwcb_run_avx2 : dw_run_avx2;
 #endif
-    ert_parallel_for(pool, p->N * p->M, 1, fn, (void *)p);
+    if (cb) ert_parallel_for(pool, p->N * ((p->M + DWCB - 1) / DWCB), 1, fn, (void *)p);
+    else ert_parallel_for(pool, p->N * p->M, 1, fn, (void *)p);
 }

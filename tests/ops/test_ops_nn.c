@@ -170,6 +170,9 @@ static double ref_act(double v, int kind, double alpha, double beta) {
     case ERT_ACT_LEAKY_RELU: return v >= 0 ? v : alpha * v;
     case ERT_ACT_CLIP: return v < alpha ? alpha : v > beta ? beta : v;
     case ERT_ACT_SIGMOID: return 1 / (1 + exp(-v));
+    case ERT_ACT_SILU: return v / (1 + exp(-v));
+    case ERT_ACT_TANH: return tanh(v);
+    case ERT_ACT_HARD_SWISH: return v * fmin(1, fmax(0, v / 6 + 0.5));
     default: return v;
     }
 }
@@ -380,6 +383,22 @@ static void test_act_row(void) {
     }
 }
 
+/* The epilogue of a random depthwise case (bias on 2 reps in 3, the given
+ * residual and activation) and its ert_dw2d, for the fits/path checks. */
+static ert_dw2d dw_case_finish(convcfg *c, int rep, bool residual, int act) {
+    c->bias = rep % 3 != 0;
+    c->residual = residual;
+    c->act = act;
+    c->act_a = act == ERT_ACT_CLIP ? -0.2f : 0.1f;
+    c->act_b = 0.3f;
+    int64_t od[3];
+    convcfg probe = *c;
+    conv_out_dims(&probe, od);
+    return (ert_dw2d){.N = c->N, .C = c->C, .M = c->M, .mult = c->M / c->C, .H = c->in[0], .W = c->in[1],
+                      .OH = od[0], .OW = od[1], .KH = c->k[0], .KW = c->k[1], .sh = c->s[0], .sw = c->s[1],
+                      .dh = c->d[0], .dw = c->d[1], .ph = c->pb[0], .pw = c->pb[1]};
+}
+
 /* The direct depthwise kernel (dwconv.c) against the float64 reference and
  * against the plain loops (hook off), on random 2-D cases over everything it
  * claims: kernels 1..7 per axis, stride 1/2 per axis, dilation 1/2, any pads,
@@ -413,17 +432,7 @@ static void test_dw_fast(void) {
                 c.in[i] = lo + (i ? ert_test_int(&rng, wide[rep % 3][0], wide[rep % 3][1]) : ert_test_int(&rng, 0, 70));
             }
         }
-        c.bias = rep % 3 != 0;
-        c.residual = rep % 5 == 1;
-        c.act = acts[rep % 5];
-        c.act_a = c.act == ERT_ACT_CLIP ? -0.2f : 0.1f;
-        c.act_b = 0.3f;
-        int64_t od[3];
-        convcfg probe = c;
-        conv_out_dims(&probe, od);
-        ert_dw2d d = {.N = c.N, .C = c.C, .M = c.M, .mult = c.M / c.C, .H = c.in[0], .W = c.in[1], .OH = od[0],
-                      .OW = od[1], .KH = c.k[0], .KW = c.k[1], .sh = c.s[0], .sw = c.s[1], .dh = c.d[0],
-                      .dw = c.d[1], .ph = c.pb[0], .pw = c.pb[1]};
+        ert_dw2d d = dw_case_finish(&c, rep, rep % 5 == 1, acts[rep % 5]);
         CHECK(ert_cpu_dw2d_fits(&d), "dw rep %d: the direct kernel should take k %lldx%lld s %lld,%lld", rep,
               (long long)c.k[0], (long long)c.k[1], (long long)c.s[0], (long long)c.s[1]);
         char w[160];
@@ -437,6 +446,63 @@ static void test_dw_fast(void) {
         }
         kc.dw_plain = false;
     }
+}
+
+/* The channel-blocked depthwise path (dwconv_cb.h: small planes,
+ * multiplier 1, dilation 1) against the float64 reference and the plain
+ * loops: channel counts 8..41 (whole blocks and a leftover block that takes
+ * the plane kernel), planes 1x1 to 30x30 (fewer pixels than a block, plane
+ * tails), kernels 1..7 per axis (3x3/5x5/7x7 specialised), strides 1/2 per
+ * axis, any pads, bias/residual and every activation kind (vectorised and
+ * not), 1-3 threads, each SGEMM/ISA cap this CPU has (it caps the depthwise
+ * copy too), batch 1-2. Each case is checked to take the path. */
+static void test_dw_cblock(void) {
+    static const int acts[] = {0, ERT_ACT_CLIP, ERT_ACT_HARD_SWISH, ERT_ACT_SILU, ERT_ACT_RELU, ERT_ACT_TANH};
+    int rep = 0;
+    for (int cap = ERT_CPU_GEMM_FASTEST; cap >= ERT_CPU_GEMM_PORTABLE; cap--) {
+        kc.gemm_cap = cap;
+        if ((int)ert_cpu_sgemm_kernel(&kc) != cap) continue;
+        for (int i_rep = 0; i_rep < 24; i_rep++, rep++) {
+            convcfg c = {.nsp = 2, .N = ert_test_int(&rng, 1, 2), .group = ert_test_int(&rng, 8, 41)};
+            c.C = c.M = c.group;
+            const int sq = (int[]){3, 5, 7, 0}[rep % 4]; /* 0: any KH x KW */
+            for (int i = 0; i < 2; i++) {
+                c.k[i] = sq ? sq : ert_test_int(&rng, 1, 7);
+                c.s[i] = ert_test_int(&rng, 1, 2);
+                c.d[i] = 1;
+                c.pb[i] = ert_test_int(&rng, 0, (int)c.k[i] - 1);
+                c.pe[i] = ert_test_int(&rng, 0, (int)c.k[i] - 1);
+                int64_t lo = c.k[i] > c.pb[i] + c.pe[i] ? c.k[i] - c.pb[i] - c.pe[i] : 1;
+                c.in[i] = lo + ert_test_int(&rng, 0, rep % 3 == 0 ? 3 : 22);
+            }
+            ert_dw2d d = dw_case_finish(&c, rep, rep % 4 == 1, acts[rep % 6]);
+            d.choice = &kc;
+            CHECK(ert_cpu_dw2d_cblocked(&d), "dw cblock rep %d: should be channel-blocked: C%lld in %lldx%lld k%lldx%lld", rep,
+                  (long long)c.C, (long long)c.in[0], (long long)c.in[1], (long long)c.k[0], (long long)c.k[1]);
+            char w[160];
+            for (int fast = 1; fast >= 0; fast--) {
+                kc.dw_plain = !fast;
+                snprintf(w, sizeof w, "dw cblock %s cap %d rep %d %lldx%lld in %lldx%lld k%lldx%lld s%lld,%lld act %d",
+                         fast ? "direct" : "plain", cap, rep, (long long)c.N, (long long)c.C, (long long)c.in[0],
+                         (long long)c.in[1], (long long)c.k[0], (long long)c.k[1], (long long)c.s[0],
+                         (long long)c.s[1], c.act);
+                test_conv_case(w, c, N_POOLS);
+            }
+            kc.dw_plain = false;
+        }
+    }
+    kc.gemm_cap = ERT_KC_GEMM_ANY;
+    /* and what it declines: a multiplier, dilation, wide rows */
+    ert_dw2d d = {.N = 1, .C = 16, .M = 16, .mult = 1, .H = 14, .W = 14, .OH = 14, .OW = 14, .KH = 3, .KW = 3,
+                  .sh = 1, .sw = 1, .dh = 1, .dw = 1, .ph = 1, .pw = 1};
+    CHECK(ert_cpu_dw2d_cblocked(&d), "dw cblock: 16x14x14 3x3 should be channel-blocked");
+    ert_dw2d e = d;
+    e.M = 32, e.mult = 2;
+    CHECK(!ert_cpu_dw2d_cblocked(&e), "dw cblock: multiplier 2 should not be channel-blocked");
+    e = d, e.dh = e.dw = 2, e.OH = e.OW = 12;
+    CHECK(!ert_cpu_dw2d_cblocked(&e), "dw cblock: dilation 2 should not be channel-blocked");
+    e = d, e.H = e.W = e.OH = e.OW = 56;
+    CHECK(!ert_cpu_dw2d_cblocked(&e), "dw cblock: 56-wide rows should not be channel-blocked");
 }
 
 /* ------------------------------------------------------------ ConvTranspose */
@@ -1189,6 +1255,7 @@ int main(void) {
     test_fp16_convert();
     test_act_row();
     test_dw_fast();
+    test_dw_cblock();
     test_pools();
     test_norms();
     test_norm_stats();

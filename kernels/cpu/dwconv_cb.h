@@ -1,0 +1,239 @@
+/* The channel-blocked depthwise path of dwconv.c, for small planes (the
+ * 28x28 to 7x7 maps of a classifier's later stages). Included once by
+ * dwconv.c; the always_inline bodies take the target of the driver copy
+ * that calls them (baseline, AVX2+FMA, AVX-512F), like act_vec.h's.
+ *
+ * Along a row of such a plane the row-vectorised kernel (dwconv_impl.h)
+ * wastes lanes (a 7-wide row in an 8-lane block, 14 in 16) and pays a
+ * row's set-up, a padded copy and an activation pass for a few vectors.
+ * Here CB = ERT_AV_N channels (8 on x86, 4 on NEON) go together instead:
+ * their input planes are transposed into one zero-padded buffer with the
+ * CB channels of a pixel side by side (NCHWc, the layout onnxruntime's
+ * NCHWc transformer gives these layers), every output pixel is then
+ * KH*KW FMAs of whole vectors with no lane wasted and no bounds test
+ * (stride only moves the window), and CB consecutive output pixels are
+ * transposed back into the CB output planes with bias, residual and the
+ * activation applied in registers before the one store.
+ *
+ * Claims: multiplier 1, dilation 1, kernel up to 7x7, any stride and
+ * padding, planes whose padded copy fits DWCB_MAX floats; the channels
+ * left over (M % CB) take the plane-at-a-time kernel. */
+#ifndef ERT_CPU_DWCONV_CB_H
+#define ERT_CPU_DWCONV_CB_H
+#include "act_vec.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__GNUC__)
+#define DWCB ERT_AV_N
+#define DWCB_MAX 8192    /* floats of the padded NCHWc buffer (32 KiB of stack) */
+#define DWCB_PIX_MAX 1024 /* input pixels of a plane (the offset table) */
+#define DWCB_OW_BELOW 32 /* output rows narrower than this: the 28-, 14- and 7-wide maps */
+
+#if defined(__clang__)
+#define DWCB_SHUF(a, b, ...) __builtin_shufflevector((a), (b), __VA_ARGS__)
+#else
+#define DWCB_SHUF(a, b, ...) __builtin_shuffle((a), (b), (ert_av8i){__VA_ARGS__})
+#endif
+
+/* r[i][j] -> r[j][i], CB x CB */
+static inline __attribute__((always_inline)) void dwcb_transpose(ert_av8 *r) {
+#if DWCB == 8
+    ert_av8 t[8], s[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = DWCB_SHUF(r[2 * i], r[2 * i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+        t[2 * i + 1] = DWCB_SHUF(r[2 * i], r[2 * i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+    }
+    for (int i = 0; i < 2; i++) {
+        s[4 * i + 0] = DWCB_SHUF(t[4 * i], t[4 * i + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+        s[4 * i + 1] = DWCB_SHUF(t[4 * i], t[4 * i + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+        s[4 * i + 2] = DWCB_SHUF(t[4 * i + 1], t[4 * i + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+        s[4 * i + 3] = DWCB_SHUF(t[4 * i + 1], t[4 * i + 3], 2, 3, 10, 11, 6, 7, 14, 15);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = DWCB_SHUF(s[i], s[i + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+        r[i + 4] = DWCB_SHUF(s[i], s[i + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+    }
+#elif DWCB == 4
+    ert_av8 t0 = DWCB_SHUF(r[0], r[1], 0, 4, 1, 5), t1 = DWCB_SHUF(r[0], r[1], 2, 6, 3, 7);
+    ert_av8 t2 = DWCB_SHUF(r[2], r[3], 0, 4, 1, 5), t3 = DWCB_SHUF(r[2], r[3], 2, 6, 3, 7);
+    r[0] = DWCB_SHUF(t0, t2, 0, 1, 4, 5);
+    r[1] = DWCB_SHUF(t0, t2, 2, 3, 6, 7);
+    r[2] = DWCB_SHUF(t1, t3, 0, 1, 4, 5);
+    r[3] = DWCB_SHUF(t1, t3, 2, 3, 6, 7);
+#else
+#error "dwconv_cb.h: ERT_AV_N must be 4 or 8"
+#endif
+}
+
+/* Whether p takes this path (the caller has checked ert_cpu_dw2d_fits). */
+static inline bool dwcb_fits(const ert_dw2d *p) {
+    const int64_t Hp = (p->OH - 1) * p->sh + p->KH, Wp = (p->OW - 1) * p->sw + p->KW;
+    return p->mult == 1 && p->M >= DWCB && p->dh == 1 && p->dw == 1 && p->OW < DWCB_OW_BELOW &&
+           p->H * p->W <= DWCB_PIX_MAX && p->OH * p->OW <= DWCB_PIX_MAX && (Hp * Wp + 1) * DWCB <= DWCB_MAX;
+}
+
+/* The padded buffer's pixel index of every input pixel (Hp * Wp, one past
+ * the buffer, for the pixels no window reads: their stores land there),
+ * and of every output pixel's window (CB more past the plane's end, for a
+ * last block's lanes past the plane: they read the first window). */
+static inline void dwcb_tables(const ert_dw2d *p, int64_t Hp, int64_t Wp, int32_t *tab, int32_t *otab) {
+    for (int64_t r = 0; r < p->H; r++)
+        for (int64_t c = 0; c < p->W; c++) {
+            const int64_t br = r + p->ph, bc = c + p->pw;
+            tab[r * p->W + c] = (int32_t)((br < Hp && bc < Wp ? br * Wp + bc : Hp * Wp) * DWCB);
+        }
+    for (int64_t r = 0; r < p->OH; r++)
+        for (int64_t c = 0; c < p->OW; c++) otab[r * p->OW + c] = (int32_t)((r * p->sh * Wp + c * p->sw) * DWCB);
+    for (int64_t i = 0; i < DWCB; i++) otab[p->OH * p->OW + i] = 0;
+}
+
+#if defined(__clang__)
+#define DWCB_UNROLL _Pragma("unroll")
+#else
+#define DWCB_UNROLL _Pragma("GCC unroll 8")
+#endif
+
+/* CB output planes' pixels o..o+k-1 from acc (transposed: acc[c] is
+ * channel c's CB pixels): + residual, activation KIND (a constant where
+ * the caller specialises), store. */
+static inline __attribute__((always_inline)) void dwcb_store(const ert_av8 *acc, float *y0, const float *r0,
+                                                            int64_t OHW, int64_t o, int64_t k, const int KIND,
+                                                            float al, float be) {
+    DWCB_UNROLL
+    for (int c = 0; c < DWCB; c++) {
+        ert_av8 v = acc[c];
+        if (k == DWCB) {
+            if (r0) {
+                ert_av8 rv;
+                memcpy(&rv, r0 + c * OHW + o, sizeof rv);
+                v += rv;
+            }
+            if (KIND != ERT_ACT_NONE) ert_av_act(&v, KIND, al, be);
+            memcpy(y0 + c * OHW + o, &v, sizeof v);
+        } else { /* the plane's last k < CB pixels: only those are read and stored */
+            float t[DWCB], rt[DWCB] = {0};
+            if (r0) memcpy(rt, r0 + c * OHW + o, (size_t)k * sizeof(float));
+            ert_av8 rv;
+            memcpy(&rv, rt, sizeof rv);
+            v += rv;
+            if (KIND != ERT_ACT_NONE) ert_av_act(&v, KIND, al, be);
+            memcpy(t, &v, sizeof t);
+            memcpy(y0 + c * OHW + o, t, (size_t)k * sizeof(float));
+        }
+    }
+}
+
+/* CB channels m0.. of image n. buf (DWCB_MAX floats), tab and otab
+ * (DWCB_PIX_MAX + DWCB) are the caller's, kept over its blocks: *ready says
+ * the padding is zeroed and the tables built (every block has the same shape). */
+static inline __attribute__((always_inline)) void dwcb_block(const ert_dw2d *p, int64_t n, int64_t m0,
+                                                            const int64_t KH, const int64_t KW, float *buf,
+                                                            int32_t *tab, int32_t *otab, bool *ready) {
+    const int64_t H = p->H, W = p->W, OH = p->OH, OW = p->OW;
+    const int64_t Hp = (OH - 1) * p->sh + KH, Wp = (OW - 1) * p->sw + KW;
+    const int64_t HW = H * W, OHW = OH * OW;
+    if (!*ready) {
+        memset(buf, 0, (size_t)((Hp * Wp + 1) * DWCB) * sizeof(float));
+        dwcb_tables(p, Hp, Wp, tab, otab);
+        *ready = true;
+    }
+    /* the CB input planes, CB pixels at a time, transposed into the buffer */
+    const float *x0 = p->x + (n * p->C + m0) * HW;
+    for (int64_t f = 0; f < HW; f += DWCB) {
+        const int64_t k = HW - f < DWCB ? HW - f : DWCB;
+        ert_av8 r[DWCB];
+        if (k == DWCB) {
+            DWCB_UNROLL
+            for (int c = 0; c < DWCB; c++) memcpy(&r[c], x0 + c * HW + f, sizeof r[c]);
+        } else {
+            for (int c = 0; c < DWCB; c++) {
+                float t[DWCB] = {0};
+                memcpy(t, x0 + c * HW + f, (size_t)k * sizeof(float));
+                memcpy(&r[c], t, sizeof r[c]);
+            }
+        }
+        dwcb_transpose(r);
+        if (k == DWCB) {
+            DWCB_UNROLL
+            for (int j = 0; j < DWCB; j++) memcpy(buf + tab[f + j], &r[j], sizeof r[j]);
+        } else {
+            for (int64_t j = 0; j < k; j++) memcpy(buf + tab[f + j], &r[j], sizeof r[j]);
+        }
+    }
+    /* weights (scaled) and bias, one vector per tap */
+    ert_av8 wv[7 * 7], bv;
+    {
+        float wt[7 * 7][DWCB], bt[DWCB];
+        for (int c = 0; c < DWCB; c++) {
+            const int64_t m = m0 + c;
+            const float sc = p->scale ? p->scale[m] : 1.0f;
+            for (int64_t i = 0; i < KH * KW; i++) wt[i][c] = p->w[m * KH * KW + i] * sc;
+            bt[c] = p->b ? p->b[m] : 0.0f;
+        }
+        for (int64_t i = 0; i < KH * KW; i++) memcpy(&wv[i], wt[i], sizeof wv[i]);
+        memcpy(&bv, bt, sizeof bv);
+    }
+    const ert_act_params *a = p->act;
+    const bool vec_act = a && ert_act_row_vectorised(a->kind);
+    const int kind = vec_act ? (int)a->kind : ERT_ACT_NONE;
+    const float al = a ? a->alpha : 0.0f, be = a ? a->beta : 0.0f;
+    float *y0 = p->y + (n * p->M + m0) * OHW;
+    const float *r0 = p->res ? p->res + (n * p->M + m0) * OHW : NULL;
+    const int64_t rs = Wp * DWCB; /* floats per buffer row */
+    for (int64_t o = 0; o < OHW; o += DWCB) {
+        ert_av8 acc[DWCB];
+        DWCB_UNROLL
+        for (int j = 0; j < DWCB; j++) {
+            /* a row pointer stepped by rs: the taps are then constant
+             * offsets from it (with kh * rs per tap gcc kept KH*KW offsets
+             * on the stack, an extra load and add per FMA) */
+            const float *xr = buf + otab[o + j];
+            ert_av8 s = bv;
+            for (int64_t kh = 0; kh < KH; kh++, xr += rs)
+                for (int64_t kw = 0; kw < KW; kw++) {
+                    ert_av8 xv;
+                    memcpy(&xv, xr + kw * DWCB, sizeof xv);
+                    s += wv[kh * KW + kw] * xv;
+                }
+            acc[j] = s;
+        }
+        dwcb_transpose(acc);
+        const int64_t k = OHW - o < DWCB ? OHW - o : DWCB;
+        switch (kind) { /* a constant in each call, so ert_av_act's switch folds */
+        case ERT_ACT_NONE: dwcb_store(acc, y0, r0, OHW, o, k, ERT_ACT_NONE, al, be); break;
+        case ERT_ACT_RELU: dwcb_store(acc, y0, r0, OHW, o, k, ERT_ACT_RELU, al, be); break;
+        case ERT_ACT_CLIP: dwcb_store(acc, y0, r0, OHW, o, k, ERT_ACT_CLIP, al, be); break;
+        case ERT_ACT_HARD_SWISH: dwcb_store(acc, y0, r0, OHW, o, k, ERT_ACT_HARD_SWISH, al, be); break;
+        case ERT_ACT_SILU: dwcb_store(acc, y0, r0, OHW, o, k, ERT_ACT_SILU, al, be); break;
+        default: dwcb_store(acc, y0, r0, OHW, o, k, kind, al, be); break;
+        }
+    }
+    if (a && !vec_act)
+        for (int c = 0; c < DWCB; c++) ert_cpu_act_row(y0 + c * OHW, OHW, a);
+}
+
+/* Blocks [t0, t1) of (image, CB channels); a block past the last whole
+ * CB channels runs its planes through body (the plane-at-a-time kernel). */
+static inline __attribute__((always_inline)) void dwcb_blocks(const ert_dw2d *p, int64_t t0, int64_t t1,
+                                                             void (*body)(void *, int64_t, int64_t)) {
+    float buf[DWCB_MAX];
+    int32_t tab[DWCB_PIX_MAX], otab[DWCB_PIX_MAX + DWCB];
+    bool ready = false;
+    const int64_t nb = (p->M + DWCB - 1) / DWCB;
+    const bool d3 = p->KH == 3 && p->KW == 3, d5 = p->KH == 5 && p->KW == 5, d7 = p->KH == 7 && p->KW == 7;
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t n = t / nb, m0 = t % nb * DWCB;
+        if (m0 + DWCB > p->M) {
+            body((void *)p, n * p->M + m0, n * p->M + p->M);
+            continue;
+        }
+        if (d3) dwcb_block(p, n, m0, 3, 3, buf, tab, otab, &ready);
+        else if (d5) dwcb_block(p, n, m0, 5, 5, buf, tab, otab, &ready);
+        else if (d7) dwcb_block(p, n, m0, 7, 7, buf, tab, otab, &ready);
+        else dwcb_block(p, n, m0, p->KH, p->KW, buf, tab, otab, &ready);
+    }
+}
+#endif /* __GNUC__ */
+#endif
