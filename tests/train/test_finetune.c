@@ -136,6 +136,12 @@ static void train(ert_trainer *t, int steps, int shift, float *first, float *las
 
 /* The fine-tuned model back to ONNX: loaded again by the ONNX loader, an
  * inference session on it gives the trainer's eval output. */
+/* (aarch64 gcc 12 -O3 crashes vectorising the max-|logit| reduction in
+ * here: internal compiler error in vect_transform_reduction, as in
+ * test_quantize.c's gemm_arith.) */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-tree-vectorize")))
+#endif
 static void export_onnx(ert_trainer *t) {
     ert_model *e = NULL, *back = NULL;
     CHECK_OK(ert_trainer_export(t, &e), ctx);
