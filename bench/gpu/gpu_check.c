@@ -8,6 +8,13 @@
  * and the counts of fused / unfused / direct convolutions. With a 6th argument
  * "profile" it runs once more between cudaProfilerStart and cudaProfilerStop
  * (for `ncu --profile-from-start off`: the kernels of one replayed run).
+ * Environment, for bisecting a wrong answer:
+ *   GPU_CHECK_FLAGS      comma list of nhwc, no-nhwc, conv-graph, no-conv-graph,
+ *                        gemm1x1, no-fuse, fast (ERT_CREATE_FAST)
+ *   GPU_CHECK_PLACEMENT  auto, device, unified or mapped (default auto)
+ *   GPU_CHECK_SHAPE      input 0's shape, e.g. 2x3x224x320 (dynamic dims)
+ *   GPU_CHECK_VERBOSE    the backend's DEBUG lines on stderr
+ *   GPU_CHECK_DEVICE     cpu: a CPU session instead (the reference for a bisect)
  * Exit status 0 on success. */
 #include "edgert.h"
 #ifdef ERT_BENCH_HAVE_CUDA
@@ -55,6 +62,40 @@ int main(int argc, char **argv) {
         goto out;
     }
     ert_session_options o = {.device = ERT_DEVICE_CUDA, .batch = atoi(argv[4]), .precision = prec};
+    const char *dev = getenv("GPU_CHECK_DEVICE");
+    if (dev && !strcmp(dev, "cpu")) {
+        o.device = ERT_DEVICE_CPU;
+        o.precision = ERT_DTYPE_F32;
+        o.n_threads = 8;
+    }
+    const char *fl = getenv("GPU_CHECK_FLAGS"), *pl = getenv("GPU_CHECK_PLACEMENT"), *shp = getenv("GPU_CHECK_SHAPE");
+    static const struct { const char *name; unsigned flag; } flag_names[] = {
+        {"no-nhwc", ERT_SESSION_NO_NHWC},       {"nhwc", ERT_SESSION_NHWC},
+        {"no-conv-graph", ERT_SESSION_NO_CONV_GRAPH}, {"conv-graph", ERT_SESSION_CONV_GRAPH},
+        {"gemm1x1", ERT_SESSION_GEMM_1X1},      {"no-fuse", ERT_SESSION_NO_FUSE},
+    };
+    for (const char *t = fl; t && *t; t += strcspn(t, ",") + (t[strcspn(t, ",")] == ',')) {
+        size_t len = strcspn(t, ",");
+        if (len == 4 && !strncmp(t, "fast", 4)) o.create_mode = ERT_CREATE_FAST;
+        for (size_t i = 0; i < sizeof flag_names / sizeof flag_names[0]; i++)
+            if (strlen(flag_names[i].name) == len && !strncmp(t, flag_names[i].name, len)) o.flags |= flag_names[i].flag;
+    }
+    if (pl) o.placement = !strcmp(pl, "device")    ? ERT_PLACEMENT_DEVICE
+                          : !strcmp(pl, "unified") ? ERT_PLACEMENT_UNIFIED
+                          : !strcmp(pl, "mapped")  ? ERT_PLACEMENT_MAPPED
+                                                   : ERT_PLACEMENT_AUTO;
+    ert_input_shape ishape = {0};
+    ert_tensor_info mi;
+    if (shp && ert_model_input_info(m, 0, &mi) == ERT_OK) {
+        ishape.name = mi.name;
+        for (const char *t = shp; *t && ishape.ndim < ERT_MAX_DIMS; ishape.ndim++) {
+            ishape.dims[ishape.ndim] = strtoll(t, NULL, 10);
+            t += strcspn(t, "x");
+            if (*t == 'x') t++;
+        }
+        o.input_shapes = &ishape;
+        o.n_input_shapes = 1;
+    }
     if ((st = ert_session_create(m, &o, &s)) != ERT_OK) {
         fail(ctx, "session", st);
         goto out;
@@ -78,6 +119,13 @@ int main(int argc, char **argv) {
         (st = ert_session_get_output(s, 0, buf, out_n * sizeof(float))) != ERT_OK) {
         fail(ctx, "run", st);
         goto out;
+    }
+    /* the zero-copy view must say what the copy says (a bisect once hinged on it) */
+    const float *view = NULL;
+    if (ert_session_output_data(s, 0, (const void **)&view) == ERT_OK && view) {
+        size_t n_diff = 0;
+        for (size_t k = 0; k < out_n; k++) n_diff += memcmp(&view[k], &((float *)buf)[k], sizeof(float)) != 0;
+        if (n_diff) printf("output_data differs from get_output at %zu of %zu elements\n", n_diff, out_n);
     }
     if (argc == 7) {
 #ifdef ERT_BENCH_HAVE_CUDA
