@@ -415,7 +415,10 @@ static void session_free(ert_session *s) {
 
 void ert_session_free(ert_session *s) { session_free(s); }
 
-static ert_status build(const ert_model *m, const ert_session_options *opts, bool plan_only, ert_session **out) {
+/* Create steps 1..6 (plan_only) or all; passes_only: stop after step 4
+ * (before the precision, layout and planning steps: ert_session_build_passed). */
+static ert_status build_upto(const ert_model *m, const ert_session_options *opts, bool plan_only, bool passes_only,
+                             ert_session **out) {
     ert_session_options dflt = {0};
     const ert_session_options *o = opts ? opts : &dflt;
     ert_context *ctx = m->ctx;
@@ -506,6 +509,10 @@ static ert_status build(const ert_model *m, const ert_session_options *opts, boo
                            n->name, ert_graph_op_name(n->op), ert_dtype_name(dt), s->g.be->name);
         goto fail;
     }
+    if (passes_only) {
+        *out = s;
+        return ERT_OK;
+    }
     if ((o->precision == ERT_DTYPE_F16 || o->precision == ERT_DTYPE_BF16) && s->g.be->device == ERT_DEVICE_CUDA &&
         (st = ert_pass_lower_precision(&s->g, o->precision)))
         goto fail;
@@ -535,6 +542,15 @@ static ert_status build(const ert_model *m, const ert_session_options *opts, boo
 fail:
     session_free(s);
     return st;
+}
+
+static ert_status build(const ert_model *m, const ert_session_options *o, bool plan_only, ert_session **out) {
+    return build_upto(m, o, plan_only, false, out);
+}
+
+ert_status ert_session_build_passed(const ert_model *m, const ert_session_options *o, ert_session **out) {
+    if (!m || !out) return ERT_E_ARG;
+    return build_upto(m, o, true, true, out);
 }
 
 ert_status ert_session_plan(const ert_model *m, const ert_session_options *o, ert_memory_report *out) {

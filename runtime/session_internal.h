@@ -27,4 +27,10 @@ struct ert_session {
     atomic_bool running;  /* a call is using the arena (busy_internal.h) */
 };
 
+/* Create up to step 4 (shape inference, folding, fusion; no precision,
+ * layout or planning, no arena): the graph the device passes take, for
+ * white-box tests of those passes (tests/unit). Free with ert_session_free;
+ * never run it. */
+ert_status ert_session_build_passed(const ert_model *m, const ert_session_options *o, ert_session **out);
+
 #endif /* ERT_SESSION_INTERNAL_H */

@@ -1371,6 +1371,87 @@ static ert_model *build_cnn(void) {
     return m;
 }
 
+/* f32 -> f16 bits, round to nearest even; finite normal values only (the
+ * weights below are in [-256, 256]). */
+static uint16_t to_half(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t sign = (u >> 16) & 0x8000u, e = (u >> 23) & 0xffu, mant = u & 0x7fffffu;
+    if (e == 0 || (int)e - 127 < -14) return (uint16_t)sign; /* tiny: signed zero */
+    uint32_t h = sign | (((e - 127 + 15) & 0x1fu) << 10) | (mant >> 13);
+    uint32_t rest = mant & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h++;
+    return (uint16_t)h;
+}
+
+/* f32 islands of an f16/bf16 session (runtime/passes/precision.c):
+ * 1. a mixed-precision file (f16 conv, Cast to f32, a BatchNormalization
+ *    with running variances in [1e5, 1e6], beyond f16, Cast back, Relu):
+ *    PP-OCRv3's fp16 detector keeps such a BatchNormalization f32; lowered,
+ *    its variance was inf and the map all zero. The conv's outputs are
+ *    scaled so the normalised values are O(1): an inf variance (output =
+ *    its shift B) fails the check.
+ * 2. an f32 file whose Mul reads a constant beyond f16 (up to 1e6), undone
+ *    by the next Mul: the first Mul runs f32 between inserted Casts (its
+ *    product stays within f16: only the constant is out of range; lowered,
+ *    it was inf and the output inf or NaN). */
+static void test_islands(void) {
+    int64_t C = ert_test_int(&rng, 1, 5), K = ert_test_int(&rng, 2, 13), H = ert_test_int(&rng, 4, 19);
+    int64_t xd[4] = {1, C, H, H + 3}, wd[4] = {K, C, 3, 3}, kd[1] = {K};
+    bstart();
+    int32_t x = binput("x", 4, xd);
+    int64_t nw = K * C * 9;
+    uint16_t *wh = xmalloc((size_t)(nw + K) * sizeof *wh);
+    for (int64_t i = 0; i < nw + K; i++) wh[i] = to_half((float)ert_test_uniform(&rng, -256, 256));
+    int32_t w = -1, bias = -1;
+    BT(ert_builder_weight(B, "w", ERT_DTYPE_F16, 4, wd, wh, &w));
+    BT(ert_builder_weight(B, "b", ERT_DTYPE_F16, 1, kd, wh + nw, &bias));
+    float *p = xmalloc((size_t)(4 * K) * sizeof *p);
+    for (int64_t k = 0; k < K; k++) {
+        p[k] = (float)ert_test_uniform(&rng, 0.5, 1.5);
+        p[K + k] = (float)ert_test_uniform(&rng, -0.5, 0.5);
+        p[2 * K + k] = (float)ert_test_uniform(&rng, -50, 50);
+        p[3 * K + k] = (float)ert_test_uniform(&rng, 1e5, 1e6);
+    }
+    int32_t bn_in[5] = {-1, bweight(1, kd, p), bweight(1, kd, p + K), bweight(1, kd, p + 2 * K), bweight(1, kd, p + 3 * K)};
+    ert_attr to16 = ERT_ATTR_I("to", 10), to32 = ERT_ATTR_I("to", 1);
+    int64_t pads[4] = {1, 1, 1, 1};
+    ert_attr ca = ERT_ATTR_IS("pads", pads, 4);
+    int32_t xh = bnode("Cast", &x, 1, &to16, 1);
+    int32_t cin[3] = {xh, w, bias};
+    int32_t c = bnode("Conv", cin, 3, &ca, 1);
+    bn_in[0] = bnode("Cast", &c, 1, &to32, 1);
+    int32_t bn = bnode("BatchNormalization", bn_in, 5, NULL, 0);
+    int32_t bnh = bnode("Cast", &bn, 1, &to16, 1);
+    int32_t r = bnode("Relu", &bnh, 1, NULL, 0);
+    int32_t y = bnode("Cast", &r, 1, &to32, 1);
+    free(wh), free(p);
+    check_model("island: mixed-precision file, BatchNormalization kept f32", bfinish(y), NULL, NULL, -1, 1, 2e-2,
+                ERT_PLACEMENT_AUTO);
+
+    int64_t n = ert_test_int(&rng, 3, 300), d2[2] = {2, n}, cd[1] = {n};
+    bstart();
+    x = binput("x", 2, d2);
+    float *cv = xmalloc((size_t)n * sizeof *cv), *dv = xmalloc((size_t)n * sizeof *dv);
+    for (int64_t i = 0; i < n; i++) {
+        cv[i] = (float)ert_test_uniform(&rng, 7e4, 1e6);
+        dv[i] = 1.0f / cv[i];
+    }
+    int32_t r1 = bnode("Relu", &x, 1, NULL, 0);
+    int32_t mi[2] = {r1, bweight(1, cd, cv)};
+    int32_t m1 = bnode("Mul", mi, 2, NULL, 0);
+    mi[0] = m1, mi[1] = bweight(1, cd, dv);
+    int32_t m2 = bnode("Mul", mi, 2, NULL, 0);
+    static const float k1000[1] = {1000.0f};
+    mi[0] = m2, mi[1] = bweight(0, NULL, k1000);
+    int32_t m3 = bnode("Mul", mi, 2, NULL, 0);
+    int32_t y2 = bnode("Sigmoid", &m3, 1, NULL, 0);
+    free(cv), free(dv);
+    /* x in [-3e-3, 3e-3]: x * c stays within f16 (< 3000); only the constant is out of range */
+    check_model("island: f32 file, constant beyond f16", bfinish(y2), NULL, NULL, -3e-3f, 3e-3f, 2e-2,
+                ERT_PLACEMENT_DEVICE);
+}
+
 static void test_cnn(void) {
     ert_model *m = build_cnn();
     if (!m) {
@@ -1727,6 +1808,7 @@ static void run_battery(bool gpu) {
     test_tensor_cpu_ref();
     test_new_ops();
     test_cnn();
+    test_islands();
     test_nan();
     /* channels-last regions, forced (the default measures and may keep NCHW),
      * with 1x1 convs as cuBLASLt GEMMs (ERT_SESSION_GEMM_1X1, off by default) */
