@@ -213,6 +213,45 @@ extern "C" cudaError_t ert_cuda_conv_transpose_launch(const ert_conv_params *p, 
     return cudaGetLastError();
 }
 
+/* ConvTranspose with kernel == stride (cuda_gemm.c, ert_cuda_run_convt_gemm):
+ * z (N, K*sh*sw, H*W) holds every tap's contribution in f32; output pixel
+ * (n, k, h*sh + i, w*sw + j) is z[n, (k*sh + i)*sw + j, h*W + w] + bias[k],
+ * then the activation. y is NCHW (N, K, H*sh, W*sw). */
+template <typename T>
+static __global__ void convt_scatter_kernel(const float *__restrict__ z, const T *__restrict__ bias,
+                                            T *__restrict__ y, int64_t total, int K, int H, int W, int sh, int sw,
+                                            int kind, float alpha, float beta) {
+    const int OW = W * sw, OH = H * sh;
+    for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total; t += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = t;
+        const int ow = (int)(r % OW);
+        r /= OW;
+        const int oh = (int)(r % OH);
+        r /= OH;
+        const int k = (int)(r % K);
+        const int64_t n = r / K;
+        const int h = oh / sh, i = oh - h * sh, w = ow / sw, j = ow - w * sw;
+        float v = z[((n * K + k) * sh * sw + i * sw + j) * (int64_t)H * W + (int64_t)h * W + w];
+        if (bias) v += ert_ld(bias[k]);
+        ert_put(y + t, act1(v, kind, alpha, beta));
+    }
+}
+
+extern "C" cudaError_t ert_cuda_convt_scatter_launch(ert_dtype dt, const float *z, const void *bias, void *y,
+                                                     int64_t N, int64_t K, int64_t H, int64_t W, int sh, int sw,
+                                                     const ert_act_params *act, cudaStream_t st) {
+    const int64_t total = N * K * H * sh * W * sw;
+    if (total <= 0) return cudaSuccess;
+    if (K > INT32_MAX || H * sh > INT32_MAX || W * sw > INT32_MAX) return cudaErrorInvalidValue;
+    int64_t blocks = (total + 255) / 256;
+    if (blocks > (1 << 20)) blocks = 1 << 20;
+    ERT_CUDA_FLOAT_SWITCH(dt, T,
+        convt_scatter_kernel<T><<<(unsigned)blocks, 256, 0, st>>>(z, (const T *)bias, (T *)y, total, (int)K, (int)H,
+                                                                 (int)W, sh, sw, (int)act->kind, act->alpha,
+                                                                 act->beta))
+    return cudaGetLastError();
+}
+
 extern "C" cudaError_t ert_cuda_conv_direct_launch(const ert_conv_params *p, const ert_tview *x, const void *w,
                                                    const void *bias, const void *res, const ert_tview *y,
                                                    cudaStream_t st) {

@@ -213,6 +213,9 @@ typedef struct conv_state {
      * into its im2col matrix (col_bytes at the start of the node's
      * workspace, cuBLASLt's lws after it), filter stored (K, R, S, C) */
     size_t col_bytes;
+    /* a channels-first patchify conv as gather + GEMM (ert_cuda_run_patch_nchw);
+     * nothing else of the state is used */
+    bool patch_nchw;
 #ifdef ERT_HAVE_CUDNN
     bool fused; /* one cudnnConvolutionBiasActivationForward does bias, residual and activation */
     bool w_krsc; /* the filter is stored (K, R, S, C) (cuDNN "NHWC" filter format) */
@@ -317,6 +320,17 @@ ert_status ert_cuda_run_quant(cuda_ctx *c, const ert_kargs *a);
 
 /* cuda_gemm.c: Gemm and MatMul nodes (cuBLAS) */
 ert_status ert_cuda_run_gemm(cuda_ctx *c, const ert_kargs *a);
+/* A kernel == stride ConvTranspose (f16/bf16 inference) as a GEMM + scatter:
+ * its workspace (0: not this path), and the run (false: not this path, the
+ * direct kernel runs; else *st). */
+size_t ert_cuda_convt_gemm_ws(const cuda_ctx *c, const ert_kargs *a);
+/* A channels-first f16/bf16 patchify conv (kernel == stride, no pad) as an
+ * im2col gather + one strided-batched GEMM + the epilogue kernel: can it,
+ * its workspace, the run (conv_state.patch_nchw says bind chose it). */
+bool ert_cuda_patch_nchw_can(const cuda_ctx *c, const ert_kargs *a);
+size_t ert_cuda_patch_nchw_ws(const ert_kargs *a);
+ert_status ert_cuda_run_patch_nchw(cuda_ctx *c, const ert_kargs *a);
+bool ert_cuda_run_convt_gemm(cuda_ctx *c, const ert_kargs *a, ert_status *st);
 ert_status ert_cuda_run_matmul(cuda_ctx *c, const ert_kargs *a);
 #ifdef ERT_HAVE_CUDNN
 ert_status ert_cuda_matmul_bind(cuda_ctx *c, ert_kargs *a);

@@ -394,7 +394,36 @@ ert_status ert_cuda_conv_workspace(cuda_ctx *c, const ert_kargs *a, size_t *byte
     }
     if (s) *bytes = s->ws_bytes;
     ert_cuda_conv_state_free(s);
+    if (ert_cuda_patch_nchw_can(c, a) && ert_cuda_patch_nchw_ws(a) > *bytes) *bytes = ert_cuda_patch_nchw_ws(a);
     return ERT_OK;
+}
+
+/* ms per run of a bound conv (its state as bind has it, or the patchify
+ * GEMM), on the real buffers, events around 10 runs after 2; < 0: failed.
+ * Create time only (nothing is being captured). */
+static float time_conv(cuda_ctx *c, ert_kargs *a, conv_state *s, bool patch) {
+    cudaEvent_t ev[2] = {0};
+    void *keep = a->state;
+    a->state = s;
+    float ms = -1;
+    ert_status st = ERT_OK;
+    if (cudaEventCreate(&ev[0]) == cudaSuccess && cudaEventCreate(&ev[1]) == cudaSuccess) {
+        for (int i = 0; i < 12 && st == ERT_OK; i++) {
+            if (i == 2) cudaEventRecord(ev[0], c->stream);
+            st = patch ? ert_cuda_run_patch_nchw(c, a) : ert_cuda_run_conv(c, a);
+        }
+        if (st == ERT_OK && cudaEventRecord(ev[1], c->stream) == cudaSuccess &&
+            cudaEventSynchronize(ev[1]) == cudaSuccess && cudaEventElapsedTime(&ms, ev[0], ev[1]) == cudaSuccess)
+            ms /= 10.0f;
+        else
+            ms = -1;
+    }
+    cudaStreamSynchronize(c->stream);
+    cudaGetLastError();
+    for (int i = 0; i < 2; i++)
+        if (ev[i]) cudaEventDestroy(ev[i]);
+    a->state = keep;
+    return ms;
 }
 
 /* bind_node for a Conv ert_cuda_dnn_can accepts. */
@@ -479,6 +508,28 @@ ert_status ert_cuda_conv_bind(cuda_ctx *c, ert_kargs *a) {
             s->plan = NULL;
         }
     }
+    /* a channels-first patchify conv: the gather + GEMM when it times faster
+     * than what cuDNN (or the direct kernel) would run, on these buffers (the
+     * filter is still (K, C, R, S): a KRSC cuDNN path is timed on the wrong
+     * values, at the same speed) */
+    if (ert_cuda_patch_nchw_can(c, a) && a->workspace && a->workspace_bytes >= ert_cuda_patch_nchw_ws(a)) {
+        float t_patch = c->fast ? 0.0f : time_conv(c, a, NULL, true);
+        float t_cur = c->fast || t_patch < 0 ? 1.0f : time_conv(c, a, s, false);
+        if (!c->fast) c->n_searches++;
+        if (t_patch >= 0 && (t_cur < 0 || t_patch < t_cur)) {
+            conv_state *g = calloc(1, sizeof *g);
+            if (!g) {
+                ert_cuda_conv_state_free(s);
+                return ert_set_error(c->ctx, ERT_E_NOMEM, "out of memory");
+            }
+            g->patch_nchw = true;
+            ert_log(c->ctx, ERT_LOG_DEBUG, "conv '%s' (%s): patchify gather + GEMM, channels-first (%.4f ms against %.4f)",
+                    a->name ? a->name : "?", ert_dtype_name(a->in[0].dtype), t_patch, t_cur);
+            ert_cuda_conv_state_free(s);
+            a->state = g;
+            return ERT_OK;
+        }
+    }
     a->state = s;
     if (s && s->w_krsc) {
         const ert_conv_params *p = &a->params->conv;
@@ -546,6 +597,7 @@ ert_status ert_cuda_run_conv(cuda_ctx *c, const ert_kargs *a) {
     cudaError_t e;
 #ifdef ERT_HAVE_CUDNN
     const conv_state *s = a->state;
+    if (s && s->patch_nchw) return ert_cuda_run_patch_nchw(c, a);
     if (s && s->gemm) {
         cublasStatus_t bs = ert_cuda_gemm_run(c, a, s);
         if (bs != CUBLAS_STATUS_SUCCESS) return blas_err(c, bs, "cublasLtMatmul (conv as a GEMM)");

@@ -12,6 +12,7 @@ ert_status ert_cuda_node_workspace(void *bctx, const ert_kargs *a, size_t *bytes
     cuda_ctx *c = bctx;
     (void)c;
     *bytes = 0;
+    if (a->op == ERT_OP_CONV_TRANSPOSE && (*bytes = ert_cuda_convt_gemm_ws(c, a)) > 0) return ERT_OK;
     if (ert_cuda_train_op(a->op) || a->op == ERT_OP_CONV_TRANSPOSE) {
         ert_cuda_env env = env_of(c);
         return ert_cuda_train_workspace(&env, a, bytes);
@@ -258,11 +259,14 @@ ert_status ert_cuda_run_node(cuda_ctx *c, const ert_kargs *a) {
     }
     switch (a->op) {
     case ERT_OP_CONV: return ert_cuda_run_conv(c, a);
-    case ERT_OP_CONV_TRANSPOSE:
+    case ERT_OP_CONV_TRANSPOSE: {
+        ert_status cst;
+        if (ert_cuda_run_convt_gemm(c, a, &cst)) return cst;
         e = ert_cuda_conv_transpose_launch(&a->params->conv, x, a->in[1].data,
                                            a->params->conv.has_bias && a->n_in > 2 ? a->in[2].data : NULL, y,
                                            c->stream);
         break;
+    }
     case ERT_OP_CAST: e = ert_cuda_cast_launch(x, y, c->stream); break;
     case ERT_OP_GATHER: e = ert_cuda_gather_launch(a->params->gather.axis, x, &a->in[1], y, c->stream); break;
     case ERT_OP_GEMM: return ert_cuda_run_gemm(c, a);

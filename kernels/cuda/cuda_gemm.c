@@ -460,6 +460,155 @@ ert_status ert_cuda_run_gemm(cuda_ctx *c, const ert_kargs *a) {
     return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "gemm epilogue");
 }
 
+/* ------------------------------------------------------------------ NCHW patchify conv */
+
+/* A patchify conv (kernel == stride, no pad, dilation 1, one group, 2-D)
+ * that stays channels-first (ViT/Swin's patch embedding reads a 3-channel
+ * image: the layout pass keeps it NCHW) as x gathered into its im2col
+ * matrix col (N, C*R*S, OH*OW) by one strided copy, then one
+ * strided-batched GEMM y (K, OH*OW) = W (K, C*R*S) col per image, written
+ * NCHW, then bias/residual/activation in the conv epilogue kernel. cuDNN
+ * refused cudnnFind's best algorithm for ViT-B/16's 16x16/16 conv on the
+ * real buffers and ran algorithm 0 (0.113 ms, H100 per-node profile); the
+ * GEMM is a few microseconds. f16/bf16 inference sessions; the bind step
+ * times it against what cuDNN (or the direct kernel) would run and keeps the
+ * faster (ERT_CREATE_FAST: the GEMM, untimed). Workspace: cuBLAS's, then col. */
+bool ert_cuda_patch_nchw_can(const cuda_ctx *c, const ert_kargs *a) {
+    const ert_conv_params *p = &a->params->conv;
+    if (c->trainer || a->op != ERT_OP_CONV || a->n_in < 2 || p->nhwc || p->nsp != 2 || p->group != 1 ||
+        p->has_in_scale || p->has_scale)
+        return false;
+    const ert_tview *x = &a->in[0], *w = &a->in[1], *y = &a->out[0];
+    if (x->ndim != 4 || w->ndim != 4 || y->ndim != 4 || (x->dtype != ERT_DTYPE_F16 && x->dtype != ERT_DTYPE_BF16) ||
+        w->dtype != x->dtype || y->dtype != x->dtype)
+        return false;
+    for (int i = 0; i < 2; i++)
+        if (p->stride[i] != w->dims[2 + i] || p->stride[i] < 2 || p->pad_begin[i] != 0 || p->pad_end[i] != 0 ||
+            p->dilation[i] != 1)
+            return false;
+    if (y->dims[0] != x->dims[0] || y->dims[1] != w->dims[0] || w->dims[1] != x->dims[1] ||
+        y->dims[2] != x->dims[2] / w->dims[2] || y->dims[3] != x->dims[3] / w->dims[3])
+        return false;
+    int64_t J = w->dims[1] * w->dims[2] * w->dims[3], P = y->dims[2] * y->dims[3];
+    return J > 0 && P > 0 && J <= INT32_MAX && P <= INT32_MAX && w->dims[0] <= INT32_MAX && y->dims[0] <= INT32_MAX &&
+           (uint64_t)(y->dims[0] * J) * (uint64_t)P * ert_dtype_size(x->dtype) <= CONV_WS_MAX;
+}
+
+static size_t patch_col_offset(void) { return (BLAS_WS + 255) & ~(size_t)255; }
+
+size_t ert_cuda_patch_nchw_ws(const ert_kargs *a) {
+    const ert_tview *w = &a->in[1], *y = &a->out[0];
+    return patch_col_offset() + (size_t)(y->dims[0] * w->dims[1] * w->dims[2] * w->dims[3] * y->dims[2] * y->dims[3]) *
+                                    ert_dtype_size(y->dtype);
+}
+
+ert_status ert_cuda_run_patch_nchw(cuda_ctx *c, const ert_kargs *a) {
+    const ert_conv_params *p = &a->params->conv;
+    const ert_tview *x = &a->in[0], *w = &a->in[1], *y = &a->out[0];
+    if (!a->workspace || a->workspace_bytes < ert_cuda_patch_nchw_ws(a))
+        return ert_set_error(c->ctx, ERT_E_INTERNAL, "node '%s': patchify GEMM without its workspace", a->name ? a->name : "?");
+    const int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3], R = w->dims[2], S = w->dims[3];
+    const int64_t K = w->dims[0], OH = y->dims[2], OW = y->dims[3], J = C * R * S, P = OH * OW;
+    const size_t es = ert_dtype_size(x->dtype);
+    void *col = (char *)a->workspace + patch_col_offset();
+    /* col (N, C, R, S, OH, OW) <- x viewed as (N, C, OH, R, OW, S) */
+    ert_cuda_map m;
+    memset(&m, 0, sizeof m);
+    m.ndim = 6;
+    const int64_t d[6] = {N, C, R, S, OH, OW}, xs[6] = {C * H * W, H * W, W, 1, R * W, S};
+    for (int i = 0; i < 6; i++) m.dims[i] = d[i], m.s[0][i] = xs[i];
+    ert_cuda_contig_strides(6, m.dims, m.s[1]);
+    cudaError_t e = ert_cuda_strided_copy_launch(x->data, 0, col, 0, es, &m, N * J * P, c->stream);
+    if (e != cudaSuccess) return cuda_err(c, e, "patchify gather");
+    cublasStatus_t bs = cublasSetWorkspace(c->blas, a->workspace, BLAS_WS);
+    if (bs != CUBLAS_STATUS_SUCCESS) return blas_err(c, bs, "cublasSetWorkspace");
+    const float one = 1.0f;
+    /* column-major: y^T (P x K, ld P) = col^T (P x J, ld P) (W^T: J x K, ld J) */
+    bs = gemm_ex(c, y->dtype, CUBLAS_OP_N, CUBLAS_OP_N, (int)P, (int)K, (int)J, &one, col, (int)P, (long long)(J * P),
+                 w->data, (int)J, 0, y->data, (int)P, (long long)(K * P), (int)N);
+    if (bs != CUBLAS_STATUS_SUCCESS) return blas_err(c, bs, "cublasGemmStridedBatchedEx (patchify conv)");
+    const void *bias = p->has_bias && a->n_in > 2 ? a->in[2].data : NULL;
+    const void *res = p->has_residual && a->n_in > 3 ? a->in[3].data : NULL;
+    if (!bias && !res && p->act.kind == ERT_ACT_NONE) return ERT_OK;
+    e = ert_cuda_conv_epilogue_launch(y->dtype, y->data, bias, res, N, K, P, false, &p->act, c->stream);
+    return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "conv epilogue");
+}
+
+/* ------------------------------------------------------------------ ConvTranspose, kernel == stride */
+
+/* A ConvTranspose whose kernel equals its stride (no pads, no output
+ * padding, dilation 1, one group, 2-D, NCHW: YOLOv8-seg's proto upsample,
+ * PP-OCR's DB head) gives every output pixel exactly one filter tap, so it
+ * is one GEMM and a scatter: z (N, K*sh*sw, H*W) = W^T x per image (x is a
+ * (C, H*W) matrix, W a (C, K*sh*sw) one; f32 result), then
+ * ert_cuda_convt_scatter_launch adds the bias, applies the activation and
+ * moves each element to (h*sh + i, w*sw + j). The direct kernel loops over
+ * the taps per output pixel and took 0.175 ms for YOLOv8n-seg's 64-channel
+ * 80x80 -> 160x160 upsample (H100, per-node profile, f16). Inference
+ * sessions in f16/bf16 only: f32 sessions and trainers keep cuDNN's
+ * backward-data convolution (cuda_train.c). Workspace: cuBLAS's, then z. */
+static bool convt_shape(const ert_kargs *a, int64_t *N, int64_t *C, int64_t *K, int64_t *H, int64_t *W) {
+    const ert_conv_params *p = &a->params->conv;
+    if (a->op != ERT_OP_CONV_TRANSPOSE || a->n_in < 2 || a->n_out < 1 || p->nsp != 2 || p->group != 1 || p->nhwc)
+        return false;
+    const ert_tview *x = &a->in[0], *w = &a->in[1], *y = &a->out[0];
+    if (x->ndim != 4 || w->ndim != 4 || y->ndim != 4) return false;
+    if ((x->dtype != ERT_DTYPE_F16 && x->dtype != ERT_DTYPE_BF16) || w->dtype != x->dtype || y->dtype != x->dtype)
+        return false;
+    if (p->has_bias && (a->n_in < 3 || a->in[2].dtype != x->dtype)) return false;
+    for (int i = 0; i < 2; i++)
+        if (p->kernel[i] != p->stride[i] || p->kernel[i] != w->dims[2 + i] || p->kernel[i] < 1 || p->dilation[i] != 1 ||
+            p->pad_begin[i] != 0 || p->pad_end[i] != 0 || p->out_pad[i] != 0)
+            return false;
+    *N = x->dims[0], *C = x->dims[1], *H = x->dims[2], *W = x->dims[3], *K = w->dims[1];
+    if (w->dims[0] != *C || y->dims[0] != *N || y->dims[1] != *K || y->dims[2] != *H * p->stride[0] ||
+        y->dims[3] != *W * p->stride[1])
+        return false;
+    int64_t rows = *K * p->stride[0] * p->stride[1], P = *H * *W;
+    return *N > 0 && *C > 0 && rows > 0 && P > 0 && rows <= INT32_MAX && P <= INT32_MAX && *C <= INT32_MAX &&
+           *N <= INT32_MAX && (uint64_t)(*N * rows) * (uint64_t)P * 4u <= CONV_WS_MAX;
+}
+
+static size_t convt_z_offset(void) { return (BLAS_WS + 255) & ~(size_t)255; }
+
+size_t ert_cuda_convt_gemm_ws(const cuda_ctx *c, const ert_kargs *a) {
+    int64_t N, C, K, H, W;
+    if (c->trainer || !convt_shape(a, &N, &C, &K, &H, &W)) return 0;
+    const ert_conv_params *p = &a->params->conv;
+    return convt_z_offset() + (size_t)(N * K * p->stride[0] * p->stride[1] * H * W) * 4u;
+}
+
+/* false: not this path (the caller runs the direct kernel); else *st. */
+bool ert_cuda_run_convt_gemm(cuda_ctx *c, const ert_kargs *a, ert_status *st) {
+    size_t need = ert_cuda_convt_gemm_ws(c, a);
+    if (!need || !a->workspace || a->workspace_bytes < need) return false;
+    int64_t N, C, K, H, W;
+    convt_shape(a, &N, &C, &K, &H, &W);
+    const ert_conv_params *p = &a->params->conv;
+    const int sh = (int)p->stride[0], sw = (int)p->stride[1];
+    const int64_t rows = K * sh * sw, P = H * W;
+    float *z = (float *)(void *)((char *)a->workspace + convt_z_offset());
+    cublasStatus_t bs = cublasSetWorkspace(c->blas, a->workspace, BLAS_WS);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+        *st = blas_err(c, bs, "cublasSetWorkspace");
+        return true;
+    }
+    cudaDataType_t t = a->in[0].dtype == ERT_DTYPE_F16 ? CUDA_R_16F : CUDA_R_16BF;
+    const float one = 1.0f, zero = 0.0f;
+    /* column-major: z^T (P x rows, ld P) = x^T (P x C, ld P) (W as rows x C, ld rows)^T */
+    bs = cublasGemmStridedBatchedEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, (int)P, (int)rows, (int)C, &one, a->in[0].data,
+                                    t, (int)P, (long long)(C * P), a->in[1].data, t, (int)rows, 0, &zero, z, CUDA_R_32F,
+                                    (int)P, (long long)(rows * P), (int)N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+        *st = blas_err(c, bs, "cublasGemmStridedBatchedEx (ConvTranspose)");
+        return true;
+    }
+    cudaError_t e = ert_cuda_convt_scatter_launch(a->out[0].dtype, z, p->has_bias ? a->in[2].data : NULL,
+                                                  a->out[0].data, N, K, H, W, sh, sw, &p->act, c->stream);
+    *st = e == cudaSuccess ? ERT_OK : cuda_err(c, e, "ConvTranspose scatter");
+    return true;
+}
+
 /* MatMul (numpy): A (..., M, K) @ B (..., K, N), batch dims broadcast; a 1-D
  * A is (1, K), a 1-D B is (K, 1). One strided-batched call when each
  * operand's batch is either whole or a single matrix, else one call per batch. */

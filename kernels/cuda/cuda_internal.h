@@ -152,6 +152,13 @@ cudaError_t ert_cuda_conv_direct_launch(const ert_conv_params *p, const ert_tvie
 cudaError_t ert_cuda_conv_transpose_launch(const ert_conv_params *p, const ert_tview *x, const void *w,
                                            const void *bias, const ert_tview *y, cudaStream_t st);
 
+/* conv.cu: the scatter after a kernel == stride ConvTranspose's GEMM:
+ * z (N, K*sh*sw, H*W) f32 -> y (N, K, H*sh, W*sw) + bias (K, may be NULL),
+ * activation act; y of dtype dt. */
+cudaError_t ert_cuda_convt_scatter_launch(ert_dtype dt, const float *z, const void *bias, void *y, int64_t N,
+                                          int64_t K, int64_t H, int64_t W, int sh, int sw,
+                                          const ert_act_params *act, cudaStream_t st);
+
 /* train.cu: training kernels, f32 (the CPU's kernels/cpu/grad_*.c, loss.c,
  * optim.c). Maps as above: binary_grad s[0] a, s[1] b, s[2] the gradient's
  * operand (all over dy's shape; o_elems == n writes directly, else zeroes and

@@ -2,8 +2,9 @@
  * f32/f16/bf16 data (all operands of one dtype), f32 arithmetic.
  * Semantics of kernels/cpu/norm.c and softmax.c.
  * BatchNorm: one thread per element, y = x * k + b with k, b per channel.
- * LayerNorm: one block per row (x viewed as (outer, inner)); two passes (mean,
- *   then the sum of squared deviations) through a shared-memory reduction.
+ * LayerNorm: x viewed as (outer, inner); two passes (mean, then the sum of
+ *   squared deviations). Rows up to 1024: a warp per row in registers
+ *   (ln_warp_kernel); longer: one block per row, shared-memory reductions.
  * InstanceNorm: the same kernel with one block per (n, c) plane, scale[c] and
  *   B[c] broadcast over the plane.
  * Few long rows (GroupNorm(1) exported as Reshape -> InstanceNorm over one
@@ -14,8 +15,9 @@
  *   ert_cuda_norm_split_ws() sizes that workspace; without it the one-block
  *   path runs.
  * Softmax: along n of x viewed as (outer, n, inner); inner == 1 (the last
- *   axis, the common case) uses one block per row, otherwise one thread per
- *   (outer, inner) line walks n with stride inner. */
+ *   axis, the common case) uses a warp per row up to n = 1024 and one block
+ *   per row beyond, otherwise one thread per (outer, inner) line walks n with
+ *   stride inner. */
 #include "cuda_internal.h"
 #include "cuda_types.cuh"
 
@@ -140,6 +142,121 @@ static int64_t norm_chunks(int64_t rows, int64_t inner) {
     return ch < 2 ? 1 : ch;
 }
 
+static __device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+static __device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = ert_max_nan(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Rows of at most 32 * NPL elements (every LayerNorm of the zoo: 96-1024):
+ * a warp per row, the row held in registers, warp-shuffle sums, so a row is
+ * read once and no block-wide barrier is waited on. The block kernel gave
+ * each row 256 threads (ConvNeXt-T's 3136 rows of 96: 160 of them idle) and
+ * two shared-memory tree reductions (ViT-B/16's 25 LayerNorms took 6.4 us
+ * each, H100 per-node profile). Same two-pass arithmetic as ln_kernel. */
+template <typename T, int NPL>
+static __global__ void __launch_bounds__(128)
+ln_warp_kernel(const T *__restrict__ x, const T *__restrict__ scale, const T *__restrict__ bias, T *__restrict__ y,
+               float eps, int rows, int inner, bool scale_bcast, bool bias_bcast, int64_t channels) {
+    const int row = blockIdx.x * 4 + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= rows) return;
+    const T *xp = x + (int64_t)row * inner;
+    T *yp = y + (int64_t)row * inner;
+    float v[NPL], s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NPL; k++) {
+        int i = k * 32 + lane;
+        v[k] = i < inner ? ert_ld(xp[i]) : 0.0f;
+        s += v[k];
+    }
+    const float mean = warp_sum(s) / (float)inner;
+    float q = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NPL; k++) {
+        float d = v[k] - mean;
+        if (k * 32 + lane < inner) q += d * d;
+    }
+    const float inv = rsqrtf(warp_sum(q) / (float)inner + eps);
+    const int64_t c = channels > 0 ? (int64_t)row % channels : 0;
+#pragma unroll
+    for (int k = 0; k < NPL; k++) {
+        int i = k * 32 + lane;
+        if (i >= inner) break;
+        float sc = ert_ld(scale[channels > 0 ? c : scale_bcast ? 0 : i]);
+        float bi = bias ? ert_ld(bias[channels > 0 ? c : bias_bcast ? 0 : i]) : 0.0f;
+        ert_put(yp + i, (v[k] - mean) * inv * sc + bi);
+    }
+}
+
+/* Softmax (or LogSoftmax) over rows of at most 32 * NPL elements, a warp per
+ * row held in registers (Swin's window attention: rows of 49 under the
+ * 256-thread block kernel). NaN propagates as in softmax_row_kernel. */
+template <typename T, int NPL>
+static __global__ void __launch_bounds__(128)
+softmax_warp_kernel(const T *__restrict__ x, T *__restrict__ y, int rows, int n, bool log) {
+    const int row = blockIdx.x * 4 + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= rows) return;
+    const T *xp = x + (int64_t)row * n;
+    T *yp = y + (int64_t)row * n;
+    float v[NPL], m = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < NPL; k++) {
+        int i = k * 32 + lane;
+        v[k] = i < n ? ert_ld(xp[i]) : -INFINITY;
+        m = ert_max_nan(v[k], m);
+    }
+    m = warp_max(m);
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NPL; k++)
+        if (k * 32 + lane < n) s += expf(v[k] - m);
+    s = warp_sum(s);
+    const float ls = logf(s), inv = 1.0f / s;
+#pragma unroll
+    for (int k = 0; k < NPL; k++) {
+        int i = k * 32 + lane;
+        if (i >= n) break;
+        ert_put(yp + i, log ? v[k] - m - ls : expf(v[k] - m) * inv);
+    }
+}
+
+/* The warp-per-row kernels for rows up to 1024 elements; false: longer rows
+ * or too many of them for int. */
+template <typename T>
+static bool ln_warp(const T *x, const T *scale, const T *bias, T *y, float eps, int64_t rows, int64_t inner,
+                    bool scale_bcast, bool bias_bcast, int64_t channels, cudaStream_t st) {
+    if (inner > 1024 || rows > 0x7fffffff - 3) return false;
+    unsigned g = (unsigned)((rows + 3) / 4);
+    int r = (int)rows, n = (int)inner;
+    if (inner <= 128)
+        ln_warp_kernel<T, 4><<<g, 128, 0, st>>>(x, scale, bias, y, eps, r, n, scale_bcast, bias_bcast, channels);
+    else if (inner <= 256)
+        ln_warp_kernel<T, 8><<<g, 128, 0, st>>>(x, scale, bias, y, eps, r, n, scale_bcast, bias_bcast, channels);
+    else if (inner <= 512)
+        ln_warp_kernel<T, 16><<<g, 128, 0, st>>>(x, scale, bias, y, eps, r, n, scale_bcast, bias_bcast, channels);
+    else
+        ln_warp_kernel<T, 32><<<g, 128, 0, st>>>(x, scale, bias, y, eps, r, n, scale_bcast, bias_bcast, channels);
+    return true;
+}
+
+template <typename T>
+static bool softmax_warp(const T *x, T *y, int64_t rows, int64_t n, bool log, cudaStream_t st) {
+    if (n > 1024 || rows > 0x7fffffff - 3) return false;
+    unsigned g = (unsigned)((rows + 3) / 4);
+    int r = (int)rows, m = (int)n;
+    if (n <= 128) softmax_warp_kernel<T, 4><<<g, 128, 0, st>>>(x, y, r, m, log);
+    else if (n <= 256) softmax_warp_kernel<T, 8><<<g, 128, 0, st>>>(x, y, r, m, log);
+    else if (n <= 512) softmax_warp_kernel<T, 16><<<g, 128, 0, st>>>(x, y, r, m, log);
+    else softmax_warp_kernel<T, 32><<<g, 128, 0, st>>>(x, y, r, m, log);
+    return true;
+}
+
 /* rows x inner normalisation: the split path when it pays and ws holds its
  * partials, else one block per row. */
 template <typename T>
@@ -155,6 +272,7 @@ static void ln_rows(const T *x, const T *scale, const T *bias, T *y, float eps, 
                                                    scale_bcast, bias_bcast, channels);
         return;
     }
+    if (ln_warp<T>(x, scale, bias, y, eps, rows, inner, scale_bcast, bias_bcast, channels, st)) return;
     ln_kernel<T><<<(unsigned)rows, kThreads, 0, st>>>(x, scale, bias, y, eps, inner, scale_bcast, bias_bcast, channels);
 }
 
@@ -252,7 +370,8 @@ cudaError_t ert_cuda_softmax_launch(bool log, ert_dtype dt, const void *x, void 
     if (inner == 1) {
         if (outer > 0x7fffffff) return cudaErrorInvalidValue;
         ERT_CUDA_FLOAT_SWITCH(dt, T,
-            softmax_row_kernel<T><<<(unsigned)outer, kThreads, 0, st>>>((const T *)x, (T *)y, n, log))
+            if (!softmax_warp<T>((const T *)x, (T *)y, outer, n, log, st))
+                softmax_row_kernel<T><<<(unsigned)outer, kThreads, 0, st>>>((const T *)x, (T *)y, n, log))
     } else {
         ERT_CUDA_FLOAT_SWITCH(dt, T,
             softmax_line_kernel<T><<<grid_for(outer * inner), kThreads, 0, st>>>((const T *)x, (T *)y, outer, n,

@@ -48,10 +48,12 @@ static int n_no_graph;
 static bool device_logged;
 static int n_conv_graph; /* convs that run as one cuDNN graph with their epilogue (DEBUG line at bind) */
 static int n_conv_patch; /* patchify convs bound as a gather + cuBLASLt GEMM (DEBUG line at bind) */
+static int n_patch_nchw; /* channels-first patchify convs bound as gather + GEMM (DEBUG line at bind) */
 static void on_log(void *user, ert_log_level level, const char *msg) {
     (void)user;
     if (level == ERT_LOG_DEBUG && strstr(msg, "cuDNN graph (conv + epilogue fused)")) n_conv_graph++;
     if (level == ERT_LOG_DEBUG && strstr(msg, "cuBLASLt GEMM (patchify")) n_conv_patch++;
+    if (level == ERT_LOG_DEBUG && strstr(msg, "patchify gather + GEMM, channels-first")) n_patch_nchw++;
     if (level != ERT_LOG_INFO) return;
     if (strstr(msg, "graph capture not possible")) {
         n_no_graph++;
@@ -555,6 +557,43 @@ static void test_conv(void) {
                       (ert_placement)pl);
 }
 
+/* Patchify convs (kernel == stride, no pad) kept channels-first: in f16/bf16
+ * sessions a gather + GEMM + epilogue when bind times it faster than cuDNN,
+ * always under ERT_CREATE_FAST (checked by its DEBUG line); ViT's 16x16/16
+ * on 3 channels, Swin's 4x4/4, odd sizes that leave rows and columns over,
+ * bias, residual, ReLU, batch 2. NCHW forced (ERT_SESSION_NO_NHWC). */
+static void test_patch_nchw(void) {
+    static const struct { int64_t N, C, M, H, W, k; bool bias, res; int act; } pc[] = {
+        {1, 3, 24, 48, 33, 16, true, false, 0}, {2, 3, 17, 19, 23, 4, true, false, 0},
+        {1, 5, 9, 13, 17, 4, false, true, 1},   {2, 7, 11, 10, 9, 2, true, true, 1},
+    };
+    unsigned flags0 = g_flags;
+    ert_create_mode mode0 = g_mode;
+    for (int timed = 0; timed < 2; timed++) {
+        g_flags = ERT_SESSION_NO_NHWC;
+        g_mode = timed ? ERT_CREATE_TUNED : ERT_CREATE_FAST;
+        int n0 = n_patch_nchw;
+        for (size_t i = 0; i < sizeof pc / sizeof pc[0]; i++) {
+            char nm[96];
+            snprintf(nm, sizeof nm, "patchify NCHW %lldx%lld/%lld N%lld C%lld K%lld %lldx%lld%s%s%s", (long long)pc[i].k,
+                     (long long)pc[i].k, (long long)pc[i].k, (long long)pc[i].N, (long long)pc[i].C, (long long)pc[i].M,
+                     (long long)pc[i].H, (long long)pc[i].W, pc[i].bias ? " bias" : "", pc[i].res ? " +res" : "",
+                     pc[i].act ? " relu" : "");
+            run_conv_case(nm, (conv_case){.nsp = 2, .N = pc[i].N, .C = pc[i].C, .M = pc[i].M, .group = 1,
+                                          .in = {pc[i].H, pc[i].W}, .k = {pc[i].k, pc[i].k}, .s = {pc[i].k, pc[i].k},
+                                          .d = {1, 1}, .bias = pc[i].bias, .residual = pc[i].res, .act = pc[i].act},
+                          ERT_PLACEMENT_AUTO);
+        }
+        if (!timed && g_prec != ERT_DTYPE_F32 && gpu_dev == ERT_DEVICE_CUDA)
+            CHECK(n_patch_nchw - n0 >= 4, "%s: %d channels-first patchify convs bound as gather + GEMM under "
+                  "ERT_CREATE_FAST, want 4", ert_dtype_name(g_prec), n_patch_nchw - n0);
+        printf("  %d channels-first patchify convs bound as gather + GEMM (%s, %s)\n", n_patch_nchw - n0,
+               ert_dtype_name(g_prec), timed ? "timed" : "fast create");
+    }
+    g_flags = flags0;
+    g_mode = mode0;
+}
+
 /* ------------------------------------------------------------------ gemm / matmul */
 
 typedef struct mm_case {
@@ -813,17 +852,36 @@ static void test_norm(void) {
             check_model(name, m, ref_softmax, &c, -4, 4, 1e-5, ERT_PLACEMENT_AUTO);
             ert_model_free(m);
         }
-    { /* LayerNorm over the last axis */
-        misc_case c = {.d = {2, 3, 5, 300}, .eps = 1e-5f};
-        int64_t sd[1] = {300};
-        c.w[0] = rnd(300, 0.5f, 1.5f);
-        c.w[1] = rnd(300, -1, 1);
+    /* Softmax over rows of random lengths on both sides of the warp kernel's 1024 */
+    for (int k = 0; k < 3; k++) {
+        int64_t n = k == 0 ? ert_test_int(&rng, 1, 128) : k == 1 ? ert_test_int(&rng, 129, 1024) : ert_test_int(&rng, 1025, 1500);
+        misc_case c = {.d = {1, ert_test_int(&rng, 1, 9), ert_test_int(&rng, 1, 33), n}, .is_max = k == 2, .axis = 3};
+        bstart();
+        int32_t ins[1] = {binput("x", 4, c.d)};
+        ert_attr at[] = {ERT_ATTR_I("axis", 3)};
+        ert_model *m = bfinish(bnode(k == 2 ? "LogSoftmax" : "Softmax", ins, 1, at, 1));
+        char name[48];
+        snprintf(name, sizeof name, "%s rows of %lld", k == 2 ? "LogSoftmax" : "Softmax", (long long)n);
+        check_model(name, m, ref_softmax, &c, -4, 4, 1e-5, ERT_PLACEMENT_AUTO);
+        ert_model_free(m);
+    }
+    /* LayerNorm over the last axis: rows of 300, then random lengths in each
+     * warp-kernel size class (<= 128, 256, 512, 1024) and past it, many rows */
+    for (int k = 0; k < 6; k++) {
+        static const int lo[6] = {300, 1, 129, 257, 513, 1025}, hi[6] = {300, 128, 256, 512, 1024, 1600};
+        int64_t inner = ert_test_int(&rng, lo[k], hi[k]);
+        misc_case c = {.d = {2, k ? ert_test_int(&rng, 1, 40) : 3, k ? ert_test_int(&rng, 1, 21) : 5, inner}, .eps = 1e-5f};
+        int64_t sd[1] = {inner};
+        c.w[0] = rnd(inner, 0.5f, 1.5f);
+        c.w[1] = rnd(inner, -1, 1);
         bstart();
         int32_t ins[3] = {binput("x", 4, c.d), bweight(1, sd, c.w[0]), bweight(1, sd, c.w[1])};
         ert_attr at[] = {ERT_ATTR_I("axis", -1), ERT_ATTR_F("epsilon", c.eps)};
         int32_t y = bnode("LayerNormalization", ins, 3, at, 2);
         ert_model *m = bfinish(y);
-        check_model("LayerNormalization", m, ref_layernorm, &c, -3, 3, 1e-4, ERT_PLACEMENT_AUTO);
+        char name[48];
+        snprintf(name, sizeof name, "LayerNormalization rows of %lld", (long long)inner);
+        check_model(name, m, ref_layernorm, &c, -3, 3, 1e-4, ERT_PLACEMENT_AUTO);
         ert_model_free(m);
         free(c.w[0]);
         free(c.w[1]);
@@ -926,6 +984,36 @@ static void test_tensor_cpu_ref(void) {
 }
 
 static void test_tensor(void) {
+    /* Transposes the copy kernel runs as batched 2-D transposes: NCHW <-> NHWC
+     * with 3 channels, a random small count (<= 8) and a random larger one, at
+     * batch 1 and 2, odd planes; a 2-D transpose; a 3-D one moving the last
+     * axis first. CPU session as the oracle. */
+    for (int k = 0; k < 12; k++) {
+        static const int64_t to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2};
+        int64_t C = k % 3 == 0 ? 3 : k % 3 == 1 ? ert_test_int(&rng, 1, 8) : ert_test_int(&rng, 9, 70);
+        int64_t H = ert_test_int(&rng, 1, 41), W = ert_test_int(&rng, 1, 37), N = 1 + (k / 3) % 2;
+        bool back = k >= 6;
+        int64_t d[4] = {N, back ? H : C, back ? W : H, back ? C : W};
+        bstart();
+        int32_t ins[1] = {binput("x", 4, d)};
+        ert_attr at[] = {ERT_ATTR_IS("perm", back ? to_nchw : to_nhwc, 4)};
+        ert_model *m = bfinish(bnode("Transpose", ins, 1, at, 1));
+        char name[64];
+        snprintf(name, sizeof name, "Transpose %s %lldx%lldx%lldx%lld", back ? "NHWC->NCHW" : "NCHW->NHWC",
+                 (long long)d[0], (long long)d[1], (long long)d[2], (long long)d[3]);
+        check_model(name, m, NULL, NULL, -1, 1, 1e-6, ERT_PLACEMENT_AUTO);
+        ert_model_free(m);
+    }
+    for (int k = 0; k < 2; k++) {
+        int64_t d[3] = {ert_test_int(&rng, 1, 3), ert_test_int(&rng, 2, 90), ert_test_int(&rng, 2, 130)};
+        static const int64_t p2[2] = {1, 0}, p3[3] = {2, 0, 1};
+        bstart();
+        int32_t ins[1] = {binput("x", k ? 3 : 2, k ? d : d + 1)};
+        ert_attr at[] = {ERT_ATTR_IS("perm", k ? p3 : p2, k ? 3 : 2)};
+        ert_model *m = bfinish(bnode("Transpose", ins, 1, at, 1));
+        check_model(k ? "Transpose 3-D (2, 0, 1)" : "Transpose 2-D", m, NULL, NULL, -1, 1, 1e-6, ERT_PLACEMENT_AUTO);
+        ert_model_free(m);
+    }
     {
         int64_t d[4] = {2, 3, 4, 5}, perm[4] = {2, 0, 3, 1};
         bstart();
@@ -1089,11 +1177,16 @@ static void test_new_ops(void) {
                     ERT_PLACEMENT_AUTO);
         ert_model_free(m);
     }
-    /* ConvTranspose: 2-D stride 2 pad 1 output_padding 1 + bias; grouped with dilation; 1-D */
-    struct { int nsp; int64_t xd[4], wd[4], k[2], s[2], d[2], pads[4], opad[2], group; bool bias; } ct[] = {
-        {2, {2, 6, 5, 7}, {6, 4, 3, 3}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true},
-        {2, {1, 4, 6, 5}, {4, 3, 3, 2}, {3, 2}, {2, 1}, {2, 1}, {0, 1, 2, 0}, {1, 0}, 2, false},
-        {1, {2, 3, 9, 0}, {3, 5, 4, 0}, {4, 0}, {3, 0}, {1, 0}, {1, 2, 0, 0}, {2, 0}, 1, true},
+    /* ConvTranspose: 2-D stride 2 pad 1 output_padding 1 + bias; grouped with dilation; 1-D; kernel ==
+     * stride (f16/bf16: the GEMM + scatter path), with and without bias, square and not, then + Relu */
+    int64_t ck = ert_test_int(&rng, 1, 19), cm = ert_test_int(&rng, 1, 23);
+    struct { int nsp; int64_t xd[4], wd[4], k[2], s[2], d[2], pads[4], opad[2], group; bool bias, relu; } ct[] = {
+        {2, {2, 6, 5, 7}, {6, 4, 3, 3}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, false},
+        {2, {1, 4, 6, 5}, {4, 3, 3, 2}, {3, 2}, {2, 1}, {2, 1}, {0, 1, 2, 0}, {1, 0}, 2, false, false},
+        {1, {2, 3, 9, 0}, {3, 5, 4, 0}, {4, 0}, {3, 0}, {1, 0}, {1, 2, 0, 0}, {2, 0}, 1, true, false},
+        {2, {2, ck, 5, 9}, {ck, cm, 2, 2}, {2, 2}, {2, 2}, {1, 1}, {0, 0, 0, 0}, {0, 0}, 1, true, false},
+        {2, {1, cm, 6, 4}, {cm, ck, 3, 2}, {3, 2}, {3, 2}, {1, 1}, {0, 0, 0, 0}, {0, 0}, 1, false, false},
+        {2, {3, ck, 7, 3}, {ck, cm, 2, 2}, {2, 2}, {2, 2}, {1, 1}, {0, 0, 0, 0}, {0, 0}, 1, true, true},
     };
     for (size_t k = 0; k < sizeof ct / sizeof ct[0]; k++) {
         int nsp = ct[k].nsp, nd = 2 + nsp;
@@ -1109,7 +1202,8 @@ static void test_new_ops(void) {
         ert_attr at[] = {ERT_ATTR_IS("kernel_shape", ct[k].k, nsp), ERT_ATTR_IS("strides", ct[k].s, nsp),
                          ERT_ATTR_IS("dilations", ct[k].d, nsp), ERT_ATTR_IS("pads", pads, 2 * nsp),
                          ERT_ATTR_IS("output_padding", ct[k].opad, nsp), ERT_ATTR_I("group", ct[k].group)};
-        ert_model *m = bfinish(bnode("ConvTranspose", ins, ct[k].bias ? 3 : 2, at, 6));
+        int32_t yct = bnode("ConvTranspose", ins, ct[k].bias ? 3 : 2, at, 6);
+        ert_model *m = bfinish(ct[k].relu ? bnode("Relu", &yct, 1, NULL, 0) : yct);
         char name[40];
         snprintf(name, sizeof name, "ConvTranspose %zu", k);
         check_model(name, m, NULL, NULL, -1, 1, 1e-5, ERT_PLACEMENT_AUTO);
@@ -1809,6 +1903,7 @@ static void run_battery(bool gpu) {
     test_new_ops();
     test_cnn();
     test_islands();
+    test_patch_nchw();
     test_nan();
     /* channels-last regions, forced (the default measures and may keep NCHW),
      * with 1x1 convs as cuBLASLt GEMMs (ERT_SESSION_GEMM_1X1, off by default) */
