@@ -45,6 +45,15 @@ static bool cached_algo_ok(cuda_ctx *c, const conv_state *s, const algo_entry *e
     return ds == CUDNN_STATUS_SUCCESS && need <= e->ws;
 }
 
+/* FFT and Winograd convs transform the input tile with +-1 coefficients, so
+ * an inf input gives inf - inf = NaN where the CPU (and every
+ * sum-of-products algorithm) gives +-inf (H200, f32: a 3x3/2 conv + Clip
+ * gave NaN for all 1536 outputs on +inf inputs, CPU 0.5). Never taken. */
+static bool transform_algo(cudnnConvolutionFwdAlgo_t a) {
+    return a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
+           a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD || a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+
 /* The fastest algorithm cudnnFind measures for this shape whose workspace
  * fits CONV_WS_MAX (f32: FMA math only), cached in c->algos (and the plan
  * cache). ERT_CREATE_FAST: cuDNN's heuristic order instead, nothing timed. */
@@ -102,6 +111,7 @@ static ert_status find_algo(cuda_ctx *c, const conv_state *s, const int *key, bo
             bool tc = perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
                       perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
             if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > CONV_WS_MAX || (f32 && tc) ||
+                transform_algo(perf[i].algo) ||
                 (pass == 0 && perf[i].algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM))
                 continue;
             if (best < 0) best = perf[i].time;
@@ -116,7 +126,7 @@ static ert_status find_algo(cuda_ctx *c, const conv_state *s, const int *key, bo
     for (int i = 0; i < got && e->ok && e->n_alt < 8; i++) {
         bool tc = perf[i].mathType == CUDNN_TENSOR_OP_MATH || perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
         if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > CONV_WS_MAX || (f32 && tc) ||
-            (int)perf[i].algo == e->algo)
+            transform_algo(perf[i].algo) || (int)perf[i].algo == e->algo)
             continue;
         bool dup = false;
         for (int k = 0; k < e->n_alt; k++) dup |= e->alt[k] == (int)perf[i].algo;
