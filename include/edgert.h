@@ -444,6 +444,10 @@ typedef struct ert_session_options {
                                BF16 = a CUDA session converts f32 weights to it at create and keeps
                                every f32 activation in it (half the activation bytes), accumulating
                                in f32; graph inputs and outputs stay f32 (converted inside the run).
+                               Kept in f32 even so: the ops a mixed-precision model file computes in
+                               f32 (most of its weights f16/bf16: its Casts are honoured), and with F16
+                               any node reading a constant beyond f16's range (|v| > 65504; Clip, Min,
+                               Max, Where exempt), with conversions inserted around it.
                                The CPU backend ignores it (computes in f32). Other values: ERT_E_ARG. */
     const struct ert_input_value *input_values; /* optional: graph inputs whose values are fixed at create */
     int n_input_values;
