@@ -2,7 +2,7 @@
  * into the preceding Conv, spatial ReduceMean/Max -> global pools, the
  * exporters' Erf spelling of GELU -> Gelu, MatMul + bias Add -> MatMul with
  * a bias, scalar Muls, a last-axes Transpose and a residual Add into the
- * MatMul, attention blocks -> ert.Attention (passes/attention.c),
+ * MatMul, a per-column layer scale folded into the MatMul's constants, attention blocks -> ert.Attention (passes/attention.c),
  * Mul(x, Sigmoid(x)) -> SiLU, Conv + Add (residual)
  * and Conv/Gemm + activation fused into the producer's epilogue, the
  * squeeze-excitation Mul(x, s) folded into the Conv that reads it where the
@@ -308,6 +308,108 @@ static void fuse_matmul_operands(ert_graph *g, int32_t *producer) {
     }
 }
 
+/* A copy of f32 constant t as a new constant (the original may have other
+ * readers); its id, or -1 when out of memory. */
+static int32_t const_copy(ert_graph *g, int32_t t) {
+    size_t nb = g->t[t].nbytes;
+    float *d = malloc(nb ? nb : 1);
+    if (!d) return -1;
+    memcpy(d, g->t[t].cdata, nb);
+    int64_t dims[ERT_MAX_DIMS];
+    memcpy(dims, g->t[t].dims, sizeof dims);
+    int32_t id = -1;
+    return ert_graph_new_const(g, g->t[t].name, ERT_DTYPE_F32, g->t[t].ndim, dims, d, &id) == ERT_OK ? id : -1;
+}
+
+/* Layer scale (ConvNeXt, CaiT...): MatMul(x, B) [+ bias] -> [Transpose] ->
+ * Mul(gamma), gamma a constant with one value per output column of the
+ * MatMul (on the axis the Transpose moved that column axis to), or Conv ->
+ * Mul(gamma) with one value per output channel -> the MatMul or Conv alone
+ * with its weights and bias scaled: y = (x B + b) g = x (B g) + b g.
+ * torchvision's ConvNeXt block ends MatMul -> Transpose(0,3,1,2) ->
+ * Mul(gamma (C,1,1)) -> Add, timm's conv_mlp one 1x1 Conv -> Mul(gamma
+ * (1,C,1,1)): 18 element-wise launches in ConvNeXt-T (0.13 ms of the H100
+ * per-node profile, f16). Weights and bias must be constants (they are
+ * copied, never rewritten in place: another node may read them); not with a
+ * fused residual, activation or input scale (the scale would reach them). */
+static ert_status fold_layer_scale(ert_graph *g, int32_t **producer_p) {
+    int32_t *producer = *producer_p;
+    for (int i = 0; i < g->nn; i++) {
+        ert_gnode *mul = &g->n[i];
+        if (mul->dead || mul->op != ERT_OP_MUL || mul->n_in != 2) continue;
+        for (int j = 0; j < 2; j++) {
+            int32_t x = mul->in[j], gm = mul->in[1 - j];
+            if (!ert_graph_is_const(g, gm) || g->t[gm].dtype != ERT_DTYPE_F32 || !g->t[gm].cdata ||
+                g->t[x].n_uses != 1 || !same_shape(&g->t[x], &g->t[mul->out[0]]))
+                continue;
+            ert_gnode *w = writer_of(g, producer, x), *tr = NULL, *mm = w;
+            if (w && w->op == ERT_OP_TRANSPOSE && g->t[w->in[0]].n_uses == 1) {
+                tr = w;
+                mm = writer_of(g, producer, w->in[0]);
+            }
+            if (!mm || (mm->op != ERT_OP_MATMUL && mm->op != ERT_OP_CONV) || mm->n_in < 2) continue;
+            bool conv = mm->op == ERT_OP_CONV;
+            const ert_conv_params *cp = &mm->params.conv;
+            if (conv ? tr || cp->has_residual || cp->act.kind != ERT_ACT_NONE || cp->has_in_scale || cp->has_scale
+                     : mm->params.gemm.act.kind != ERT_ACT_NONE || mm->n_in > 3 ||
+                           (mm->n_in == 3 && mm->in[2] >= 0 && !mm->params.gemm.has_c))
+                continue;
+            const ert_gtensor *y = &g->t[mm->out[0]], *B = &g->t[mm->in[1]];
+            int32_t bias = conv ? (cp->has_bias && mm->n_in > 2 ? mm->in[2] : -1)
+                                : (mm->params.gemm.has_c && mm->n_in > 2 ? mm->in[2] : -1);
+            if (!ert_graph_is_const(g, mm->in[1]) || B->ndim != (conv ? y->ndim : 2) || B->dtype != ERT_DTYPE_F32 ||
+                !B->cdata || y->ndim < 2 ||
+                (bias >= 0 && (!ert_graph_is_const(g, bias) || g->t[bias].dtype != ERT_DTYPE_F32)))
+                continue;
+            /* the axis of x that holds the output columns (MatMul) or channels (Conv) */
+            int nd = g->t[x].ndim, ax = conv ? 1 : nd - 1, yax = conv ? 1 : y->ndim - 1;
+            if (tr) {
+                ax = -1;
+                for (int d = 0; d < nd; d++)
+                    if (tr->params.transpose.perm[d] == yax) ax = d;
+                if (ax < 0 || g->t[tr->in[0]].ndim != nd) continue;
+            }
+            /* gamma: size N on that axis (right-aligned against x), 1 elsewhere */
+            const ert_gtensor *gt = &g->t[gm];
+            int64_t N = y->dims[yax], ng = 0;
+            bool ok = gt->ndim <= nd && ert_dims_nelems(gt->ndim, gt->dims, &ng) && ng == N && N >= 1 &&
+                      (!conv || B->dims[0] == N);
+            for (int d = 0; ok && d < gt->ndim; d++) {
+                int xd = nd - gt->ndim + d;
+                ok = gt->dims[d] == (xd == ax ? N : 1);
+            }
+            if (!ok) continue;
+            const float *gv = gt->cdata; /* y, B and gt point into g->t, which the copies may move */
+            int32_t nb = const_copy(g, mm->in[1]), nbias = bias >= 0 ? const_copy(g, bias) : -2;
+            /* producer has an entry per tensor: grow it past the new constants */
+            int32_t *grown = nb >= 0 && nbias != -1 ? realloc(producer, (size_t)g->nt * sizeof *producer) : NULL;
+            if (!grown) return ert_graph_oom(g);
+            *producer_p = producer = grown;
+            float *bw = g->t[nb].owned;
+            int64_t ne = 0;
+            ert_dims_nelems(g->t[nb].ndim, g->t[nb].dims, &ne);
+            if (conv) { /* (N, C/group, k...): row n scaled */
+                for (int64_t e = 0; e < ne; e++) bw[e] *= gv[e / (ne / N)];
+            } else {
+                int64_t K = ne / N;
+                for (int64_t k = 0; k < K; k++)
+                    for (int64_t n = 0; n < N; n++) bw[mm->params.gemm.trans_b ? n * K + k : k * N + n] *= gv[n];
+            }
+            mm->in[1] = nb;
+            if (nbias >= 0) {
+                float *bb = g->t[nbias].owned;
+                for (int64_t n = 0; n < N; n++) bb[n] *= gv[n];
+                mm->in[2] = nbias;
+            }
+            (tr ? tr : mm)->out[0] = mul->out[0];
+            mul->dead = true;
+            ert_graph_count_uses(g, producer);
+            break;
+        }
+    }
+    return ERT_OK;
+}
+
 /* s is a per-(image, channel) scale of x: x (N, C, ...), s (N, C, 1, ...) */
 static bool is_channel_scale(const ert_gtensor *sc, const ert_gtensor *x) {
     if (sc->dtype != ERT_DTYPE_F32 || x->dtype != ERT_DTYPE_F32 || sc->ndim != x->ndim || x->ndim < 3) return false;
@@ -376,6 +478,11 @@ ert_status ert_pass_fuse(ert_graph *g) {
     fuse_gelu(g);
     fuse_matmul_bias(g, producer);
     fuse_matmul_operands(g, producer);
+    ert_status st = fold_layer_scale(g, &producer);
+    if (st != ERT_OK) {
+        free(producer);
+        return st;
+    }
     ert_pass_fuse_attention(g, producer);
     transpose_as_reshape(g);
     ert_graph_count_uses(g, producer);

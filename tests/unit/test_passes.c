@@ -17,7 +17,8 @@
  *    live tensors overlap; at batch 2 they stay copies.
  * 5. A Transpose that moves only dims of size 1 (torchvision's attention at
  *    batch 1) becomes a Reshape whose output is its input's bytes; one that
- *    moves a longer dim stays a Transpose. */
+ *    moves a longer dim stays a Transpose.
+ * 6. A layer scale after a MatMul or a Conv (ConvNeXt) folds into its weights. */
 #include "session_internal.h" /* white-box: which nodes the passes left */
 #include "testutil.h"
 
@@ -494,6 +495,155 @@ static void test_unit_transpose(int u) {
     ert_model_free(m);
 }
 
+/* Sessions of m with and without the passes, inputs x (nx floats) and the
+ * residual right after it (ny): output vs ref, and mul_left Muls live in the
+ * fused one. */
+static void check_scale_fold(ert_model *m, const float *xv, int64_t nx, int64_t ny, const double *ref, int mul_left,
+                             const char *name) {
+    float *yv = malloc((size_t)ny * sizeof *yv);
+    for (int pass = 0; pass < 2; pass++) {
+        ert_session_options so = {.flags = pass ? ERT_SESSION_NO_FUSE : 0};
+        ert_session *s = NULL;
+        CHECK_OK(ert_session_create(m, &so, &s), ctx);
+        if (!s) continue;
+        CHECK_OK(ert_session_set_input(s, 0, xv, (size_t)nx * sizeof *xv), ctx);
+        CHECK_OK(ert_session_set_input(s, 1, xv + nx, (size_t)ny * sizeof *xv), ctx);
+        ert_test_poison(yv, ny);
+        CHECK_OK(ert_session_run(s), ctx);
+        CHECK_OK(ert_session_get_output(s, 0, yv, (size_t)ny * sizeof *yv), ctx);
+        if (!pass) CHECK(n_live(s, ERT_OP_MUL) == mul_left, "%s: %d Mul left", name, n_live(s, ERT_OP_MUL));
+        char what[80];
+        snprintf(what, sizeof what, "%s%s", name, pass ? " unfused" : "");
+        CHECK(ert_test_close(what, yv, ref, ny, 1e-5, 1e-4), "%s", what);
+        ert_session_free(s);
+    }
+    free(yv);
+}
+
+/* 6. Layer scale (ConvNeXt's block end): x (N, H, W, C) -> MatMul W (C, K)
+ * + bias -> [Transpose(0, 3, 1, 2)] -> Mul(gamma) -> Add(residual r). form 0:
+ * the Transpose and gamma (K, 1, 1) (torchvision); form 1: no Transpose, gamma
+ * (K) on the last axis (timm's channels-last blocks); form 2: gamma with a
+ * second non-1 axis (not a per-column scale: must stay a Mul); form 3: the
+ * MatMul's weight is also read by another MatMul (the fold must copy it).
+ * Fused: no Mul left (form 2: one), the numbers against float64 either way,
+ * and the weight is never rewritten in place (an unfused session created
+ * after the fused one still agrees). */
+static void test_layer_scale(int form) {
+    int64_t N = ert_test_int(&rng, 1, 2), H = ert_test_int(&rng, form == 2 ? 2 : 1, 6), W = ert_test_int(&rng, 1, 7);
+    int64_t C = ert_test_int(&rng, 1, 9), K = ert_test_int(&rng, 1, 11); /* form 2: H > 1, or gamma is per column */
+    bool tr = form != 1;
+    ert_builder *b = NULL;
+    CHECK_OK(ert_builder_create(ctx, &b), ctx);
+    int64_t xd[4] = {N, H, W, C}, wd[2] = {C, K}, bd[1] = {K}, rd[4] = {N, K, H, W}, gd[3] = {K, 1, 1};
+    if (!tr) rd[1] = H, rd[2] = W, rd[3] = K;
+    if (form == 2) gd[1] = H;
+    float *wv = malloc((size_t)(C * K) * sizeof *wv), *bv = malloc((size_t)K * sizeof *bv);
+    float *gv = malloc((size_t)(K * H) * sizeof *gv);
+    int32_t x, r, y;
+    CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 4, xd, &x), ctx);
+    CHECK_OK(ert_builder_input(b, "r", ERT_DTYPE_F32, 4, rd, &r), ctx);
+    int32_t wi = weight(b, 2, wd, -0.5f, 0.5f, wv);
+    y = node2(b, "MatMul", x, wi);
+    y = node2(b, "Add", y, weight(b, 1, bd, -0.5f, 0.5f, bv));
+    if (tr) {
+        int64_t perm[4] = {0, 3, 1, 2};
+        ert_attr at = ERT_ATTR_IS("perm", perm, 4);
+        CHECK_OK(ert_builder_node(b, "Transpose", "tr", &y, 1, &at, 1, &y, 1), ctx);
+    }
+    int32_t gi = weight(b, tr ? 3 : 1, tr ? gd : bd, 0.5f, 2.0f, gv);
+    y = node2(b, "Mul", gi, y);
+    y = node2(b, "Add", y, r);
+    if (form == 3) { /* the same weight in a second MatMul, summed in */
+        int32_t y2 = node2(b, "MatMul", x, wi);
+        int64_t perm[4] = {0, 3, 1, 2};
+        ert_attr at = ERT_ATTR_IS("perm", perm, 4);
+        CHECK_OK(ert_builder_node(b, "Transpose", "tr2", &y2, 1, &at, 1, &y2, 1), ctx);
+        y = node2(b, "Add", y, y2);
+    }
+    ert_model *m = ert_test_model(b, y);
+    if (!m) goto out;
+    int64_t nx = N * H * W * C, ny = N * H * W * K;
+    float *xv = malloc((size_t)(nx + ny) * sizeof *xv), *rv = xv + nx;
+    double *ref = malloc((size_t)ny * sizeof *ref);
+    ert_test_fill(&rng, xv, nx + ny, -2, 2);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t w = 0; w < W; w++)
+                for (int64_t k = 0; k < K; k++) {
+                    double v = bv[k], v2 = 0;
+                    for (int64_t c = 0; c < C; c++) {
+                        v += (double)xv[((n * H + h) * W + w) * C + c] * wv[c * K + k];
+                        v2 += (double)xv[((n * H + h) * W + w) * C + c] * wv[c * K + k];
+                    }
+                    int64_t o = tr ? ((n * K + k) * H + h) * W + w : ((n * H + h) * W + w) * K + k;
+                    double gam = form == 2 ? gv[k * H + h] : gv[k];
+                    ref[o] = v * gam + rv[o] + (form == 3 ? v2 : 0);
+                }
+    char what[48];
+    snprintf(what, sizeof what, "layer scale form %d", form);
+    check_scale_fold(m, xv, nx, ny, ref, form == 2 ? 1 : 0, what);
+    free(xv), free(ref);
+    ert_model_free(m);
+out:
+    free(wv), free(bv), free(gv);
+}
+
+/* 6b. The same after a Conv (timm's conv_mlp ConvNeXt: 1x1 Conv -> Mul(gamma
+ * (1, K, 1, 1))): a 1x1 conv with bias, and a grouped 3x3 one without
+ * (gamma (K, 1, 1)), then + residual; against float64, Mul gone when fused. */
+static void test_conv_scale(int form) {
+    int64_t N = ert_test_int(&rng, 1, 2), H = ert_test_int(&rng, 1, 7), W = ert_test_int(&rng, 1, 6);
+    int64_t G = form ? ert_test_int(&rng, 1, 3) : 1, C = G * ert_test_int(&rng, 1, 4), K = G * ert_test_int(&rng, 1, 5);
+    int64_t kk = form ? 3 : 1, Cg = C / G, Kg = K / G;
+    ert_builder *b = NULL;
+    CHECK_OK(ert_builder_create(ctx, &b), ctx);
+    int64_t xd[4] = {N, C, H, W}, yd[4] = {N, K, H, W}, wd[4] = {K, Cg, kk, kk}, bd[1] = {K};
+    int64_t gd4[4] = {1, K, 1, 1}, gd3[3] = {K, 1, 1};
+    float *wv = malloc((size_t)(K * Cg * kk * kk) * sizeof *wv), *bv = malloc((size_t)K * sizeof *bv);
+    float *gv = malloc((size_t)K * sizeof *gv);
+    int32_t x, r, y;
+    CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 4, xd, &x), ctx);
+    CHECK_OK(ert_builder_input(b, "r", ERT_DTYPE_F32, 4, yd, &r), ctx);
+    int64_t pads[4] = {kk / 2, kk / 2, kk / 2, kk / 2};
+    ert_attr at[2] = {ERT_ATTR_IS("pads", pads, 4), ERT_ATTR_I("group", G)};
+    int32_t ins[3] = {x, weight(b, 4, wd, -0.5f, 0.5f, wv), form ? -1 : weight(b, 1, bd, -0.5f, 0.5f, bv)};
+    if (form) memset(bv, 0, (size_t)K * sizeof *bv);
+    CHECK_OK(ert_builder_node(b, "Conv", "conv", ins, form ? 2 : 3, at, 2, &y, 1), ctx);
+    y = node2(b, "Mul", y, weight(b, form ? 3 : 4, form ? gd3 : gd4, 0.5f, 2.0f, gv));
+    y = node2(b, "Add", r, y);
+    ert_model *m = ert_test_model(b, y);
+    if (!m) goto out;
+    int64_t nx = N * C * H * W, ny = N * K * H * W;
+    float *xv = malloc((size_t)(nx + ny) * sizeof *xv), *rv = xv + nx;
+    double *ref = malloc((size_t)ny * sizeof *ref);
+    ert_test_fill(&rng, xv, nx + ny, -2, 2);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t w = 0; w < W; w++) {
+                    double v = bv[k];
+                    int64_t g0 = k / Kg;
+                    for (int64_t c = 0; c < Cg; c++)
+                        for (int64_t i = 0; i < kk; i++)
+                            for (int64_t j = 0; j < kk; j++) {
+                                int64_t hh = h + i - kk / 2, ww = w + j - kk / 2;
+                                if (hh < 0 || hh >= H || ww < 0 || ww >= W) continue;
+                                v += (double)xv[((n * C + g0 * Cg + c) * H + hh) * W + ww] *
+                                     wv[((k * Cg + c) * kk + i) * kk + j];
+                            }
+                    int64_t o = ((n * K + k) * H + h) * W + w;
+                    ref[o] = v * gv[k] + rv[o];
+                }
+    char what[48];
+    snprintf(what, sizeof what, "conv layer scale form %d", form);
+    check_scale_fold(m, xv, nx, ny, ref, 0, what);
+    free(xv), free(ref);
+    ert_model_free(m);
+out:
+    free(wv), free(bv), free(gv);
+}
+
 int main(void) {
     ert_context_options co = {0};
     if (ert_context_create(&co, &ctx) != ERT_OK) return 1;
@@ -522,6 +672,8 @@ int main(void) {
     test_views(2);
     test_unit_transpose(1);
     test_unit_transpose(3);
+    for (int form = 0; form < 4; form++) test_layer_scale(form);
+    for (int form = 0; form < 2; form++) test_conv_scale(form);
     ert_context_free(ctx);
     return ert_test_finish("passes");
 }
