@@ -1018,11 +1018,14 @@ ert_status ert_model_save_onnx(const ert_model *model, const char *path);
  * is quantized with one scale, gets the same range, and B's per-channel
  * weight scales absorb s_c); otherwise s_c = sqrt(r_c / w_c), w_c the
  * largest |weight| B applies to channel c. It costs one pass over the set.
- * On by default: it fixes the MobileNet-style failure of a per-tensor scale
- * over channels whose ranges differ by orders of magnitude, never changes
- * the float function, and its measured effect on the models edgert is
- * tested on is neutral to positive (bench/RESULTS.md). HardSwish and SiLU
- * are not positively homogeneous: their pairs are left alone.
+ * On by default: it addresses the MobileNet-style failure of a per-tensor
+ * scale over channels whose ranges differ by orders of magnitude (a test
+ * model: int8 error 0.18 -> 0.03), never changes the float function, and
+ * costs one pass; measured (bench/RESULTS.md): PaddleOCR's detector 0 to +2
+ * boxes (its map error from 8% worse to 13% better, by method), its
+ * classifier the same top-1 agreement, Fashion-MNIST's CNN has no pair.
+ * HardSwish and SiLU are not positively homogeneous: their pairs are left
+ * alone.
  *
  * Bias correction (bias_correct, options version 3; off by default): after
  * the model is built, each quantized Conv/Gemm with a bias (a Conv without
