@@ -6,6 +6,15 @@
 #define ERT_QUANT_INTERNAL_H
 #include "runtime_internal.h"
 
+/* aarch64 gcc 12 -O3 stops with an internal compiler error
+ * (vect_transform_reduction) vectorising some max/sum reduction loops of
+ * the quantizer: create-time code, which does not need the vectoriser. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define ERT_NO_VECTORIZE __attribute__((optimize("no-tree-vectorize")))
+#else
+#define ERT_NO_VECTORIZE
+#endif
+
 #define ERT_CALIB_BINS 2048   /* histogram of |x| over [0, amax_seen] */
 #define ERT_CALIB_LEVELS 128  /* int8 levels on one side of zero (TensorRT's entropy target) */
 

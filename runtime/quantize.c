@@ -504,7 +504,7 @@ typedef struct chan_acc {
     double *count;            /* sum: per tensor, values per channel so far */
 } chan_acc;
 
-static void chan_visit(void *arg, int k, const float *x, const int64_t *dims, int ndim) {
+ERT_NO_VECTORIZE static void chan_visit(void *arg, int k, const float *x, const int64_t *dims, int ndim) {
     chan_acc *a = arg;
     const int64_t c = ndim >= 2 ? dims[1] : 1;
     int64_t per = 1;

@@ -92,14 +92,6 @@ ert_status ert_qdq_cle_pairs(const ert_model *m, ert_cle_pair **pairs, int *n_pa
     return ERT_OK;
 }
 
-/* aarch64 gcc 12 vectorises max-reductions like these into an internal
- * compiler error (see qdq_insert.c); create-time code, no vectoriser. */
-#if defined(__GNUC__) && !defined(__clang__)
-#define ERT_NO_VECTORIZE __attribute__((optimize("no-tree-vectorize")))
-#else
-#define ERT_NO_VECTORIZE
-#endif
-
 ERT_NO_VECTORIZE int ert_qdq_equalize(ert_model *m, const ert_cle_pair *pairs, int n_pairs, const double *const *r) {
     int done = 0;
     for (int p = 0; p < n_pairs; p++) {

@@ -381,14 +381,7 @@ static float *weight_f32(const ert_tensor *t, int64_t n) {
 
 static float scale_of(double amax, int levels) { return amax > 0 ? (float)(amax / levels) : 1.0f; }
 
-/* aarch64 gcc 12 -O3 stops with an internal compiler error
- * (vect_transform_reduction) vectorising quantize_weight's loops: this
- * create-time code does not need the vectoriser. */
-#if defined(__GNUC__) && !defined(__clang__)
-#define ERT_NO_VECTORIZE __attribute__((optimize("no-tree-vectorize")))
-#else
-#define ERT_NO_VECTORIZE
-#endif
+/* quantize_weight's loops: ERT_NO_VECTORIZE (aarch64 gcc 12 ICE, quant_internal.h) */
 
 /* DQ(int8 w, per-channel scales along axis or one scale) replacing weight
  * t; the scales are returned in *scales (n_ch entries, malloc'd). */

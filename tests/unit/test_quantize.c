@@ -665,8 +665,8 @@ static ert_model *eq_model(void) {
     return finish_out(b, conv_g(b, "c", y, EQ_C, 4, 1, 1, NULL), "y");
 }
 
-/* max |t| per channel of (1, C, H, W) tensor t of m over n samples */
-static void chan_max(const ert_model *m, int32_t t, const float *x, int n, double *r) {
+/* max |t| per channel of (1, C, H, W) tensor t of m over n samples (ERT_NO_VECTORIZE: aarch64 gcc 12 ICE) */
+ERT_NO_VECTORIZE static void chan_max(const ert_model *m, int32_t t, const float *x, int n, double *r) {
     ert_model *c = NULL;
     CHECK_OK(ert_qdq_with_outputs(m, &t, 1, &c), ctx);
     if (!c) return;
@@ -689,7 +689,7 @@ static void chan_max(const ert_model *m, int32_t t, const float *x, int n, doubl
     ert_model_free(c);
 }
 
-static double rel_l2(const float *a, const float *b, int64_t n) {
+ERT_NO_VECTORIZE static double rel_l2(const float *a, const float *b, int64_t n) {
     double num = 0, den = 0;
     for (int64_t i = 0; i < n; i++) {
         num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
@@ -699,7 +699,7 @@ static double rel_l2(const float *a, const float *b, int64_t n) {
 }
 
 /* 8. */
-static void equalisation(void) {
+ERT_NO_VECTORIZE static void equalisation(void) {
     ert_model *m = eq_model(), *e = NULL;
     if (!m) return;
     enum { N = 24 };
@@ -760,10 +760,7 @@ static void equalisation(void) {
 }
 
 /* 9. x (1, 4, 6, 6) = 5 + noise -> conv 3x3 (5) -> y: rounding its weights shifts every output channel's mean */
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("no-tree-vectorize"))) /* aarch64 gcc 12: see gemm_arith */
-#endif
-static void bias_correction(void) {
+ERT_NO_VECTORIZE static void bias_correction(void) { /* aarch64 gcc 12: see gemm_arith */
     enum { N = 16, C = 4, K = 5, HW = 6, PERX = C * HW * HW };
     ert_builder *b;
     CHECK_OK(ert_builder_create(ctx, &b), ctx);
@@ -819,7 +816,7 @@ static void bias_correction(void) {
 }
 
 /* Squared error of quantizing x to [lo, hi] as QuantizeLinear/DequantizeLinear would. */
-static double data_sse(const float *x, int n, double lo, double hi, bool asym) {
+ERT_NO_VECTORIZE static double data_sse(const float *x, int n, double lo, double hi, bool asym) {
     float sc;
     int32_t zp;
     ert_qdq_act_params(lo, hi, asym, &sc, &zp);
@@ -835,7 +832,7 @@ static double data_sse(const float *x, int n, double lo, double hi, bool asym) {
 }
 
 /* 10. */
-static void mse_and_bounds(void) {
+ERT_NO_VECTORIZE static void mse_and_bounds(void) {
     /* a shifted Gaussian and two outliers: with this many values, clipping them pays */
     enum { N = 200000 };
     float *x = malloc(N * sizeof *x);
