@@ -51,6 +51,7 @@ typedef struct qopts {
     long limit, threads;
     double max_drop, percentile;
     int per_tensor, asym, json, verbose, have_max_drop;
+    int equalize, bias_correct;  /* 1 on, -1 off, 0 the library's default */
     cli_image_options img;
 } qopts;
 
@@ -91,13 +92,19 @@ static const char *HELP_QUANTIZE =
     "  --calib-labels FILE class index per calibration sample (IDX u8 or .npy):\n"
     "                      accuracy instead of top-1 agreement in the drop\n"
     "  --limit N           use the first N calibration samples (default all)\n"
-    "  --method M          minmax, percentile or entropy (default minmax)\n"
+    "  --method M          minmax, percentile, entropy or mse (default minmax); mse:\n"
+    "                      the range with the least squared quantization error\n"
     "  --percentile P      for percentile, in (0, 100] (default 99.99)\n"
     "  --per-channel       one weight scale per output channel (default)\n"
     "  --per-tensor        one weight scale per weight tensor\n"
     "  --asymmetric        activations uint8 with a zero point over the clipped\n"
     "                      [min, max] (onnxruntime's default form): twice the\n"
     "                      resolution on tensors that are never negative\n"
+    "  --equalize          cross-layer equalisation of Conv -> [Relu] -> Conv pairs\n"
+    "                      before calibration (default; --no-equalize: off)\n"
+    "  --bias-correct      correct each quantized layer's bias by its mean output\n"
+    "                      error on the set (one pass per layer; default off,\n"
+    "                      --no-bias-correct)\n"
     "  --keep-float PAT    leave layers whose node name matches the glob PAT float\n"
     "                      (comma-separated list; a pattern matching none is an error)\n"
     "  --max-drop X        measure each layer alone, then return the worst layers to\n"
@@ -146,8 +153,8 @@ static int parse(int argc, char **argv, qopts *o) {
             o->calib[o->n_calib++] = v;
         } else if (strcmp(a, "--out") == 0) o->out = v;
         else if (strcmp(a, "--method") == 0) {
-            if (strcmp(v, "minmax") && strcmp(v, "percentile") && strcmp(v, "entropy"))
-                return usage("--method '%s': expected minmax, percentile or entropy", v);
+            if (strcmp(v, "minmax") && strcmp(v, "percentile") && strcmp(v, "entropy") && strcmp(v, "mse"))
+                return usage("--method '%s': expected minmax, percentile, entropy or mse", v);
             o->method = v;
         } else if (strcmp(a, "--keep-float") == 0) o->keep_float = v;
         else if (strcmp(a, "--calib-labels") == 0) o->labels = v;
@@ -185,6 +192,10 @@ static int parse(int argc, char **argv, qopts *o) {
         } else if (strcmp(a, "--per-channel") == 0) o->per_tensor = 0;
         else if (strcmp(a, "--per-tensor") == 0) o->per_tensor = 1;
         else if (strcmp(a, "--asymmetric") == 0) o->asym = 1;
+        else if (strcmp(a, "--equalize") == 0) o->equalize = 1;
+        else if (strcmp(a, "--no-equalize") == 0) o->equalize = -1;
+        else if (strcmp(a, "--bias-correct") == 0) o->bias_correct = 1;
+        else if (strcmp(a, "--no-bias-correct") == 0) o->bias_correct = -1;
         else if (strcmp(a, "--bgr") == 0) o->img.bgr = 1;
         else if (strcmp(a, "--nhwc") == 0) o->img.nhwc = 1;
         else if (strcmp(a, "--json") == 0) o->json = 1;
@@ -623,10 +634,13 @@ int edgert_cmd_quantize(int argc, char **argv) {
         .version = ERT_QUANTIZE_OPTIONS_VERSION,
         .method = strcmp(o.method, "percentile") == 0 ? ERT_CALIB_PERCENTILE
                   : strcmp(o.method, "entropy") == 0  ? ERT_CALIB_ENTROPY
+                  : strcmp(o.method, "mse") == 0      ? ERT_CALIB_MSE
                                                       : ERT_CALIB_MINMAX,
         .percentile = (float)o.percentile,
         .per_tensor = o.per_tensor,
         .asymmetric = o.asym,
+        .equalize = o.equalize,
+        .bias_correct = o.bias_correct,
         .keep_float = o.keep_float,
         /* --max-drop 0 asks for no drop at all: the smallest budget the API takes */
         .max_drop = o.have_max_drop ? (o.max_drop > 0 ? (float)o.max_drop : FLT_MIN) : 0,

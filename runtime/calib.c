@@ -16,7 +16,16 @@
  * the i with the least KL(P || Q); amax = (i + 0.5) * width (as TensorRT).
  * The zero bin is first set to its neighbour's count (pytorch-quantization
  * does the same), so the zeros after a ReLU do not decide the threshold.
- * Limits: one-sided (|x|), since activations are quantized symmetrically.
+ * Entropy and percentile are one-sided (|x|); asymmetric ranges clip the
+ * observed [min, max] to their threshold.
+ *
+ * MSE: a second, signed histogram over [lo, hi] (exact zeros counted apart,
+ * since they quantize without error and a ReLU makes many); the range is the
+ * grid point (clipping points at k/48 of the span on each side, or k/128 of
+ * max |x| when symmetric) whose quantization has the least squared error
+ * over the bin centres, clipped values included. Unlike percentile it needs
+ * no parameter and, unlike entropy, it scores the levels the range really
+ * gets (255 for uint8, 254 for int8 symmetric).
  */
 #include "quant_internal.h"
 
@@ -25,8 +34,8 @@
 
 void ert_calib_init(ert_calib_stat *s) {
     memset(s, 0, sizeof *s);
-    s->min = INFINITY;
-    s->max = -INFINITY;
+    s->min = s->lo = INFINITY;
+    s->max = s->hi = -INFINITY;
 }
 
 int64_t ert_calib_minmax(ert_calib_stat *s, const float *x, int64_t n) {
@@ -37,24 +46,40 @@ int64_t ert_calib_minmax(ert_calib_stat *s, const float *x, int64_t n) {
         if (v < lo) lo = v;
         if (v > hi) hi = v;
     }
-    s->min = lo;
-    s->max = hi;
+    s->min = s->lo = lo;
+    s->max = s->hi = hi;
     s->absmax = fmax(fabs(lo), fabs(hi));
     if (!isfinite(s->absmax)) s->absmax = 0; /* no value seen yet */
     return -1;
 }
 
+void ert_calib_clamp(ert_calib_stat *s, double floor, double ceil) {
+    if (!isfinite(s->min)) return; /* nothing seen */
+    if (s->lo < floor) s->lo = floor < s->hi ? floor : s->hi;
+    if (s->hi > ceil) s->hi = ceil > s->lo ? ceil : s->lo;
+    s->absmax = fmax(fabs(s->lo), fabs(s->hi));
+}
+
 void ert_calib_hist(ert_calib_stat *s, const float *x, int64_t n) {
-    if (!(s->absmax > 0)) { /* every value is 0 */
+    if (!(s->absmax > 0)) { /* every value is 0 (or clamped to 0) */
         s->hist[0] += (uint64_t)n;
+        s->zeros += (uint64_t)n;
         s->n += (uint64_t)n;
         return;
     }
-    double k = ERT_CALIB_BINS / s->absmax;
+    const double k = ERT_CALIB_BINS / s->absmax, span = s->hi - s->lo;
+    const double ks = span > 0 ? ERT_CALIB_BINS / span : 0;
     for (int64_t i = 0; i < n; i++) {
         double b = fabs((double)x[i]) * k;
         int bi = b >= ERT_CALIB_BINS ? ERT_CALIB_BINS - 1 : (int)b;
         s->hist[bi]++;
+        if (x[i] == 0) {
+            s->zeros++;
+            continue;
+        }
+        double c = ((double)x[i] - s->lo) * ks;
+        int ci = c >= ERT_CALIB_BINS ? ERT_CALIB_BINS - 1 : c < 0 ? 0 : (int)c;
+        s->shist[ci]++;
     }
     s->n += (uint64_t)n;
 }
@@ -153,14 +178,95 @@ void ert_calib_range(const ert_calib_stat *s, ert_calib_method method, double pe
                      double *hi) {
     /* uint8 over a never-negative tensor: 256 levels on the one side the
      * histogram of |x| describes; with negatives the two sides share them */
-    const int levels = asym && s->min >= 0 ? 2 * ERT_CALIB_LEVELS : ERT_CALIB_LEVELS;
+    if (method == ERT_CALIB_MSE) {
+        ert_calib_mse(s, asym, lo, hi);
+        return;
+    }
+    const int levels = asym && s->lo >= 0 ? 2 * ERT_CALIB_LEVELS : ERT_CALIB_LEVELS;
     const double thr = calib_amax(s, method, percentile, levels);
     if (!asym) {
         *lo = -thr, *hi = thr;
         return;
     }
-    *lo = s->min < -thr ? -thr : s->min;
-    *hi = s->max > thr ? thr : s->max;
+    *lo = s->lo < -thr ? -thr : s->lo;
+    *hi = s->hi > thr ? thr : s->hi;
     if (*lo > 0) *lo = 0; /* zero stays exact: it is the zero point */
     if (*hi < 0) *hi = 0;
+}
+
+/* Squared error of quantizing the histogram to [a, b]: uint8 with a zero
+ * point (asym, what ert_qdq_act_params writes) or int8 symmetric. Only the
+ * non-empty bins (idx, n_idx) are visited. */
+static double quant_sse(const ert_calib_stat *s, const int *idx, int n_idx, double a, double b, bool asym) {
+    const double width = (s->hi - s->lo) / ERT_CALIB_BINS;
+    double step, zp, qmin, qmax;
+    if (asym) {
+        step = (b - a) / 255;
+        zp = nearbyint(-a / step);
+        zp = zp < 0 ? 0 : zp > 255 ? 255 : zp;
+        qmin = 0, qmax = 255;
+    } else {
+        step = b / 127;
+        zp = 0, qmin = -127, qmax = 127;
+    }
+    double e = 0;
+    for (int k = 0; k < n_idx; k++) {
+        const int i = idx[k];
+        const double c = s->lo + (i + 0.5) * width;
+        double q = nearbyint(c / step) + zp;
+        q = q < qmin ? qmin : q > qmax ? qmax : q;
+        const double d = c - (q - zp) * step;
+        e += (double)s->shist[i] * d * d;
+    }
+    return e; /* exact zeros quantize to the zero point: no error */
+}
+
+void ert_calib_mse(const ert_calib_stat *s, bool asym, double *lo, double *hi) {
+    *lo = *hi = 0;
+    if (!(s->absmax > 0) || !(s->hi > s->lo)) {
+        *lo = s->lo < 0 ? s->lo : 0;
+        *hi = s->hi > 0 ? s->hi : 0;
+        if (!asym) *hi = s->absmax, *lo = -*hi;
+        return;
+    }
+    int idx[ERT_CALIB_BINS], n_idx = 0;
+    for (int i = 0; i < ERT_CALIB_BINS; i++)
+        if (s->shist[i]) idx[n_idx++] = i;
+    double best = INFINITY;
+    if (!asym) {
+        enum { G = 128 };
+        for (int k = 1; k <= G; k++) {
+            const double t = s->absmax * k / G, e = quant_sse(s, idx, n_idx, -t, t, false);
+            if (e < best) best = e, *hi = t; /* strict: the smallest threshold wins ties */
+        }
+        /* then 1/16 steps between the neighbours of the best */
+        const double c = *hi, d = s->absmax / G;
+        for (int k = -15; k <= 15; k++) {
+            const double t = c + d * k / 16;
+            if (!(t > 0) || t > s->absmax) continue;
+            const double e = quant_sse(s, idx, n_idx, -t, t, false);
+            if (e < best) best = e, *hi = t;
+        }
+        *lo = -*hi;
+        return;
+    }
+    enum { G = 48 };
+    const double l0 = s->lo < 0 ? s->lo : 0, h0 = s->hi > 0 ? s->hi : 0;
+    for (int j = l0 < 0 ? 0 : G; j <= G; j++) {      /* a = l0 * j / G */
+        for (int k = h0 > 0 ? 0 : G; k <= G; k++) {  /* b = h0 * k / G */
+            const double a = l0 * j / G, b = h0 * k / G;
+            if (!(b - a > 0)) continue;
+            const double e = quant_sse(s, idx, n_idx, a, b, true);
+            if (e < best) best = e, *lo = a, *hi = b;
+        }
+    }
+    /* then 1/8 steps between the neighbours of the best pair */
+    const double a0 = *lo, b0 = *hi, da = -l0 / G, db = h0 / G;
+    for (int j = -7; j <= 7; j++)
+        for (int k = -7; k <= 7; k++) {
+            const double a = a0 + da * j / 8, b = b0 + db * k / 8;
+            if (a > 0 || a < l0 || b < 0 || b > h0 || !(b - a > 0)) continue;
+            const double e = quant_sse(s, idx, n_idx, a, b, true);
+            if (e < best) best = e, *lo = a, *hi = b;
+        }
 }

@@ -3,22 +3,31 @@
  * edgert.h, "quantization").
  *
  * Steps:
- *   0. BatchNorms folded into their convs (ert_qdq_fold_bn).
+ *   0. BatchNorms folded into their convs (ert_qdq_fold_bn); with bias
+ *      correction, a zero bias for every Conv without one; with
+ *      equalisation, one pass over the set measures max |x| per channel
+ *      between each Conv -> [Relu] -> Conv pair and the pairs are rescaled
+ *      (runtime/passes/qdq_equalize.c). The rest sees this model.
  *   1. Layers: Conv/Gemm/MatMul with a constant weight, Add of two
  *      activations (ert_qdq_is_candidate); keep_float patterns mark theirs.
  *   2. Calibration: a copy of the model that also outputs every tensor any
  *      layer would quantize; a CPU session at batch 1 runs each sample;
  *      pass 1 records min/max (and stops at the first NaN/inf, naming the
- *      sample and tensor) and keeps output 0 as the float reference; pass 2
- *      (percentile, entropy) fills the histograms; thresholds per method
- *      (runtime/calib.c). Graph inputs are measured from the samples.
+ *      sample and tensor) and keeps output 0 as the float reference; each
+ *      tensor's span is narrowed to what its readers tell apart
+ *      (reader_bounds); pass 2 (percentile, entropy, mse) fills the
+ *      histograms; ranges per method (runtime/calib.c). Graph inputs are
+ *      measured from the samples.
  *   3. Sensitivity (on request or with max_drop): each layer quantized alone
  *      (ert_qdq_build), run over the set, output 0 compared with the float
  *      reference. With max_drop, the whole model is measured and the worst
  *      layer (by its drop alone, then its error) returned to float until
  *      the drop is within budget.
- *   4. The result: ert_qdq_build of the final plan; its error is measured
- *      for the report.
+ *   4. The result: ert_qdq_build of the final plan; with bias correction,
+ *      the float model's per-channel output means of every quantized
+ *      Conv/Gemm (one pass), then per layer in graph order one pass of the
+ *      quantized model and its bias corrected; its error is measured for
+ *      the report.
  * Everything runs on the CPU in f32, one sample at a time, single-threaded
  * unless n_threads says otherwise, so results are deterministic.
  * Limits: samples are batch-1 tensors; float references above 256 MiB are
@@ -35,6 +44,10 @@
 #include <string.h>
 
 #define REF_CAP_BYTES ((size_t)256 << 20)
+
+/* What equalize = 0 and bias_correct = 0 mean (see edgert.h for why). */
+#define ERT_QUANTIZE_DEFAULT_EQUALIZE 1
+#define ERT_QUANTIZE_DEFAULT_BIAS_CORRECT 0
 
 typedef struct qctx {
     const ert_model *m;
@@ -155,6 +168,63 @@ static ert_status check_inputs_finite(qctx *q, int s) {
     return ERT_OK;
 }
 
+/* The values of tensor t its readers tell apart, [*lo, *hi]: when every
+ * reader is a Relu (0, inf), HardSwish (-3, inf), HardSigmoid
+ * (-beta / alpha, (1 - beta) / alpha) or Clip with constant bounds, values
+ * beyond give the same results as the bounds; else (-inf, inf). */
+static void reader_bounds(const ert_model *m, int32_t t, double *lo, double *hi) {
+    *lo = -INFINITY;
+    *hi = INFINITY;
+    for (int i = 0; i < m->n_outputs; i++)
+        if (m->outputs[i] == t) return;
+    double l = INFINITY, h = -INFINITY;
+    int n = 0;
+    for (int i = 0; i < m->n_nodes; i++) {
+        const ert_node *nd = &m->nodes[i];
+        for (int k = 0; k < nd->n_in; k++) {
+            if (nd->in[k] != t) continue;
+            if (k != 0) return;
+            double f = -INFINITY, c = INFINITY;
+            if (nd->op == ERT_OP_RELU) {
+                f = 0;
+            } else if (nd->op == ERT_OP_HARD_SWISH) {
+                f = -3;
+            } else if (nd->op == ERT_OP_HARD_SIGMOID) {
+                const double al = ert_attr_float(nd, "alpha", 0.2f), be = ert_attr_float(nd, "beta", 0.5f);
+                if (!(al > 0)) return;
+                f = -be / al, c = (1 - be) / al;
+            } else if (nd->op == ERT_OP_CLIP) {
+                for (int j = 1; j < nd->n_in && j < 3; j++) {
+                    const int32_t b = nd->in[j];
+                    if (b < 0) continue;
+                    const ert_tensor *bt = &m->tensors[b];
+                    int64_t ne = 0;
+                    if (bt->role != ERT_ROLE_WEIGHT || bt->dtype != ERT_DTYPE_F32 || !bt->data ||
+                        !ert_dims_nelems(bt->ndim, bt->dims, &ne) || ne != 1)
+                        return;
+                    const double v = *(const float *)bt->data;
+                    if (j == 1) f = v;
+                    else c = v;
+                }
+            } else {
+                return;
+            }
+            l = fmin(l, f);
+            h = fmax(h, c);
+            n++;
+        }
+    }
+    if (n && l < h) *lo = l, *hi = h;
+}
+
+static void clamp_spans(qctx *q) {
+    for (int k = 0; k < q->n_calib; k++) {
+        double lo, hi;
+        reader_bounds(q->m, q->calib[k], &lo, &hi);
+        ert_calib_clamp(&q->stat[k], lo, hi);
+    }
+}
+
 static ert_status calibrate(qctx *q) {
     const ert_model *m = q->m;
     ert_status st = ERT_OK;
@@ -230,6 +300,7 @@ static ert_status calibrate(qctx *q) {
     }
     int passes = q->o->method == ERT_CALIB_MINMAX ? 1 : 2;
     for (int pass = 0; pass < passes && st == ERT_OK; pass++) {
+        if (pass == 1) clamp_spans(q); /* the histograms cover only what the readers tell apart */
         for (int smp = 0; smp < q->n_samples && st == ERT_OK; smp++) {
             if (pass == 0 && (st = check_inputs_finite(q, smp)) != ERT_OK) break;
             if ((st = feed(q, s, smp)) != ERT_OK || (st = ert_session_run(s)) != ERT_OK) break;
@@ -270,6 +341,7 @@ static ert_status calibrate(qctx *q) {
         }
     }
     if (st != ERT_OK) goto done;
+    if (passes == 1) clamp_spans(q);
     double pct = q->o->percentile > 0 ? q->o->percentile : 99.99;
     for (int t = 0; t < m->n_tensors; t++) q->amax[t] = q->amin[t] = -1;
     for (int k = 0; k < q->n_calib; k++)
@@ -388,6 +460,247 @@ static ert_status sensitivity(qctx *q, bool *on) {
     }
 }
 
+/* ------------------------------------------------------------------ equalisation */
+
+/* Run m with the tensors `extra` as outputs over the set; after each sample
+ * fn(arg, k, data, dims, ndim) for each extra tensor k. */
+typedef void (*visit_fn)(void *arg, int k, const float *x, const int64_t *dims, int ndim);
+
+static ert_status visit_tensors(qctx *q, const ert_model *m, const int32_t *extra, int n_extra, visit_fn fn, void *arg) {
+    ert_model *cm = NULL;
+    ert_session *s = NULL;
+    int *slot = malloc(((size_t)n_extra + 1) * sizeof *slot);
+    if (!slot) return oom(q);
+    ert_status st = ert_qdq_with_outputs(m, extra, n_extra, &cm);
+    if (st == ERT_OK) st = open_session(q, cm, &s);
+    for (int k = 0; k < n_extra && st == ERT_OK; k++) {
+        st = ert_session_find_output(s, m->tensors[extra[k]].name, &slot[k]);
+        ert_tensor_info ti;
+        if (st == ERT_OK && (ert_session_output_info(s, slot[k], &ti), ti.dtype != ERT_DTYPE_F32))
+            st = ert_set_error(q->ctx, ERT_E_UNSUPPORTED, "tensor '%s' is %s, not f32", ti.name, ert_dtype_name(ti.dtype));
+    }
+    for (int smp = 0; smp < q->n_samples && st == ERT_OK; smp++) {
+        if ((st = feed(q, s, smp)) != ERT_OK || (st = ert_session_run(s)) != ERT_OK) break;
+        for (int k = 0; k < n_extra; k++) {
+            const void *y;
+            ert_tensor_info ti;
+            ert_session_output_data(s, slot[k], &y);
+            ert_session_output_info(s, slot[k], &ti);
+            fn(arg, k, y, ti.dims, ti.ndim);
+        }
+    }
+    ert_session_free(s);
+    ert_model_free(cm);
+    free(slot);
+    return st;
+}
+
+/* Per-channel statistics of (1, C, ...) tensors: max |x| or the sum of x
+ * (and the number of values summed per channel). */
+typedef struct chan_acc {
+    double **v;               /* per tensor: C values */
+    const int64_t *channels;  /* per tensor: C */
+    bool sum;                 /* sum (else max |x|) */
+    double *count;            /* sum: per tensor, values per channel so far */
+} chan_acc;
+
+ERT_NO_VECTORIZE static void chan_visit(void *arg, int k, const float *x, const int64_t *dims, int ndim) {
+    chan_acc *a = arg;
+    const int64_t c = ndim >= 2 ? dims[1] : 1;
+    int64_t per = 1;
+    for (int d = 2; d < ndim; d++) per *= dims[d];
+    if (c != a->channels[k] || (ndim >= 1 && dims[0] != 1)) return; /* not (1, C, ...): left at 0 */
+    if (a->sum) a->count[k] += (double)per;
+    for (int64_t ch = 0; ch < c; ch++) {
+        double v = a->v[k][ch];
+        const float *p = x + ch * per;
+        if (a->sum)
+            for (int64_t i = 0; i < per; i++) v += p[i];
+        else
+            for (int64_t i = 0; i < per; i++) v = fmax(v, fabs((double)p[i]));
+        a->v[k][ch] = v;
+    }
+}
+
+/* Allocate n vectors of channels[k] doubles (zeroed); NULL on OOM. */
+static double **chan_alloc(int n, const int64_t *channels) {
+    double **v = calloc((size_t)n + 1, sizeof *v);
+    for (int k = 0; v && k < n; k++)
+        if (!(v[k] = calloc((size_t)channels[k] + 1, sizeof **v))) {
+            for (int j = 0; j < k; j++) free(v[j]);
+            free(v);
+            v = NULL;
+        }
+    return v;
+}
+
+static void chan_free(double **v, int n) {
+    for (int k = 0; v && k < n; k++) free(v[k]);
+    free(v);
+}
+
+/* Cross-layer equalisation of m (owned, BatchNorms folded) in place:
+ * measure max |mid| per channel of every pair over the set, rescale. */
+static ert_status equalize(qctx *q, ert_model *m) {
+    ert_cle_pair *pairs = NULL;
+    int np = 0;
+    ert_status st = ert_qdq_cle_pairs(m, &pairs, &np);
+    if (st != ERT_OK || np == 0) {
+        free(pairs);
+        return st;
+    }
+    int32_t *mids = malloc((size_t)np * sizeof *mids);
+    int64_t *ch = malloc((size_t)np * sizeof *ch);
+    double **r = NULL;
+    if (mids && ch) {
+        for (int p = 0; p < np; p++) mids[p] = pairs[p].mid, ch[p] = pairs[p].channels;
+        r = chan_alloc(np, ch);
+    }
+    if (!r) {
+        st = oom(q);
+    } else {
+        chan_acc acc = {.v = r, .channels = ch, .sum = false};
+        st = visit_tensors(q, m, mids, np, chan_visit, &acc);
+    }
+    if (st == ERT_OK) {
+        int done = ert_qdq_equalize(m, pairs, np, (const double *const *)r);
+        ert_log(q->ctx, ERT_LOG_INFO, "quantize: cross-layer equalisation rescaled %d of %d conv pairs", done, np);
+    }
+    chan_free(r, np);
+    free(mids);
+    free(ch);
+    free(pairs);
+    return st;
+}
+
+/* ------------------------------------------------------------------ bias correction */
+
+/* The f32 or int32-through-DequantizeLinear bias of quantized layer `name`
+ * in qm: its data, scale (NULL for f32) and channel count; false when the
+ * layer has none that this can correct. */
+static bool layer_bias(ert_model *qm, const char *name, void **data, const float **scale, int64_t *n, int32_t *out) {
+    for (int i = 0; i < qm->n_nodes; i++) {
+        const ert_node *nd = &qm->nodes[i];
+        if (strcmp(nd->name, name) != 0) continue;
+        if (nd->n_in < 3 || nd->in[2] < 0 || nd->n_out < 1) return false;
+        *out = nd->out[0];
+        int32_t b = nd->in[2];
+        const ert_tensor *bt = &qm->tensors[b];
+        if (bt->role == ERT_ROLE_WEIGHT && bt->dtype == ERT_DTYPE_F32 && bt->ndim == 1 && bt->data_owned) {
+            *data = (void *)bt->data, *scale = NULL, *n = bt->dims[0];
+            return true;
+        }
+        for (int j = 0; j < qm->n_nodes; j++) { /* DequantizeLinear(int32 q, f32 scale[n]) */
+            const ert_node *dq = &qm->nodes[j];
+            if (dq->n_out < 1 || dq->out[0] != b || dq->n_in < 2) continue;
+            const ert_tensor *qt = &qm->tensors[dq->in[0]], *st = &qm->tensors[dq->in[1]];
+            if (strcmp(ert_op_get(dq->op)->name, "DequantizeLinear") != 0 || qt->dtype != ERT_DTYPE_I32 ||
+                qt->ndim != 1 || !qt->data_owned || st->dtype != ERT_DTYPE_F32 || st->ndim != 1 ||
+                st->dims[0] != qt->dims[0])
+                return false;
+            *data = (void *)qt->data, *scale = st->data, *n = qt->dims[0];
+            return true;
+        }
+        return false;
+    }
+    return false;
+}
+
+/* Empirical bias correction of qm (owned) in place: for every quantized
+ * Conv/Gemm with a bias, in graph order, the per-channel mean of its output
+ * over the set in qm (the layers before it already corrected) minus the
+ * float model's is taken off its bias. */
+static ert_status bias_correct(qctx *q, const bool *on, ert_model *qm) {
+    const ert_model *m = q->m;
+    int nl = 0;
+    const size_t nn = (size_t)m->n_nodes + 1;
+    int32_t *outs = malloc(nn * sizeof *outs);
+    int *node = malloc(nn * sizeof *node);
+    int64_t *ch = malloc(nn * sizeof *ch), cmax = 1;
+    double *fcount = calloc(nn, sizeof *fcount);
+    if (!outs || !node || !ch || !fcount) {
+        free(outs), free(node), free(ch), free(fcount);
+        return oom(q);
+    }
+    for (int i = 0; i < m->n_nodes; i++) {
+        const ert_node *nd = &m->nodes[i];
+        if (!on[i] || (nd->op != ERT_OP_CONV && nd->op != ERT_OP_GEMM) || nd->n_in < 3 || nd->in[2] < 0) continue;
+        if (nd->op == ERT_OP_GEMM && ert_attr_float(nd, "beta", 1) != 1.0f) continue;
+        const ert_tensor *b = &m->tensors[nd->in[2]];
+        const int64_t c = b->ndim == 1 ? b->dims[0] : 0; /* output (1, C, ...): checked as the runs see it */
+        if (c <= 0) continue;
+        outs[nl] = nd->out[0], node[nl] = i, ch[nl] = c;
+        cmax = c > cmax ? c : cmax;
+        nl++;
+    }
+    double **fm = chan_alloc(nl, ch), **qv = chan_alloc(1, &cmax);
+    ert_status st = fm && qv ? ERT_OK : oom(q);
+    if (st == ERT_OK && nl) {
+        chan_acc acc = {.v = fm, .channels = ch, .sum = true, .count = fcount};
+        st = visit_tensors(q, m, outs, nl, chan_visit, &acc);
+    }
+    int fixed = 0;
+    for (int l = 0; l < nl && st == ERT_OK; l++) {
+        void *bd;
+        const float *bs;
+        int64_t n;
+        int32_t yq;
+        if (!layer_bias(qm, m->nodes[node[l]].name, &bd, &bs, &n, &yq) || n != ch[l] || !(fcount[l] > 0)) continue;
+        double qcount = 0;
+        memset(qv[0], 0, (size_t)n * sizeof **qv);
+        chan_acc acc = {.v = qv, .channels = &ch[l], .sum = true, .count = &qcount};
+        if ((st = visit_tensors(q, qm, &yq, 1, chan_visit, &acc)) != ERT_OK) break;
+        if (qcount != fcount[l]) continue; /* not the same shape: leave it */
+        for (int64_t c = 0; c < n; c++) {
+            const double d = (qv[0][c] - fm[l][c]) / qcount; /* mean output error of channel c */
+            if (bs) {
+                int32_t *b = bd;
+                const double v = (double)b[c] - nearbyint(d / bs[c]);
+                b[c] = (int32_t)(v > INT32_MAX ? INT32_MAX : v < -INT32_MAX ? -INT32_MAX : v);
+            } else {
+                float *b = bd;
+                b[c] = (float)((double)b[c] - d);
+            }
+        }
+        fixed++;
+    }
+    if (st == ERT_OK) ert_log(q->ctx, ERT_LOG_INFO, "quantize: bias correction on %d of %d layers", fixed, nl);
+    chan_free(fm, nl);
+    chan_free(qv, 1);
+    free(outs), free(node), free(ch), free(fcount);
+    return st;
+}
+
+/* A zero bias for every Conv of m (owned) that has none, so that bias
+ * correction can shift its output (the function is unchanged). */
+static ert_status add_zero_biases(qctx *q, ert_model *m) {
+    for (int i = 0; i < m->n_nodes; i++) {
+        if (m->nodes[i].op != ERT_OP_CONV || m->nodes[i].n_in != 2 || m->nodes[i].in[1] < 0) continue;
+        const ert_tensor *w = &m->tensors[m->nodes[i].in[1]];
+        if (w->role != ERT_ROLE_WEIGHT || w->ndim < 3) continue;
+        int64_t k = w->dims[0];
+        char name[400];
+        snprintf(name, sizeof name, "%s.zero_bias", m->nodes[i].name);
+        float *z = calloc((size_t)k + 1, sizeof *z);
+        int32_t *io = malloc(((size_t)m->nodes[i].n_out + 3) * sizeof *io);
+        int32_t id = z && io ? ert_model_add_tensor(m, name, ERT_DTYPE_F32, ERT_ROLE_WEIGHT, 1, &k) : -1;
+        if (id < 0) {
+            free(z), free(io);
+            return oom(q);
+        }
+        m->tensors[id].data = z;
+        m->tensors[id].data_owned = true;
+        ert_node *nd = &m->nodes[i];
+        io[0] = nd->in[0], io[1] = nd->in[1], io[2] = id;
+        memcpy(io + 3, nd->out, (size_t)nd->n_out * sizeof *io);
+        free(nd->in);
+        nd->in = io;
+        nd->out = io + 3;
+        nd->n_in = 3;
+    }
+    return ERT_OK;
+}
+
 /* ------------------------------------------------------------------ report */
 
 void ert_quantize_report_free(ert_quantize_report *r) {
@@ -469,7 +782,12 @@ static ert_status check_options(ert_context *ctx, const ert_model *m, const ert_
                              ERT_QUANTIZE_OPTIONS_VERSION);
     if (o->version >= 2 && o->asymmetric != 0 && o->asymmetric != 1)
         return ert_set_error(ctx, ERT_E_ARG, "asymmetric %d: 0 or 1", o->asymmetric);
-    if ((unsigned)o->method > ERT_CALIB_ENTROPY) return ert_set_error(ctx, ERT_E_ARG, "unknown calibration method %d", (int)o->method);
+    if ((unsigned)o->method > (o->version >= 3 ? ERT_CALIB_MSE : ERT_CALIB_ENTROPY))
+        return ert_set_error(ctx, ERT_E_ARG, "unknown calibration method %d (options version %d)", (int)o->method,
+                             o->version);
+    if (o->version >= 3 && (o->equalize < -1 || o->equalize > 1 || o->bias_correct < -1 || o->bias_correct > 1))
+        return ert_set_error(ctx, ERT_E_ARG, "equalize %d, bias_correct %d: each -1 (off), 0 (default) or 1 (on)",
+                             o->equalize, o->bias_correct);
     if (!(o->percentile >= 0 && o->percentile <= 100))
         return ert_set_error(ctx, ERT_E_ARG, "percentile %g is outside (0, 100]", (double)o->percentile);
     if (!(o->max_drop >= 0) || isinf(o->max_drop))
@@ -506,15 +824,24 @@ ert_status ert_model_quantize(const ert_model *m, const ert_quantize_options *o,
     if (o->report) memset(o->report, 0, sizeof *o->report);
     ert_status st = check_options(ctx, m, o);
     if (st != ERT_OK) return st;
-    ert_model *folded = NULL; /* the model the rest works on: BatchNorms folded */
+    ert_model *folded = NULL; /* the model the rest works on: BatchNorms folded (owned: equalised in place) */
     if ((st = ert_qdq_fold_bn(m, &folded)) != ERT_OK) return st;
     m = folded;
+    const int cle = o->version >= 3 && o->equalize ? o->equalize > 0 : ERT_QUANTIZE_DEFAULT_EQUALIZE;
+    const int bc = o->version >= 3 && o->bias_correct ? o->bias_correct > 0 : ERT_QUANTIZE_DEFAULT_BIAS_CORRECT;
     qctx q = {.m = m, .o = o, .ctx = ctx, .n_samples = o->n_samples};
     q.so = (ert_session_options){.device = ERT_DEVICE_CPU, .batch = 1, .n_threads = o->n_threads ? o->n_threads : 1,
                                  .input_shapes = o->input_shapes, .n_input_shapes = o->n_input_shapes};
-    size_t nt = (size_t)m->n_tensors + 1, nn = (size_t)m->n_nodes + 1;
     q.in_bytes = calloc((size_t)m->n_inputs + 1, sizeof *q.in_bytes);
     q.in_slot = calloc((size_t)m->n_inputs + 1, sizeof *q.in_slot);
+    if (q.in_bytes && q.in_slot && bc) st = add_zero_biases(&q, folded);
+    if (st == ERT_OK && q.in_bytes && q.in_slot && cle) st = equalize(&q, folded);
+    if (st != ERT_OK) {
+        qctx_free(&q);
+        ert_model_free(folded);
+        return st;
+    }
+    size_t nt = (size_t)m->n_tensors + 1, nn = (size_t)m->n_nodes + 1;
     q.cand = calloc(nn, sizeof *q.cand);
     q.state = calloc(nn, sizeof *q.state);
     q.want = malloc(nt * sizeof *q.want);
@@ -549,6 +876,7 @@ ert_status ert_model_quantize(const ert_model *m, const ert_quantize_options *o,
     if (o->sensitivity || o->max_drop > 0)
         if ((st = sensitivity(&q, on)) != ERT_OK) goto done;
     if ((st = build_measure(&q, on, &res)) != ERT_OK) goto done;
+    if (bc && ((st = bias_correct(&q, on, res)) != ERT_OK || (st = measure(&q, res)) != ERT_OK)) goto done;
     if (o->report && (st = fill_report(&q, on, o->report)) != ERT_OK) ert_quantize_report_free(o->report);
 done:
     qctx_free(&q);

@@ -20,6 +20,8 @@ PPM and PGM) the script
      onnxruntime's quantize_static (QDQ, per-channel int8 weights, activations
      int8 symmetric and uint8 asymmetric, minmax and entropy, after its
      quant_pre_process), all calibrated on the same tensors;
+     edgert's variants also with cross-layer equalisation off (on by default),
+     with --bias-correct, with --method mse, and with the depthwise convs float;
   4. runs each quantized model (edgert's int8 CPU kernels for ours,
      onnxruntime for its own), extracts boxes with the camera app's DB
      postprocessing (apps/camera/proc.c cam_db_boxes: threshold 0.3, 8-connected
@@ -27,6 +29,8 @@ PPM and PGM) the script
      box to its best int8 box.
 Reported per variant and image: box counts, how many f32 boxes have a match
 with IoU >= 0.9, the smallest best IoU, and the relative L2 error of the map.
+Also the measure's floor: the f32 model on inputs with uniform noise of
++-0.25, 0.5 and 1 grey level (--noise-seeds seeds each) scored the same way.
 
 Calibration and evaluation use the same images (../shared/images holds five
 JPEGs): a favourable setting, so a variant that fails here fails in general.
@@ -87,6 +91,17 @@ def iou(a, b):
     return i / u if u > 0 else 0.0
 
 
+def identity_model(path, shape=(1, 3, 640, 640)):
+    """An ONNX Identity x -> y of `shape` at path (for `edgert run`'s preprocessing alone); returns path."""
+    import onnx
+    from onnx import TensorProto, helper
+    g = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "id",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(shape))])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
 def sh(cmd, log):
     with open(log, "a") as f:
         f.write("$ " + " ".join(cmd) + "\n")
@@ -104,6 +119,7 @@ def main():
     ap.add_argument("--work", default="ppocr-int8")
     ap.add_argument("--max-drop", default="5", help="comma-separated --max-drop budgets (entropy); '' for none")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--noise-seeds", type=int, default=8, help="seeds of each noise-floor amplitude")
     ap.add_argument("--out", default=None)
     ap.add_argument("--md", default=None)
     ap.add_argument("--only", default=None,
@@ -131,11 +147,7 @@ def main():
     if not imgs:
         sys.exit(f"ppocr_det_int8: no JPEG in {a.images}")
     # 1. one preprocessed tensor per image, through edgert's own preprocessing
-    ident = os.path.join(a.work, "identity.onnx")
-    g = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "id",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 640, 640])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 640, 640])])
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), ident)
+    ident = identity_model(os.path.join(a.work, "identity.onnx"))
     names, xs = [], []
     for f in imgs:
         n = os.path.splitext(os.path.basename(f))[0]
@@ -194,30 +206,60 @@ def main():
     dw = [n.name for n in mdl.graph.node if n.op_type == "Conv" and len(n.input) > 1 and
           len(wdims.get(n.input[1], [])) > 1 and wdims[n.input[1]][1] == 1 and
           any(t.name == "group" and t.i > 1 for t in n.attribute)]
-    plans = [(m, asym, None, False) for asym in (False, True) for m in ("minmax", "percentile", "entropy")]
-    plans += [(m, asym, None, True) for asym in (False, True) for m in ("percentile", "entropy")]
-    plans += [("entropy", asym, d, False) for asym in (False, True) for d in a.max_drop.split(",") if d]
-    for method, asym, drop, keep_dw in plans:
+    # (method, asymmetric, max-drop budget, depthwise float, extra flags, tag suffix)
+    plans = [(m, asym, None, False, [], "") for asym in (False, True) for m in ("minmax", "percentile", "entropy", "mse")]
+    plans += [(m, True, None, False, ["--no-equalize"], " no equalisation") for m in ("percentile", "mse")]
+    plans += [("mse", False, None, False, ["--no-equalize"], " no equalisation")]
+    plans += [(m, True, None, False, ["--bias-correct"], " bias correction") for m in ("percentile", "mse")]
+    plans += [(m, True, None, True, [], "") for m in ("percentile", "mse")]
+    plans += [("entropy", True, d, False, ["--no-equalize"], " no equalisation") for d in a.max_drop.split(",") if d]
+    plans += [("percentile", True, d, False, ["--bias-correct"], " bias correction") for d in a.max_drop.split(",") if d]
+    for method, asym, drop, keep_dw, extra, suffix in plans:
         more = (["--asymmetric"] if asym else []) + (["--max-drop", drop] if drop else []) + \
-            (["--keep-float", ",".join(dw)] if keep_dw else [])
+            (["--keep-float", ",".join(dw)] if keep_dw else []) + extra
         tag = "edgert " + method + (" u8 asym" if asym else "") + (" max-drop " + drop if drop else "") + \
-            (f" depthwise float" if keep_dw else "")
+            (" depthwise float" if keep_dw else "") + suffix
         if not want(tag):
             continue
         out = os.path.join(a.work, tag.replace(" ", "_") + ".ert")
         rep = out + ".json"
         t0 = time.time()
+        # --json measures every layer alone (a pass per layer): only where --max-drop does that anyway
         with open(rep, "w") as fh:
             rc = subprocess.run([a.edgert, "quantize", a.model, "--calib", calib, "--shape", "x=1x3x640x640",
-                                 "--method", method, "--threads", str(a.threads), "--out", out, "--json"] + more,
+                                 "--method", method, "--threads", str(a.threads), "--out", out] +
+                                (["--json"] if drop else []) + more,
                                 stdout=fh, stderr=open(log, "a")).returncode
         if rc:
             sys.exit(f"ppocr_det_int8: edgert quantize ({tag}) failed (see {log})")
-        r = json.load(open(rep))
+        r = json.load(open(rep)) if drop else {"kept_float": dw if keep_dw else []}
         dt = time.time() - t0
-        score(tag, "edgert", ("uint8 asymmetric" if asym else "int8 symmetric") + " activations, per-channel weights",
-              run_edgert(out, tag.replace(" ", "_")),
+        score(tag, "edgert", ("uint8 asymmetric" if asym else "int8 symmetric") + " activations, per-channel weights" +
+              (", flags " + " ".join(extra) if extra else ""), run_edgert(out, tag.replace(" ", "_")),
               dt, {"layers": len(r.get("layers", [])) or None, "kept_float": len(r.get("kept_float", []))})
+
+    # the floor of this measure: the f32 model itself on the same images with
+    # uniform noise of +-A/255 / 0.226 added to the preprocessed tensor (A
+    # grey levels of the 8-bit image, about; 0.226: the mean of the std) --
+    # boxes move under perturbations far smaller than int8 rounding
+    if want("noise"):
+        for amp in (0.25, 0.5, 1.0):
+            for seed in range(a.noise_seeds):
+                rng = np.random.default_rng(seed)
+                maps = []
+                t0 = time.time()
+                for n, x in zip(names, xs):
+                    d = os.path.join(a.work, "noise", n)
+                    os.makedirs(d, exist_ok=True)
+                    xn = (x + rng.uniform(-amp, amp, x.shape) / 255 / 0.226).astype(np.float32)
+                    np.save(os.path.join(d, "x.npy"), xn)
+                    od = os.path.join(a.work, "out", f"noise_{amp}_{seed}", n)
+                    os.makedirs(od, exist_ok=True)
+                    if sh([a.edgert, "run", a.model, "--input", "x=" + os.path.join(d, "x.npy"), "--threads",
+                           str(a.threads), "--output-dir", od], log):
+                        sys.exit(f"ppocr_det_int8: edgert run on noisy input failed (see {log})")
+                    maps.append(np.load(glob.glob(os.path.join(od, "*.npy"))[0])[0, 0])
+                score(f"f32 + noise +-{amp} grey, seed {seed}", "edgert f32", "noise floor", maps, time.time() - t0)
 
     # onnxruntime's quantizer on the same tensors, run by onnxruntime
     class Reader(CalibrationDataReader):

@@ -563,14 +563,20 @@ class Trainer:
 
 # ------------------------------------------------------------------ quantization
 
-_CALIB = {"minmax": 0, "percentile": 1, "entropy": 2}
+_CALIB = {"minmax": 0, "percentile": 1, "entropy": 2, "mse": 3}
+
+
+def _tri(v: Optional[bool]) -> int:
+    """None -> 0 (the library's default), True -> 1, False -> -1."""
+    return 0 if v is None else (1 if v else -1)
 
 
 def quantize(model: Model, calib: Any, method: str = "minmax", percentile: Optional[float] = None,
              per_tensor: bool = False, keep_float: Union[None, str, Sequence[str]] = None, max_drop: float = 0.0,
              sensitivity: bool = False, labels: Any = None, shapes: Optional[Mapping[str, Sequence[int]]] = None,
              threads: int = 1, report: bool = False,
-             asymmetric: bool = False) -> Union[Model, Tuple[Model, Dict[str, Any]]]:
+             asymmetric: bool = False, equalize: Optional[bool] = None,
+             bias_correct: Optional[bool] = None) -> Union[Model, Tuple[Model, Dict[str, Any]]]:
     """Post-training int8 quantization (``ert_model_quantize``): a new model
     in QDQ form (int8 weights and activations around Conv/Gemm/MatMul/Add),
     which sessions run like any other and ``save``/``save_onnx`` store. The
@@ -583,11 +589,16 @@ def quantize(model: Model, calib: Any, method: str = "minmax", percentile: Optio
     ``shapes``) with its first dim multiplied by N, e.g. (N, 1, 28, 28) for a
     (batch, 1, 28, 28) input; exactly the input's dtype (ShapeError
     otherwise, never cast); every value finite (ArgError names the sample).
-    method: "minmax", "percentile" (``percentile``, default 99.99) or
-    "entropy" (TensorRT's KL-divergence threshold).
+    method: "minmax", "percentile" (``percentile``, default 99.99),
+    "entropy" (TensorRT's KL-divergence threshold) or "mse" (the range with
+    the least squared quantization error).
     per_tensor: one weight scale per tensor instead of per output channel.
     asymmetric: activations uint8 with a zero point over the clipped
     [min, max] (onnxruntime's default form) instead of int8 symmetric.
+    equalize: cross-layer equalisation of Conv -> [Relu] -> Conv pairs
+    before calibration; None: the library's default (on).
+    bias_correct: empirical bias correction of every quantized Conv/Gemm
+    (one pass over the set per layer); None: the library's default (off).
     keep_float: node-name glob(s) left float (NotFoundError if one matches nothing).
     max_drop: > 0: return the worst layers to float until the drop on the
     calibration set is <= max_drop (top-1 points, or 100 x relative L2).
@@ -649,7 +660,8 @@ def quantize(model: Model, calib: Any, method: str = "minmax", percentile: Optio
         keep.append(lab)
     cap, rep = _c.quantize(model._cap, addrs, n, m, float(percentile or 0.0), bool(per_tensor), keep_float,
                            float(max_drop), bool(sensitivity), None if lab is None else _addr(lab),
-                           [(k.encode(), v) for k, v in sh.items()], int(threads), bool(report), bool(asymmetric))
+                           [(k.encode(), v) for k, v in sh.items()], int(threads), bool(report), bool(asymmetric),
+                           _tri(equalize), _tri(bias_correct))
     del keep
     q = Model(cap)
     return (q, rep) if report else q

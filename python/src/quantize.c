@@ -54,14 +54,16 @@ fail:
 
 /* quantize(model, calib_addresses, n_samples, method, percentile, per_tensor,
  * keep_float or None, max_drop, sensitivity, labels_address or None, shapes,
- * threads, want_report, asymmetric) -> (model capsule, report dict or None). */
+ * threads, want_report, asymmetric, equalize, bias_correct) -> (model capsule,
+ * report dict or None); equalize and bias_correct: 1 on, -1 off, 0 default. */
 static PyObject *m_quantize(PyObject *self, PyObject *args) {
     PyObject *cap, *addrs, *labels_obj, *shapes;
     const char *keep = NULL;
-    int n_samples, method, per_tensor, sensitivity, threads, want_report, asymmetric;
+    int n_samples, method, per_tensor, sensitivity, threads, want_report, asymmetric, equalize, bias_correct;
     float percentile, max_drop;
-    if (!PyArg_ParseTuple(args, "OOiifpzfpOOipp", &cap, &addrs, &n_samples, &method, &percentile, &per_tensor,
-                          &keep, &max_drop, &sensitivity, &labels_obj, &shapes, &threads, &want_report, &asymmetric))
+    if (!PyArg_ParseTuple(args, "OOiifpzfpOOippii", &cap, &addrs, &n_samples, &method, &percentile, &per_tensor,
+                          &keep, &max_drop, &sensitivity, &labels_obj, &shapes, &threads, &want_report, &asymmetric,
+                          &equalize, &bias_correct))
         return NULL;
     py_model *pm = py_model_get(cap);
     if (!pm) return NULL;
@@ -97,7 +99,9 @@ static PyObject *m_quantize(PyObject *self, PyObject *args) {
                                .n_input_shapes = n_shapes,
                                .n_threads = threads,
                                .report = want_report ? &report : NULL,
-                               .asymmetric = asymmetric};
+                               .asymmetric = asymmetric,
+                               .equalize = equalize,
+                               .bias_correct = bias_correct};
     ert_model *q = NULL;
     ert_status st;
     Py_BEGIN_ALLOW_THREADS
@@ -126,6 +130,7 @@ static PyObject *m_quantize(PyObject *self, PyObject *args) {
 PyMethodDef py_quantize_methods[] = {
     {"quantize", m_quantize, METH_VARARGS,
      "quantize(model, calib_addresses, n_samples, method, percentile, per_tensor, keep_float, max_drop, "
-     "sensitivity, labels_address, shapes, threads, want_report, asymmetric) -> (model capsule, report or None)"},
+     "sensitivity, labels_address, shapes, threads, want_report, asymmetric, equalize, bias_correct) -> "
+     "(model capsule, report or None)"},
     {NULL, NULL, 0, NULL},
 };

@@ -21,7 +21,8 @@ def calib_set(rng, n=24):
 
 
 @pytest.mark.parametrize("method,extra", [("minmax", []), ("entropy", []), ("percentile", ["--per-tensor"]),
-                                          ("entropy", ["--asymmetric"])])
+                                          ("entropy", ["--asymmetric"]), ("percentile", ["--no-equalize"]),
+                                          ("mse", ["--asymmetric", "--bias-correct"])])
 def test_equals_cli(cli, tmp_path, rng, method, extra):
     """Python and the CLI quantize the same set into the same .ert bytes;
     the report's ranges are the CLI's JSON ones; both models run alike."""
@@ -33,7 +34,9 @@ def test_equals_cli(cli, tmp_path, rng, method, extra):
                        check=True, capture_output=True, text=True)
     want = json.loads(r.stdout)
     q, rep = edgert.quantize(edgert.load(MNIST), x, method=method, per_tensor="--per-tensor" in extra,
-                             asymmetric="--asymmetric" in extra, report=True)
+                             asymmetric="--asymmetric" in extra, report=True,
+                             equalize=False if "--no-equalize" in extra else None,
+                             bias_correct=True if "--bias-correct" in extra else None)
     q.save(tmp_path / "py.ert")
     assert (tmp_path / "py.ert").read_bytes() == (tmp_path / "cli.ert").read_bytes()
     assert rep["n_samples"] == want["n_samples"] == len(x)
@@ -56,8 +59,10 @@ def qdq_count(path):
     return ops.count("QuantizeLinear"), ops.count("DequantizeLinear")
 
 
-@pytest.mark.parametrize("which,asym", [("mnist_8", False), ("small_cnn", False), ("small_cnn", True)])
-def test_matches_onnxruntime(tmp_path, rng, which, asym):
+@pytest.mark.parametrize("which,asym,opts", [("mnist_8", False, {}), ("small_cnn", False, {}), ("small_cnn", True, {}),
+                                             ("small_cnn", True, {"method": "mse", "bias_correct": True}),
+                                             ("mnist_8", False, {"method": "mse", "bias_correct": True})])
+def test_matches_onnxruntime(tmp_path, rng, which, asym, opts):
     """The quantized model's ONNX export (QDQ form) run by onnxruntime gives
     what edgert's session of it gives (the same integer arithmetic: measured within 5e-7 of the output's scale),
     and differs from the float model by no more than int8 error."""
@@ -68,7 +73,7 @@ def test_matches_onnxruntime(tmp_path, rng, which, asym):
         path, name = small_cnn(tmp_path / "cnn.onnx", rng), "image"
         x = rng.standard_normal((24, 1, 28, 28)).astype(np.float32)
     m = edgert.load(path)
-    q = edgert.quantize(m, x, method="minmax", asymmetric=asym)
+    q = edgert.quantize(m, x, asymmetric=asym, **({"method": "minmax"} | opts))
     q.save_onnx(tmp_path / "q.onnx")
     nq, ndq = qdq_count(tmp_path / "q.onnx")
     onnx = pytest.importorskip("onnx")

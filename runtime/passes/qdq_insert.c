@@ -381,17 +381,9 @@ static float *weight_f32(const ert_tensor *t, int64_t n) {
 
 static float scale_of(double amax, int levels) { return amax > 0 ? (float)(amax / levels) : 1.0f; }
 
-/* aarch64 gcc 12 -O3 stops with an internal compiler error
- * (vect_transform_reduction) vectorising quantize_weight's loops: this
- * create-time code does not need the vectoriser. */
-#if defined(__GNUC__) && !defined(__clang__)
-#define ERT_NO_VECTORIZE __attribute__((optimize("no-tree-vectorize")))
-#else
-#define ERT_NO_VECTORIZE
-#endif
-
 /* DQ(int8 w, per-channel scales along axis or one scale) replacing weight
- * t; the scales are returned in *scales (n_ch entries, malloc'd). */
+ * t; the scales are returned in *scales (n_ch entries, malloc'd). Not
+ * vectorised: aarch64 gcc 12 ICE (quant_internal.h). */
 ERT_NO_VECTORIZE static ert_status quantize_weight(qb *b, int32_t t, int axis, bool per_tensor, int32_t *dq_out, float **scales,
                                   int64_t *n_ch) {
     const ert_tensor *src = &b->w->tensors[t];

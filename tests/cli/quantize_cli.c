@@ -179,6 +179,17 @@ static int mode_cli(const char *cli) {
     CHECK(rc == 0 && json_num("\"calib\"", "drop") == 0, "--max-drop 0: exit %d, drop %g", rc,
           json_num("\"calib\"", "drop"));
 
+    /* the method and switches of options version 3; -v names what each did */
+    rc = run("%s quantize %s/m.ert --calib %s/calib --method mse --asymmetric --bias-correct --equalize -v --out %s/q7.ert",
+             cli, tmp, tmp, tmp);
+    CHECK(rc == 0 && strstr(err_buf, "bias correction on") && strstr(out_buf, "mse"),
+          "--method mse --bias-correct: exit %d (%s)", rc, err_buf);
+    rc = run("%s quantize %s/m.ert --calib %s/calib --no-equalize --no-bias-correct -v --out %s/q7.ert", cli, tmp, tmp, tmp);
+    CHECK(rc == 0 && !strstr(err_buf, "bias correction on") && !strstr(err_buf, "equalisation"),
+          "--no-equalize --no-bias-correct: exit %d (%s)", rc, err_buf);
+    rc = run("%s quantize %s/m.ert --calib %s/calib --method kl --out %s/q7.ert", cli, tmp, tmp, tmp);
+    CHECK(rc == 2 && strstr(err_buf, "mse"), "--method kl: exit %d (%s)", rc, err_buf);
+
     snprintf(dir, sizeof dir, "%s/empty", tmp);
     mkdir(dir, 0755);
     rc = run("%s quantize %s/m.ert --calib %s --out %s/q5.ert", cli, tmp, dir, tmp);
@@ -234,8 +245,9 @@ static int mode_ort(const char *cli, const char *py, const char *script) {
     const int n = 16;
     snprintf(p, sizeof p, "%s/x.npy", tmp);
     write_samples(p, n, -1);
-    static const char *const flags[3] = {"--per-channel", "--per-tensor", "--per-channel --asymmetric"};
-    for (int pt = 0; pt < 3; pt++) {
+    static const char *const flags[4] = {"--per-channel", "--per-tensor", "--per-channel --asymmetric",
+                                         "--asymmetric --method mse --bias-correct --no-equalize"};
+    for (int pt = 0; pt < 4; pt++) {
         int rc = run("%s quantize %s/m.ert --calib %s/x.npy %s --out %s/q.onnx", cli, tmp, tmp, flags[pt], tmp);
         CHECK(rc == 0, "quantize to ONNX: exit %d", rc);
         rc = run("%s %s %s/q.onnx %s/x.npy %s/y_ort.npy", py, script, tmp, tmp, tmp);
@@ -265,7 +277,7 @@ static int mode_ort(const char *cli, const char *py, const char *script) {
             for (int i = 0; i < q->n_nodes; i++)
                 if (q->nodes[i].op == ERT_OP_QUANTIZE_LINEAR && q->nodes[i].n_in > 2)
                     q8[q->tensors[q->nodes[i].in[2]].dtype == ERT_DTYPE_U8]++;
-            CHECK(q8[pt == 2] > 0 && q8[pt != 2] == 0, "%s: %d int8 and %d uint8 activation QuantizeLinear nodes",
+            CHECK(q8[pt >= 2] > 0 && q8[pt < 2] == 0, "%s: %d int8 and %d uint8 activation QuantizeLinear nodes",
                   flags[pt], q8[0], q8[1]);
             CHECK(isfinite(step) && worst <= step + 1e-5, "edgert vs onnxruntime: %.3g > one step %.3g", worst, step);
         } else {

@@ -18,10 +18,24 @@
  * 6. Round trip: the quantized model saved as .ert and loaded gives the same
  *    outputs bit for bit, with int8 weights (the file ~4x smaller).
  * 7. Bad input: empty set, NaN in a sample, NaN made inside the model,
- *    labels out of range, unknown version, NULL data: each an error naming
- *    the problem, no model returned. */
+ *    labels out of range, unknown version, NULL data, MSE or equalize
+ *    out of their range or before version 3: each an error naming the
+ *    problem, no model returned.
+ * 8. Cross-layer equalisation: conv -> relu -> depthwise -> relu -> 1x1
+ *    with output channels 3000x apart: the pairs found, the rescaled float
+ *    model equal to the original on fresh inputs (float rounding), the
+ *    depthwise input's channels equal in range, and the quantized model
+ *    closer to float with it than without.
+ * 9. Bias correction: a conv whose int8 weights shift its mean (input with
+ *    a large constant part): the per-channel mean output error, measured
+ *    here against the float model, shrinks.
+ * 10. MSE ranges against a search done here on the data in double (the
+ *    squared error of the chosen range within 2% of the best of a fine
+ *    grid, below minmax's); a tensor read only by HardSwish is quantized
+ *    over [max(min, -3), max] (the values below -3 read the same). */
 #define _POSIX_C_SOURCE 200809L
 #include "ert_internal.h"
+#include "quant_internal.h" /* equalisation's pair finder and rescaling, tested directly */
 #include "testutil.h"
 
 #include <stdlib.h>
@@ -567,12 +581,326 @@ static void bad_input(const ert_model *m, float *cal) {
     CHECK(st == ERT_E_ARG && !q && strstr(ert_last_error(ctx), "label"), "label out of range: %s (%s)",
           ert_status_str(st), ert_last_error(ctx));
     o.labels = NULL;
+    o.version = 2;
+    o.method = ERT_CALIB_MSE;
+    st = ert_model_quantize(m, &o, &q);
+    CHECK(st == ERT_E_ARG && !q && strstr(ert_last_error(ctx), "method"), "MSE with options version 2: %s (%s)",
+          ert_status_str(st), ert_last_error(ctx));
+    o.version = ERT_QUANTIZE_OPTIONS_VERSION;
+    o.method = (ert_calib_method)4;
+    st = ert_model_quantize(m, &o, &q);
+    CHECK(st == ERT_E_ARG && !q, "method 4 accepted");
+    o.method = ERT_CALIB_MINMAX;
+    o.equalize = 2;
+    st = ert_model_quantize(m, &o, &q);
+    CHECK(st == ERT_E_ARG && !q && strstr(ert_last_error(ctx), "equalize"), "equalize 2: %s (%s)", ert_status_str(st),
+          ert_last_error(ctx));
+    o.equalize = 0;
+    o.bias_correct = -2;
+    st = ert_model_quantize(m, &o, &q);
+    CHECK(st == ERT_E_ARG && !q && strstr(ert_last_error(ctx), "bias_correct"), "bias_correct -2: %s (%s)",
+          ert_status_str(st), ert_last_error(ctx));
+    o.bias_correct = 0;
+    o.version = 0;
     /* a NaN the float model makes (Sqrt of negative inputs) */
     ert_model *sq = small_cnn(true);
     st = sq ? ert_model_quantize(sq, &o, &q) : ERT_E_INTERNAL;
     CHECK(st == ERT_E_ARG && !q && strstr(ert_last_error(ctx), "sample 0") && strstr(ert_last_error(ctx), "NaN"),
           "NaN inside the model: %s (%s)", ert_status_str(st), ert_last_error(ctx));
     ert_model_free(sq);
+}
+
+/* ------------------------------------------------------------------ 8-10 */
+
+/* Conv `name` (cout, cin / group, k, k) with `group`, weights uniform in
+ * +-scale, output channel c's filter and bias times ch_scale[c] (NULL: 1). */
+static int32_t conv_g(ert_builder *b, const char *name, int32_t x, int cin, int cout, int k, int group,
+                      const float *ch_scale) {
+    char wn[64], bn[64];
+    snprintf(wn, sizeof wn, "%s.w", name);
+    snprintf(bn, sizeof bn, "%s.b", name);
+    const int per = cin / group * k * k;
+    float *w = malloc((size_t)cout * per * sizeof *w), bias[64];
+    ert_test_fill(&rng, w, (int64_t)cout * per, -0.5f, 0.5f);
+    ert_test_fill(&rng, bias, cout, -0.1f, 0.1f);
+    for (int c = 0; ch_scale && c < cout; c++) {
+        for (int q = 0; q < per; q++) w[c * per + q] *= ch_scale[c];
+        bias[c] *= ch_scale[c];
+    }
+    int64_t wd[4] = {cout, cin / group, k, k}, bd[1] = {cout};
+    int32_t in[3] = {x, -1, -1}, y = -1;
+    CHECK_OK(ert_builder_weight(b, wn, ERT_DTYPE_F32, 4, wd, w, &in[1]), ctx);
+    CHECK_OK(ert_builder_weight(b, bn, ERT_DTYPE_F32, 1, bd, bias, &in[2]), ctx);
+    free(w);
+    int64_t pads[4] = {k / 2, k / 2, k / 2, k / 2}, ks[2] = {k, k};
+    ert_attr at[3] = {ERT_ATTR_IS("pads", pads, 4), ERT_ATTR_IS("kernel_shape", ks, 2), ERT_ATTR_I("group", group)};
+    CHECK_OK(ert_builder_node(b, "Conv", name, in, 3, at, 3, &y, 1), ctx);
+    return y;
+}
+
+/* Output y named `name`, then finish b (freed). */
+static ert_model *finish_out(ert_builder *b, int32_t y, const char *name) {
+    CHECK_OK(ert_builder_output(b, y, name), ctx);
+    ert_model *m = NULL;
+    CHECK_OK(ert_builder_finish(b, &m), ctx);
+    ert_builder_free(b);
+    return m;
+}
+
+#define EQ_C 6
+#define EQ_HW 8
+#define EQ_PER (3 * EQ_HW * EQ_HW)
+
+/* x (1, 3, 8, 8) -> a 3x3 (6, channels scaled 0.01..30) -> relu -> b depthwise 3x3 (channels scaled back, as a
+ * BatchNorm folded into it would) -> relu -> c 1x1 (4) -> y */
+static ert_model *eq_model(void) {
+    ert_builder *b;
+    CHECK_OK(ert_builder_create(ctx, &b), ctx);
+    int64_t xd[4] = {1, 3, EQ_HW, EQ_HW};
+    int32_t x;
+    CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 4, xd, &x), ctx);
+    const float sc[EQ_C] = {0.01f, 0.1f, 1, 3, 10, 30}, inv[EQ_C] = {100, 10, 1, 1 / 3.0f, 0.1f, 1 / 30.0f};
+    int32_t y = unary(b, "Relu", "ra", conv_g(b, "a", x, 3, EQ_C, 3, 1, sc));
+    y = unary(b, "Relu", "rb", conv_g(b, "b", y, EQ_C, EQ_C, 3, EQ_C, inv));
+    return finish_out(b, conv_g(b, "c", y, EQ_C, 4, 1, 1, NULL), "y");
+}
+
+/* max |t| per channel of (1, C, H, W) tensor t of m over n samples (ERT_NO_VECTORIZE: aarch64 gcc 12 ICE) */
+ERT_NO_VECTORIZE static void chan_max(const ert_model *m, int32_t t, const float *x, int n, double *r) {
+    ert_model *c = NULL;
+    CHECK_OK(ert_qdq_with_outputs(m, &t, 1, &c), ctx);
+    if (!c) return;
+    int64_t no = 0;
+    ert_session_options so = {.batch = 1};
+    ert_session *s = NULL;
+    CHECK_OK(ert_session_create(c, &so, &s), ctx);
+    for (int ch = 0; ch < EQ_C; ch++) r[ch] = 0;
+    for (int k = 0; s && k < n; k++) {
+        CHECK_OK(ert_session_set_input(s, 0, x + (size_t)k * EQ_PER, EQ_PER * sizeof *x), ctx);
+        CHECK_OK(ert_session_run(s), ctx);
+        const void *yv;
+        ert_session_output_data(s, 1, &yv);
+        const float *v = yv;
+        no = EQ_HW * EQ_HW;
+        for (int ch = 0; ch < EQ_C; ch++)
+            for (int64_t i = 0; i < no; i++) r[ch] = fmax(r[ch], fabs((double)v[ch * no + i]));
+    }
+    ert_session_free(s);
+    ert_model_free(c);
+}
+
+ERT_NO_VECTORIZE static double rel_l2(const float *a, const float *b, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        den += (double)b[i] * b[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1));
+}
+
+/* 8. */
+ERT_NO_VECTORIZE static void equalisation(void) {
+    ert_model *m = eq_model(), *e = NULL;
+    if (!m) return;
+    enum { N = 24 };
+    float *x = malloc(sizeof(float) * N * EQ_PER), *xe = malloc(sizeof(float) * N * EQ_PER);
+    ert_test_fill(&rng, x, N * EQ_PER, -1, 1);
+    ert_test_fill(&rng, xe, N * EQ_PER, -1, 1); /* fresh inputs for the function check */
+    CHECK_OK(ert_qdq_fold_bn(m, &e), ctx); /* an owned copy (no BatchNorm here) */
+    ert_cle_pair *pairs = NULL;
+    int np = 0;
+    if (e) CHECK_OK(ert_qdq_cle_pairs(e, &pairs, &np), ctx);
+    const ert_node *na = find_node(e, "a"), *nb = find_node(e, "b"), *nc = find_node(e, "c");
+    CHECK(np == 2 && na && nb && nc && &e->nodes[pairs[0].a] == na && &e->nodes[pairs[0].b] == nb &&
+              pairs[0].depthwise && &e->nodes[pairs[1].a] == nb && &e->nodes[pairs[1].b] == nc && !pairs[1].depthwise &&
+              pairs[0].channels == EQ_C,
+          "equalisation pairs: %d found, want (a, b depthwise), (b, c)", np);
+    if (np == 2) {
+        double r0[EQ_C], r1[EQ_C], after[EQ_C];
+        chan_max(e, pairs[0].mid, x, N, r0);
+        chan_max(e, pairs[1].mid, x, N, r1);
+        const double *r[2] = {r0, r1};
+        CHECK(ert_qdq_equalize(e, pairs, np, r) == 2, "not every pair rescaled");
+        int64_t no = 0;
+        float *y0 = run_all(m, xe, N, EQ_PER, &no), *y1 = run_all(e, xe, N, EQ_PER, &no);
+        double err = y0 && y1 ? rel_l2(y1, y0, N * no) : 1;
+        CHECK(err < 1e-5, "the equalised float model differs from the original: rel L2 %.3g", err);
+        free(y0);
+        free(y1);
+        /* the depthwise input: every channel now as wide as the widest (on the calibration samples) */
+        double mx = 0;
+        for (int c = 0; c < EQ_C; c++) mx = fmax(mx, r0[c]);
+        chan_max(e, pairs[0].mid, x, N, after);
+        for (int c = 0; c < EQ_C; c++)
+            CHECK(fabs(after[c] - mx) <= 1e-4 * mx, "channel %d of b's input: max %g after equalisation, want %g (was %g)",
+                  c, after[c], mx, r0[c]);
+    }
+    /* the quantized model is closer to float with equalisation than without */
+    double err[2] = {0, 0};
+    for (int on = 0; on < 2; on++) {
+        const void *data[1] = {x};
+        ert_model *q = NULL;
+        ert_quantize_options o = {.version = ERT_QUANTIZE_OPTIONS_VERSION, .n_samples = N, .calib_data = data,
+                                  .asymmetric = 1, .equalize = on ? 1 : -1};
+        CHECK_OK(ert_model_quantize(m, &o, &q), ctx);
+        int64_t no = 0;
+        float *yf = run_all(m, xe, N, EQ_PER, &no), *yq = q ? run_all(q, xe, N, EQ_PER, &no) : NULL;
+        err[on] = yf && yq ? rel_l2(yq, yf, N * no) : 1;
+        free(yf);
+        free(yq);
+        ert_model_free(q);
+    }
+    printf("  equalisation: int8 rel L2 %.4f without, %.4f with\n", err[0], err[1]);
+    CHECK(err[1] < 0.5 * err[0], "equalisation does not help: int8 rel L2 %.4g without, %.4g with", err[0], err[1]);
+    free(pairs);
+    ert_model_free(e);
+    ert_model_free(m);
+    free(x);
+    free(xe);
+}
+
+/* 9. x (1, 4, 6, 6) = 5 + noise -> conv 3x3 (5) -> y: rounding its weights shifts every output channel's mean */
+ERT_NO_VECTORIZE static void bias_correction(void) { /* aarch64 gcc 12: see gemm_arith */
+    enum { N = 16, C = 4, K = 5, HW = 6, PERX = C * HW * HW };
+    ert_builder *b;
+    CHECK_OK(ert_builder_create(ctx, &b), ctx);
+    int64_t xd[4] = {1, C, HW, HW};
+    int32_t x;
+    CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 4, xd, &x), ctx);
+    /* one large tap per filter sets its int8 step; the small taps' rounding errors add up under a DC input */
+    float w[K * C * 9], bias[K];
+    ert_test_fill(&rng, w, K * C * 9, -0.03f, 0.03f);
+    for (int k = 0; k < K; k++) w[k * C * 9 + 4] = 1.0f;
+    ert_test_fill(&rng, bias, K, -0.1f, 0.1f);
+    int64_t wd[4] = {K, C, 3, 3}, bd[1] = {K};
+    int32_t in[3] = {x, -1, -1}, y = -1;
+    CHECK_OK(ert_builder_weight(b, "w", ERT_DTYPE_F32, 4, wd, w, &in[1]), ctx);
+    CHECK_OK(ert_builder_weight(b, "b", ERT_DTYPE_F32, 1, bd, bias, &in[2]), ctx);
+    int64_t ks[2] = {3, 3};
+    ert_attr at[1] = {ERT_ATTR_IS("kernel_shape", ks, 2)}; /* no padding: every output sees the DC */
+    CHECK_OK(ert_builder_node(b, "Conv", "conv", in, 3, at, 1, &y, 1), ctx);
+    ert_model *m = finish_out(b, y, "y");
+    if (!m) return;
+    float *xs = malloc(sizeof(float) * N * PERX);
+    for (int i = 0; i < N * PERX; i++) xs[i] = 5.0f + (float)ert_test_uniform(&rng, -0.5, 0.5);
+    double worst[2] = {0, 0}, l2[2] = {0, 0};
+    for (int on = 0; on < 2; on++) {
+        const void *data[1] = {xs};
+        ert_model *q = NULL;
+        ert_quantize_options o = {.version = ERT_QUANTIZE_OPTIONS_VERSION, .n_samples = N, .calib_data = data,
+                                  .bias_correct = on ? 1 : -1};
+        CHECK_OK(ert_model_quantize(m, &o, &q), ctx);
+        int64_t no = 0;
+        float *yf = run_all(m, xs, N, PERX, &no), *yq = q ? run_all(q, xs, N, PERX, &no) : NULL;
+        if (yf && yq) {
+            const int64_t per = no / K; /* (1, K, 4, 4) */
+            for (int k = 0; k < K; k++) {
+                double d = 0;
+                for (int n = 0; n < N; n++)
+                    for (int64_t i = 0; i < per; i++) d += (double)yq[n * no + k * per + i] - yf[n * no + k * per + i];
+                worst[on] = fmax(worst[on], fabs(d / (N * per)));
+            }
+            l2[on] = rel_l2(yq, yf, N * no);
+        }
+        free(yf);
+        free(yq);
+        ert_model_free(q);
+    }
+    printf("  bias correction: worst channel mean error %.4g without, %.4g with (rel L2 %.4g, %.4g)\n", worst[0],
+           worst[1], l2[0], l2[1]);
+    CHECK(worst[0] > 0.01 && worst[1] < 0.25 * worst[0] && l2[1] < l2[0],
+          "bias correction: worst channel mean error %.4g without, %.4g with; rel L2 %.4g, %.4g", worst[0], worst[1],
+          l2[0], l2[1]);
+    free(xs);
+    ert_model_free(m);
+}
+
+/* Squared error of quantizing x to [lo, hi] as QuantizeLinear/DequantizeLinear would. */
+ERT_NO_VECTORIZE static double data_sse(const float *x, int n, double lo, double hi, bool asym) {
+    float sc;
+    int32_t zp;
+    ert_qdq_act_params(lo, hi, asym, &sc, &zp);
+    const double qmin = asym ? 0 : -127, qmax = asym ? 255 : 127;
+    double e = 0;
+    for (int i = 0; i < n; i++) {
+        double q = nearbyint(x[i] / (double)sc) + zp;
+        q = q < qmin ? qmin : q > qmax ? qmax : q;
+        const double d = x[i] - (q - zp) * sc;
+        e += d * d;
+    }
+    return e;
+}
+
+/* 10. */
+ERT_NO_VECTORIZE static void mse_and_bounds(void) {
+    /* a shifted Gaussian and two outliers: with this many values, clipping them pays */
+    enum { N = 200000 };
+    float *x = malloc(N * sizeof *x);
+    for (int i = 0; i < N; i++) {
+        double u1 = ert_test_uniform(&rng, 1e-12, 1), u2 = ert_test_uniform(&rng, 0, 1);
+        x[i] = (float)(0.5 + sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2));
+    }
+    x[ert_test_int(&rng, 0, N / 2 - 1)] = 12.0f;
+    x[ert_test_int(&rng, N / 2, N - 1)] = -8.0f;
+    double mn = 0, mx = 0;
+    for (int i = 0; i < N; i++) mn = fmin(mn, x[i]), mx = fmax(mx, x[i]);
+    ert_model *m = gemm_model(1, 1, (float[]){1}, (float[]){0});
+    for (int asym = 0; m && asym < 2; asym++) {
+        const void *data[1] = {x};
+        ert_quantize_report r;
+        ert_model *q = NULL;
+        ert_quantize_options o = {.version = ERT_QUANTIZE_OPTIONS_VERSION, .method = ERT_CALIB_MSE, .n_samples = N,
+                                  .calib_data = data, .report = &r, .asymmetric = asym};
+        CHECK_OK(ert_model_quantize(m, &o, &q), ctx);
+        const ert_quant_range *g = q ? find_range(&r, "x") : NULL;
+        if (g) {
+            const double e = data_sse(x, N, g->lo, g->hi, asym), e_mm = data_sse(x, N, asym ? mn : -fmax(-mn, mx), mx, asym);
+            double best = INFINITY; /* a finer grid than the library's */
+            for (int j = 0; j <= (asym ? 100 : 0); j++)
+                for (int k = 1; k <= 200; k++) {
+                    const double hi = asym ? mx * k / 200 : fmax(-mn, mx) * k / 200, lo = asym ? mn * j / 100 : -hi;
+                    best = fmin(best, data_sse(x, N, lo, hi, asym));
+                }
+            printf("  mse asym %d: [%.3f, %.3f], squared error %.4g (best of the grid %.4g, minmax %.4g)\n", asym, g->lo,
+                   g->hi, e, best, e_mm);
+            CHECK(e <= 1.02 * best && e < 0.9 * e_mm, "mse asym %d: range [%g, %g] error %.6g, grid best %.6g, minmax %.6g",
+                  asym, g->lo, g->hi, e, best, e_mm);
+        }
+        CHECK(g != NULL, "mse asym %d: no range for x", asym);
+        ert_quantize_report_free(&r);
+        ert_model_free(q);
+    }
+    ert_model_free(m);
+    free(x);
+    /* x (1, 3, 8, 8) -> conv (6, channels up to x30) -> HardSwish -> conv 1x1 -> y: the first conv's output
+     * holds values far below -3, which HardSwish reads as 0 */
+    ert_builder *b;
+    CHECK_OK(ert_builder_create(ctx, &b), ctx);
+    int64_t xd[4] = {1, 3, EQ_HW, EQ_HW};
+    int32_t xi;
+    CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 4, xd, &xi), ctx);
+    const float sc[EQ_C] = {1, 3, 10, 30, 30, 30};
+    int32_t c1 = conv_g(b, "c1", xi, 3, EQ_C, 3, 1, sc);
+    ert_model *hm = finish_out(b, conv_g(b, "c2", unary(b, "HardSwish", "hs", c1), EQ_C, 4, 1, 1, NULL), "y");
+    float *xs = malloc(sizeof(float) * 16 * EQ_PER);
+    ert_test_fill(&rng, xs, 16 * EQ_PER, -1, 1);
+    for (int asym = 0; hm && asym < 2; asym++) {
+        const void *data[1] = {xs};
+        ert_quantize_report r;
+        ert_model *q = NULL;
+        ert_quantize_options o = {.version = ERT_QUANTIZE_OPTIONS_VERSION, .n_samples = 16, .calib_data = data,
+                                  .report = &r, .asymmetric = asym};
+        CHECK_OK(ert_model_quantize(hm, &o, &q), ctx);
+        const ert_quant_range *g = q ? find_range(&r, hm->tensors[c1].name) : NULL;
+        CHECK(g && g->min < -3 && g->max > 3, "c1's output: min %g max %g (want beyond +-3)", g ? g->min : NAN,
+              g ? g->max : NAN);
+        if (g && asym) CHECK(g->lo == -3 && g->hi == g->max, "asym: c1's range [%g, %g], want [-3, %g]", g->lo, g->hi, g->max);
+        if (g && !asym) CHECK(g->hi == fmaxf(g->max, 3), "sym: c1's amax %g, want max(max, 3) = %g", g->hi, fmaxf(g->max, 3));
+        ert_quantize_report_free(&r);
+        ert_model_free(q);
+    }
+    free(xs);
+    ert_model_free(hm);
 }
 
 int main(void) {
@@ -593,6 +921,9 @@ int main(void) {
     entropy_shapes();
     gemm_arith();
     max_drop();
+    equalisation();
+    bias_correction();
+    mse_and_bounds();
     free(cal);
     ert_model_free(m);
     ert_context_free(ctx);
