@@ -298,6 +298,8 @@ static size_t conv_pk_stride(const ert_kargs *a, int64_t *G, int64_t *Mg, int64_
 
 size_t ert_cpu_conv_packed_bytes(const ert_kargs *a) {
     if (ert_cpu_wino_chosen(a)) return ert_cpu_wino_packed_bytes(a); /* its transformed filter instead */
+    const size_t pw = ert_cpu_pw_packed_bytes(a); /* pwconv.c's panels instead */
+    if (pw) return pw;
     int64_t G, Mg, Kg;
     size_t s = conv_pk_stride(a, &G, &Mg, &Kg), tot;
     if (s == 0) return 0;
@@ -306,6 +308,7 @@ size_t ert_cpu_conv_packed_bytes(const ert_kargs *a) {
 
 ert_status ert_cpu_conv_pack(const ert_kargs *a) {
     if (ert_cpu_wino_chosen(a)) return a->packed ? ert_cpu_wino_pack(a) : ERT_OK;
+    if (ert_cpu_pw_packed_bytes(a)) return a->packed ? ert_cpu_pw_pack(a) : ERT_OK;
     int64_t G, Mg, Kg;
     size_t s = conv_pk_stride(a, &G, &Mg, &Kg);
     if (s == 0 || !a->packed) return ERT_OK;
@@ -362,6 +365,11 @@ ert_status ert_cpu_conv(const ert_kargs *a) {
     bool pointwise = g.k_sz == 1;
     for (int i = 0; i < 3; i++)
         if (g.s[i] != 1 || g.pb[i] != 0 || g.in[i] != g.out[i]) pointwise = false;
+    if (pointwise && G == 1) { /* pwconv.c where its panels were packed (a->packed is then not the SGEMM's A) */
+        bool done;
+        ert_status st = ert_cpu_pw_conv(a, &done);
+        if (st || done) return st;
+    }
     padg pq;
     if (!pointwise && padg_of(a, &g, &pq) && a->workspace_bytes >= pq.total) return conv_padg(a, &g, &pq, pk_stride);
     ert_conv_geom cg = {.x = NULL};
