@@ -1,8 +1,11 @@
-/* Pointwise convolution (1x1, stride 1, no padding, one group): a direct
- * kernel beside the SGEMM that conv.c otherwise runs for it.
+/* Pointwise convolution (1x1, stride 1, no padding, one group), and other
+ * one-group convs whose windows do not overlap (strided 1x1, kernel =
+ * stride) through a per-task im2col: a kernel
+ * beside the SGEMM that conv.c otherwise runs for them.
  *
  *   y (N, M, P) = W (M, K) x (N, K, P) + bias, + residual, activation
- *   (P = the pixels of a plane; x's channel k is x's row k, NCHW)
+ *   (P = the output pixels of a plane; x's channel k is x's row k, NCHW; for
+ *   the im2col case x's rows are the K = C*KH*KW taps of each pixel)
  *
  * The SGEMM makes pixels its vector dimension: each call packs x into
  * 16-column panels (a copy of every input float per 288 output channels),
@@ -26,9 +29,12 @@
  * NO_PACK, the trainer) each task packs its blocks into its slot's share of
  * the workspace (the same numbers either way); a fused squeeze-excitation
  * scale on the input channels (conv in_scale) goes into a copy of the
- * task's pixels there (the SGEMM applies it while packing). prepare sizes
- * the workspace for the SGEMM; where a slot's share is too small the conv
- * takes the SGEMM.
+ * task's pixels there (the SGEMM applies it while packing), and so do the
+ * im2col rows of a conv that is not pointwise (windows that do not
+ * overlap, PW_GATHER_KMAX). prepare
+ * sizes the workspace for the SGEMM; where a slot's share is too small the
+ * conv takes the SGEMM (only without packed panels: K > 256 with few
+ * pixels and channels).
  *
  * Chosen where the SGEMM would run its AVX2 kernel (x86) or NEON (aarch64);
  * the portable kernel keeps the SGEMM, which is also what the tests hold
@@ -49,8 +55,15 @@ typedef struct pw_hdr {
     int64_t magic, M, K, cb, vl;
 } pw_hdr;
 
+/* A conv that is not pointwise, as the per-task im2col sees it (2-D; 1-D
+ * with H = OH = KH = 1): x rows k = (c, kh, kw) of K = C*KH*KW. */
+typedef struct pw_geom {
+    int64_t C, H, W, OW, KH, KW, sh, sw, dh, dw, ph, pw;
+} pw_geom;
+
 typedef struct pw_job {
-    const float *x, *b, *res, *isc; /* isc (N, K) or NULL: the fused SE scale */
+    const float *x, *b, *res, *isc; /* isc (N, C) or NULL: the fused SE scale */
+    const pw_geom *gm;            /* or NULL: pointwise, x's rows read in place */
     const float *wp;              /* the panels packed at create, or NULL: each task packs its blocks from */
     const float *w, *osc;         /* the filter (M, K) and the output-channel scale (M) or NULL */
     float *y;
@@ -71,6 +84,48 @@ static void pw_pack_block(const float *w, const float *osc, int64_t K, int64_t c
         const float *wr = w + (c0 + c) * K;
         const float sc = c < nch && osc ? osc[c0 + c] : 1.0f;
         for (int64_t k = 0; k < K; k++) blk[k * width + c] = c < nch ? sc * wr[k] : 0.0f;
+    }
+}
+
+/* The im2col rows of output pixels [p0, p1) of one image xn (C, H, W),
+ * input channel c times isc[c] when isc: dst row k = (c, kh, kw), p1 - p0
+ * floats, zero where the tap falls in the padding. Per output-row segment
+ * the in-image span is found up front, so the copy loops have no test. */
+static inline void pw_im2col(const pw_geom *g, const float *xn, const float *isc, int64_t p0, int64_t p1,
+                             float *restrict dst) {
+    const int64_t w = p1 - p0, sw = g->sw;
+    float *d = dst;
+    for (int64_t c = 0; c < g->C; c++) {
+        const float s = isc ? isc[c] : 1.0f;
+        for (int64_t kh = 0; kh < g->KH; kh++)
+            for (int64_t kw = 0; kw < g->KW; kw++, d += w) {
+                for (int64_t p = p0; p < p1;) {
+                    const int64_t oh = p / g->OW, ow0 = p % g->OW;
+                    const int64_t n = g->OW - ow0 < p1 - p ? g->OW - ow0 : p1 - p;
+                    const int64_t ih = oh * g->sh - g->ph + kh * g->dh, iw0 = ow0 * sw - g->pw + kw * g->dw;
+                    float *dd = d + (p - p0);
+                    int64_t lo = 0, hi = 0; /* taps t in [lo, hi) read the image */
+                    if (ih >= 0 && ih < g->H) {
+                        lo = iw0 >= 0 ? 0 : (-iw0 + sw - 1) / sw;
+                        hi = g->W - iw0 > 0 ? (g->W - iw0 + sw - 1) / sw : 0;
+                        if (hi > n) hi = n;
+                        if (lo > hi) lo = hi;
+                    }
+                    int64_t t = 0;
+                    for (; t < lo; t++) dd[t] = 0.0f;
+                    if (hi > lo) {
+                        const float *row = xn + (c * g->H + ih) * g->W + iw0;
+                        if (sw == 1 && !isc)
+                            for (; t < hi; t++) dd[t] = row[t];
+                        else if (sw == 1)
+                            for (; t < hi; t++) dd[t] = s * row[t];
+                        else
+                            for (; t < hi; t++) dd[t] = s * row[t * sw];
+                    }
+                    for (; t < n; t++) dd[t] = 0.0f;
+                    p += n;
+                }
+            }
     }
 }
 
@@ -404,18 +459,48 @@ static int64_t pw_block_channels(const ert_kernel_choice *kc, int64_t *vl) {
     return 0;
 }
 
-/* A pointwise conv this kernel takes (shape and dtypes; not whether it is packed). */
-static bool pw_shape(const ert_kargs *a) {
+/* Input channels times taps at most for a conv that is not pointwise: each
+ * task builds the im2col rows of its pixels (K of them, chunk wide) in its
+ * slot; strided 1x1 shortcuts, patchify stems and downsampling convs
+ * (kernel = stride). Wider ones keep the SGEMM, whose B blocks stay 256
+ * deep. */
+#define PW_GATHER_KMAX 576
+
+/* 1: a pointwise conv this kernel takes (x read in place), 2: one it takes
+ * through a per-task im2col, 0: neither (shape and dtypes; not whether it
+ * is packed). */
+static int pw_kind(const ert_kargs *a) {
     const ert_conv_params *p = &a->params->conv;
-    if (a->op != ERT_OP_CONV || a->n_in < 2 || a->n_out < 1 || p->group != 1) return false;
-    if (p->has_scale && (a->n_in < 5 || !a->in[4].data)) return false;
-    if (a->in[0].dtype != ERT_DTYPE_F32 || a->in[1].dtype != ERT_DTYPE_F32) return false;
-    if (p->has_in_scale && (a->n_in < 6 || !a->in[5].data)) return false;
+    if (a->op != ERT_OP_CONV || a->n_in < 2 || a->n_out < 1 || p->group != 1) return 0;
+    if (p->has_scale && (a->n_in < 5 || !a->in[4].data)) return 0;
+    if (a->in[0].dtype != ERT_DTYPE_F32 || a->in[1].dtype != ERT_DTYPE_F32) return 0;
+    if (p->has_in_scale && (a->n_in < 6 || !a->in[5].data)) return 0;
     const ert_tview *X = &a->in[0], *Y = &a->out[0];
-    for (int i = 0; i < p->nsp; i++)
+    if (X->dims[0] < 1 || X->dims[1] < 1 || Y->dims[1] < 1) return 0;
+    bool point = true, disjoint = true;
+    int64_t K = X->dims[1];
+    for (int i = 0; i < p->nsp; i++) {
         if (p->kernel[i] != 1 || p->stride[i] != 1 || p->pad_begin[i] != 0 || X->dims[2 + i] != Y->dims[2 + i])
-            return false;
-    return X->dims[0] >= 1 && X->dims[1] >= 1 && Y->dims[1] >= 1;
+            point = false;
+        if ((p->kernel[i] - 1) * p->dilation[i] >= p->stride[i]) disjoint = false;
+        K *= p->kernel[i];
+    }
+    if (point) return 1;
+    /* windows that do not overlap (every input float in at most one im2col
+     * row): there the per-task im2col is cheaper than the SGEMM's panels;
+     * where they overlap (a 3x3 stride-2 stem) it cost more (callgrind:
+     * MobileNetV2 +0.8 M, YOLOv8n +12 M) */
+    return disjoint && p->nsp <= 2 && K <= PW_GATHER_KMAX && !ert_cpu_wino_chosen(a) ? 2 : 0;
+}
+
+static void pw_geom_of(const ert_kargs *a, pw_geom *g) {
+    const ert_conv_params *p = &a->params->conv;
+    const ert_tview *X = &a->in[0], *Y = &a->out[0];
+    const int o = p->nsp == 2 ? 0 : 1; /* 1-D: the second axis only */
+    *g = (pw_geom){.C = X->dims[1], .H = o ? 1 : X->dims[2], .W = X->dims[3 - o], .OW = Y->dims[3 - o],
+                   .KH = o ? 1 : p->kernel[0], .KW = p->kernel[1 - o], .sh = o ? 1 : p->stride[0],
+                   .sw = p->stride[1 - o], .dh = o ? 1 : p->dilation[0], .dw = p->dilation[1 - o],
+                   .ph = o ? 0 : p->pad_begin[0], .pw = p->pad_begin[1 - o]};
 }
 
 static int64_t pw_pixels(const ert_tview *t) {
@@ -426,8 +511,8 @@ static int64_t pw_pixels(const ert_tview *t) {
 
 size_t ert_cpu_pw_packed_bytes(const ert_kargs *a) {
     int64_t vl, cb = pw_block_channels(a->choice, &vl);
-    if (!cb || !pw_shape(a)) return 0;
-    const int64_t M = a->out[0].dims[1], K = a->in[0].dims[1];
+    if (!cb || !pw_kind(a)) return 0;
+    const int64_t M = a->out[0].dims[1], K = a->in[1].n_elems / M;
     size_t f, bytes;
     if (ert_mul_ovf((size_t)((M + cb - 1) / cb * cb), (size_t)K, &f) || ert_mul_ovf(f, sizeof(float), &bytes) ||
         bytes > SIZE_MAX - PW_HDR)
@@ -441,7 +526,7 @@ ert_status ert_cpu_pw_pack(const ert_kargs *a) {
     int64_t vl, cb = pw_block_channels(a->choice, &vl);
     size_t need = ert_cpu_pw_packed_bytes(a);
     if (!a->packed || need == 0 || need == SIZE_MAX || a->packed_bytes < need) return ERT_E_INTERNAL;
-    const int64_t M = a->out[0].dims[1], K = a->in[0].dims[1];
+    const int64_t M = a->out[0].dims[1], K = a->in[1].n_elems / M;
     const float *osc = a->params->conv.has_scale ? a->in[4].data : NULL;
     *(pw_hdr *)a->packed = (pw_hdr){PW_MAGIC, M, K, cb, vl};
     float *d = (float *)((char *)a->packed + PW_HDR);
@@ -465,12 +550,15 @@ ert_status ert_cpu_pw_conv(const ert_kargs *a, bool *done) {
     *done = false;
 #if PW_ON
     int64_t vl, cb = pw_block_channels(a->choice, &vl);
-    if (!cb || !pw_shape(a)) return ERT_OK;
+    const int kind = cb ? pw_kind(a) : 0;
+    if (!kind) return ERT_OK;
     const ert_tview *X = &a->in[0];
     const ert_conv_params *p = &a->params->conv;
-    const int64_t N = X->dims[0], K = X->dims[1], M = a->out[0].dims[1], P = pw_pixels(X);
+    const int64_t N = X->dims[0], M = a->out[0].dims[1], K = a->in[1].n_elems / M, P = pw_pixels(&a->out[0]);
+    pw_geom gm;
+    if (kind == 2) pw_geom_of(a, &gm);
     pw_job j = {
-        .x = X->data, .wp = pw_packed(a, M, K, cb, vl), .w = a->in[1].data,
+        .x = X->data, .gm = kind == 2 ? &gm : NULL, .wp = pw_packed(a, M, K, cb, vl), .w = a->in[1].data,
         .osc = p->has_scale ? a->in[4].data : NULL,
         .b = a->n_in > 2 ? a->in[2].data : NULL, .res = a->n_in > 3 ? a->in[3].data : NULL,
         .isc = p->has_in_scale ? a->in[5].data : NULL, .y = a->out[0].data,
@@ -480,12 +568,12 @@ ert_status ert_cpu_pw_conv(const ert_kargs *a, bool *done) {
     const int64_t n_thr = ert_threadpool_size(a->pool), ws_floats = (int64_t)(a->workspace_bytes / sizeof(float));
     /* pixel chunks of at most PW_CHUNK (multiples of 4), fewer where a
      * slot's share of the workspace (prepare's, sized for the SGEMM) must
-     * hold a chunk's scaled copy */
+     * hold a chunk's scaled copy or im2col rows */
     int64_t most = PW_CHUNK;
-    if (j.isc) {
+    if (j.isc || j.gm) {
         const int64_t per = ws_floats / n_thr - (j.wp ? 0 : K * cb); /* prepare sized it per thread */
         if (per / K < most) most = per / K / 4 * 4;
-        if (most < 4) return ERT_OK; /* the SGEMM then */
+        if (most < 4) return ERT_OK; /* the SGEMM then (unpacked K > 256 with few pixels and channels) */
     }
     j.n_pc = (P + most - 1) / most;
     j.chunk = ((P + j.n_pc - 1) / j.n_pc + 3) / 4 * 4;
@@ -495,7 +583,7 @@ ert_status ert_cpu_pw_conv(const ert_kargs *a, bool *done) {
     while (n_thr > 1 && N * j.n_pc * j.n_cg < 2 * n_thr && j.n_cg < j.n_cb) j.n_cg++;
     j.n_tasks = N * j.n_pc * j.n_cg;
     int64_t slots = n_thr < j.n_tasks ? n_thr : j.n_tasks;
-    j.slot_floats = (j.wp ? 0 : K * cb) + (j.isc ? K * j.chunk : 0);
+    j.slot_floats = (j.wp ? 0 : K * cb) + (j.isc || j.gm ? K * j.chunk : 0);
     if (j.slot_floats) {
         const int64_t fit = ws_floats / j.slot_floats;
         if (fit < 1) return ERT_OK;

@@ -36,27 +36,39 @@ PW_TARGET static inline __attribute__((always_inline)) void PW_FN(pw_block)(cons
         for (int c = 0; c < nch; c++) ert_cpu_act_inplace(y + c * P + p0, p1 - p0, a);
 }
 
+/* dst row k (w floats) = sc[k] * x row k (rows P apart): out of line, so
+ * the copy loop keeps its bound in a register (inlined into the task loop
+ * it reloaded it from the stack every 8 floats) */
+PW_TARGET __attribute__((noinline)) static void PW_FN(pw_scale_rows)(const float *restrict x, int64_t P,
+                                                                    const float *restrict sc, int64_t K, int64_t w,
+                                                                    float *restrict dst) {
+    for (int64_t k = 0; k < K; k++) {
+        const float s_k = sc[k];
+        const float *src = x + k * P;
+        float *d = dst + k * w;
+        for (int64_t q = 0; q < w; q++) d[q] = s_k * src[q];
+    }
+}
+
 /* Tasks of j (claimed from its counter) on worker slot s. */
 PW_TARGET static inline __attribute__((always_inline)) void PW_FN(pw_slot)(pw_job *j, int64_t s) {
     const int64_t K = j->K, P = j->P;
     float *panel = j->ws ? j->ws + s * j->slot_floats : NULL; /* wp NULL: K x cb */
-    float *xs = panel && !j->wp ? panel + K * j->cb : panel;  /* isc: K x chunk */
+    float *xs = panel && !j->wp ? panel + K * j->cb : panel;  /* isc or gm: K x chunk */
     for (int64_t t; (t = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < j->n_tasks;) {
         const int64_t cg = t % j->n_cg, pc = t / j->n_cg % j->n_pc, n = t / (j->n_cg * j->n_pc);
         const int64_t p0 = pc * j->chunk, p1 = p0 + j->chunk < P ? p0 + j->chunk : P;
         const float *x0 = j->x + n * K * P + p0;
         int64_t ldx = P;
-        if (j->isc) { /* a fused squeeze-excitation: input channel k times isc[n][k], into the slot's copy */
-            const float *sc = j->isc + n * K;
-            const int64_t w = p1 - p0;
-            for (int64_t k = 0; k < K; k++) {
-                const float s_k = sc[k];
-                const float *src = x0 + k * P;
-                float *dst = xs + k * w;
-                for (int64_t q = 0; q < w; q++) dst[q] = s_k * src[q];
-            }
+        if (j->gm) { /* im2col rows of pixels [p0, p1) into the slot */
+            pw_im2col(j->gm, j->x + n * j->gm->C * j->gm->H * j->gm->W, j->isc ? j->isc + n * j->gm->C : NULL, p0,
+                      p1, xs);
             x0 = xs;
-            ldx = w;
+            ldx = p1 - p0;
+        } else if (j->isc) { /* a fused squeeze-excitation: input channel k times isc[n][k], into the slot's copy */
+            PW_FN(pw_scale_rows)(x0, P, j->isc + n * K, K, p1 - p0, xs);
+            x0 = xs;
+            ldx = p1 - p0;
         }
         const int64_t cb0 = cg * j->n_cb / j->n_cg, cb1 = (cg + 1) * j->n_cb / j->n_cg;
         for (int64_t cb = cb0; cb < cb1; cb++) {
