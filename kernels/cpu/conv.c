@@ -11,6 +11,11 @@
  *     that vectorises;
  *   - a 3x3 stride-1 conv where winograd.c's cost rule says so: Winograd
  *     F(4x4, 3x3) on the filter transformed at create;
+ *   - one group, where the SGEMM would run its AVX2 or NEON kernel:
+ *     pwconv.c, output channels as the vector dimension, x read in place
+ *     for 1x1 stride-1 convs, through a per-task im2col of its pixels for
+ *     other 1-D/2-D ones whose windows do not overlap with C*KH*KW <= 576
+ *     (strided 1x1 shortcuts, patchify stems and downsampling convs);
  *   - a 2-D conv that is grouped with narrow groups (Mg <= PADG_MG_MAX:
  *     RegNet, ResNeXt), or strided with no overlap between its windows'
  *     columns (a 1x1 stride-2 shortcut), when the backend's node_workspace
@@ -166,6 +171,7 @@ size_t ert_cpu_conv_padg_workspace(const ert_kargs *a) {
     geom3 g;
     padg q;
     if (a->op != ERT_OP_CONV || a->n_in < 2 || a->n_out < 1 || ert_cpu_wino_chosen(a)) return 0;
+    if (ert_cpu_pw_packed_bytes(a)) return 0; /* pwconv.c takes it (1x1 stride 2, group 1) */
     make_geom(&a->params->conv, &a->in[0], &a->out[0], &g);
     return padg_of(a, &g, &q) ? q.total : 0;
 }
@@ -298,6 +304,8 @@ static size_t conv_pk_stride(const ert_kargs *a, int64_t *G, int64_t *Mg, int64_
 
 size_t ert_cpu_conv_packed_bytes(const ert_kargs *a) {
     if (ert_cpu_wino_chosen(a)) return ert_cpu_wino_packed_bytes(a); /* its transformed filter instead */
+    const size_t pw = ert_cpu_pw_packed_bytes(a); /* pwconv.c's panels instead */
+    if (pw) return pw;
     int64_t G, Mg, Kg;
     size_t s = conv_pk_stride(a, &G, &Mg, &Kg), tot;
     if (s == 0) return 0;
@@ -306,6 +314,7 @@ size_t ert_cpu_conv_packed_bytes(const ert_kargs *a) {
 
 ert_status ert_cpu_conv_pack(const ert_kargs *a) {
     if (ert_cpu_wino_chosen(a)) return a->packed ? ert_cpu_wino_pack(a) : ERT_OK;
+    if (ert_cpu_pw_packed_bytes(a)) return a->packed ? ert_cpu_pw_pack(a) : ERT_OK;
     int64_t G, Mg, Kg;
     size_t s = conv_pk_stride(a, &G, &Mg, &Kg);
     if (s == 0 || !a->packed) return ERT_OK;
@@ -362,6 +371,11 @@ ert_status ert_cpu_conv(const ert_kargs *a) {
     bool pointwise = g.k_sz == 1;
     for (int i = 0; i < 3; i++)
         if (g.s[i] != 1 || g.pb[i] != 0 || g.in[i] != g.out[i]) pointwise = false;
+    if (G == 1) { /* pwconv.c where it takes the conv (a->packed, if any, is then its panels, not the SGEMM's A) */
+        bool done;
+        ert_status st = ert_cpu_pw_conv(a, &done);
+        if (st || done) return st;
+    }
     padg pq;
     if (!pointwise && padg_of(a, &g, &pq) && a->workspace_bytes >= pq.total) return conv_padg(a, &g, &pq, pk_stride);
     ert_conv_geom cg = {.x = NULL};

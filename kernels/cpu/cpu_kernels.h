@@ -120,6 +120,17 @@ ert_status ert_cpu_conv_pack(const ert_kargs *a);
 size_t ert_cpu_matmul_packed_bytes(const ert_kargs *a); /* MatMul and Gemm */
 ert_status ert_cpu_matmul_pack(const ert_kargs *a);
 
+/* pwconv.c: one-group convs by a kernel with output channels as the vector
+ * dimension, where the SGEMM would run its AVX2 or NEON kernel: 1x1 stride-1
+ * ones (x read in place) and 1-D/2-D ones whose windows do not overlap with
+ * C*KH*KW <= 576 (a per-task im2col). Its weight panels (bytes 0 where it
+ * does not apply; conv.c's packed_bytes/pack call these), and the conv,
+ * with *done false (y untouched) where it does not run (prepare's
+ * workspace too short for a task's copy and, unpacked, a block's panel). */
+size_t ert_cpu_pw_packed_bytes(const ert_kargs *a);
+ert_status ert_cpu_pw_pack(const ert_kargs *a);
+ert_status ert_cpu_pw_conv(const ert_kargs *a, bool *done);
+
 /* conv.c: scratch for the padded-plane path of grouped stride-1 convs, on
  * top of prepare's (the backend's node_workspace); 0 where it does not apply.
  * Without it (a short workspace) the conv takes the im2col SGEMM. */

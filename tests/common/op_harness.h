@@ -6,6 +6,7 @@
 #include "runtime_internal.h"
 #include "testutil.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +29,23 @@ static const ert_kernel_choice *oh_choice;
  * kernel that reads the packed copy gives the right result */
 static int oh_pack;
 static bool oh_was_packed; /* set by run_op: whether the kernel got packed weights */
+
+/* float64 reference of a fused activation (ert_act_params: Clip's bounds,
+ * LeakyReLU's and HardSigmoid's alpha/beta), for the conv/GEMM epilogue tests */
+static inline double oh_act_ref(double v, const ert_act_params *ap) {
+    switch (ap->kind) {
+    case ERT_ACT_RELU: return v < 0 ? 0 : v;
+    case ERT_ACT_CLIP: return v < ap->alpha ? ap->alpha : v > ap->beta ? ap->beta : v;
+    case ERT_ACT_LEAKY_RELU: return v < 0 ? ap->alpha * v : v;
+    case ERT_ACT_HARD_SIGMOID: return fmin(1, fmax(0, ap->alpha * v + ap->beta));
+    case ERT_ACT_HARD_SWISH: return v * fmin(1, fmax(0, v / 6 + 0.5));
+    case ERT_ACT_SIGMOID: return 1 / (1 + exp(-v));
+    case ERT_ACT_SILU: return v / (1 + exp(-v));
+    case ERT_ACT_TANH: return tanh(v);
+    case ERT_ACT_GELU: return 0.5 * v * (1 + erf(v / sqrt(2.0)));
+    default: return v;
+    }
+}
 
 static inline int64_t tt_n(const tt *t) {
     int64_t n = 1;

@@ -125,21 +125,6 @@ static void test_conv_packed(int pool_i) {
  * stride-2 ones; odd channels and maps, asymmetric padding, dilation 1/2,
  * bias, a residual input and ReLU, against float64. The same case without
  * the extra scratch takes the im2col SGEMM and must agree too. */
-static double epi_act(double v, const ert_act_params *ap) {
-    switch (ap->kind) {
-    case ERT_ACT_RELU: return v < 0 ? 0 : v;
-    case ERT_ACT_CLIP: return v < ap->alpha ? ap->alpha : v > ap->beta ? ap->beta : v;
-    case ERT_ACT_LEAKY_RELU: return v < 0 ? ap->alpha * v : v;
-    case ERT_ACT_HARD_SIGMOID: return fmin(1, fmax(0, ap->alpha * v + ap->beta));
-    case ERT_ACT_HARD_SWISH: return v * fmin(1, fmax(0, v / 6 + 0.5));
-    case ERT_ACT_SIGMOID: return 1 / (1 + exp(-v));
-    case ERT_ACT_SILU: return v / (1 + exp(-v));
-    case ERT_ACT_TANH: return tanh(v);
-    case ERT_ACT_GELU: return 0.5 * v * (1 + erf(v / sqrt(2.0)));
-    default: return v;
-    }
-}
-
 static void test_conv_padg(int pool_i) {
     for (int it = 0; it < 12; it++) {
         const bool shortcut = it % 3 == 2; /* G = 1, 1x1, stride 2 */
@@ -186,7 +171,7 @@ static void test_conv_padg(int pool_i) {
             conv_ref(&in[0], &w_copy, &in[2], G, s, pd, d, 0, &y, ref);
             for (int64_t i = 0; i < tt_n(&y); i++) {
                 double v = ref[i] + (with_res ? ((const float *)in[3].data)[i] : 0.0);
-                ref[i] = epi_act(v, &ap);
+                ref[i] = oh_act_ref(v, &ap);
             }
             CHECK(ert_test_close(what, y.data, ref, tt_n(&y), 1e-5, 1e-4), "%s", what);
             free(ref);
@@ -234,7 +219,7 @@ static void test_dw(int pool_i, int cap) {
         if (st == ERT_OK) {
             double *ref = malloc((size_t)tt_n(&y) * sizeof *ref);
             conv_ref(&in[0], &in[1], &in[2], C, s, pd, d, 0, &y, ref);
-            for (int64_t i = 0; i < tt_n(&y); i++) ref[i] = epi_act(ref[i], &ap);
+            for (int64_t i = 0; i < tt_n(&y); i++) ref[i] = oh_act_ref(ref[i], &ap);
             CHECK(ert_test_close(what, y.data, ref, tt_n(&y), 1e-5, 1e-4), "%s", what);
             free(ref);
             tt_free(&y);
@@ -662,7 +647,7 @@ static void test_sgemm_epilogue(int pool_i, int cap) {
                 double v = accum ? c[i * N + j] : 0;
                 for (int64_t p = 0; p < K; p++) v += (double)a[i * K + p] * b[p * ldb + j];
                 v += (br ? bias_r[i] : 0) + (rs ? res[i * N + j] : 0) + (bc ? bias_c[j] : 0);
-                ref[i * N + j] = epi_act(v, &ap);
+                ref[i * N + j] = oh_act_ref(v, &ap);
             }
         ert_sgemm_args g = {.M = M, .N = N, .K = K, .a = a, .a_rs = K, .a_cs = 1, .alpha = 1.0f,
                             .b = b, .b_rs = ldb, .b_cs = 1, .c = c, .ldc = N, .accumulate = accum,

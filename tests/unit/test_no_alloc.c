@@ -1,9 +1,12 @@
 /* Zero allocation after create: malloc/calloc/realloc/free/aligned_alloc/
  * posix_memalign are wrapped at link time (tests/common/CMakeLists.txt) and counted
  * while a CNN session runs 100 times, single- and multi-threaded, once with
- * the CPU backend's own choices and once with its 3x3 convs forced onto
+ * the CPU backend's own choices, once with its 3x3 convs forced onto
  * Winograd (kernels/cpu/winograd.c: transformed filter and scratch planned
- * at create). */
+ * at create) and once with the SGEMM capped at AVX2 (x86; NEON on aarch64),
+ * where the 1x1 conv takes kernels/cpu/pwconv.c (an AVX-512 CPU otherwise
+ * keeps it on the SGEMM). */
+#include "cpu_gemm.h" /* ERT_CPU_GEMM_* */
 #include "ert_internal.h" /* ert_context_set_kernel_choice */
 #include "testutil.h"
 
@@ -42,7 +45,8 @@ static int32_t weight(ert_builder *b, ert_test_rng *r, int nd, const int64_t *d)
     return id;
 }
 
-/* conv3x3(3->8) relu maxpool conv3x3(8->8)+residual relu, depthwise conv3x3
+/* conv3x3(3->8) relu maxpool conv3x3(8->8)+residual relu, conv1x1(8->8)
+ * (pwconv.c) + residual relu, depthwise conv3x3
  * stride 2 (dwconv.c) with SiLU as Sigmoid*Mul (act_vec.h), GAP flatten
  * gemm(8->5) softmax */
 static ert_model *cnn(ert_test_rng *r) {
@@ -50,7 +54,8 @@ static ert_model *cnn(ert_test_rng *r) {
     CHECK_OK(ert_builder_create(ctx, &b), ctx);
     int64_t xd[4] = {-1, 3, 12, 12}, w1d[4] = {8, 3, 3, 3}, w2d[4] = {8, 8, 3, 3}, bd[1] = {8}, fd[2] = {5, 8}, fbd[1] = {5};
     int64_t wdd[4] = {8, 1, 3, 3};
-    int32_t x, c1, r1, p1, c2, s2, r2, dw, sg, sl, g, f, o, sm;
+    int64_t wpd[4] = {8, 8, 1, 1};
+    int32_t x, c1, r1, p1, c2, s2, r2, c3, s3, r3, dw, sg, sl, g, f, o, sm;
     CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 4, xd, &x), ctx);
     CHECK_OK(ert_builder_conv2d(b, x, weight(b, r, 4, w1d), weight(b, r, 1, bd), 1, 1, 1, 1, &c1), ctx);
     CHECK_OK(ert_builder_unary(b, "Relu", c1, &r1), ctx);
@@ -58,7 +63,10 @@ static ert_model *cnn(ert_test_rng *r) {
     CHECK_OK(ert_builder_conv2d(b, p1, weight(b, r, 4, w2d), weight(b, r, 1, bd), 1, 1, 1, 1, &c2), ctx);
     CHECK_OK(ert_builder_binary(b, "Add", c2, p1, &s2), ctx);
     CHECK_OK(ert_builder_unary(b, "Relu", s2, &r2), ctx);
-    CHECK_OK(ert_builder_conv2d(b, r2, weight(b, r, 4, wdd), weight(b, r, 1, bd), 2, 1, 1, 8, &dw), ctx);
+    CHECK_OK(ert_builder_conv2d(b, r2, weight(b, r, 4, wpd), weight(b, r, 1, bd), 1, 0, 1, 1, &c3), ctx);
+    CHECK_OK(ert_builder_binary(b, "Add", c3, r2, &s3), ctx);
+    CHECK_OK(ert_builder_unary(b, "Relu", s3, &r3), ctx);
+    CHECK_OK(ert_builder_conv2d(b, r3, weight(b, r, 4, wdd), weight(b, r, 1, bd), 2, 1, 1, 8, &dw), ctx);
     CHECK_OK(ert_builder_unary(b, "Sigmoid", dw, &sg), ctx);
     CHECK_OK(ert_builder_binary(b, "Mul", dw, sg, &sl), ctx);
     CHECK_OK(ert_builder_unary(b, "GlobalAveragePool", sl, &g), ctx);
@@ -83,11 +91,17 @@ int main(void) {
     free(probe);
     atomic_store(&counting, 0);
     CHECK(atomic_load(&n_calls) == 2, "wrapper counted %ld calls for malloc+free", atomic_load(&n_calls));
-    for (int run = 0; m && run < 4; run++) {
+    for (int run = 0; m && run < 6; run++) {
         const int threads = 1 + run % 2;
-        /* runs 2, 3: Winograd for every eligible conv (its packed filter and scratch) */
+        /* runs 2, 3: Winograd for every eligible conv (its packed filter and scratch);
+         * 4, 5: the SGEMM capped where pwconv.c runs */
         ert_kernel_choice kc = ert_kernel_choice_of(NULL);
-        kc.wino = run / 2;
+        kc.wino = run / 2 == 1;
+#if defined(__aarch64__)
+        if (run / 2 == 2) kc.gemm_cap = ERT_CPU_GEMM_NEON;
+#else
+        if (run / 2 == 2) kc.gemm_cap = ERT_CPU_GEMM_AVX2;
+#endif
         ert_context_set_kernel_choice(ctx, &kc);
         ert_session_options o = {.batch = 2, .n_threads = threads};
         ert_session *s = NULL;

@@ -1,0 +1,604 @@
+/* Pointwise convolution (1x1, stride 1, no padding, one group), and other
+ * one-group convs whose windows do not overlap (strided 1x1, kernel =
+ * stride) through a per-task im2col: a kernel
+ * beside the SGEMM that conv.c otherwise runs for them.
+ *
+ *   y (N, M, P) = W (M, K) x (N, K, P) + bias, + residual, activation
+ *   (P = the output pixels of a plane; x's channel k is x's row k, NCHW; for
+ *   the im2col case x's rows are the K = C*KH*KW taps of each pixel)
+ *
+ * The SGEMM makes pixels its vector dimension: each call packs x into
+ * 16-column panels (a copy of every input float per 288 output channels),
+ * loses lanes where P is not a multiple of 16 (a 7x7 map is 3 panels and 1
+ * column of a fourth), and pays a tile's set-up and store per 16 pixels x 6
+ * channels. Here the output channels are the vector dimension (onnxruntime's
+ * NCHWc kernels do the same): a tile is 4 pixels x CB channels (AVX2: 3
+ * vectors, 24 channels; NEON: 4 vectors, 16), its x values broadcast (AVX2)
+ * or taken by lane (NEON's FMLA by element) straight from the input rows,
+ * no packing, its weights whole vectors of a panel packed once at session
+ * create. Per k step on AVX2: 3 loads, 4 broadcasts, 12 FMAs (the SGEMM's
+ * 6x16 tile: 2, 6, 12 plus its B packing). Pixel counts need no padding (a
+ * last tile of 1..3 pixels); channel counts are multiples of 8 in the
+ * networks this is for, and a last block of 1 or 2 vectors takes its own
+ * copy (channels past M are zero in the panel, never stored). The tile is
+ * transposed in registers into 4-pixel pieces of each output channel's row,
+ * which get the residual and the activation before the store.
+ *
+ * Work: tasks of (image, pixel chunk, range of channel blocks), claimed by
+ * worker slots from an atomic counter. Without packed panels (ERT_SESSION_
+ * NO_PACK, the trainer) each task packs its blocks into its slot's share of
+ * the workspace (the same numbers either way); a fused squeeze-excitation
+ * scale on the input channels (conv in_scale) goes into a copy of the
+ * task's pixels there (the SGEMM applies it while packing), and so do the
+ * im2col rows of a conv that is not pointwise (windows that do not
+ * overlap, PW_GATHER_KMAX). prepare
+ * sizes the workspace for the SGEMM; where a slot's share is too small the
+ * conv takes the SGEMM (only without packed panels: K > 256 with few
+ * pixels and channels).
+ *
+ * Chosen where the SGEMM would run its AVX2 kernel (x86) or NEON (aarch64);
+ * the portable kernel keeps the SGEMM, which is also what the tests hold
+ * this against. On an AVX-512 CPU the SGEMM's 8x32 kernel runs (no 16-lane
+ * copy of this one yet). */
+#include "act_vec.h"
+#include "cpu_gemm.h"
+#include "cpu_kernels.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+#define PW_MAGIC 0x70776331 /* "pwc1" */
+#define PW_HDR 64
+#define PW_CHUNK 128 /* pixels per task at most: the chunk's x rows (and its scaled copy) stay in L2 */
+
+typedef struct pw_hdr {
+    int64_t magic, M, K, cb, vl;
+} pw_hdr;
+
+/* A conv that is not pointwise, as the per-task im2col sees it (2-D; 1-D
+ * with H = OH = KH = 1): x rows k = (c, kh, kw) of K = C*KH*KW. */
+typedef struct pw_geom {
+    int64_t C, H, W, OW, KH, KW, sh, sw, dh, dw, ph, pw;
+} pw_geom;
+
+typedef struct pw_job {
+    const float *x, *b, *res, *isc; /* isc (N, C) or NULL: the fused SE scale */
+    const pw_geom *gm;            /* or NULL: pointwise, x's rows read in place */
+    const float *wp;              /* the panels packed at create, or NULL: each task packs its blocks from */
+    const float *w, *osc;         /* the filter (M, K) and the output-channel scale (M) or NULL */
+    float *y;
+    int64_t N, K, M, P, cb, vl, n_cb; /* cb: channels per block, a multiple of vl (the vector width) */
+    int64_t chunk, n_pc, n_cg, n_tasks;
+    const ert_act_params *act;
+    float *ws;                    /* per slot slot_floats: a block's panel (wp NULL), the scaled chunk (isc) */
+    int64_t slot_floats;
+    atomic_llong next;
+} pw_job;
+
+/* Channels c0 .. c0 + nch of w (M, K) times osc (or 1), as (K, width)
+ * rows (width: nch rounded up to whole vectors, zeros past nch): a panel
+ * block, at create for all of them or per task into its slot. */
+static void pw_pack_block(const float *w, const float *osc, int64_t K, int64_t c0, int64_t nch, int64_t width,
+                          float *restrict blk) {
+    for (int64_t c = 0; c < width; c++) {
+        const float *wr = w + (c0 + c) * K;
+        const float sc = c < nch && osc ? osc[c0 + c] : 1.0f;
+        for (int64_t k = 0; k < K; k++) blk[k * width + c] = c < nch ? sc * wr[k] : 0.0f;
+    }
+}
+
+/* The im2col rows of output pixels [p0, p1) of one image xn (C, H, W),
+ * input channel c times isc[c] when isc: dst row k = (c, kh, kw), p1 - p0
+ * floats, zero where the tap falls in the padding. Per output-row segment
+ * the in-image span is found up front, so the copy loops have no test. */
+static inline void pw_im2col(const pw_geom *g, const float *xn, const float *isc, int64_t p0, int64_t p1,
+                             float *restrict dst) {
+    const int64_t w = p1 - p0, sw = g->sw;
+    float *d = dst;
+    for (int64_t c = 0; c < g->C; c++) {
+        const float s = isc ? isc[c] : 1.0f;
+        for (int64_t kh = 0; kh < g->KH; kh++)
+            for (int64_t kw = 0; kw < g->KW; kw++, d += w) {
+                for (int64_t p = p0; p < p1;) {
+                    const int64_t oh = p / g->OW, ow0 = p % g->OW;
+                    const int64_t n = g->OW - ow0 < p1 - p ? g->OW - ow0 : p1 - p;
+                    const int64_t ih = oh * g->sh - g->ph + kh * g->dh, iw0 = ow0 * sw - g->pw + kw * g->dw;
+                    float *dd = d + (p - p0);
+                    int64_t lo = 0, hi = 0; /* taps t in [lo, hi) read the image */
+                    if (ih >= 0 && ih < g->H) {
+                        lo = iw0 >= 0 ? 0 : (-iw0 + sw - 1) / sw;
+                        hi = g->W - iw0 > 0 ? (g->W - iw0 + sw - 1) / sw : 0;
+                        if (hi > n) hi = n;
+                        if (lo > hi) lo = hi;
+                    }
+                    int64_t t = 0;
+                    for (; t < lo; t++) dd[t] = 0.0f;
+                    if (hi > lo) {
+                        const float *row = xn + (c * g->H + ih) * g->W + iw0;
+                        if (sw == 1 && !isc)
+                            for (; t < hi; t++) dd[t] = row[t];
+                        else if (sw == 1)
+                            for (; t < hi; t++) dd[t] = s * row[t];
+                        else
+                            for (; t < hi; t++) dd[t] = s * row[t * sw];
+                    }
+                    for (; t < n; t++) dd[t] = 0.0f;
+                    p += n;
+                }
+            }
+    }
+}
+
+/* What every tile of one channel block shares. */
+typedef struct pw_targs {
+    int64_t ldx, K, P;       /* x's row stride, input channels, y's row stride (pixels of a plane) */
+    const float *wp;         /* the block's panel (K, V * VL) */
+    const float *bias;       /* V * VL floats (zeros past nch) */
+    int nch, kind;           /* real channels; the activation if act_vec.h has it, else ERT_ACT_NONE */
+    float al, be;
+} pw_targs;
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__aarch64__))
+#define PW_ON 1
+
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#define PW_VMAX 4 /* 16 accumulators + 4 weight vectors + the 4 pixels' x */
+#define PW_VL 4
+#define PW_FN(name) name##_n
+#define PW_TARGET
+
+/* The NEON tile (pwconv_impl.h's contract for PW_FN(pw_tile_k)): per k
+ * step one q-register of 4 pixels' x, V weight vectors and 4V FMLA by
+ * lane (`fmla v.4s, v.4s, v.s[r]`: no broadcasts). Intrinsics on named
+ * accumulators, one function per (V, FULL): the GNU-vector body with its
+ * accumulators in an array spilled them on every k step (gcc 12). */
+#define PWN_ROW(r) float32x4_t c##r##0 = b0, c##r##1 = b1, c##r##2 = b2, c##r##3 = b3
+#define PWN_FMA(r)                                                                                                  \
+    do {                                                                                                            \
+        c##r##0 = vfmaq_laneq_f32(c##r##0, w0, xv, r);                                                              \
+        if (V > 1) c##r##1 = vfmaq_laneq_f32(c##r##1, w1, xv, r);                                                   \
+        if (V > 2) c##r##2 = vfmaq_laneq_f32(c##r##2, w2, xv, r);                                                   \
+        if (V > 3) c##r##3 = vfmaq_laneq_f32(c##r##3, w3, xv, r);                                                   \
+    } while (0)
+
+/* channel row u (4 pixels) of output channel c of the block (nch real):
+ * residual, activation (act_vec.h's vectors are q-registers here), store */
+static inline __attribute__((always_inline)) void pwn_out(float32x4_t u, float *restrict y,
+                                                         const float *restrict res, int c, const bool FULL, int R,
+                                                         int nch, const int KIND, float al, float be) {
+    if (!FULL && c >= nch) return;
+    if (res) {
+        if (FULL) u = vaddq_f32(u, vld1q_f32(res));
+        else {
+            float rt[4] = {0};
+            memcpy(rt, res, (size_t)R * sizeof(float));
+            u = vaddq_f32(u, vld1q_f32(rt));
+        }
+    }
+    if (KIND != ERT_ACT_NONE) {
+        ert_av8 t;
+        memcpy(&t, &u, sizeof t);
+        ert_av_act(&t, KIND, al, be);
+        memcpy(&u, &t, sizeof u);
+    }
+    if (FULL) vst1q_f32(y, u);
+    else {
+        float t[4];
+        vst1q_f32(t, u);
+        memcpy(y, t, (size_t)R * sizeof(float));
+    }
+}
+
+/* the 4x4 block of vector v (rows = pixels) transposed into 4 channel
+ * rows, then out */
+#define PWN_OUT(v)                                                                                                  \
+    do {                                                                                                            \
+        const float32x4_t t0 = vtrn1q_f32(c0##v, c1##v), t1 = vtrn2q_f32(c0##v, c1##v);                           \
+        const float32x4_t t2 = vtrn1q_f32(c2##v, c3##v), t3 = vtrn2q_f32(c2##v, c3##v);                           \
+        const float64x2_t d0 = vreinterpretq_f64_f32(t0), d1 = vreinterpretq_f64_f32(t1);                           \
+        const float64x2_t d2 = vreinterpretq_f64_f32(t2), d3 = vreinterpretq_f64_f32(t3);                           \
+        float32x4_t u_[4] = {vreinterpretq_f32_f64(vtrn1q_f64(d0, d2)), vreinterpretq_f32_f64(vtrn1q_f64(d1, d3)), \
+                             vreinterpretq_f32_f64(vtrn2q_f64(d0, d2)), vreinterpretq_f32_f64(vtrn2q_f64(d1, d3))}; \
+        for (int i_ = 0; i_ < 4; i_++) {                                                                            \
+            const int c_ = (v) * 4 + i_;                                                                            \
+            pwn_out(u_[i_], y + c_ * P, res ? res + c_ * P : NULL, c_, FULL, R, nch, KIND, al, be);                 \
+        }                                                                                                           \
+    } while (0)
+#define PWN_EPI(KIND_)                                                                                              \
+    do {                                                                                                            \
+        const int KIND = (KIND_);                                                                                   \
+        PWN_OUT(0);                                                                                                 \
+        if (V > 1) PWN_OUT(1);                                                                                      \
+        if (V > 2) PWN_OUT(2);                                                                                      \
+        if (V > 3) PWN_OUT(3);                                                                                      \
+    } while (0)
+
+static inline __attribute__((always_inline)) void pwn_tile(const pw_targs *tg, const float *restrict x,
+                                                          float *restrict y, const float *restrict res, int R,
+                                                          const int V, const bool FULL) {
+    const int64_t ldx = tg->ldx, K = tg->K, P = tg->P;
+    const float *wk = tg->wp, *xk = x;
+    const float32x4_t b0 = vld1q_f32(tg->bias), b1 = V > 1 ? vld1q_f32(tg->bias + 4) : b0,
+                      b2 = V > 2 ? vld1q_f32(tg->bias + 8) : b0, b3 = V > 3 ? vld1q_f32(tg->bias + 12) : b0;
+    PWN_ROW(0); PWN_ROW(1); PWN_ROW(2); PWN_ROW(3);
+    for (int64_t k = 0; k < K; k++, xk += ldx, wk += V * 4) {
+        float32x4_t xv;
+        if (FULL) xv = vld1q_f32(xk);
+        else { /* the last 1..3 pixels of a row: the lanes past them are zero */
+            float t[4] = {0};
+            memcpy(t, xk, (size_t)R * sizeof(float));
+            xv = vld1q_f32(t);
+        }
+        const float32x4_t w0 = vld1q_f32(wk), w1 = V > 1 ? vld1q_f32(wk + 4) : w0,
+                          w2 = V > 2 ? vld1q_f32(wk + 8) : w0, w3 = V > 3 ? vld1q_f32(wk + 12) : w0;
+        PWN_FMA(0); PWN_FMA(1); PWN_FMA(2); PWN_FMA(3);
+    }
+    const int nch = tg->nch;
+    const float al = tg->al, be = tg->be;
+    switch (tg->kind) { /* a constant in each epilogue, so ert_av_act's switch and constants fold */
+    case ERT_ACT_NONE: PWN_EPI(ERT_ACT_NONE); break;
+    case ERT_ACT_RELU: PWN_EPI(ERT_ACT_RELU); break;
+    case ERT_ACT_CLIP: PWN_EPI(ERT_ACT_CLIP); break;
+    case ERT_ACT_SILU: PWN_EPI(ERT_ACT_SILU); break;
+    case ERT_ACT_HARD_SWISH: PWN_EPI(ERT_ACT_HARD_SWISH); break;
+    case ERT_ACT_GELU: PWN_EPI(ERT_ACT_GELU); break;
+    default: PWN_EPI(tg->kind); break;
+    }
+}
+#undef PWN_ROW
+#undef PWN_FMA
+#undef PWN_OUT
+#undef PWN_EPI
+
+#define PWN_COPY(V, FULL, NAME)                                                                                     \
+    __attribute__((noinline)) static void NAME(const pw_targs *tg, const float *x, float *y, const float *res,      \
+                                               int R) {                                                             \
+        pwn_tile(tg, x, y, res, R, V, FULL);                                                                        \
+    }
+PWN_COPY(1, true, pwn_tile1f)
+PWN_COPY(2, true, pwn_tile2f)
+PWN_COPY(3, true, pwn_tile3f)
+PWN_COPY(4, true, pwn_tile4f)
+PWN_COPY(1, false, pwn_tile1p)
+PWN_COPY(2, false, pwn_tile2p)
+PWN_COPY(3, false, pwn_tile3p)
+PWN_COPY(4, false, pwn_tile4p)
+#undef PWN_COPY
+
+static inline __attribute__((always_inline)) void pw_tile_k_n(const pw_targs *tg, const float *x, float *y,
+                                                             const float *res, int R, const int V, const bool FULL) {
+    if (V == 4) (FULL ? pwn_tile4f : pwn_tile4p)(tg, x, y, res, R);
+    else if (V == 3) (FULL ? pwn_tile3f : pwn_tile3p)(tg, x, y, res, R);
+    else if (V == 2) (FULL ? pwn_tile2f : pwn_tile2p)(tg, x, y, res, R);
+    else (FULL ? pwn_tile1f : pwn_tile1p)(tg, x, y, res, R);
+}
+#include "pwconv_impl.h"
+static void pw_run_neon(void *arg, int64_t s0, int64_t s1) {
+    for (int64_t s = s0; s < s1; s++) pw_slot_n(arg, s);
+}
+#else
+#include <immintrin.h>
+#define PW_VMAX 3 /* 12 accumulators + 3 weight vectors + a broadcast: the 16 ymm registers */
+#define PW_VL 8
+#define PW_FN(name) name##_y
+#define PW_TARGET __attribute__((target("avx2,fma")))
+
+/* The AVX2 tile (pwconv_impl.h's contract for PW_FN(pw_tile_k)), in
+ * intrinsics on named accumulators, one function per (V, FULL) that the
+ * block loop calls per tile: inlined into that loop (or written with GNU
+ * vectors in an array), gcc 12 kept the tile's row addresses in registers
+ * and stack slots of their own, stepped each per tile, and copied
+ * accumulators around (~20% more instructions a k step, ~180 per tile
+ * outside it). */
+#define PWY_ROW(r)                                                                                                  \
+    __m256 c##r##0 = b0, c##r##1 = b1, c##r##2 = b2
+#define PWY_FMA(r, XR)                                                                                              \
+    if ((r) < R) {                                                                                                  \
+        const __m256 s_ = _mm256_broadcast_ss((XR) + (r));                                                         \
+        c##r##0 = _mm256_fmadd_ps(w0, s_, c##r##0);                                                                 \
+        if (V > 1) c##r##1 = _mm256_fmadd_ps(w1, s_, c##r##1);                                                      \
+        if (V > 2) c##r##2 = _mm256_fmadd_ps(w2, s_, c##r##2);                                                      \
+    }
+#define PWY_STEP(J, XR)                                                                                             \
+    do {                                                                                                            \
+        const __m256 w0 = _mm256_loadu_ps(wk + (J) * V * 8);                                                        \
+        const __m256 w1 = V > 1 ? _mm256_loadu_ps(wk + (J) * V * 8 + 8) : w0;                                       \
+        const __m256 w2 = V > 2 ? _mm256_loadu_ps(wk + (J) * V * 8 + 16) : w0;                                      \
+        PWY_FMA(0, XR) PWY_FMA(1, XR) PWY_FMA(2, XR) PWY_FMA(3, XR)                                                 \
+    } while (0)
+
+/* the epilogue of one transposed vector u (lane 0: the channel row at y,
+ * lane 1: the one 4 rows on; 4 pixels each; channels c, c + 4 of the
+ * block, nch real) and its store; res the same rows of the residual */
+__attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) void
+pwy_out(__m256 u, float *restrict y, const float *restrict res, int64_t P4, int c, const bool FULL, int R, int nch,
+        const int KIND, float al, float be) {
+    if (FULL) {
+        if (res)
+            u = _mm256_add_ps(u, _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(res)),
+                                                      _mm_loadu_ps(res + P4), 1));
+    } else {
+        float rt[8] = {0};
+        if (res) {
+            if (c < nch) memcpy(rt, res, (size_t)R * sizeof(float));
+            if (c + 4 < nch) memcpy(rt + 4, res + P4, (size_t)R * sizeof(float));
+        }
+        u = _mm256_add_ps(u, _mm256_loadu_ps(rt));
+    }
+    /* ReLU and Clip as act_vec.h's `x < lo ? lo : x` exactly (MAXPS returns
+     * its second operand unless the first is greater: NaN stays NaN) */
+    if (KIND == ERT_ACT_RELU) u = _mm256_max_ps(_mm256_setzero_ps(), u);
+    else if (KIND == ERT_ACT_CLIP)
+        u = _mm256_min_ps(_mm256_set1_ps(be + 0.0f), _mm256_max_ps(_mm256_set1_ps(al + 0.0f), u));
+    else if (KIND != ERT_ACT_NONE) {
+        ert_av8 t = (ert_av8)u;
+        ert_av_act(&t, KIND, al, be);
+        u = (__m256)t;
+    }
+    if (FULL) {
+        _mm_storeu_ps(y, _mm256_castps256_ps128(u));
+        _mm_storeu_ps(y + P4, _mm256_extractf128_ps(u, 1));
+    } else {
+        float t[8];
+        _mm256_storeu_ps(t, u);
+        if (c < nch) memcpy(y, t, (size_t)R * sizeof(float));
+        if (c + 4 < nch) memcpy(y + P4, t + 4, (size_t)R * sizeof(float));
+    }
+}
+
+/* the 4 x 8 tile of vector v (rows = pixels) transposed into 4 vectors of
+ * 2 channels x 4 pixels, then out; yq and rq step one channel row at a time */
+#define PWY_OUT1(U, I)                                                                                              \
+    do {                                                                                                            \
+        pwy_out((U), yq, rq, P4, (I), FULL, R, nch, KIND, al, be);                                                  \
+        yq += P;                                                                                                    \
+        if (res) rq += P;                                                                                           \
+    } while (0)
+#define PWY_OUT(v)                                                                                                  \
+    do {                                                                                                            \
+        const __m256 t0 = _mm256_unpacklo_ps(c0##v, c1##v), t1 = _mm256_unpackhi_ps(c0##v, c1##v);                 \
+        const __m256 t2 = _mm256_unpacklo_ps(c2##v, c3##v), t3 = _mm256_unpackhi_ps(c2##v, c3##v);                 \
+        PWY_OUT1(_mm256_shuffle_ps(t0, t2, 0x44), (v) * 8 + 0);                                                     \
+        PWY_OUT1(_mm256_shuffle_ps(t0, t2, 0xEE), (v) * 8 + 1);                                                     \
+        PWY_OUT1(_mm256_shuffle_ps(t1, t3, 0x44), (v) * 8 + 2);                                                     \
+        PWY_OUT1(_mm256_shuffle_ps(t1, t3, 0xEE), (v) * 8 + 3);                                                     \
+        yq += P4;                                                                                                   \
+        if (res) rq += P4;                                                                                          \
+    } while (0)
+#define PWY_EPI(KIND_)                                                                                              \
+    do {                                                                                                            \
+        const int KIND = (KIND_);                                                                                   \
+        float *yq = y;                                                                                              \
+        const float *rq = res;                                                                                      \
+        PWY_OUT(0);                                                                                                 \
+        if (V > 1) PWY_OUT(1);                                                                                      \
+        if (V > 2) PWY_OUT(2);                                                                                      \
+    } while (0)
+
+__attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) void
+pwy_tile(const pw_targs *tg, const float *restrict x, float *restrict y, const float *restrict res, int R,
+         const int V, const bool FULL) {
+    if (FULL) R = 4;
+    const int64_t ldx = tg->ldx, K = tg->K, P = tg->P, P4 = 4 * P, l2 = 2 * ldx, l3 = 3 * ldx;
+    const float *wk = tg->wp;
+    const __m256 b0 = _mm256_loadu_ps(tg->bias), b1 = V > 1 ? _mm256_loadu_ps(tg->bias + 8) : b0,
+                 b2 = V > 2 ? _mm256_loadu_ps(tg->bias + 16) : b0;
+    PWY_ROW(0); PWY_ROW(1); PWY_ROW(2); PWY_ROW(3);
+    const float *xk = x;
+    int64_t k = 0;
+    for (; k + 4 <= K; k += 4, xk += 4 * ldx, wk += 4 * V * 8) {
+        /* the row pointers opaque to gcc's induction-variable pass, which
+         * otherwise keeps every (row, pixel) offset of the trip in a register
+         * of its own (16 of them, some spilled) instead of a displacement */
+        const float *x0 = xk, *x1 = xk + ldx, *x2 = xk + l2, *x3 = xk + l3;
+        __asm__("" : "+r"(x0), "+r"(x1), "+r"(x2), "+r"(x3));
+        PWY_STEP(0, x0);
+        PWY_STEP(1, x1);
+        PWY_STEP(2, x2);
+        PWY_STEP(3, x3);
+    }
+    for (; k < K; k++, xk += ldx, wk += V * 8) PWY_STEP(0, xk);
+    const int nch = tg->nch;
+    const float al = tg->al, be = tg->be;
+    switch (tg->kind) { /* a constant in each epilogue, so ert_av_act's switch and constants fold */
+    case ERT_ACT_NONE: PWY_EPI(ERT_ACT_NONE); break;
+    case ERT_ACT_RELU: PWY_EPI(ERT_ACT_RELU); break;
+    case ERT_ACT_CLIP: PWY_EPI(ERT_ACT_CLIP); break;
+    case ERT_ACT_SILU: PWY_EPI(ERT_ACT_SILU); break;
+    case ERT_ACT_HARD_SWISH: PWY_EPI(ERT_ACT_HARD_SWISH); break;
+    case ERT_ACT_GELU: PWY_EPI(ERT_ACT_GELU); break;
+    default: PWY_EPI(tg->kind); break;
+    }
+}
+#undef PWY_ROW
+#undef PWY_FMA
+#undef PWY_STEP
+#undef PWY_OUT
+#undef PWY_OUT1
+#undef PWY_EPI
+
+#define PWY_COPY(V, FULL, NAME)                                                                                     \
+    __attribute__((target("avx2,fma"), noinline)) static void NAME(const pw_targs *tg, const float *x, float *y,   \
+                                                                  const float *res, int R) {                        \
+        pwy_tile(tg, x, y, res, R, V, FULL);                                                                        \
+    }
+PWY_COPY(1, true, pwy_tile1f)
+PWY_COPY(2, true, pwy_tile2f)
+PWY_COPY(3, true, pwy_tile3f)
+PWY_COPY(1, false, pwy_tile1p)
+PWY_COPY(2, false, pwy_tile2p)
+PWY_COPY(3, false, pwy_tile3p)
+#undef PWY_COPY
+
+__attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) void
+pw_tile_k_y(const pw_targs *tg, const float *x, float *y, const float *res, int R, const int V, const bool FULL) {
+    if (V == 3) (FULL ? pwy_tile3f : pwy_tile3p)(tg, x, y, res, R);
+    else if (V == 2) (FULL ? pwy_tile2f : pwy_tile2p)(tg, x, y, res, R);
+    else (FULL ? pwy_tile1f : pwy_tile1p)(tg, x, y, res, R);
+}
+#include "pwconv_impl.h"
+__attribute__((target("avx2,fma"))) static void pw_run_avx2(void *arg, int64_t s0, int64_t s1) {
+    for (int64_t s = s0; s < s1; s++) pw_slot_y(arg, s);
+}
+#endif
+#else
+#define PW_ON 0
+#endif
+
+/* Channels per block of the kernel kc picks, or 0 where the SGEMM runs. */
+static int64_t pw_block_channels(const ert_kernel_choice *kc, int64_t *vl) {
+    *vl = 0;
+#if PW_ON && defined(__x86_64__)
+    if (ert_cpu_sgemm_kernel(kc) == ERT_CPU_GEMM_AVX2) return *vl = 8, 24;
+#elif PW_ON
+    if (ert_cpu_sgemm_kernel(kc) == ERT_CPU_GEMM_NEON) return *vl = 4, 16;
+#else
+    (void)kc;
+#endif
+    return 0;
+}
+
+/* Input channels times taps at most for a conv that is not pointwise: each
+ * task builds the im2col rows of its pixels (K of them, chunk wide) in its
+ * slot; strided 1x1 shortcuts, patchify stems and downsampling convs
+ * (kernel = stride). Wider ones keep the SGEMM, whose B blocks stay 256
+ * deep. */
+#define PW_GATHER_KMAX 576
+
+/* 1: a pointwise conv this kernel takes (x read in place), 2: one it takes
+ * through a per-task im2col, 0: neither (shape and dtypes; not whether it
+ * is packed). */
+static int pw_kind(const ert_kargs *a) {
+    const ert_conv_params *p = &a->params->conv;
+    if (a->op != ERT_OP_CONV || a->n_in < 2 || a->n_out < 1 || p->group != 1) return 0;
+    if (p->has_scale && (a->n_in < 5 || !a->in[4].data)) return 0;
+    if (a->in[0].dtype != ERT_DTYPE_F32 || a->in[1].dtype != ERT_DTYPE_F32) return 0;
+    if (p->has_in_scale && (a->n_in < 6 || !a->in[5].data)) return 0;
+    const ert_tview *X = &a->in[0], *Y = &a->out[0];
+    if (X->dims[0] < 1 || X->dims[1] < 1 || Y->dims[1] < 1) return 0;
+    bool point = true, disjoint = true;
+    int64_t K = X->dims[1];
+    for (int i = 0; i < p->nsp; i++) {
+        if (p->kernel[i] != 1 || p->stride[i] != 1 || p->pad_begin[i] != 0 || X->dims[2 + i] != Y->dims[2 + i])
+            point = false;
+        if ((p->kernel[i] - 1) * p->dilation[i] >= p->stride[i]) disjoint = false;
+        K *= p->kernel[i];
+    }
+    if (point) return 1;
+    /* windows that do not overlap (every input float in at most one im2col
+     * row): there the per-task im2col is cheaper than the SGEMM's panels;
+     * where they overlap (a 3x3 stride-2 stem) it cost more (callgrind:
+     * MobileNetV2 +0.8 M, YOLOv8n +12 M) */
+    return disjoint && p->nsp <= 2 && K <= PW_GATHER_KMAX && !ert_cpu_wino_chosen(a) ? 2 : 0;
+}
+
+static void pw_geom_of(const ert_kargs *a, pw_geom *g) {
+    const ert_conv_params *p = &a->params->conv;
+    const ert_tview *X = &a->in[0], *Y = &a->out[0];
+    const int o = p->nsp == 2 ? 0 : 1; /* 1-D: the second axis only */
+    *g = (pw_geom){.C = X->dims[1], .H = o ? 1 : X->dims[2], .W = X->dims[3 - o], .OW = Y->dims[3 - o],
+                   .KH = o ? 1 : p->kernel[0], .KW = p->kernel[1 - o], .sh = o ? 1 : p->stride[0],
+                   .sw = p->stride[1 - o], .dh = o ? 1 : p->dilation[0], .dw = p->dilation[1 - o],
+                   .ph = o ? 0 : p->pad_begin[0], .pw = p->pad_begin[1 - o]};
+}
+
+static int64_t pw_pixels(const ert_tview *t) {
+    int64_t P = 1;
+    for (int i = 2; i < t->ndim; i++) P *= t->dims[i];
+    return P;
+}
+
+size_t ert_cpu_pw_packed_bytes(const ert_kargs *a) {
+    int64_t vl, cb = pw_block_channels(a->choice, &vl);
+    if (!cb || !pw_kind(a)) return 0;
+    const int64_t M = a->out[0].dims[1], K = a->in[1].n_elems / M;
+    size_t f, bytes;
+    if (ert_mul_ovf((size_t)((M + cb - 1) / cb * cb), (size_t)K, &f) || ert_mul_ovf(f, sizeof(float), &bytes) ||
+        bytes > SIZE_MAX - PW_HDR)
+        return SIZE_MAX;
+    return bytes + PW_HDR;
+}
+
+/* Block b of the panels: channels c0 = b*cb .. as pw_pack_block lays them
+ * out, at c0 * K floats. */
+ert_status ert_cpu_pw_pack(const ert_kargs *a) {
+    int64_t vl, cb = pw_block_channels(a->choice, &vl);
+    size_t need = ert_cpu_pw_packed_bytes(a);
+    if (!a->packed || need == 0 || need == SIZE_MAX || a->packed_bytes < need) return ERT_E_INTERNAL;
+    const int64_t M = a->out[0].dims[1], K = a->in[1].n_elems / M;
+    const float *osc = a->params->conv.has_scale ? a->in[4].data : NULL;
+    *(pw_hdr *)a->packed = (pw_hdr){PW_MAGIC, M, K, cb, vl};
+    float *d = (float *)((char *)a->packed + PW_HDR);
+    for (int64_t c0 = 0; c0 < M; c0 += cb) {
+        const int64_t nch = M - c0 < cb ? M - c0 : cb;
+        pw_pack_block(a->in[1].data, osc, K, c0, nch, (nch + vl - 1) / vl * vl, d + c0 * K);
+    }
+    return ERT_OK;
+}
+
+/* The packed panels if a->packed holds them for the kernel this call picks. */
+static const float *pw_packed(const ert_kargs *a, int64_t M, int64_t K, int64_t cb, int64_t vl) {
+    const pw_hdr *h = a->packed;
+    if (!h || a->packed_bytes < PW_HDR || h->magic != PW_MAGIC || h->M != M || h->K != K || h->cb != cb ||
+        h->vl != vl)
+        return NULL;
+    return (const float *)((const char *)h + PW_HDR);
+}
+
+ert_status ert_cpu_pw_conv(const ert_kargs *a, bool *done) {
+    *done = false;
+#if PW_ON
+    int64_t vl, cb = pw_block_channels(a->choice, &vl);
+    const int kind = cb ? pw_kind(a) : 0;
+    if (!kind) return ERT_OK;
+    const ert_tview *X = &a->in[0];
+    const ert_conv_params *p = &a->params->conv;
+    const int64_t N = X->dims[0], M = a->out[0].dims[1], K = a->in[1].n_elems / M, P = pw_pixels(&a->out[0]);
+    pw_geom gm;
+    if (kind == 2) pw_geom_of(a, &gm);
+    pw_job j = {
+        .x = X->data, .gm = kind == 2 ? &gm : NULL, .wp = pw_packed(a, M, K, cb, vl), .w = a->in[1].data,
+        .osc = p->has_scale ? a->in[4].data : NULL,
+        .b = a->n_in > 2 ? a->in[2].data : NULL, .res = a->n_in > 3 ? a->in[3].data : NULL,
+        .isc = p->has_in_scale ? a->in[5].data : NULL, .y = a->out[0].data,
+        .N = N, .K = K, .M = M, .P = P, .cb = cb, .vl = vl, .n_cb = (M + cb - 1) / cb,
+        .act = p->act.kind != ERT_ACT_NONE ? &p->act : NULL,
+    };
+    const int64_t n_thr = ert_threadpool_size(a->pool), ws_floats = (int64_t)(a->workspace_bytes / sizeof(float));
+    /* pixel chunks of at most PW_CHUNK (multiples of 4), fewer where a
+     * slot's share of the workspace (prepare's, sized for the SGEMM) must
+     * hold a chunk's scaled copy or im2col rows */
+    int64_t most = PW_CHUNK;
+    if (j.isc || j.gm) {
+        const int64_t per = ws_floats / n_thr - (j.wp ? 0 : K * cb); /* prepare sized it per thread */
+        if (per / K < most) most = per / K / 4 * 4;
+        if (most < 4) return ERT_OK; /* the SGEMM then (unpacked K > 256 with few pixels and channels) */
+    }
+    j.n_pc = (P + most - 1) / most;
+    j.chunk = ((P + j.n_pc - 1) / j.n_pc + 3) / 4 * 4;
+    j.n_pc = (P + j.chunk - 1) / j.chunk;
+    /* then the channel blocks split until there are about two tasks per thread */
+    j.n_cg = 1;
+    while (n_thr > 1 && N * j.n_pc * j.n_cg < 2 * n_thr && j.n_cg < j.n_cb) j.n_cg++;
+    j.n_tasks = N * j.n_pc * j.n_cg;
+    int64_t slots = n_thr < j.n_tasks ? n_thr : j.n_tasks;
+    j.slot_floats = (j.wp ? 0 : K * cb) + (j.isc || j.gm ? K * j.chunk : 0);
+    if (j.slot_floats) {
+        const int64_t fit = ws_floats / j.slot_floats;
+        if (fit < 1) return ERT_OK;
+        if (slots > fit) slots = fit;
+        j.ws = a->workspace;
+    }
+    atomic_init(&j.next, 0);
+#if defined(__x86_64__)
+    ert_parallel_for(a->pool, slots, 1, pw_run_avx2, &j);
+#else
+    ert_parallel_for(a->pool, slots, 1, pw_run_neon, &j);
+#endif
+    *done = true;
+#else
+    (void)a;
+#endif
+    return ERT_OK;
+}
