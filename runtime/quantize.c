@@ -616,7 +616,7 @@ static ert_status bias_correct(qctx *q, const bool *on, ert_model *qm) {
     const size_t nn = (size_t)m->n_nodes + 1;
     int32_t *outs = malloc(nn * sizeof *outs);
     int *node = malloc(nn * sizeof *node);
-    int64_t *ch = malloc(nn * sizeof *ch), cmax = 1;
+    int64_t *ch = calloc(nn, sizeof *ch), cmax = 1; /* calloc: gcc -O3 + sanitizers saw entries past nl as read */
     double *fcount = calloc(nn, sizeof *fcount);
     if (!outs || !node || !ch || !fcount) {
         free(outs), free(node), free(ch), free(fcount);
