@@ -22,6 +22,7 @@
 
 #include <math.h>
 #include <mma.h>
+#include <string.h>
 #include <type_traits>
 
 namespace wmma = nvcuda::wmma;
@@ -200,6 +201,332 @@ static __global__ void attn_row_kernel(const T *__restrict__ q, const T *__restr
     }
 }
 
+/* ------------------------------------------------------------------ mma.sync flash kernel (sm_80+)
+ *
+ * The fast path for f16/bf16 on sm_80 and later (Ampere, Orin, Hopper,
+ * Thor): the same online softmax, but S and O live in registers in the
+ * m16n8k16 fragment layouts, so the scores never touch shared memory and the
+ * probabilities feed the second product straight from the first one's
+ * accumulators (the C fragment of two adjacent 8-key tiles is the A fragment
+ * of a 16-key step). Each warp owns 16 query rows of one (batch, head); a
+ * block of NW warps (1, 2 or 4, picked so that the grid covers the SMs:
+ * ViT-B/16 at batch 1 has 12 heads x 13 row tiles, 156 warps) shares each
+ * 64-key tile of K and V, brought in by cp.async 16-byte copies into one of
+ * two shared-memory stages while the warps work on the other (a warp alone
+ * would otherwise wait out one global-memory latency per load: the first
+ * version of this kernel, with synchronous loads, took 35 us for ViT-B's 12
+ * heads on an H200, where the cuBLAS path takes 22). Fragment layout (PTX ISA, mma.m16n8k16): with
+ * g = lane / 4 and t = lane % 4, A holds rows g, g + 8 and columns 2t, 2t + 1,
+ * 2t + 8, 2t + 9; B columns g, rows 2t, 2t + 1, 2t + 8, 2t + 9; C rows g,
+ * g + 8 and columns 2t, 2t + 1. */
+
+constexpr int kMK = 64; /* keys per tile */
+
+template <typename T> struct mma_pack;
+template <> struct mma_pack<__half> {
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+        __half2 h = __floats2half2_rn(lo, hi);
+        return *(uint32_t *)&h;
+    }
+};
+template <> struct mma_pack<__nv_bfloat16> {
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+        return *(uint32_t *)&h;
+    }
+};
+
+/* c += a b, one m16n8k16 tile, f32 accumulation. */
+template <typename T>
+static __device__ __forceinline__ void mma16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if (std::is_same<T, __half>::value)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    (void)c, (void)a, (void)b0, (void)b1; /* never launched below sm_80 (ert_cuda_attn_mma_can) */
+#endif
+}
+
+/* 8 consecutive elements of row `tok` of view vw from dim d0, zero outside
+ * (tokens >= n, dims >= D); vec: the 8 are one aligned 16-byte load. T is
+ * a 2-byte type. */
+template <typename T>
+static __device__ __forceinline__ uint4 load8(const T *base, const int64_t *vw, int64_t b, int64_t h, int64_t tok,
+                                              int64_t n, int d0, int D, bool vec) {
+    uint4 u = make_uint4(0, 0, 0, 0);
+    if (tok >= n || d0 >= D) return u;
+    const T *p = base + at(vw, b, h, tok);
+    if (vec) return *(const uint4 *)(p + d0);
+    unsigned short e[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        if (d0 + j < D) memcpy(&e[j], &p[(int64_t)(d0 + j) * vw[ERT_ATTN_SD]], 2);
+    memcpy(&u, e, sizeof u);
+    return u;
+}
+
+/* 16 bytes global -> shared without a register round trip (sm_80+). */
+static __device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem));
+#else
+    *(uint4 *)smem = *(const uint4 *)gmem;
+#endif
+}
+static __device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N> static __device__ __forceinline__ void cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+/* Rows k0 .. k0 + 63 of K and V into one stage of shared memory (row-major,
+ * pitch LD): 16-byte asynchronous copies where vec allows, element loads
+ * (and zeros past nk or D) otherwise; one commit group. */
+template <typename T, int DP, int NW>
+static __device__ __forceinline__ void load_kv(T *sK, T *sV, const T *k, const T *v, const ert_attn_params &p,
+                                               int64_t b, int64_t h, int64_t k0, bool vec) {
+    constexpr int LD = DP + 8;
+    const int D = (int)p.head_dim;
+    for (int i = threadIdx.x; i < kMK * (DP / 8); i += NW * 32) {
+        int r = i / (DP / 8), d0 = (i % (DP / 8)) * 8;
+        T *dk = sK + r * LD + d0, *dv = sV + r * LD + d0;
+        if (vec && k0 + r < p.nk && d0 < D) {
+            cp_async16(dk, k + at(p.k, b, h, k0 + r) + d0);
+            cp_async16(dv, v + at(p.v, b, h, k0 + r) + d0);
+        } else {
+            *(uint4 *)dk = load8(k, p.k, b, h, k0 + r, p.nk, d0, D, false);
+            *(uint4 *)dv = load8(v, p.v, b, h, k0 + r, p.nk, d0, D, false);
+        }
+    }
+    cp_async_commit();
+}
+
+template <typename T, int DP> struct mma_smem {
+    static constexpr size_t bytes = 2u /* stages */ * 2u /* K, V */ * kMK * (DP + 8) * 2u;
+};
+
+template <typename T, int DP, int NW>
+static __global__ void __launch_bounds__(NW * 32)
+attn_mma_kernel(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v, const T *__restrict__ bias,
+                T *__restrict__ y, ert_attn_params p, int64_t n_qtiles, bool vec) {
+    constexpr int LD = DP + 8;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    T *const sbuf = (T *)smem_raw; /* stage s: K at sbuf + 2 s kMK LD, V after it */
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
+    const int64_t bh = blockIdx.x / n_qtiles, q0 = (blockIdx.x % n_qtiles) * (16 * NW) + warp * 16;
+    const int64_t b = bh / p.heads, h = bh % p.heads;
+    const int D = (int)p.head_dim;
+    const int64_t n_tiles = (p.nk + kMK - 1) / kMK;
+    load_kv<T, DP, NW>(sbuf, sbuf + kMK * LD, k, v, p, b, h, 0, vec); /* tile 0 flies while Q loads */
+    const bool active = q0 < p.nq;
+    const int64_t r0 = q0 + g, r1 = q0 + g + 8; /* this thread's two query rows */
+    /* Q fragments (A of S = Q K^T), straight from global memory, once. Rows
+     * and dims past the end read a clamped (valid) address and are zeroed
+     * after, so every load is unconditional and they all fly together (a
+     * guarded load per element was one memory latency each: 6-10 us). */
+    uint32_t qa[DP / 16][4];
+    {
+        const int64_t sd = p.q[ERT_ATTN_SD], last = p.nq - 1;
+        const T *p0 = q + at(p.q, b, h, r0 < last ? r0 : last), *p1 = q + at(p.q, b, h, r1 < last ? r1 : last);
+        T raw[DP / 16][8];
+#pragma unroll
+        for (int ks = 0; ks < DP / 16; ks++)
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                int d = ks * 16 + 2 * t4 + (j % 2) + (j >= 4 ? 8 : 0); /* j: 0,1 row g; 2,3 row g+8; 4,5 g; 6,7 g+8 */
+                raw[ks][j] = ((j / 2) % 2 ? p1 : p0)[(int64_t)(d < D ? d : D - 1) * sd];
+            }
+#pragma unroll
+        for (int ks = 0; ks < DP / 16; ks++) {
+            float x[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                int d = ks * 16 + 2 * t4 + (j % 2) + (j >= 4 ? 8 : 0);
+                bool in = d < D && ((j / 2) % 2 ? r1 : r0) < p.nq;
+                x[j] = in ? ert_ld(raw[ks][j]) : 0.0f;
+            }
+#pragma unroll
+            for (int r = 0; r < 4; r++) qa[ks][r] = mma_pack<T>::pack(x[2 * r], x[2 * r + 1]);
+        }
+    }
+    float o[DP / 8][4];
+#pragma unroll
+    for (int i = 0; i < DP / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    const float LOG2E = 1.4426950408889634f, sc = p.scale * LOG2E;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    const T *bb = bias ? bias + p.bias[ERT_ATTN_OFF] + b * p.bias[ERT_ATTN_SB] + h * p.bias[ERT_ATTN_SH] : nullptr;
+    for (int64_t it = 0; it < n_tiles; it++) {
+        const int64_t k0 = it * kMK;
+        if (it + 1 < n_tiles) { /* the next tile into the other stage, then wait for this one */
+            T *nk_ = sbuf + ((it + 1) & 1) * 2 * kMK * LD;
+            load_kv<T, DP, NW>(nk_, nk_ + kMK * LD, k, v, p, b, h, k0 + kMK, vec);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        const T *sK = sbuf + (it & 1) * 2 * kMK * LD, *sV = sK + kMK * LD;
+        if (active) {
+            /* this tile's bias, issued first so that its loads overlap the
+             * products (clamped addresses, unconditional loads) */
+            float bv[kMK / 8][4];
+            if (bb) {
+                const int64_t lr = p.nq - 1, lk = p.nk - 1, st_ = p.bias[ERT_ATTN_ST], sd_ = p.bias[ERT_ATTN_SD];
+#pragma unroll
+                for (int nt = 0; nt < kMK / 8; nt++)
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        int64_t key = k0 + nt * 8 + 2 * t4 + (j % 2), row = j < 2 ? r0 : r1;
+                        bv[nt][j] = ert_ld(bb[(row < lr ? row : lr) * st_ + (key < lk ? key : lk) * sd_]) * LOG2E;
+                    }
+            }
+            /* S = Q K^T: 8 tiles of 8 keys */
+            float s[kMK / 8][4];
+#pragma unroll
+            for (int nt = 0; nt < kMK / 8; nt++) {
+                s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+                const T *kr = sK + (nt * 8 + g) * LD + 2 * t4;
+#pragma unroll
+                for (int ks = 0; ks < DP / 16; ks++)
+                    mma16816<T>(s[nt], qa[ks], *(const uint32_t *)(kr + ks * 16), *(const uint32_t *)(kr + ks * 16 + 8));
+            }
+            /* scale, bias, mask; in log2 units */
+            float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+            for (int nt = 0; nt < kMK / 8; nt++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    int64_t key = k0 + nt * 8 + 2 * t4 + (j % 2);
+                    float x = key < p.nk ? s[nt][j] * sc + (bb ? bv[nt][j] : 0.0f) : -INFINITY;
+                    s[nt][j] = x;
+                    if (j < 2) mx0 = fmaxf(mx0, x);
+                    else mx1 = fmaxf(mx1, x);
+                }
+#pragma unroll
+            for (int o2 = 1; o2 < 4; o2 *= 2) {
+                mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o2));
+                mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o2));
+            }
+            const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
+            const float u0 = n0 == -INFINITY ? 0.0f : n0, u1 = n1 == -INFINITY ? 0.0f : n1; /* nothing unmasked yet */
+            const float a0 = exp2f(m0 - u0), a1 = exp2f(m1 - u1);
+            m0 = n0, m1 = n1;
+            l0 *= a0, l1 *= a1;
+#pragma unroll
+            for (int i = 0; i < DP / 8; i++) o[i][0] *= a0, o[i][1] *= a0, o[i][2] *= a1, o[i][3] *= a1;
+#pragma unroll
+            for (int nt = 0; nt < kMK / 8; nt++) {
+                s[nt][0] = exp2f(s[nt][0] - u0), s[nt][1] = exp2f(s[nt][1] - u0);
+                s[nt][2] = exp2f(s[nt][2] - u1), s[nt][3] = exp2f(s[nt][3] - u1);
+                l0 += s[nt][0] + s[nt][1];
+                l1 += s[nt][2] + s[nt][3];
+            }
+            /* O += P V: 4 steps of 16 keys, P from the S accumulators; B (keys
+             * 2t, 2t + 1 and + 8 of column g) gathered from V's rows */
+            const unsigned short *sv = (const unsigned short *)sV;
+#pragma unroll
+            for (int kc = 0; kc < kMK / 16; kc++) {
+                uint32_t pa[4] = {mma_pack<T>::pack(s[2 * kc][0], s[2 * kc][1]),
+                                  mma_pack<T>::pack(s[2 * kc][2], s[2 * kc][3]),
+                                  mma_pack<T>::pack(s[2 * kc + 1][0], s[2 * kc + 1][1]),
+                                  mma_pack<T>::pack(s[2 * kc + 1][2], s[2 * kc + 1][3])};
+                const unsigned short *vr = sv + (kc * 16 + 2 * t4) * LD + g;
+#pragma unroll
+                for (int dt = 0; dt < DP / 8; dt++) {
+                    const unsigned short *c = vr + dt * 8;
+                    uint32_t b0 = (uint32_t)c[0] | ((uint32_t)c[LD] << 16);
+                    uint32_t b1 = (uint32_t)c[8 * LD] | ((uint32_t)c[9 * LD] << 16);
+                    mma16816<T>(o[dt], pa, b0, b1);
+                }
+            }
+        }
+        __syncthreads(); /* this stage is read; the next iteration's copy may overwrite it */
+    }
+    if (!active) return;
+#pragma unroll
+    for (int o2 = 1; o2 < 4; o2 *= 2) {
+        l0 += __shfl_xor_sync(0xffffffffu, l0, o2);
+        l1 += __shfl_xor_sync(0xffffffffu, l1, o2);
+    }
+    const float i0 = 1.0f / l0, i1 = 1.0f / l1; /* l = 0 (a fully masked row): NaN below, as the CPU's */
+    const int64_t sd = p.o[ERT_ATTN_SD];
+    T *y0 = r0 < p.nq ? y + at(p.o, b, h, r0) : nullptr, *y1 = r1 < p.nq ? y + at(p.o, b, h, r1) : nullptr;
+#pragma unroll
+    for (int dt = 0; dt < DP / 8; dt++)
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            int d = dt * 8 + 2 * t4 + j;
+            if (d >= D) continue;
+            if (y0) ert_put(&y0[(int64_t)d * sd], l0 > 0.0f ? o[dt][j] * i0 : NAN);
+            if (y1) ert_put(&y1[(int64_t)d * sd], l1 > 0.0f ? o[dt][2 + j] * i1 : NAN);
+        }
+}
+
+/* 16-byte loads of K and V rows: dims contiguous, every offset and stride a
+ * multiple of 8 elements, base pointers 16-byte aligned. */
+static bool kv_vec(const void *k, const void *v, const ert_attn_params *p, size_t es) {
+    if (p->head_dim % 8 || (size_t)k % 16 || (size_t)v % 16 || es != 2) return false;
+    const int64_t *vw[2] = {p->k, p->v};
+    for (int i = 0; i < 2; i++) {
+        if (vw[i][ERT_ATTN_SD] != 1) return false;
+        for (int a = ERT_ATTN_OFF; a < ERT_ATTN_SD; a++)
+            if (vw[i][a] % 8) return false;
+    }
+    return true;
+}
+
+template <typename T, int DP, int NW>
+static cudaError_t launch_mma_nw(const T *q, const T *k, const T *v, const T *bias, T *y, const ert_attn_params *p,
+                                 cudaStream_t st) {
+    int64_t tiles = (p->nq + 16 * NW - 1) / (16 * NW), blocks = tiles * p->batch * p->heads;
+    if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+    const size_t smem = mma_smem<T, DP>::bytes;
+    if (smem > 48u * 1024u) {
+        cudaError_t e = cudaFuncSetAttribute(attn_mma_kernel<T, DP, NW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)smem);
+        if (e != cudaSuccess) return e;
+    }
+    attn_mma_kernel<T, DP, NW><<<(unsigned)blocks, NW * 32, smem, st>>>(q, k, v, bias, y, *p, tiles,
+                                                                         kv_vec(k, v, p, sizeof(T)));
+    return cudaGetLastError();
+}
+
+/* NW: 4 warps a block where that still gives two blocks an SM, else 2, else 1. */
+template <typename T, int DP>
+static cudaError_t launch_mma_dp(const T *q, const T *k, const T *v, const T *bias, T *y, const ert_attn_params *p,
+                                 int sms, cudaStream_t st) {
+    int64_t warps = p->batch * p->heads * ((p->nq + 15) / 16);
+    if (warps >= 8 * (int64_t)sms) return launch_mma_nw<T, DP, 4>(q, k, v, bias, y, p, st);
+    if (warps >= 2 * (int64_t)sms) return launch_mma_nw<T, DP, 2>(q, k, v, bias, y, p, st);
+    return launch_mma_nw<T, DP, 1>(q, k, v, bias, y, p, st);
+}
+
+template <typename T>
+static cudaError_t launch_mma(const void *q, const void *k, const void *v, const void *bias, void *y,
+                              const ert_attn_params *p, int sms, cudaStream_t st) {
+    const T *Q = (const T *)q, *K = (const T *)k, *V = (const T *)v, *B = (const T *)bias;
+    T *Y = (T *)y;
+    int64_t D = p->head_dim;
+    return D <= 32   ? launch_mma_dp<T, 32>(Q, K, V, B, Y, p, sms, st)
+           : D <= 64 ? launch_mma_dp<T, 64>(Q, K, V, B, Y, p, sms, st)
+           : D <= 96 ? launch_mma_dp<T, 96>(Q, K, V, B, Y, p, sms, st)
+                     : launch_mma_dp<T, 128>(Q, K, V, B, Y, p, sms, st);
+}
+
 /* Launch the tensor-core kernel for T with DP padded dims if the chip can;
  * false: it cannot (the caller uses the row kernel). */
 template <typename T, int DP>
@@ -283,6 +610,22 @@ cudaError_t ert_cuda_attn_softmax_launch(ert_dtype dt, const float *s, void *p, 
         attn_softmax_kernel<T><<<(unsigned)blocks, (unsigned)(per * 32), 0, st>>>(
             s, (T *)p, a->has_bias ? (const T *)bias : nullptr, *a, rows))
     return cudaGetLastError();
+}
+
+bool ert_cuda_attn_mma_can(ert_dtype dt, const ert_attn_params *p, int cc_major) {
+    return (dt == ERT_DTYPE_F16 || dt == ERT_DTYPE_BF16) && cc_major >= 8 && p->head_dim >= 1 && p->head_dim <= 128 &&
+           p->nk >= 1;
+}
+
+cudaError_t ert_cuda_attention_mma_launch(ert_dtype dt, const void *q, const void *k, const void *v, const void *bias,
+                                          void *y, const ert_attn_params *p, int sms, cudaStream_t st) {
+    if (p->head_dim < 1 || p->head_dim > 128 || p->nk < 1) return cudaErrorInvalidValue;
+    if (p->batch * p->heads * p->nq <= 0) return cudaSuccess;
+    if (sms < 1) sms = 1;
+    const void *bs = p->has_bias ? bias : nullptr;
+    if (dt == ERT_DTYPE_F16) return launch_mma<__half>(q, k, v, bs, y, p, sms, st);
+    if (dt == ERT_DTYPE_BF16) return launch_mma<__nv_bfloat16>(q, k, v, bs, y, p, sms, st);
+    return cudaErrorInvalidValue;
 }
 
 cudaError_t ert_cuda_attention_launch(ert_dtype dt, const void *q, const void *k, const void *v, const void *bias, void *y,

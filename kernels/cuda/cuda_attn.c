@@ -43,9 +43,10 @@ static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
 /* Workspace of the cuBLAS path: cuBLAS's own, the f32 scores, the
  * probabilities; 0 where the path does not apply. */
-size_t ert_cuda_attn_workspace(const ert_kargs *a) {
+size_t ert_cuda_attn_workspace(const cuda_ctx *c, const ert_kargs *a) {
     const ert_attn_params *p = &a->params->attn;
     attn_mat m;
+    if (a->n_in > 0 && c->fast && ert_cuda_attn_mma_can(a->in[0].dtype, p, c->cc_major)) return 0;
     if (a->n_in < 3 || a->n_out < 1 || p->nq > INT32_MAX || p->nk > INT32_MAX || p->head_dim > INT32_MAX) return 0;
     if (!mat_of(p->q, p->nq, p->head_dim, &m) || !mat_of(p->k, p->nk, p->head_dim, &m) ||
         !mat_of(p->v, p->nk, p->head_dim, &m) || !mat_of(p->o, p->nq, p->head_dim, &m))
@@ -62,7 +63,7 @@ static cudaDataType_t cuda_type(ert_dtype dt) {
 /* false: not this path (the caller runs the flash kernel); else *st. */
 bool ert_cuda_attn_blas(cuda_ctx *c, const ert_kargs *a, ert_status *st) {
     const ert_attn_params *p = &a->params->attn;
-    const size_t need = ert_cuda_attn_workspace(a);
+    const size_t need = ert_cuda_attn_workspace(c, a);
     if (!need || !a->workspace || a->workspace_bytes < need) return false;
     attn_mat mq, mk, mv, mo; /* all four exist: ert_cuda_attn_workspace said so */
     if (!mat_of(p->q, p->nq, p->head_dim, &mq) || !mat_of(p->k, p->nk, p->head_dim, &mk) ||
@@ -139,4 +140,74 @@ bool ert_cuda_attn_blas(cuda_ctx *c, const ert_kargs *a, ert_status *st) {
 #undef ATTN_AT
     *st = ERT_OK;
     return true;
+}
+
+/* ------------------------------------------------------------------ choice at bind */
+
+static ert_status run_mma(cuda_ctx *c, const ert_kargs *a) {
+    cudaError_t e = ert_cuda_attention_mma_launch(a->in[0].dtype, a->in[0].data, a->in[1].data, a->in[2].data,
+                                                  a->n_in > 3 ? a->in[3].data : NULL, a->out[0].data,
+                                                  &a->params->attn, c->sm_count, c->stream);
+    return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "attention (mma flash kernel)");
+}
+
+typedef struct attn_timed {
+    const ert_kargs *a;
+    bool blas;
+} attn_timed;
+static ert_status attn_timed_run(cuda_ctx *c, void *u) {
+    const attn_timed *t = u;
+    ert_status st = ERT_E_INTERNAL;
+    if (!t->blas) return run_mma(c, t->a);
+    return ert_cuda_attn_blas(c, t->a, &st) ? st : ERT_E_INTERNAL;
+}
+
+/* ms per run of one path on the real buffers (ert_cuda_time_ms); < 0: failed. */
+static float time_attn(cuda_ctx *c, const ert_kargs *a, bool blas) {
+    attn_timed t = {a, blas};
+    return ert_cuda_time_ms(c, attn_timed_run, &t);
+}
+
+ert_status ert_cuda_attn_bind(cuda_ctx *c, ert_kargs *a) {
+    a->state = NULL;
+    if (a->n_in < 3 || a->n_out < 1) return ERT_OK;
+    const ert_attn_params *p = &a->params->attn;
+    const size_t need = ert_cuda_attn_workspace(c, a);
+    const bool blas = need && a->workspace && a->workspace_bytes >= need;
+    const bool mma = ert_cuda_attn_mma_can(a->in[0].dtype, p, c->cc_major);
+    float t_mma = -1, t_blas = -1;
+    if (mma && blas && !c->fast) {
+        t_mma = time_attn(c, a, false);
+        t_blas = time_attn(c, a, true);
+        c->n_searches++;
+        if (t_blas >= 0 && (t_mma < 0 || t_blas < t_mma)) a->state = &c->attn_blas_tag;
+    } else if (!mma && blas) {
+        a->state = &c->attn_blas_tag;
+    }
+    const char *path = a->state ? "cuBLAS GEMMs + softmax" : mma ? "mma flash kernel" : "flash kernel (WMMA or rows)";
+    if (t_mma >= 0 || t_blas >= 0)
+        ert_log(c->ctx, ERT_LOG_DEBUG,
+                "attention '%s' (%s, %lld x %lld heads, %lld x %lld tokens, dim %lld): %s (%.4f ms against %.4f)",
+                a->name ? a->name : "?", ert_dtype_name(a->in[0].dtype), (long long)p->batch, (long long)p->heads,
+                (long long)p->nq, (long long)p->nk, (long long)p->head_dim, path, a->state ? t_blas : t_mma,
+                a->state ? t_mma : t_blas);
+    else
+        ert_log(c->ctx, ERT_LOG_DEBUG, "attention '%s' (%s, %lld x %lld heads, %lld x %lld tokens, dim %lld): %s",
+                a->name ? a->name : "?", ert_dtype_name(a->in[0].dtype), (long long)p->batch, (long long)p->heads,
+                (long long)p->nq, (long long)p->nk, (long long)p->head_dim, path);
+    return ERT_OK;
+}
+
+ert_status ert_cuda_attn_run(cuda_ctx *c, const ert_kargs *a) {
+    ert_status st;
+    if (a->state == &c->attn_blas_tag) {
+        if (ert_cuda_attn_blas(c, a, &st)) return st;
+        return ert_set_error(c->ctx, ERT_E_INTERNAL, "node '%s': attention bound to cuBLAS without its workspace",
+                             a->name ? a->name : "?");
+    }
+    if (ert_cuda_attn_mma_can(a->in[0].dtype, &a->params->attn, c->cc_major)) return run_mma(c, a);
+    cudaError_t e = ert_cuda_attention_launch(a->in[0].dtype, a->in[0].data, a->in[1].data, a->in[2].data,
+                                              a->n_in > 3 ? a->in[3].data : NULL, a->out[0].data, &a->params->attn,
+                                              true, c->stream);
+    return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "attention");
 }

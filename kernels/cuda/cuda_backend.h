@@ -149,7 +149,7 @@ typedef struct lt_entry {
 
 typedef struct cuda_ctx {
     ert_context *ctx;
-    int device, cc_major, cc_minor;
+    int device, cc_major, cc_minor, sm_count;
     bool integrated, concurrent_managed, pageable_access;
     ert_placement placement; /* resolved: never AUTO */
     cudaStream_t stream;
@@ -187,6 +187,7 @@ typedef struct cuda_ctx {
     /* create mode and plan cache (cuda_plan.c) */
     bool fast;            /* ERT_CREATE_FAST: heuristics only, nothing timed */
     int n_searches;       /* measurements made: cudnnFind calls, timing loops */
+    char attn_blas_tag;   /* an ert.Attention node's state is &attn_blas_tag: it runs the cuBLAS path */
     int n_cached;         /* answers taken from the plan cache */
     char *cache_path;     /* the plan cache file (NULL: off) */
     char *cache_key;
@@ -237,8 +238,20 @@ typedef struct conv_state {
 /* cuda_attn.c: ert.Attention as two cuBLAS GEMMs around a softmax kernel.
  * The node workspace it needs (0: the path does not apply); run: false if
  * it does not apply to a (the flash kernel of attention.cu runs), else *st. */
-size_t ert_cuda_attn_workspace(const ert_kargs *a);
+size_t ert_cuda_attn_workspace(const cuda_ctx *c, const ert_kargs *a);
 bool ert_cuda_attn_blas(cuda_ctx *c, const ert_kargs *a, ert_status *st);
+/* Bind an ert.Attention node: where both the mma flash kernel and the
+ * cuBLAS path can run it, the faster on the real buffers (a tuned create;
+ * a fast one takes the flash kernel). */
+ert_status ert_cuda_attn_bind(cuda_ctx *c, ert_kargs *a);
+/* Run it as bound. */
+ert_status ert_cuda_attn_run(cuda_ctx *c, const ert_kargs *a);
+
+/* ms per call of run(c, u) on c's stream: events around 10 calls after 2
+ * warm-up ones; < 0: a call or the timing failed. Create time only
+ * (nothing is being captured); the stream is synchronised and any sticky
+ * launch error cleared after. */
+float ert_cuda_time_ms(cuda_ctx *c, ert_status (*run)(cuda_ctx *c, void *u), void *u);
 
 static inline ert_status cuda_err(cuda_ctx *c, cudaError_t e, const char *what) {
     return ert_set_error(c->ctx, ERT_E_CUDA, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));

@@ -408,30 +408,22 @@ ert_status ert_cuda_conv_workspace(cuda_ctx *c, const ert_kargs *a, size_t *byte
     return ERT_OK;
 }
 
+typedef struct conv_timed {
+    ert_kargs *a;
+    bool patch;
+} conv_timed;
+static ert_status conv_timed_run(cuda_ctx *c, void *u) {
+    const conv_timed *t = u;
+    return t->patch ? ert_cuda_run_patch_nchw(c, t->a) : ert_cuda_run_conv(c, t->a);
+}
+
 /* ms per run of a bound conv (its state as bind has it, or the patchify
- * GEMM), on the real buffers, events around 10 runs after 2; < 0: failed.
- * Create time only (nothing is being captured). */
+ * GEMM), on the real buffers (ert_cuda_time_ms); < 0: failed. */
 static float time_conv(cuda_ctx *c, ert_kargs *a, conv_state *s, bool patch) {
-    cudaEvent_t ev[2] = {0};
     void *keep = a->state;
     a->state = s;
-    float ms = -1;
-    ert_status st = ERT_OK;
-    if (cudaEventCreate(&ev[0]) == cudaSuccess && cudaEventCreate(&ev[1]) == cudaSuccess) {
-        for (int i = 0; i < 12 && st == ERT_OK; i++) {
-            if (i == 2) cudaEventRecord(ev[0], c->stream);
-            st = patch ? ert_cuda_run_patch_nchw(c, a) : ert_cuda_run_conv(c, a);
-        }
-        if (st == ERT_OK && cudaEventRecord(ev[1], c->stream) == cudaSuccess &&
-            cudaEventSynchronize(ev[1]) == cudaSuccess && cudaEventElapsedTime(&ms, ev[0], ev[1]) == cudaSuccess)
-            ms /= 10.0f;
-        else
-            ms = -1;
-    }
-    cudaStreamSynchronize(c->stream);
-    cudaGetLastError();
-    for (int i = 0; i < 2; i++)
-        if (ev[i]) cudaEventDestroy(ev[i]);
+    conv_timed t = {a, patch};
+    float ms = ert_cuda_time_ms(c, conv_timed_run, &t);
     a->state = keep;
     return ms;
 }

@@ -22,7 +22,7 @@ ert_status ert_cuda_node_workspace(void *bctx, const ert_kargs *a, size_t *bytes
         return ERT_OK;
     }
     if (a->op == ERT_OP_ATTENTION) {
-        *bytes = ert_cuda_attn_workspace(a);
+        *bytes = ert_cuda_attn_workspace(c, a);
         return ERT_OK;
     }
     if ((a->op == ERT_OP_LAYERNORM || a->op == ERT_OP_INSTANCENORM) && a->n_in > 0 && a->in[0].ndim >= 2) {
@@ -76,11 +76,34 @@ ert_status ert_cuda_bind_node(void *bctx, ert_kargs *a) {
             return ert_set_error(c->ctx, ERT_E_UNSUPPORTED, "node '%s': the cuda backend needs one float dtype per node (%s and %s)",
                                  a->name ? a->name : "?", ert_dtype_name(a->in[0].dtype), ert_dtype_name(v->dtype));
     }
+    if (a->op == ERT_OP_ATTENTION) return ert_cuda_attn_bind(c, a);
 #ifdef ERT_HAVE_CUDNN
     if (a->op == ERT_OP_CONV && ert_cuda_dnn_can(a)) return ert_cuda_conv_bind(c, a);
     if (a->op == ERT_OP_MATMUL) return ert_cuda_matmul_bind(c, a);
 #endif
     return ERT_OK;
+}
+
+float ert_cuda_time_ms(cuda_ctx *c, ert_status (*run)(cuda_ctx *c, void *u), void *u) {
+    cudaEvent_t ev[2] = {0};
+    float ms = -1;
+    ert_status st = ERT_OK;
+    if (cudaEventCreate(&ev[0]) == cudaSuccess && cudaEventCreate(&ev[1]) == cudaSuccess) {
+        for (int i = 0; i < 12 && st == ERT_OK; i++) {
+            if (i == 2) cudaEventRecord(ev[0], c->stream);
+            st = run(c, u);
+        }
+        if (st == ERT_OK && cudaEventRecord(ev[1], c->stream) == cudaSuccess &&
+            cudaEventSynchronize(ev[1]) == cudaSuccess && cudaEventElapsedTime(&ms, ev[0], ev[1]) == cudaSuccess)
+            ms /= 10.0f;
+        else
+            ms = -1;
+    }
+    cudaStreamSynchronize(c->stream);
+    cudaGetLastError();
+    for (int i = 0; i < 2; i++)
+        if (ev[i]) cudaEventDestroy(ev[i]);
+    return ms;
 }
 
 /* ------------------------------------------------------------------ CPU fallback (cuda_fallback.c) */
@@ -332,13 +355,7 @@ ert_status ert_cuda_run_node(cuda_ctx *c, const ert_kargs *a) {
                                     inner, c->stream);
         break;
     }
-    case ERT_OP_ATTENTION: {
-        ert_status ast;
-        if (ert_cuda_attn_blas(c, a, &ast)) return ast;
-        e = ert_cuda_attention_launch(x->dtype, x->data, a->in[1].data, a->in[2].data, a->n_in > 3 ? a->in[3].data : NULL,
-                                      y->data, &a->params->attn, true, c->stream);
-        break;
-    }
+    case ERT_OP_ATTENTION: return ert_cuda_attn_run(c, a);
     case ERT_OP_PAD: e = ert_cuda_pad_launch(&a->params->pad, x, y, c->stream); break;
     case ERT_OP_RESIZE: e = ert_cuda_resize_launch(&a->params->resize, x, y, c->stream); break;
     case ERT_OP_REDUCE_MEAN: case ERT_OP_REDUCE_SUM: case ERT_OP_REDUCE_MAX: case ERT_OP_REDUCE_MIN: case ERT_OP_REDUCE_L1:

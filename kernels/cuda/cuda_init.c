@@ -66,6 +66,7 @@ static ert_status cuda_init(ert_context *ctx, const ert_session_options *o, void
     c->pageable_access = v != 0;
     cudaDeviceGetAttribute(&c->cc_major, cudaDevAttrComputeCapabilityMajor, c->device);
     cudaDeviceGetAttribute(&c->cc_minor, cudaDevAttrComputeCapabilityMinor, c->device);
+    cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, c->device);
     c->placement = o->placement;
     if (c->placement == ERT_PLACEMENT_AUTO) c->placement = c->integrated ? ERT_PLACEMENT_UNIFIED : ERT_PLACEMENT_DEVICE;
     if ((e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess) {

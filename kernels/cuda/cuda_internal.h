@@ -109,6 +109,13 @@ cudaError_t ert_cuda_softmax_launch(bool log, ert_dtype dt, const void *x, void 
 cudaError_t ert_cuda_attention_launch(ert_dtype dt, const void *q, const void *k, const void *v, const void *bias, void *y,
                                       const ert_attn_params *p, bool tensor_cores, cudaStream_t st);
 
+/* attention.cu: the mma.sync flash kernel (f16/bf16, sm_80+, head_dim <=
+ * 128), the fast path; ert_cuda_attn_mma_can says whether it runs. sms: the
+ * device's SM count (the warps per block are picked to cover them). */
+bool ert_cuda_attn_mma_can(ert_dtype dt, const ert_attn_params *p, int cc_major);
+cudaError_t ert_cuda_attention_mma_launch(ert_dtype dt, const void *q, const void *k, const void *v, const void *bias,
+                                          void *y, const ert_attn_params *p, int sms, cudaStream_t st);
+
 /* attention.cu, for the cuBLAS path of cuda_attn.c: p (T, rows of nk) =
  * softmax(s + bias) per row of the f32 scores s ((batch, heads, nq) rows). */
 cudaError_t ert_cuda_attn_softmax_launch(ert_dtype dt, const float *s, void *p, const void *bias, const ert_attn_params *a,

@@ -49,11 +49,16 @@ static bool device_logged;
 static int n_conv_graph; /* convs that run as one cuDNN graph with their epilogue (DEBUG line at bind) */
 static int n_conv_patch; /* patchify convs bound as a gather + cuBLASLt GEMM (DEBUG line at bind) */
 static int n_patch_nchw; /* channels-first patchify convs bound as gather + GEMM (DEBUG line at bind) */
+static int n_attn_bound, n_attn_mma; /* ert.Attention nodes bound, and of them on the mma flash kernel (DEBUG) */
 static void on_log(void *user, ert_log_level level, const char *msg) {
     (void)user;
     if (level == ERT_LOG_DEBUG && strstr(msg, "cuDNN graph (conv + epilogue fused)")) n_conv_graph++;
     if (level == ERT_LOG_DEBUG && strstr(msg, "cuBLASLt GEMM (patchify")) n_conv_patch++;
     if (level == ERT_LOG_DEBUG && strstr(msg, "patchify gather + GEMM, channels-first")) n_patch_nchw++;
+    if (level == ERT_LOG_DEBUG && !strncmp(msg, "attention '", 11)) {
+        n_attn_bound++;
+        if (strstr(msg, "): mma flash kernel")) n_attn_mma++;
+    }
     if (level != ERT_LOG_INFO) return;
     if (strstr(msg, "graph capture not possible")) {
         n_no_graph++;
@@ -591,6 +596,123 @@ static void test_patch_nchw(void) {
                ert_dtype_name(g_prec), timed ? "timed" : "fast create");
     }
     g_flags = flags0;
+    g_mode = mode0;
+}
+
+/* ------------------------------------------------------------------ fused attention */
+
+/* Scaled dot-product attention as exporters write it, fused by the graph pass
+ * into one ert.Attention node (checked by its DEBUG line at bind), against
+ * the CPU session. Shapes: ViT's 197 tokens x 64 dims, Swin's windows of 49
+ * x 32 with a relative-position bias, a query count unlike the key count,
+ * head dims that are not multiples of 8 or 16 (the element-wise loads, the
+ * zero padding of the tensor-core tiles), 1 token, 128 dims; with and
+ * without an additive bias holding -inf (masked keys, never a whole row).
+ * Layouts: separate (B, H, N, D) inputs, and timm's fused qkv projection
+ * (B, N, 3 H D) -> Reshape -> Transpose(2, 0, 3, 1, 4) -> Gather, whose views
+ * have a token stride of 3 H D. f16/bf16 run twice: under ERT_CREATE_FAST
+ * (the mma flash kernel wherever the chip has it, sm_80+) and tuned (bind
+ * times it against the cuBLAS path). */
+static void attn_case(int64_t Bn, int64_t H, int64_t nq, int64_t nk, int64_t D, int bias_kind, bool qkv) {
+    float scale = 1.0f / sqrtf((float)D);
+    char nm[128];
+    snprintf(nm, sizeof nm, "attention %s B%lld H%lld nq%lld nk%lld D%lld%s", qkv ? "qkv" : "q/k/v", (long long)Bn,
+             (long long)H, (long long)nq, (long long)nk, (long long)D,
+             bias_kind == 1 ? " +bias (H,nq,nk) -inf" : bias_kind == 2 ? " +bias (nq,nk)" : "");
+    bstart();
+    int32_t q, k, v;
+    int64_t perm_k[4] = {0, 1, 3, 2};
+    if (qkv) {
+        int64_t xd[3] = {Bn, nq, 3 * H * D}, shp[5] = {Bn, nq, 3, H, D}, perm[5] = {2, 0, 3, 1, 4}, sd[1] = {5};
+        int32_t x = binput("x", 3, xd);
+        int32_t sh;
+        BT(ert_builder_weight(B, NULL, ERT_DTYPE_I64, 1, sd, shp, &sh));
+        int32_t r = bnode("Reshape", (int32_t[]){x, sh}, 2, NULL, 0);
+        ert_attr pa[] = {ERT_ATTR_IS("perm", perm, 5)};
+        r = bnode("Transpose", &r, 1, pa, 1);
+        int32_t g[3];
+        for (int i = 0; i < 3; i++) {
+            int32_t idx;
+            int64_t iv = i;
+            BT(ert_builder_weight(B, NULL, ERT_DTYPE_I64, 0, sd, &iv, &idx));
+            ert_attr ga[] = {ERT_ATTR_I("axis", 0)};
+            g[i] = bnode("Gather", (int32_t[]){r, idx}, 2, ga, 1);
+        }
+        q = g[0], k = g[1], v = g[2];
+    } else {
+        int64_t dq[4] = {Bn, H, nq, D}, dk[4] = {Bn, H, nk, D};
+        q = binput("q", 4, dq), k = binput("k", 4, dk), v = binput("v", 4, dk);
+    }
+    ert_attr pk[] = {ERT_ATTR_IS("perm", perm_k, 4)}, sa[] = {ERT_ATTR_I("axis", -1)};
+    int32_t qs = bnode("Mul", (int32_t[]){q, bweight(0, NULL, &scale)}, 2, NULL, 0);
+    int32_t kt = bnode("Transpose", &k, 1, pk, 1);
+    int32_t y = bnode("MatMul", (int32_t[]){qs, kt}, 2, NULL, 0);
+    if (bias_kind) {
+        int64_t bd[3] = {H, nq, nk};
+        int nd = bias_kind == 1 ? 3 : 2;
+        const int64_t *bdp = bias_kind == 1 ? bd : bd + 1;
+        int64_t n = nel(nd, bdp);
+        float *bv = rnd(n, -2.0f, 2.0f);
+        if (bias_kind == 1) /* mask about one key in five, never a row's key 0 */
+            for (int64_t i = 0; i < n; i++)
+                if (i % nk && ert_test_int(&rng, 0, 4) == 0) bv[i] = -INFINITY;
+        y = bnode("Add", (int32_t[]){y, bweight(nd, bdp, bv)}, 2, NULL, 0);
+        free(bv);
+    }
+    y = bnode("Softmax", &y, 1, sa, 1);
+    y = bnode("MatMul", (int32_t[]){y, v}, 2, NULL, 0);
+    if (qkv) { /* (B, H, N, D) -> (B, N, H D), as timm does before the projection */
+        int64_t perm2[4] = {0, 2, 1, 3}, shp[3] = {Bn, nq, H * D}, sd[1] = {3};
+        ert_attr pa[] = {ERT_ATTR_IS("perm", perm2, 4)};
+        y = bnode("Transpose", &y, 1, pa, 1);
+        int32_t sh;
+        BT(ert_builder_weight(B, NULL, ERT_DTYPE_I64, 1, sd, shp, &sh));
+        y = bnode("Reshape", (int32_t[]){y, sh}, 2, NULL, 0);
+    }
+    ert_model *m = bfinish(y);
+    int b0 = n_attn_bound;
+    ert_session *cs = NULL;
+    if (m && make_session(m, ERT_DEVICE_CPU, ERT_PLACEMENT_AUTO, &cs, nm, true)) { /* the pass fused the block */
+        ert_profile_entry pe[64];
+        int np = 0, n_att = 0, n_sm = 0;
+        CHECK_OK(ert_session_profile(cs, pe, 64, &np), ctx);
+        for (int i = 0; i < np && i < 64; i++) {
+            n_att += !strcmp(pe[i].op, "ert.Attention");
+            n_sm += !strcmp(pe[i].op, "Softmax");
+        }
+        CHECK(n_att == 1 && n_sm == 0, "%s: the CPU session runs %d ert.Attention and %d Softmax nodes, want 1 and 0",
+              nm, n_att, n_sm);
+        ert_session_free(cs);
+    }
+    check_model(nm, m, NULL, NULL, -1, 1, 1e-4, ERT_PLACEMENT_AUTO);
+    if (m && gpu_dev == ERT_DEVICE_CUDA)
+        CHECK(n_attn_bound == b0 + 1, "%s: %d ert.Attention nodes bound, want 1 (the pass did not fuse it)", nm,
+              n_attn_bound - b0);
+    ert_model_free(m);
+}
+
+static void test_attention(void) {
+    static const struct { int64_t B, H, nq, nk, D; int bias; bool qkv; } ac[] = {
+        {1, 3, 197, 197, 64, 0, true}, {2, 2, 50, 50, 20, 0, true},  {1, 4, 49, 49, 32, 1, false},
+        {3, 2, 7, 77, 48, 2, false},   {1, 5, 1, 1, 16, 0, false},   {2, 1, 130, 65, 128, 1, false},
+        {1, 2, 33, 33, 96, 0, false},  {1, 6, 65, 65, 8, 2, true},   {4, 3, 49, 49, 32, 1, true},
+    };
+    ert_create_mode mode0 = g_mode;
+    int dev = 0, cc = 0;
+    if (gpu_dev == ERT_DEVICE_CUDA && cudaGetDevice(&dev) == cudaSuccess)
+        cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev);
+    for (int timed = 0; timed < (g_prec == ERT_DTYPE_F32 ? 1 : 2); timed++) {
+        g_mode = timed ? ERT_CREATE_TUNED : ERT_CREATE_FAST;
+        int b0 = n_attn_bound, m0 = n_attn_mma;
+        for (size_t i = 0; i < sizeof ac / sizeof ac[0]; i++)
+            attn_case(ac[i].B, ac[i].H, ac[i].nq, ac[i].nk, ac[i].D, ac[i].bias, ac[i].qkv);
+        int n = n_attn_bound - b0, mma = n_attn_mma - m0;
+        if (!timed && g_prec != ERT_DTYPE_F32 && cc >= 8)
+            CHECK(mma == n, "%s: %d of %d attention nodes on the mma flash kernel under ERT_CREATE_FAST (sm_%d0), want all",
+                  ert_dtype_name(g_prec), mma, n, cc);
+        printf("  attention: %d of %d nodes on the mma flash kernel (%s, %s)\n", mma, n, ert_dtype_name(g_prec),
+               timed ? "timed" : "fast create");
+    }
     g_mode = mode0;
 }
 
@@ -1904,6 +2026,7 @@ static void run_battery(bool gpu) {
     test_cnn();
     test_islands();
     test_patch_nchw();
+    test_attention();
     test_nan();
     /* channels-last regions, forced (the default measures and may keep NCHW),
      * with 1x1 convs as cuBLASLt GEMMs (ERT_SESSION_GEMM_1X1, off by default) */
