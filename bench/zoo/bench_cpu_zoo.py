@@ -6,9 +6,11 @@
         [--out bench/results] [--compare OLD.json] [--only NAME,...]
 
 MODELS_DIR is any folder of .onnx files with one float input whose only
-dynamic dim is the batch: bench/zoo/export_zoo.py's torchvision/timm/YOLO
-exports where torch exists, bench/zoo/make_cpu_zoo.py's torch-free ones
-elsewhere. Thread counts above the machine's cores are dropped.
+dynamic dim is the batch (other dynamic dims are taken from the NAME.json
+export_zoo.py writes beside each model): bench/zoo/export_zoo.py's
+torchvision/timm/YOLO exports where torch exists, bench/zoo/make_cpu_zoo.py's
+torch-free ones elsewhere. A model it cannot feed is listed as not measured
+in the results. Thread counts above the machine's cores are dropped.
 
 Per model, batch and thread count, in one run:
   edgert       `edgert bench MODEL --json --threads T --batch B` (its own
@@ -44,6 +46,14 @@ from bench_cpu_ort import cpu_model  # noqa: E402  (bench/, one level up)
 
 
 def input_spec(path, batch):
+    """The input's name and dims at this batch: from the model, or, where it
+    has dynamic dims besides the batch (Ultralytics' exports), from the
+    NAME.json export_zoo.py writes beside it ("input": the batch-1 shape)."""
+    side = path[:-5] + ".json"
+    shape = None
+    if os.path.exists(side):
+        with open(side) as f:
+            shape = json.load(f).get("input")
     m = onnx.load(path, load_external_data=False)
     inits = {i.name for i in m.graph.initializer}
     ins = [i for i in m.graph.input if i.name not in inits]
@@ -55,8 +65,10 @@ def input_spec(path, batch):
             dims.append(d.dim_value)
         elif k == 0:
             dims.append(batch)
+        elif shape and len(shape) == len(ins[0].type.tensor_type.shape.dim) and int(shape[k]) > 0:
+            dims.append(int(shape[k]))
         else:
-            raise ValueError(f"dynamic dim {k} ({d.dim_param}) other than the batch")
+            raise ValueError(f"dynamic dim {k} ({d.dim_param}) other than the batch, and no NAME.json input shape")
     return ins[0].name, dims
 
 
@@ -139,16 +151,17 @@ def main():
                 before[(r["model"], r["batch"], r["threads"])] = r.get("edgert_p50_ms")
 
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    rows = []
+    rows, skipped = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for mi, mf in enumerate(models):
             path, name = os.path.join(a.models_dir, mf), mf[:-5]
             for b in batches:
                 try:
                     in_name, dims = input_spec(path, b)
-                except ValueError as e:
+                except ValueError as e:  # reported in the results, never dropped silently
                     print(f"{name}: skipped ({e})", file=sys.stderr)
-                    break
+                    skipped.append({"model": name, "batch": b, "why": str(e)})
+                    continue
                 x = np.random.default_rng(1000 + mi).uniform(-1, 1, dims).astype(np.float32)
                 for t in threads:
                     row = {"model": name, "batch": b, "threads": t}
@@ -196,7 +209,7 @@ def main():
             summary.append(s)
     res = {"stamp": stamp, "machine": {"cpu": cpu_model(), "cores": ncpu, "arch": platform.machine()},
            "onnxruntime": ort.__version__, "edgert": a.edgert, "models_dir": a.models_dir, "iters": a.iters,
-           "warmup": a.warmup, "rows": rows, "summary": summary}
+           "warmup": a.warmup, "rows": rows, "skipped": skipped, "summary": summary}
     os.makedirs(a.out, exist_ok=True)
     jpath = os.path.join(a.out, f"cpu_zoo_{stamp}.json")
     with open(jpath, "w") as f:
@@ -224,6 +237,8 @@ def main():
         if before:
             line += f" {fmt(s.get('geomean_after_over_before'))} |"
         md.append(line)
+    if skipped:
+        md += ["", "Not measured: " + "; ".join(f"{k['model']} batch {k['batch']} ({k['why']})" for k in skipped)]
     mpath = os.path.join(a.out, f"cpu_zoo_{stamp}.md")
     with open(mpath, "w") as f:
         f.write("\n".join(md) + "\n")

@@ -106,6 +106,33 @@ static inline __attribute__((always_inline)) void ert_av_act(ert_av8 *io, int ki
     *io = r;
 }
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+/* The activation on one zmm (16 lanes: the AVX-512 SGEMM tile's rows,
+ * pwconv.c's transposed channel rows): ReLU and Clip as MAXPS/MINPS with the
+ * bounds ordered as `x < lo ? lo : x` (MAXPS returns its second operand
+ * unless the first is greater: NaN stays NaN; lo = al + 0, as below), the
+ * other kinds as two 8-lane halves. KIND a constant where the caller
+ * specialises, so the switch folds. */
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) __m512
+ert_av_act_z(__m512 v, const int KIND, float al, float be) {
+    switch (KIND) {
+    case ERT_ACT_NONE: return v;
+    case ERT_ACT_RELU: return _mm512_max_ps(_mm512_setzero_ps(), v);
+    case ERT_ACT_CLIP: return _mm512_min_ps(_mm512_set1_ps(be + 0.0f), _mm512_max_ps(_mm512_set1_ps(al + 0.0f), v));
+    default: {
+        union {
+            __m512 z;
+            ert_av8 h[2];
+        } u = {.z = v};
+        ert_av_act(&u.h[0], KIND, al, be);
+        ert_av_act(&u.h[1], KIND, al, be);
+        return u.z;
+    }
+    }
+}
+#endif
+
 /* The kinds done here; the others go to act.c one element at a time. */
 static inline bool ert_act_row_vectorised(int kind) {
     return kind == ERT_ACT_RELU || kind == ERT_ACT_CLIP || kind == ERT_ACT_LEAKY_RELU ||

@@ -36,10 +36,11 @@
  * conv takes the SGEMM (only without packed panels: K > 256 with few
  * pixels and channels).
  *
- * Chosen where the SGEMM would run its AVX2 kernel (x86) or NEON (aarch64);
- * the portable kernel keeps the SGEMM, which is also what the tests hold
- * this against. On an AVX-512 CPU the SGEMM's 8x32 kernel runs (no 16-lane
- * copy of this one yet). */
+ * Chosen where the SGEMM would run its AVX2 kernel (x86) or NEON (aarch64),
+ * and on AVX-512 CPUs a 16-lane copy (4 pixels x up to 64 channels) for
+ * convs whose output channels are a multiple of 16 (the others keep the
+ * SGEMM's 8x32 kernel: pw_block_channels); the portable kernel keeps the
+ * SGEMM, which is also what the tests hold this against. */
 #include "act_vec.h"
 #include "cpu_gemm.h"
 #include "cpu_kernels.h"
@@ -441,20 +442,193 @@ pw_tile_k_y(const pw_targs *tg, const float *x, float *y, const float *res, int 
 __attribute__((target("avx2,fma"))) static void pw_run_avx2(void *arg, int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; s++) pw_slot_y(arg, s);
 }
+
+/* The AVX-512 tile: 4 pixels x up to 4 vectors of 16 channels (16 zmm
+ * accumulators, 4 weight vectors, a broadcast: 21 of the 32 registers), per
+ * k step 4 loads, 4 broadcasts, 16 FMAs. On an AVX-512 CPU the SGEMM runs
+ * its 8x32 kernel, so this copy is what the pointwise convs take there (the
+ * AVX2 copy on such a CPU measured 1.05x slower than that SGEMM over the CPU
+ * zoo: its 8 lanes do half the work per instruction). The 4 x 16 tile of
+ * each vector is transposed per 128-bit lane (the AVX2 copy's unpack and
+ * shuffle), giving 4 zmm of 4 channel rows each (channels i, i + 4, i + 8,
+ * i + 12 of the vector, 4 pixels a row). */
+#undef PW_VMAX
+#undef PW_VL
+#undef PW_FN
+#undef PW_TARGET
+#define PW_VMAX 4
+#define PW_VL 16
+#define PW_FN(name) name##_z
+#define PW_TARGET __attribute__((target("avx512f,avx2,fma")))
+
+#define PWZ_ROW(r) __m512 c##r##0 = b0, c##r##1 = b1, c##r##2 = b2, c##r##3 = b3
+#define PWZ_FMA(r, XR)                                                                                              \
+    if ((r) < R) {                                                                                                  \
+        const __m512 s_ = _mm512_set1_ps((XR)[r]);                                                                  \
+        c##r##0 = _mm512_fmadd_ps(w0, s_, c##r##0);                                                                 \
+        if (V > 1) c##r##1 = _mm512_fmadd_ps(w1, s_, c##r##1);                                                      \
+        if (V > 2) c##r##2 = _mm512_fmadd_ps(w2, s_, c##r##2);                                                      \
+        if (V > 3) c##r##3 = _mm512_fmadd_ps(w3, s_, c##r##3);                                                      \
+    }
+#define PWZ_STEP(J, XR)                                                                                             \
+    do {                                                                                                            \
+        const __m512 w0 = _mm512_loadu_ps(wk + (J) * V * 16);                                                       \
+        const __m512 w1 = V > 1 ? _mm512_loadu_ps(wk + (J) * V * 16 + 16) : w0;                                     \
+        const __m512 w2 = V > 2 ? _mm512_loadu_ps(wk + (J) * V * 16 + 32) : w0;                                     \
+        const __m512 w3 = V > 3 ? _mm512_loadu_ps(wk + (J) * V * 16 + 48) : w0;                                     \
+        PWZ_FMA(0, XR) PWZ_FMA(1, XR) PWZ_FMA(2, XR) PWZ_FMA(3, XR)                                                 \
+    } while (0)
+
+/* the epilogue of one transposed vector u (lane L: the channel row 4L rows
+ * on from y, channel c + 4L of the block, nch real; R pixels each) and its
+ * store; res the same rows of the residual; rows P apart */
+__attribute__((target("avx512f,avx2,fma"))) static inline __attribute__((always_inline)) void
+pwz_out(__m512 u, float *restrict y, const float *restrict res, int64_t P4, int c, const bool FULL, int R, int nch,
+        const int KIND, float al, float be) {
+    if (FULL) {
+        if (res) {
+            __m512 r = _mm512_castps128_ps512(_mm_loadu_ps(res));
+            r = _mm512_insertf32x4(r, _mm_loadu_ps(res + P4), 1);
+            r = _mm512_insertf32x4(r, _mm_loadu_ps(res + 2 * P4), 2);
+            r = _mm512_insertf32x4(r, _mm_loadu_ps(res + 3 * P4), 3);
+            u = _mm512_add_ps(u, r);
+        }
+    } else {
+        float rt[16] = {0};
+        if (res)
+            for (int L = 0; L < 4; L++)
+                if (c + 4 * L < nch) memcpy(rt + 4 * L, res + L * P4, (size_t)R * sizeof(float));
+        u = _mm512_add_ps(u, _mm512_loadu_ps(rt));
+    }
+    u = ert_av_act_z(u, KIND, al, be);
+    if (FULL) {
+        _mm_storeu_ps(y, _mm512_castps512_ps128(u));
+        _mm_storeu_ps(y + P4, _mm512_extractf32x4_ps(u, 1));
+        _mm_storeu_ps(y + 2 * P4, _mm512_extractf32x4_ps(u, 2));
+        _mm_storeu_ps(y + 3 * P4, _mm512_extractf32x4_ps(u, 3));
+    } else {
+        float t[16];
+        _mm512_storeu_ps(t, u);
+        for (int L = 0; L < 4; L++)
+            if (c + 4 * L < nch) memcpy(y + L * P4, t + 4 * L, (size_t)R * sizeof(float));
+    }
+}
+
+#define PWZ_OUT1(U, I)                                                                                              \
+    do {                                                                                                            \
+        pwz_out((U), yq, rq, P4, (I), FULL, R, nch, KIND, al, be);                                                  \
+        yq += P;                                                                                                    \
+        if (res) rq += P;                                                                                           \
+    } while (0)
+#define PWZ_OUT(v)                                                                                                  \
+    do {                                                                                                            \
+        const __m512 t0 = _mm512_unpacklo_ps(c0##v, c1##v), t1 = _mm512_unpackhi_ps(c0##v, c1##v);                 \
+        const __m512 t2 = _mm512_unpacklo_ps(c2##v, c3##v), t3 = _mm512_unpackhi_ps(c2##v, c3##v);                 \
+        PWZ_OUT1(_mm512_shuffle_ps(t0, t2, 0x44), (v) * 16 + 0);                                                    \
+        PWZ_OUT1(_mm512_shuffle_ps(t0, t2, 0xEE), (v) * 16 + 1);                                                    \
+        PWZ_OUT1(_mm512_shuffle_ps(t1, t3, 0x44), (v) * 16 + 2);                                                    \
+        PWZ_OUT1(_mm512_shuffle_ps(t1, t3, 0xEE), (v) * 16 + 3);                                                    \
+        yq += 3 * P4; /* lanes 1-3 held the vector's other 12 channels */                                           \
+        if (res) rq += 3 * P4;                                                                                      \
+    } while (0)
+#define PWZ_EPI(KIND_)                                                                                              \
+    do {                                                                                                            \
+        const int KIND = (KIND_);                                                                                   \
+        float *yq = y;                                                                                              \
+        const float *rq = res;                                                                                      \
+        PWZ_OUT(0);                                                                                                 \
+        if (V > 1) PWZ_OUT(1);                                                                                      \
+        if (V > 2) PWZ_OUT(2);                                                                                      \
+        if (V > 3) PWZ_OUT(3);                                                                                      \
+    } while (0)
+
+__attribute__((target("avx512f,avx2,fma"))) static inline __attribute__((always_inline)) void
+pwz_tile(const pw_targs *tg, const float *restrict x, float *restrict y, const float *restrict res, int R,
+         const int V, const bool FULL) {
+    if (FULL) R = 4;
+    const int64_t ldx = tg->ldx, K = tg->K, P = tg->P, P4 = 4 * P, l2 = 2 * ldx, l3 = 3 * ldx;
+    const float *wk = tg->wp;
+    const __m512 b0 = _mm512_loadu_ps(tg->bias), b1 = V > 1 ? _mm512_loadu_ps(tg->bias + 16) : b0,
+                 b2 = V > 2 ? _mm512_loadu_ps(tg->bias + 32) : b0, b3 = V > 3 ? _mm512_loadu_ps(tg->bias + 48) : b0;
+    PWZ_ROW(0); PWZ_ROW(1); PWZ_ROW(2); PWZ_ROW(3);
+    const float *xk = x;
+    int64_t k = 0;
+    for (; k + 4 <= K; k += 4, xk += 4 * ldx, wk += 4 * V * 16) {
+        const float *x0 = xk, *x1 = xk + ldx, *x2 = xk + l2, *x3 = xk + l3;
+        __asm__("" : "+r"(x0), "+r"(x1), "+r"(x2), "+r"(x3)); /* as in the AVX2 copy */
+        PWZ_STEP(0, x0);
+        PWZ_STEP(1, x1);
+        PWZ_STEP(2, x2);
+        PWZ_STEP(3, x3);
+    }
+    for (; k < K; k++, xk += ldx, wk += V * 16) PWZ_STEP(0, xk);
+    const int nch = tg->nch;
+    const float al = tg->al, be = tg->be;
+    switch (tg->kind) { /* a constant in each epilogue, so ert_av_act's switch and constants fold */
+    case ERT_ACT_NONE: PWZ_EPI(ERT_ACT_NONE); break;
+    case ERT_ACT_RELU: PWZ_EPI(ERT_ACT_RELU); break;
+    case ERT_ACT_CLIP: PWZ_EPI(ERT_ACT_CLIP); break;
+    case ERT_ACT_SILU: PWZ_EPI(ERT_ACT_SILU); break;
+    case ERT_ACT_HARD_SWISH: PWZ_EPI(ERT_ACT_HARD_SWISH); break;
+    case ERT_ACT_GELU: PWZ_EPI(ERT_ACT_GELU); break;
+    default: PWZ_EPI(tg->kind); break;
+    }
+}
+#undef PWZ_ROW
+#undef PWZ_FMA
+#undef PWZ_STEP
+#undef PWZ_OUT
+#undef PWZ_OUT1
+#undef PWZ_EPI
+
+#define PWZ_COPY(V, FULL, NAME)                                                                                     \
+    __attribute__((target("avx512f,avx2,fma"), noinline)) static void NAME(const pw_targs *tg, const float *x,     \
+                                                                          float *y, const float *res, int R) {     \
+        pwz_tile(tg, x, y, res, R, V, FULL);                                                                        \
+    }
+PWZ_COPY(1, true, pwz_tile1f)
+PWZ_COPY(2, true, pwz_tile2f)
+PWZ_COPY(3, true, pwz_tile3f)
+PWZ_COPY(4, true, pwz_tile4f)
+PWZ_COPY(1, false, pwz_tile1p)
+PWZ_COPY(2, false, pwz_tile2p)
+PWZ_COPY(3, false, pwz_tile3p)
+PWZ_COPY(4, false, pwz_tile4p)
+#undef PWZ_COPY
+
+__attribute__((target("avx512f,avx2,fma"))) static inline __attribute__((always_inline)) void
+pw_tile_k_z(const pw_targs *tg, const float *x, float *y, const float *res, int R, const int V, const bool FULL) {
+    if (V == 4) (FULL ? pwz_tile4f : pwz_tile4p)(tg, x, y, res, R);
+    else if (V == 3) (FULL ? pwz_tile3f : pwz_tile3p)(tg, x, y, res, R);
+    else if (V == 2) (FULL ? pwz_tile2f : pwz_tile2p)(tg, x, y, res, R);
+    else (FULL ? pwz_tile1f : pwz_tile1p)(tg, x, y, res, R);
+}
+#include "pwconv_impl.h"
+__attribute__((target("avx512f,avx2,fma"))) static void pw_run_avx512(void *arg, int64_t s0, int64_t s1) {
+    for (int64_t s = s0; s < s1; s++) pw_slot_z(arg, s);
+}
 #endif
 #else
 #define PW_ON 0
 #endif
 
-/* Channels per block of the kernel kc picks, or 0 where the SGEMM runs. */
-static int64_t pw_block_channels(const ert_kernel_choice *kc, int64_t *vl) {
+/* Channels per block of the kernel a->choice picks for a's M output
+ * channels, or 0 where the SGEMM runs. AVX-512: the 16-lane copy where M is
+ * a multiple of 16 (every block then a run of whole vectors); other M keep
+ * the SGEMM's 8x32 kernel: with 16 lanes their last block is a partial one,
+ * whose every tile takes the masked store path (MobileNetV3-L, channels
+ * 24/40/72/120: 1.5x slower than the SGEMM on an AVX-512 VM, 1 thread). */
+static int64_t pw_block_channels(const ert_kargs *a, int64_t *vl) {
     *vl = 0;
 #if PW_ON && defined(__x86_64__)
-    if (ert_cpu_sgemm_kernel(kc) == ERT_CPU_GEMM_AVX2) return *vl = 8, 24;
+    const ert_cpu_gemm_kernel k = ert_cpu_sgemm_kernel(a->choice);
+    const int64_t M = a->n_out > 0 && a->out[0].ndim > 1 ? a->out[0].dims[1] : 0;
+    if (k == ERT_CPU_GEMM_AVX512) return M > 0 && M % 16 == 0 ? (*vl = 16, 64) : 0;
+    if (k == ERT_CPU_GEMM_AVX2) return *vl = 8, 24;
 #elif PW_ON
-    if (ert_cpu_sgemm_kernel(kc) == ERT_CPU_GEMM_NEON) return *vl = 4, 16;
+    if (ert_cpu_sgemm_kernel(a->choice) == ERT_CPU_GEMM_NEON) return *vl = 4, 16;
 #else
-    (void)kc;
+    (void)a;
 #endif
     return 0;
 }
@@ -510,7 +684,7 @@ static int64_t pw_pixels(const ert_tview *t) {
 }
 
 size_t ert_cpu_pw_packed_bytes(const ert_kargs *a) {
-    int64_t vl, cb = pw_block_channels(a->choice, &vl);
+    int64_t vl, cb = pw_block_channels(a, &vl);
     if (!cb || !pw_kind(a)) return 0;
     const int64_t M = a->out[0].dims[1], K = a->in[1].n_elems / M;
     size_t f, bytes;
@@ -523,7 +697,7 @@ size_t ert_cpu_pw_packed_bytes(const ert_kargs *a) {
 /* Block b of the panels: channels c0 = b*cb .. as pw_pack_block lays them
  * out, at c0 * K floats. */
 ert_status ert_cpu_pw_pack(const ert_kargs *a) {
-    int64_t vl, cb = pw_block_channels(a->choice, &vl);
+    int64_t vl, cb = pw_block_channels(a, &vl);
     size_t need = ert_cpu_pw_packed_bytes(a);
     if (!a->packed || need == 0 || need == SIZE_MAX || a->packed_bytes < need) return ERT_E_INTERNAL;
     const int64_t M = a->out[0].dims[1], K = a->in[1].n_elems / M;
@@ -549,7 +723,7 @@ static const float *pw_packed(const ert_kargs *a, int64_t M, int64_t K, int64_t 
 ert_status ert_cpu_pw_conv(const ert_kargs *a, bool *done) {
     *done = false;
 #if PW_ON
-    int64_t vl, cb = pw_block_channels(a->choice, &vl);
+    int64_t vl, cb = pw_block_channels(a, &vl);
     const int kind = cb ? pw_kind(a) : 0;
     if (!kind) return ERT_OK;
     const ert_tview *X = &a->in[0];
@@ -592,7 +766,7 @@ ert_status ert_cpu_pw_conv(const ert_kargs *a, bool *done) {
     }
     atomic_init(&j.next, 0);
 #if defined(__x86_64__)
-    ert_parallel_for(a->pool, slots, 1, pw_run_avx2, &j);
+    ert_parallel_for(a->pool, slots, 1, vl == 16 ? pw_run_avx512 : pw_run_avx2, &j);
 #else
     ert_parallel_for(a->pool, slots, 1, pw_run_neon, &j);
 #endif
