@@ -688,7 +688,10 @@ size_t ert_cpu_pw_packed_bytes(const ert_kargs *a) {
     if (!cb || !pw_kind(a)) return 0;
     const int64_t M = a->out[0].dims[1], K = a->in[1].n_elems / M;
     size_t f, bytes;
-    if (ert_mul_ovf((size_t)((M + cb - 1) / cb * cb), (size_t)K, &f) || ert_mul_ovf(f, sizeof(float), &bytes) ||
+    /* every block is its channels rounded up to whole vectors (cb is a
+     * multiple of vl), so the panels hold M rounded up to vl rows: not to
+     * cb (an AVX-512 conv of 16 channels would have reserved 64 rows) */
+    if (ert_mul_ovf((size_t)((M + vl - 1) / vl * vl), (size_t)K, &f) || ert_mul_ovf(f, sizeof(float), &bytes) ||
         bytes > SIZE_MAX - PW_HDR)
         return SIZE_MAX;
     return bytes + PW_HDR;
