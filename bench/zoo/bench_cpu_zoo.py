@@ -13,7 +13,7 @@ torch-free ones elsewhere. A model it cannot feed is listed as not measured
 in the results. Thread counts above the machine's cores are dropped.
 
 Per model, batch and thread count, in one run:
-  edgert       `edgert bench MODEL --json --threads T --batch B` (its own
+  edgert       `edgert bench MODEL --json --threads T --shape IN=DIMS` (its own
                process; p50 of --iters timed runs after --warmup);
   onnxruntime  one InferenceSession per thread count (intra_op T, inter_op 1,
                sequential, all graph optimisations), same iters and warm-up;
@@ -98,21 +98,26 @@ def ort_time(sess, name, x, iters, warmup):
     return p50(t)
 
 
-def edgert_bench(exe, path, threads, batch, iters, warmup):
-    r = subprocess.run([exe, "bench", path, "--json", "--threads", str(threads), "--batch", str(batch), "--iters",
+def shape_arg(name, dims):
+    """edgert's --shape for the input as fed (batch and any dim taken from NAME.json)."""
+    return ["--shape", f"{name}=" + "x".join(str(d) for d in dims)]
+
+
+def edgert_bench(exe, path, name, dims, threads, iters, warmup):
+    r = subprocess.run([exe, "bench", path, "--json", "--threads", str(threads), *shape_arg(name, dims), "--iters",
                         str(iters), "--warmup", str(warmup)], capture_output=True, text=True)
     if r.returncode:
         raise RuntimeError(r.stderr.strip() or r.stdout.strip())
     return json.loads(r.stdout)["p50_ms"]
 
 
-def edgert_outputs(exe, path, name, x, threads, batch, tmp):
+def edgert_outputs(exe, path, name, x, threads, tmp):
     inp = os.path.join(tmp, "in.npy")
     np.save(inp, x)
     od = os.path.join(tmp, "out")
     os.makedirs(od, exist_ok=True)
     r = subprocess.run([exe, "run", path, "--input", f"{name}={inp}", "--output-dir", od, "--threads",
-                        str(threads), "--batch", str(batch)], capture_output=True, text=True)
+                        str(threads), *shape_arg(name, x.shape)], capture_output=True, text=True)
     if r.returncode:
         raise RuntimeError(r.stderr.strip() or r.stdout.strip())
     return {f[:-4]: np.load(os.path.join(od, f)) for f in os.listdir(od) if f.endswith(".npy")}
@@ -174,8 +179,8 @@ def main():
                         row["ort_error"] = str(e).splitlines()[0][:200]
                         ref = None
                     try:
-                        row["edgert_p50_ms"] = edgert_bench(a.edgert, path, t, b, a.iters, a.warmup)
-                        got = edgert_outputs(a.edgert, path, in_name, x, t, b, tmp)
+                        row["edgert_p50_ms"] = edgert_bench(a.edgert, path, in_name, dims, t, a.iters, a.warmup)
+                        got = edgert_outputs(a.edgert, path, in_name, x, t, tmp)
                         if ref:
                             err = 0.0
                             for k, v in ref.items():
