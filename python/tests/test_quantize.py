@@ -93,7 +93,11 @@ def test_matches_onnxruntime(tmp_path, rng, which, asym, opts):
         flt = ref_f.run(y)[out]
         scale = float(np.abs(want).max())
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * scale)  # measured: <= 5e-7
-        assert np.linalg.norm(got - flt) <= 0.1 * np.linalg.norm(flt)   # int8, not garbage
+        # int8, not garbage: mnist_8 on uniform-noise pixels (far from the digits it was trained on) is
+        # int8's worst case; measured over 151 seeds x 24 samples: median 0.07, max 0.16 (minmax), so
+        # 0.1 failed ~1 run in 40. A gross check only (ranges 10x too narrow give > 0.9); the exact one is
+        # the onnxruntime match above, which runs the same integer arithmetic
+        assert np.linalg.norm(got - flt) <= 0.25 * np.linalg.norm(flt)
         assert not np.array_equal(got, flt)          # really quantized
 
 
