@@ -108,19 +108,83 @@ static inline __attribute__((always_inline)) void ert_av_act(ert_av8 *io, int ki
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+/* exp(x) on one zmm: ert_av_exp's reduction and polynomial, with n by
+ * VRNDSCALE and 2^n applied by VSCALEF (the same p * 2^n, exact for the
+ * clamped n; fewer instructions than the exponent-field trick). */
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) __m512 ert_z_exp(__m512 x) {
+    /* MAXPS/MINPS return the second operand when either is NaN: NaN stays NaN */
+    x = _mm512_max_ps(_mm512_set1_ps(-87.3f), x);
+    x = _mm512_min_ps(_mm512_set1_ps(88.3f), x);
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* 1 / d: VRCP14 (relative error < 2^-14) and one Newton step (< 2^-27) in
+ * place of a VDIVPS. Every d here is finite and >= 1 (1 + exp of a clamped
+ * argument, 1 + z/2 capped), so no zero, infinity or sign case arises. */
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) __m512 ert_z_rcp(__m512 d) {
+    const __m512 r = _mm512_rcp14_ps(d);
+    return _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.0f)));
+}
+
 /* The activation on one zmm (16 lanes: the AVX-512 SGEMM tile's rows,
- * pwconv.c's transposed channel rows): ReLU and Clip as MAXPS/MINPS with the
- * bounds ordered as `x < lo ? lo : x` (MAXPS returns its second operand
- * unless the first is greater: NaN stays NaN; lo = al + 0, as below), the
- * other kinds as two 8-lane halves. KIND a constant where the caller
- * specialises, so the switch folds. */
+ * pwconv.c's transposed channel rows), the formulas of ert_av_act in
+ * 512-bit instructions (two 8-lane halves of those cost twice the
+ * instructions: GELU after ConvNeXt's expanding 1x1 convs was a quarter of
+ * its time). Bounds as MAXPS/MINPS with the data second (`x < lo ? lo : x`:
+ * NaN stays NaN; lo = al + 0, as below). KIND a constant where the caller
+ * specialises, so the switch folds. Results agree with ert_av_act within
+ * two ulp (1/d by Newton, not a division), not bit for bit. */
 __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) __m512
 ert_av_act_z(__m512 v, const int KIND, float al, float be) {
+    const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
     switch (KIND) {
     case ERT_ACT_NONE: return v;
-    case ERT_ACT_RELU: return _mm512_max_ps(_mm512_setzero_ps(), v);
+    case ERT_ACT_RELU: return _mm512_max_ps(zero, v);
     case ERT_ACT_CLIP: return _mm512_min_ps(_mm512_set1_ps(be + 0.0f), _mm512_max_ps(_mm512_set1_ps(al + 0.0f), v));
-    default: {
+    case ERT_ACT_LEAKY_RELU:
+        return _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, _mm512_set1_ps(al));
+    case ERT_ACT_HARD_SIGMOID:
+        return _mm512_min_ps(one, _mm512_max_ps(zero, _mm512_fmadd_ps(_mm512_set1_ps(al), v, _mm512_set1_ps(be))));
+    case ERT_ACT_HARD_SWISH: {
+        /* v / 6 + 0.5 as one multiply-add by 1/6 (within an ulp of the division) */
+        const __m512 r = _mm512_fmadd_ps(v, _mm512_set1_ps(1.0f / 6.0f), _mm512_set1_ps(0.5f));
+        return _mm512_mul_ps(v, _mm512_min_ps(one, _mm512_max_ps(zero, r)));
+    }
+    case ERT_ACT_GELU: {
+        /* ert_av_act's erfc form: 0.5 x erfc(-x / sqrt 2) */
+        const __m512 zz = _mm512_mul_ps(_mm512_abs_ps(v), _mm512_set1_ps(0.70710678118654752f));
+        /* 1 + z/2 capped at 1e30, so x = +-inf gives t = 1e-30, not rcp(inf) * (2 - inf * 0) = NaN: +inf
+         * stays inf, -inf gives inf * 0 = NaN as 0.5 x (1 + erff) does */
+        const __m512 t = ert_z_rcp(_mm512_min_ps(_mm512_set1_ps(1e30f), _mm512_fmadd_ps(zz, _mm512_set1_ps(0.5f), one)));
+        __m512 p = _mm512_set1_ps(0.17087277f);
+        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.82215223f));
+        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.48851587f));
+        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.13520398f));
+        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.27886807f));
+        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.18628806f));
+        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.09678418f));
+        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.37409196f));
+        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.00002368f));
+        const __m512 ex = ert_z_exp(_mm512_fnmadd_ps(zz, zz, _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.26551223f))));
+        const __m512 erfc = _mm512_mul_ps(t, ex);
+        const __m512 hv = _mm512_mul_ps(v, _mm512_set1_ps(0.5f));
+        const __mmask16 neg = _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ);
+        return _mm512_mul_ps(hv, _mm512_mask_blend_ps(neg, _mm512_sub_ps(_mm512_set1_ps(2.0f), erfc), erfc));
+    }
+    case ERT_ACT_SIGMOID: return ert_z_rcp(_mm512_add_ps(one, ert_z_exp(_mm512_sub_ps(zero, v))));
+    case ERT_ACT_SILU: return _mm512_mul_ps(v, ert_z_rcp(_mm512_add_ps(one, ert_z_exp(_mm512_sub_ps(zero, v)))));
+    default: { /* act_vec.h's kinds are all above; any other is the caller's (ert_act_row_vectorised) */
         union {
             __m512 z;
             ert_av8 h[2];

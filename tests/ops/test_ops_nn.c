@@ -11,6 +11,7 @@
 #include "runtime_internal.h"
 #include "testutil.h"
 
+#include <float.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -382,6 +383,76 @@ static void test_act_row(void) {
         free(ref);
     }
 }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* one 16-lane vector through ert_av_act_z (a function of its own: the
+ * always_inline body needs the avx512f target) */
+__attribute__((target("avx512f,avx2,fma"))) static void act_z16(float *x, int kind, float al, float be) {
+    __m512 v = _mm512_loadu_ps(x);
+    switch (kind) { /* constant kinds, as the kernels call it */
+    case ERT_ACT_RELU: v = ert_av_act_z(v, ERT_ACT_RELU, al, be); break;
+    case ERT_ACT_CLIP: v = ert_av_act_z(v, ERT_ACT_CLIP, al, be); break;
+    case ERT_ACT_LEAKY_RELU: v = ert_av_act_z(v, ERT_ACT_LEAKY_RELU, al, be); break;
+    case ERT_ACT_HARD_SIGMOID: v = ert_av_act_z(v, ERT_ACT_HARD_SIGMOID, al, be); break;
+    case ERT_ACT_HARD_SWISH: v = ert_av_act_z(v, ERT_ACT_HARD_SWISH, al, be); break;
+    case ERT_ACT_SIGMOID: v = ert_av_act_z(v, ERT_ACT_SIGMOID, al, be); break;
+    case ERT_ACT_SILU: v = ert_av_act_z(v, ERT_ACT_SILU, al, be); break;
+    case ERT_ACT_GELU: v = ert_av_act_z(v, ERT_ACT_GELU, al, be); break;
+    default: break;
+    }
+    _mm512_storeu_ps(x, v);
+}
+
+/* The AVX-512 activations (ert_av_act_z: the AVX-512 SGEMM and 1x1-conv
+ * stores) against float64 on values around every kink and far out (exp's
+ * clamps), and on the special values against the 8-lane form (ert_av_act,
+ * the row epilogue): NaN stays NaN, +-inf and +-FLT_MAX give what the row
+ * epilogue gives (inf, -inf or NaN alike). Skipped where the CPU has no AVX-512. */
+static void test_act_z(void) {
+    if (!__builtin_cpu_supports("avx512f")) {
+        printf("act_z: SKIPPED (no AVX-512 on this CPU)\n");
+        return;
+    }
+    static const int kinds[] = {ERT_ACT_RELU, ERT_ACT_CLIP, ERT_ACT_LEAKY_RELU, ERT_ACT_HARD_SIGMOID,
+                                ERT_ACT_HARD_SWISH, ERT_ACT_SIGMOID, ERT_ACT_SILU, ERT_ACT_GELU};
+    for (int rep = 0; rep < 32; rep++) {
+        const int kind = kinds[rep % 8];
+        ert_act_params ap = {.kind = kind, .alpha = kind == ERT_ACT_CLIP ? -0.5f : 0.2f,
+                             .beta = kind == ERT_ACT_CLIP ? 6.0f : 0.5f};
+        float x[64];
+        double ref[64];
+        for (int i = 0; i < 64; i++) {
+            x[i] = (float)(i % 7 == 3 ? ert_test_uniform(&rng, -120, 120) : ert_test_uniform(&rng, -8, 8));
+            double v = x[i];
+            switch (kind) {
+            case ERT_ACT_SILU: ref[i] = v / (1 + exp(-v)); break;
+            case ERT_ACT_GELU: ref[i] = 0.5 * v * erfc(-v / sqrt(2.0)); break;
+            case ERT_ACT_HARD_SIGMOID: ref[i] = fmin(1, fmax(0, ap.alpha * v + ap.beta)); break;
+            case ERT_ACT_HARD_SWISH: ref[i] = v * fmin(1, fmax(0, v / 6 + 0.5)); break;
+            default: ref[i] = ref_act(v, kind, ap.alpha, ap.beta); break;
+            }
+        }
+        for (int i = 0; i < 64; i += 16) act_z16(x + i, kind, ap.alpha, ap.beta);
+        char w[64];
+        snprintf(w, sizeof w, "act_z kind %d", kind);
+        CHECK(ert_test_close(w, x, ref, 64, 1e-7, 1e-6), "%s", w);
+        /* special values, 16 lanes against the 8-lane row form */
+        const float sp[16] = {NAN, INFINITY, -INFINITY, FLT_MAX, -FLT_MAX, 0.0f, -0.0f, 1e-30f,
+                              -1e-30f, 88.5f, -88.5f, 200.0f, -200.0f, -NAN, 3.0f, -3.0f};
+        float z[16], r[16];
+        memcpy(z, sp, sizeof z);
+        memcpy(r, sp, sizeof r);
+        act_z16(z, kind, ap.alpha, ap.beta);
+        ert_cpu_act_row(r, 16, &ap);
+        for (int i = 0; i < 16; i++) {
+            const bool same = isnan(r[i]) ? isnan(z[i])
+                              : isinf(r[i]) ? z[i] == r[i]
+                                            : fabs((double)z[i] - r[i]) <= 1e-6 * fabs((double)r[i]) + 1e-30;
+            CHECK(same, "%s: x = %g gives %g, the row epilogue %g", w, sp[i], z[i], r[i]);
+        }
+    }
+}
+#endif
 
 /* The epilogue of a random depthwise case (bias on 2 reps in 3, the given
  * residual and activation) and its ert_dw2d, for the fits/path checks. */
@@ -1254,6 +1325,9 @@ int main(void) {
     kc.gemm_cap = ERT_KC_GEMM_ANY;
     test_fp16_convert();
     test_act_row();
+#if defined(__x86_64__) && defined(__GNUC__)
+    test_act_z();
+#endif
     test_dw_fast();
     test_dw_cblock();
     test_pools();
