@@ -91,6 +91,7 @@ static void rz_rows(void *arg, int64_t r0, int64_t r1) {
     const rz_dim *L = &j->t[nd - 1];
     bool nearest_mode = a->params->resize.mode == 0;
     float extra = a->params->resize.extrapolation; /* tf_crop_and_resize only (f32) */
+    int64_t prev_off = -1; /* the source row of row r - 1, nearest only */
     for (int64_t r = r0; r < r1; r++) {
         int64_t off[MAX_PAIRS];
         double wt[MAX_PAIRS];
@@ -139,11 +140,34 @@ static void rz_rows(void *arg, int64_t r0, int64_t r1) {
                 y[i] = (float)acc;
             }
         } else {
+            /* nearest: each output row reads one source row. Where that is the
+             * previous output row's (every other row of a 2x upsample) the row
+             * is a copy of it; else one element per column, a copy of constant
+             * size per element size (a memcpy call per element was 1.5 ms of
+             * YOLOv8n's 2x upsamples). */
             const char *x = a->in[0].data;
-            char *y = (char *)o->data + r * len * (int64_t)j->es;
-            for (int64_t i = 0; i < len; i++)
-                memcpy(y + i * (int64_t)j->es, x + (off[0] + L->idx[i * NTAP]) * (int64_t)j->es, j->es);
+            const int64_t es = (int64_t)j->es;
+            char *y = (char *)o->data + r * len * es;
+            const int64_t *ix = L->idx;
+            if (r > r0 && off[0] == prev_off) {
+                memcpy(y, y - len * es, (size_t)(len * es));
+                continue;
+            }
+            prev_off = off[0];
+            const char *xr = x + off[0] * es;
+#define RZ_COPY(ES)                                                                                                 \
+    for (int64_t i = 0; i < len; i++) memcpy(y + i * (ES), xr + ix[i * NTAP] * (ES), (ES))
+            switch (es) {
+            case 4: RZ_COPY(4); break;
+            case 2: RZ_COPY(2); break;
+            case 1: RZ_COPY(1); break;
+            case 8: RZ_COPY(8); break;
+            default: RZ_COPY(es); break;
+            }
+#undef RZ_COPY
+            continue;
         }
+        prev_off = -1;
     }
 }
 

@@ -424,6 +424,115 @@ static void test_layernorm(int pool_i, int cap, ert_kernel_choice *kc) {
     }
 }
 
+/* Softmax / LogSoftmax (softmax.c) at this kernel cap (portable: the plain
+ * loops; above: the vector copy) against float64: lines along the last axis
+ * (inner 1, odd lengths: the vector body and its -inf padded tail) and across
+ * it (inner from 1 to past two 64-line blocks: whole vectors and the line by
+ * line tail of a block), 1-3 threads; a NaN in one line makes that line NaN,
+ * a -inf gives exactly 0 (LogSoftmax: -inf). Outputs poisoned by run_op. */
+static void test_softmax_vec(int pool_i, int cap) {
+    for (int it = 0; it < 16; it++) {
+        const bool last = it % 4 == 0, is_log = it % 3 == 1;
+        const int64_t xd[3] = {ert_test_int(&rng, 1, 3), ert_test_int(&rng, 1, last ? 300 : 20),
+                               last ? 1 : ert_test_int(&rng, 1, it % 2 ? 150 : 9)};
+        const int64_t outer = xd[0], n = xd[1], inner = xd[2];
+        tt x = tt_rand(&rng, 3, xd, -6, 6);
+        float *X = x.data;
+        const int64_t tot = outer * n * inner, nan_at = ert_test_int(&rng, 0, (int)tot - 1);
+        int64_t ninf_at = ert_test_int(&rng, 0, (int)tot - 1);
+        if (n > 1 && ninf_at % inner == nan_at % inner && ninf_at / (n * inner) == nan_at / (n * inner))
+            ninf_at = -1; /* not in the NaN's line */
+        X[nan_at] = NAN;
+        if (ninf_at >= 0 && n > 1) X[ninf_at] = -INFINITY;
+        else ninf_at = -1;
+        ert_attr_val at[1] = {A_I("axis", 1)};
+        tt y;
+        ert_status st = run_op(ctx, is_log ? ERT_OP_LOGSOFTMAX : ERT_OP_SOFTMAX, at, 1, &x, 1, &y, 1, NULL);
+        char what[128];
+        snprintf(what, sizeof what, "%s isa %d %lldx%lldx%lld pool%d", is_log ? "logsoftmax" : "softmax", cap,
+                 (long long)outer, (long long)n, (long long)inner, pool_i);
+        CHECK(st == ERT_OK, "%s: %s", what, ert_status_str(st));
+        if (st != ERT_OK) {
+            tt_free(&x);
+            continue;
+        }
+        const float *Y = y.data;
+        double *ref = malloc((size_t)tot * sizeof *ref);
+        float *got = malloc((size_t)tot * sizeof *got);
+        int64_t n_cmp = 0;
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t in = 0; in < inner; in++) {
+                const int64_t base = o * n * inner + in;
+                bool has_nan = false;
+                double m = -INFINITY, sum = 0;
+                for (int64_t i = 0; i < n; i++) {
+                    const double v = X[base + i * inner];
+                    has_nan |= isnan(v);
+                    if (v > m) m = v;
+                }
+                for (int64_t i = 0; i < n; i++) sum += exp(X[base + i * inner] - m);
+                for (int64_t i = 0; i < n; i++) {
+                    const int64_t k = base + i * inner;
+                    if (has_nan) {
+                        CHECK(isnan(Y[k]), "%s: line with a NaN gave %g at %lld", what, Y[k], (long long)k);
+                        continue;
+                    }
+                    if (k == ninf_at) {
+                        CHECK(is_log ? Y[k] == -INFINITY : Y[k] == 0.0f, "%s: -inf gave %g", what, Y[k]);
+                        continue;
+                    }
+                    got[n_cmp] = Y[k];
+                    ref[n_cmp++] = is_log ? X[k] - m - log(sum) : exp(X[k] - m) / sum;
+                }
+            }
+        /* LogSoftmax's x - m - log s cancels: an ulp of its terms (|x - m| <= 12 here: ~1e-6) absolute */
+        CHECK(ert_test_close(what, got, ref, n_cmp, is_log ? 2e-6 : 1e-7, 1e-5), "%s: vs float64", what);
+        free(ref), free(got);
+        tt_free(&y), tt_free(&x);
+    }
+}
+
+/* The activation ops as nodes (eltwise.c's unary: the row loop of this cap)
+ * against float64, odd lengths (the 16-lane masked tail), NaN stays NaN. */
+static void test_unary_act(int pool_i, int cap) {
+    static const ert_op ops[] = {ERT_OP_SIGMOID, ERT_OP_HARD_SWISH, ERT_OP_HARD_SIGMOID, ERT_OP_GELU, ERT_OP_SILU};
+    for (int it = 0; it < 10; it++) {
+        const ert_op op = ops[it % 5];
+        const int64_t xd[1] = {ert_test_int(&rng, 1, it % 2 ? 40 : 70000)};
+        tt x = tt_rand(&rng, 1, xd, -10, 10);
+        float *X = x.data;
+        const int64_t nan_at = ert_test_int(&rng, 0, (int)xd[0] - 1);
+        X[nan_at] = NAN;
+        tt y;
+        ert_status st = run_op(ctx, op, NULL, 0, &x, 1, &y, 1, NULL);
+        char what[96];
+        snprintf(what, sizeof what, "unary op %d isa %d n %lld pool%d", (int)op, cap, (long long)xd[0], pool_i);
+        CHECK(st == ERT_OK, "%s: %s", what, ert_status_str(st));
+        if (st != ERT_OK) {
+            tt_free(&x);
+            continue;
+        }
+        float *Y = y.data;
+        CHECK(isnan(Y[nan_at]), "%s: NaN gave %g", what, Y[nan_at]);
+        Y[nan_at] = 0;
+        double *ref = malloc((size_t)xd[0] * sizeof *ref);
+        for (int64_t i = 0; i < xd[0]; i++) {
+            const double v = i == nan_at ? 0 : X[i];
+            switch (op) {
+            case ERT_OP_SIGMOID: ref[i] = 1 / (1 + exp(-v)); break;
+            case ERT_OP_HARD_SWISH: ref[i] = v * fmin(1, fmax(0, v / 6 + 0.5)); break;
+            case ERT_OP_HARD_SIGMOID: ref[i] = fmin(1, fmax(0, 0.2 * v + 0.5)); break; /* ONNX defaults */
+            case ERT_OP_GELU: ref[i] = 0.5 * v * erfc(-v / sqrt(2.0)); break;
+            default: ref[i] = v / (1 + exp(-v)); break;
+            }
+        }
+        ref[nan_at] = 0; /* checked above */
+        CHECK(ert_test_close(what, Y, ref, xd[0], 1e-7, 1e-6), "%s: vs float64", what);
+        free(ref);
+        tt_free(&y), tt_free(&x);
+    }
+}
+
 /* The model m (freed here) loaded, and a CPU session of it on n_threads;
  * *model and the returned session NULL where a step failed (counted). */
 static ert_session *session_of(pbuf *m, int n_threads, ert_model **model) {
@@ -774,6 +883,8 @@ int main(void) {
             test_layernorm(p, cap, &kc);
             test_conv_integer(p, cap);
             test_qdq(p, cap);
+            test_softmax_vec(p, cap);
+            test_unary_act(p, cap);
         }
     }
     oh_pool = NULL;

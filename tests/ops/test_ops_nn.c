@@ -857,6 +857,25 @@ static void test_pools(void) {
         .in = V3(11, 21, 0), .k = V3(5, 5, 0), .s = V3(1, 1, 0), .d = V3(1, 1, 0), .pb = V3(2, 2, 0), .pe = V3(2, 2, 0)});
     test_pool_case("maxpool 5x5/1 asym pads narrow", (poolcfg){.nsp = 2, .is_max = true, .N = 1, .C = 2,
         .in = V3(6, 4, 0), .k = V3(5, 5, 0), .s = V3(1, 1, 0), .d = V3(1, 1, 0), .pb = V3(1, 3, 0), .pe = V3(3, 0, 0)});
+    /* the separable path (16+ taps, dilation 1): random kernels 4..7 per axis, strides 1..3, asymmetric
+     * pads up to k - 1, ceil mode, planes from narrower than the kernel to wider than one strip of the
+     * stack buffer (2048 floats) and past it (the tap-by-tap fallback) */
+    for (int rep = 0; rep < 12; rep++) {
+        poolcfg c = {.nsp = 2, .is_max = true, .N = 1, .C = ert_test_int(&rng, 1, 3), .ceil_mode = rep % 3 == 2};
+        for (int i = 0; i < 2; i++) {
+            c.k[i] = ert_test_int(&rng, 4, 7);
+            c.s[i] = ert_test_int(&rng, 1, 3);
+            c.d[i] = 1;
+            c.pb[i] = ert_test_int(&rng, 0, (int)c.k[i] - 1);
+            c.pe[i] = ert_test_int(&rng, 0, (int)c.k[i] - 1);
+            c.in[i] = ert_test_int(&rng, 1, i == 1 && rep % 4 == 3 ? 700 : 40);
+            if (c.in[i] + c.pb[i] + c.pe[i] < c.k[i]) c.in[i] = c.k[i] - c.pb[i] - c.pe[i]; /* one window at least */
+        }
+        char w[96];
+        snprintf(w, sizeof w, "maxpool sep %lldx%lld/%lldx%lld on %lldx%lld", (long long)c.k[0], (long long)c.k[1],
+                 (long long)c.s[0], (long long)c.s[1], (long long)c.in[0], (long long)c.in[1]);
+        test_pool_case(w, c);
+    }
     test_pool_case("maxpool 3x3/1 p1 odd", (poolcfg){.nsp = 2, .is_max = true, .N = 1, .C = 3,
         .in = V3(9, 17, 0), .k = V3(3, 3, 0), .s = V3(1, 1, 0), .d = V3(1, 1, 0), .pb = V3(1, 1, 0), .pe = V3(1, 1, 0)});
     test_pool_case("maxpool 2x2/2 ceil odd", (poolcfg){.nsp = 2, .is_max = true, .N = 1, .C = 2, .in = V3(9, 7, 0),
