@@ -156,6 +156,7 @@ static ert_status cpu_node_workspace(void *bctx, const ert_kargs *a, size_t *byt
     if (a->op == ERT_OP_CONV) {
         size_t w = ert_cpu_wino_workspace(a);
         *bytes = w ? w : ert_cpu_conv_padg_workspace(a);
+        if (!w) *bytes += ert_cpu_pw_workspace(a); /* 0 unless pwconv.c takes it (then padg's is 0) */
     }
     return *bytes == SIZE_MAX ? ERT_E_SHAPE : ERT_OK;
 }

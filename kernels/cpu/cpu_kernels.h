@@ -128,6 +128,8 @@ ert_status ert_cpu_matmul_pack(const ert_kargs *a);
  * with *done false (y untouched) where it does not run (prepare's
  * workspace too short for a task's copy and, unpacked, a block's panel). */
 size_t ert_cpu_pw_packed_bytes(const ert_kargs *a);
+/* pwconv.c's scratch on top of prepare's (one worker slot at least), 0 where it does not take the conv */
+size_t ert_cpu_pw_workspace(const ert_kargs *a);
 ert_status ert_cpu_pw_pack(const ert_kargs *a);
 ert_status ert_cpu_pw_conv(const ert_kargs *a, bool *done);
 

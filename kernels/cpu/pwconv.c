@@ -714,6 +714,20 @@ ert_status ert_cpu_pw_pack(const ert_kargs *a) {
     return ERT_OK;
 }
 
+/* Scratch beyond prepare's (sized for the SGEMM) that guarantees one
+ * worker slot of this kernel: a block of unpacked panels (K x CB, sessions
+ * with ERT_SESSION_NO_PACK) and a 4-pixel chunk of the scaled copy or im2col
+ * rows. Without it a small conv with a fused squeeze-excitation scale took
+ * the SGEMM unpacked and this kernel packed: different roundings for the
+ * same session options but NO_PACK (test_cpu_fast's SE check, AVX-512,
+ * 16 output channels). 0 where this kernel does not take the conv. */
+size_t ert_cpu_pw_workspace(const ert_kargs *a) {
+    int64_t vl, cb = pw_block_channels(a, &vl);
+    if (!cb || !pw_kind(a)) return 0;
+    const int64_t M = a->out[0].dims[1], K = a->in[1].n_elems / M;
+    return (size_t)(K * (cb + 4)) * sizeof(float);
+}
+
 /* The packed panels if a->packed holds them for the kernel this call picks. */
 static const float *pw_packed(const ert_kargs *a, int64_t M, int64_t K, int64_t cb, int64_t vl) {
     const pw_hdr *h = a->packed;
@@ -746,11 +760,14 @@ ert_status ert_cpu_pw_conv(const ert_kargs *a, bool *done) {
     /* pixel chunks of at most PW_CHUNK (multiples of 4), fewer where a
      * slot's share of the workspace (prepare's, sized for the SGEMM) must
      * hold a chunk's scaled copy or im2col rows */
-    int64_t most = PW_CHUNK;
+    int64_t most = PW_CHUNK, thr = n_thr;
     if (j.isc || j.gm) {
-        const int64_t per = ws_floats / n_thr - (j.wp ? 0 : K * cb); /* prepare sized it per thread */
+        /* prepare sized it per thread for the SGEMM; where a thread's share is too small, fewer slots
+         * (each output's sum is the same on any slot), so the numbers never depend on the thread count */
+        while (thr > 1 && (ws_floats / thr - (j.wp ? 0 : K * cb)) / K < 4) thr--;
+        const int64_t per = ws_floats / thr - (j.wp ? 0 : K * cb);
         if (per / K < most) most = per / K / 4 * 4;
-        if (most < 4) return ERT_OK; /* the SGEMM then (unpacked K > 256 with few pixels and channels) */
+        if (most < 4) return ERT_OK; /* the SGEMM then: only where cpu_node_workspace's extra is missing */
     }
     j.n_pc = (P + most - 1) / most;
     j.chunk = ((P + j.n_pc - 1) / j.n_pc + 3) / 4 * 4;
@@ -759,7 +776,7 @@ ert_status ert_cpu_pw_conv(const ert_kargs *a, bool *done) {
     j.n_cg = 1;
     while (n_thr > 1 && N * j.n_pc * j.n_cg < 2 * n_thr && j.n_cg < j.n_cb) j.n_cg++;
     j.n_tasks = N * j.n_pc * j.n_cg;
-    int64_t slots = n_thr < j.n_tasks ? n_thr : j.n_tasks;
+    int64_t slots = thr < j.n_tasks ? thr : j.n_tasks;
     j.slot_floats = (j.wp ? 0 : K * cb) + (j.isc || j.gm ? K * j.chunk : 0);
     if (j.slot_floats) {
         const int64_t fit = ws_floats / j.slot_floats;
