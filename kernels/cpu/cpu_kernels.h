@@ -128,6 +128,12 @@ ert_status ert_cpu_matmul_pack(const ert_kargs *a);
  * with *done false (y untouched) where it does not run (prepare's
  * workspace too short for a task's copy and, unpacked, a block's panel). */
 size_t ert_cpu_pw_packed_bytes(const ert_kargs *a);
+#if defined(__x86_64__) && defined(__GNUC__)
+/* x[0..n) through activation a, 16 lanes of AVX-512F (eltwise.c; call only
+ * where the CPU has AVX-512F): act_vec.h's kinds in 512-bit instructions
+ * (ert_av_act_z), the others one element at a time */
+void ert_cpu_act_row_avx512(float *x, int64_t n, const ert_act_params *a);
+#endif
 /* pwconv.c's scratch on top of prepare's (one worker slot at least), 0 where it does not take the conv */
 size_t ert_cpu_pw_workspace(const ert_kargs *a);
 ert_status ert_cpu_pw_pack(const ert_kargs *a);

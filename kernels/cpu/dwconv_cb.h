@@ -26,6 +26,8 @@
 #include <string.h>
 
 #if defined(__GNUC__)
+/* an activation pass over a row (ert_cpu_act_row's signature) */
+typedef void (*ert_act_row_fn)(float *x, int64_t n, const ert_act_params *a);
 #define DWCB ERT_AV_N
 #define DWCB_MAX 8192    /* floats of the padded NCHWc buffer (32 KiB of stack) */
 #define DWCB_PIX_MAX 1024 /* input pixels of a plane (the offset table) */
@@ -130,7 +132,8 @@ static inline __attribute__((always_inline)) void dwcb_store(const ert_av8 *acc,
  * the padding is zeroed and the tables built (every block has the same shape). */
 static inline __attribute__((always_inline)) void dwcb_block(const ert_dw2d *p, int64_t n, int64_t m0,
                                                             const int64_t KH, const int64_t KW, float *buf,
-                                                            int32_t *tab, int32_t *otab, bool *ready) {
+                                                            int32_t *tab, int32_t *otab, bool *ready,
+                                                            ert_act_row_fn act_row) {
     const int64_t H = p->H, W = p->W, OH = p->OH, OW = p->OW;
     const int64_t Hp = (OH - 1) * p->sh + KH, Wp = (OW - 1) * p->sw + KW;
     const int64_t HW = H * W, OHW = OH * OW;
@@ -176,7 +179,10 @@ static inline __attribute__((always_inline)) void dwcb_block(const ert_dw2d *p, 
         memcpy(&bv, bt, sizeof bv);
     }
     const ert_act_params *a = p->act;
-    const bool vec_act = a && ert_act_row_vectorised(a->kind);
+    /* act_row (the AVX-512 copy's 16-lane pass) takes the transcendental kinds after the block, over
+     * planes still in L1; the cheap ones stay in the registers before the store */
+    const bool late = act_row && a && a->kind != ERT_ACT_RELU && a->kind != ERT_ACT_CLIP;
+    const bool vec_act = a && !late && ert_act_row_vectorised(a->kind);
     const int kind = vec_act ? (int)a->kind : ERT_ACT_NONE;
     const float al = a ? a->alpha : 0.0f, be = a ? a->beta : 0.0f;
     float *y0 = p->y + (n * p->M + m0) * OHW;
@@ -211,13 +217,14 @@ static inline __attribute__((always_inline)) void dwcb_block(const ert_dw2d *p, 
         }
     }
     if (a && !vec_act)
-        for (int c = 0; c < DWCB; c++) ert_cpu_act_row(y0 + c * OHW, OHW, a);
+        for (int c = 0; c < DWCB; c++) (late ? act_row : ert_cpu_act_row)(y0 + c * OHW, OHW, a);
 }
 
 /* Blocks [t0, t1) of (image, CB channels); a block past the last whole
  * CB channels runs its planes through body (the plane-at-a-time kernel). */
 static inline __attribute__((always_inline)) void dwcb_blocks(const ert_dw2d *p, int64_t t0, int64_t t1,
-                                                             void (*body)(void *, int64_t, int64_t)) {
+                                                             void (*body)(void *, int64_t, int64_t),
+                                                             ert_act_row_fn act_row) {
     float buf[DWCB_MAX];
     int32_t tab[DWCB_PIX_MAX], otab[DWCB_PIX_MAX + DWCB];
     bool ready = false;
@@ -229,10 +236,10 @@ static inline __attribute__((always_inline)) void dwcb_blocks(const ert_dw2d *p,
             body((void *)p, n * p->M + m0, n * p->M + p->M);
             continue;
         }
-        if (d3) dwcb_block(p, n, m0, 3, 3, buf, tab, otab, &ready);
-        else if (d5) dwcb_block(p, n, m0, 5, 5, buf, tab, otab, &ready);
-        else if (d7) dwcb_block(p, n, m0, 7, 7, buf, tab, otab, &ready);
-        else dwcb_block(p, n, m0, p->KH, p->KW, buf, tab, otab, &ready);
+        if (d3) dwcb_block(p, n, m0, 3, 3, buf, tab, otab, &ready, act_row);
+        else if (d5) dwcb_block(p, n, m0, 5, 5, buf, tab, otab, &ready, act_row);
+        else if (d7) dwcb_block(p, n, m0, 7, 7, buf, tab, otab, &ready, act_row);
+        else dwcb_block(p, n, m0, p->KH, p->KW, buf, tab, otab, &ready, act_row);
     }
 }
 #endif /* __GNUC__ */

@@ -70,7 +70,7 @@ static inline __attribute__((always_inline)) bool DW_FN(dw_row_padded)(const ert
         for (int64_t ow = 0; ow < OW; ow++) yr[ow] = orow[ow] + rr[ow];
     else
         memcpy(yr, orow, (size_t)OW * sizeof(float));
-    if (p->act) ert_cpu_act_row(yr, OW, p->act);
+    if (p->act) DW_ACT_ROW(yr, OW, p->act);
     return true;
 }
 
@@ -125,7 +125,7 @@ static inline __attribute__((always_inline)) void DW_FN(dw_row)(const ert_dw2d *
         }
         yr[ow] = rr ? v + rr[ow] : v;
     }
-    if (p->act) ert_cpu_act_row(yr, OW, p->act); /* the row is still in L1 */
+    if (p->act) DW_ACT_ROW(yr, OW, p->act); /* the row is still in L1 */
 }
 
 /* n floats s -> d (no overlap) in vectors, the last one overlapping the one
@@ -190,7 +190,7 @@ static inline __attribute__((always_inline)) bool DW_FN(dw_plane_padded)(const e
         else
             DW_FN(dw_copy)(yr, orow, OW);
     }
-    if (p->act) ert_cpu_act_row(ym, OH * OW, p->act);
+    if (p->act) DW_ACT_ROW(ym, OH * OW, p->act);
     return true;
 }
 

@@ -81,8 +81,9 @@ __attribute__((target("avx2,fma"))) static void act_row_avx2(float *x, int64_t n
         const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);                   \
         _mm512_mask_storeu_ps(x + i, m, ert_av_act_z(_mm512_maskz_loadu_ps(m, x + i), (KIND), al, be));            \
     }
-/* 16 lanes; the tail masked, through the same code (no value depends on its position) */
-__attribute__((target("avx512f,avx2,fma"))) static void act_row_avx512(float *x, int64_t n, const ert_act_params *ap) {
+/* 16 lanes; the tail masked, through the same code (no value depends on its position).
+ * Also the activation pass of dwconv.c's AVX-512 copies (cpu_kernels.h). */
+__attribute__((target("avx512f,avx2,fma"))) void ert_cpu_act_row_avx512(float *x, int64_t n, const ert_act_params *ap) {
     const float al = ap->alpha, be = ap->beta;
     switch (ap->kind) {
     case ERT_ACT_RELU: ACT_Z_LOOP(ERT_ACT_RELU) break;
@@ -102,7 +103,7 @@ __attribute__((target("avx512f,avx2,fma"))) static void act_row_avx512(float *x,
 static act_row_fn pick_act_row(const ert_kargs *a) {
 #if defined(__x86_64__) && defined(__GNUC__)
     const ert_cpu_gemm_kernel cap = ert_cpu_kernel_cap(a->choice);
-    if (cap >= ERT_CPU_GEMM_AVX512 && __builtin_cpu_supports("avx512f")) return act_row_avx512;
+    if (cap >= ERT_CPU_GEMM_AVX512 && __builtin_cpu_supports("avx512f")) return ert_cpu_act_row_avx512;
     if (cap >= ERT_CPU_GEMM_AVX2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return act_row_avx2;
 #else
     (void)a;
