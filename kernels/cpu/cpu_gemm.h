@@ -98,6 +98,12 @@ ert_status ert_cpu_sgemm_pack(const ert_sgemm_args *g, bool b_side, void *dst, s
 bool ert_cpu_sgemm_packed_fits(const void *packed, int64_t rows, int64_t K, const ert_kernel_choice *kc);
 
 size_t ert_cpu_sgemm_workspace(int64_t M, int64_t N, int64_t K, int n_threads);
+/* One worker slot's scratch of an M x N x K product (a single-threaded call
+ * with pool NULL needs this much), and the tasks ert_cpu_sgemm splits such
+ * a product into on `slots` workers (fewer than about two per worker: the
+ * caller may do better running several products side by side). */
+size_t ert_cpu_sgemm_slot_bytes(int64_t M, int64_t N, int64_t K);
+int64_t ert_cpu_sgemm_tasks(int64_t M, int64_t N, int64_t slots);
 /* Returns ERT_E_INTERNAL if ws is smaller than the one-worker size. */
 ert_status ert_cpu_sgemm(const ert_sgemm_args *g, void *ws, size_t ws_bytes, struct ert_threadpool *pool);
 

@@ -905,6 +905,36 @@ size_t ert_cpu_sgemm_workspace(int64_t M, int64_t N, int64_t K, int n_threads) {
     return total;
 }
 
+size_t ert_cpu_sgemm_slot_bytes(int64_t M, int64_t N, int64_t K) {
+    if (M <= 0 || N <= 0 || K <= 0) return 0;
+    size_t bf, sf;
+    slot_sizes(M, N, K, &bf, &sf);
+    return sf * sizeof(float);
+}
+
+/* ert_cpu_sgemm's split (below): row blocks, then column chunks */
+static void sgemm_split(int64_t M, int64_t N, int64_t slots, int64_t *n_mb, int64_t *mcb, int64_t *n_jc) {
+    const int64_t n_nb = (N + NC - 1) / NC;
+    *n_mb = (M + MC - 1) / MC;
+    /* fewest row blocks; more when the columns alone give too few tasks */
+    if (slots > 1 && n_nb < 2 * slots) {
+        int64_t want = (2 * slots + n_nb - 1) / n_nb, most = (M + MR_LCM - 1) / MR_LCM;
+        if (want > *n_mb) *n_mb = min64(want, most);
+    }
+    *mcb = round_up((M + *n_mb - 1) / *n_mb, MR_LCM);
+    *n_mb = (M + *mcb - 1) / *mcb;
+    /* one chunk per row block when single-threaded (each A block packed
+     * once); otherwise about two tasks per worker, for balance */
+    *n_jc = slots <= 1 ? 1 : min64(n_nb, (2 * slots + *n_mb - 1) / *n_mb);
+}
+
+int64_t ert_cpu_sgemm_tasks(int64_t M, int64_t N, int64_t slots) {
+    if (M <= 0 || N <= 0) return 0;
+    int64_t n_mb, mcb, n_jc;
+    sgemm_split(M, N, slots, &n_mb, &mcb, &n_jc);
+    return n_mb * n_jc;
+}
+
 ert_status ert_cpu_sgemm(const ert_sgemm_args *g, void *ws, size_t ws_bytes, struct ert_threadpool *pool) {
     if (g->M <= 0 || g->N <= 0) return ERT_OK;
     if (g->K <= 0) { /* empty sum: C = 0 (or unchanged) + epilogue */
@@ -932,17 +962,7 @@ ert_status ert_cpu_sgemm(const ert_sgemm_args *g, void *ws, size_t ws_bytes, str
     atomic_init(&jb.next_task, 0);
     int64_t fit = (int64_t)(ws_bytes / (sf * sizeof(float)));
     int64_t slots = min64(ert_threadpool_size(pool), fit);
-    /* fewest row blocks; more when the columns alone give too few tasks */
-    jb.n_mb = (g->M + MC - 1) / MC;
-    if (slots > 1 && jb.n_nb < 2 * slots) {
-        int64_t want = (2 * slots + jb.n_nb - 1) / jb.n_nb, most = (g->M + MR_LCM - 1) / MR_LCM;
-        if (want > jb.n_mb) jb.n_mb = min64(want, most);
-    }
-    jb.mcb = round_up((g->M + jb.n_mb - 1) / jb.n_mb, MR_LCM);
-    jb.n_mb = (g->M + jb.mcb - 1) / jb.mcb;
-    /* one chunk per row block when single-threaded (each A block packed
-     * once); otherwise about two tasks per worker, for balance */
-    jb.n_jc = slots <= 1 ? 1 : min64(jb.n_nb, (2 * slots + jb.n_mb - 1) / jb.n_mb);
+    sgemm_split(g->M, g->N, slots, &jb.n_mb, &jb.mcb, &jb.n_jc);
     jb.n_slots = min64(slots, jb.n_mb * jb.n_jc);
     ert_parallel_for(pool, jb.n_slots, 1, pick_slot(jb.uk), &jb);
     return ERT_OK;

@@ -416,6 +416,39 @@ static bool all_finite(const float *x, int64_t planes, int64_t plane, struct ert
     return !atomic_load(&k.bad);
 }
 
+/* step 3: the 36 products C_xi = V_xi U_xi */
+typedef struct wino_gemms {
+    const wino_job *j;
+    const wino_geom *g;
+    const char *pk; /* U_xi packed, pk_slot bytes apart */
+    size_t pk_slot;
+    const ert_kernel_choice *choice;
+    char *ws; /* the SGEMM scratch: slot s at s * slot_bytes when side by side */
+    size_t slot_bytes;
+    atomic_int next, err;
+} wino_gemms;
+
+static ert_status wino_gemm(const wino_gemms *gm, int xi, void *ws, size_t ws_bytes, struct ert_threadpool *pool) {
+    const wino_geom *g = gm->g;
+    ert_sgemm_args ga = {
+        .M = g->Tall, .N = g->M, .K = g->C,
+        .a = gm->j->v + xi * g->Cp, .a_rs = NXI * g->Cp, .a_cs = 1, .alpha = 1.0f,
+        .b_packed = gm->pk + (size_t)xi * gm->pk_slot,
+        .c = gm->j->cm + xi * g->Mp, .ldc = NXI * g->Mp, .choice = gm->choice,
+    };
+    return ert_cpu_sgemm(&ga, ws, ws_bytes, pool);
+}
+
+/* worker slots [s0, s1): each claims products until none is left, on its own scratch */
+static void wino_gemm_slots(void *arg, int64_t s0, int64_t s1) {
+    wino_gemms *gm = arg;
+    for (int64_t s = s0; s < s1; s++)
+        for (int xi; (xi = atomic_fetch_add_explicit(&gm->next, 1, memory_order_relaxed)) < NXI;) {
+            ert_status st = wino_gemm(gm, xi, gm->ws + (size_t)s * gm->slot_bytes, gm->slot_bytes, NULL);
+            if (st) atomic_store(&gm->err, (int)st);
+        }
+}
+
 ert_status ert_cpu_wino_conv(const ert_kargs *a, bool *done) {
     *done = false;
     wino_geom g;
@@ -451,15 +484,25 @@ ert_status ert_cpu_wino_conv(const ert_kargs *a, bool *done) {
     ert_parallel_for(a->pool, g.Tall, 1, fn, &k);
     void *gws = ws + w.xp_cm + w.v;
     const size_t gws_bytes = a->workspace_bytes - w.xp_cm - w.v;
-    for (int xi = 0; xi < NXI; xi++) {
-        ert_sgemm_args ga = {
-            .M = g.Tall, .N = g.M, .K = g.C,
-            .a = j.v + xi * g.Cp, .a_rs = NXI * g.Cp, .a_cs = 1, .alpha = 1.0f,
-            .b_packed = pk + (size_t)xi * (size_t)h->slot,
-            .c = j.cm + xi * g.Mp, .ldc = NXI * g.Mp, .choice = a->choice,
-        };
-        ert_status st = ert_cpu_sgemm(&ga, gws, gws_bytes, a->pool);
+    wino_gemms gm = {.j = &j, .g = &g, .pk = pk, .pk_slot = (size_t)h->slot, .choice = a->choice, .ws = gws,
+                     .slot_bytes = ert_cpu_sgemm_slot_bytes(g.Tall, g.M, g.C)};
+    const int64_t n_thr = ert_threadpool_size(a->pool);
+    int64_t side = gm.slot_bytes ? (int64_t)(gws_bytes / gm.slot_bytes) : 0;
+    if (side > n_thr) side = n_thr;
+    if (side >= 2 && ert_cpu_sgemm_tasks(g.Tall, g.M, n_thr) < 2 * n_thr) {
+        /* few tiles (a 14x14 map: 16): each product splits into fewer tasks than workers, so
+         * the 36 products run side by side, one worker slot each (the same numbers: a
+         * product's sums do not depend on how it is split) */
+        atomic_init(&gm.next, 0);
+        atomic_init(&gm.err, ERT_OK);
+        ert_parallel_for(a->pool, side, 1, wino_gemm_slots, &gm);
+        ert_status st = (ert_status)atomic_load(&gm.err);
         if (st) return st;
+    } else {
+        for (int xi = 0; xi < NXI; xi++) {
+            ert_status st = wino_gemm(&gm, xi, gws, gws_bytes, a->pool);
+            if (st) return st;
+        }
     }
     k.ph = PH_OUT;
     ert_parallel_for(a->pool, g.Tall, 1, fn, &k);
