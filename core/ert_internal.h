@@ -660,6 +660,8 @@ typedef struct ert_kargs {
     size_t packed_bytes;
     const char *name;         /* node name, for messages */
     const ert_kernel_choice *choice; /* the session's or trainer's (ert_graph.kc); NULL: the defaults */
+    int n_threads;            /* the session's worker threads (also where pool is not made yet: a
+                               * backend's node_workspace); 0: ert_threadpool_size(pool) */
 } ert_kargs;
 
 typedef ert_status (*ert_kernel_fn)(const ert_kargs *a);

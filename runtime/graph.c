@@ -553,7 +553,7 @@ bool ert_graph_shape_args(const ert_graph *g, const ert_gnode *n, ert_tview *v, 
     if (n->n_in + n->n_out > cap) return false;
     node_views(g, n, v, false);
     *a = (ert_kargs){.op = n->op, .params = &n->params, .n_in = n->n_in, .n_out = n->n_out, .in = v,
-                     .out = v + n->n_in, .name = n->name, .choice = &g->kc};
+                     .out = v + n->n_in, .name = n->name, .choice = &g->kc, .n_threads = g->n_threads};
     return true;
 }
 
@@ -564,7 +564,7 @@ ert_status ert_graph_node_args(ert_graph *g, ert_gnode *n, struct ert_threadpool
     n->args = (ert_kargs){.op = n->op, .params = &n->params, .n_in = n->n_in, .n_out = n->n_out, .in = n->views,
                           .out = n->views + n->n_in, .pool = pool, .name = n->name, .choice = &g->kc,
                           .workspace = n->ws_block >= 0 ? abase + g->blocks[n->ws_block].offset : NULL,
-                          .workspace_bytes = n->ws_bytes};
+                          .workspace_bytes = n->ws_bytes, .n_threads = g->n_threads};
     return ERT_OK;
 }
 

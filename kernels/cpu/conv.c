@@ -46,6 +46,8 @@
 #include "cpu_gemm.h"
 #include "cpu_kernels.h"
 
+#include <stdatomic.h>
+
 #include <string.h>
 
 /* Canonical 3-D geometry of a node. */
@@ -167,13 +169,34 @@ static bool padg_of(const ert_kargs *a, const geom3 *g, padg *q) {
     return true;
 }
 
+/* One worker slot's bytes of the side-by-side groups: its planes, C' and one SGEMM slot. */
+static size_t padg_slot_bytes(const padg *q, int64_t Mg) {
+    return q->p_b + q->c_b + ert_align_up(ert_cpu_sgemm_slot_bytes(Mg, q->Np, q->K), 64);
+}
+
+/* Worker slots for the (image, group) tasks side by side, or 0 for one task
+ * at a time with each SGEMM threaded: side by side where the groups are
+ * many and each SGEMM too small to split (RegNetY's 14x14 and 7x7 stages,
+ * 20 and 48 groups of 16 channels: 0.9x at 2 threads the other way). */
+static int64_t padg_side(const ert_kargs *a, const padg *q, int64_t N, int64_t G, int64_t Mg) {
+    const int64_t n_thr = a->n_threads > 0 ? a->n_threads : ert_threadpool_size(a->pool);
+    if (n_thr < 2 || G < 2 || N * G < n_thr) return 0;
+    if (N * G < 2 * n_thr && ert_cpu_sgemm_tasks(Mg, q->Np, n_thr) >= 2 * n_thr) return 0;
+    return n_thr;
+}
+
 size_t ert_cpu_conv_padg_workspace(const ert_kargs *a) {
     geom3 g;
     padg q;
     if (a->op != ERT_OP_CONV || a->n_in < 2 || a->n_out < 1 || ert_cpu_wino_chosen(a)) return 0;
     if (ert_cpu_pw_packed_bytes(a)) return 0; /* pwconv.c takes it (1x1 stride 2, group 1) */
     make_geom(&a->params->conv, &a->in[0], &a->out[0], &g);
-    return padg_of(a, &g, &q) ? q.total : 0;
+    if (!padg_of(a, &g, &q)) return 0;
+    /* room for the groups side by side, one slot per thread, where padg_side picks that */
+    const int64_t N = a->in[0].dims[0], G = a->params->conv.group, Mg = a->out[0].dims[1] / G;
+    const int64_t side = padg_side(a, &q, N, G, Mg);
+    const size_t sides = side ? q.off_b + (size_t)side * padg_slot_bytes(&q, Mg) : 0;
+    return sides > q.total ? sides : q.total;
 }
 
 typedef struct padg_out_job {
@@ -206,80 +229,133 @@ static void padg_out_run(void *arg, int64_t m0, int64_t m1) {
     }
 }
 
-/* The padded-plane path (see the top of the file); the caller checked padg_of and the workspace. */
-static ert_status conv_padg(const ert_kargs *a, const geom3 *g, const padg *q, size_t pk_stride) {
+/* One (image, group) of the padded-plane path: its phase planes into P
+ * (zeroed already when *zeroed: the padding is the same for every image and
+ * group, so each only copies its rows in), the SGEMM on pool (NULL: this
+ * thread) with scratch gws, then C' into y where C' is not y. */
+static ert_status padg_one(const ert_kargs *a, const geom3 *g, const padg *q, size_t pk_stride, const int64_t *off,
+                           int64_t n, int64_t gi, float *P, float *Cp, void *gws, size_t gws_bytes,
+                           struct ert_threadpool *pool, bool *zeroed) {
     const ert_conv_params *p = &a->params->conv;
     const ert_tview *X = &a->in[0];
     const float *b = a->n_in > 2 ? a->in[2].data : NULL;
     const float *res = a->n_in > 3 ? a->in[3].data : NULL;
     const float *scale = p->has_scale && a->n_in > 4 ? a->in[4].data : NULL;
-    const int64_t N = X->dims[0], C = X->dims[1], M = a->out[0].dims[1], G = p->group;
+    const int64_t C = X->dims[1], M = a->out[0].dims[1], G = p->group;
     const int64_t Cg = C / G, Mg = M / G, H = g->in[1], W = g->in[2], Hq = q->Hq, Wq = q->Wq;
     const int64_t KH = g->k[1], KW = g->k[2], ph = g->pb[1], pw = g->pb[2], sh = g->s[1], sw = g->s[2];
     const ert_act_params *act = p->act.kind != ERT_ACT_NONE ? &p->act : NULL;
-    char *ws = a->workspace;
-    int64_t *off = (int64_t *)ws;
-    float *P = (float *)(ws + q->off_b), *Cp = (float *)(ws + q->off_b + q->p_b);
-    void *gws = ws + q->off_b + q->p_b + q->c_b;
-    const size_t gws_bytes = a->workspace_bytes - (q->off_b + q->p_b + q->c_b);
-    for (int64_t k = 0; k < q->K; k++) { /* tap (kh, kw) of channel c: phase plane, then the shift */
-        const int64_t c = k / (KH * KW), i = k / KW % KH * g->d[1], j = k % KW * g->d[2];
-        off[k] = (((c * sh + i % sh) * sw + j % sw) * Hq + i / sh) * Wq + j / sw;
-    }
-    /* the padding is the same for every (image, group): zeroed once with the
-     * slack, then each group only copies its image rows in */
     const int64_t n_pl = Cg * sh * sw, slack = (KW - 1) * g->d[2] / sw + 1;
     uint64_t used_r = 0, used_c = 0; /* the phases the taps read (strides <= 64 here; others are all read) */
     for (int64_t i = 0; i < KH; i++) used_r |= sh > 64 ? ~0ull : 1ull << (i * g->d[1] % sh);
     for (int64_t j = 0; j < KW; j++) used_c |= sw > 64 ? ~0ull : 1ull << (j * g->d[2] % sw);
-    memset(P, 0, (size_t)(n_pl * Hq * Wq + slack) * sizeof(float));
-    for (int64_t n = 0; n < N; n++) {
-        for (int64_t gi = 0; gi < G; gi++) {
-            const float *xg = (const float *)X->data + (n * C + gi * Cg) * g->in_sz;
-            for (int64_t pl = 0; pl < n_pl; pl++) {
-                const int64_t c = pl / (sh * sw), pa = pl / sw % sh, pb = pl % sw;
-                if (!(used_r >> pa & 1) || !(used_c >> pb & 1)) continue; /* no tap reads it (1x1 stride 2: 3 of 4) */
-                /* plane column qq holds iw = qq*sw + pb - pw: [q0, q1) lies inside the image */
-                int64_t q0 = pw - pb > 0 ? (pw - pb + sw - 1) / sw : 0, q1 = (W + pw - pb + sw - 1) / sw;
-                if (q1 > Wq) q1 = Wq;
-                if (q0 >= q1) continue;
-                const int64_t n_cp = q1 - q0;
-                for (int64_t r = 0; r < Hq; r++) {
-                    const int64_t ih = r * sh + pa - ph;
-                    if (ih < 0 || ih >= H) continue;
-                    float *restrict d = P + (pl * Hq + r) * Wq + q0;
-                    const float *restrict xr = xg + (c * H + ih) * W + (q0 * sw + pb - pw);
-                    if (sw == 1) memcpy(d, xr, (size_t)n_cp * sizeof(float));
-                    else if (sw == 2)
-                        for (int64_t t = 0; t < n_cp; t++) d[t] = xr[2 * t];
-                    else
-                        for (int64_t t = 0; t < n_cp; t++) d[t] = xr[t * sw];
-                }
-            }
-            const int64_t yoff = (n * M + gi * Mg) * g->out_sz;
-            const bool direct = Wq == g->out[2]; /* no extra columns: C' is y, the epilogue the SGEMM's */
-            ert_sgemm_args ga = {
-                .M = Mg, .N = q->Np, .K = q->K,
-                .a = (const float *)a->in[1].data + gi * Mg * q->K, .a_rs = q->K, .a_cs = 1, .alpha = 1.0f,
-                .a_row_scale = scale ? scale + gi * Mg : NULL,
-                .a_packed = pk_stride ? (const char *)a->packed + (size_t)gi * pk_stride : NULL,
-                .b = P, .b_cs = 1, .b_row_off = off,
-                .c = direct ? (float *)a->out[0].data + yoff : Cp, .ldc = q->Np,
-                /* bias and activation in the kernel's store epilogue also into C' when no
-                 * residual follows (the copy-out then only copies): a second pass over C'
-                 * was most of padg_out_run (RegNetY-800MF, callgrind) */
-                .bias_row = (direct || !res) && b ? b + gi * Mg : NULL,
-                .residual = direct && res ? res + yoff : NULL,
-                .act = direct || !res ? act : NULL, .choice = a->choice,
-            };
-            ert_status st = ert_cpu_sgemm(&ga, gws, gws_bytes, a->pool);
-            if (st) return st;
-            if (direct) continue;
-            padg_out_job j = {g, q, Cp, res && b ? b + gi * Mg : NULL, res ? res + yoff : NULL,
-                              (float *)a->out[0].data + yoff, res ? act : NULL};
-            ert_parallel_for(a->pool, Mg, 1, padg_out_run, &j);
+    if (!*zeroed) {
+        memset(P, 0, (size_t)(n_pl * Hq * Wq + slack) * sizeof(float));
+        *zeroed = true;
+    }
+    const float *xg = (const float *)X->data + (n * C + gi * Cg) * g->in_sz;
+    for (int64_t pl = 0; pl < n_pl; pl++) {
+        const int64_t c = pl / (sh * sw), pa = pl / sw % sh, pb = pl % sw;
+        if (!(used_r >> pa & 1) || !(used_c >> pb & 1)) continue; /* no tap reads it (1x1 stride 2: 3 of 4) */
+        /* plane column qq holds iw = qq*sw + pb - pw: [q0, q1) lies inside the image */
+        int64_t q0 = pw - pb > 0 ? (pw - pb + sw - 1) / sw : 0, q1 = (W + pw - pb + sw - 1) / sw;
+        if (q1 > Wq) q1 = Wq;
+        if (q0 >= q1) continue;
+        const int64_t n_cp = q1 - q0;
+        for (int64_t r = 0; r < Hq; r++) {
+            const int64_t ih = r * sh + pa - ph;
+            if (ih < 0 || ih >= H) continue;
+            float *restrict d = P + (pl * Hq + r) * Wq + q0;
+            const float *restrict xr = xg + (c * H + ih) * W + (q0 * sw + pb - pw);
+            if (sw == 1) memcpy(d, xr, (size_t)n_cp * sizeof(float));
+            else if (sw == 2)
+                for (int64_t t = 0; t < n_cp; t++) d[t] = xr[2 * t];
+            else
+                for (int64_t t = 0; t < n_cp; t++) d[t] = xr[t * sw];
         }
     }
+    const int64_t yoff = (n * M + gi * Mg) * g->out_sz;
+    const bool direct = Wq == g->out[2]; /* no extra columns: C' is y, the epilogue the SGEMM's */
+    ert_sgemm_args ga = {
+        .M = Mg, .N = q->Np, .K = q->K,
+        .a = (const float *)a->in[1].data + gi * Mg * q->K, .a_rs = q->K, .a_cs = 1, .alpha = 1.0f,
+        .a_row_scale = scale ? scale + gi * Mg : NULL,
+        .a_packed = pk_stride ? (const char *)a->packed + (size_t)gi * pk_stride : NULL,
+        .b = P, .b_cs = 1, .b_row_off = off,
+        .c = direct ? (float *)a->out[0].data + yoff : Cp, .ldc = q->Np,
+        /* bias and activation in the kernel's store epilogue also into C' when no
+         * residual follows (the copy-out then only copies): a second pass over C'
+         * was most of padg_out_run (RegNetY-800MF, callgrind) */
+        .bias_row = (direct || !res) && b ? b + gi * Mg : NULL,
+        .residual = direct && res ? res + yoff : NULL,
+        .act = direct || !res ? act : NULL, .choice = a->choice,
+    };
+    ert_status st = ert_cpu_sgemm(&ga, gws, gws_bytes, pool);
+    if (st || direct) return st;
+    padg_out_job j = {g, q, Cp, res && b ? b + gi * Mg : NULL, res ? res + yoff : NULL,
+                      (float *)a->out[0].data + yoff, res ? act : NULL};
+    if (pool) ert_parallel_for(pool, Mg, 1, padg_out_run, &j);
+    else padg_out_run(&j, 0, Mg);
+    return ERT_OK;
+}
+
+typedef struct padg_side_job {
+    const ert_kargs *a;
+    const geom3 *g;
+    const padg *q;
+    size_t pk_stride, slot_bytes, gws_bytes;
+    const int64_t *off;
+    char *slots;
+    int64_t n_tasks, G;
+    atomic_llong next;
+    atomic_int err;
+} padg_side_job;
+
+static void padg_side_run(void *arg, int64_t s0, int64_t s1) {
+    padg_side_job *j = arg;
+    for (int64_t s = s0; s < s1; s++) {
+        char *sl = j->slots + (size_t)s * j->slot_bytes;
+        float *P = (float *)sl, *Cp = (float *)(sl + j->q->p_b);
+        bool zeroed = false;
+        for (int64_t t; (t = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < j->n_tasks;) {
+            ert_status st = padg_one(j->a, j->g, j->q, j->pk_stride, j->off, t / j->G, t % j->G, P, Cp,
+                                     sl + j->q->p_b + j->q->c_b, j->gws_bytes, NULL, &zeroed);
+            if (st) atomic_store(&j->err, (int)st);
+        }
+    }
+}
+
+/* The padded-plane path (see the top of the file); the caller checked padg_of and the workspace. */
+static ert_status conv_padg(const ert_kargs *a, const geom3 *g, const padg *q, size_t pk_stride) {
+    const ert_conv_params *p = &a->params->conv;
+    const int64_t N = a->in[0].dims[0], G = p->group, Mg = a->out[0].dims[1] / G;
+    const int64_t KH = g->k[1], KW = g->k[2], sh = g->s[1], sw = g->s[2];
+    char *ws = a->workspace;
+    int64_t *off = (int64_t *)ws;
+    for (int64_t k = 0; k < q->K; k++) { /* tap (kh, kw) of channel c: phase plane, then the shift */
+        const int64_t c = k / (KH * KW), i = k / KW % KH * g->d[1], j = k % KW * g->d[2];
+        off[k] = (((c * sh + i % sh) * sw + j % sw) * q->Hq + i / sh) * q->Wq + j / sw;
+    }
+    const int64_t side = padg_side(a, q, N, G, Mg);
+    const size_t sb = padg_slot_bytes(q, Mg);
+    if (side && a->workspace_bytes >= q->off_b + (size_t)side * sb) {
+        padg_side_job j = {.a = a, .g = g, .q = q, .pk_stride = pk_stride, .slot_bytes = sb,
+                           .gws_bytes = sb - q->p_b - q->c_b, .off = off, .slots = ws + q->off_b,
+                           .n_tasks = N * G, .G = G};
+        atomic_init(&j.next, 0);
+        atomic_init(&j.err, ERT_OK);
+        ert_parallel_for(a->pool, side, 1, padg_side_run, &j);
+        return (ert_status)atomic_load(&j.err);
+    }
+    float *P = (float *)(ws + q->off_b), *Cp = (float *)(ws + q->off_b + q->p_b);
+    void *gws = ws + q->off_b + q->p_b + q->c_b;
+    const size_t gws_bytes = a->workspace_bytes - (q->off_b + q->p_b + q->c_b);
+    bool zeroed = false;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t gi = 0; gi < G; gi++) {
+            ert_status st = padg_one(a, g, q, pk_stride, off, n, gi, P, Cp, gws, gws_bytes, a->pool, &zeroed);
+            if (st) return st;
+        }
     return ERT_OK;
 }
 
