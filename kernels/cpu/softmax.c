@@ -134,7 +134,7 @@ static inline __attribute__((always_inline)) void sm_vec_body(void *arg, int64_t
                 if (!j->log) memcpy(yp + i * st, &e, sizeof e);
             }
             if (j->log) {
-                ert_av8 ls;
+                ert_av8 ls = z;
                 for (int k = 0; k < AVN; k++) ls[k] = logf(sv[k]);
                 for (int64_t i = 0; i < n; i++) {
                     memcpy(&v, xp + i * st, sizeof v);
