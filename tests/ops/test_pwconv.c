@@ -158,7 +158,8 @@ static void test_random(int pool_i, int cap, int it) {
     const bool gather = it % 3 == 2;
     pcase c = {.nsp = it % 7 == 5 ? 1 : it % 7 == 6 && !gather ? 3 : 2, .N = ert_test_int(&rng, 1, 3),
                .K = ert_test_int(&rng, 1, it % 5 == 0 ? 300 : 40),
-               /* whole blocks of the AVX2 (24) and AVX-512 (16 a vector: only M % 16 == 0 takes it) copies */
+               /* whole blocks of the AVX2 (24) and AVX-512 (16 a vector: M % 16 == 0 takes it, any M at 16
+                * pixels or fewer) copies */
                .M = it % 4 == 0 ? (it % 8 ? 24 * ert_test_int(&rng, 1, 3) : 16 * ert_test_int(&rng, 1, 5))
                                 : ert_test_int(&rng, 1, 80),
                .bias = ert_test_int(&rng, 0, 1), .res = ert_test_int(&rng, 0, 1), .scale = it % 6 == 4,
@@ -174,6 +175,7 @@ static void test_random(int pool_i, int cap, int it) {
         c.pe[i] = gather ? ert_test_int(&rng, 0, c.k[i] > 3 ? 3 : (int)c.k[i]) : 0;
         const int64_t span = (c.k[i] - 1) * c.d[i] + 1 - c.pb[i] - c.pe[i]; /* the smallest input with an output */
         c.sp[i] = ert_test_int(&rng, span > 1 ? (int)span : 1, c.nsp == 1 ? 300 : c.nsp == 2 ? 17 : 6);
+        if (it % 11 == 10 && !gather) c.sp[i] = ert_test_int(&rng, 1, 3); /* a squeeze-excitation's few pixels */
         ksz *= c.k[i];
     }
     if (gather) c.K = ert_test_int(&rng, 1, (int)(576 / ksz < 40 ? 576 / ksz : 40));
