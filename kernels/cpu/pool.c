@@ -6,6 +6,7 @@
  * input [-pad_begin, in + pad_end) (a ceil_mode window hanging past that is
  * clipped, as onnxruntime and PyTorch do); otherwise only taps inside the
  * input. A MaxPool window with no tap inside the input yields -inf. */
+#include "cpu_gemm.h"
 #include "cpu_kernels.h"
 #include "nan_rules.h"
 
@@ -217,11 +218,60 @@ ert_status ert_cpu_pool(const ert_kargs *a) {
     return ERT_OK;
 }
 
+typedef double (*plane_sum_fn)(const float *x, int64_t n);
+
+/* sum of a plane in double: 8 partial sums, so the adds are not one
+ * latency-bound chain (it was 2 ms of EfficientNet-B0's SE blocks) and the
+ * lanes vectorise; the plain copy (and the oracle's order) */
+static double plane_sum(const float *x, int64_t n) {
+    double acc[8] = {0}, s = 0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) acc[l] += x[i + l];
+    for (; i < n; i++) s += x[i];
+    return s + ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+/* The same sums on AVX2 / AVX-512 (floats widened 4 or 8 at a time, four
+ * accumulators): baseline SSE2 widened two at a time, so the 1x1 squeeze of
+ * EfficientNet-B0's 17 SE blocks took 0.3 ms against onnxruntime's 0.13. */
+__attribute__((target("avx2"))) static double plane_sum_avx2(const float *x, int64_t n) {
+    __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm_loadu_ps(x + i)));
+        a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4)));
+        a2 = _mm256_add_pd(a2, _mm256_cvtps_pd(_mm_loadu_ps(x + i + 8)));
+        a3 = _mm256_add_pd(a3, _mm256_cvtps_pd(_mm_loadu_ps(x + i + 12)));
+    }
+    double t[4], s = 0;
+    _mm256_storeu_pd(t, _mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3)));
+    for (; i < n; i++) s += x[i];
+    return s + ((t[0] + t[1]) + (t[2] + t[3]));
+}
+__attribute__((target("avx512f"))) static double plane_sum_avx512(const float *x, int64_t n) {
+    __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm256_loadu_ps(x + i)));
+        a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 8)));
+        a2 = _mm512_add_pd(a2, _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 16)));
+        a3 = _mm512_add_pd(a3, _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 24)));
+    }
+    double s = 0;
+    for (; i < n; i++) s += x[i];
+    return s + _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3)));
+}
+#endif
+
 typedef struct gpool_job {
     bool is_max;
     const float *x;
     float *y;
     int64_t sz;
+    plane_sum_fn sum;
 } gpool_job;
 
 static void gpool_run(void *arg, int64_t t0, int64_t t1) {
@@ -232,17 +282,8 @@ static void gpool_run(void *arg, int64_t t0, int64_t t1) {
             float m = -INFINITY;
             for (int64_t i = 0; i < j->sz; i++) m = ert_max_nan(xp[i], m);
             j->y[t] = m;
-        } else {
-            /* large planes: keep the sum exact enough in double; 8 partial
-             * sums, so the adds are not one latency-bound chain (it was 2 ms
-             * of EfficientNet-B0's SE blocks) and the lanes vectorise */
-            double acc[8] = {0}, s = 0;
-            int64_t i = 0;
-            for (; i + 8 <= j->sz; i += 8)
-                for (int l = 0; l < 8; l++) acc[l] += xp[i + l];
-            for (; i < j->sz; i++) s += xp[i];
-            s += ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-            j->y[t] = j->sz ? (float)(s / (double)j->sz) : 0.0f;
+        } else { /* large planes: keep the sum exact enough in double */
+            j->y[t] = j->sz ? (float)(j->sum(xp, j->sz) / (double)j->sz) : 0.0f;
         }
     }
 }
@@ -252,7 +293,12 @@ ert_status ert_cpu_global_pool(const ert_kargs *a) {
     if (X->dtype != ERT_DTYPE_F32) return ERT_E_UNSUPPORTED;
     int64_t sz = 1;
     for (int i = 2; i < X->ndim; i++) sz *= X->dims[i];
-    gpool_job j = {a->op == ERT_OP_GLOBAL_MAXPOOL, X->data, a->out[0].data, sz};
+    gpool_job j = {a->op == ERT_OP_GLOBAL_MAXPOOL, X->data, a->out[0].data, sz, plane_sum};
+#if defined(__x86_64__) && defined(__GNUC__)
+    const ert_cpu_gemm_kernel cap = ert_cpu_kernel_cap(a->choice);
+    if (cap >= ERT_CPU_GEMM_AVX512 && __builtin_cpu_supports("avx512f")) j.sum = plane_sum_avx512;
+    else if (cap >= ERT_CPU_GEMM_AVX2 && __builtin_cpu_supports("avx2")) j.sum = plane_sum_avx2;
+#endif
     ert_parallel_for(a->pool, X->dims[0] * X->dims[1], 1, gpool_run, &j);
     return ERT_OK;
 }

@@ -492,6 +492,39 @@ static void test_softmax_vec(int pool_i, int cap) {
     }
 }
 
+/* GlobalAveragePool (pool.c's plane sums in double: 4-, 8- or 2-wide at this
+ * cap) against float64, planes from 1 to past a few thousand pixels (the
+ * vector body and its tail), offsets large against the spread (the double
+ * sum must keep them). */
+static void test_gap(int pool_i, int cap) {
+    for (int it = 0; it < 8; it++) {
+        const int64_t xd[4] = {ert_test_int(&rng, 1, 2), ert_test_int(&rng, 1, 5), ert_test_int(&rng, 1, it % 2 ? 70 : 5),
+                               ert_test_int(&rng, 1, 71)};
+        const float off = it % 3 == 2 ? 1000.0f : 0.0f;
+        tt x = tt_rand(&rng, 4, xd, off - 1, off + 1);
+        tt y;
+        ert_status st = run_op(ctx, ERT_OP_GLOBAL_AVGPOOL, NULL, 0, &x, 1, &y, 1, NULL);
+        char what[96];
+        snprintf(what, sizeof what, "gap isa %d %lldx%lldx%lldx%lld pool%d", cap, (long long)xd[0], (long long)xd[1],
+                 (long long)xd[2], (long long)xd[3], pool_i);
+        CHECK(st == ERT_OK, "%s: %s", what, ert_status_str(st));
+        if (st != ERT_OK) {
+            tt_free(&x);
+            continue;
+        }
+        const int64_t planes = xd[0] * xd[1], sz = xd[2] * xd[3];
+        double *ref = malloc((size_t)planes * sizeof *ref);
+        for (int64_t p = 0; p < planes; p++) {
+            double acc = 0;
+            for (int64_t i = 0; i < sz; i++) acc += ((const float *)x.data)[p * sz + i];
+            ref[p] = acc / (double)sz;
+        }
+        CHECK(ert_test_close(what, y.data, ref, planes, 0, 2e-7), "%s: vs float64", what); /* one f32 rounding */
+        free(ref);
+        tt_free(&y), tt_free(&x);
+    }
+}
+
 /* The activation ops as nodes (eltwise.c's unary: the row loop of this cap)
  * against float64, odd lengths (the 16-lane masked tail), NaN stays NaN. */
 static void test_unary_act(int pool_i, int cap) {
@@ -885,6 +918,7 @@ int main(void) {
             test_qdq(p, cap);
             test_softmax_vec(p, cap);
             test_unary_act(p, cap);
+            test_gap(p, cap);
         }
     }
     oh_pool = NULL;
