@@ -70,7 +70,10 @@ bool ert_cpu_dw2d_fits(const ert_dw2d *p) {
  * each (as many FMAs as the vector interior of a 56-wide row: ConvNeXt's
  * first stage) */
 #define DW_PAD_KW 7
-#define DW_PLANE_MAX 4096 /* floats of dw_plane_padded's buffer (16 KiB of stack) */
+/* floats of dw_plane_padded's buffer (32 KiB of stack): ConvNeXt's 56x56 plane with its 7x7 window
+ * (4340 floats with 16-lane rows) fits; at 4096 its rows took dw_row_padded, which copies 7 padded
+ * input rows per output row (0.31 ms a layer) */
+#define DW_PLANE_MAX 8192
 #define DW_FN(name) name##_v
 /* the activation pass over a finished row (still in L1) */
 #define DW_ACT_ROW(x, n, a) ert_cpu_act_row((x), (n), (a))

@@ -40,6 +40,63 @@ static inline __attribute__((always_inline)) void DW_FN(dw_block)(const float *c
     memcpy(dst, &acc, sizeof acc);
 }
 
+/* NB (1..4, a constant) blocks of VL outputs side by side, at base, base +
+ * VL*s, ...: the same sums as NB dw_block calls, tap for tap in the same
+ * order, but NB independent FMA chains. One block was one chain of KH*KW
+ * dependent FMAs (49 for ConvNeXt's 7x7: the FMA latency, not the units,
+ * set the time; its 56x56 stage ran at 20 GMAC/s). */
+static inline __attribute__((always_inline)) void DW_FN(dw_blockn)(const float *const *rows, const float *wk,
+                                                           int64_t KH, int64_t KW, int64_t base, int64_t d, float bv,
+                                                           const int64_t s, float *dst, const bool full,
+                                                           const int NB) {
+    /* four named accumulators, not an array (gcc 12 then warned of the unused ones at -O3) */
+    const DW_V b0 = bv - (DW_V){0}; /* broadcast */
+    DW_V a0 = b0, a1 = b0, a2 = b0, a3 = b0;
+    const int64_t st = VL * s;
+    for (int64_t kh = 0; kh < KH; kh++) {
+        const float *xr = rows[kh];
+        if (!full && !xr) continue;
+        const float *wr = wk + kh * KW;
+        for (int64_t kw = 0; kw < KW; kw++) {
+            const float *xp = xr + base + kw * d;
+            DW_V xv;
+            DW_LOAD(xv, xp, s);
+            a0 += wr[kw] * xv;
+            if (NB > 1) {
+                DW_LOAD(xv, xp + st, s);
+                a1 += wr[kw] * xv;
+            }
+            if (NB > 2) {
+                DW_LOAD(xv, xp + 2 * st, s);
+                a2 += wr[kw] * xv;
+            }
+            if (NB > 3) {
+                DW_LOAD(xv, xp + 3 * st, s);
+                a3 += wr[kw] * xv;
+            }
+        }
+    }
+    memcpy(dst, &a0, sizeof a0);
+    if (NB > 1) memcpy(dst + VL, &a1, sizeof a1);
+    if (NB > 2) memcpy(dst + 2 * VL, &a2, sizeof a2);
+    if (NB > 3) memcpy(dst + 3 * VL, &a3, sizeof a3);
+}
+
+/* The blocks of a padded row, [0, OWp) in steps of VL, four at a time. */
+static inline __attribute__((always_inline)) void DW_FN(dw_blocks)(const float *const *rows, const float *wk,
+                                                           int64_t KH, int64_t KW, int64_t d, float bv,
+                                                           const int64_t s, float *dst, int64_t OWp,
+                                                           const bool full) {
+    int64_t ow = 0;
+    for (; ow + 4 * VL <= OWp; ow += 4 * VL) DW_FN(dw_blockn)(rows, wk, KH, KW, ow * s, d, bv, s, dst + ow, full, 4);
+    switch ((OWp - ow) / VL) {
+    case 3: DW_FN(dw_blockn)(rows, wk, KH, KW, ow * s, d, bv, s, dst + ow, full, 3); break;
+    case 2: DW_FN(dw_blockn)(rows, wk, KH, KW, ow * s, d, bv, s, dst + ow, full, 2); break;
+    case 1: DW_FN(dw_blockn)(rows, wk, KH, KW, ow * s, d, bv, s, dst + ow, full, 1); break;
+    default: break;
+    }
+}
+
 /* Narrow rows (the 14x14 and 7x7 maps of a classifier's last stages, where
  * the border is most of the row): the KH input rows are copied into
  * zero-padded buffers so every column takes the vector body. Returns false
@@ -65,7 +122,7 @@ static inline __attribute__((always_inline)) bool DW_FN(dw_row_padded)(const ert
         if (Lp > j1) memset(b + (j1 > j0 ? j1 : j0), 0, (size_t)(Lp - (j1 > j0 ? j1 : j0)) * sizeof(float));
         prow[kh] = b;
     }
-    for (int64_t ow = 0; ow < OWp; ow += VL) DW_FN(dw_block)(prow, wk, KH, KW, ow * s, d, bv, s, orow + ow, false);
+    DW_FN(dw_blocks)(prow, wk, KH, KW, d, bv, s, orow, OWp, false);
     if (rr)
         for (int64_t ow = 0; ow < OW; ow++) yr[ow] = orow[ow] + rr[ow];
     else
@@ -181,10 +238,10 @@ static inline __attribute__((always_inline)) bool DW_FN(dw_plane_padded)(const e
         for (int64_t kh = 0; kh < KH; kh++) rows[kh] = buf + (oh * p->sh + kh * dh) * Lp;
         float *yr = ym + oh * OW;
         if (!rm && oh * OW + OWp <= OH * OW) { /* the spill stays inside the plane */
-            for (int64_t ow = 0; ow < OWp; ow += VL) DW_FN(dw_block)(rows, wk, KH, KW, ow * s, d, bv, s, yr + ow, true);
+            DW_FN(dw_blocks)(rows, wk, KH, KW, d, bv, s, yr, OWp, true);
             continue;
         }
-        for (int64_t ow = 0; ow < OWp; ow += VL) DW_FN(dw_block)(rows, wk, KH, KW, ow * s, d, bv, s, orow + ow, true);
+        DW_FN(dw_blocks)(rows, wk, KH, KW, d, bv, s, orow, OWp, true);
         if (rm)
             for (int64_t ow = 0; ow < OW; ow++) yr[ow] = orow[ow] + rm[oh * OW + ow];
         else
