@@ -385,7 +385,10 @@ static void gemm_arith(void) {
                 }
                 float bs = (float)sx * (float)sw[j];
                 acc += q_round(bias[j] / bs) * bs;
-                worst = fmax(worst, fabs(acc - y[s * M + j]) / (1e-5 + 1e-5 * fabs(acc)));
+                /* + one bias quantum bs: bias / bs near a tie rounds either way between this double
+                 * division and the library's f32 one (seed 1795815944784715031: 4.85x of 1e-5 without);
+                 * one int8 level of x times a weight is ~60x larger, so a wrong level still fails */
+                worst = fmax(worst, fabs(acc - y[s * M + j]) / (1e-5 + 1e-5 * fabs(acc) + bs));
             }
         CHECK(no == M && worst <= 1, "cfg %d: Gemm vs fake quantization in double: worst %.3g x tolerance", cfg,
               worst);
