@@ -386,6 +386,14 @@ typedef struct ert_input_shape {
  * inputs (ert_session_input_data) is then not read by run. No effect on CPU
  * sessions and where the arena is host-visible (UNIFIED/MAPPED: no copies). */
 #define ERT_SESSION_DEVICE_INPUTS 4u
+/* CUDA sessions: run leaves the outputs on the GPU (at
+ * ert_session_output_device) and copies none of them to host memory, for a
+ * consumer that reads them there (a GPU post-process, a DLPack view). The
+ * host view is then filled on demand: ert_session_get_output and
+ * ert_session_output_data copy the output down when called (synchronously;
+ * they cost a copy each call). No effect on CPU sessions and where the arena
+ * is host-visible (UNIFIED/MAPPED: no copies). */
+#define ERT_SESSION_DEVICE_OUTPUTS 4096u
 /* CUDA sessions with precision F16/BF16 keep convolution activations
  * channels-last (NHWC), which cuDNN's tensor-core kernels read directly, and
  * convert at the edges of those regions, when cuDNN's measurements at create
@@ -606,10 +614,13 @@ typedef struct ert_profile_entry {
  * session), as ert_session_run. */
 ert_status ert_session_profile(ert_session *s, ert_profile_entry *out, int cap, int *n);
 /* Pointer to output i's storage (owned by the session), valid until the next
- * run or free. Errors: ERT_E_ARG (NULL, index). */
+ * run or free. A CUDA session made with ERT_SESSION_DEVICE_OUTPUTS copies
+ * the output from the GPU into that storage first.
+ * Errors: ERT_E_ARG (NULL, index), ERT_E_CUDA (that copy failed). */
 ert_status ert_session_output_data(ert_session *s, int i, const void **data);
-/* Copy output i (bytes must equal its size).
- * Errors: ERT_E_ARG (NULL, index), ERT_E_SHAPE (size differs). */
+/* Copy output i (bytes must equal its size); with ERT_SESSION_DEVICE_OUTPUTS
+ * straight from the GPU. Errors: ERT_E_ARG (NULL, index), ERT_E_SHAPE (size
+ * differs), ERT_E_CUDA (the copy from the GPU failed). */
 ert_status ert_session_get_output(ert_session *s, int i, void *data, size_t bytes);
 
 /* ---------------------------------------------------------------- images */

@@ -374,11 +374,13 @@ static ert_status bind(ert_session *s, const ert_session_options *o) {
             const ert_gtensor *t = &s->g.t[s->g.inputs[i]];
             ins[i] = (ert_io_copy){.host = t->host, .dev = t->data, .bytes = t->nbytes};
         }
-        for (int i = 0; i < s->g.n_outputs; i++) {
+        /* ERT_SESSION_DEVICE_OUTPUTS: the outputs stay on the GPU, copied down on demand */
+        int n_out_copy = (s->g.flags & ERT_SESSION_DEVICE_OUTPUTS) ? 0 : s->g.n_outputs;
+        for (int i = 0; i < n_out_copy; i++) {
             const ert_gtensor *t = &s->g.t[s->g.outputs[i]];
             outs[i] = (ert_io_copy){.host = t->host, .dev = t->data, .bytes = t->nbytes};
         }
-        st = be->bind_io(s->g.bctx, ins, n_in_copy, outs, s->g.n_outputs);
+        st = be->bind_io(s->g.bctx, ins, n_in_copy, outs, n_out_copy);
         free(ins);
         free(outs);
         if (st != ERT_OK) return st;
@@ -819,12 +821,26 @@ ert_status ert_session_set_input(ert_session *s, int i, const void *data, size_t
     ERT_BUSY_RETURN(&s->running, s->g.ctx, "session", session_set_input(s, i, data, bytes));
 }
 
-ert_status ert_session_output_data(ert_session *s, int i, const void **data) {
-    if (!s || !data) return ERT_E_ARG;
+/* Does output t live only on the GPU after a run (ERT_SESSION_DEVICE_OUTPUTS)? */
+static bool output_on_device(const ert_session *s, const ert_gtensor *t) {
+    return (s->g.flags & ERT_SESSION_DEVICE_OUTPUTS) && s->g.be->weights_in_arena && t->host != t->data;
+}
+
+static ert_status session_output_data(ert_session *s, int i, const void **data) {
     if (i < 0 || i >= s->g.n_outputs)
         return ert_set_error(s->g.ctx, ERT_E_ARG, "output index %d out of range [0, %d)", i, s->g.n_outputs);
-    *data = s->g.t[s->g.outputs[i]].host;
+    const ert_gtensor *t = &s->g.t[s->g.outputs[i]];
+    if (output_on_device(s, t)) {
+        ert_status st = s->g.be->download(s->g.bctx, t->host, t->data, t->nbytes);
+        if (st != ERT_OK) return ert_set_error(s->g.ctx, st, "cannot copy output '%s' from the GPU", t->name);
+    }
+    *data = t->host;
     return ERT_OK;
+}
+
+ert_status ert_session_output_data(ert_session *s, int i, const void **data) {
+    if (!s || !data) return ERT_E_ARG;
+    ERT_BUSY_RETURN(&s->running, s->g.ctx, "session", session_output_data(s, i, data));
 }
 
 static ert_status session_get_output(ert_session *s, int i, void *data, size_t bytes) {
@@ -833,6 +849,11 @@ static ert_status session_get_output(ert_session *s, int i, void *data, size_t b
     const ert_gtensor *t = &s->g.t[s->g.outputs[i]];
     if (bytes != t->nbytes)
         return ert_set_error(s->g.ctx, ERT_E_SHAPE, "output '%s' holds %zu bytes, %zu asked", t->name, t->nbytes, bytes);
+    if (output_on_device(s, t)) {
+        ert_status st = s->g.be->download(s->g.bctx, data, t->data, bytes);
+        if (st != ERT_OK) return ert_set_error(s->g.ctx, st, "cannot copy output '%s' from the GPU", t->name);
+        return ERT_OK;
+    }
     memcpy(data, t->host, bytes);
     return ERT_OK;
 }

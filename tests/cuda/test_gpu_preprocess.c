@@ -6,7 +6,10 @@
  * (ERT_SESSION_DEVICE_INPUTS + ert_preprocessor_run_device): for every
  * placement, the output equals a session fed through host memory, with the
  * host view of the input poisoned (so run cannot have read it), and
- * ert_session_sync_inputs carries a CPU-written input over. SKIPPED (77)
+ * ert_session_sync_inputs carries a CPU-written input over; with
+ * ERT_SESSION_DEVICE_OUTPUTS too, run leaves the host view of the output
+ * untouched (poisoned) on DEVICE placement and get_output/output_data copy
+ * the right values down on demand. SKIPPED (77)
  * without CUDA or a GPU. */
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
@@ -152,6 +155,45 @@ static void device_inputs(ert_test_rng *r) {
             for (int i = 0; i < 8; i++) worst = fmax(worst, fabs((double)y_dev[i] - y_ref[i])) + (isnan(y_dev[i]) ? 1e9 : 0);
             CHECK(worst <= 1e-4, "placement %d rep %d: synced CPU input off by %g", (int)pl[k], rep, worst);
         }
+        /* device outputs: nothing copied down by run, everything on demand */
+        ert_session_options doo = ro;
+        doo.flags = ERT_SESSION_DEVICE_INPUTS | ERT_SESSION_DEVICE_OUTPUTS;
+        ert_session *dout = NULL;
+        CHECK(ert_session_create(m, &doo, &dout) == ERT_OK, "placement %d: device-output session", (int)pl[k]);
+        float *o_host = NULL, *o_in = NULL, got[8];
+        ert_tensor_info oi;
+        if (dout && ert_session_input_device(dout, 0, (void **)&o_in) == ERT_OK &&
+            ert_session_output_info(dout, 0, &oi) == ERT_OK && oi.dims[1] == 8) {
+            ert_session_output_data(dout, 0, (const void **)&o_host);
+            for (int rep = 0; rep < 2 && o_host; rep++) {
+                for (int i = 0; i < w * h * 3; i++) frame[i] = (uint8_t)ert_test_int(r, 0, 255);
+                CHECK(ert_preprocessor_run(pp, frame, w, h, (size_t)w * 3, ERT_PIXEL_RGB, in_ref) == ERT_OK, "run host");
+                CHECK(ert_session_run(ref) == ERT_OK, "ref run");
+                ert_session_output_data(ref, 0, (const void **)&y_ref);
+                CHECK(ert_preprocessor_run_device(pp, frame, w, h, (size_t)w * 3, ERT_PIXEL_RGB, o_in) == ERT_OK,
+                      "run_device");
+                ert_test_poison(o_host, 8);
+                CHECK(ert_session_run(dout) == ERT_OK, "device-output run");
+                int poisoned = 0;
+                for (int i = 0; i < 8; i++) poisoned += isnan(o_host[i]);
+                /* DEVICE: a separate host mirror that run must not have written */
+                if (pl[k] == ERT_PLACEMENT_DEVICE)
+                    CHECK(poisoned == 8, "placement DEVICE: run copied %d of 8 outputs down", 8 - poisoned);
+                ert_test_poison(got, 8);
+                CHECK(ert_session_get_output(dout, 0, got, sizeof got) == ERT_OK, "get_output: %s",
+                      ert_last_error(g_ctx));
+                const float *viewed = NULL;
+                CHECK(ert_session_output_data(dout, 0, (const void **)&viewed) == ERT_OK && viewed == o_host,
+                      "output_data");
+                double worst = 0;
+                for (int i = 0; i < 8; i++)
+                    worst = fmax(worst, fmax(fabs((double)got[i] - y_ref[i]), fabs((double)o_host[i] - y_ref[i]))) +
+                            (isnan(got[i]) || isnan(o_host[i]) ? 1e9 : 0);
+                CHECK(worst <= 1e-6, "placement %d rep %d: device-output values off by %g", (int)pl[k], rep, worst);
+            }
+        } else
+            CHECK(0, "placement %d: device-output session's input/output", (int)pl[k]);
+        ert_session_free(dout);
         ert_session_free(ref);
         ert_session_free(dev);
     }

@@ -418,6 +418,41 @@ int main(void) {
             CHECK_OK(ert_session_run(cs), ctx);
             ert_session_free(cs);
         }
+        /* ERT_SESSION_DEVICE_OUTPUTS on a CPU session: no effect, outputs as usual */
+        co.flags = ERT_SESSION_DEVICE_OUTPUTS;
+        cs = NULL;
+        ert_session *plain = NULL;
+        CHECK_OK(ert_session_create(m, &co, &cs), ctx);
+        CHECK_OK(ert_session_create(m, &(ert_session_options){0}, &plain), ctx);
+        if (cs && plain) {
+            for (int k = 0; k < ert_session_n_inputs(cs); k++) {
+                ert_tensor_info ii;
+                CHECK_OK(ert_session_input_info(cs, k, &ii), ctx);
+                size_t n = 1;
+                for (int d = 0; d < ii.ndim; d++) n *= (size_t)ii.dims[d];
+                float *x = malloc(n * sizeof *x);
+                for (size_t i = 0; x && i < n; i++) x[i] = (float)ert_test_uniform(&r, -2, 2);
+                if (x) {
+                    CHECK_OK(ert_session_set_input(cs, k, x, n * sizeof *x), ctx);
+                    CHECK_OK(ert_session_set_input(plain, k, x, n * sizeof *x), ctx);
+                }
+                free(x);
+            }
+            CHECK_OK(ert_session_run(cs), ctx);
+            CHECK_OK(ert_session_run(plain), ctx);
+            const float *ya = NULL, *yb = NULL;
+            ert_tensor_info oi;
+            CHECK_OK(ert_session_output_info(cs, 0, &oi), ctx);
+            size_t no = 1;
+            for (int d = 0; d < oi.ndim; d++) no *= (size_t)oi.dims[d];
+            CHECK_OK(ert_session_output_data(cs, 0, (const void **)&ya), ctx);
+            CHECK_OK(ert_session_output_data(plain, 0, (const void **)&yb), ctx);
+            CHECK(ya && yb && memcmp(ya, yb, no * sizeof *ya) == 0, "DEVICE_OUTPUTS CPU session: outputs differ");
+        }
+        ert_session_free(cs);
+        ert_session_free(plain);
+        {
+        }
         ert_model_free(m);
     }
     folding(&r);
