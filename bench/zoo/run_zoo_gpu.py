@@ -5,6 +5,7 @@ bench/zoo/export_zoo.py made.
     python3 bench/zoo/run_zoo_gpu.py --zoo ZOO_DIR --driver BUILD/apps/bench/bench_zoo_edgert \
         --out RESULT.json [--md RESULT.md] [--only NAMES] [--iters 50] [--warmup 10] \
         [--compile] [--configs f16:1,...] [--resume OLD.json] [--budget-s S] [--fast] [--no-plan-cache] [--profile]
+        [--io host|device|both]
 
 (bench/zoo/run_zoo_gpu.sh does export + build + this in one command.)
 Per model, in a child process of its own (one crash or OOM costs one row):
@@ -19,16 +20,21 @@ Per model, in a child process of its own (one crash or OOM costs one row):
      (heuristics only: its create time and p50 against the tuned one), p50/p90 of
      ert_session_run (host clock: input copy in, CUDA-graph replay, output
      copy out, synchronise), arena bytes, CPU-fallback node count; its batch-1
-     outputs against the reference (relative L2 of output 0).
+     outputs against the reference (relative L2 of output 0). With --io device
+     or both (the default) each config runs again with device I/O
+     (ERT_SESSION_DEVICE_INPUTS | DEVICE_OUTPUTS: input uploaded once, output
+     left on the GPU, so the timed run is the graph replay and its
+     synchronisation alone, as PyTorch's is), key NAME_dev.
   3. PyTorch, same configs: eager, CUDA-graph replay NCHW, CUDA-graph replay
      channels_last (model and input converted), and with --compile
      torch.compile(mode="reduce-overhead") (f16 batch 1 only: compiling costs
      10-60 s per config); each timed per iteration with CUDA events after a
-     warm-up (input already on the GPU: PyTorch pays no copies, edgert does),
+     warm-up (input already on the GPU, output left there),
      p50/p90 by nearest rank; peak memory of one f16 batch-1 inference
      (torch.cuda.max_memory_allocated, weights included).
 Then the ratios edgert p50 / best PyTorch p50 (the fastest of graph NCHW,
-graph channels_last and compile) per config, their geomeans against the goals
+graph channels_last and compile) per config, like for like (edgert's device-I/O
+run where measured; the host-I/O ratios are summarised beside them), their geomeans against the goals
 of issue 12, and a markdown table. Models or configs that fail are reported
 with their error, never dropped silently.
 """
@@ -107,7 +113,10 @@ def one_model(a, name):
             cmd += ["--plan-cache", os.path.join(td, "plan")]
         if a.profile:
             cmd += ["--profile"]
-        cmd += ["%s:%d%s" % (c[0], c[1], "+" if c[1] == 1 else "") for c in configs(a)]
+        if a.io in ("host", "both"):
+            cmd += ["%s:%d%s" % (c[0], c[1], "+" if c[1] == 1 else "") for c in configs(a)]
+        if a.io in ("device", "both"):
+            cmd += ["%s:%d%s" % (c[0], c[1], "+d" if c[1] == 1 and a.io == "device" else "d") for c in configs(a)]
         if a.fast:
             cmd += ["f16:1+f"]
         t0 = time.time()
@@ -119,9 +128,10 @@ def one_model(a, name):
             except ValueError:
                 continue
             fast = "_fast" if r.get("create_mode") == "fast" else ""
-            key = "%s_b%d%s" % (r.get("precision"), r.get("batch", 0), fast)
+            dsuf = "_dev" if r.get("io") == "device" else ""
+            key = "%s_b%d%s%s" % (r.get("precision"), r.get("batch", 0), fast, dsuf)
             if r.get("batch") == 1 and not r.get("error"):
-                of = os.path.join(td, "out_%s_b1%s.f32" % (r["precision"], fast))
+                of = os.path.join(td, "out_%s_b1%s%s.f32" % (r["precision"], fast, dsuf))
                 if os.path.exists(of):
                     got = np.fromfile(of, dtype=np.float32)
                     r["rel_l2"] = rel_l2(got, ref) if got.size == ref.size else None
@@ -195,20 +205,34 @@ def best_torch(t):
     return min(c) if c else None
 
 
+def edgert_like(r, k):
+    """edgert's result for config k measured like PyTorch's (device I/O) where it
+    exists, else the host-I/O one."""
+    e = r.get("edgert", {})
+    d = e.get(k + "_dev", {})
+    return d if d.get("p50_ms") else e.get(k, {})
+
+
 def summarise(rows):
     ratios = {k: [] for k in GOALS}
+    host = {k: [] for k in GOALS}
     for r in rows:
-        r["ratio"] = {}
+        r["ratio"], r["ratio_host_io"] = {}, {}
         for k in GOALS:
-            e = r.get("edgert", {}).get(k, {})
             b = best_torch(r.get("torch", {}).get(k, {}))
+            e = edgert_like(r, k)
             if e.get("p50_ms") and b:
                 r["ratio"][k] = e["p50_ms"] / b
                 ratios[k].append(r["ratio"][k])
+            h = r.get("edgert", {}).get(k, {})
+            if h.get("p50_ms") and b:
+                r["ratio_host_io"][k] = h["p50_ms"] / b
+                host[k].append(r["ratio_host_io"][k])
+    gm = lambda v: math.exp(sum(math.log(x) for x in v) / len(v)) if v else None
     geo = {}
     for k, v in ratios.items():
-        geo[k] = {"geomean": math.exp(sum(math.log(x) for x in v) / len(v)) if v else None, "n": len(v),
-                  "goal": GOALS[k], "worst": max(v) if v else None}
+        geo[k] = {"geomean": gm(v), "n": len(v), "goal": GOALS[k], "worst": max(v) if v else None,
+                  "above_0.9": sum(x > 0.9 for x in v), "host_io_geomean": gm(host[k]), "host_io_n": len(host[k])}
     return geo
 
 
@@ -224,20 +248,24 @@ def markdown(res):
            "create = first / second ert_session_create in one process (the second from the plan cache the first "
            "wrote, unless --no-plan-cache); fast = ERT_CREATE_FAST f16 b1: create ms and p50 / tuned p50 (--fast); "
            "arena vs PyTorch peak "
-           "(f16, batch 1, weights included). edgert times include the input/output copies, PyTorch's do not.", "",
-           "| model | exporter | fb | f16 b1 edgert | graph | graph CL | compile | ratio | f16 b8 edgert | best | ratio "
+           "(f16, batch 1, weights included). edgert p50 is the device-I/O run (input on the GPU, output left "
+           "there: the graph replay alone, as PyTorch's) where measured; 'host I/O' is the same session kind "
+           "with the input copied in and the output copied out in every run, and its ratio.", "",
+           "| model | exporter | fb | f16 b1 edgert | host I/O | ratio | graph | graph CL | compile | ratio | f16 b8 edgert | best | ratio "
            "| f32 b1 edgert | best | ratio | f32 b8 edgert | best | ratio | rel L2 f32 | rel L2 f16 | create f16 ms "
            "| fast create ms | fast p50 / tuned | arena MiB | torch peak MiB |",
-           "|" + "---|" * 23]
+           "|" + "---|" * 25]
     for r in res["models"]:
         e, t, q = r.get("edgert", {}), r.get("torch", {}), r.get("ratio", {})
         g = lambda k: e.get(k, {})
         cells = [r["name"], r["exporter"], str(g("f16_b1").get("cpu_fallback_nodes", "-"))]
-        cells += [fmt(g("f16_b1").get("p50_ms"), "%.3f") if not g("f16_b1").get("error") else "ERR",
+        like = lambda k: edgert_like(r, k)
+        cells += [fmt(like("f16_b1").get("p50_ms"), "%.3f") if not like("f16_b1").get("error") else "ERR",
+                  fmt(g("f16_b1").get("p50_ms"), "%.3f"), fmt(r.get("ratio_host_io", {}).get("f16_b1")),
                   fmt(t.get("f16_b1", {}).get("graph_p50"), "%.3f"), fmt(t.get("f16_b1", {}).get("graph_cl_p50"), "%.3f"),
                   fmt(t.get("f16_b1", {}).get("compile_p50"), "%.3f"), fmt(q.get("f16_b1"))]
         for k in ("f16_b8", "f32_b1", "f32_b8"):
-            cells += [fmt(g(k).get("p50_ms"), "%.3f") if not g(k).get("error") else "ERR",
+            cells += [fmt(like(k).get("p50_ms"), "%.3f") if not like(k).get("error") else "ERR",
                       fmt(best_torch(t.get(k, {})), "%.3f"), fmt(q.get(k))]
         cells += [fmt(g("f32_b1").get("rel_l2"), "%.1e"), fmt(g("f16_b1").get("rel_l2"), "%.1e"),
                   "%s / %s" % (fmt(g("f16_b1").get("create_first_ms"), "%.0f"), fmt(g("f16_b1").get("create_second_ms"), "%.0f")),
@@ -247,9 +275,12 @@ def markdown(res):
                   fmt(g("f16_b1").get("arena_bytes", 0) / 2**20 if g("f16_b1").get("arena_bytes") else None, "%.1f"),
                   fmt(r.get("torch_peak_bytes_f16_b1", 0) / 2**20 if r.get("torch_peak_bytes_f16_b1") else None, "%.1f")]
         out.append("| " + " | ".join(cells) + " |")
-    out += ["", "| config | geomean edgert/best PyTorch | goal | models | worst |", "|---|---|---|---|---|"]
+    out += ["", "| config | geomean edgert/best PyTorch | goal | models | worst | above 0.9x | host-I/O geomean |",
+            "|---|---|---|---|---|---|---|"]
     for k, v in res["geomeans"].items():
-        out.append("| %s | %s | <= %.1f | %d | %s |" % (k, fmt(v["geomean"]), v["goal"], v["n"], fmt(v["worst"])))
+        out.append("| %s | %s | <= %.1f | %d | %s | %s | %s (%s) |" % (
+            k, fmt(v["geomean"]), v["goal"], v["n"], fmt(v["worst"]), v.get("above_0.9", "-"),
+            fmt(v.get("host_io_geomean")), v.get("host_io_n", "-")))
     if res.get("not_run"):
         out += ["", "Not run (time budget of this run): " + ", ".join(res["not_run"])]
     errs = [(r["name"], k, v.get("error")) for r in res["models"] for k, v in r.get("edgert", {}).items() if v.get("error")]
@@ -278,6 +309,8 @@ def main():
     ap.add_argument("--profile", action="store_true",
                     help="each edgert config also reports one ert_session_profile run (time per op type, slowest nodes)")
     ap.add_argument("--no-plan-cache", action="store_true", help="every create measures (no plan cache folder)")
+    ap.add_argument("--io", choices=("host", "device", "both"), default="both",
+                    help="edgert's input/output: copied every run (host), left on the GPU as PyTorch's (device), or both")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:

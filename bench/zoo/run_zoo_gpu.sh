@@ -8,7 +8,8 @@
 #        ITERS (50), WARMUP (10), COMPILE=1 (torch.compile f16 batch 1),
 #        BUDGET_S (start no model after this many seconds), CONFIGS=f16:1,f32:1
 #        (default all of f32/f16 x batch 1/8), ERT_CUDA_ARCHS (90), FAST=1 (also
-#        f16 b1 with fast create), PROFILE=1 (per-op time of each config)
+#        f16 b1 with fast create), PROFILE=1 (per-op time of each config),
+#        IO=host|device|both (edgert I/O copied every run, left on the GPU, or both: default)
 # Results: OUT_DIR/zoo_gpu.json and zoo_gpu.md; a second call with the same
 # OUT_DIR keeps the models already measured and runs the rest.
 set -uo pipefail
@@ -31,4 +32,4 @@ fi
 python3 bench/zoo/export_zoo.py "$zoo" ${ONLY:+--only "$ONLY"} 2>&1 | tee -a "$out/zoo_export.log"
 python3 bench/zoo/run_zoo_gpu.py --zoo "$zoo" --driver "$driver" --out "$out/zoo_gpu.json" --md "$out/zoo_gpu.md" \
   --resume "$out/zoo_gpu.json" --iters "${ITERS:-50}" --warmup "${WARMUP:-10}" ${ONLY:+--only "$ONLY"} \
-  ${COMPILE:+--compile} ${FAST:+--fast} ${PROFILE:+--profile} ${BUDGET_S:+--budget-s "$BUDGET_S"} ${CONFIGS:+--configs "$CONFIGS"}
+  ${COMPILE:+--compile} ${FAST:+--fast} ${IO:+--io "$IO"} ${PROFILE:+--profile} ${BUDGET_S:+--budget-s "$BUDGET_S"} ${CONFIGS:+--configs "$CONFIGS"}

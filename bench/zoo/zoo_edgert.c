@@ -3,9 +3,12 @@
  *
  *   zoo_edgert MODEL INPUT.f32 OUT_DIR ITERS WARMUP [--input-dims 1xCxHxW] [--plan-cache DIR] [--profile] CONFIG...
  *
- * CONFIG is PRECISION:BATCH[+][f] (f32:1+, f16:8, f16:1f, ...; "+": create the
- * session a second time and report both create times; "f": ERT_CREATE_FAST,
- * heuristics only). With --plan-cache the sessions use that folder
+ * CONFIG is PRECISION:BATCH[+][f][d] (f32:1+, f16:8, f16:1f, f16:8d, ...; "+":
+ * create the session a second time and report both create times; "f":
+ * ERT_CREATE_FAST, heuristics only; "d": device I/O, ERT_SESSION_DEVICE_INPUTS
+ * | ERT_SESSION_DEVICE_OUTPUTS: the input is uploaded once and the output left
+ * on the GPU, so the timed run is the graph replay alone, as PyTorch's replay
+ * of a graph whose input and output live on the GPU). With --plan-cache the sessions use that folder
  * (ert_session_options.plan_cache_dir): give a fresh one and the first create
  * measures and writes the file, the second ("+") takes its answers from it,
  * as a second process would (minus CUDA's own start-up). INPUT.f32 holds input 0 at
@@ -48,8 +51,10 @@ static double pct(const double *s, int n, double p) {
     return s[k < 0 ? 0 : k >= n ? n - 1 : k];
 }
 
+static const char *g_io = "host"; /* the config being run: "host" or "device" I/O */
+
 static void json_err(const char *prec, int batch, const char *what, ert_context *ctx) {
-    printf("{\"precision\": \"%s\", \"batch\": %d, \"error\": \"%s: ", prec, batch, what);
+    printf("{\"precision\": \"%s\", \"batch\": %d, \"io\": \"%s\", \"error\": \"%s: ", prec, batch, g_io, what);
     for (const char *c = ert_last_error(ctx); *c; c++)
         if (*c == '"' || *c == '\\') printf("\\%c", *c);
         else if ((unsigned char)*c >= 32) putchar(*c);
@@ -134,12 +139,14 @@ static const char *cache_str(ert_plan_cache_state st) {
 }
 
 static void one(ert_context *ctx, ert_model *m, const float *x1, size_t x1_n, const char *out_dir, int iters,
-                int warmup, const char *prec, int batch, bool second, bool fast) {
+                int warmup, const char *prec, int batch, bool second, bool fast, bool dev_io) {
     ert_session_options o = {.device = ERT_DEVICE_CUDA, .batch = batch,
+                             .flags = dev_io ? ERT_SESSION_DEVICE_INPUTS | ERT_SESSION_DEVICE_OUTPUTS : 0u,
                              .precision = strcmp(prec, "f16") == 0 ? ERT_DTYPE_F16 : ERT_DTYPE_F32,
                              .plan_cache_dir = g_plan_dir, .create_mode = fast ? ERT_CREATE_FAST : ERT_CREATE_TUNED};
     ert_create_stats cs[2];
     memset(cs, 0, sizeof cs);
+    g_io = dev_io ? "device" : "host";
     ert_input_shape is = g_dims;
     if (is.ndim > 0) {
         is.dims[0] = batch;
@@ -180,14 +187,16 @@ static void one(ert_context *ctx, ert_model *m, const float *x1, size_t x1_n, co
                batch, in_n, x1_n);
         return;
     }
-    if (ert_session_set_input(s, 0, in, in_n * sizeof *in) != ERT_OK || ert_session_run(s) != ERT_OK ||
+    if (ert_session_set_input(s, 0, in, in_n * sizeof *in) != ERT_OK || ert_session_sync_inputs(s) != ERT_OK ||
+        ert_session_run(s) != ERT_OK ||
         ert_session_get_output(s, 0, out, out_n * sizeof *out) != ERT_OK) {
         json_err(prec, batch, "run", ctx);
         goto done;
     }
     if (batch == 1) {
         char path[4096];
-        snprintf(path, sizeof path, "%s/out_%s_b%d%s.f32", out_dir, prec, batch, fast ? "_fast" : "");
+        snprintf(path, sizeof path, "%s/out_%s_b%d%s%s.f32", out_dir, prec, batch, fast ? "_fast" : "",
+                 dev_io ? "_dev" : "");
         FILE *f = fopen(path, "wb");
         if (f) {
             fwrite(out, sizeof *out, out_n, f);
@@ -205,12 +214,12 @@ static void one(ert_context *ctx, ert_model *m, const float *x1, size_t x1_n, co
     qsort(t, (size_t)iters, sizeof *t, cmp_d);
     ert_memory_report mem;
     ert_session_memory(s, &mem);
-    printf("{\"precision\": \"%s\", \"batch\": %d, \"create_mode\": \"%s\", \"create_first_ms\": %.1f, "
+    printf("{\"precision\": \"%s\", \"batch\": %d, \"io\": \"%s\", \"create_mode\": \"%s\", \"create_first_ms\": %.1f, "
            "\"create_second_ms\": %.1f, \"create_first_plan_cache\": \"%s\", \"create_first_searches\": %d, "
            "\"create_second_plan_cache\": \"%s\", \"create_second_searches\": %d, \"create_second_cached\": %d, "
            "\"p50_ms\": %.4f, \"p90_ms\": %.4f, \"arena_bytes\": %zu, \"weights_bytes\": %zu, \"activations_bytes\": %zu, "
            "\"cpu_fallback_nodes\": %d, \"error\": null",
-           prec, batch, fast ? "fast" : "tuned", c1, c2, cache_str(cs[0].plan_cache), cs[0].n_searches,
+           prec, batch, dev_io ? "device" : "host", fast ? "fast" : "tuned", c1, c2, cache_str(cs[0].plan_cache), cs[0].n_searches,
            cache_str(cs[1].plan_cache), cs[1].n_searches, cs[1].n_cached, pct(t, iters, 50), pct(t, iters, 90),
            mem.total_bytes, mem.weights_bytes, mem.activations_bytes, ert_session_n_cpu_fallback(s));
     if (g_profile) print_profile(s);
@@ -267,14 +276,14 @@ int main(int argc, char **argv) {
             g_plan_dir = argv[++i];
             continue;
         }
-        char prec[8] = {0}, flags[3] = {0};
+        char prec[8] = {0}, flags[4] = {0};
         int batch = 1;
-        if (sscanf(argv[i], "%7[^:]:%d%2[+f]", prec, &batch, flags) < 2 || batch < 1) {
+        if (sscanf(argv[i], "%7[^:]:%d%3[+fd]", prec, &batch, flags) < 2 || batch < 1) {
             fprintf(stderr, "zoo_edgert: bad config '%s'\n", argv[i]);
             continue;
         }
         one(ctx, m, x1, (size_t)n, argv[3], iters, warmup, prec, batch, strchr(flags, '+') != NULL,
-            strchr(flags, 'f') != NULL);
+            strchr(flags, 'f') != NULL, strchr(flags, 'd') != NULL);
     }
     free(x1);
     ert_model_free(m);
