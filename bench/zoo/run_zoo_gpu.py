@@ -340,6 +340,8 @@ def main():
             row = {"name": n, "exporter": "?", "error": (p.stderr or "no output")[-600:]}
         row["wall_s"] = round(time.time() - t0, 1)
         rows.append(row)
+        # the rows so far, so that a run cut off (time limit, crash) keeps them for --resume
+        json.dump({"models": rows, "partial": True}, open(a.out, "w"), indent=1)
         e = row.get("edgert", {}).get("f16_b1", {})
         print("%-32s %6.1fs  f16 b1 edgert %s ms, torch graph %s ms %s" % (
             n, row["wall_s"], e.get("p50_ms"), row.get("torch", {}).get("f16_b1", {}).get("graph_p50"),
