@@ -294,14 +294,15 @@ template <int N> static __device__ __forceinline__ void cp_async_wait() {
 }
 
 /* Rows k0 .. k0 + 63 of K and V into one stage of shared memory (row-major,
- * pitch LD): 16-byte asynchronous copies where vec allows, element loads
- * (and zeros past nk or D) otherwise; one commit group. */
-template <typename T, int DP, int NW>
+ * pitch LD) by the NT threads numbered tid: 16-byte asynchronous copies
+ * where vec allows, element loads (and zeros past nk or D) otherwise; one
+ * commit group. */
+template <typename T, int DP, int NT>
 static __device__ __forceinline__ void load_kv(T *sK, T *sV, const T *k, const T *v, const ert_attn_params &p,
-                                               int64_t b, int64_t h, int64_t k0, bool vec) {
+                                               int64_t b, int64_t h, int64_t k0, bool vec, int tid) {
     constexpr int LD = DP + 8;
     const int D = (int)p.head_dim;
-    for (int i = threadIdx.x; i < kMK * (DP / 8); i += NW * 32) {
+    for (int i = tid; i < kMK * (DP / 8); i += NT) {
         int r = i / (DP / 8), d0 = (i % (DP / 8)) * 8;
         T *dk = sK + r * LD + d0, *dv = sV + r * LD + d0;
         if (vec && k0 + r < p.nk && d0 < D) {
@@ -315,23 +316,41 @@ static __device__ __forceinline__ void load_kv(T *sK, T *sV, const T *k, const T
     cp_async_commit();
 }
 
-template <typename T, int DP> struct mma_smem {
-    static constexpr size_t bytes = 2u /* stages */ * 2u /* K, V */ * kMK * (DP + 8) * 2u;
+template <typename T, int DP, int NW, bool SPLIT> struct mma_smem {
+    /* SPLIT: one stage of K and V per warp, reused at the end for the
+     * warps' partial row maxima, sums and outputs (f32) */
+    static constexpr size_t kv = (SPLIT ? NW : 2u /* stages */) * 2u /* K, V */ * kMK * (DP + 8) * 2u;
+    static constexpr size_t comb = SPLIT ? (size_t)NW * 16u * (2u + DP) * 4u : 0u;
+    static constexpr size_t bytes = kv > comb ? kv : comb;
 };
 
-template <typename T, int DP, int NW>
+/* SPLIT (few query tiles, several key tiles: ViT-B/16 at batch 1 is 156
+ * warps of 16 queries over 4 key tiles, one warp per SM whose serial chain
+ * of ~2,000 instructions a tile set the node's time, 16 us): the NW warps of
+ * a block share one 16-query tile and split its keys, warp w taking key
+ * tiles w, w + NW, ... into its own shared-memory stage; at the end the
+ * warps' partial (max, sum, output) are merged in shared memory as flash
+ * decoding does: m = max_w m_w, l = sum_w 2^(m_w - m) l_w, O likewise. */
+template <typename T, int DP, int NW, bool SPLIT>
 static __global__ void __launch_bounds__(NW * 32)
 attn_mma_kernel(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v, const T *__restrict__ bias,
                 T *__restrict__ y, ert_attn_params p, int64_t n_qtiles, bool vec) {
     constexpr int LD = DP + 8;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    T *const sbuf = (T *)smem_raw; /* stage s: K at sbuf + 2 s kMK LD, V after it */
+    /* not SPLIT: stage s: K at sbuf + 2 s kMK LD, V after it; SPLIT: warp w's stage at sbuf + 2 w kMK LD */
+    T *const sbuf = (T *)smem_raw;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
-    const int64_t bh = blockIdx.x / n_qtiles, q0 = (blockIdx.x % n_qtiles) * (16 * NW) + warp * 16;
+    const int64_t bh = blockIdx.x / n_qtiles;
+    const int64_t q0 = SPLIT ? (blockIdx.x % n_qtiles) * 16 : (blockIdx.x % n_qtiles) * (16 * NW) + warp * 16;
     const int64_t b = bh / p.heads, h = bh % p.heads;
     const int D = (int)p.head_dim;
     const int64_t n_tiles = (p.nk + kMK - 1) / kMK;
-    load_kv<T, DP, NW>(sbuf, sbuf + kMK * LD, k, v, p, b, h, 0, vec); /* tile 0 flies while Q loads */
+    T *const wbuf = sbuf + (SPLIT ? warp * 2 * kMK * LD : 0);
+    if (SPLIT) {
+        if (warp < n_tiles) load_kv<T, DP, 32>(wbuf, wbuf + kMK * LD, k, v, p, b, h, (int64_t)warp * kMK, vec, lane);
+    } else {
+        load_kv<T, DP, NW * 32>(sbuf, sbuf + kMK * LD, k, v, p, b, h, 0, vec, tid); /* tile 0 flies while Q loads */
+    }
     const bool active = q0 < p.nq;
     const int64_t r0 = q0 + g, r1 = q0 + g + 8; /* this thread's two query rows */
     /* Q fragments (A of S = Q K^T), straight from global memory, once. Rows
@@ -369,17 +388,24 @@ attn_mma_kernel(const T *__restrict__ q, const T *__restrict__ k, const T *__res
     const float LOG2E = 1.4426950408889634f, sc = p.scale * LOG2E;
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
     const T *bb = bias ? bias + p.bias[ERT_ATTN_OFF] + b * p.bias[ERT_ATTN_SB] + h * p.bias[ERT_ATTN_SH] : nullptr;
-    for (int64_t it = 0; it < n_tiles; it++) {
+    for (int64_t it = SPLIT ? warp : 0; it < n_tiles; it += SPLIT ? NW : 1) {
         const int64_t k0 = it * kMK;
-        if (it + 1 < n_tiles) { /* the next tile into the other stage, then wait for this one */
-            T *nk_ = sbuf + ((it + 1) & 1) * 2 * kMK * LD;
-            load_kv<T, DP, NW>(nk_, nk_ + kMK * LD, k, v, p, b, h, k0 + kMK, vec);
-            cp_async_wait<1>();
-        } else {
+        const T *sK, *sV;
+        if (SPLIT) { /* this warp's own stage: its copies, then the warp's barrier */
             cp_async_wait<0>();
+            __syncwarp();
+            sK = wbuf, sV = wbuf + kMK * LD;
+        } else {
+            if (it + 1 < n_tiles) { /* the next tile into the other stage, then wait for this one */
+                T *nk_ = sbuf + ((it + 1) & 1) * 2 * kMK * LD;
+                load_kv<T, DP, NW * 32>(nk_, nk_ + kMK * LD, k, v, p, b, h, k0 + kMK, vec, tid);
+                cp_async_wait<1>();
+            } else {
+                cp_async_wait<0>();
+            }
+            __syncthreads();
+            sK = sbuf + (it & 1) * 2 * kMK * LD, sV = sK + kMK * LD;
         }
-        __syncthreads();
-        const T *sK = sbuf + (it & 1) * 2 * kMK * LD, *sV = sK + kMK * LD;
         if (active) {
             /* this tile's bias, issued first so that its loads overlap the
              * products (clamped addresses, unconditional loads) */
@@ -454,13 +480,62 @@ attn_mma_kernel(const T *__restrict__ q, const T *__restrict__ k, const T *__res
                 }
             }
         }
-        __syncthreads(); /* this stage is read; the next iteration's copy may overwrite it */
+        if (SPLIT) { /* the warp has read its stage: its next tile may overwrite it */
+            __syncwarp();
+            if (it + NW < n_tiles) load_kv<T, DP, 32>(wbuf, wbuf + kMK * LD, k, v, p, b, h, k0 + NW * kMK, vec, lane);
+        } else {
+            __syncthreads(); /* this stage is read; the next iteration's copy may overwrite it */
+        }
     }
-    if (!active) return;
+    if (!active) return; /* never under SPLIT: every block's 16 queries start inside nq */
 #pragma unroll
     for (int o2 = 1; o2 < 4; o2 *= 2) {
         l0 += __shfl_xor_sync(0xffffffffu, l0, o2);
         l1 += __shfl_xor_sync(0xffffffffu, l1, o2);
+    }
+    if (SPLIT) {
+        __syncthreads(); /* every warp is past its K/V stage: the buffer holds the partials now */
+        float *cm = (float *)(void *)smem_raw, *cl = cm + NW * 16, *co = cl + NW * 16; /* [NW][16], [NW][16], [NW][16][DP] */
+        if (t4 == 0) {
+            cm[warp * 16 + g] = m0, cm[warp * 16 + g + 8] = m1;
+            cl[warp * 16 + g] = l0, cl[warp * 16 + g + 8] = l1;
+        }
+#pragma unroll
+        for (int dt = 0; dt < DP / 8; dt++)
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                const int col = dt * 8 + 2 * t4 + j;
+                co[(warp * 16 + g) * DP + col] = o[dt][j];
+                co[(warp * 16 + g + 8) * DP + col] = o[dt][2 + j];
+            }
+        __syncthreads();
+        if (warp != 0) return;
+        float M0 = -INFINITY, M1 = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < NW; w++) M0 = fmaxf(M0, cm[w * 16 + g]), M1 = fmaxf(M1, cm[w * 16 + g + 8]);
+        float f0[NW], f1[NW]; /* each warp's weight: 2^(m_w - m), 0 for a warp that saw no unmasked key */
+        l0 = l1 = 0.0f;
+#pragma unroll
+        for (int w = 0; w < NW; w++) {
+            const float a0_ = cm[w * 16 + g], a1_ = cm[w * 16 + g + 8];
+            f0[w] = a0_ == -INFINITY ? 0.0f : exp2f(a0_ - M0);
+            f1[w] = a1_ == -INFINITY ? 0.0f : exp2f(a1_ - M1);
+            l0 += f0[w] * cl[w * 16 + g];
+            l1 += f1[w] * cl[w * 16 + g + 8];
+        }
+#pragma unroll
+        for (int dt = 0; dt < DP / 8; dt++)
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                const int col = dt * 8 + 2 * t4 + j;
+                float s0_ = 0.0f, s1_ = 0.0f;
+#pragma unroll
+                for (int w = 0; w < NW; w++) {
+                    s0_ += f0[w] * co[(w * 16 + g) * DP + col];
+                    s1_ += f1[w] * co[(w * 16 + g + 8) * DP + col];
+                }
+                o[dt][j] = s0_, o[dt][2 + j] = s1_;
+            }
     }
     const float i0 = 1.0f / l0, i1 = 1.0f / l1; /* l = 0 (a fully masked row): NaN below, as the CPU's */
     const int64_t sd = p.o[ERT_ATTN_SD];
@@ -489,27 +564,34 @@ static bool kv_vec(const void *k, const void *v, const ert_attn_params *p, size_
     return true;
 }
 
-template <typename T, int DP, int NW>
+template <typename T, int DP, int NW, bool SPLIT = false>
 static cudaError_t launch_mma_nw(const T *q, const T *k, const T *v, const T *bias, T *y, const ert_attn_params *p,
                                  cudaStream_t st) {
-    int64_t tiles = (p->nq + 16 * NW - 1) / (16 * NW), blocks = tiles * p->batch * p->heads;
+    const int rows = SPLIT ? 16 : 16 * NW; /* queries a block */
+    int64_t tiles = (p->nq + rows - 1) / rows, blocks = tiles * p->batch * p->heads;
     if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
-    const size_t smem = mma_smem<T, DP>::bytes;
+    const size_t smem = mma_smem<T, DP, NW, SPLIT>::bytes;
     if (smem > 48u * 1024u) {
-        cudaError_t e = cudaFuncSetAttribute(attn_mma_kernel<T, DP, NW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)smem);
+        cudaError_t e = cudaFuncSetAttribute(attn_mma_kernel<T, DP, NW, SPLIT>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return e;
     }
-    attn_mma_kernel<T, DP, NW><<<(unsigned)blocks, NW * 32, smem, st>>>(q, k, v, bias, y, *p, tiles,
-                                                                         kv_vec(k, v, p, sizeof(T)));
+    attn_mma_kernel<T, DP, NW, SPLIT><<<(unsigned)blocks, NW * 32, smem, st>>>(q, k, v, bias, y, *p, tiles,
+                                                                                kv_vec(k, v, p, sizeof(T)));
     return cudaGetLastError();
 }
 
-/* NW: 4 warps a block where that still gives two blocks an SM, else 2, else 1. */
+/* split: the keys over the 4 warps of a block (SPLIT above) where the
+ * 16-query tiles are too few to give every SM two warps and there are
+ * several key tiles; head dims up to 64 (a stage per warp: 74 KB of shared
+ * memory at 64). Else NW: 4 warps a block where that still gives two blocks
+ * an SM, else 2, else 1. */
 template <typename T, int DP>
 static cudaError_t launch_mma_dp(const T *q, const T *k, const T *v, const T *bias, T *y, const ert_attn_params *p,
-                                 int sms, cudaStream_t st) {
+                                 int sms, bool split, cudaStream_t st) {
     int64_t warps = p->batch * p->heads * ((p->nq + 15) / 16);
+    if (split && DP <= 64 && p->nk > kMK && warps < 2 * (int64_t)sms)
+        return launch_mma_nw<T, DP, 4, true>(q, k, v, bias, y, p, st);
     if (warps >= 8 * (int64_t)sms) return launch_mma_nw<T, DP, 4>(q, k, v, bias, y, p, st);
     if (warps >= 2 * (int64_t)sms) return launch_mma_nw<T, DP, 2>(q, k, v, bias, y, p, st);
     return launch_mma_nw<T, DP, 1>(q, k, v, bias, y, p, st);
@@ -517,14 +599,14 @@ static cudaError_t launch_mma_dp(const T *q, const T *k, const T *v, const T *bi
 
 template <typename T>
 static cudaError_t launch_mma(const void *q, const void *k, const void *v, const void *bias, void *y,
-                              const ert_attn_params *p, int sms, cudaStream_t st) {
+                              const ert_attn_params *p, int sms, bool split, cudaStream_t st) {
     const T *Q = (const T *)q, *K = (const T *)k, *V = (const T *)v, *B = (const T *)bias;
     T *Y = (T *)y;
     int64_t D = p->head_dim;
-    return D <= 32   ? launch_mma_dp<T, 32>(Q, K, V, B, Y, p, sms, st)
-           : D <= 64 ? launch_mma_dp<T, 64>(Q, K, V, B, Y, p, sms, st)
-           : D <= 96 ? launch_mma_dp<T, 96>(Q, K, V, B, Y, p, sms, st)
-                     : launch_mma_dp<T, 128>(Q, K, V, B, Y, p, sms, st);
+    return D <= 32   ? launch_mma_dp<T, 32>(Q, K, V, B, Y, p, sms, split, st)
+           : D <= 64 ? launch_mma_dp<T, 64>(Q, K, V, B, Y, p, sms, split, st)
+           : D <= 96 ? launch_mma_dp<T, 96>(Q, K, V, B, Y, p, sms, split, st)
+                     : launch_mma_dp<T, 128>(Q, K, V, B, Y, p, sms, split, st);
 }
 
 /* Launch the tensor-core kernel for T with DP padded dims if the chip can;
@@ -618,13 +700,13 @@ bool ert_cuda_attn_mma_can(ert_dtype dt, const ert_attn_params *p, int cc_major)
 }
 
 cudaError_t ert_cuda_attention_mma_launch(ert_dtype dt, const void *q, const void *k, const void *v, const void *bias,
-                                          void *y, const ert_attn_params *p, int sms, cudaStream_t st) {
+                                          void *y, const ert_attn_params *p, int sms, bool split, cudaStream_t st) {
     if (p->head_dim < 1 || p->head_dim > 128 || p->nk < 1) return cudaErrorInvalidValue;
     if (p->batch * p->heads * p->nq <= 0) return cudaSuccess;
     if (sms < 1) sms = 1;
     const void *bs = p->has_bias ? bias : nullptr;
-    if (dt == ERT_DTYPE_F16) return launch_mma<__half>(q, k, v, bs, y, p, sms, st);
-    if (dt == ERT_DTYPE_BF16) return launch_mma<__nv_bfloat16>(q, k, v, bs, y, p, sms, st);
+    if (dt == ERT_DTYPE_F16) return launch_mma<__half>(q, k, v, bs, y, p, sms, split, st);
+    if (dt == ERT_DTYPE_BF16) return launch_mma<__nv_bfloat16>(q, k, v, bs, y, p, sms, split, st);
     return cudaErrorInvalidValue;
 }
 

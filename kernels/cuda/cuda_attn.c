@@ -144,27 +144,28 @@ bool ert_cuda_attn_blas(cuda_ctx *c, const ert_kargs *a, ert_status *st) {
 
 /* ------------------------------------------------------------------ choice at bind */
 
-static ert_status run_mma(cuda_ctx *c, const ert_kargs *a) {
+static ert_status run_mma(cuda_ctx *c, const ert_kargs *a, bool split) {
     cudaError_t e = ert_cuda_attention_mma_launch(a->in[0].dtype, a->in[0].data, a->in[1].data, a->in[2].data,
                                                   a->n_in > 3 ? a->in[3].data : NULL, a->out[0].data,
-                                                  &a->params->attn, c->sm_count, c->stream);
+                                                  &a->params->attn, c->sm_count, split, c->stream);
     return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "attention (mma flash kernel)");
 }
 
+typedef enum { ATTN_MMA_SPLIT, ATTN_MMA, ATTN_BLAS } attn_path;
 typedef struct attn_timed {
     const ert_kargs *a;
-    bool blas;
+    attn_path path;
 } attn_timed;
 static ert_status attn_timed_run(cuda_ctx *c, void *u) {
     const attn_timed *t = u;
     ert_status st = ERT_E_INTERNAL;
-    if (!t->blas) return run_mma(c, t->a);
+    if (t->path != ATTN_BLAS) return run_mma(c, t->a, t->path == ATTN_MMA_SPLIT);
     return ert_cuda_attn_blas(c, t->a, &st) ? st : ERT_E_INTERNAL;
 }
 
 /* ms per run of one path on the real buffers (ert_cuda_time_ms); < 0: failed. */
-static float time_attn(cuda_ctx *c, const ert_kargs *a, bool blas) {
-    attn_timed t = {a, blas};
+static float time_attn(cuda_ctx *c, const ert_kargs *a, attn_path path) {
+    attn_timed t = {a, path};
     return ert_cuda_time_ms(c, attn_timed_run, &t);
 }
 
@@ -175,22 +176,31 @@ ert_status ert_cuda_attn_bind(cuda_ctx *c, ert_kargs *a) {
     const size_t need = ert_cuda_attn_workspace(c, a);
     const bool blas = need && a->workspace && a->workspace_bytes >= need;
     const bool mma = ert_cuda_attn_mma_can(a->in[0].dtype, p, c->cc_major);
-    float t_mma = -1, t_blas = -1;
-    if (mma && blas && !c->fast) {
-        t_mma = time_attn(c, a, false);
-        t_blas = time_attn(c, a, true);
+    /* the mma kernel as its launcher picks it (keys split over a block's
+     * warps where the query tiles are few), with a warp per query tile, and
+     * the cuBLAS path: the fastest. ERT_CREATE_FAST: the launcher's pick. */
+    float t_split = -1, t_mma = -1, t_blas = -1, best = -1;
+    if (mma && !c->fast) {
+        t_split = time_attn(c, a, ATTN_MMA_SPLIT);
+        t_mma = time_attn(c, a, ATTN_MMA);
+        if (blas) t_blas = time_attn(c, a, ATTN_BLAS);
         c->n_searches++;
-        if (t_blas >= 0 && (t_mma < 0 || t_blas < t_mma)) a->state = &c->attn_blas_tag;
+        best = t_split;
+        if (t_mma >= 0 && (best < 0 || t_mma < best)) best = t_mma, a->state = &c->attn_nosplit_tag;
+        if (t_blas >= 0 && (best < 0 || t_blas < best)) best = t_blas, a->state = &c->attn_blas_tag;
     } else if (!mma && blas) {
         a->state = &c->attn_blas_tag;
     }
-    const char *path = a->state ? "cuBLAS GEMMs + softmax" : mma ? "mma flash kernel" : "flash kernel (WMMA or rows)";
-    if (t_mma >= 0 || t_blas >= 0)
+    const char *path = a->state == &c->attn_blas_tag      ? "cuBLAS GEMMs + softmax"
+                       : a->state == &c->attn_nosplit_tag ? "mma flash kernel, a warp per query tile"
+                       : mma                              ? "mma flash kernel"
+                                                          : "flash kernel (WMMA or rows)";
+    if (best >= 0)
         ert_log(c->ctx, ERT_LOG_DEBUG,
-                "attention '%s' (%s, %lld x %lld heads, %lld x %lld tokens, dim %lld): %s (%.4f ms against %.4f)",
+                "attention '%s' (%s, %lld x %lld heads, %lld x %lld tokens, dim %lld): %s (%.4f ms; mma %.4f, "
+                "mma without key split %.4f, cuBLAS %.4f)",
                 a->name ? a->name : "?", ert_dtype_name(a->in[0].dtype), (long long)p->batch, (long long)p->heads,
-                (long long)p->nq, (long long)p->nk, (long long)p->head_dim, path, a->state ? t_blas : t_mma,
-                a->state ? t_mma : t_blas);
+                (long long)p->nq, (long long)p->nk, (long long)p->head_dim, path, best, t_split, t_mma, t_blas);
     else
         ert_log(c->ctx, ERT_LOG_DEBUG, "attention '%s' (%s, %lld x %lld heads, %lld x %lld tokens, dim %lld): %s",
                 a->name ? a->name : "?", ert_dtype_name(a->in[0].dtype), (long long)p->batch, (long long)p->heads,
@@ -205,7 +215,8 @@ ert_status ert_cuda_attn_run(cuda_ctx *c, const ert_kargs *a) {
         return ert_set_error(c->ctx, ERT_E_INTERNAL, "node '%s': attention bound to cuBLAS without its workspace",
                              a->name ? a->name : "?");
     }
-    if (ert_cuda_attn_mma_can(a->in[0].dtype, &a->params->attn, c->cc_major)) return run_mma(c, a);
+    if (ert_cuda_attn_mma_can(a->in[0].dtype, &a->params->attn, c->cc_major))
+        return run_mma(c, a, a->state != &c->attn_nosplit_tag);
     cudaError_t e = ert_cuda_attention_launch(a->in[0].dtype, a->in[0].data, a->in[1].data, a->in[2].data,
                                               a->n_in > 3 ? a->in[3].data : NULL, a->out[0].data, &a->params->attn,
                                               true, c->stream);

@@ -188,6 +188,7 @@ typedef struct cuda_ctx {
     bool fast;            /* ERT_CREATE_FAST: heuristics only, nothing timed */
     int n_searches;       /* measurements made: cudnnFind calls, timing loops */
     char attn_blas_tag;   /* an ert.Attention node's state is &attn_blas_tag: it runs the cuBLAS path */
+    char attn_nosplit_tag; /* ... &attn_nosplit_tag: the mma kernel with a warp per query tile (no key split) */
     int n_cached;         /* answers taken from the plan cache */
     char *cache_path;     /* the plan cache file (NULL: off) */
     char *cache_key;

@@ -111,10 +111,12 @@ cudaError_t ert_cuda_attention_launch(ert_dtype dt, const void *q, const void *k
 
 /* attention.cu: the mma.sync flash kernel (f16/bf16, sm_80+, head_dim <=
  * 128), the fast path; ert_cuda_attn_mma_can says whether it runs. sms: the
- * device's SM count (the warps per block are picked to cover them). */
+ * device's SM count (the warps per block are picked to cover them). split:
+ * where the query tiles are few, a block's warps may split the keys (and
+ * merge their partial softmaxes); false keeps a warp per query tile. */
 bool ert_cuda_attn_mma_can(ert_dtype dt, const ert_attn_params *p, int cc_major);
 cudaError_t ert_cuda_attention_mma_launch(ert_dtype dt, const void *q, const void *k, const void *v, const void *bias,
-                                          void *y, const ert_attn_params *p, int sms, cudaStream_t st);
+                                          void *y, const ert_attn_params *p, int sms, bool split, cudaStream_t st);
 
 /* attention.cu, for the cuBLAS path of cuda_attn.c: p (T, rows of nk) =
  * softmax(s + bias) per row of the f32 scores s ((batch, heads, nq) rows). */

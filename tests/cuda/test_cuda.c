@@ -469,8 +469,10 @@ static void test_dw(void) {
     static const struct { int k, s, d; bool bias, res; int act; } dc[] = {
         {3, 1, 1, true, false, 1}, {3, 2, 1, false, false, 0}, {5, 1, 1, true, true, 3}, {5, 2, 1, true, false, 1},
         {7, 1, 1, true, true, 0},  {7, 2, 1, false, true, 3},  {3, 1, 2, true, false, 1}, {4, 1, 1, true, false, 0},
+        {7, 1, 1, true, false, 0}, {3, 2, 1, true, true, 3},   {5, 2, 1, false, true, 1},  {3, 1, 1, false, true, 3},
     };
-    static const int64_t chans[] = {8, 24, 40, 72, 136, 200};
+    /* 96: ConvNeXt-T's 7x7 stage-1 channels */
+    static const int64_t chans[] = {8, 24, 40, 72, 96, 136, 200};
     for (size_t i = 0; i < sizeof dc / sizeof dc[0]; i++) {
         int64_t C = chans[ert_test_int(&rng, 0, (int)(sizeof chans / sizeof chans[0]) - 1)];
         int64_t H = ert_test_int(&rng, dc[i].k, 19), W = ert_test_int(&rng, dc[i].k % 2 ? 1 : dc[i].k, 23), p = dc[i].d * (dc[i].k - 1) / 2;
