@@ -61,8 +61,9 @@ bool ert_cpu_dw2d_fits(const ert_dw2d *p) {
 }
 
 #define DW_PADW 160 /* the padded row buffers of dw_row_padded */
-/* rows narrower than this take dw_row_padded: the 14- and 7-wide maps, where
- * the border is most of the row; from 32 up the copies cost more than the
+/* rows narrower than this take dw_row_padded (when the whole padded plane,
+ * dw_plane_padded, tried first, does not fit): the 14- and 7-wide maps, where
+ * the border is most of the row; from 32 up a copy per row cost more than the
  * scalar border saves (also with 16-wide vectors) */
 #define DW_PAD_BELOW 32
 /* kernels this wide take the padded copies at every row width: a 7x7 window
