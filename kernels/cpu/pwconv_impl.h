@@ -23,7 +23,7 @@ PW_TARGET static inline __attribute__((always_inline)) void PW_FN(pw_block)(cons
     const pw_targs tg = {
         .ldx = ldx, .K = j->K, .P = P, .wp = wp, .bias = bt, .nch = nch,
         .kind = a && ert_act_row_vectorised(a->kind) ? (int)a->kind : ERT_ACT_NONE,
-        .al = a ? a->alpha : 0.0f, .be = a ? a->beta : 0.0f,
+        .al = a ? a->alpha : 0.0f, .be = a ? a->beta : 0.0f, .pf = j->pf && !j->isc && !j->gm,
     };
     float *y = j->y + (n * M + c0) * P;
     const float *res = j->res ? j->res + (n * M + c0) * P : NULL;
