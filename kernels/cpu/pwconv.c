@@ -704,12 +704,13 @@ static int64_t pw_pixels(const ert_tview *t) {
 /* 1: a pointwise conv this kernel takes (x read in place), 2: one it takes
  * through a per-task im2col, 0: neither (shape and dtypes; not whether it
  * is packed). */
-static int pw_kind(const ert_kargs *a) {
+static int pw_kind_of(const ert_kargs *a, bool sizing) {
     const ert_conv_params *p = &a->params->conv;
     if (a->op != ERT_OP_CONV || a->n_in < 2 || a->n_out < 1 || p->group != 1) return 0;
     if (p->has_scale && (a->n_in < 5 || !a->in[4].data)) return 0;
     if (a->in[0].dtype != ERT_DTYPE_F32 || a->in[1].dtype != ERT_DTYPE_F32) return 0;
-    if (p->has_in_scale && (a->n_in < 6 || !a->in[5].data)) return 0;
+    /* the SE scale is an activation: no data yet when the workspace is sized (sizing) */
+    if (p->has_in_scale && (a->n_in < 6 || (!sizing && !a->in[5].data))) return 0;
     const ert_tview *X = &a->in[0], *Y = &a->out[0];
     if (X->dims[0] < 1 || X->dims[1] < 1 || Y->dims[1] < 1) return 0;
     bool point = true, disjoint = true;
@@ -727,9 +728,14 @@ static int pw_kind(const ert_kargs *a) {
      * where they overlap (a 3x3 stride-2 stem) it cost more (callgrind:
      * MobileNetV2 +0.8 M, YOLOv8n +12 M), except on few pixels (PW_OVERLAP_PMAX) */
     if (disjoint && K <= PW_GATHER_KMAX) return 2;
+    /* not with a fused SE scale: it is a graph input, so the workspace query (no data yet) does not see
+     * this kernel take the conv, and without packed panels a block's panel (K x 64) outgrew the SGEMM's
+     * workspace: the NO_PACK session then took the SGEMM, with other bits (test_cpu_fast's SE check, a
+     * 3x3 stride-2 conv of 12 pixels, C = 39) */
     int64_t vl;
-    return pw_block_channels(a, &vl) && vl == 16 && pw_pixels(Y) <= PW_OVERLAP_PMAX ? 2 : 0;
+    return !p->has_in_scale && pw_block_channels(a, &vl) && vl == 16 && pw_pixels(Y) <= PW_OVERLAP_PMAX ? 2 : 0;
 }
+static int pw_kind(const ert_kargs *a) { return pw_kind_of(a, false); }
 
 static void pw_geom_of(const ert_kargs *a, pw_geom *g) {
     const ert_conv_params *p = &a->params->conv;
@@ -778,14 +784,17 @@ ert_status ert_cpu_pw_pack(const ert_kargs *a) {
  * rows. Without it a small conv with a fused squeeze-excitation scale took
  * the SGEMM unpacked and this kernel packed: different roundings for the
  * same session options but NO_PACK (test_cpu_fast's SE check, AVX-512,
- * 16 output channels). 0 where this kernel does not take the conv. */
+ * 16 output channels; and again where the SE scale, having no data when
+ * this is asked, hid the kernel: C2 M16 5x3, seed 1796182204243019178).
+ * 0 where this kernel does not take the conv. */
 size_t ert_cpu_pw_workspace(const ert_kargs *a) {
     int64_t vl, cb = pw_block_channels(a, &vl);
-    if (!cb || !pw_kind(a)) return 0;
+    const int kind = cb ? pw_kind_of(a, true) : 0;
+    if (!kind) return 0;
     const int64_t M = a->out[0].dims[1], K = a->in[1].n_elems / M, P = pw_pixels(&a->out[0]);
     /* an overlapping im2col (PW_OVERLAP_PMAX) at deep K: one whole chunk of its pixels, so each task
      * streams the filter once (the SGEMM's share held 16 of ResNet-18's 49 at K = 4608) */
-    const int64_t px = pw_kind(a) == 2 && K > PW_GATHER_KMAX ? (P + 3) / 4 * 4 : 4;
+    const int64_t px = kind == 2 && K > PW_GATHER_KMAX ? (P + 3) / 4 * 4 : 4;
     return (size_t)(K * (cb + px)) * sizeof(float);
 }
 
