@@ -20,9 +20,9 @@
  * Parallel over (image, output channel) planes, like the oracle.
  *
  * Small planes (rows under 32 wide: the 28x28 to 7x7 maps) with multiplier 1
- * and dilation 1 take dwconv_cb.h instead: 8 (x86) or 4 (NEON) channels at
- * a time, transposed into a padded channels-innermost buffer, vectorised
- * across channels, parallel over (image, channel block). */
+ * and dilation 1 take dwconv_cb.h instead: 8 (x86; 16 in the AVX-512 copy) or
+ * 4 (NEON) channels at a time, transposed into a padded channels-innermost
+ * buffer, vectorised across channels, parallel over (image, channel block). */
 #include "act_vec.h"
 #include "cpu_gemm.h"
 #include "dwconv_cb.h"
@@ -61,8 +61,9 @@ bool ert_cpu_dw2d_fits(const ert_dw2d *p) {
 }
 
 #define DW_PADW 160 /* the padded row buffers of dw_row_padded */
-/* rows narrower than this take dw_row_padded: the 14- and 7-wide maps, where
- * the border is most of the row; from 32 up the copies cost more than the
+/* rows narrower than this take dw_row_padded (when the whole padded plane,
+ * dw_plane_padded, tried first, does not fit): the 14- and 7-wide maps, where
+ * the border is most of the row; from 32 up a copy per row cost more than the
  * scalar border saves (also with 16-wide vectors) */
 #define DW_PAD_BELOW 32
 /* kernels this wide take the padded copies at every row width: a 7x7 window
@@ -81,14 +82,14 @@ bool ert_cpu_dw2d_fits(const ert_dw2d *p) {
 
 static void dw_run_base(void *arg, int64_t t0, int64_t t1) { dw_body_v(arg, t0, t1); }
 /* the channel-blocked path (dwconv_cb.h): tasks are (image, CB channels) */
-static void dwcb_run_base(void *arg, int64_t t0, int64_t t1) { dwcb_blocks(arg, t0, t1, dw_run_base, NULL); }
+static void dwcb_run_base(void *arg, int64_t t0, int64_t t1) { dwcb_blocks(arg, t0, t1, dw_run_base, NULL, 1); }
 
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target("avx2,fma"))) static void dw_run_avx2(void *arg, int64_t t0, int64_t t1) {
     dw_body_v(arg, t0, t1);
 }
 __attribute__((target("avx2,fma"))) static void dwcb_run_avx2(void *arg, int64_t t0, int64_t t1) {
-    dwcb_blocks(arg, t0, t1, dw_run_avx2, NULL);
+    dwcb_blocks(arg, t0, t1, dw_run_avx2, NULL, 1);
 }
 
 /* The same body with 16-float vectors, for AVX-512F: half the blocks on the
@@ -119,7 +120,7 @@ __attribute__((target("avx512f,avx2,fma"))) static void dw_run_avx512(void *arg,
     dw_body_z(arg, t0, t1);
 }
 __attribute__((target("avx512f,avx2,fma"))) static void dwcb_run_avx512(void *arg, int64_t t0, int64_t t1) {
-    dwcb_blocks(arg, t0, t1, dw_run_avx512, ert_cpu_act_row_avx512);
+    dwcb_blocks(arg, t0, t1, dw_run_avx512, ert_cpu_act_row_avx512, 2);
 }
 #endif
 
@@ -132,12 +133,14 @@ bool ert_cpu_dw2d_cblocked(const ert_dw2d *p) { return ert_cpu_dw2d_fits(p) && d
 void ert_cpu_dw2d(const ert_dw2d *p, struct ert_threadpool *pool) {
     const bool cb = dwcb_fits(p);
     ert_par_fn fn = cb ? dwcb_run_base : dw_run_base;
+    int64_t ch = DWCB; /* channels per channel-blocked task */
 #if defined(__x86_64__) && defined(__GNUC__)
     ert_cpu_gemm_kernel cap = ert_cpu_kernel_cap(p->choice);
-    if (cap >= ERT_CPU_GEMM_AVX512 && __builtin_cpu_supports("avx512f")) fn = cb ? dwcb_run_avx512 : dw_run_avx512;
+    if (cap >= ERT_CPU_GEMM_AVX512 && __builtin_cpu_supports("avx512f"))
+        fn = cb ? dwcb_run_avx512 : dw_run_avx512, ch = 2 * DWCB;
     else if (cap >= ERT_CPU_GEMM_AVX2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         fn = cb ? dwcb_run_avx2 : dw_run_avx2;
 #endif
-    if (cb) ert_parallel_for(pool, p->N * ((p->M + DWCB - 1) / DWCB), 1, fn, (void *)p);
+    if (cb) ert_parallel_for(pool, p->N * ((p->M + ch - 1) / ch), 1, fn, (void *)p);
     else ert_parallel_for(pool, p->N * p->M, 1, fn, (void *)p);
 }

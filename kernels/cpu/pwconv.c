@@ -71,6 +71,7 @@ typedef struct pw_job {
     int64_t N, K, M, P, cb, vl, n_cb; /* cb: channels per block, a multiple of vl (the vector width) */
     int64_t chunk, n_pc, n_cg, n_tasks;
     const ert_act_params *act;
+    bool pf;                      /* several threads: pw_targs.pf */
     float *ws;                    /* per slot slot_floats: a block's panel (wp NULL), the scaled chunk (isc) */
     int64_t slot_floats;
     atomic_llong next;
@@ -137,6 +138,11 @@ typedef struct pw_targs {
     const float *bias;       /* V * VL floats (zeros past nch) */
     int nch, kind;           /* real channels; the activation if act_vec.h has it, else ERT_ACT_NONE */
     float al, be;
+    /* K split into blocks (pw_block, PW_KB): the tile's accumulators start from acc_in (NULL: the
+     * bias) and, where acc_out is set, are stored there raw (no epilogue) for the next block */
+    const float *acc_in;
+    float *acc_out;
+    bool pf; /* the AVX-512 tile prefetches x rows PWZ_PF ahead (several threads, x read in place) */
 } pw_targs;
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__aarch64__))
@@ -461,7 +467,25 @@ __attribute__((target("avx2,fma"))) static void pw_run_avx2(void *arg, int64_t s
 #define PW_FN(name) name##_z
 #define PW_TARGET __attribute__((target("avx512f,avx2,fma")))
 
+/* x rows this far ahead prefetched by the 16-lane tile when the conv runs on several threads
+ * (pw_targs.pf). There a 1x1 conv's input was just written by the node before it, split between
+ * the cores (a depthwise conv by channel planes), and each k row of a tile is a line the other core
+ * holds: MobileNetV2's 14x14 1x1 convs did not scale from 1 to 2 threads at all inside the model
+ * (alone: 1.8x); with the prefetch a depthwise -> 576 -> 96 pair's 1x1 takes 0.13 -> 0.09 ms at 2
+ * threads. At 1 thread it only cost (+1-2%), and on a task's own copy of its rows (SE scale, im2col)
+ * it has nothing to fetch (EfficientNet-B0's SE-scaled 32 -> 16 at 112x112: +54%): off there. */
+#define PWZ_PF 32
 #define PWZ_ROW(r) __m512 c##r##0 = b0, c##r##1 = b1, c##r##2 = b2, c##r##3 = b3
+/* pixel r's accumulators from / to ai (vector v at (4r + v) * 16: every slot, whatever V and R) */
+#define PWZ_LD(r, v) c##r##v = _mm512_loadu_ps(ai + (4 * (r) + (v)) * 16)
+#define PWZ_SV(r, v) _mm512_storeu_ps(ai + (4 * (r) + (v)) * 16, c##r##v)
+#define PWZ_ACC(r, OP)                                                                                              \
+    if ((r) < R) {                                                                                                  \
+        OP(r, 0);                                                                                                   \
+        if (V > 1) OP(r, 1);                                                                                        \
+        if (V > 2) OP(r, 2);                                                                                        \
+        if (V > 3) OP(r, 3);                                                                                        \
+    }
 #define PWZ_FMA(r, XR)                                                                                              \
     if ((r) < R) {                                                                                                  \
         const __m512 s_ = _mm512_set1_ps((XR)[r]);                                                                  \
@@ -551,17 +575,32 @@ pwz_tile(const pw_targs *tg, const float *restrict x, float *restrict y, const f
     const __m512 b0 = _mm512_loadu_ps(tg->bias), b1 = V > 1 ? _mm512_loadu_ps(tg->bias + 16) : b0,
                  b2 = V > 2 ? _mm512_loadu_ps(tg->bias + 32) : b0, b3 = V > 3 ? _mm512_loadu_ps(tg->bias + 48) : b0;
     PWZ_ROW(0); PWZ_ROW(1); PWZ_ROW(2); PWZ_ROW(3);
+    if (tg->acc_in) {
+        const float *ai = tg->acc_in;
+        PWZ_ACC(0, PWZ_LD) PWZ_ACC(1, PWZ_LD) PWZ_ACC(2, PWZ_LD) PWZ_ACC(3, PWZ_LD)
+    }
     const float *xk = x;
     int64_t k = 0;
     for (; k + 4 <= K; k += 4, xk += 4 * ldx, wk += 4 * V * 16) {
         const float *x0 = xk, *x1 = xk + ldx, *x2 = xk + l2, *x3 = xk + l3;
         __asm__("" : "+r"(x0), "+r"(x1), "+r"(x2), "+r"(x3)); /* as in the AVX2 copy */
+        if (tg->pf) {
+            _mm_prefetch((const char *)(x0 + PWZ_PF * ldx), _MM_HINT_T0);
+            _mm_prefetch((const char *)(x1 + PWZ_PF * ldx), _MM_HINT_T0);
+            _mm_prefetch((const char *)(x2 + PWZ_PF * ldx), _MM_HINT_T0);
+            _mm_prefetch((const char *)(x3 + PWZ_PF * ldx), _MM_HINT_T0);
+        }
         PWZ_STEP(0, x0);
         PWZ_STEP(1, x1);
         PWZ_STEP(2, x2);
         PWZ_STEP(3, x3);
     }
     for (; k < K; k++, xk += ldx, wk += V * 16) PWZ_STEP(0, xk);
+    if (tg->acc_out) {
+        float *ai = tg->acc_out;
+        PWZ_ACC(0, PWZ_SV) PWZ_ACC(1, PWZ_SV) PWZ_ACC(2, PWZ_SV) PWZ_ACC(3, PWZ_SV)
+        return;
+    }
     const int nch = tg->nch;
     const float al = tg->al, be = tg->be;
     switch (tg->kind) { /* a constant in each epilogue, so ert_av_act's switch and constants fold */
@@ -575,6 +614,9 @@ pwz_tile(const pw_targs *tg, const float *restrict x, float *restrict y, const f
     }
 }
 #undef PWZ_ROW
+#undef PWZ_LD
+#undef PWZ_SV
+#undef PWZ_ACC
 #undef PWZ_FMA
 #undef PWZ_STEP
 #undef PWZ_OUT
@@ -603,7 +645,9 @@ pw_tile_k_z(const pw_targs *tg, const float *x, float *y, const float *res, int 
     else if (V == 2) (FULL ? pwz_tile2f : pwz_tile2p)(tg, x, y, res, R);
     else (FULL ? pwz_tile1f : pwz_tile1p)(tg, x, y, res, R);
 }
+#define PW_KB 128 /* K per block over a task's tiles: 128 x 64 channels, a 32 KiB panel slice in L1 */
 #include "pwconv_impl.h"
+#undef PW_KB
 __attribute__((target("avx512f,avx2,fma"))) static void pw_run_avx512(void *arg, int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; s++) pw_slot_z(arg, s);
 }
@@ -644,16 +688,29 @@ static int64_t pw_block_channels(const ert_kargs *a, int64_t *vl) {
  * (kernel = stride). Wider ones keep the SGEMM, whose B blocks stay 256
  * deep. */
 #define PW_GATHER_KMAX 576
+/* Output pixels at most of a conv whose windows overlap that the 16-lane (AVX-512) copy still takes
+ * through the im2col, at any K: the 7x7 maps of a classifier's last stage (ResNet-18's 3x3 convs of
+ * K = 4608 and 2304, 49 pixels). The SGEMM's 32-column panels there hold 49 in 64 and ran at ~35
+ * GMAC/s; here the output channels are the vectors (no lane lost) and the deep K runs in PW_KB
+ * blocks. One chunk's im2col copy is K x 52 floats (0.9 MiB at K = 4608; cpu_node_workspace). */
+#define PW_OVERLAP_PMAX 64
+
+static int64_t pw_pixels(const ert_tview *t) {
+    int64_t P = 1;
+    for (int i = 2; i < t->ndim; i++) P *= t->dims[i];
+    return P;
+}
 
 /* 1: a pointwise conv this kernel takes (x read in place), 2: one it takes
  * through a per-task im2col, 0: neither (shape and dtypes; not whether it
  * is packed). */
-static int pw_kind(const ert_kargs *a) {
+static int pw_kind_of(const ert_kargs *a, bool sizing) {
     const ert_conv_params *p = &a->params->conv;
     if (a->op != ERT_OP_CONV || a->n_in < 2 || a->n_out < 1 || p->group != 1) return 0;
     if (p->has_scale && (a->n_in < 5 || !a->in[4].data)) return 0;
     if (a->in[0].dtype != ERT_DTYPE_F32 || a->in[1].dtype != ERT_DTYPE_F32) return 0;
-    if (p->has_in_scale && (a->n_in < 6 || !a->in[5].data)) return 0;
+    /* the SE scale is an activation: no data yet when the workspace is sized (sizing) */
+    if (p->has_in_scale && (a->n_in < 6 || (!sizing && !a->in[5].data))) return 0;
     const ert_tview *X = &a->in[0], *Y = &a->out[0];
     if (X->dims[0] < 1 || X->dims[1] < 1 || Y->dims[1] < 1) return 0;
     bool point = true, disjoint = true;
@@ -665,12 +722,20 @@ static int pw_kind(const ert_kargs *a) {
         K *= p->kernel[i];
     }
     if (point) return 1;
+    if (p->nsp > 2 || ert_cpu_wino_chosen(a)) return 0;
     /* windows that do not overlap (every input float in at most one im2col
      * row): there the per-task im2col is cheaper than the SGEMM's panels;
      * where they overlap (a 3x3 stride-2 stem) it cost more (callgrind:
-     * MobileNetV2 +0.8 M, YOLOv8n +12 M) */
-    return disjoint && p->nsp <= 2 && K <= PW_GATHER_KMAX && !ert_cpu_wino_chosen(a) ? 2 : 0;
+     * MobileNetV2 +0.8 M, YOLOv8n +12 M), except on few pixels (PW_OVERLAP_PMAX) */
+    if (disjoint && K <= PW_GATHER_KMAX) return 2;
+    /* not with a fused SE scale: it is a graph input, so the workspace query (no data yet) does not see
+     * this kernel take the conv, and without packed panels a block's panel (K x 64) outgrew the SGEMM's
+     * workspace: the NO_PACK session then took the SGEMM, with other bits (test_cpu_fast's SE check, a
+     * 3x3 stride-2 conv of 12 pixels, C = 39) */
+    int64_t vl;
+    return !p->has_in_scale && pw_block_channels(a, &vl) && vl == 16 && pw_pixels(Y) <= PW_OVERLAP_PMAX ? 2 : 0;
 }
+static int pw_kind(const ert_kargs *a) { return pw_kind_of(a, false); }
 
 static void pw_geom_of(const ert_kargs *a, pw_geom *g) {
     const ert_conv_params *p = &a->params->conv;
@@ -680,12 +745,6 @@ static void pw_geom_of(const ert_kargs *a, pw_geom *g) {
                    .KH = o ? 1 : p->kernel[0], .KW = p->kernel[1 - o], .sh = o ? 1 : p->stride[0],
                    .sw = p->stride[1 - o], .dh = o ? 1 : p->dilation[0], .dw = p->dilation[1 - o],
                    .ph = o ? 0 : p->pad_begin[0], .pw = p->pad_begin[1 - o]};
-}
-
-static int64_t pw_pixels(const ert_tview *t) {
-    int64_t P = 1;
-    for (int i = 2; i < t->ndim; i++) P *= t->dims[i];
-    return P;
 }
 
 size_t ert_cpu_pw_packed_bytes(const ert_kargs *a) {
@@ -725,12 +784,18 @@ ert_status ert_cpu_pw_pack(const ert_kargs *a) {
  * rows. Without it a small conv with a fused squeeze-excitation scale took
  * the SGEMM unpacked and this kernel packed: different roundings for the
  * same session options but NO_PACK (test_cpu_fast's SE check, AVX-512,
- * 16 output channels). 0 where this kernel does not take the conv. */
+ * 16 output channels; and again where the SE scale, having no data when
+ * this is asked, hid the kernel: C2 M16 5x3, seed 1796182204243019178).
+ * 0 where this kernel does not take the conv. */
 size_t ert_cpu_pw_workspace(const ert_kargs *a) {
     int64_t vl, cb = pw_block_channels(a, &vl);
-    if (!cb || !pw_kind(a)) return 0;
-    const int64_t M = a->out[0].dims[1], K = a->in[1].n_elems / M;
-    return (size_t)(K * (cb + 4)) * sizeof(float);
+    const int kind = cb ? pw_kind_of(a, true) : 0;
+    if (!kind) return 0;
+    const int64_t M = a->out[0].dims[1], K = a->in[1].n_elems / M, P = pw_pixels(&a->out[0]);
+    /* an overlapping im2col (PW_OVERLAP_PMAX) at deep K: one whole chunk of its pixels, so each task
+     * streams the filter once (the SGEMM's share held 16 of ResNet-18's 49 at K = 4608) */
+    const int64_t px = kind == 2 && K > PW_GATHER_KMAX ? (P + 3) / 4 * 4 : 4;
+    return (size_t)(K * (cb + px)) * sizeof(float);
 }
 
 /* The packed panels if a->packed holds them for the kernel this call picks. */
@@ -762,6 +827,7 @@ ert_status ert_cpu_pw_conv(const ert_kargs *a, bool *done) {
         .act = p->act.kind != ERT_ACT_NONE ? &p->act : NULL,
     };
     const int64_t n_thr = ert_threadpool_size(a->pool), ws_floats = (int64_t)(a->workspace_bytes / sizeof(float));
+    j.pf = n_thr > 1;
     /* pixel chunks of at most PW_CHUNK (multiples of 4), fewer where a
      * slot's share of the workspace (prepare's, sized for the SGEMM) must
      * hold a chunk's scaled copy or im2col rows */

@@ -23,11 +23,37 @@ PW_TARGET static inline __attribute__((always_inline)) void PW_FN(pw_block)(cons
     const pw_targs tg = {
         .ldx = ldx, .K = j->K, .P = P, .wp = wp, .bias = bt, .nch = nch,
         .kind = a && ert_act_row_vectorised(a->kind) ? (int)a->kind : ERT_ACT_NONE,
-        .al = a ? a->alpha : 0.0f, .be = a ? a->beta : 0.0f,
+        .al = a ? a->alpha : 0.0f, .be = a ? a->beta : 0.0f, .pf = j->pf && !j->isc && !j->gm,
     };
     float *y = j->y + (n * M + c0) * P;
     const float *res = j->res ? j->res + (n * M + c0) * P : NULL;
     int64_t p = p0;
+#if defined(PW_KB)
+    /* Deep K over several tiles: the panel, K x V vectors (240 KiB at K = 960), streamed from L2 once
+     * per 4-pixel tile, held the FMAs to ~60% of the peak (the 7x7 maps' 1x1 convs, 49 pixels: 48
+     * GMAC/s, AVX-512). In K blocks of PW_KB (a 32 KiB slice of the panel, kept in L1 over the
+     * tiles) with each tile's accumulators kept between blocks in acc: the same FMAs in the same
+     * order, so the same bits. */
+    if (j->K > PW_KB && p1 - p0 > 4) {
+        float acc[PW_CHUNK / 4 * 4 * PW_VMAX * PW_VL] __attribute__((aligned(64)));
+        const int64_t K = j->K;
+        for (int64_t k0 = 0; k0 < K; k0 += PW_KB) {
+            pw_targs tk = tg;
+            tk.K = K - k0 < PW_KB ? K - k0 : PW_KB;
+            tk.wp = wp + k0 * V * PW_VL;
+            const float *xk = x0 + k0 * ldx;
+            float *at = acc;
+            for (p = p0; p < p1; p += 4, at += 4 * PW_VMAX * PW_VL) {
+                tk.acc_in = k0 ? at : NULL;
+                tk.acc_out = k0 + tk.K < K ? at : NULL;
+                const float *rp = res ? res + p : NULL;
+                if (nch == V * PW_VL && p + 4 <= p1) PW_FN(pw_tile_k)(&tk, xk + (p - p0), y + p, rp, 4, V, true);
+                else PW_FN(pw_tile_k)(&tk, xk + (p - p0), y + p, rp, p1 - p < 4 ? (int)(p1 - p) : 4, V, false);
+            }
+        }
+        p = p1;
+    }
+#endif
     if (nch == V * PW_VL)
         for (; p + 4 <= p1; p += 4) PW_FN(pw_tile_k)(&tg, x0 + (p - p0), y + p, res ? res + p : NULL, 4, V, true);
     for (; p < p1; p += 4)

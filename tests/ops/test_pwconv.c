@@ -5,6 +5,8 @@
  * im2col, other group-1 1-D/2-D convs whose windows do not overlap with
  * C*KH*KW up to 576 (strides 1..4, kernels up to the stride, padding on
  * each side 0..3, dilation 1..2):
+ *   - overlapping windows (3x3 and 2x3, stride 1-2, padding 0-1) on up to 8x8 outputs, C*KH*KW up
+ *     to 2700 (the deep-K blocks of the AVX-512 copy; its other copies leave them to the SGEMM);
  *   - odd shapes: input channels 1..300 (K steps past a multiple of 4, and
  *     past the SGEMM's 256-deep blocks), output channels 1..80 (whole
  *     24-channel blocks, last blocks of 1..3 vectors, channels past the
@@ -179,6 +181,21 @@ static void test_random(int pool_i, int cap, int it) {
         ksz *= c.k[i];
     }
     if (gather) c.K = ert_test_int(&rng, 1, (int)(576 / ksz < 40 ? 576 / ksz : 40));
+    if (gather && it % 6 == 5 && c.nsp == 2) {
+        /* overlapping windows on few pixels (pwconv.c's PW_OVERLAP_PMAX, the AVX-512 copy): 3x3 or 2x3,
+         * stride 1-2, padding 0-1, outputs up to 8x8, K = C * taps past PW_KB (128) and past 576, whole
+         * 16-channel vectors */
+        ksz = 1;
+        for (int i = 0; i < 2; i++) {
+            c.k[i] = i == 0 && it % 12 == 11 ? 2 : 3, c.s[i] = ert_test_int(&rng, 1, 2), c.d[i] = 1;
+            c.pb[i] = ert_test_int(&rng, 0, 1), c.pe[i] = ert_test_int(&rng, 0, 1);
+            const int64_t lo = c.k[i] - c.pb[i] - c.pe[i];
+            c.sp[i] = ert_test_int(&rng, lo > 1 ? (int)lo : 1, c.s[i] == 1 ? 8 : 15);
+            ksz *= c.k[i];
+        }
+        c.K = ert_test_int(&rng, 1, it % 4 == 1 ? 300 : 40);
+        c.M = 16 * ert_test_int(&rng, 1, 5);
+    }
     const int64_t P = pix(&c);
     int64_t xd[5] = {c.N, c.K}, wd[5] = {c.M, c.K}, yd[5] = {c.N, c.M}, md[1] = {c.M}, sd[2] = {c.N, c.K};
     for (int i = 0; i < c.nsp; i++) xd[2 + i] = c.sp[i], yd[2 + i] = out_dim(&c, i), wd[2 + i] = c.k[i];
