@@ -616,7 +616,8 @@ ert_status ert_session_profile(ert_session *s, ert_profile_entry *out, int cap, 
 /* Pointer to output i's storage (owned by the session), valid until the next
  * run or free. A CUDA session made with ERT_SESSION_DEVICE_OUTPUTS copies
  * the output from the GPU into that storage first.
- * Errors: ERT_E_ARG (NULL, index), ERT_E_CUDA (that copy failed). */
+ * Errors: ERT_E_ARG (NULL, index), ERT_E_CUDA (that copy failed), ERT_E_STATE
+ * (another thread is running the session). */
 ert_status ert_session_output_data(ert_session *s, int i, const void **data);
 /* Copy output i (bytes must equal its size); with ERT_SESSION_DEVICE_OUTPUTS
  * straight from the GPU. Errors: ERT_E_ARG (NULL, index), ERT_E_SHAPE (size
