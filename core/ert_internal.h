@@ -765,12 +765,13 @@ typedef struct ert_backend {
     /* optional: the plan cache (ert_session_options.plan_cache_dir). open:
      * right after init (before node_workspace and conv_time) with the folder
      * and the model's shape signature (runtime/plan_sig.c); reads the file.
-     * save: once every node is bound; writes the file if create measured.
-     * Neither fails a create (problems are logged). */
+     * save: once every node is bound (sessions and trainers); writes the
+     * file if create measured, and frees what only create needed (timing
+     * scratch). Neither fails a create (problems are logged). */
     void (*plan_cache_open)(void *bctx, const char *dir, uint64_t signature);
     void (*plan_cache_save)(void *bctx);
     /* optional: the backend's part of ert_create_stats (mode, plan_cache,
-     * n_searches, n_cached) */
+     * n_searches, n_cached, measure_ms, finalize_ms) */
     void (*create_stats)(void *bctx, ert_create_stats *out);
 } ert_backend;
 
@@ -781,6 +782,11 @@ typedef struct ert_backend {
  * conversion instruction, and the oracle for the aarch64 FCVT path. */
 float ert_f16_to_f32_plain(uint16_t h);
 uint16_t ert_f32_to_f16_plain(float f);
+/* Arrays (dst and src do not overlap): the bits of the scalar functions, F16C
+ * on x86 where the CPU has it. */
+void ert_f32_to_f16_n(uint16_t *dst, const float *src, size_t n);
+void ert_f16_to_f32_n(float *dst, const uint16_t *src, size_t n);
+void ert_f32_to_bf16_n(uint16_t *dst, const float *src, size_t n);
 
 /* Plan cache file (core/plan_cache.c: format and rules at its top). A read
  * that is not a HIT is a miss, logged with the reason, never an error. */

@@ -192,7 +192,7 @@ ert_status ert_model_save_opts(const ert_model *m, const char *path, const ert_s
             continue;
         }
         const float *f = t->data;
-        for (int64_t k = 0; k < ne; k++) h[k] = ert_f32_to_f16(f[k]);
+        ert_f32_to_f16_n(h, f, (size_t)ne);
         t->data = h;
         t->dtype = ERT_DTYPE_F16;
         t->data_owned = true; /* here: converted by us, freed below */

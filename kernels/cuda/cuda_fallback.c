@@ -120,13 +120,17 @@ ert_status ert_cuda_host_bind(ert_context *ctx, const ert_kargs *a, ert_kernel_f
 
 static void widen(const host_operand *o, float *dst) {
     const uint16_t *s = o->stage;
-    for (int64_t i = 0; i < o->n_elems; i++)
-        dst[i] = o->dev_dt == ERT_DTYPE_F16 ? ert_f16_to_f32(s[i]) : ert_bf16_to_f32(s[i]);
+    if (o->dev_dt == ERT_DTYPE_F16) {
+        ert_f16_to_f32_n(dst, s, (size_t)o->n_elems);
+        return;
+    }
+    for (int64_t i = 0; i < o->n_elems; i++) dst[i] = ert_bf16_to_f32(s[i]);
 }
 
 static void narrow(const host_operand *o, const float *src) {
     uint16_t *d = o->stage;
-    for (int64_t i = 0; i < o->n_elems; i++) d[i] = o->dev_dt == ERT_DTYPE_F16 ? ert_f32_to_f16(src[i]) : ert_f32_to_bf16(src[i]);
+    if (o->dev_dt == ERT_DTYPE_F16) ert_f32_to_f16_n(d, src, (size_t)o->n_elems);
+    else ert_f32_to_bf16_n(d, src, (size_t)o->n_elems);
 }
 
 /* Runs on a CUDA-owned thread between the input and output copies. */
