@@ -1522,9 +1522,12 @@ static int cmd_bench(int argc, char **argv) {
         if (so.plan_cache_dir) cli_json_str(stdout, so.plan_cache_dir);
         else printf("null");
         for (int k = 0; k < 2; k++)
-            printf(", \"%s\": {\"ms\": %.1f, \"plan_cache\": \"%s\", \"searches\": %d, \"cached\": %d}",
+            printf(", \"%s\": {\"ms\": %.1f, \"plan_cache\": \"%s\", \"searches\": %d, \"cached\": %d, "
+                   "\"init_ms\": %.1f, \"graph_ms\": %.1f, \"upload_ms\": %.1f, \"bind_ms\": %.1f, "
+                   "\"measure_ms\": %.1f, \"finalize_ms\": %.1f}",
                    k ? "second" : "first", cs[k].create_ms, cli_plan_cache_state_str(cs[k].plan_cache), cs[k].n_searches,
-                   cs[k].n_cached);
+                   cs[k].n_cached, cs[k].init_ms, cs[k].graph_ms, cs[k].upload_ms, cs[k].bind_ms, cs[k].measure_ms,
+                   cs[k].finalize_ms);
         printf("}");
         if (o.profile) {
             printf(", \"profile\": {\"total_ms\": %.4f, \"nodes\": %d, \"ops\": [", prof.total_ms, prof.nodes);
@@ -1543,9 +1546,11 @@ static int cmd_bench(int argc, char **argv) {
         printf("latency ms: p50 %.3f  p90 %.3f  mean %.3f  min %.3f  max %.3f\n", stt.p50, stt.p90, stt.mean, stt.min, stt.max);
         printf("throughput: %.1f items/s\n", thr);
         for (int k = 0; k < 2; k++)
-            printf("session create%s: %.1f ms (%s; plan cache %s; %d measured, %d from the cache)\n", k ? " again" : "",
-                   cs[k].create_ms, cs[k].mode == ERT_CREATE_FAST ? "fast" : "tuned", cli_plan_cache_state_str(cs[k].plan_cache),
-                   cs[k].n_searches, cs[k].n_cached);
+            printf("session create%s: %.1f ms (%s; plan cache %s; %d measured, %d from the cache; init %.1f, graph %.1f, "
+                   "upload %.1f, bind %.1f; measuring %.1f, fused plans %.1f)\n",
+                   k ? " again" : "", cs[k].create_ms, cs[k].mode == ERT_CREATE_FAST ? "fast" : "tuned",
+                   cli_plan_cache_state_str(cs[k].plan_cache), cs[k].n_searches, cs[k].n_cached, cs[k].init_ms,
+                   cs[k].graph_ms, cs[k].upload_ms, cs[k].bind_ms, cs[k].measure_ms, cs[k].finalize_ms);
         if (n_fallback) printf("cpu fallback: %d nodes (no CUDA kernel)\n", n_fallback);
         printf("arena: %zu bytes (%s); activations %zu, lower bound %zu\n", mem.total_bytes,
                cli_bytes_str(b, sizeof b, mem.total_bytes), mem.activations_bytes, mem.activations_lower_bound);

@@ -541,6 +541,19 @@ typedef struct ert_create_stats {
     int n_searches;          /* measurements create ran: cudnnFind calls, cuBLASLt and fused-plan timings,
                                 conv layout timings (0 on a CPU session; 0 when the cache had everything) */
     int n_cached;            /* answers taken from the plan cache */
+    /* Where create_ms went, in ms (parts of it; what a backend does not
+     * report stays 0). */
+    double init_ms;          /* backend start: on the first CUDA session of a process the CUDA context,
+                                cuDNN and cuBLAS handles and libraries; a stream and handles after */
+    double graph_ms;         /* graph copy, shape inference and constant folding, passes (BatchNorm folding,
+                                fusion, precision with the weight conversion, layout), memory plan */
+    double upload_ms;        /* arena taken, weights copied into it */
+    double bind_ms;          /* per-node setup: algorithm choices, measurements, fused plans, weight packing */
+    /* parts of graph_ms + bind_ms (the channels-last decision measures convs
+     * during the passes, the rest is measured at bind): */
+    double measure_ms;       /* timing loops and cudnnFind calls (0 when the cache had everything) */
+    double finalize_ms;      /* cuDNN fused-graph plans built and finalised (runtime compilation unless the
+                                plan cache holds the compiled plan) and their numeric checks */
 } ert_create_stats;
 
 /* Fills *out. Errors: ERT_E_ARG (NULL). */

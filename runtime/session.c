@@ -44,12 +44,20 @@
 
 /* ------------------------------------------------------------------ helpers */
 
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
 /* Convert n f16/bf16 values to a new f32 buffer. */
 static float *widen(const void *src, int64_t n, ert_dtype dt) {
     float *d = malloc((size_t)(n ? n : 1) * sizeof(float));
     if (!d) return NULL;
     const uint16_t *h = src;
-    for (int64_t i = 0; i < n; i++) d[i] = dt == ERT_DTYPE_F16 ? ert_f16_to_f32(h[i]) : ert_bf16_to_f32(h[i]);
+    if (dt == ERT_DTYPE_F16) ert_f16_to_f32_n(d, h, (size_t)n);
+    else
+        for (int64_t i = 0; i < n; i++) d[i] = ert_bf16_to_f32(h[i]);
     return d;
 }
 
@@ -289,6 +297,7 @@ static ert_status plan(ert_session *s) {
 /* ------------------------------------------------------------------ step 7 */
 
 static ert_status bind(ert_session *s, const ert_session_options *o) {
+    double t0 = now_ms();
     size_t total = s->mem.total_bytes;
     const ert_backend *be = s->g.be;
     ert_status st;
@@ -344,6 +353,8 @@ static ert_status bind(ert_session *s, const ert_session_options *o) {
         s->g.t[i].owned = NULL;
         if (s->g.t[i].mem == ERT_MEM_OWNED) s->g.t[i].cdata = NULL; /* may be device memory now */
     }
+    double t1 = now_ms();
+    s->stats.upload_ms = t1 - t0;
     /* kernel arguments, resolved once */
     s->kptr = calloc((size_t)(s->n_sched + 1), sizeof *s->kptr);
     s->prof_ms = calloc((size_t)(s->n_sched + 1), sizeof *s->prof_ms);
@@ -361,6 +372,7 @@ static ert_status bind(ert_session *s, const ert_session_options *o) {
         }
         s->kptr[k] = &n->args;
     }
+    s->stats.bind_ms = now_ms() - t1;
     if (be->bind_io && s->io_host != iobase) {
         ert_io_copy *ins = calloc((size_t)s->g.n_inputs + 1, sizeof *ins), *outs = calloc((size_t)s->g.n_outputs + 1, sizeof *outs);
         if (!ins || !outs) {
@@ -443,6 +455,7 @@ static ert_status build_upto(const ert_model *m, const ert_session_options *opts
     s->g.widen_half = true;
     s->model = m;
     ert_status st = ERT_OK;
+    double t_init = now_ms();
     if (o->device == ERT_DEVICE_CUDA || o->device == ERT_DEVICE_AUTO) {
         s->g.be = ert_cuda_backend_get();
         if (s->g.be) {
@@ -462,6 +475,8 @@ static ert_status build_upto(const ert_model *m, const ert_session_options *opts
         if ((st = s->g.be->init(ctx, o, &s->g.bctx)) != ERT_OK) goto fail;
         s->bctx_live = true;
     }
+    s->stats.init_ms = now_ms() - t_init;
+    double t_graph = now_ms();
     if (o->plan_cache_dir && s->g.be->plan_cache_open && !plan_only)
         s->g.be->plan_cache_open(s->g.bctx, o->plan_cache_dir, ert_plan_signature(m, o));
     s->g.flags = o->flags;
@@ -522,6 +537,7 @@ static ert_status build_upto(const ert_model *m, const ert_session_options *opts
         !(o->flags & ERT_SESSION_NO_NHWC) && (st = ert_pass_channels_last(&s->g)))
         goto fail;
     if ((st = plan(s))) goto fail;
+    s->stats.graph_ms = now_ms() - t_graph; /* the AUTO fallback's CPU init (rare) counts here */
     if (!plan_only) {
         if (s->g.n_threads > 1 && (st = ert_threadpool_create(s->g.n_threads, &s->g.pool)) != ERT_OK) {
             ert_set_error(ctx, st, "cannot start %d worker threads", s->g.n_threads);
@@ -567,15 +583,13 @@ ert_status ert_session_plan(const ert_model *m, const ert_session_options *o, er
 
 ert_status ert_session_create(const ert_model *m, const ert_session_options *o, ert_session **out) {
     if (!m || !out) return m ? ert_set_error(m->ctx, ERT_E_ARG, "ert_session_create: NULL out") : ERT_E_ARG;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = now_ms();
     ert_status st = build(m, o, false, out);
     if (st) return st;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
     ert_session *s = *out;
+    s->stats.create_ms = now_ms() - t0;
     s->stats.mode = o ? o->create_mode : ERT_CREATE_TUNED;
     if (s->g.be->create_stats) s->g.be->create_stats(s->g.bctx, &s->stats);
-    s->stats.create_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6;
     return ERT_OK;
 }
 

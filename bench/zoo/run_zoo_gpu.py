@@ -283,6 +283,26 @@ def markdown(res):
         out.append("| %s | %s | <= %.1f | %d | %s | %s | %s (%s) |" % (
             k, fmt(v["geomean"]), v["goal"], v["n"], fmt(v["worst"]), v.get("above_0.9", "-"),
             fmt(v.get("host_io_geomean")), v.get("host_io_n", "-")))
+    # where create's time went (ert_create_stats), f16 batch 1, like-for-like run
+    rows = []
+    for r in res["models"]:
+        e = edgert_like(r, "f16_b1")
+        for which in ("first", "second"):
+            ph = e.get("create_%s_phases" % which)
+            if not ph:
+                continue
+            rows.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                r["name"], "cold" if which == "first" else "warm (plan cache)",
+                fmt(e.get("create_%s_ms" % which), "%.0f"), fmt(ph.get("init_ms"), "%.0f"),
+                fmt(ph.get("graph_ms"), "%.0f"), fmt(ph.get("upload_ms"), "%.0f"), fmt(ph.get("bind_ms"), "%.0f"),
+                fmt(ph.get("measure_ms"), "%.0f"), fmt(ph.get("finalize_ms"), "%.0f"),
+                e.get("create_%s_searches" % which, "-"),
+                e.get("create_second_cached", "-") if which == "second" else "-"))
+    if rows:
+        out += ["", "Create, f16 batch 1 (ms; the first create of the process pays the CUDA context and library "
+                "start in init; bind holds measure and finalize; the rest of create is the plan cache file):", "",
+                "| model | create | total | init | graph | upload | bind | measure | finalize | searches | cached |",
+                "|---|---|---|---|---|---|---|---|---|---|---|"] + rows
     if res.get("not_run"):
         out += ["", "Not run (time budget of this run): " + ", ".join(res["not_run"])]
     errs = [(r["name"], k, v.get("error")) for r in res["models"] for k, v in r.get("edgert", {}).items() if v.get("error")]

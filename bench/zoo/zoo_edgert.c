@@ -222,6 +222,12 @@ static void one(ert_context *ctx, ert_model *m, const float *x1, size_t x1_n, co
            prec, batch, dev_io ? "device" : "host", fast ? "fast" : "tuned", c1, c2, cache_str(cs[0].plan_cache), cs[0].n_searches,
            cache_str(cs[1].plan_cache), cs[1].n_searches, cs[1].n_cached, pct(t, iters, 50), pct(t, iters, 90),
            mem.total_bytes, mem.weights_bytes, mem.activations_bytes, ert_session_n_cpu_fallback(s));
+    /* where each create's time went (ert_create_stats) */
+    for (int k = 0; k < 2; k++)
+        printf(", \"create_%s_phases\": {\"init_ms\": %.1f, \"graph_ms\": %.1f, \"upload_ms\": %.1f, \"bind_ms\": %.1f, "
+               "\"measure_ms\": %.1f, \"finalize_ms\": %.1f}",
+               k ? "second" : "first", cs[k].init_ms, cs[k].graph_ms, cs[k].upload_ms, cs[k].bind_ms, cs[k].measure_ms,
+               cs[k].finalize_ms);
     if (g_profile) print_profile(s);
     printf("}\n");
     fflush(stdout);

@@ -169,6 +169,30 @@ static float time_attn(cuda_ctx *c, const ert_kargs *a, attn_path path) {
     return ert_cuda_time_ms(c, attn_timed_run, &t);
 }
 
+/* The choice key: shapes, views (as a hash), dtype, bias, whether the
+ * cuBLAS path has its workspace. */
+static void attn_key(const ert_kargs *a, bool blas, int *key) {
+    const ert_attn_params *p = &a->params->attn;
+    memset(key, 0, CHOICE_KEY * sizeof *key);
+    int64_t v[5 * ERT_ATTN_VIEW];
+    memcpy(v, p->q, sizeof p->q);
+    memcpy(v + ERT_ATTN_VIEW, p->k, sizeof p->k);
+    memcpy(v + 2 * ERT_ATTN_VIEW, p->v, sizeof p->v);
+    memcpy(v + 3 * ERT_ATTN_VIEW, p->o, sizeof p->o);
+    memcpy(v + 4 * ERT_ATTN_VIEW, p->bias, sizeof p->bias);
+    uint64_t h = ert_fnv64(ERT_FNV64_INIT, v, sizeof v);
+    int64_t d[5] = {p->batch, p->heads, p->nq, p->nk, p->head_dim};
+    for (int i = 0; i < 5; i++) {
+        key[2 * i] = (int)(d[i] & 0x7fffffff);
+        key[2 * i + 1] = (int)(d[i] >> 31);
+    }
+    key[10] = (int)a->in[0].dtype;
+    key[11] = p->has_bias && a->n_in > 3;
+    key[12] = blas;
+    key[13] = (int)(h & 0xffffffffu);
+    key[14] = (int)(h >> 32);
+}
+
 ert_status ert_cuda_attn_bind(cuda_ctx *c, ert_kargs *a) {
     a->state = NULL;
     if (a->n_in < 3 || a->n_out < 1) return ERT_OK;
@@ -178,16 +202,26 @@ ert_status ert_cuda_attn_bind(cuda_ctx *c, ert_kargs *a) {
     const bool mma = ert_cuda_attn_mma_can(a->in[0].dtype, p, c->cc_major);
     /* the mma kernel as its launcher picks it (keys split over a block's
      * warps where the query tiles are few), with a warp per query tile, and
-     * the cuBLAS path: the fastest. ERT_CREATE_FAST: the launcher's pick. */
+     * the cuBLAS path: the fastest, measured once per shape (or taken from
+     * the plan cache). ERT_CREATE_FAST: the launcher's pick. */
     float t_split = -1, t_mma = -1, t_blas = -1, best = -1;
-    if (mma && !c->fast) {
+    int key[CHOICE_KEY];
+    attn_key(a, blas, key);
+    const choice_entry *ch = mma && !c->fast ? ert_cuda_choice_find(c, CHOICE_ATTN, key) : NULL;
+    if (ch && ch->pick == ATTN_BLAS && !blas) ch = NULL;
+    if (ch) {
+        best = ch->ms;
+        a->state = ch->pick == ATTN_BLAS ? &c->attn_blas_tag : ch->pick == ATTN_MMA ? &c->attn_nosplit_tag : NULL;
+    } else if (mma && !c->fast) {
         t_split = time_attn(c, a, ATTN_MMA_SPLIT);
         t_mma = time_attn(c, a, ATTN_MMA);
         if (blas) t_blas = time_attn(c, a, ATTN_BLAS);
         c->n_searches++;
         best = t_split;
-        if (t_mma >= 0 && (best < 0 || t_mma < best)) best = t_mma, a->state = &c->attn_nosplit_tag;
-        if (t_blas >= 0 && (best < 0 || t_blas < best)) best = t_blas, a->state = &c->attn_blas_tag;
+        attn_path pick = ATTN_MMA_SPLIT;
+        if (t_mma >= 0 && (best < 0 || t_mma < best)) best = t_mma, a->state = &c->attn_nosplit_tag, pick = ATTN_MMA;
+        if (t_blas >= 0 && (best < 0 || t_blas < best)) best = t_blas, a->state = &c->attn_blas_tag, pick = ATTN_BLAS;
+        if (best >= 0) ert_cuda_choice_put(c, CHOICE_ATTN, key, (int)pick, 0, best);
     } else if (!mma && blas) {
         a->state = &c->attn_blas_tag;
     }

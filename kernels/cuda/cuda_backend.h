@@ -92,6 +92,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define CONV_WS_MAX ((size_t)64 << 20) /* largest cuDNN workspace a conv may plan */
 #define BLAS_WS ((size_t)4 << 20)      /* cuBLAS workspace per GEMM node (transient) */
@@ -126,7 +127,19 @@ typedef struct fuse_entry {
     float ms_fused, ms_unfused; /* per call, one timing loop (< 0: not measured) */
     bool ok;
     int cfg; /* the plan's engine config in cuDNN's heuristics order (-1: none); the plan cache keeps it */
+    char *json; /* the plan as cuDNN serialises it (plan cache on only; freed once written); NULL: none */
+    uint32_t json_len;
 } fuse_entry;
+
+/* A fused plan serialised by cuDNN (CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION)
+ * as the plan cache keeps it: finalising it skips the runtime compilation that
+ * finalising its engine config costs. Checked numerically like any plan. */
+#define PLAN_JSON_MAX ((uint32_t)8 << 20)
+typedef struct plan_json {
+    int key[FUSE_KEY];
+    char *json;
+    uint32_t len;
+} plan_json;
 
 /* A fuse_entry's answer as the plan cache keeps it (cuda_plan.c): which
  * engine config won and the two times; ert_cuda_fuse_find finalises that
@@ -146,6 +159,23 @@ typedef struct lt_entry {
     float ms;
     bool ok;
 } lt_entry;
+
+/* One answer create measured that the plan cache keeps besides conv
+ * algorithms and fused plans (REC_CHOICE, cuda_plan.c): which cuBLASLt
+ * algorithm (its place in cuBLASLt's heuristics list for the shape, which
+ * the key's library versions fix), which attention path, whether a patchify
+ * conv runs as gather + GEMM. Also the session's own table, so equal shapes
+ * are measured once (ViT-B's 12 attention blocks). */
+enum { CHOICE_LT = 1, CHOICE_ATTN = 2, CHOICE_PATCH = 3 };
+#define CHOICE_KEY 24
+typedef struct choice_entry {
+    int kind;
+    int key[CHOICE_KEY];
+    int pick;    /* LT: index in the heuristics list (-1: none usable); ATTN: attn path; PATCH: 1 = gather + GEMM */
+    int64_t aux; /* LT: the algorithm's workspace */
+    float ms;
+    bool cached; /* read from the plan cache, not yet used (counted in n_cached at its first use) */
+} choice_entry;
 
 typedef struct cuda_ctx {
     ert_context *ctx;
@@ -190,14 +220,29 @@ typedef struct cuda_ctx {
     char attn_blas_tag;   /* an ert.Attention node's state is &attn_blas_tag: it runs the cuBLAS path */
     char attn_nosplit_tag; /* ... &attn_nosplit_tag: the mma kernel with a warp per query tile (no key split) */
     int n_cached;         /* answers taken from the plan cache */
+    void *scratch;         /* create-time scratch for timing and checks (ert_cuda_scratch), freed at its end */
+    size_t scratch_bytes;
+    choice_entry *choices; /* measured answers (cuda_plan.c: ert_cuda_choice_find / _put) */
+    int n_choices, cap_choices;
+    double t_measure;     /* ms create spent in timing loops and cudnnFind (ert_create_stats.measure_ms) */
+    double t_finalize;    /* ms in cuDNN fused-plan finalisation and checks (finalize_ms) */
     char *cache_path;     /* the plan cache file (NULL: off) */
     char *cache_key;
     ert_plan_cache_state cache_state;
 #ifdef ERT_HAVE_CUDNN
     fuse_hint *hints;     /* fuse answers read from the plan cache */
     int n_hints;
+    plan_json *pjs;       /* serialised plans read from the plan cache */
+    int n_pjs;
 #endif
 } cuda_ctx;
+
+/* Monotonic wall clock in ms (create's phase times). */
+static inline double ert_cuda_now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
 
 /* Per-node state (bind_node). */
 typedef struct conv_state {
@@ -323,6 +368,18 @@ ert_status ert_cuda_host_check(cuda_ctx *c, ert_kargs *const *nodes, int n, int 
 void ert_cuda_plan_cache_open(void *bctx, const char *dir, uint64_t signature);
 void ert_cuda_plan_cache_save(void *bctx);
 void ert_cuda_create_stats(void *bctx, ert_create_stats *out);
+/* n bytes of device scratch for create's timing loops and checks, reused
+ * across nodes (one cudaMalloc per growth instead of several per conv
+ * shape); NULL if it cannot grow (the cudaError is left in *e). Valid until
+ * the next call; freed at the end of create (ert_cuda_plan_cache_save) and
+ * at release. */
+void *ert_cuda_scratch(cuda_ctx *c, size_t n, cudaError_t *e);
+void ert_cuda_scratch_free(cuda_ctx *c);
+/* The answer for (kind, key[CHOICE_KEY]) measured earlier in this create or
+ * read from the plan cache; NULL: none. */
+const choice_entry *ert_cuda_choice_find(cuda_ctx *c, int kind, const int *key);
+/* Keep an answer (out of memory: not kept, measured again next time). */
+void ert_cuda_choice_put(cuda_ctx *c, int kind, const int *key, int pick, int64_t aux, float ms);
 void ert_cuda_plan_free(cuda_ctx *c);
 
 /* cuda_conv.c */

@@ -90,9 +90,11 @@ static ert_status find_algo(cuda_ctx *c, const conv_state *s, const int *key, bo
     int got = 0;
     cudnnStatus_t ds = CUDNN_STATUS_NOT_SUPPORTED;
     if (!c->fast) {
+        double t0 = ert_cuda_now_ms();
         ds = cudnnFindConvolutionForwardAlgorithm(c->dnn, s->xd, s->wd, s->cd, s->yd, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
                                                   &got, perf);
         c->n_searches++;
+        c->t_measure += ert_cuda_now_ms() - t0;
     }
     if (ds != CUDNN_STATUS_SUCCESS) /* measuring failed (memory?) or fast mode: the heuristics' order */
         ds = cudnnGetConvolutionForwardAlgorithm_v7(c->dnn, s->xd, s->wd, s->cd, s->yd,
@@ -515,9 +517,28 @@ ert_status ert_cuda_conv_bind(cuda_ctx *c, ert_kargs *a) {
      * filter is still (K, C, R, S): a KRSC cuDNN path is timed on the wrong
      * values, at the same speed) */
     if (ert_cuda_patch_nchw_can(c, a) && a->workspace && a->workspace_bytes >= ert_cuda_patch_nchw_ws(a)) {
-        float t_patch = c->fast ? 0.0f : time_conv(c, a, NULL, true);
-        float t_cur = c->fast || t_patch < 0 ? 1.0f : time_conv(c, a, s, false);
-        if (!c->fast) c->n_searches++;
+        /* measured once per shape and epilogue (or taken from the plan cache) */
+        const ert_conv_params *cp = &a->params->conv;
+        int pkey[CHOICE_KEY] = {(int)a->in[0].dtype, (int)cp->has_bias, (int)cp->has_residual, (int)cp->act.kind,
+                                s ? (int)s->use_dnn + 2 * (int)s->gemm : -1};
+        for (int d = 0; d < 4; d++) {
+            pkey[5 + d] = (int)a->in[0].dims[d];
+            pkey[9 + d] = (int)a->in[1].dims[d];
+        }
+        memcpy(&pkey[13], &cp->act.alpha, sizeof(float));
+        memcpy(&pkey[14], &cp->act.beta, sizeof(float));
+        const choice_entry *ch = c->fast ? NULL : ert_cuda_choice_find(c, CHOICE_PATCH, pkey);
+        float t_patch, t_cur;
+        if (ch) {
+            t_patch = ch->pick ? 0.0f : 1.0f;
+            t_cur = ch->pick ? 1.0f : 0.0f;
+        } else {
+            t_patch = c->fast ? 0.0f : time_conv(c, a, NULL, true);
+            t_cur = c->fast || t_patch < 0 ? 1.0f : time_conv(c, a, s, false);
+            if (!c->fast) c->n_searches++;
+            if (!c->fast && t_patch >= 0)
+                ert_cuda_choice_put(c, CHOICE_PATCH, pkey, t_cur < 0 || t_patch < t_cur, 0, t_patch);
+        }
         if (t_patch >= 0 && (t_cur < 0 || t_patch < t_cur)) {
             conv_state *g = calloc(1, sizeof *g);
             if (!g) {

@@ -84,10 +84,34 @@ ert_status ert_cuda_bind_node(void *bctx, ert_kargs *a) {
     return ERT_OK;
 }
 
+void *ert_cuda_scratch(cuda_ctx *c, size_t n, cudaError_t *e) {
+    *e = cudaSuccess;
+    if (n <= c->scratch_bytes && c->scratch) return c->scratch;
+    ert_cuda_scratch_free(c);
+    size_t want = n < ((size_t)4 << 20) ? ((size_t)4 << 20) : n;
+    if ((*e = cudaMalloc(&c->scratch, want)) != cudaSuccess) {
+        c->scratch = NULL;
+        cudaGetLastError();
+        return NULL;
+    }
+    c->scratch_bytes = want;
+    return c->scratch;
+}
+
+void ert_cuda_scratch_free(cuda_ctx *c) {
+    if (!c->scratch) return;
+    cudaStreamSynchronize(c->stream);
+    cudaFree(c->scratch);
+    cudaGetLastError();
+    c->scratch = NULL;
+    c->scratch_bytes = 0;
+}
+
 float ert_cuda_time_ms(cuda_ctx *c, ert_status (*run)(cuda_ctx *c, void *u), void *u) {
     cudaEvent_t ev[2] = {0};
     float ms = -1;
     ert_status st = ERT_OK;
+    double t0 = ert_cuda_now_ms();
     if (cudaEventCreate(&ev[0]) == cudaSuccess && cudaEventCreate(&ev[1]) == cudaSuccess) {
         for (int i = 0; i < 12 && st == ERT_OK; i++) {
             if (i == 2) cudaEventRecord(ev[0], c->stream);
@@ -103,6 +127,7 @@ float ert_cuda_time_ms(cuda_ctx *c, ert_status (*run)(cuda_ctx *c, void *u), voi
     cudaGetLastError();
     for (int i = 0; i < 2; i++)
         if (ev[i]) cudaEventDestroy(ev[i]);
+    c->t_measure += ert_cuda_now_ms() - t0;
     return ms;
 }
 

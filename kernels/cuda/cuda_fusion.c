@@ -19,6 +19,9 @@
 #define ERT_FUSE_CANDIDATES 4
 #endif
 #define FUSE_CANDIDATES ERT_FUSE_CANDIDATES /* engine configs (heuristics order) finalised and timed per shape */
+#ifndef ERT_PLAN_JSON /* build-time: keep fused plans serialised in the plan cache (see plan_serialise) */
+#define ERT_PLAN_JSON 1
+#endif
 #define FUSE_KEEP 48      /* descriptors a plan keeps alive (fuse_entry.keep) */
 #define FUSE_REPS 20
 
@@ -50,6 +53,51 @@ void ert_cuda_fuse_entry_clear(fuse_entry *f) {
     if (f->plan) cudnnBackendDestroyDescriptor(f->plan);
     f->n_keep = 0;
     f->plan = NULL;
+    free(f->json);
+    f->json = NULL;
+    f->json_len = 0;
+}
+
+/* f->plan serialised into f->json (for the plan cache); left NULL where
+ * cuDNN cannot serialise the plan's engine (only its runtime-compiled
+ * engines can) or the text is over PLAN_JSON_MAX. */
+static void plan_serialise(fuse_entry *f) {
+    int64_t n = 0, got = 0;
+    if (cudnnBackendGetAttribute(f->plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, 0, &n,
+                                 NULL) != CUDNN_STATUS_SUCCESS ||
+        n <= 0 || n > (int64_t)PLAN_JSON_MAX)
+        return;
+    /* room past the n characters asked for (cuDNN's own samples allocate
+     * count + 1, for a terminating NUL) and zeroed, so the text is always
+     * terminated */
+    char *j = calloc((size_t)n + 64, 1);
+    if (!j) return;
+    if (cudnnBackendGetAttribute(f->plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, n, &got,
+                                 j) != CUDNN_STATUS_SUCCESS ||
+        got <= 0 || got > n) {
+        free(j);
+        return;
+    }
+    f->json = j;
+    f->json_len = (uint32_t)got;
+}
+
+/* A plan from its serialised form (NULL: cuDNN refused it). */
+static cudnnBackendDescriptor_t plan_deserialise(cuda_ctx *c, const plan_json *pj, int64_t *ws) {
+    cudnnBackendDescriptor_t pl = NULL;
+    int64_t got = 0;
+    if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &pl) != CUDNN_STATUS_SUCCESS) return NULL;
+    if (cudnnBackendSetAttribute(pl, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &c->dnn) ||
+        cudnnBackendSetAttribute(pl, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR,
+                                 (int64_t)pj->len, pj->json) ||
+        cudnnBackendFinalize(pl) ||
+        cudnnBackendGetAttribute(pl, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got, ws) ||
+        *ws < 0 || (size_t)*ws > CONV_WS_MAX) {
+        cudnnBackendDestroyDescriptor(pl);
+        cudaGetLastError();
+        return NULL;
+    }
+    return pl;
 }
 
 /* A descriptor kept alive as long as the plan (cuDNN's graph objects refer
@@ -273,6 +321,7 @@ static float graph_time(const timed_call *t) {
     cudaGraphExec_t ge = NULL;
     cudaEvent_t e0 = NULL, e1 = NULL;
     float best = -1;
+    double t0 = ert_cuda_now_ms();
     cudaError_t e = cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal);
     for (int i = 0; i < TIME_REPS && e == cudaSuccess; i++) e = timed_enqueue(t);
     cudaError_t e2 = cudaStreamEndCapture(c->stream, &g);
@@ -297,6 +346,7 @@ static float graph_time(const timed_call *t) {
     if (g) cudaGraphDestroy(g);
     if (e0) cudaEventDestroy(e0);
     if (e1) cudaEventDestroy(e1);
+    c->t_measure += ert_cuda_now_ms() - t0;
     return best;
 }
 
@@ -337,20 +387,10 @@ float ert_cuda_time_direct(cuda_ctx *c, const ert_kargs *a) {
 }
 
 /* Fill n half values (f16 or bf16) at dev with uniform [-scale, scale)
- * (xorshift, seeded per call: no global state). Create time only. */
+ * (a stateless hash of seed and index, on the GPU, on c->stream where the
+ * check reads it: no host pass over large activations). Create time only. */
 static cudaError_t fill_random(cuda_ctx *c, void *dev, size_t n, bool bf16, float scale, uint64_t seed) {
-    uint16_t *h = malloc(n * sizeof *h);
-    if (!h) return cudaErrorMemoryAllocation;
-    uint64_t r = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (size_t i = 0; i < n; i++) {
-        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
-        float v = scale * ((float)(r >> 40) / (float)(1u << 24) * 2.0f - 1.0f);
-        h[i] = bf16 ? ert_f32_to_bf16(v) : ert_f32_to_f16(v);
-    }
-    /* on c->stream, where the check reads it (see cuda_upload) */
-    cudaError_t e = cudaMemcpyAsync(dev, h, n * sizeof *h, cudaMemcpyHostToDevice, c->stream);
-    free(h);
-    return e;
+    return ert_cuda_fill_uniform_launch(bf16 ? ERT_DTYPE_BF16 : ERT_DTYPE_F16, dev, n, scale, seed, c->stream);
 }
 
 /* Does the fused plan compute what cuDNN's conv + the epilogue kernel
@@ -391,7 +431,7 @@ static bool fuse_check(cuda_ctx *c, const ert_kargs *a, cudnnBackendDescriptor_t
  * the fastest is kept (plan, ms_fused). Step 4c compares layouts with these
  * loop times: cudnnFind's times of single calls (launch overhead included)
  * summed to 2.9 ms for MobileNetV2's convs where the graph ran in 0.33. */
-ert_status ert_cuda_fuse_find(cuda_ctx *c, const ert_kargs *a, const conv_state *s, const int *conv_key,
+static ert_status fuse_find(cuda_ctx *c, const ert_kargs *a, const conv_state *s, const int *conv_key,
                             const fuse_entry **out) {
     const ert_conv_params *p = &a->params->conv;
     int key[FUSE_KEY];
@@ -436,10 +476,27 @@ ert_status ert_cuda_fuse_find(cuda_ctx *c, const ert_kargs *a, const conv_state 
     }
 
     bool fuse = fuse_can(c, a);
-    cudnnBackendDescriptor_t g = fuse ? fuse_graph(c, f, a, s->w_krsc) : NULL, heur = NULL;
     cudnnBackendDescriptor_t cfg[FUSE_CANDIDATES * 2] = {0}, plans[FUSE_CANDIDATES] = {0};
     int64_t n_cfg = 0, pws[FUSE_CANDIDATES] = {0};
     int n_plans = 0, pcfg[FUSE_CANDIDATES] = {0};
+    /* the cache's serialised plan: no graph, heuristics or compilation
+     * (still checked below); refused: its engine config is finalised */
+    bool from_json = false;
+    for (int i = 0; ERT_PLAN_JSON && h && fuse && i < c->n_pjs && !from_json; i++) {
+        if (!c->pjs[i].json || memcmp(c->pjs[i].key, key, sizeof key)) continue;
+        if ((plans[0] = plan_deserialise(c, &c->pjs[i], &pws[0]))) {
+            from_json = true;
+            n_plans = 1;
+            pcfg[0] = h->cfg;
+            f->json = c->pjs[i].json; /* kept for a rewrite of the file */
+            f->json_len = c->pjs[i].len;
+            c->pjs[i].json = NULL;
+        } else {
+            ert_log(c->ctx, ERT_LOG_DEBUG, "conv '%s': cuDNN refused the cached serialised plan: finalising its "
+                    "engine config", a->name ? a->name : "?");
+        }
+    }
+    cudnnBackendDescriptor_t g = fuse && !from_json ? fuse_graph(c, f, a, s->w_krsc) : NULL, heur = NULL;
     cudnnBackendHeurMode_t hm = CUDNN_HEUR_MODE_A;
     if (g && (heur = fuse_new(f, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR)) &&
         !cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g) &&
@@ -486,12 +543,18 @@ ert_status ert_cuda_fuse_find(cuda_ctx *c, const ert_kargs *a, const conv_state 
                         (size_t)y->dims[p->nhwc ? y->ndim - 1 : 1] * es, (size_t)y->n_elems * es, wsb};
         void *buf[6] = {0};
         bool ok = true;
+        size_t off[7] = {0};
+        for (int i = 0; i < 6; i++) off[i + 1] = off[i] + (((sz[i] ? sz[i] : 256) + 255) & ~(size_t)255);
+        cudaError_t se = cudaSuccess;
+        uint8_t *base = ert_cuda_scratch(c, off[6], &se);
+        if (!base) {
+            st = alloc_err(c, se, "scratch to time a convolution", off[6]);
+            ok = false;
+        }
         for (int i = 0; i < 6 && ok; i++) {
-            cudaError_t e = cudaMalloc(&buf[i], sz[i] ? sz[i] : 256);
-            if (e == cudaSuccess) e = cudaMemsetAsync(buf[i], 0, sz[i] ? sz[i] : 256, c->stream);
-            if (e != cudaSuccess) {
-                buf[i] = e == cudaErrorMemoryAllocation ? NULL : buf[i];
-                st = alloc_err(c, e, "scratch to time a convolution", sz[i]);
+            buf[i] = base + off[i];
+            if ((se = cudaMemsetAsync(buf[i], 0, off[i + 1] - off[i], c->stream)) != cudaSuccess) {
+                st = cuda_err(c, se, "scratch to time a convolution");
                 ok = false;
             }
         }
@@ -533,14 +596,15 @@ ert_status ert_cuda_fuse_find(cuda_ctx *c, const ert_kargs *a, const conv_state 
             free(ref);
             free(got);
         }
-        for (int i = 0; i < 6; i++)
-            if (buf[i]) cudaFree(buf[i]);
         cudaGetLastError();
         if (best >= 0 && f->n_keep < FUSE_KEEP) {
             f->plan = plans[best];
             plans[best] = NULL;
-            f->keep[f->n_keep++] = cfg[pcfg[best]]; /* the plan may refer to its config */
-            cfg[pcfg[best]] = NULL;
+            if (!from_json) {
+                f->keep[f->n_keep++] = cfg[pcfg[best]]; /* the plan may refer to its config */
+                cfg[pcfg[best]] = NULL;
+                if (ERT_PLAN_JSON && c->cache_path) plan_serialise(f);
+            }
             f->ws = (size_t)pws[best];
             f->cfg = pcfg[best];
             f->ok = true;
@@ -562,6 +626,14 @@ ert_status ert_cuda_fuse_find(cuda_ctx *c, const ert_kargs *a, const conv_state 
                 a->name ? a->name : "?", f->ms_fused, f->ms_unfused, best_i + 1, n_plans);
     }
     if (st != ERT_OK) c->n_fuses--; /* measure again next time */
+    return st;
+}
+
+ert_status ert_cuda_fuse_find(cuda_ctx *c, const ert_kargs *a, const conv_state *s, const int *conv_key,
+                            const fuse_entry **out) {
+    double t0 = ert_cuda_now_ms(), m0 = c->t_measure;
+    ert_status st = fuse_find(c, a, s, conv_key, out);
+    c->t_finalize += (ert_cuda_now_ms() - t0) - (c->t_measure - m0);
     return st;
 }
 #undef BSET

@@ -141,7 +141,23 @@ static ert_status gemm_find(cuda_ctx *c, conv_state *s, const int *key, const lt
             CUBLAS_STATUS_SUCCESS)
         got = 0;
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    if (c->fast) { /* cuBLASLt's first usable heuristic answer, untimed */
+    int ckey[CHOICE_KEY] = {0};
+    memcpy(ckey, key, sizeof e->key);
+    const choice_entry *ch = c->fast || got <= 0 ? NULL : ert_cuda_choice_find(c, CHOICE_LT, ckey);
+    if (ch && ch->pick >= 0 && (ch->pick >= got || r[ch->pick].state != CUBLAS_STATUS_SUCCESS ||
+                                r[ch->pick].workspaceSize != (size_t)ch->aux || r[ch->pick].workspaceSize > wsmax)) {
+        ert_log(c->ctx, ERT_LOG_INFO, "plan cache: cuBLASLt's heuristics no longer hold the cached GEMM algorithm; measuring");
+        ch = NULL;
+    }
+    if (ch) { /* the plan cache's (or this create's) answer, untimed */
+        if (ch->pick >= 0) {
+            e->ok = true;
+            e->algo = r[ch->pick].algo;
+            e->ws = r[ch->pick].workspaceSize;
+            e->ms = ch->ms;
+        }
+        got = 0;
+    } else if (c->fast) { /* cuBLASLt's first usable heuristic answer, untimed */
         for (int i = 0; i < got && !e->ok; i++)
             if (r[i].state == CUBLAS_STATUS_SUCCESS && r[i].workspaceSize <= wsmax) {
                 e->ok = true;
@@ -153,10 +169,13 @@ static ert_status gemm_find(cuda_ctx *c, conv_state *s, const int *key, const lt
     } else if (got > 0) {
         c->n_searches++;
     }
+    bool measured = false; /* the timing loop ran (a failed one is not kept) */
+    int pick = -1;
     size_t M = (size_t)key[0], C = (size_t)key[1], K = (size_t)key[2], es = ert_dtype_size((ert_dtype)key[3]);
     void *bx = NULL, *bw = NULL, *by = NULL, *bb = NULL, *br = NULL, *bws = NULL;
     cudaEvent_t e0 = NULL, e1 = NULL;
     const int reps = 20;
+    double t0 = ert_cuda_now_ms();
     if (got > 0 && cudaMalloc(&bx, M * C * es) == cudaSuccess && cudaMalloc(&bw, K * C * es) == cudaSuccess &&
         cudaMalloc(&by, M * K * es) == cudaSuccess && cudaMalloc(&bb, K * es) == cudaSuccess &&
         (!key[5] || cudaMalloc(&br, M * K * es) == cudaSuccess) && cudaMalloc(&bws, wsmax) == cudaSuccess &&
@@ -168,6 +187,7 @@ static ert_status gemm_find(cuda_ctx *c, conv_state *s, const int *key, const lt
         cublasLtMatmulDescSetAttribute(s->md, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bb, sizeof bb) ==
             CUBLAS_STATUS_SUCCESS) {
         float ts[LT_ALGOS], best = -1;
+        measured = true;
         for (int i = 0; i < got; i++) {
             ts[i] = -1;
             if (r[i].state != CUBLAS_STATUS_SUCCESS || r[i].workspaceSize > wsmax) continue;
@@ -189,9 +209,11 @@ static ert_status gemm_find(cuda_ctx *c, conv_state *s, const int *key, const lt
                 e->algo = r[i].algo;
                 e->ws = r[i].workspaceSize;
                 e->ms = ts[i];
+                pick = i;
             }
         }
     }
+    if (measured) ert_cuda_choice_put(c, CHOICE_LT, ckey, pick, e->ok ? (int64_t)e->ws : 0, e->ok ? e->ms : -1.0f);
     cudaStreamSynchronize(c->stream);
     cudaGetLastError();
     if (e0) cudaEventDestroy(e0);
@@ -202,6 +224,7 @@ static ert_status gemm_find(cuda_ctx *c, conv_state *s, const int *key, const lt
     cudaFree(bb);
     cudaFree(br);
     cudaFree(bws);
+    if (got > 0) c->t_measure += ert_cuda_now_ms() - t0;
     c->n_lts++;
     *out = e;
     return ERT_OK;

@@ -10,6 +10,7 @@ static void cuda_release(void *bctx) {
     if (!c) return;
     if (c->exec) cudaGraphExecDestroy(c->exec);
     if (c->graph) cudaGraphDestroy(c->graph);
+    ert_cuda_scratch_free(c);
 #ifdef ERT_HAVE_CUDNN
     for (int i = 0; i < c->n_fuses; i++) ert_cuda_fuse_entry_clear(&c->fuses[i]);
     free(c->fuses);

@@ -146,6 +146,10 @@ cudaError_t ert_cuda_resize_launch(const ert_resize_params *p, const ert_tview *
 cudaError_t ert_cuda_cast_launch(const ert_tview *x, const ert_tview *y, cudaStream_t st);
 /* a single thread busy for ns nanoseconds (the profiler's queue filler) */
 cudaError_t ert_cuda_spin_launch(unsigned long long ns, cudaStream_t st);
+/* n elements of dt (f32/f16/bf16) at y: uniform in [-scale, scale), a
+ * stateless hash of (seed, index); create-time test data. */
+cudaError_t ert_cuda_fill_uniform_launch(ert_dtype dt, void *y, size_t n, float scale, unsigned long long seed,
+                                         cudaStream_t st);
 /* Gather along axis; any element size; indices i32/i64 (negative wrap; out
  * of range gives zeros). */
 cudaError_t ert_cuda_gather_launch(int64_t axis, const ert_tview *x, const ert_tview *ind, const ert_tview *y,

@@ -440,6 +440,19 @@ static bool shape_of(const ert_tview *x, const ert_tview *y, shape8 *s) {
     return true;
 }
 
+/* Create-time test data: element i = scale * (2u - 1), u in [0, 1) from a
+ * counter hash (splitmix64 of seed and i), so no state and no host pass. */
+template <typename T> static __global__ void fill_uniform_kernel(T *y, size_t n, float scale, unsigned long long seed) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        unsigned long long z = seed + 0x9E3779B97F4A7C15ull * (i + 1);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        float u = (float)(z >> 40) * (1.0f / 16777216.0f);
+        ert_put(&y[i], scale * (2.0f * u - 1.0f));
+    }
+}
+
 extern "C" {
 
 cudaError_t ert_cuda_pad_launch(const ert_pad_params *p, const ert_tview *x, const ert_tview *y, cudaStream_t st) {
@@ -599,6 +612,14 @@ static __global__ void spin_kernel(unsigned long long ns) {
 
 cudaError_t ert_cuda_spin_launch(unsigned long long ns, cudaStream_t st) {
     spin_kernel<<<1, 1, 0, st>>>(ns);
+    return cudaGetLastError();
+}
+
+cudaError_t ert_cuda_fill_uniform_launch(ert_dtype dt, void *y, size_t n, float scale, unsigned long long seed,
+                                         cudaStream_t st) {
+    if (!n) return cudaSuccess;
+    unsigned g = grid_for((int64_t)(n < (size_t)INT64_MAX ? n : (size_t)INT64_MAX));
+    ERT_CUDA_FLOAT_SWITCH(dt, T, fill_uniform_kernel<T><<<g, 256, 0, st>>>((T *)y, n, scale, seed));
     return cudaGetLastError();
 }
 

@@ -486,6 +486,8 @@ static ert_status dev_bind(ert_trainer *t, uint8_t *iob) {
                 ert_set_error(t->g.ctx, st, "node '%s' (%s): %s", t->g.n[k].name, ert_graph_op_name(t->g.n[k].op), ert_status_str(st));
             return st;
         }
+    /* the end of the backend's create work: it frees what only that needed */
+    if (t->g.be->plan_cache_save) t->g.be->plan_cache_save(t->g.bctx);
     if (t->io_host == (void *)iob || !t->g.be->bind_io) return ERT_OK; /* the user writes the io region itself */
     ert_io_copy *in = calloc((size_t)t->g.n_inputs + 3, sizeof *in), out[4];
     if (!in) return ert_graph_oom(&t->g);

@@ -23,12 +23,20 @@
  * |output| (inputs and weights rounded to f16, f16 intermediates).
  * 5. an unwritable cache folder (non-root only): create succeeds,
  *    ERT_PLAN_CACHE_NOT_WRITTEN.
+ * The same steps 1-4, f16 only, on an attention block: x (4, 128, 32) as
+ * (heads, tokens, dim) -> q, k, v = MatMul(x, W) -> Softmax(q k^T / sqrt(32))
+ * v -> MatMul(W_o) = y (4, 128, 8): what create measures there (cuBLASLt
+ * GEMM algorithms, the attention path) comes from the cache too, so the
+ * warm create measures nothing; its create phase times must add up to no
+ * more than create_ms.
  * Without a GPU (or the CUDA backend) it returns 77: ctest SKIPPED. */
 #include "edgert.h"
 #include "testutil.h"
 #include "cuda_probe.h"
 
+#include <execinfo.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,17 +88,47 @@ static ert_model *plan_model(void) {
     return m;
 }
 
-#define NY 24
+static ert_model *attn_model(void) {
+    ert_builder *b;
+    ert_model *m = NULL;
+    CHECK_OK(ert_builder_create(ctx, &b), ctx);
+    int64_t xd[3] = {4, 128, 32}, wd[2] = {32, 32}, wo[2] = {32, 8}, sd[1] = {1};
+    int32_t x, q, k, v, kt, sc, s2, p, o, y;
+    CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 3, xd, &x), ctx);
+    CHECK_OK(ert_builder_binary(b, "MatMul", x, weight(b, 2, wd, 0.3f), &q), ctx);
+    CHECK_OK(ert_builder_binary(b, "MatMul", x, weight(b, 2, wd, 0.3f), &k), ctx);
+    CHECK_OK(ert_builder_binary(b, "MatMul", x, weight(b, 2, wd, 0.3f), &v), ctx);
+    const int64_t perm[3] = {0, 2, 1};
+    ert_attr pa = ERT_ATTR_IS("perm", perm, 3);
+    CHECK_OK(ert_builder_node(b, "Transpose", NULL, &k, 1, &pa, 1, &kt, 1), ctx);
+    CHECK_OK(ert_builder_binary(b, "MatMul", q, kt, &sc), ctx);
+    float scale = 1.0f / sqrtf(32.0f);
+    int32_t cs;
+    CHECK_OK(ert_builder_weight(b, NULL, ERT_DTYPE_F32, 1, sd, &scale, &cs), ctx);
+    CHECK_OK(ert_builder_binary(b, "Mul", sc, cs, &s2), ctx);
+    ert_attr ax = ERT_ATTR_I("axis", -1);
+    CHECK_OK(ert_builder_node(b, "Softmax", NULL, &s2, 1, &ax, 1, &p, 1), ctx);
+    CHECK_OK(ert_builder_binary(b, "MatMul", p, v, &o), ctx);
+    CHECK_OK(ert_builder_binary(b, "MatMul", o, weight(b, 2, wo, 0.3f), &y), ctx);
+    CHECK_OK(ert_builder_output(b, y, "y"), ctx);
+    CHECK_OK(ert_builder_finish(b, &m), ctx);
+    ert_builder_free(b);
+    return m;
+}
+
+/* the model under test: its input and output element counts */
+static int NX = 16 * 14 * 14, NY = 24;
+#define NMAX 4096
 
 /* Create with o, run on x, copy y out; stats into *st. false: no GPU session. */
 static bool run_once(const ert_model *m, const ert_session_options *o, const float *x, float *y, ert_create_stats *st) {
     ert_session *s = NULL;
     ert_status rc = ert_session_create(m, o, &s);
-    CHECK(rc == ERT_OK, "create (%s, mode %d): %s", o->device == ERT_DEVICE_CPU ? "cpu" : "cuda", (int)o->create_mode,
-          ert_last_error(ctx));
+    CHECK(rc == ERT_OK, "create (%s, mode %d): %s: %s", o->device == ERT_DEVICE_CPU ? "cpu" : "cuda",
+          (int)o->create_mode, ert_status_str(rc), ert_last_error(ctx));
     if (rc != ERT_OK) return false;
     if (st) CHECK_OK(ert_session_create_stats(s, st), ctx);
-    CHECK_OK(ert_session_set_input(s, 0, x, 16 * 14 * 14 * sizeof(float)), ctx);
+    CHECK_OK(ert_session_set_input(s, 0, x, (size_t)NX * sizeof(float)), ctx);
     float *out = NULL;
     CHECK_OK(ert_session_output_data(s, 0, (const void **)&out), ctx);
     if (out) ert_test_poison(out, NY);
@@ -125,8 +163,8 @@ static void test_precision(const ert_model *m, ert_dtype prec, const char *root)
     double tol = prec == ERT_DTYPE_F16 ? 1e-2 : 1e-4;
     char dir[400], what[128];
     snprintf(dir, sizeof dir, "%s/%s", root, pn);
-    float x[16 * 14 * 14], ref[NY], y1[NY], y[NY];
-    ert_test_fill(&rng, x, 16 * 14 * 14, -1, 1);
+    static float x[NMAX], ref[NMAX], y1[NMAX], y[NMAX];
+    ert_test_fill(&rng, x, NX, -1, 1);
     ert_session_options cpu = {.device = ERT_DEVICE_CPU};
     if (!run_once(m, &cpu, x, ref, NULL)) return;
     ert_session_options o = {.device = ERT_DEVICE_CUDA, .precision = prec, .plan_cache_dir = dir};
@@ -144,9 +182,20 @@ static void test_precision(const ert_model *m, ert_dtype prec, const char *root)
           "%s warm: cache %d, %d searches, %d cached (want USED, 0, > 0)", pn, (int)st.plan_cache, st.n_searches,
           st.n_cached);
     CHECK(rel_max(y, y1) <= 1e-6, "%s warm vs cold outputs: %.3g", pn, rel_max(y, y1));
-    printf("%s warm create: %.1f ms, %d answers from the cache\n", pn, st.create_ms, st.n_cached);
+    printf("%s warm create: %.1f ms, %d answers from the cache (init %.1f, graph %.1f, upload %.1f, bind %.1f: "
+           "measure %.1f, finalize %.1f)\n",
+           pn, st.create_ms, st.n_cached, st.init_ms, st.graph_ms, st.upload_ms, st.bind_ms, st.measure_ms,
+           st.finalize_ms);
+    double parts = st.init_ms + st.graph_ms + st.upload_ms + st.bind_ms;
+    CHECK(st.init_ms >= 0 && st.graph_ms >= 0 && st.upload_ms >= 0 && st.bind_ms >= 0 && st.measure_ms == 0 &&
+              st.finalize_ms >= 0 && st.finalize_ms <= st.graph_ms + st.bind_ms + 0.01 &&
+              parts <= st.create_ms + 0.01 && parts > 0,
+          "%s warm create phases: %.2f + %.2f + %.2f + %.2f ms of %.2f (measure %.2f, finalize %.2f)", pn, st.init_ms,
+          st.graph_ms, st.upload_ms, st.bind_ms, st.create_ms, st.measure_ms, st.finalize_ms);
     /* 3. corrupt file: measured again */
     flip_one_byte(dir);
+    printf("%s corrupt file: creating\n", pn);
+    fflush(stdout);
     if (!run_once(m, &o, x, y, &st)) return;
     CHECK(st.plan_cache == ERT_PLAN_CACHE_WRITTEN && st.n_searches > 0 && st.n_cached == 0,
           "%s corrupt file: cache %d, %d searches, %d cached (want WRITTEN, > 0, 0)", pn, (int)st.plan_cache,
@@ -162,25 +211,52 @@ static void test_precision(const ert_model *m, ert_dtype prec, const char *root)
     printf("%s fast create: %.1f ms\n", pn, st.create_ms);
 }
 
+/* the library's warnings (and with ERT_TEST_LOG=debug everything) on stderr */
+static void log_stderr(void *user, ert_log_level level, const char *msg) {
+    (void)user;
+    fprintf(stderr, "  [edgert %d] %s\n", (int)level, msg);
+}
+
+/* a crash prints where it happened (binary+offset, for addr2line) */
+static void on_segv(int sig) {
+    void *fr[48];
+    int n = backtrace(fr, 48);
+    static const char msg[] = "plan_cuda: crashed; backtrace:\n";
+    if (write(2, msg, sizeof msg - 1) < 0) _exit(128 + sig);
+    backtrace_symbols_fd(fr, n, 2);
+    _exit(128 + sig);
+}
+
 int main(void) {
+    signal(SIGSEGV, on_segv);
     ert_test_rng_init(&rng, "plan_cuda");
-    ert_context_options co = {0};
+    const char *lv = getenv("ERT_TEST_LOG");
+    ert_context_options co = {.log = log_stderr,
+                              .log_level = lv && !strcmp(lv, "debug") ? ERT_LOG_DEBUG : ERT_LOG_WARN};
     if (ert_context_create(&co, &ctx) != ERT_OK) return 1;
     ert_model *m = plan_model();
     int skip = ert_test_cuda_probe("plan_cuda", ctx, m);
     if (skip) return skip;
-    char root[256];
+    char root[256], root2[300];
     snprintf(root, sizeof root, "/tmp/ert_plan_cuda_%d", (int)getpid());
     test_precision(m, ERT_DTYPE_F32, root);
     test_precision(m, ERT_DTYPE_F16, root);
+    ert_model *ma = attn_model();
+    NX = 4 * 128 * 32;
+    NY = 4 * 128 * 8;
+    snprintf(root2, sizeof root2, "%s/attn", root);
+    test_precision(ma, ERT_DTYPE_F16, root2);
+    ert_model_free(ma);
+    NX = 16 * 14 * 14;
+    NY = 24;
     if (geteuid() != 0) { /* 5. permissions bind: a read-only folder */
         char ro[300];
         snprintf(ro, sizeof ro, "%s/ro", root);
         mkdir(root, 0755);
         mkdir(ro, 0555);
         ert_session_options o = {.device = ERT_DEVICE_CUDA, .plan_cache_dir = ro};
-        float x[16 * 14 * 14], y[NY];
-        ert_test_fill(&rng, x, 16 * 14 * 14, -1, 1);
+        static float x[NMAX], y[NMAX];
+        ert_test_fill(&rng, x, NX, -1, 1);
         ert_create_stats st;
         if (run_once(m, &o, x, y, &st))
             CHECK(st.plan_cache == ERT_PLAN_CACHE_NOT_WRITTEN, "read-only folder: cache %d", (int)st.plan_cache);
