@@ -9,6 +9,9 @@
  *       is loaded and run by onnxruntime (SCRIPT), and edgert's CPU run of
  *       the same file agrees within one quantization step of the last
  *       layer's input (its scale times the largest row sum of |W|).
+ *       onnxruntime runs with its QDQ fusions on, or off (float-simulated
+ *       QDQ) on x86 CPUs without VNNI, where its fused u8s8 kernels
+ *       saturate; SCRIPT's line says which.
  *   quantize_cli fmnist EDGERT   the small CNN `edgert train` makes on
  *       Fashion-MNIST (1 epoch on 12,000 images; ERT_HEAVY=1: 60,000, 2
  *       epochs), quantized with the first 500 training images: top-1 on

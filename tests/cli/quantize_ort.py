@@ -3,12 +3,17 @@
 usage: quantize_ort.py MODEL.onnx X.npy Y_OUT.npy
 The file must pass onnx.checker and hold QuantizeLinear/DequantizeLinear
 nodes; output 0 for the batch X is saved to Y_OUT (the C side compares).
+The output is the oracle tests/ops/quant_ort.py's ort_qdq_oracle picks:
+onnxruntime with its QDQ fusions on where its u8s8 integer kernels are
+exact on this CPU, with optimisations off (float-simulated QDQ) where they
+saturate (x86 without VNNI); the line printed says which.
 """
+import os
 import sys
 
-import numpy as np
-import onnx
-import onnxruntime as ort
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree from the import below
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ops"))
+from quant_ort import np, onnx, ort, ort_qdq_oracle  # noqa: E402
 
 
 def main():
@@ -18,11 +23,12 @@ def main():
     ops = [n.op_type for n in m.graph.node]
     if "QuantizeLinear" not in ops or "DequantizeLinear" not in ops:
         sys.exit(f"{path}: no Q/DQ nodes ({ops})")
-    s = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     x = np.load(x_path)
-    y = s.run(None, {s.get_inputs()[0].name: x})[0]
+    y, fused, who = ort_qdq_oracle(path, {m.graph.input[0].name: x})
     np.save(y_path, y.astype(np.float32))
-    print(f"onnxruntime {ort.__version__}: {ops.count('QuantizeLinear')} Q, {ops.count('DequantizeLinear')} DQ, out {y.shape}")
+    other = "" if fused is y else f"; its fused graph (not the oracle) max |diff| {np.abs(fused - y).max():.3g} from it"
+    print(f"onnxruntime {ort.__version__}: {ops.count('QuantizeLinear')} Q, {ops.count('DequantizeLinear')} DQ, "
+          f"out {y.shape}; oracle: {who}{other}")
 
 
 if __name__ == "__main__":

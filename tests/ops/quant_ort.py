@@ -19,10 +19,18 @@ run by onnxruntime (CPU, graph optimisations off: the plain reference) and by
            ConvInteger, QLinearMatMul (batched, broadcast, per-column b) and
            MatMulInteger (per-column b zero points), non-zero zero points,
            outputs that saturate at both ends (checked to happen). Integer
-           outputs within one step of onnxruntime's (measured: exact).
+           outputs within one step of an exact int64 numpy reference of
+           ONNX's semantics (ref_*) and of onnxruntime's (measured: exact).
   fold     quantize_static (QDQ) CNNs: the Q/DQ folding pass against
            onnxruntime and against the unfolded graph (tests/ops/qdq_run).
-  ert      a QDQ model as .ert: size and round trip.
+  ert      a QDQ model as .ert: size, round trip, vs onnxruntime.
+Which onnxruntime is the oracle: on x86 CPUs without VNNI its u8 x s8
+integer kernels saturate (ort_u8s8_probe), so there the integer suite checks
+u8/s8 cases with full-range weights against the int64 reference alone and
+adds copies with 7-bit weights checked against onnxruntime as well, and
+fold / ert compare with onnxruntime's float-simulated QDQ (optimisations
+off) instead of its fused integer graph (ort_qdq_oracle). Each line says
+which oracle it used; ERT_ORT_U8S8_EXACT=0/1 overrides the CPU probe.
   pool     DQ -> MaxPool -> Q of one scale: MaxPool on the integers.
   gpu      (label gpu) a QDQ CNN on a CUDA session (int8 kernels, no CPU
            fallback) vs the CPU session.
@@ -37,6 +45,7 @@ import argparse
 import logging
 import json
 import os
+import platform
 import subprocess
 import sys
 
@@ -100,15 +109,22 @@ class Runner:
         else:
             self.failed += 1
 
-    def compare(self, tag, path, feeds, max_steps=0, extra=()):
-        """Every output equal to onnxruntime's (integer outputs within max_steps)."""
-        ref = self.ort_run(path, feeds)
+    def compare(self, tag, path, feeds, max_steps=0, extra=(), exact=None, ort_oracle=True):
+        """Every output equal to each oracle's (integer outputs within
+        max_steps): onnxruntime's unless ort_oracle is False, and exact's
+        (the int64 reference's outputs by name) when given. onnxruntime
+        always runs: where it is not an oracle the line says how far it is
+        from the reference, and why."""
+        ort_out = self.ort_run(path, feeds)
         try:
             got = self.edgert_run(path, feeds, tag, extra)
         except RuntimeError as e:
             self.report(False, tag, str(e))
             return
-        for name, r in ref.items():
+        oracles = ([("onnxruntime", ort_out)] if ort_oracle else []) + \
+            ([("the int64 reference", exact)] if exact is not None else [])
+        whys = []
+        for name, r in ort_out.items():
             g = got.get(name)
             if g is None or g.shape != r.shape or g.dtype != r.dtype:
                 self.report(False, tag, "%s: got %s, expected %s %s" % (
@@ -116,25 +132,36 @@ class Runner:
                 return
             if r.dtype in (np.int8, np.uint8):
                 lo, hi = qtype_range(r.dtype.type)
-                self.sat_lo += int((r == lo).any())
-                self.sat_hi += int((r == hi).any())
-            if r.dtype.kind in "iu":
-                diff = np.abs(g.astype(np.int64) - r.astype(np.int64))
-                worst = int(diff.max()) if diff.size else 0
-                if worst > max_steps:
-                    i = np.unravel_index(int(diff.argmax()), diff.shape)
-                    self.report(False, tag, "%s: %d steps off at %s (got %d, onnxruntime %d); %d of %d differ" % (
-                        name, worst, i, g[i], r[i], int((diff > 0).sum()), diff.size))
-                    return
-                why = "%s %s %s exact" % (name, r.dtype, r.shape) if worst == 0 else \
-                    "%s %s: %d of %d within %d step" % (name, r.dtype, int((diff > 0).sum()), diff.size, worst)
-            else:
-                if not np.array_equal(g, r):
+                first = oracles[0][1][name]
+                self.sat_lo += int((first == lo).any())
+                self.sat_hi += int((first == hi).any())
+            frags = []
+            for who, out in oracles:
+                if name not in out:
+                    continue
+                r = out[name]
+                if r.dtype.kind in "iu":
+                    diff = np.abs(g.astype(np.int64) - r.astype(np.int64))
+                    worst = int(diff.max()) if diff.size else 0
+                    if worst > max_steps:
+                        i = np.unravel_index(int(diff.argmax()), diff.shape)
+                        self.report(False, tag, "%s: %d steps off %s at %s (got %d, %s %d); %d of %d differ" % (
+                            name, worst, who, i, g[i], who, r[i], int((diff > 0).sum()), diff.size))
+                        return
+                    frags.append("exact vs %s" % who if worst == 0 else "%d of %d within %d step of %s" % (
+                        int((diff > 0).sum()), diff.size, worst, who))
+                elif not np.array_equal(g, r):
                     err = np.abs(g.astype(np.float64) - r).max()
-                    self.report(False, tag, "%s: max abs difference %g (bit-exact expected)" % (name, err))
+                    self.report(False, tag, "%s: max abs difference %g from %s (bit-exact expected)" % (name, err, who))
                     return
-                why = "%s %s %s bit-exact" % (name, r.dtype, r.shape)
-        self.report(True, tag, why)
+                else:
+                    frags.append("bit-exact vs %s" % who)
+            if not ort_oracle and exact is not None and name in exact:
+                d = np.abs(ort_out[name].astype(np.int64) - exact[name].astype(np.int64))
+                frags.append("onnxruntime not an oracle here (%s: its u8s8 sums can saturate; %d steps off the "
+                             "reference)" % (ORT_U8S8_WHY, int(d.max()) if d.size else 0))
+            whys.append("%s %s %s %s" % (name, g.dtype, g.shape, ", ".join(frags)))
+        self.report(True, tag, "; ".join(whys))
 
     def refuse(self, tag, model, node, words):
         """edgert must refuse the file at load with a message naming node and saying words."""
@@ -280,7 +307,162 @@ CONV_GEOMS = [  # (x shape, M, kernel, group, strides, pads, dilations)
 ]
 
 
+# ------------------------------------------------- which oracle for integers
+
+def ort_u8s8_probe():
+    """(exact, why): whether onnxruntime's integer GEMM/conv kernels (MLAS)
+    sum u8 x s8 products exactly on this CPU. On x86-64 without VNNI (AVX2,
+    or AVX-512 without VNNI) they use VPMADDUBSW, which adds each pair of
+    u8*s8 products in int16 with saturation: once two adjacent products pass
+    32767 (x near 255, |w| above 64) the sum is wrong, so onnxruntime's own
+    QLinearConv / QLinearMatMul / MatMulInteger with u8 activations and int8
+    weights, and its QDQ fusions (which also turn int8 activations into uint8
+    on x86), are off by many steps there; its docs advise reduce_range (7-bit
+    weights) on such CPUs. With VNNI (VPDPBUSD sums in int32) and off x86
+    (ARM's dot products) they are exact; so are u8 x u8, s8 x s8 (a plain
+    int32 kernel) and weights within [-64, 64] everywhere.
+    ERT_ORT_U8S8_EXACT=0 or 1 overrides the probe (to run the other kind of
+    machine's path)."""
+    env = os.environ.get("ERT_ORT_U8S8_EXACT")
+    if env in ("0", "1"):
+        return env == "1", "ERT_ORT_U8S8_EXACT=%s" % env
+    mach = platform.machine().lower()
+    if mach not in ("x86_64", "amd64", "i386", "i686", "x86"):
+        return True, "%s, not x86" % mach
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((set(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")), set())
+    except OSError:
+        flags = set()
+    vnni = sorted(flags & {"avx512_vnni", "avx_vnni"})
+    if vnni:
+        return True, "x86 with %s" % "/".join(vnni)
+    return False, "x86 without VNNI (%s)" % ("no CPU flags readable" if not flags else
+                                             "AVX-512" if "avx512bw" in flags else "AVX2" if "avx2" in flags else "SSE")
+
+
+ORT_U8S8_EXACT, ORT_U8S8_WHY = ort_u8s8_probe()
+
+
+def ort_int_exact(x_dt, w):
+    """Whether onnxruntime's explicit integer ops are exact for activations
+    of dtype x_dt and weights (or B) w on this CPU (ort_u8s8_probe)."""
+    return ORT_U8S8_EXACT or x_dt != np.uint8 or w.dtype != np.int8 or \
+        (int(w.min(initial=0)) >= -64 and int(w.max(initial=0)) <= 64)
+
+
+def ort_qdq_oracle(path, feeds):
+    """onnxruntime's output 0 on a QDQ model as the oracle for edgert's
+    folded integer graph. Where its u8s8 kernels are exact: with its QDQ
+    fusions on (DQ -> Conv -> Q becomes its QLinearConv, integer like
+    edgert's). Elsewhere its fused kernels saturate, so the oracle is the
+    same model with optimisations off: DequantizeLinear -> float op ->
+    QuantizeLinear, float-simulated QDQ, within one step of the integer
+    semantics. Returns (oracle output, fused output, words naming the
+    oracle)."""
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    fused = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    if ORT_U8S8_EXACT:
+        return fused, fused, "onnxruntime (its QDQ fusions on: %s)" % ORT_U8S8_WHY
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    plain = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    return plain, fused, "onnxruntime with optimisations off (float-simulated QDQ; %s: its fused u8s8 kernels can " \
+        "saturate)" % ORT_U8S8_WHY
+
+
+def oracle_words(got, ref, fused, who, step):
+    """How far got is from the oracle ref, naming it; where the oracle is
+    not onnxruntime's fused graph, how far that one is (not checked)."""
+    w = "%.2f steps off %s" % (steps_off(got, ref, step), who)
+    if fused is not ref:
+        w += "; its fused graph (not the oracle here) %.2f steps off" % steps_off(got, fused, step)
+    return w
+
+
+# ------------------------------------------------- exact integer reference
+# ONNX's integer ops in numpy int64, independent of onnxruntime: the oracle
+# where onnxruntime's integer kernels are not exact (ort_u8s8_probe).
+
+def ref_requant(acc, mult, y_dt, y_zp):
+    """y = saturate(round_half_even(acc * mult) + y_zp), the product in f32
+    as ONNX's reference and onnxruntime's MlasRequantizeOutput compute it
+    (acc int64 below 2^24 here, exact in f32)."""
+    lo, hi = qtype_range(y_dt)
+    v = acc.astype(np.float32) * mult
+    return np.clip(np.rint(v).astype(np.int64) + int(y_zp), lo, hi).astype(y_dt)
+
+
+def ref_mult(x_s, w_s, y_s):
+    """The requantisation multiplier x_s * w_s / y_s in f32, in that order."""
+    return (np.float32(x_s) * np.asarray(w_s, np.float32)) / np.float32(y_s)
+
+
+def ref_conv_acc(x, x_zp, w, w_zp, strides, pads, dil, group):
+    """The exact sums of (x - x_zp)(w - w_zp) over each window: x (N, C, D..),
+    w (M, C/group, k..), w_zp scalar or (M,); the padding is x_zp (0 once
+    shifted). Returns (N, M, out..) int64."""
+    nsp = x.ndim - 2
+    xd = np.pad(x.astype(np.int64) - int(x_zp), [(0, 0), (0, 0)] + [(pads[i], pads[nsp + i]) for i in range(nsp)])
+    wd = w.astype(np.int64) - np.asarray(w_zp, np.int64).reshape([-1] + [1] * (w.ndim - 1))
+    M, Cg, k = w.shape[0], w.shape[1], w.shape[2:]
+    Mg = M // group
+    out = [(xd.shape[2 + i] - dil[i] * (k[i] - 1) - 1) // strides[i] + 1 for i in range(nsp)]
+    acc = np.zeros([x.shape[0], M] + out, np.int64)
+    for off in np.ndindex(*k):
+        win = xd[(slice(None), slice(None)) + tuple(
+            slice(off[i] * dil[i], off[i] * dil[i] + strides[i] * (out[i] - 1) + 1, strides[i]) for i in range(nsp))]
+        for g in range(group):
+            acc[:, g * Mg:(g + 1) * Mg] += np.einsum("nc...,mc->nm...", win[:, g * Cg:(g + 1) * Cg],
+                                                     wd[(slice(g * Mg, (g + 1) * Mg), slice(None)) + off])
+    return acc
+
+
+def ref_qlinearconv(x, i, attrs):
+    """QLinearConv on x with the initializers i (xs, xz, w, ws, wz, ys, yz, B)."""
+    acc = ref_conv_acc(x, i["xz"], i["w"], i["wz"], attrs["strides"], attrs["pads"], attrs["dilations"],
+                       attrs["group"])
+    if "B" in i:
+        acc += i["B"].astype(np.int64).reshape([1, -1] + [1] * (x.ndim - 2))
+    mult = ref_mult(i["xs"], i["ws"], i["ys"]).reshape([1, -1] + [1] * (x.ndim - 2))
+    return ref_requant(acc, mult, i["yz"].dtype.type, i["yz"])
+
+
+def ref_matmul_acc(a, a_zp, b, b_zp):
+    """The exact sums of (a - a_zp)(b - b_zp) with MatMul's broadcasting;
+    b_zp scalar or (N,) per column."""
+    return np.matmul(a.astype(np.int64) - int(a_zp), b.astype(np.int64) - np.asarray(b_zp, np.int64))
+
+
+def ref_qlinearmatmul(a, i):
+    """QLinearMatMul on a with the initializers i (as, az, b, bs, bz, ys, yz)."""
+    return ref_requant(ref_matmul_acc(a, i["az"], i["b"], i["bz"]), ref_mult(i["as"], i["bs"], i["ys"]),
+                       i["yz"].dtype.type, i["yz"])
+
+
+def w7(w):
+    """int8 weights halved (arithmetic shift) into [-64, 63], what
+    reduce_range gives: onnxruntime's u8s8 kernels are exact on them."""
+    return (w.astype(np.int16) >> 1).astype(np.int8)
+
+
+def variants(x_dt, inits, wname):
+    """The case's initializers, plus where onnxruntime's kernels are not
+    exact for them (ort_int_exact) the same with 7-bit weights (tag " w7"),
+    so that onnxruntime stays an oracle there too; the full-range case is
+    checked against the int64 reference. Yields (inits, tag suffix)."""
+    yield inits, ""
+    if not ort_int_exact(x_dt, inits[wname]):
+        yield dict(inits, **{wname: w7(inits[wname])}), " w7"
+
+
 def suite_integer(R, rng):
+    """Every case against the exact int64 reference (ref_*) and, where its
+    kernels are exact on this CPU (ort_int_exact), onnxruntime; where not,
+    also with 7-bit weights against both (variants)."""
+    print("integer: oracles the int64 reference and onnxruntime; onnxruntime's u8 x s8 sums %s (%s)" % (
+        "exact" if ORT_U8S8_EXACT else "can saturate: full-range u8/s8 cases vs the reference alone, plus w7 "
+        "copies (7-bit weights) vs both", ORT_U8S8_WHY), flush=True)
     n = 0
     combos = ((np.uint8, np.uint8), (np.uint8, np.int8), (np.int8, np.int8))
     for gi, (xs, M, k, group, strides, pads, dil) in enumerate(CONV_GEOMS):
@@ -307,10 +489,12 @@ def suite_integer(R, rng):
                     ins.append("B")
                 attrs = {"strides": strides, "pads": pads, "dilations": dil, "group": group, "kernel_shape": k}
                 oshape = conv_out_shape(xs, ws_shape, strides, pads, dil)
-                m = int_model(("QLinearConv", ins), [("x", xdt, xs)], inits, y_dt, oshape, attrs)
                 tag = "QLinearConv g%d %s/%s %s%s" % (gi, np.dtype(xdt).name, np.dtype(wdt).name,
                                                     "perchan" if per_channel else "tensor", " B" if with_bias else "")
-                R.compare(tag, R.save(m, "int%d" % n), {"x": x}, max_steps=1)
+                for i, t in variants(xdt, inits, "w"):
+                    m = int_model(("QLinearConv", ins), [("x", xdt, xs)], i, y_dt, oshape, attrs)
+                    R.compare(tag + t, R.save(m, "int%d%s" % (n, t.replace(" ", "_"))), {"x": x}, max_steps=1,
+                              exact={"y": ref_qlinearconv(x, i, attrs)}, ort_oracle=ort_int_exact(xdt, i["w"]))
                 n += 1
         # ConvInteger (onnxruntime: uint8 x and w) on the same geometry
         C = xs[1]
@@ -320,7 +504,9 @@ def suite_integer(R, rng):
         attrs = {"strides": strides, "pads": pads, "dilations": dil, "group": group}
         m = int_model(("ConvInteger", ["x", "w", "xz", "wz"]), [("x", np.uint8, xs)], inits, np.int32,
                       conv_out_shape(xs, ws_shape, strides, pads, dil), attrs)
-        R.compare("ConvInteger g%d uint8/uint8" % gi, R.save(m, "int%d" % n), {"x": x})
+        acc = ref_conv_acc(x, inits["xz"], w, inits["wz"], strides, pads, dil, group)
+        R.compare("ConvInteger g%d uint8/uint8" % gi, R.save(m, "int%d" % n), {"x": x},
+                  exact={"y": acc.astype(np.int32)})
         n += 1
     R.report(R.sat_lo > 5 and R.sat_hi > 5, "saturation exercised",
              "%d convs reach the lowest value, %d the highest" % (R.sat_lo, R.sat_hi))
@@ -336,19 +522,23 @@ def suite_integer(R, rng):
                          "bs": (rng.uniform(0.005, 0.05, size=N) if per_col else np.array(0.02)).astype(np.float32),
                          "bz": (np.full(N, zp_of(rng, bdt), bdt) if per_col else zp_of(rng, bdt)),
                          "ys": np.array(rng.uniform(0.1, 0.6), np.float32), "yz": zp_of(rng, adt)}
-                m = int_model(("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"]), [("a", adt, ash)],
-                              inits, adt, out_shape)
-                R.compare("QLinearMatMul s%d %s/%s %s" % (si, np.dtype(adt).name, np.dtype(bdt).name,
-                                                          "percol" if per_col else "tensor"),
-                          R.save(m, "int%d" % n), {"a": a}, max_steps=1)
+                tag = "QLinearMatMul s%d %s/%s %s" % (si, np.dtype(adt).name, np.dtype(bdt).name,
+                                                      "percol" if per_col else "tensor")
+                for i, t in variants(adt, inits, "b"):
+                    m = int_model(("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"]),
+                                  [("a", adt, ash)], i, adt, out_shape)
+                    R.compare(tag + t, R.save(m, "int%d%s" % (n, t.replace(" ", "_"))), {"a": a}, max_steps=1,
+                              exact={"y": ref_qlinearmatmul(a, i)}, ort_oracle=ort_int_exact(adt, i["b"]))
                 n += 1
             a, b = rq(rng, adt, ash), rq(rng, bdt, bsh)
             bz = rng.integers(*qtype_range(bdt), size=N).astype(bdt) if len(bsh) == 2 else zp_of(rng, bdt)
-            m = int_model(("MatMulInteger", ["a", "b", "az", "bz"]), [("a", adt, ash)],
-                          {"b": b, "az": zp_of(rng, adt), "bz": bz}, np.int32, out_shape)
-            R.compare("MatMulInteger s%d %s/%s%s" % (si, np.dtype(adt).name, np.dtype(bdt).name,
-                                                     " percol-zp" if len(bsh) == 2 else ""),
-                      R.save(m, "int%d" % n), {"a": a})
+            tag = "MatMulInteger s%d %s/%s%s" % (si, np.dtype(adt).name, np.dtype(bdt).name,
+                                                 " percol-zp" if len(bsh) == 2 else "")
+            for i, t in variants(adt, {"b": b, "az": zp_of(rng, adt), "bz": bz}, "b"):
+                m = int_model(("MatMulInteger", ["a", "b", "az", "bz"]), [("a", adt, ash)], i, np.int32, out_shape)
+                R.compare(tag + t, R.save(m, "int%d%s" % (n, t.replace(" ", "_"))), {"a": a},
+                          exact={"y": ref_matmul_acc(a, i["az"], i["b"], i["bz"]).astype(np.int32)},
+                          ort_oracle=ort_int_exact(adt, i["b"]))
             n += 1
     R.report(R.sat_lo > 5 and R.sat_hi > 5, "saturation exercised",
              "%d matmuls reach the lowest value, %d the highest" % (R.sat_lo, R.sat_hi))
@@ -482,8 +672,9 @@ def steps_off(got, ref, step):
 
 
 def suite_fold(R, rng):
-    """quantize_static (QDQ) CNNs: folded edgert vs onnxruntime (its own QDQ
-    fusions on) within one output step, unfolded edgert vs onnxruntime with
+    """quantize_static (QDQ) CNNs: folded edgert vs onnxruntime within one
+    output step (its own QDQ fusions on, or off where its fused u8s8 kernels
+    saturate: ort_qdq_oracle), unfolded edgert vs onnxruntime with
     optimisations off within one step, folded vs unfolded, and the folded
     graph really holds integer ops (3 QLinearConv + the depthwise one, a
     QLinearMatMul for the Gemm/MatMul head, MaxPool and Flatten on int8)."""
@@ -496,9 +687,7 @@ def suite_fold(R, rng):
                 qp = quantized_cnn(R, rng, kind, per_channel, act, tag)
                 step = out_step(qp)
                 x = rng.standard_normal([2, 3, 16, 15]).astype(np.float32)
-                so = ort.SessionOptions()
-                so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-                ref_opt = ort.InferenceSession(qp, so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+                ref, fused, who = ort_qdq_oracle(qp, {"x": x})
                 ref_plain = R.ort_run(qp, {"x": x})["y"]
                 try:
                     got, res = qdq_run(R, qp, {"x": x}, tag)
@@ -513,10 +702,10 @@ def suite_fold(R, rng):
                     "QLinearConv" not in res_u["ops"] and \
                     ops.get("QuantizeLinear", 0) == res_u["ops"].get("QuantizeLinear", 0) - 7
                 R.report(ok_ops, "fold %s ops" % tag, "folded: %s" % json.dumps(ops))
-                a, b, c = steps_off(got["y"], ref_opt, step), steps_off(unf["y"], ref_plain, step), \
+                a, b, c = steps_off(got["y"], ref, step), steps_off(unf["y"], ref_plain, step), \
                     steps_off(got["y"], unf["y"], step)
-                R.report(a <= 1.0001, "fold %s vs onnxruntime" % tag, "%.2f steps off onnxruntime (its QDQ fusions on); "
-                         "%d integer ops" % (a, n_int))
+                R.report(a <= 1.0001, "fold %s vs onnxruntime" % tag, "%s; %d integer ops" % (
+                    oracle_words(got["y"], ref, fused, who, step), n_int))
                 R.report(b <= 1.0001, "fold %s unfolded vs onnxruntime" % tag,
                          "%.2f steps off onnxruntime (optimisations off)" % b)
                 R.report(c <= 2.0001, "fold %s folded vs unfolded" % tag, "%.2f steps apart" % c)
@@ -585,9 +774,10 @@ def suite_ert(R, rng):
     from_ert, res = qdq_run(R, qe, {"x": x}, "wide_ert")
     R.report(np.array_equal(from_onnx["y"], from_ert["y"]) and res["ops"].get("QLinearConv", 0) == 2,
              "ert round trip", "the .ert's output equals the ONNX file's; folded ops %s" % json.dumps(res["ops"]))
-    ref = ort.InferenceSession(qp, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-    d = steps_off(from_ert["y"], ref, out_step(qp))
-    R.report(d <= 1.0001, "ert vs onnxruntime", "%.2f steps off onnxruntime" % d)
+    ref, fused, who = ort_qdq_oracle(qp, {"x": x})
+    step = out_step(qp)
+    R.report(steps_off(from_ert["y"], ref, step) <= 1.0001, "ert vs onnxruntime",
+             oracle_words(from_ert["y"], ref, fused, who, step))
 
 
 def suite_pool(R, rng):
