@@ -300,7 +300,8 @@ def markdown(res):
                 e.get("create_second_cached", "-") if which == "second" else "-"))
     if rows:
         out += ["", "Create, f16 batch 1 (ms; the first create of the process pays the CUDA context and library "
-                "start in init; bind holds measure and finalize; the rest of create is the plan cache file):", "",
+                "start in init; measure and finalize are parts of graph + bind (the channels-last decision measures during "
+                "the passes); the rest of create is the plan cache file):", "",
                 "| model | create | total | init | graph | upload | bind | measure | finalize | searches | cached |",
                 "|---|---|---|---|---|---|---|---|---|---|---|"] + rows
     if res.get("not_run"):
