@@ -118,7 +118,7 @@ static ert_model *attn_model(void) {
 
 /* the model under test: its input and output element counts */
 static int NX = 16 * 14 * 14, NY = 24;
-#define NMAX 4096
+#define NMAX (4 * 128 * 32) /* the attention model's input, the largest */
 
 /* Create with o, run on x, copy y out; stats into *st. false: no GPU session. */
 static bool run_once(const ert_model *m, const ert_session_options *o, const float *x, float *y, ert_create_stats *st) {
