@@ -424,6 +424,15 @@ typedef struct ert_input_shape {
  * about the model's size again, in weights_bytes), so run stops re-packing
  * them. NO_PACK keeps the arena at the model-only size and packs per run. */
 #define ERT_SESSION_NO_PACK 2048u
+/* CUDA f16/bf16 sessions: a MatMul + bias + GELU (a transformer's first MLP
+ * Linear) may run as one cuBLASLt GEMM whose epilogue computes GELU in its
+ * tanh form, 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))), when create
+ * measures that faster than the GEMM plus edgert's exact (erf) GELU kernel.
+ * The two forms differ by at most 4.8e-4 absolute (at x = -2.70), below
+ * the rounding of the f16 GEMM feeding it on every zoo model measured
+ * (bench/RESULTS.md). EXACT_GELU keeps the erf form everywhere. f32
+ * sessions and the CPU backend always compute the erf form. */
+#define ERT_SESSION_EXACT_GELU 8192u
 
 /* How a CUDA session chooses its algorithms at create. Append-only. */
 typedef enum ert_create_mode {

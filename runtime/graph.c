@@ -435,16 +435,50 @@ static bool view_ok(const ert_gtensor *t, size_t off) {
     return t->mem == ERT_MEM_ACT && t->alias < 0 && t->first >= 0 && off % ERT_ALIGN == 0;
 }
 
+/* A Slice of x whose output y is one contiguous run of x's bytes: every
+ * axis before the last one it cuts keeps one element, that axis is cut
+ * with step 1 and every axis after it is whole (at batch 1: a channel range
+ * of NCHW, a row range of NHWC, a Swin window roll along H, a no-op crop).
+ * *off: the run's byte offset in x. */
+static bool slice_run(const ert_gtensor *x, const ert_gtensor *y, const ert_slice_params *p, size_t *off) {
+    if (x->ndim != y->ndim || x->ndim < 1 || x->dtype != y->dtype || y->nbytes == 0) return false;
+    int cut = -1; /* the last axis y does not take whole */
+    for (int d = 0; d < x->ndim; d++) {
+        if (y->dims[d] < 1 || y->dims[d] > x->dims[d]) return false;
+        if (y->dims[d] != x->dims[d] || p->start[d] != 0) cut = d;
+        if (y->dims[d] > 1 && p->step[d] != 1) return false;
+    }
+    int64_t e = 0, stride = 1;
+    for (int d = x->ndim - 1; d >= 0; d--) {
+        if (d < cut && y->dims[d] != 1) return false;
+        if (p->start[d] < 0 || p->start[d] + y->dims[d] > x->dims[d]) return false;
+        e += p->start[d] * stride;
+        stride *= x->dims[d];
+    }
+    *off = (size_t)e * ert_dtype_size(x->dtype);
+    return true;
+}
+
 /* Layout ops as views. With every dim before the axis of size 1 (batch 1
  * and a channel axis, NCHW), a Concat's output is its inputs side by side:
  * each input is planned as a slice of the output (its producer writes
  * there) and the Concat is elided; a Split's outputs are slices of its
- * input and the Split is elided. Channels-last tensors (axis last, H*W
- * outer) and misaligned slices keep their copies. */
+ * input and the Split is elided. A Slice whose output is one contiguous
+ * run of its input (slice_run) is that run and is elided. Channels-last
+ * tensors (axis last, H*W outer) and misaligned slices keep their copies. */
 void ert_graph_plan_views(ert_graph *g, const int32_t *sched, int n_sched) {
     for (int k = 0; k < n_sched; k++) {
         ert_gnode *n = &g->n[SCHED(k)];
-        if (n->op == ERT_OP_CONCAT && n->n_out == 1 && n->n_in > 1) {
+        if (n->op == ERT_OP_SLICE && n->n_in >= 1 && n->n_out == 1 && n->in[0] >= 0 && n->out[0] >= 0 &&
+            n->in[0] != n->out[0]) {
+            ert_gtensor *x = &g->t[n->in[0]], *y = &g->t[n->out[0]];
+            size_t off;
+            if (x->mem != ERT_MEM_ACT || !slice_run(x, y, &n->params.slice, &off) || !view_ok(y, off)) continue;
+            y->alias = n->in[0];
+            y->alias_off = off;
+            if (y->last > x->last) x->last = y->last;
+            n->elided = true;
+        } else if (n->op == ERT_OP_CONCAT && n->n_out == 1 && n->n_in > 1) {
             ert_gtensor *o = &g->t[n->out[0]];
             if (o->mem != ERT_MEM_ACT || o->alias >= 0 || outer_of(o, n->params.axis.axis) != 1) continue;
             bool ok = true;

@@ -1,7 +1,8 @@
 /* zoo_edgert: the edgert side of the zoo benchmark (bench/zoo/run_zoo_gpu.py)
  * for one model, in one process.
  *
- *   zoo_edgert MODEL INPUT.f32 OUT_DIR ITERS WARMUP [--input-dims 1xCxHxW] [--plan-cache DIR] [--profile] CONFIG...
+ *   zoo_edgert MODEL INPUT.f32 OUT_DIR ITERS WARMUP [--input-dims 1xCxHxW] [--plan-cache DIR] [--profile]
+ *              [--flags N] CONFIG...
  *
  * CONFIG is PRECISION:BATCH[+][f][d] (f32:1+, f16:8, f16:1f, f16:8d, ...; "+":
  * create the session a second time and report both create times; "f":
@@ -24,6 +25,8 @@
  * node by node, device time per node): "profile_total_ms", the time per op
  * type ("profile_ops": [op, ms, nodes], largest first) and the 10 slowest
  * nodes ("profile_top": [node, op, ms]).
+ * --flags N ORs ERT_SESSION_* flags N (decimal) into every session of the
+ * configs after it (e.g. 8192, ERT_SESSION_EXACT_GELU, for an A/B run).
  * A config that fails prints {"error": ...} and the next one runs. */
 #include "edgert.h"
 
@@ -67,6 +70,7 @@ static void json_err(const char *prec, int batch, const char *what, ert_context 
 static ert_input_shape g_dims;
 static const char *g_plan_dir;
 static bool g_profile;
+static unsigned g_flags; /* --flags */
 
 static void json_s(const char *v) {
     putchar('"');
@@ -141,7 +145,7 @@ static const char *cache_str(ert_plan_cache_state st) {
 static void one(ert_context *ctx, ert_model *m, const float *x1, size_t x1_n, const char *out_dir, int iters,
                 int warmup, const char *prec, int batch, bool second, bool fast, bool dev_io) {
     ert_session_options o = {.device = ERT_DEVICE_CUDA, .batch = batch,
-                             .flags = dev_io ? ERT_SESSION_DEVICE_INPUTS | ERT_SESSION_DEVICE_OUTPUTS : 0u,
+                             .flags = g_flags | (dev_io ? ERT_SESSION_DEVICE_INPUTS | ERT_SESSION_DEVICE_OUTPUTS : 0u),
                              .precision = strcmp(prec, "f16") == 0 ? ERT_DTYPE_F16 : ERT_DTYPE_F32,
                              .plan_cache_dir = g_plan_dir, .create_mode = fast ? ERT_CREATE_FAST : ERT_CREATE_TUNED};
     ert_create_stats cs[2];
@@ -280,6 +284,10 @@ int main(int argc, char **argv) {
         }
         if (!strcmp(argv[i], "--plan-cache") && i + 1 < argc) {
             g_plan_dir = argv[++i];
+            continue;
+        }
+        if (!strcmp(argv[i], "--flags") && i + 1 < argc) {
+            g_flags = (unsigned)strtoul(argv[++i], NULL, 10);
             continue;
         }
         char prec[8] = {0}, flags[4] = {0};

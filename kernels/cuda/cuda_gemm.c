@@ -292,8 +292,10 @@ cublasStatus_t ert_cuda_gemm_run(cuda_ctx *c, const ert_kargs *a, const conv_sta
  * B a (K, N) or, trans_b, (N, K) matrix) and carries a fused bias over the
  * last axis or a residual (runtime/passes/fuse.c: a transformer's Linear
  * layers, its residual stream) is one cuBLASLt call: bias and ReLU in its
- * epilogue, the residual as its C matrix with beta = 1, any other activation
- * (GELU) in the epilogue kernel after it. cuBLAS + the epilogue kernel was
+ * epilogue, the residual as its C matrix with beta = 1, GELU there too in
+ * f16/bf16 (cuBLASLt's tanh form, within 4.8e-4 of erf: edgert.h,
+ * ERT_SESSION_EXACT_GELU), any other activation (and GELU in f32) in the
+ * epilogue kernel after it. cuBLAS + the epilogue kernel was
  * two launches per Linear: ViT-Tiny ran 48 conv_epi_kernel launches per
  * inference beside its 49 GEMMs (ncu, H100, 2026-11-25). Inference sessions
  * only (a trainer's MatMul keeps cuBLAS + the epilogue kernel); the
@@ -366,10 +368,14 @@ ert_status ert_cuda_matmul_bind(cuda_ctx *c, ert_kargs *a) {
     if (!s) return ert_set_error(c->ctx, ERT_E_NOMEM, "out of memory");
     s->gemm = true;
     ert_act k = a->params->gemm.act.kind;
-    s->gemm_post = k != ERT_ACT_NONE && k != ERT_ACT_RELU;
-    cublasLtEpilogue_t epi = k == ERT_ACT_RELU ? (sh.bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
-                                               : (sh.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
     const ert_dtype dt = a->out[0].dtype;
+    /* GELU in cuBLASLt's epilogue is its tanh form: half types only, unless
+     * the session asked for the erf form (ERT_SESSION_EXACT_GELU, edgert.h) */
+    bool lt_gelu = k == ERT_ACT_GELU && !c->exact_gelu && (dt == ERT_DTYPE_F16 || dt == ERT_DTYPE_BF16);
+    s->gemm_post = k != ERT_ACT_NONE && k != ERT_ACT_RELU && !lt_gelu;
+    cublasLtEpilogue_t epi = k == ERT_ACT_RELU ? (sh.bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
+                             : lt_gelu       ? (sh.bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU)
+                                             : (sh.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
     cudaDataType_t t = dt == ERT_DTYPE_F16 ? CUDA_R_16F : dt == ERT_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
     cublasOperation_t opa = sh.tb ? CUBLAS_OP_T : CUBLAS_OP_N, opN = CUBLAS_OP_N;
     int32_t bt = (int32_t)t;
@@ -408,9 +414,9 @@ ert_status ert_cuda_matmul_bind(cuda_ctx *c, ert_kargs *a) {
      * (cuBLAS is not timed). */
     float t_lt = matmul_time(c, a, s), t_blas = c->fast || t_lt < 0 ? -1 : matmul_time(c, a, NULL);
     bool lt = t_lt >= 0 && (t_blas < 0 || t_lt <= t_blas);
-    ert_log(c->ctx, ERT_LOG_DEBUG, "node '%s' (MatMul %lldx%lldx%lld): cuBLASLt with its epilogue %.4f ms, cuBLAS + "
+    ert_log(c->ctx, ERT_LOG_DEBUG, "node '%s' (MatMul %lldx%lldx%lld): cuBLASLt with its epilogue%s %.4f ms, cuBLAS + "
             "epilogue kernel %.4f ms: %s", a->name ? a->name : "?", (long long)sh.M, (long long)sh.K, (long long)sh.N,
-            t_lt, t_blas, lt ? "cuBLASLt" : "cuBLAS");
+            lt_gelu ? " (tanh-form GELU)" : "", t_lt, t_blas, lt ? "cuBLASLt" : "cuBLAS");
     if (!lt) {
         ert_cuda_conv_state_free(s);
         return ERT_OK;

@@ -60,6 +60,7 @@ static ert_status cuda_init(ert_context *ctx, const ert_session_options *o, void
     c->gemm1x1 = (o->flags & ERT_SESSION_GEMM_1X1) != 0;
     c->conv_graph_off = (o->flags & ERT_SESSION_NO_CONV_GRAPH) != 0;
     c->conv_graph_force = !c->conv_graph_off && (o->flags & ERT_SESSION_CONV_GRAPH) != 0;
+    c->exact_gelu = (o->flags & ERT_SESSION_EXACT_GELU) != 0;
     c->fast = o->create_mode == ERT_CREATE_FAST;
     cudaDeviceGetAttribute(&v, cudaDevAttrConcurrentManagedAccess, c->device);
     c->concurrent_managed = v != 0;

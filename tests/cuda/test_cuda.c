@@ -50,8 +50,10 @@ static int n_conv_graph; /* convs that run as one cuDNN graph with their epilogu
 static int n_conv_patch; /* patchify convs bound as a gather + cuBLASLt GEMM (DEBUG line at bind) */
 static int n_patch_nchw; /* channels-first patchify convs bound as gather + GEMM (DEBUG line at bind) */
 static int n_attn_bound, n_attn_mma; /* ert.Attention nodes bound, and of them on the mma flash kernel (DEBUG) */
+static int n_lt_gelu; /* MatMuls bound to cuBLASLt with GELU (tanh form) in its epilogue (DEBUG line at bind) */
 static void on_log(void *user, ert_log_level level, const char *msg) {
     (void)user;
+    if (level == ERT_LOG_DEBUG && strstr(msg, "(tanh-form GELU)") && strstr(msg, "ms: cuBLASLt")) n_lt_gelu++;
     if (level == ERT_LOG_DEBUG && strstr(msg, "cuDNN graph (conv + epilogue fused)")) n_conv_graph++;
     if (level == ERT_LOG_DEBUG && strstr(msg, "cuBLASLt GEMM (patchify")) n_conv_patch++;
     if (level == ERT_LOG_DEBUG && strstr(msg, "patchify gather + GEMM, channels-first")) n_patch_nchw++;
@@ -799,6 +801,80 @@ static void ref_matmul(const void *u, float *const *in, double *out) {
                 out[(b * c->M + i) * c->N + j] = acc;
             }
     }
+}
+
+/* MatMul + bias + GELU (erf, as exporters spell it): x (3, 37, 40) @ I +
+ * 0, so the GELU reads x itself (rounded to the session's precision), with
+ * x in [-4, 3]: around x = -2.7 the tanh form and the erf form differ by
+ * 4.7e-4 while GELU is -0.0094 (f16 steps of 7.6e-6 there), so the two
+ * forms are told apart. f16/bf16 under ERT_CREATE_FAST (cuBLASLt whenever it
+ * runs): the GEMM takes GELU into cuBLASLt's epilogue and the output is
+ * within 4.8e-4 of erf-GELU plus the rounding of the type; with
+ * ERT_SESSION_EXACT_GELU, and in f32, every value is erf-GELU within the
+ * type's rounding (2e-5 absolute). Double reference; output poisoned. */
+static void test_gelu_epilogue(void) {
+    const int64_t R = 3 * 37, K = 40;
+    int64_t xd[3] = {3, 37, K}, wd[2] = {K, K}, bd[1] = {K};
+    float *w = calloc((size_t)(K * K), sizeof *w), *bz = calloc((size_t)K, sizeof *bz);
+    float *x = xmalloc((size_t)(R * K) * sizeof *x), sq2 = 1.4142135f, one = 1.0f, half = 0.5f;
+    for (int64_t i = 0; i < K; i++) w[i * K + i] = 1.0f;
+    bstart();
+    int32_t in = binput("x", 3, xd), h, g;
+    h = bnode("MatMul", (int32_t[]){in, bweight(2, wd, w)}, 2, NULL, 0);
+    h = bnode("Add", (int32_t[]){h, bweight(1, bd, bz)}, 2, NULL, 0);
+    g = bnode("Div", (int32_t[]){h, bweight(0, NULL, &sq2)}, 2, NULL, 0);
+    g = bnode("Erf", (int32_t[]){g}, 1, NULL, 0);
+    g = bnode("Add", (int32_t[]){g, bweight(0, NULL, &one)}, 2, NULL, 0);
+    g = bnode("Mul", (int32_t[]){h, g}, 2, NULL, 0);
+    g = bnode("Mul", (int32_t[]){g, bweight(0, NULL, &half)}, 2, NULL, 0);
+    ert_model *m = bfinish(g);
+    free(w), free(bz);
+    unsigned flags0 = g_flags;
+    ert_create_mode mode0 = g_mode;
+    g_mode = ERT_CREATE_FAST;
+    const bool half_t = g_prec == ERT_DTYPE_F16 || g_prec == ERT_DTYPE_BF16;
+    for (int exact = 0; exact < 2 && m; exact++) {
+        g_flags = exact ? ERT_SESSION_EXACT_GELU : 0;
+        int n0 = n_lt_gelu;
+        ert_session *s = NULL;
+        if (!make_session(m, gpu_dev, ERT_PLACEMENT_AUTO, &s, "GELU epilogue", false)) {
+            n_skipped++;
+            continue;
+        }
+        int lt = n_lt_gelu - n0;
+        if (gpu_dev == ERT_DEVICE_CUDA)
+            CHECK(lt == (half_t && !exact), "GELU epilogue (%s, exact %d): %d MatMuls with cuBLASLt's GELU, want %d",
+                  ert_dtype_name(g_prec), exact, lt, half_t && !exact);
+        double tanh_err = 0, worst = 0;
+        for (int rep = 0; rep < 2; rep++) {
+            ert_test_fill(&rng, x, R * K, -4.0f, 3.0f);
+            quant_buf(x, R * K);
+            CHECK_OK(ert_session_set_input(s, 0, x, (size_t)(R * K) * sizeof *x), ctx);
+            const float *got = NULL;
+            CHECK_OK(ert_session_output_data(s, 0, (const void **)&got), ctx);
+            ert_test_poison((float *)got, R * K);
+            CHECK_OK(ert_session_run(s), ctx);
+            CHECK_OK(ert_session_output_data(s, 0, (const void **)&got), ctx);
+            for (int64_t i = 0; i < R * K; i++) {
+                double v = x[i], ref = 0.5 * v * erfc(-v / sqrt(2.0));
+                /* the type's rounding of the output: half a step of f16 (2^-11 relative) or bf16 (2^-8) */
+                double step = fabs(ref) * (g_prec == ERT_DTYPE_BF16 ? 0x1p-8 : g_prec == ERT_DTYPE_F16 ? 0x1p-11 : 0x1p-22);
+                double e = fabs((double)got[i] - ref) - step;
+                if (e > worst) worst = e;
+                if (fabs(v + 2.7) < 0.2 && fabs((double)got[i] - ref) > tanh_err) tanh_err = fabs((double)got[i] - ref);
+            }
+        }
+        double bound = half_t && !exact ? 4.8e-4 : 2e-5;
+        CHECK(worst <= bound, "GELU epilogue (%s, exact %d): error %.3g beyond the type's rounding, bound %.3g",
+              ert_dtype_name(g_prec), exact, worst, bound);
+        printf("  GELU epilogue (%s%s): %d MatMul(s) on cuBLASLt's tanh-form GELU; worst error beyond rounding %.2e, "
+               "largest near x = -2.7 %.2e\n", ert_dtype_name(g_prec), exact ? ", EXACT_GELU" : "", lt, worst, tanh_err);
+        ert_session_free(s);
+    }
+    g_flags = flags0;
+    g_mode = mode0;
+    free(x);
+    ert_model_free(m);
 }
 
 static void test_matmul(void) {
@@ -2020,6 +2096,7 @@ static void run_battery(bool gpu) {
     test_conv();
     test_gemm();
     test_matmul();
+    test_gelu_epilogue();
     test_pool();
     test_norm();
     test_tensor();

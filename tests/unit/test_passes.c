@@ -451,6 +451,97 @@ static void test_views(int batch) {
     ert_model_free(m);
 }
 
+/* Slices as views: h = Sigmoid(x), x (B, 6, 8, 16) f32 (a plane of 8x16 is
+ * 512 bytes), five Slices of h, each times 2, flattened and concatenated
+ * into the output. At batch 1, fused: a channel range (offset 2 planes), a
+ * row range inside one channel (channel 4, rows 4..7: (4*8+4)*16 floats =
+ * 2304 bytes) and the whole tensor (offset 0) are views; a row range over
+ * every channel (not contiguous) and a run at a misaligned offset (576
+ * bytes) keep their copies. At batch 2 only the whole-tensor Slice is one
+ * run; unfused, every Slice copies. */
+static void test_slice_views(int batch) {
+    enum { NS = 5 };
+    /* per slice: starts, ends (axes 1, 2, 3); expected view at batch 1 and its byte offset */
+    static const int64_t st[NS][3] = {{2, 0, 0}, {4, 4, 0}, {0, 0, 0}, {0, 2, 0}, {1, 1, 0}};
+    static const int64_t en[NS][3] = {{5, 8, 16}, {5, 8, 16}, {6, 8, 16}, {6, 5, 16}, {2, 3, 16}};
+    static const bool view1[NS] = {true, true, true, false, false};
+    static const size_t off1[NS] = {1024, 2304, 0, 0, 0};
+    ert_builder *b = NULL;
+    CHECK_OK(ert_builder_create(ctx, &b), ctx);
+    int64_t xd[4] = {batch, 6, 8, 16}, three[1] = {3}, axes[3] = {1, 2, 3}, flat_ax = 1, two_d[1] = {1};
+    float two = 2.0f;
+    int32_t x, h, parts[NS], y, ax, tw;
+    CHECK_OK(ert_builder_input(b, "x", ERT_DTYPE_F32, 4, xd, &x), ctx);
+    CHECK_OK(ert_builder_unary(b, "Sigmoid", x, &h), ctx);
+    CHECK_OK(ert_builder_weight(b, NULL, ERT_DTYPE_I64, 1, three, axes, &ax), ctx);
+    CHECK_OK(ert_builder_weight(b, NULL, ERT_DTYPE_F32, 1, two_d, &two, &tw), ctx);
+    for (int i = 0; i < NS; i++) {
+        int32_t si, ei, sl;
+        CHECK_OK(ert_builder_weight(b, NULL, ERT_DTYPE_I64, 1, three, st[i], &si), ctx);
+        CHECK_OK(ert_builder_weight(b, NULL, ERT_DTYPE_I64, 1, three, en[i], &ei), ctx);
+        char nm[16];
+        snprintf(nm, sizeof nm, "slice%d", i);
+        int32_t ins[4] = {h, si, ei, ax};
+        CHECK_OK(ert_builder_node(b, "Slice", nm, ins, 4, NULL, 0, &sl, 1), ctx);
+        sl = node2(b, "Mul", sl, tw);
+        ert_attr fa[] = {ERT_ATTR_I("axis", flat_ax)};
+        CHECK_OK(ert_builder_node(b, "Flatten", NULL, &sl, 1, fa, 1, &parts[i], 1), ctx);
+    }
+    ert_attr ca[] = {ERT_ATTR_I("axis", 1)};
+    CHECK_OK(ert_builder_node(b, "Concat", "cat", parts, NS, ca, 1, &y, 1), ctx);
+    CHECK_OK(ert_builder_output(b, y, "y"), ctx);
+    ert_model *m = NULL;
+    CHECK_OK(ert_builder_finish(b, &m), ctx);
+    ert_builder_free(b);
+    if (!m) return;
+    const int64_t nx = batch * 6 * 8 * 16;
+    int64_t per = 0; /* output columns per batch row */
+    for (int i = 0; i < NS; i++) per += (en[i][0] - st[i][0]) * (en[i][1] - st[i][1]) * (en[i][2] - st[i][2]);
+    const int64_t ny = batch * per;
+    float *xv = malloc((size_t)nx * sizeof *xv), *yv = malloc((size_t)ny * sizeof *yv);
+    double *ref = malloc((size_t)ny * sizeof *ref);
+    ert_test_fill(&rng, xv, nx, -4, 4);
+    for (int64_t n = 0, o = 0; n < batch; n++)
+        for (int i = 0; i < NS; i++)
+            for (int64_t c = st[i][0]; c < en[i][0]; c++)
+                for (int64_t r = st[i][1]; r < en[i][1]; r++)
+                    for (int64_t q = st[i][2]; q < en[i][2]; q++)
+                        ref[o++] = 2.0 / (1.0 + exp(-(double)xv[((n * 6 + c) * 8 + r) * 16 + q]));
+    for (int pass = 0; pass < 2; pass++) {
+        ert_session *s = run_once(m, pass, xv, nx, yv, ny);
+        if (!s) continue;
+        int32_t th = -1;
+        for (int i = 0; i < s->g.nn; i++)
+            if (!s->g.n[i].dead && s->g.n[i].op == ERT_OP_SIGMOID) th = s->g.n[i].out[0];
+        CHECK(th >= 0, "slice views: Sigmoid not found");
+        int want = 0;
+        for (int i = 0; i < NS && th >= 0; i++) {
+            char nm[16];
+            snprintf(nm, sizeof nm, "slice%d", i);
+            bool view = !pass && (batch == 1 ? view1[i] : i == 2);
+            want += !view;
+            for (int j = 0; j < s->g.nn; j++) {
+                const ert_gnode *nd = &s->g.n[j];
+                if (nd->dead || strcmp(nd->name, nm)) continue;
+                CHECK(nd->elided == view, "slice views batch %d pass %d: %s elided %d", batch, pass, nm, nd->elided);
+                if (view)
+                    CHECK((char *)s->g.t[nd->out[0]].data == (char *)s->g.t[th].data + (batch == 1 ? off1[i] : 0),
+                          "slice views batch %d: %s is not at byte %zu of its input", batch, nm, off1[i]);
+            }
+        }
+        int sched = 0;
+        for (int k = 0; k < ert_session_n_scheduled(s); k++) sched += ert_session_scheduled_op(s, k) == ERT_OP_SLICE;
+        CHECK(sched == want, "slice views batch %d pass %d: %d Slices scheduled, want %d", batch, pass, sched, want);
+        CHECK(overlaps(s) == 0, "slice views batch %d pass %d: %d overlapping live tensors", batch, pass, overlaps(s));
+        char what[48];
+        snprintf(what, sizeof what, "slice views batch %d%s", batch, pass ? " unfused" : "");
+        CHECK(ert_test_close(what, yv, ref, ny, 1e-6, 1e-5), "%s", what);
+        ert_session_free(s);
+    }
+    free(xv), free(yv), free(ref);
+    ert_model_free(m);
+}
+
 /* x (T, u, D) -> Sigmoid -> Transpose(1, 0, 2) -> + w (u, T, D): with u = 1
  * the Transpose is a view (a Reshape, same bytes), with u = 3 a copy. */
 static void test_unit_transpose(int u) {
@@ -670,6 +761,8 @@ int main(void) {
     test_attention();
     test_views(1);
     test_views(2);
+    test_slice_views(1);
+    test_slice_views(2);
     test_unit_transpose(1);
     test_unit_transpose(3);
     for (int form = 0; form < 4; form++) test_layer_scale(form);
