@@ -422,7 +422,11 @@ typedef struct ert_input_shape {
  * MatMul are copied once at create into the arena's weights region in the
  * layout the SGEMM micro-kernel reads (a second copy of those weights:
  * about the model's size again, in weights_bytes), so run stops re-packing
- * them. NO_PACK keeps the arena at the model-only size and packs per run. */
+ * them. NO_PACK keeps the arena at the model-only size and packs per run.
+ * CUDA sessions: the 3x3, 5x5 and 7x7 filters of channels-last depthwise
+ * convolutions get a (KH, KW, C) copy there (a few KiB each) that their
+ * kernel reads; NO_PACK runs them on the filter as the model has it (a
+ * slower kernel). */
 #define ERT_SESSION_NO_PACK 2048u
 /* CUDA f16/bf16 sessions: a MatMul + bias + GELU (a transformer's first MLP
  * Linear) may run as one cuBLASLt GEMM whose epilogue computes GELU in its

@@ -135,6 +135,87 @@ static __global__ void dw_nhwc_kernel(const T *__restrict__ x, const T *__restri
     *(uint4 *)(y + (size_t)i * V) = out.u;
 }
 
+/* The same conv with the filter taken as (K, K, C) (ert_cuda_dw_rsc_bytes:
+ * packed once at bind into the weights region) and the K x K taps known at
+ * compile time (3, 5, 7): every tap's two vector loads (V channels of x, V
+ * of the filter) are independent and issued together instead of one
+ * dependent round trip per tap, and the filter is one vector load per tap
+ * instead of V scalar ones. VB (16 or 8 bytes per thread) halves the
+ * channels per thread where 16 would leave too few threads to hide the
+ * loads' latency (small maps: 7x7x768 at batch 1 is 4,704 threads of 16
+ * bytes). ConvNeXt-T's 7x7 convs were 0.40 of its 1.08 ms (per-node
+ * profile, H200) on the kernel above. */
+template <int VB> struct vec_bits;
+template <> struct vec_bits<16> { typedef uint4 type; };
+template <> struct vec_bits<8> { typedef uint2 type; };
+
+template <typename T, int K, int VB>
+static __global__ void __launch_bounds__(128)
+dw_nhwc_rsc_kernel(const T *__restrict__ x, const T *__restrict__ w, const T *__restrict__ bias,
+                   const T *__restrict__ res, T *__restrict__ y, int H, int W, int C, int OH, int OW, int sh, int sw,
+                   int dh, int dw, int ph, int pw, unsigned total, int kind, float alpha, float beta) {
+    constexpr int V = VB / sizeof(T);
+    typedef typename vec_bits<VB>::type U;
+    union vec {
+        U u;
+        T e[V];
+    };
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= total) return;
+    unsigned CV = (unsigned)C / V, cv = i % CV, pix = i / CV;
+    int ow = (int)(pix % (unsigned)OW), oh = (int)((pix / (unsigned)OW) % (unsigned)OH);
+    int n = (int)(pix / ((unsigned)OW * (unsigned)OH));
+    int c0 = (int)cv * V, ih0 = oh * sh - ph, iw0 = ow * sw - pw;
+    float acc[V];
+#pragma unroll
+    for (int v = 0; v < V; v++) acc[v] = 0.0f;
+    const T *xn = x + (size_t)n * H * W * C + c0;
+#pragma unroll
+    for (int kh = 0; kh < K; kh++) {
+        const int ih = ih0 + kh * dh;
+        const bool hin = (unsigned)ih < (unsigned)H;
+#pragma unroll
+        for (int kw = 0; kw < K; kw++) {
+            const int iw = iw0 + kw * dw;
+            if (hin && (unsigned)iw < (unsigned)W) {
+                vec xv, wv;
+                xv.u = __ldg((const U *)(xn + ((size_t)ih * W + iw) * C));
+                wv.u = __ldg((const U *)(w + (size_t)(kh * K + kw) * C + c0));
+#pragma unroll
+                for (int v = 0; v < V; v++) acc[v] = fmaf(ert_ld(xv.e[v]), ert_ld(wv.e[v]), acc[v]);
+            }
+        }
+    }
+    vec out, rv;
+    if (res) rv.u = *(const U *)(res + (size_t)i * V);
+#pragma unroll
+    for (int v = 0; v < V; v++) {
+        float a = acc[v];
+        if (bias) a += ert_ld(bias[c0 + v]);
+        if (res) a += ert_ld(rv.e[v]);
+        ert_put(&out.e[v], act1(a, kind, alpha, beta));
+    }
+    *(U *)(y + (size_t)i * V) = out.u;
+}
+
+template <typename T, int K>
+static cudaError_t dw_rsc_launch(const T *x, const T *w, const T *bias, const T *res, T *y, const cgeom &g,
+                                 int64_t n_out, const ert_act_params *act, cudaStream_t st) {
+    constexpr int V16 = 16 / sizeof(T);
+    /* fewer than ~4 blocks of 128 per SM (132 on an H100/H200) at 16 bytes: 8 */
+    bool narrow = n_out / V16 < 132 * 4 * 128 && g.C % (V16 / 2) == 0;
+    unsigned total = (unsigned)(n_out / (narrow ? V16 / 2 : V16));
+#define ERT_DW_RSC(VB)                                                                                           \
+    dw_nhwc_rsc_kernel<T, K, VB><<<(total + 127) / 128, 128, 0, st>>>(                                           \
+        x, w, bias, res, y, (int)g.in[1], (int)g.in[2], (int)g.C, (int)g.out[1], (int)g.out[2], (int)g.s[1],      \
+        (int)g.s[2], (int)g.d[1], (int)g.d[2], (int)g.pb[1], (int)g.pb[2], total, (int)act->kind, act->alpha,     \
+        act->beta)
+    if (narrow) ERT_DW_RSC(8);
+    else ERT_DW_RSC(16);
+#undef ERT_DW_RSC
+    return cudaGetLastError();
+}
+
 template <typename T>
 static __global__ void convt_kernel(const T *__restrict__ x, const T *__restrict__ w, const T *__restrict__ bias,
                                     T *__restrict__ y, cgeom g, int64_t total, int kind, float alpha, float beta) {
@@ -253,8 +334,8 @@ extern "C" cudaError_t ert_cuda_convt_scatter_launch(ert_dtype dt, const float *
 }
 
 extern "C" cudaError_t ert_cuda_conv_direct_launch(const ert_conv_params *p, const ert_tview *x, const void *w,
-                                                   const void *bias, const void *res, const ert_tview *y,
-                                                   cudaStream_t st) {
+                                                   const void *w_rsc, const void *bias, const void *res,
+                                                   const ert_tview *y, cudaStream_t st) {
     cgeom g;
     if (!make_geom(p, x, y, &g) || x->dtype != y->dtype) return cudaErrorInvalidValue;
     if (y->n_elems <= 0) return cudaSuccess;
@@ -262,6 +343,16 @@ extern "C" cudaError_t ert_cuda_conv_direct_launch(const ert_conv_params *p, con
     bool aligned = !(((uintptr_t)x->data | (uintptr_t)y->data | (uintptr_t)res) & 15);
     if (g.nhwc && p->nsp == 2 && g.group == g.C && g.M == g.C && g.C % V == 0 && aligned &&
         y->n_elems / V < (int64_t)1 << 31 && x->n_elems < (int64_t)1 << 31) {
+        const int K = (int)g.k[1];
+        if (w_rsc && !((uintptr_t)w_rsc & 15) && g.k[2] == K && (K == 3 || K == 5 || K == 7)) {
+            ERT_CUDA_FLOAT_SWITCH(x->dtype, T, {
+                const T *xs = (const T *)x->data, *ws = (const T *)w_rsc, *bs = (const T *)bias, *rs = (const T *)res;
+                T *ys = (T *)y->data;
+                return K == 3   ? dw_rsc_launch<T, 3>(xs, ws, bs, rs, ys, g, y->n_elems, &p->act, st)
+                       : K == 5 ? dw_rsc_launch<T, 5>(xs, ws, bs, rs, ys, g, y->n_elems, &p->act, st)
+                                : dw_rsc_launch<T, 7>(xs, ws, bs, rs, ys, g, y->n_elems, &p->act, st);
+            })
+        }
         unsigned total = (unsigned)(y->n_elems / V);
         ERT_CUDA_FLOAT_SWITCH(x->dtype, T,
             dw_nhwc_kernel<T><<<(total + 127) / 128, 128, 0, st>>>(

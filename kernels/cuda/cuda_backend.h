@@ -209,6 +209,7 @@ typedef struct cuda_ctx {
     bool gemm1x1; /* ERT_SESSION_GEMM_1X1: channels-last 1x1 convs as cuBLASLt GEMMs */
     bool conv_graph_off, conv_graph_force; /* ERT_SESSION_NO_CONV_GRAPH / ERT_SESSION_CONV_GRAPH */
     bool exact_gelu; /* ERT_SESSION_EXACT_GELU: no tanh-form GELU in cuBLASLt's f16/bf16 epilogue */
+    bool dw_rsc;     /* depthwise filters packed (KH, KW, C) at bind: not a trainer, not ERT_SESSION_NO_PACK */
 #ifdef ERT_HAVE_CUDNN
     fuse_entry *fuses; /* conv + epilogue graph plans (ert_cuda_fuse_find), freed at release */
     int n_fuses, cap_fuses;
@@ -431,5 +432,9 @@ cudnnBackendDescriptor_t ert_cuda_fuse_vpack(const ert_kargs *a, void *x, void *
                                              void *ws);
 float ert_cuda_time_direct(cuda_ctx *c, const ert_kargs *a);
 #endif
+
+/* cuda_conv.c: channels-last depthwise filters packed as (KH, KW, C) (node_packed_bytes, bind) */
+size_t ert_cuda_dw_rsc_bytes(const ert_kargs *a);
+ert_status ert_cuda_dw_pack(cuda_ctx *c, ert_kargs *a);
 
 #endif /* ERT_CUDA_BACKEND_H */

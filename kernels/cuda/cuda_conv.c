@@ -653,6 +653,53 @@ ert_status ert_cuda_run_conv(cuda_ctx *c, const ert_kargs *a) {
         return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "conv epilogue");
     }
 #endif
-    e = ert_cuda_conv_direct_launch(p, &a->in[0], a->in[1].data, bias, res, y, c->stream);
+    e = ert_cuda_conv_direct_launch(p, &a->in[0], a->in[1].data, a->packed, bias, res, y, c->stream);
     return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "conv kernel");
+}
+
+/* ------------------------------------------------------------------ depthwise filters as (KH, KW, C) */
+
+/* node_packed_bytes: a channels-last 2-D depthwise conv (group = C = M) with
+ * a constant square 3x3, 5x5 or 7x7 filter (C, 1, K, K) gets a copy of it
+ * as (K, K, C) in the weights region (filled by ert_cuda_dw_pack), which
+ * conv.cu's unrolled kernel reads V channels per load. Its size, or 0. The
+ * kernel also needs C % (16 / element size) == 0. */
+size_t ert_cuda_dw_rsc_bytes(const ert_kargs *a) {
+    if (a->op != ERT_OP_CONV || a->n_in < 2) return 0;
+    const ert_conv_params *p = &a->params->conv;
+    const ert_tview *x = &a->in[0], *w = &a->in[1], *y = &a->out[0];
+    if (!p->nhwc || p->nsp != 2 || x->ndim != 4 || w->ndim != 4 || y->ndim != 4) return 0;
+    if (x->dtype != ERT_DTYPE_F16 && x->dtype != ERT_DTYPE_BF16 && x->dtype != ERT_DTYPE_F32) return 0;
+    const int64_t C = x->dims[3], K = w->dims[2];
+    const size_t es = ert_dtype_size(x->dtype);
+    if (w->dtype != x->dtype || p->group != C || y->dims[3] != C || w->dims[0] != C || w->dims[1] != 1 ||
+        w->dims[3] != K || (K != 3 && K != 5 && K != 7) || C % (int64_t)(16 / es))
+        return 0;
+    return (size_t)w->n_elems * es;
+}
+
+/* bind: fill a->packed with the filter as (K, K, C), or clear it where the
+ * session does not pack (a trainer, ERT_SESSION_NO_PACK) so the run reads
+ * the filter as it is. */
+ert_status ert_cuda_dw_pack(cuda_ctx *c, ert_kargs *a) {
+    if (!a->packed) return ERT_OK;
+    size_t bytes = ert_cuda_dw_rsc_bytes(a);
+    if (!c->dw_rsc || !bytes || a->packed_bytes < bytes) {
+        a->packed = NULL;
+        return ERT_OK;
+    }
+    const ert_tview *w = &a->in[1];
+    const int64_t C = w->dims[0], K = w->dims[2];
+    ert_cuda_map m;
+    memset(&m, 0, sizeof m);
+    m.ndim = 3; /* element (kh, kw, c): w[c][0][kh][kw] -> packed[kh][kw][c] */
+    m.dims[0] = K, m.dims[1] = K, m.dims[2] = C;
+    m.s[0][0] = K, m.s[0][1] = 1, m.s[0][2] = K * K;
+    m.s[1][0] = K * C, m.s[1][1] = C, m.s[1][2] = 1;
+    cudaError_t e = ert_cuda_strided_copy_launch(w->data, 0, a->packed, 0, ert_dtype_size(w->dtype), &m, w->n_elems,
+                                                 c->stream);
+    if (e != cudaSuccess) return cuda_err(c, e, "depthwise filter to (K, K, C)");
+    ert_log(c->ctx, ERT_LOG_DEBUG, "conv '%s' (%lldx%lld, %lld channels): depthwise filter packed as (K, K, C)",
+            a->name ? a->name : "?", (long long)K, (long long)K, (long long)C);
+    return ERT_OK;
 }

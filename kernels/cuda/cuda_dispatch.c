@@ -77,6 +77,10 @@ ert_status ert_cuda_bind_node(void *bctx, ert_kargs *a) {
                                  a->name ? a->name : "?", ert_dtype_name(a->in[0].dtype), ert_dtype_name(v->dtype));
     }
     if (a->op == ERT_OP_ATTENTION) return ert_cuda_attn_bind(c, a);
+    if (a->op == ERT_OP_CONV) { /* before the conv's timings, which run the kernel that reads it */
+        ert_status st = ert_cuda_dw_pack(c, a);
+        if (st != ERT_OK) return st;
+    }
 #ifdef ERT_HAVE_CUDNN
     if (a->op == ERT_OP_CONV && ert_cuda_dnn_can(a)) return ert_cuda_conv_bind(c, a);
     if (a->op == ERT_OP_MATMUL) return ert_cuda_matmul_bind(c, a);

@@ -294,7 +294,8 @@ static cudaError_t timed_enqueue(const timed_call *t) {
         ert_tview xv = a->in[0], yv = *y;
         xv.data = t->buf[0];
         yv.data = t->buf[2];
-        return ert_cuda_conv_direct_launch(p, &xv, t->buf[1], NULL, NULL, &yv, c->stream);
+        /* the filter layout the run will read: (KH, KW, C) where bind packs it */
+        return ert_cuda_conv_direct_launch(p, &xv, t->buf[1], c->dw_rsc ? t->buf[1] : NULL, NULL, NULL, &yv, c->stream);
     }
     if (t->plan) return cudnnBackendExecute(c->dnn, t->plan, t->vp) == CUDNN_STATUS_SUCCESS ? cudaSuccess
                                                                                           : cudaErrorUnknown;

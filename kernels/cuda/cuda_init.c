@@ -61,6 +61,8 @@ static ert_status cuda_init(ert_context *ctx, const ert_session_options *o, void
     c->conv_graph_off = (o->flags & ERT_SESSION_NO_CONV_GRAPH) != 0;
     c->conv_graph_force = !c->conv_graph_off && (o->flags & ERT_SESSION_CONV_GRAPH) != 0;
     c->exact_gelu = (o->flags & ERT_SESSION_EXACT_GELU) != 0;
+    /* a trainer recasts its filters from master weights every step: a packed copy would go stale */
+    c->dw_rsc = !c->trainer && !(o->flags & ERT_SESSION_NO_PACK);
     c->fast = o->create_mode == ERT_CREATE_FAST;
     cudaDeviceGetAttribute(&v, cudaDevAttrConcurrentManagedAccess, c->device);
     c->concurrent_managed = v != 0;
@@ -397,6 +399,7 @@ const ert_backend ert_cuda_backend = {
     .init = cuda_init,
     .release = cuda_release,
     .node_workspace = ert_cuda_node_workspace,
+    .node_packed_bytes = ert_cuda_dw_rsc_bytes,
     .conv_time = ert_cuda_conv_time,
     .arena_alloc = cuda_arena_alloc,
     .arena_free = cuda_arena_free,

@@ -157,9 +157,13 @@ cudaError_t ert_cuda_gather_launch(int64_t axis, const ert_tview *x, const ert_t
 
 /* conv.cu: direct convolution with fused epilogue (used without cuDNN and for
  * what cuDNN is not asked to do). x (N, C, in...), w (M, C/group, k...),
- * y (N, M, out...); bias (M) and res (like y) may be NULL. */
+ * y (N, M, out...); bias (M) and res (like y) may be NULL. w_rsc (may be
+ * NULL): a channels-last depthwise conv's filter as (KH, KW, C)
+ * (ert_cuda_dw_rsc_bytes), read instead of w by the kernel for 3x3, 5x5
+ * and 7x7 filters. */
 cudaError_t ert_cuda_conv_direct_launch(const ert_conv_params *p, const ert_tview *x, const void *w,
-                                        const void *bias, const void *res, const ert_tview *y, cudaStream_t st);
+                                        const void *w_rsc, const void *bias, const void *res, const ert_tview *y,
+                                        cudaStream_t st);
 /* ConvTranspose: x (N, C, in...), w (C, M/group, k...), y (N, M, out...);
  * bias (M) may be NULL; fused activation from p. */
 cudaError_t ert_cuda_conv_transpose_launch(const ert_conv_params *p, const ert_tview *x, const void *w,

@@ -51,9 +51,11 @@ static int n_conv_patch; /* patchify convs bound as a gather + cuBLASLt GEMM (DE
 static int n_patch_nchw; /* channels-first patchify convs bound as gather + GEMM (DEBUG line at bind) */
 static int n_attn_bound, n_attn_mma; /* ert.Attention nodes bound, and of them on the mma flash kernel (DEBUG) */
 static int n_lt_gelu; /* MatMuls bound to cuBLASLt with GELU (tanh form) in its epilogue (DEBUG line at bind) */
+static int n_dw_packed; /* depthwise filters packed as (K, K, C) at bind (DEBUG line) */
 static void on_log(void *user, ert_log_level level, const char *msg) {
     (void)user;
     if (level == ERT_LOG_DEBUG && strstr(msg, "(tanh-form GELU)") && strstr(msg, "ms: cuBLASLt")) n_lt_gelu++;
+    if (level == ERT_LOG_DEBUG && strstr(msg, "depthwise filter packed as (K, K, C)")) n_dw_packed++;
     if (level == ERT_LOG_DEBUG && strstr(msg, "cuDNN graph (conv + epilogue fused)")) n_conv_graph++;
     if (level == ERT_LOG_DEBUG && strstr(msg, "cuBLASLt GEMM (patchify")) n_conv_patch++;
     if (level == ERT_LOG_DEBUG && strstr(msg, "patchify gather + GEMM, channels-first")) n_patch_nchw++;
@@ -484,6 +486,19 @@ static void test_dw(void) {
         char nm[96];
         snprintf(nm, sizeof nm, "dw %dx%d s%d d%d C%d %dx%d%s%s", dc[i].k, dc[i].k, dc[i].s, dc[i].d, (int)C, (int)H,
                  (int)W, c.bias ? " bias" : "", c.residual ? " +res" : "");
+        run_conv_case(nm, c, ERT_PLACEMENT_AUTO);
+    }
+    /* maps large enough for the packed kernel's 16-byte threads (more than
+     * 132 * 4 blocks of 128 threads at batch 2), 7x7 and 3x3 stride 2 */
+    static const struct { int k, s; int64_t C, H; } big[] = {{7, 1, 128, 48}, {3, 2, 64, 112}};
+    for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) {
+        int64_t p = (big[i].k - 1) / 2;
+        conv_case c = {.nsp = 2, .N = 2, .C = big[i].C, .M = big[i].C, .group = big[i].C, .in = {big[i].H, big[i].H},
+                       .k = {big[i].k, big[i].k}, .s = {big[i].s, big[i].s}, .d = {1, 1}, .pb = {p, p}, .pe = {p, p},
+                       .bias = true, .residual = big[i].s == 1, .act = 1};
+        char nm[96];
+        snprintf(nm, sizeof nm, "dw %dx%d s%d C%d %dx%d N2 (large)", big[i].k, big[i].k, big[i].s, (int)big[i].C,
+                 (int)big[i].H, (int)big[i].H);
         run_conv_case(nm, c, ERT_PLACEMENT_AUTO);
     }
 }
@@ -2146,7 +2161,19 @@ static void run_battery(bool gpu) {
      * times nothing and takes them), then as measured */
     g_flags = ERT_SESSION_NHWC;
     g_mode = ERT_CREATE_FAST;
+    int packed0 = n_dw_packed;
     test_dw();
+    if (gpu)
+        CHECK(n_dw_packed - packed0 >= 12, "%s: %d depthwise filters packed (K, K, C) under ERT_CREATE_FAST, want 12",
+              ert_dtype_name(g_prec), n_dw_packed - packed0);
+    printf("  %d depthwise convs on the packed-filter kernel (%s, fast create)\n", n_dw_packed - packed0,
+           ert_dtype_name(g_prec));
+    /* ERT_SESSION_NO_PACK: the filter as the model has it, on the first kernel */
+    g_flags = ERT_SESSION_NHWC | ERT_SESSION_NO_PACK;
+    packed0 = n_dw_packed;
+    test_dw();
+    if (gpu) CHECK(n_dw_packed == packed0, "%s: a depthwise filter packed under ERT_SESSION_NO_PACK", ert_dtype_name(g_prec));
+    g_flags = ERT_SESSION_NHWC;
     g_mode = 0;
     test_dw();
     g_flags = 0;
