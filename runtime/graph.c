@@ -616,6 +616,40 @@ bool ert_graph_plan_check(const ert_graph *g, const uint8_t *arena, size_t bytes
     return true;
 }
 
+bool ert_graph_view_check(const ert_graph *g, char *why, size_t cap) {
+    for (int i = 0; i < g->nt; i++) {
+        const ert_gtensor *x = &g->t[i];
+        if (x->mem != ERT_MEM_ACT || x->alias < 0 || !x->data || x->first < 0) continue;
+        const ert_gtensor *r = &g->t[ert_graph_root(g, i)];
+        const uint8_t *p = x->data, *q = r->data;
+        if (!q || p < q || p + x->nbytes > q + r->nbytes) {
+            snprintf(why, cap, "view '%s' [%p,+%zu) is not inside '%s' [%p,+%zu)", x->name, x->data, x->nbytes,
+                     r->name, r->data, r->nbytes);
+            return false;
+        }
+    }
+    for (int i = 0; i < g->nt; i++) {
+        const ert_gtensor *a = &g->t[i];
+        if (a->mem != ERT_MEM_ACT || !a->data || a->first < 0) continue;
+        int32_t ra = ert_graph_root(g, i);
+        for (int j = i + 1; j < g->nt; j++) {
+            const ert_gtensor *b = &g->t[j];
+            if (b->mem != ERT_MEM_ACT || !b->data || b->first < 0) continue;
+            int32_t rb = ert_graph_root(g, j);
+            if (ra == rb) continue;
+            const uint8_t *pa = a->data, *pb = b->data;
+            bool mem = pa < pb + b->nbytes && pb < pa + a->nbytes;
+            bool time = g->t[ra].first <= g->t[rb].last && g->t[rb].first <= g->t[ra].last;
+            if (mem && time) {
+                snprintf(why, cap, "'%s' and '%s' share bytes while both live and neither is a view of the other",
+                         a->name, b->name);
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
 /* ------------------------------------------------------------------ create steps 1-3 */
 
 ert_status ert_graph_from_model(ert_graph *g, const ert_model *m) {

@@ -185,6 +185,10 @@ ert_status ert_graph_node_args(ert_graph *g, ert_gnode *n, struct ert_threadpool
 /* The plan's invariant for tests: no two blocks overlap in time and space,
  * and every tensor with storage outside the model's (CONST) lies in [arena, arena + bytes). */
 bool ert_graph_plan_check(const ert_graph *g, const uint8_t *arena, size_t bytes, char *why, size_t cap);
+/* Views (aliases: copies, Concat/Split/Slice planned in place) lie inside
+ * their root's bytes, and any two activations live at one step whose bytes
+ * overlap are views of one root. O(tensors^2): tests only. */
+bool ert_graph_view_check(const ert_graph *g, char *why, size_t cap);
 
 /* ---- passes (runtime/passes/): each takes the graph, so it is written once */
 

@@ -885,7 +885,7 @@ const ert_plan_block *ert_session_plan_blocks(const ert_session *s, int *n) {
 }
 
 bool ert_session_plan_check(const ert_session *s, char *why, size_t cap) {
-    return ert_graph_plan_check(&s->g, s->arena, s->mem.total_bytes, why, cap);
+    return ert_graph_plan_check(&s->g, s->arena, s->mem.total_bytes, why, cap) && ert_graph_view_check(&s->g, why, cap);
 }
 
 int ert_session_n_scheduled(const ert_session *s) { return s ? s->n_sched : 0; }
