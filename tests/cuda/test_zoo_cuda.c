@@ -31,6 +31,7 @@
  * relative L2 = ||gpu - cpu||_2 / ||cpu||_2 over an output, in float64.
  * Without a GPU or the CUDA backend: 77 (ctest SKIPPED). */
 #include "edgert.h"
+#include "runtime_internal.h" /* ert_session_plan_check */
 #include "testutil.h"
 
 #include <dirent.h>
@@ -304,7 +305,13 @@ static bool check_gpu(const model_entry *me, ert_model *m, const ert_session_opt
         CHECK(false, "%s %s: create: %s", me->name, ert_dtype_name(prec), ert_last_error(ctx));
         return false;
     }
-    bool ok = true;
+    /* the memory plan: blocks apart, every tensor in the arena, views
+     * (Concat/Split/Slice in place) inside their root, no two live roots
+     * sharing bytes */
+    char why[256];
+    bool plan_ok = ert_session_plan_check(g, why, sizeof why);
+    CHECK(plan_ok, "%s %s placement %s: memory plan: %s", me->name, ert_dtype_name(prec), pl_name(pl), why);
+    bool ok = plan_ok;
     for (int rep = 0; rep < 2 && ok; rep++) {
         for (int i = 0; i < io->n_in; i++) {
             int64_t n = (int64_t)(io->in_bytes[i] / sizeof(float));
@@ -390,6 +397,8 @@ static void run_model(const model_entry *me, int k) {
         ert_model_free(m);
         return;
     }
+    char why[256];
+    CHECK(ert_session_plan_check(cpu, why, sizeof why), "%s: CPU memory plan: %s", me->name, why);
     io_set io = {.n_in = ert_session_n_inputs(cpu), .n_out = ert_session_n_outputs(cpu)};
     bool usable = io.n_in <= MAX_IO && io.n_out <= MAX_IO;
     for (int i = 0; usable && i < io.n_in; i++) {

@@ -19,6 +19,7 @@
  *    batch 1) becomes a Reshape whose output is its input's bytes; one that
  *    moves a longer dim stays a Transpose.
  * 6. A layer scale after a MatMul or a Conv (ConvNeXt) folds into its weights. */
+#include "runtime_internal.h" /* ert_session_plan_check */
 #include "session_internal.h" /* white-box: which nodes the passes left */
 #include "testutil.h"
 
@@ -533,6 +534,9 @@ static void test_slice_views(int batch) {
         for (int k = 0; k < ert_session_n_scheduled(s); k++) sched += ert_session_scheduled_op(s, k) == ERT_OP_SLICE;
         CHECK(sched == want, "slice views batch %d pass %d: %d Slices scheduled, want %d", batch, pass, sched, want);
         CHECK(overlaps(s) == 0, "slice views batch %d pass %d: %d overlapping live tensors", batch, pass, overlaps(s));
+        char why[256];
+        CHECK(ert_session_plan_check(s, why, sizeof why), "slice views batch %d pass %d: plan check: %s", batch, pass,
+              why);
         char what[48];
         snprintf(what, sizeof what, "slice views batch %d%s", batch, pass ? " unfused" : "");
         CHECK(ert_test_close(what, yv, ref, ny, 1e-6, 1e-5), "%s", what);
