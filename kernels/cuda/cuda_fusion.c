@@ -365,9 +365,10 @@ static float fuse_time(cuda_ctx *c, const ert_kargs *a, const conv_state *s, cud
 }
 
 /* The direct kernel's time on zeroed scratch buffers (create time only), ms;
- * < 0 if it could not be measured. Channels-last depthwise convs at batch 1
- * are memory-bound, and one thread per output reading adjacent channels is
- * as fast as it gets there; it also fuses the epilogue. */
+ * < 0 if it could not be measured. For channels-last depthwise convs it is
+ * conv.cu's vector kernel (with the packed-filter copy where the session
+ * packs: c->dw_rsc), which also fuses the epilogue; cuDNN's time is set
+ * against it. */
 float ert_cuda_time_direct(cuda_ctx *c, const ert_kargs *a) {
     const ert_tview *x = &a->in[0], *w = &a->in[1], *y = &a->out[0];
     size_t es = ert_dtype_size(x->dtype);
