@@ -83,6 +83,42 @@ static __global__ void conv_kernel(const T *__restrict__ x, const T *__restrict_
     }
 }
 
+/* Channels-last depthwise convs (the two kernels below): thread i computes
+ * V adjacent channels, from c0, of output pixel (n, oh, ow). */
+struct dw_pos {
+    int n, oh, ow, c0;
+};
+static __device__ __forceinline__ dw_pos dw_position(unsigned i, int C, int V, int OH, int OW) {
+    unsigned CV = (unsigned)C / V, cv = i % CV, pix = i / CV;
+    dw_pos p;
+    p.ow = (int)(pix % (unsigned)OW);
+    p.oh = (int)((pix / (unsigned)OW) % (unsigned)OH);
+    p.n = (int)(pix / ((unsigned)OW * (unsigned)OH));
+    p.c0 = (int)cv * V;
+    return p;
+}
+
+/* ... and its epilogue: + bias, + residual, activation, one vector store of
+ * U (V elements of T) at y + i * V. */
+template <typename T, typename U, int V>
+static __device__ __forceinline__ void dw_store(const float *acc, const T *__restrict__ bias,
+                                                const T *__restrict__ res, T *__restrict__ y, unsigned i, int c0,
+                                                int kind, float alpha, float beta) {
+    union vec {
+        U u;
+        T e[V];
+    } out, rv;
+    if (res) rv.u = *(const U *)(res + (size_t)i * V);
+#pragma unroll
+    for (int v = 0; v < V; v++) {
+        float a = acc[v];
+        if (bias) a += ert_ld(bias[c0 + v]);
+        if (res) a += ert_ld(rv.e[v]);
+        ert_put(&out.e[v], act1(a, kind, alpha, beta));
+    }
+    *(U *)(y + (size_t)i * V) = out.u;
+}
+
 /* x (N, C, in...), w (C, M/group, k...), y (N, M, out...). */
 /* Channels-last 2-D depthwise conv (group = C = M): each thread computes V =
  * 16 / sizeof(T) adjacent channels of one output pixel with 16-byte loads of
@@ -102,10 +138,8 @@ static __global__ void dw_nhwc_kernel(const T *__restrict__ x, const T *__restri
     };
     unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= total) return;
-    unsigned CV = (unsigned)C / V, cv = i % CV, pix = i / CV;
-    int ow = (int)(pix % (unsigned)OW), oh = (int)((pix / (unsigned)OW) % (unsigned)OH);
-    int n = (int)(pix / ((unsigned)OW * (unsigned)OH));
-    int c0 = (int)cv * V;
+    const dw_pos q = dw_position(i, C, V, OH, OW);
+    const int n = q.n, oh = q.oh, ow = q.ow, c0 = q.c0;
     float acc[V];
 #pragma unroll
     for (int v = 0; v < V; v++) acc[v] = 0.0f;
@@ -123,16 +157,7 @@ static __global__ void dw_nhwc_kernel(const T *__restrict__ x, const T *__restri
             for (int v = 0; v < V; v++) acc[v] += ert_ld(xv.e[v]) * ert_ld(wk[v * KH * KW]);
         }
     }
-    vec out, rv;
-    if (res) rv.u = *(const uint4 *)(res + (size_t)i * V);
-#pragma unroll
-    for (int v = 0; v < V; v++) {
-        float a = acc[v];
-        if (bias) a += ert_ld(bias[c0 + v]);
-        if (res) a += ert_ld(rv.e[v]);
-        ert_put(&out.e[v], act1(a, kind, alpha, beta));
-    }
-    *(uint4 *)(y + (size_t)i * V) = out.u;
+    dw_store<T, uint4, V>(acc, bias, res, y, i, c0, kind, alpha, beta);
 }
 
 /* The same conv with the filter taken as (K, K, C) (ert_cuda_dw_rsc_bytes:
@@ -162,10 +187,8 @@ dw_nhwc_rsc_kernel(const T *__restrict__ x, const T *__restrict__ w, const T *__
     };
     unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= total) return;
-    unsigned CV = (unsigned)C / V, cv = i % CV, pix = i / CV;
-    int ow = (int)(pix % (unsigned)OW), oh = (int)((pix / (unsigned)OW) % (unsigned)OH);
-    int n = (int)(pix / ((unsigned)OW * (unsigned)OH));
-    int c0 = (int)cv * V, ih0 = oh * sh - ph, iw0 = ow * sw - pw;
+    const dw_pos q = dw_position(i, C, V, OH, OW);
+    const int n = q.n, c0 = q.c0, ih0 = q.oh * sh - ph, iw0 = q.ow * sw - pw;
     float acc[V];
 #pragma unroll
     for (int v = 0; v < V; v++) acc[v] = 0.0f;
@@ -186,16 +209,7 @@ dw_nhwc_rsc_kernel(const T *__restrict__ x, const T *__restrict__ w, const T *__
             }
         }
     }
-    vec out, rv;
-    if (res) rv.u = *(const U *)(res + (size_t)i * V);
-#pragma unroll
-    for (int v = 0; v < V; v++) {
-        float a = acc[v];
-        if (bias) a += ert_ld(bias[c0 + v]);
-        if (res) a += ert_ld(rv.e[v]);
-        ert_put(&out.e[v], act1(a, kind, alpha, beta));
-    }
-    *(U *)(y + (size_t)i * V) = out.u;
+    dw_store<T, U, V>(acc, bias, res, y, i, c0, kind, alpha, beta);
 }
 
 template <typename T, int K>

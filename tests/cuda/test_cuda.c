@@ -818,6 +818,17 @@ static void ref_matmul(const void *u, float *const *in, double *out) {
     }
 }
 
+/* GELU of h as the exporters spell it: h * (Erf(h / sqrt 2) + 1) * 0.5 (the
+ * fusion pass makes it one GELU, then part of the MatMul before it). */
+static int32_t erf_gelu(int32_t h) {
+    float sq2 = 1.4142135f, one = 1.0f, half = 0.5f;
+    int32_t g = bnode("Div", (int32_t[]){h, bweight(0, NULL, &sq2)}, 2, NULL, 0);
+    g = bnode("Erf", (int32_t[]){g}, 1, NULL, 0);
+    g = bnode("Add", (int32_t[]){g, bweight(0, NULL, &one)}, 2, NULL, 0);
+    g = bnode("Mul", (int32_t[]){h, g}, 2, NULL, 0);
+    return bnode("Mul", (int32_t[]){g, bweight(0, NULL, &half)}, 2, NULL, 0);
+}
+
 /* MatMul + bias + GELU (erf, as exporters spell it): x (3, 37, 40) @ I +
  * 0, so the GELU reads x itself (rounded to the session's precision), with
  * x in [-4, 3]: around x = -2.7 the tanh form and the erf form differ by
@@ -831,18 +842,13 @@ static void test_gelu_epilogue(void) {
     const int64_t R = 3 * 37, K = 40;
     int64_t xd[3] = {3, 37, K}, wd[2] = {K, K}, bd[1] = {K};
     float *w = calloc((size_t)(K * K), sizeof *w), *bz = calloc((size_t)K, sizeof *bz);
-    float *x = xmalloc((size_t)(R * K) * sizeof *x), sq2 = 1.4142135f, one = 1.0f, half = 0.5f;
+    float *x = xmalloc((size_t)(R * K) * sizeof *x);
     for (int64_t i = 0; i < K; i++) w[i * K + i] = 1.0f;
     bstart();
-    int32_t in = binput("x", 3, xd), h, g;
+    int32_t in = binput("x", 3, xd), h;
     h = bnode("MatMul", (int32_t[]){in, bweight(2, wd, w)}, 2, NULL, 0);
     h = bnode("Add", (int32_t[]){h, bweight(1, bd, bz)}, 2, NULL, 0);
-    g = bnode("Div", (int32_t[]){h, bweight(0, NULL, &sq2)}, 2, NULL, 0);
-    g = bnode("Erf", (int32_t[]){g}, 1, NULL, 0);
-    g = bnode("Add", (int32_t[]){g, bweight(0, NULL, &one)}, 2, NULL, 0);
-    g = bnode("Mul", (int32_t[]){h, g}, 2, NULL, 0);
-    g = bnode("Mul", (int32_t[]){g, bweight(0, NULL, &half)}, 2, NULL, 0);
-    ert_model *m = bfinish(g);
+    ert_model *m = bfinish(erf_gelu(h));
     free(w), free(bz);
     unsigned flags0 = g_flags;
     ert_create_mode mode0 = g_mode;
@@ -1289,16 +1295,12 @@ static void test_tensor(void) {
     for (int v = 0; v < 2; v++) {
         int64_t xd[3] = {2, 7, 24}, w1d[2] = {24, 40}, b1d[1] = {40}, w2d[2] = {40, 9}, b2d[3] = {1, v ? 7 : 1, 9};
         float *w1 = rnd(24 * 40, -0.3f, 0.3f), *b1 = rnd(40, -0.5f, 0.5f), *w2 = rnd(40 * 9, -0.3f, 0.3f),
-              *b2 = rnd(7 * 9, -0.5f, 0.5f), sq2 = 1.4142135f, one = 1.0f, half = 0.5f;
+              *b2 = rnd(7 * 9, -0.5f, 0.5f);
         bstart();
         int32_t x = binput("x", 3, xd), h, g;
         h = bnode("MatMul", (int32_t[]){x, bweight(2, w1d, w1)}, 2, NULL, 0);
         h = bnode("Add", (int32_t[]){h, bweight(1, b1d, b1)}, 2, NULL, 0);
-        g = bnode("Div", (int32_t[]){h, bweight(0, NULL, &sq2)}, 2, NULL, 0);
-        g = bnode("Erf", (int32_t[]){g}, 1, NULL, 0);
-        g = bnode("Add", (int32_t[]){g, bweight(0, NULL, &one)}, 2, NULL, 0);
-        g = bnode("Mul", (int32_t[]){h, g}, 2, NULL, 0);
-        g = bnode("Mul", (int32_t[]){g, bweight(0, NULL, &half)}, 2, NULL, 0);
+        g = erf_gelu(h);
         int32_t y = bnode("MatMul", (int32_t[]){g, bweight(2, w2d, w2)}, 2, NULL, 0);
         y = bnode("Add", (int32_t[]){bweight(3, b2d, b2), y}, 2, NULL, 0);
         y = bnode("Relu", (int32_t[]){y}, 1, NULL, 0);
