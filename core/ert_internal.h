@@ -748,7 +748,7 @@ typedef struct ert_backend {
      * that has it never makes a session fail for a missing op. */
     ert_status (*bind_host_node)(void *bctx, ert_kargs *a, ert_kernel_fn cpu);
     /* optional: bytes of kernel-ready constant data for a node whose weight
-     * (input 1) is a constant, e.g. the CPU's GEMM operands packed in the
+     * (input 1; QLinearConv's input 3) is a constant, e.g. the CPU's GEMM operands packed in the
      * micro-kernel's layout; from concrete shapes (data NULL). Session create
      * plans them in the weights region and passes them as a->packed to
      * bind_node, which fills them. 0: none. */

@@ -253,13 +253,17 @@ static ert_status plan(ert_session *s) {
             }
         }
     }
-    /* weights the backend repacks for its kernels (a node's constant input 1) */
+    /* weights the backend repacks for its kernels (a node's constant weight:
+     * input 1, QLinearConv's input 3) */
     for (int k = 0; s->g.be->node_packed_bytes && !(s->g.flags & ERT_SESSION_NO_PACK) && k < s->n_sched; k++) {
         ert_gnode *n = &s->g.n[s->sched[k]];
         ert_tview v[64];
         ert_kargs a;
+        const int wi = n->op == ERT_OP_QLINEAR_CONV ? 3 : 1;
         n->pk_bytes = 0;
-        if (n->host || n->n_in < 2 || !ert_graph_is_const(&s->g, n->in[1]) || !ert_graph_shape_args(&s->g, n, v, 64, &a)) continue;
+        if (n->host || n->n_in <= wi || !ert_graph_is_const(&s->g, n->in[wi]) ||
+            !ert_graph_shape_args(&s->g, n, v, 64, &a))
+            continue;
         size_t b = s->g.be->node_packed_bytes(&a);
         if (!b) continue;
         if (b > SIZE_MAX / 2 - w) return ert_set_error(s->g.ctx, ERT_E_ARENA, "node '%s': packed weights too large", n->name);

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """INT8 benchmark on a GPU (issue 14): edgert int8 next to edgert f16 and
-PyTorch f16 (CUDA graph) on ResNet-18 and ResNet-50.
+PyTorch f16 (CUDA graph) on ResNet-18, ResNet-50 and MobileNetV2.
 
     python3 bench/int8/bench_int8.py --driver BUILD/apps/bench/bench_zoo_edgert --edgert BUILD/apps/edgert \
         --work DIR --out RESULT.json [--md RESULT.md] [--models resnet18,resnet50] [--iters 50] [--warmup 10] \
@@ -17,11 +17,15 @@ Per model:
      QLinearConv / QLinearMatMul at session create.
   3. edgert (bench/zoo/zoo_edgert.c, one process per file): the float ONNX in
      f16 and the int8 file with f32 and with f16 for the float ops left around
-     the integer ones, batch 1 and 8: p50/p90 of ert_session_run (host clock:
-     input copy in, CUDA-graph replay, output copy out, synchronise), nodes on
-     the CPU fallback, weight bytes on the device.
+     the integer ones, batch 1 and 8: p50/p90 of ert_session_run (host clock;
+     --io device (default): the input uploaded once and the output left on
+     the GPU, so the run is the CUDA-graph replay, like for like with
+     PyTorch's; --io host: input copy in, replay, output copy out), nodes on
+     the CPU fallback, weight bytes on the device. --ab: the int8 file once
+     more with ERT_SESSION_NO_PACK (its convs on the CUDA-core kernel instead
+     of the tensor cores). --profile: per-op device time of the int8 runs.
   4. PyTorch f16, CUDA-graph replay NCHW and channels_last (input already on
-     the GPU: PyTorch pays no copies, edgert does), CUDA events, p50/p90 by
+     the GPU), CUDA events, p50/p90 by
      nearest rank (bench/gpu/bench_gpu.py's timing).
   5. Batch-1 outputs against PyTorch f32 (TF32 off): relative L2 and whether
      the top-1 class agrees (random weights: a sanity check, not accuracy).
@@ -41,13 +45,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "zoo"))
 sys.path.insert(0, os.path.join(HERE, "..", "gpu"))
 
-EDGERT_CONFIGS = {"f16": ["f16:1", "f16:8"], "int8": ["f32:1", "f32:8", "f16:1", "f16:8"]}
+EDGERT_CONFIGS = {"f16": ["f16:1", "f16:8"], "int8": ["f32:1", "f32:8", "f16:1", "f16:8"],
+                  "int8_cc": ["f16:1", "f16:8"]}
+NO_PACK = 2048  # ERT_SESSION_NO_PACK: no packed filters, so the int8 convs run on the CUDA-core kernel
 
 
-def driver_rows(a, model, x_file, out_dir, configs):
+def driver_rows(a, model, x_file, out_dir, configs, flags=0, profile=False):
     """bench_zoo_edgert's JSON lines, keyed PRECISION_bBATCH."""
     os.makedirs(out_dir, exist_ok=True)
-    cmd = [a.driver, model, x_file, out_dir, str(a.iters), str(a.warmup), "--input-dims", "1x3x224x224"] + configs
+    if a.io == "device":  # input uploaded once, output left on the GPU: the replay alone, as PyTorch's
+        configs = [c + "d" for c in configs]
+    extra = (["--flags", str(flags)] if flags else []) + (["--profile"] if profile else [])
+    cmd = [a.driver, model, x_file, out_dir, str(a.iters), str(a.warmup), "--input-dims", "1x3x224x224"] + extra + configs
     rows = {}
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.edgert_timeout)
@@ -107,10 +116,14 @@ def one_model(a, name):
     with torch.no_grad():
         ref = m32(torch.from_numpy(x1).to(dev)).float().cpu().numpy().ravel()
     # edgert
-    for kind, path in (("f16", f32_onnx), ("int8", int8_ert)):
+    kinds = [("f16", f32_onnx, 0), ("int8", int8_ert, 0)]
+    if a.ab:  # the same int8 file on the CUDA-core kernels, in its own process
+        kinds.append(("int8_cc", int8_ert, NO_PACK))
+    for kind, path, flags in kinds:
         if not os.path.exists(path):
             continue
-        rows = driver_rows(a, path, x_file, os.path.join(d, "out_" + kind), EDGERT_CONFIGS[kind])
+        rows = driver_rows(a, path, x_file, os.path.join(d, "out_" + kind), EDGERT_CONFIGS[kind], flags,
+                           a.profile and kind == "int8")
         for key, r in rows.items():
             if not isinstance(r, dict):
                 continue
@@ -160,22 +173,26 @@ def markdown(res):
            "p50 ms per run. edgert int8: the `edgert quantize` QDQ file, integer ops on the CUDA int8 kernels, the "
            "float ops around them (first Q, residual Adds, pooling, last DQ) in f32 (int8/f32) or f16 (int8/f16). "
            "edgert f16: the float ONNX in f16. PyTorch: f16 CUDA graph, the faster of NCHW and channels_last. "
-           "edgert times include the input/output copies, PyTorch's do not. fb: nodes on the CPU fallback. "
+           "edgert times include the input/output copies only with I/O host. fb: nodes on the CPU fallback. "
            "rel L2 / top-1: batch-1 output against PyTorch f32 (random weights).", "",
-           "| model | batch | edgert int8/f32 | edgert int8/f16 | edgert f16 | PyTorch f16 graph | int8 / edgert f16 "
-           "| int8 / PyTorch | fb int8 |",
-           "|" + "---|" * 9]
+           "I/O: %s. int8 CUDA cores: the same file with ERT_SESSION_NO_PACK (no tensor-core packing), "
+           "int8/f16." % res.get("io", "host"), "",
+           "| model | batch | edgert int8/f32 | edgert int8/f16 | int8 CUDA cores | edgert f16 | PyTorch f16 graph "
+           "| int8 / edgert f16 | int8 / PyTorch | fb int8 |",
+           "|" + "---|" * 10]
     for r in res["models"]:
         for b in (1, 8):
             i32 = r.get("edgert_int8", {}).get("f32_b%d" % b, {})
             i16 = r.get("edgert_int8", {}).get("f16_b%d" % b, {})
             e16 = r.get("edgert_f16", {}).get("f16_b%d" % b, {})
+            icc = r.get("edgert_int8_cc", {}).get("f16_b%d" % b, {})
             tb = best_torch(r.get("torch_f16", {}).get("b%d" % b, {}))
             best_int8 = min([v for v in (i32.get("p50_ms"), i16.get("p50_ms")) if v] or [None]) \
                 if (i32.get("p50_ms") or i16.get("p50_ms")) else None
-            out.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s |" % (
+            out.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 r["name"], b, fmt(i32.get("p50_ms")) if not i32.get("error") else "ERR",
                 fmt(i16.get("p50_ms")) if not i16.get("error") else "ERR",
+                fmt(icc.get("p50_ms")) if not icc.get("error") else "ERR",
                 fmt(e16.get("p50_ms")) if not e16.get("error") else "ERR", fmt(tb),
                 fmt(best_int8 / e16["p50_ms"] if best_int8 and e16.get("p50_ms") else None, "%.2f"),
                 fmt(best_int8 / tb if best_int8 and tb else None, "%.2f"),
@@ -193,12 +210,22 @@ def markdown(res):
             mib(r.get("int8_ert_bytes")), mib(e16.get("weights_bytes")), mib(i32.get("weights_bytes")),
             fmt(i32.get("rel_l2"), "%.1e"), {True: "same", False: "differs"}.get(i32.get("top1_agrees"), "-"),
             fmt(e16.get("rel_l2"), "%.1e"), fmt(t1.get("rel_l2"), "%.1e"), fmt(r.get("quantize_s"), "%.1f")))
+    prof = []
+    for r in res["models"]:
+        for key in ("f16_b1", "f16_b8"):
+            v = r.get("edgert_int8", {}).get(key, {})
+            if v.get("profile_ops"):
+                prof.append("| %s | %s | %s | %s |" % (r["name"], key, fmt(v.get("profile_total_ms")), ", ".join(
+                    "%s %.3f (%d)" % (o[0], o[1], o[2]) for o in v["profile_ops"][:8])))
+    if prof:
+        out += ["", "Profile of the int8/f16 sessions (eager, node by node, device ms per op type, nodes):", "",
+                "| model | config | total ms | ops |", "|---|---|---|---|"] + prof
     errs = []
     for r in res["models"]:
         for k in ("error", "quantize_error"):
             if r.get(k):
                 errs.append("- %s %s: %s" % (r["name"], k, r[k]))
-        for side in ("edgert_f16", "edgert_int8", "torch_f16"):
+        for side in ("edgert_f16", "edgert_int8", "edgert_int8_cc", "torch_f16"):
             for key, v in r.get(side, {}).items():
                 e = v.get("error") if isinstance(v, dict) else v
                 if e:
@@ -215,11 +242,17 @@ def main():
     ap.add_argument("--work", required=True, help="models, calibration data and outputs (kept between runs)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--md")
-    ap.add_argument("--models", default="resnet18,resnet50")
+    ap.add_argument("--models", default="resnet18,resnet50,mobilenet_v2")
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--calib", type=int, default=16, help="random calibration samples")
     ap.add_argument("--edgert-timeout", type=int, default=300)
+    ap.add_argument("--io", choices=("host", "device"), default="device",
+                    help="device (default): input on the GPU, output left there, as PyTorch's replay; "
+                         "host: every run copies the input in and the output out")
+    ap.add_argument("--ab", action="store_true",
+                    help="also run the int8 file with ERT_SESSION_NO_PACK (its convs on the CUDA-core kernel)")
+    ap.add_argument("--profile", action="store_true", help="per-op device time of the int8 sessions")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     a = ap.parse_args()
     a.work = os.path.abspath(a.work)
@@ -254,7 +287,7 @@ def write(a, rows):
     res = {"device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "?",
            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
-           "torch": torch.__version__, "host": platform.node(), "iters": a.iters, "warmup": a.warmup,
+           "torch": torch.__version__, "host": platform.node(), "iters": a.iters, "warmup": a.warmup, "io": a.io,
            "models": rows}
     json.dump(res, open(a.out, "w"), indent=1)
     md = markdown(res)

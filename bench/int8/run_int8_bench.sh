@@ -6,8 +6,9 @@
 #
 #   bash bench/int8/run_int8_bench.sh [OUT_DIR]        (default ./int8-out)
 #   env: BUILD (a CUDA build dir; default build-int8, configured here if it
-#        has no driver), MODELS (resnet18,resnet50), ITERS (50), WARMUP (10),
-#        CALIB (16 random calibration samples), ERT_CUDA_ARCHS (90)
+#        has no driver), MODELS (resnet18,resnet50,mobilenet_v2), ITERS (50), WARMUP (10),
+#        CALIB (16 random calibration samples), ERT_CUDA_ARCHS (90), INT8_ARGS
+#        (more bench_int8.py options: --ab, --profile, --io host)
 # Results: OUT_DIR/int8_gpu.json and int8_gpu.md; the models stay in
 # OUT_DIR/models (a second call reuses them).
 set -uo pipefail
@@ -33,4 +34,4 @@ if [[ ! -x $driver || ! -x $cli ]]; then
 fi
 python3 bench/int8/bench_int8.py --driver "$driver" --edgert "$cli" --work "$out/models" --out "$out/int8_gpu.json" \
   --md "$out/int8_gpu.md" --models "${MODELS:-resnet18,resnet50}" --iters "${ITERS:-50}" --warmup "${WARMUP:-10}" \
-  --calib "${CALIB:-16}"
+  --calib "${CALIB:-16}" ${INT8_ARGS:-}

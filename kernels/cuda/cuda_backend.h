@@ -390,6 +390,12 @@ ert_status ert_cuda_run_conv(cuda_ctx *c, const ert_kargs *a);
 
 /* cuda_quant.c: an int8 node ert_cuda_quant_node_ok accepts, onto the stream */
 ert_status ert_cuda_run_quant(cuda_ctx *c, const ert_kargs *a);
+/* cuda_quant.c: bind a QLinearConv / ConvInteger: fill a->packed for the
+ * tensor-core kernel (cuda_quant.h), or clear it (sm < 80, a filter whose
+ * zero point shifts it out of int8) so the CUDA-core kernel runs it. */
+ert_status ert_cuda_qconv_pack(cuda_ctx *c, ert_kargs *a);
+/* node_packed_bytes of the whole backend (depthwise filters, int8 convs) */
+size_t ert_cuda_packed_bytes(const ert_kargs *a);
 
 /* cuda_gemm.c: Gemm and MatMul nodes (cuBLAS) */
 ert_status ert_cuda_run_gemm(cuda_ctx *c, const ert_kargs *a);

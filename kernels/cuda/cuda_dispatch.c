@@ -25,6 +25,10 @@ ert_status ert_cuda_node_workspace(void *bctx, const ert_kargs *a, size_t *bytes
         *bytes = ert_cuda_attn_workspace(c, a);
         return ERT_OK;
     }
+    if ((a->op == ERT_OP_QLINEAR_CONV || a->op == ERT_OP_CONV_INTEGER) && c->cc_major >= 8 && c->dw_rsc) {
+        *bytes = ert_cuda_qmma_ws(a, c->sm_count); /* dw_rsc: the session packs (not NO_PACK, not a trainer) */
+        return ERT_OK;
+    }
     if ((a->op == ERT_OP_LAYERNORM || a->op == ERT_OP_INSTANCENORM) && a->n_in > 0 && a->in[0].ndim >= 2) {
         const ert_tview *x = &a->in[0];
         int64_t split = a->op == ERT_OP_LAYERNORM ? a->params->norm.axis : 2, rows = 1, inner = 1;
@@ -81,6 +85,7 @@ ert_status ert_cuda_bind_node(void *bctx, ert_kargs *a) {
         ert_status st = ert_cuda_dw_pack(c, a);
         if (st != ERT_OK) return st;
     }
+    if (a->op == ERT_OP_QLINEAR_CONV || a->op == ERT_OP_CONV_INTEGER) return ert_cuda_qconv_pack(c, a);
 #ifdef ERT_HAVE_CUDNN
     if (a->op == ERT_OP_CONV && ert_cuda_dnn_can(a)) return ert_cuda_conv_bind(c, a);
     if (a->op == ERT_OP_MATMUL) return ert_cuda_matmul_bind(c, a);

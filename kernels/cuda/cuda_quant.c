@@ -9,6 +9,9 @@
  *   - MaxPool with an Indices output. */
 #include "cuda_backend.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 static bool is_q8(ert_dtype dt) { return dt == ERT_DTYPE_I8 || dt == ERT_DTYPE_U8; }
 static bool is_fl(ert_dtype dt) { return dt == ERT_DTYPE_F32 || dt == ERT_DTYPE_F16 || dt == ERT_DTYPE_BF16; }
 
@@ -73,12 +76,123 @@ bool ert_cuda_quant_node_ok(const ert_kargs *a) {
     }
 }
 
+/* ------------------------------------------------------------------ tensor-core convs (cuda_quant.h) */
+
+bool ert_cuda_qmma_geom(const ert_kargs *a, int64_t *M, int64_t *Kg, int64_t *tiles, int64_t *steps) {
+    if ((a->op != ERT_OP_QLINEAR_CONV && a->op != ERT_OP_CONV_INTEGER) || !ert_cuda_quant_node_ok(a)) return false;
+    const ert_conv_params *cp = &a->params->quant.conv;
+    const ert_tview *x = &a->in[0], *w = &a->in[a->op == ERT_OP_QLINEAR_CONV ? 3 : 1], *y = &a->out[0];
+    if (cp->nsp > 2 || w->dtype != ERT_DTYPE_I8 || cp->group > 65535 / 32) return false;
+    if (a->n_in > 2 && a->in[2].n_elems > 1) return false; /* x_zero_point per tensor */
+    int64_t G = cp->group, m = w->dims[0], mg = m / G, cg = x->dims[1] / G, ksz = 1, pix = y->dims[0];
+    for (int i = 0; i < cp->nsp; i++) {
+        int64_t d = cp->dilation[i] ? cp->dilation[i] : 1;
+        if (cp->kernel[i] < 1 || (cp->kernel[i] - 1) * d >= 32768) return false; /* ktab's 16-bit dh, dw */
+        ksz *= cp->kernel[i];
+        pix *= y->dims[2 + i];
+    }
+    if (mg < 16 || cg * ksz < 1 || x->dims[1] != cg * G) return false;
+    ert_qmma_layout l = ert_qmma_layout_of(m, cg * ksz);
+    *M = m, *Kg = cg * ksz;
+    *tiles = (pix + ERT_QMMA_TN - 1) / ERT_QMMA_TN * ((mg + ERT_QMMA_TM - 1) / ERT_QMMA_TM) * G;
+    *steps = l.Kp / ERT_QMMA_TK;
+    return true;
+}
+
+size_t ert_cuda_qmma_packed_bytes(const ert_kargs *a) {
+    int64_t M, Kg, tiles, steps;
+    return ert_cuda_qmma_geom(a, &M, &Kg, &tiles, &steps) ? ert_qmma_layout_of(M, Kg).bytes : 0;
+}
+
+size_t ert_cuda_qmma_ws(const ert_kargs *a, int sm_count) {
+    int64_t M, Kg, tiles, steps;
+    if (!ert_cuda_qmma_geom(a, &M, &Kg, &tiles, &steps)) return 0;
+    return ert_qmma_ws_bytes(tiles, ert_qmma_split(tiles, steps, sm_count));
+}
+
+size_t ert_cuda_packed_bytes(const ert_kargs *a) {
+    if (a->op == ERT_OP_QLINEAR_CONV || a->op == ERT_OP_CONV_INTEGER) return ert_cuda_qmma_packed_bytes(a);
+    return ert_cuda_dw_rsc_bytes(a);
+}
+
+/* host side of the packing: w (M, Kg) int8 and its zero points (nz of them,
+ * int8 or uint8) into buf (the layout of cuda_quant.h); false if a shifted
+ * weight leaves int8 */
+static bool qmma_fill(uint8_t *buf, const ert_qmma_layout *l, const int8_t *w, const void *zp, bool zp_u8, int64_t nz,
+                      int64_t M, int64_t Kg, const ert_conv_params *cp, const ert_tview *x) {
+    int8_t *pw = (int8_t *)buf;
+    int32_t *sum = (int32_t *)(buf + l->sum_off);
+    int32_t *tab = (int32_t *)(buf + l->tab_off);
+    memset(buf, 0, l->bytes);
+    for (int64_t m = 0; m < M; m++) {
+        int64_t zi = nz > 1 ? m : 0;
+        int z = !zp || nz < 1 ? 0 : zp_u8 ? ((const uint8_t *)zp)[zi] : ((const int8_t *)zp)[zi];
+        int32_t s = 0;
+        for (int64_t k = 0; k < Kg; k++) {
+            int v = w[m * Kg + k] - z;
+            if (v < -128 || v > 127) return false;
+            pw[m * l->Kp + k] = (int8_t)v;
+            s += v;
+        }
+        sum[m] = s;
+    }
+    /* 1-D convs: H = KH = 1 */
+    const int two = cp->nsp == 2;
+    const int64_t H = two ? x->dims[2] : 1, W = x->dims[2 + two], kh = two ? cp->kernel[0] : 1, kw = cp->kernel[two];
+    const int64_t dh = two && cp->dilation[0] ? cp->dilation[0] : 1, dw = cp->dilation[two] ? cp->dilation[two] : 1;
+    for (int64_t k = 0; k < Kg; k++) {
+        int64_t c = k / (kh * kw), q = k % (kh * kw), oh = q / kw * dh, ow = q % kw * dw;
+        tab[2 * k] = (int32_t)(c * H * W + oh * W + ow);
+        tab[2 * k + 1] = (int32_t)(oh | ow << 16);
+    }
+    return true;
+}
+
+ert_status ert_cuda_qconv_pack(cuda_ctx *c, ert_kargs *a) {
+    if (!a->packed) return ERT_OK;
+    int64_t M, Kg, tiles, steps;
+    if (c->cc_major < 8 || !ert_cuda_qmma_geom(a, &M, &Kg, &tiles, &steps)) {
+        a->packed = NULL;
+        return ERT_OK;
+    }
+    const bool ql = a->op == ERT_OP_QLINEAR_CONV;
+    const ert_tview *w = &a->in[ql ? 3 : 1], *z = &a->in[ql ? 5 : 3];
+    const ert_qmma_layout l = ert_qmma_layout_of(M, Kg);
+    if (a->packed_bytes < l.bytes) {
+        a->packed = NULL;
+        return ERT_OK;
+    }
+    const bool has_z = a->n_in > (ql ? 5 : 3) && z->data && z->n_elems > 0;
+    const size_t wb = (size_t)(M * Kg), zb = has_z ? (size_t)z->n_elems : 0;
+    uint8_t *host = malloc(l.bytes + wb + zb);
+    if (!host) return ert_set_error(c->ctx, ERT_E_NOMEM, "node '%s': out of memory packing its int8 filter", a->name ? a->name : "?");
+    int8_t *hw = (int8_t *)(host + l.bytes);
+    cudaError_t e = cudaStreamSynchronize(c->stream); /* the weights' upload */
+    if (e == cudaSuccess) e = cudaMemcpy(hw, w->data, wb, cudaMemcpyDefault);
+    if (e == cudaSuccess && zb) e = cudaMemcpy(host + l.bytes + wb, z->data, zb, cudaMemcpyDefault);
+    bool ok = e == cudaSuccess && qmma_fill(host, &l, hw, zb ? host + l.bytes + wb : NULL, z->dtype == ERT_DTYPE_U8,
+                                           (int64_t)zb, M, Kg, &a->params->quant.conv, &a->in[0]);
+    if (ok) e = cudaMemcpy(a->packed, host, l.bytes, cudaMemcpyDefault);
+    free(host);
+    if (e != cudaSuccess) return cuda_err(c, e, "int8 conv filter packing");
+    if (!ok) {
+        ert_log(c->ctx, ERT_LOG_DEBUG, "conv '%s': filter minus its zero point leaves int8: CUDA-core kernel",
+                a->name ? a->name : "?");
+        a->packed = NULL;
+        return ERT_OK;
+    }
+    ert_log(c->ctx, ERT_LOG_DEBUG, "conv '%s' (%lld x %lld, %lld tiles, split %d): int8 tensor cores",
+            a->name ? a->name : "?", (long long)M, (long long)Kg, (long long)tiles,
+            ert_qmma_split(tiles, steps, c->sm_count));
+    return ERT_OK;
+}
+
 ert_status ert_cuda_run_quant(cuda_ctx *c, const ert_kargs *a) {
     cudaError_t e;
     switch (a->op) {
     case ERT_OP_QUANTIZE_LINEAR: e = ert_cuda_quantize_launch(a, c->stream); break;
     case ERT_OP_DEQUANTIZE_LINEAR: e = ert_cuda_dequantize_launch(a, c->stream); break;
-    case ERT_OP_QLINEAR_CONV: case ERT_OP_CONV_INTEGER: e = ert_cuda_qconv_launch(a, c->stream); break;
+    case ERT_OP_QLINEAR_CONV: case ERT_OP_CONV_INTEGER: e = ert_cuda_qconv_launch(a, c->sm_count, c->stream); break;
     case ERT_OP_QLINEAR_MATMUL: case ERT_OP_MATMUL_INTEGER: e = ert_cuda_qmatmul_launch(a, c->stream); break;
     case ERT_OP_MAXPOOL: e = ert_cuda_maxpool_q8_launch(a, c->stream); break;
     default: e = cudaErrorInvalidValue;

@@ -313,7 +313,220 @@ static __global__ void qconv_direct(qgeo g, qconv_ops o, qepi e, int64_t n_out) 
     }
 }
 
-extern "C" cudaError_t ert_cuda_qconv_launch(const ert_kargs *a, cudaStream_t st) {
+/* ------------------------------------------------------------------ convolution on the int8 tensor cores */
+
+/* The packed conv (cuda_quant.h) as an implicit GEMM over 64 x 64 tiles of
+ * (output channels of one group) x (output pixels of every image), 32 deep
+ * per step, on 4 warps each owning a 32 x 32 quarter (2 x 4 m16n8k32).
+ * Shared memory holds both operands K-contiguous, A as [row][k] and B as
+ * [pixel][k], rows QROW bytes apart: 32 used, 48 so that a warp's fragment
+ * loads (rows g = 0..7 at 4-byte column tig = 0..3: word 12 g + tig) fall in
+ * 32 distinct banks. Two buffers: the next step's operands are read from
+ * global memory into registers while the tensor cores work on this one. */
+#define QROW 48
+#define QCS 72 /* words per row of the int32 tile: a warp's 8-byte stores in two conflict-free phases */
+#define QTHREADS 128
+static_assert(ERT_QMMA_TM * QCS * 4 >= 2 * (ERT_QMMA_TM + ERT_QMMA_TN) * QROW, "the tile reuses the operand buffers");
+
+typedef struct qmma_geo {
+    int H, W, OW, out_sz, P; /* input plane, output row, pixels per image, N * out_sz */
+    int sh, sw, ph, pw;      /* strides and leading pads (1-D: H = 1, sh = 1, ph = 0) */
+    int C, Cg, M, Mg, Kp, in_sz; /* in_sz = H * W */
+    int tiles_p, tiles_m, split, steps_per; /* grid: x tiles_p, y tiles_m, z group * split */
+} qmma_geo;
+
+static __device__ __forceinline__ void mma_s8(int (&c)[4], const int (&a)[4], int b0, int b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    (void)c, (void)a, (void)b0, (void)b1; /* never launched below sm_80 (ert_cuda_qconv_pack) */
+#endif
+}
+
+/* step s's operands into registers: ra, 16 bytes of the thread's filter row
+ * (zeros past Mg); rb, 16 taps of its pixel (the padding value pad outside
+ * the image), as s8 */
+static __device__ __forceinline__ void qmma_load(const qmma_geo &g, int s, const int8_t *ap, bool a_ok,
+                                                 const int2 *__restrict__ ktab, const uint8_t *__restrict__ xp,
+                                                 bool p_ok, int b1, int b2, int bhalf, uint8_t flip, uint8_t pad,
+                                                 int4 &ra, int4 &rb) {
+    const int k0 = s * ERT_QMMA_TK;
+    ra = a_ok ? *(const int4 *)(ap + k0) : make_int4(0, 0, 0, 0);
+    unsigned v0 = 0, v1 = 0, v2 = 0, v3 = 0;
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const int2 t = __ldg(&ktab[k0 + bhalf + j]);
+        const int ih = b1 + (t.y & 0xffff), iw = b2 + (t.y >> 16);
+        unsigned b = pad;
+        if (p_ok && (unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W) b = xp[t.x + b1 * g.W + b2] ^ flip;
+        b <<= 8 * (j & 3);
+        if (j < 4) v0 |= b;
+        else if (j < 8) v1 |= b;
+        else if (j < 12) v2 |= b;
+        else v3 |= b;
+    }
+    rb = make_int4((int)v0, (int)v1, (int)v2, (int)v3);
+}
+
+static __device__ __forceinline__ void qmma_store(uint8_t *As, uint8_t *Bs, int arow, int ahalf, int bcol, int bhalf,
+                                                  int4 ra, int4 rb) {
+    *(int4 *)&As[arow * QROW + ahalf] = ra;
+    *(int4 *)&Bs[bcol * QROW + bhalf] = rb;
+}
+
+/* grid (tiles_p, tiles_m, G * split); x (N, C, H, W) int8, or uint8 read as
+ * x - 128 (xu8) with its zero point shifted alike (xzs); y (N, M, out) as
+ * epilogue1 writes it; ws: the split's sums, then one counter per tile */
+static __global__ void __launch_bounds__(QTHREADS) qconv_mma(qmma_geo g, const uint8_t *__restrict__ x, bool xu8,
+                                                             qzp xzp, const int8_t *__restrict__ pw,
+                                                             const int32_t *__restrict__ wsum,
+                                                             const int2 *__restrict__ ktab, qepi e, int *ws) {
+    /* two buffers of A then two of B; after the loop, the int32 tile (QCS words a row) */
+    __shared__ __align__(16) uint8_t smem[ERT_QMMA_TM * QCS * 4];
+    uint8_t(*As)[ERT_QMMA_TM * QROW] = (uint8_t(*)[ERT_QMMA_TM * QROW])smem;
+    uint8_t(*Bs)[ERT_QMMA_TN * QROW] = (uint8_t(*)[ERT_QMMA_TN * QROW])(smem + 2 * ERT_QMMA_TM * QROW);
+    __shared__ int last;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gid = lane >> 2, tig = lane & 3;
+    const int wm = (warp & 1) * 32, wn = (warp >> 1) * 32;
+    const int gi = blockIdx.z / g.split, part = blockIdx.z % g.split;
+    const int p0 = blockIdx.x * ERT_QMMA_TN, m0 = blockIdx.y * ERT_QMMA_TM;
+    const int s_begin = part * g.steps_per, s_end = min(s_begin + g.steps_per, g.Kp / ERT_QMMA_TK);
+    /* A: thread t loads 16 bytes of row t / 2 (zero rows past Mg) */
+    const int arow = tid >> 1, ahalf = (tid & 1) * 16;
+    const bool a_ok = m0 + arow < g.Mg;
+    const int8_t *ap = pw + (int64_t)(gi * g.Mg + m0 + (a_ok ? arow : 0)) * g.Kp + ahalf;
+    /* B: thread t gathers 16 taps (k half t / 64) of pixel t % 64 */
+    const int bcol = tid & 63, bhalf = (tid >> 6) * 16, p = p0 + bcol;
+    const bool p_ok = p < g.P;
+    int b1 = 0, b2 = 0;
+    const uint8_t *xp = x; /* the image's first channel of the group (ktab's c counts from it) */
+    if (p_ok) {
+        int n = p / g.out_sz, q = p - n * g.out_sz, oh = q / g.OW, ow = q - oh * g.OW;
+        b1 = oh * g.sh - g.ph, b2 = ow * g.sw - g.pw;
+        xp = x + ((int64_t)n * g.C + (int64_t)gi * g.Cg) * g.in_sz;
+    }
+    const int xzs = zp_at(xzp, 0) - (xu8 ? 128 : 0);
+    const uint8_t flip = xu8 ? 0x80 : 0, pad = (uint8_t)xzs;
+    int4 ra, rb;
+    int acc[2][4][4];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int r = 0; r < 4; r++) acc[i][j][r] = 0;
+    if (s_begin < s_end) {
+        qmma_load(g, s_begin, ap, a_ok, ktab, xp, p_ok, b1, b2, bhalf, flip, pad, ra, rb);
+        qmma_store(As[0], Bs[0], arow, ahalf, bcol, bhalf, ra, rb);
+    }
+    __syncthreads();
+    for (int s = s_begin, buf = 0; s < s_end; s++, buf ^= 1) {
+        if (s + 1 < s_end) qmma_load(g, s + 1, ap, a_ok, ktab, xp, p_ok, b1, b2, bhalf, flip, pad, ra, rb);
+        const uint8_t *A = As[buf], *B = Bs[buf];
+        int af[2][4], bf[4][2];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const uint8_t *r0 = A + (wm + i * 16 + gid) * QROW + tig * 4, *r8 = r0 + 8 * QROW;
+            af[i][0] = *(const int *)r0, af[i][1] = *(const int *)r8;
+            af[i][2] = *(const int *)(r0 + 16), af[i][3] = *(const int *)(r8 + 16);
+        }
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const uint8_t *c0 = B + (wn + j * 8 + gid) * QROW + tig * 4;
+            bf[j][0] = *(const int *)c0, bf[j][1] = *(const int *)(c0 + 16);
+        }
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) mma_s8(acc[i][j], af[i], bf[j][0], bf[j][1]);
+        if (s + 1 < s_end) qmma_store(As[buf ^ 1], Bs[buf ^ 1], arow, ahalf, bcol, bhalf, ra, rb);
+        __syncthreads();
+    }
+    /* element (i, j, r) of acc: row wm + 16 i + gid + 8 (r >= 2), column wn + 8 j + 2 tig + (r & 1).
+     * The tile's sums go to shared memory (one split) or the workspace (the
+     * last block of a split reads them there), then the epilogue walks the
+     * tile a channel row at a time: consecutive threads, consecutive pixels. */
+    const int tile = (gi * g.tiles_m + blockIdx.y) * g.tiles_p + blockIdx.x;
+    const int *src;
+    int stride;
+    if (g.split > 1) {
+        int *sums = ws + (int64_t)tile * (ERT_QMMA_TM * ERT_QMMA_TN);
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+#pragma unroll
+                for (int r = 0; r < 4; r++)
+                    atomicAdd(&sums[(wm + i * 16 + gid + (r >> 1) * 8) * ERT_QMMA_TN + wn + j * 8 + tig * 2 + (r & 1)],
+                              acc[i][j][r]);
+        __threadfence();
+        __syncthreads();
+        if (tid == 0) {
+            int *count = ws + (int64_t)g.tiles_p * g.tiles_m * (gridDim.z / g.split) * (ERT_QMMA_TM * ERT_QMMA_TN);
+            last = atomicAdd(&count[tile], 1) == g.split - 1;
+        }
+        __syncthreads();
+        if (!last) return;
+        __threadfence();
+        src = sums, stride = ERT_QMMA_TN;
+    } else {
+        int *cs = (int *)smem; /* the operand buffers are done with (the loop's last barrier) */
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+#pragma unroll
+                for (int r2 = 0; r2 < 2; r2++)
+                    *(int2 *)&cs[(wm + i * 16 + gid + r2 * 8) * QCS + wn + j * 8 + tig * 2] =
+                        make_int2(acc[i][j][2 * r2], acc[i][j][2 * r2 + 1]);
+        __syncthreads();
+        src = cs, stride = QCS;
+    }
+    for (int idx = tid; idx < ERT_QMMA_TM * ERT_QMMA_TN; idx += QTHREADS) {
+        const int row = idx / ERT_QMMA_TN, col = idx % ERT_QMMA_TN, m = m0 + row, pj = p0 + col;
+        if (m >= g.Mg || pj >= g.P) continue;
+        const int mc = gi * g.Mg + m, n = pj / g.out_sz;
+        const int v = g.split > 1 ? __ldcg(&src[row * stride + col]) : src[row * stride + col];
+        /* sum (x - xzp) w = sum xs w - xzs sum w, in wrapping int32 as the CPU's sums */
+        epilogue1(e, (int)((unsigned)v - (unsigned)xzs * (unsigned)wsum[mc]), mc,
+                  ((int64_t)n * g.M + mc) * g.out_sz + (pj - n * g.out_sz));
+    }
+}
+
+/* the packed conv's launch (a->packed filled by ert_cuda_qconv_pack) */
+static cudaError_t qconv_mma_launch(const ert_kargs *a, const qgeo &q, const qconv_ops &o, int sm_count,
+                                    cudaStream_t st) {
+    qmma_geo g;
+    memset(&g, 0, sizeof g);
+    /* qgeo pads the spatial dims to 3 with leading ones: [1] and [2] are H and W (1-D: H = 1) */
+    g.H = q.in[1], g.W = q.in[2], g.OW = q.od[2], g.out_sz = q.out_sz, g.P = q.N * q.out_sz;
+    g.sh = q.s[1], g.sw = q.s[2], g.ph = q.pb[1], g.pw = q.pb[2];
+    g.C = q.C, g.Cg = q.Cg, g.M = q.M, g.Mg = q.Mg, g.in_sz = q.in_sz;
+    const ert_qmma_layout l = ert_qmma_layout_of(q.M, q.Kg);
+    g.Kp = l.Kp;
+    g.tiles_p = (g.P + ERT_QMMA_TN - 1) / ERT_QMMA_TN, g.tiles_m = (q.Mg + ERT_QMMA_TM - 1) / ERT_QMMA_TM;
+    const int64_t tiles = (int64_t)g.tiles_p * g.tiles_m * q.G, steps = l.Kp / ERT_QMMA_TK;
+    int split = ert_qmma_split(tiles, steps, sm_count);
+    size_t ws_bytes = ert_qmma_ws_bytes(tiles, split);
+    if (split > 1 && (!a->workspace || a->workspace_bytes < ws_bytes)) split = 1, ws_bytes = 0;
+    g.steps_per = (int)((steps + split - 1) / split);
+    g.split = (int)((steps + g.steps_per - 1) / g.steps_per); /* no empty part */
+    if (g.split > 1) {
+        cudaError_t e = cudaMemsetAsync(a->workspace, 0, ert_qmma_ws_bytes(tiles, g.split), st);
+        if (e != cudaSuccess) return e;
+    }
+    const int8_t *pw = (const int8_t *)a->packed;
+    dim3 grid((unsigned)g.tiles_p, (unsigned)g.tiles_m, (unsigned)(q.G * g.split));
+    qconv_mma<<<grid, QTHREADS, 0, st>>>(g, (const uint8_t *)o.x, o.xc == Q_U8, o.xzp, pw,
+                                         (const int32_t *)(pw + l.sum_off), (const int2 *)(pw + l.tab_off),
+                                         epi_of(a, a->op == ERT_OP_QLINEAR_CONV), (int *)a->workspace);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ert_cuda_qconv_launch(const ert_kargs *a, int sm_count, cudaStream_t st) {
     const ert_conv_params *cp = &a->params->quant.conv;
     bool ql = a->op == ERT_OP_QLINEAR_CONV;
     int iw = ql ? 3 : 1, iwz = ql ? 5 : 3;
@@ -325,6 +538,7 @@ extern "C" cudaError_t ert_cuda_qconv_launch(const ert_kargs *a, cudaStream_t st
     g.Kg = g.Cg * g.k_sz;
     if (!y->n_elems) return cudaSuccess;
     qconv_ops o = {x->data, w->data, qcode(x->dtype), qcode(w->dtype), zp_of(a, 2), zp_of(a, iwz)};
+    if (a->packed) return qconv_mma_launch(a, g, o, sm_count, st);
     qepi e = epi_of(a, ql);
     if (g.Mg < 16 || (int64_t)g.N * g.G > 65535) {
         qconv_direct<<<grid_of(y->n_elems), TPB, 0, st>>>(g, o, e, y->n_elems);

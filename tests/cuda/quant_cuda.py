@@ -15,8 +15,11 @@ quant_* tests) and once on a CUDA session, on the same random inputs:
   ConvInteger    asymmetric pads, dilations, groups, depthwise; u8/u8,
                  u8/s8, s8/s8; per-tensor and per-channel; with and without
                  bias; non-zero zero points; outputs saturating at both ends
-                 (checked to happen); both kernels (GEMM tiles and the
-                 direct one for few channels per group). Bit-exact.
+                 (checked to happen); every kernel: the int8 tensor cores
+                 (int8 filters with zero or small zero points; K split over
+                 blocks; pixel tiles across images; groups), the CUDA-core
+                 GEMM tiles (uint8 filters, shifted filters that leave int8)
+                 and the direct one for few channels per group. Bit-exact.
   QLinearMatMul  2-D B (any A rank), equal batch dims; per-column B; the
   MatMulInteger  broadcast case stays on the CPU fallback (counted).
   MaxPool int8   DQ -> MaxPool -> Q folded to MaxPool on the integers.
@@ -53,6 +56,12 @@ CONV_GEOMS = Q.CONV_GEOMS + [  # (x shape, M, kernel, group, strides, pads, dila
     ([1, 130, 7, 7], 65, [3, 3], 1, [1, 1], [1, 1, 1, 1], [2, 2]),       # K = 1170, dilated
     ([2, 20, 40], 33, [5], 1, [2], [2, 2], [1]),                         # 1-D
     ([1, 5, 5, 6, 7], 17, [3, 3, 3], 1, [1, 1, 1], [1, 1, 1, 1, 1, 1], [1, 1, 1]),  # 3-D
+    # int8 tensor cores (sm_80+): K split over blocks (few pixel tiles, deep K), tiles across images, groups
+    ([1, 256, 7, 7], 128, [3, 3], 1, [1, 1], [1, 1, 1, 1], [1, 1]),     # K = 2304, 49 pixels: split K
+    ([3, 40, 5, 5], 80, [3, 3], 1, [1, 1], [1, 1, 1, 1], [1, 1]),       # 75 pixels over 3 images
+    ([2, 64, 9, 9], 64, [3, 3], 2, [2, 2], [1, 1, 1, 1], [1, 1]),       # two groups of 32, strided
+    ([1, 300, 16], 48, [3], 1, [1], [1, 1], [1]),                       # 1-D, K = 900: split
+    ([2, 96, 14, 14], 160, [1, 1], 1, [1, 1], [0, 0, 0, 0], [1, 1]),    # 1x1, 3 row tiles
 ]
 MM_SHAPES = [([5, 7], [7, 3]), ([2, 4, 9], [9, 6]), ([6], [6, 4]), ([1, 33], [33, 17]), ([8, 100], [100, 70]),
              ([130, 64], [64, 65]), ([2, 3, 40, 50], [2, 3, 50, 90]),
@@ -223,6 +232,13 @@ def conv_cases(C, rng):
                 x, w = Q.rq(rng, xdt, xs), Q.rq(rng, wdt, ws_shape)
                 w_s = rng.uniform(0.005, 0.05, size=M).astype(np.float32) if per_channel else np.float32(0.02)
                 w_z = Q.zp_of(rng, wdt, M if per_channel else None)
+                if wdt == np.int8 and n % 3 < 2:
+                    # the tensor-core kernel takes int8 filters whose w - w_zero_point stays in int8:
+                    # symmetric (0, as quantizers write them) and shifted within range; random ones
+                    # (n % 3 == 2) mostly leave it and keep the CUDA-core kernel
+                    w_z = np.zeros_like(w_z) if n % 3 == 0 else (w_z % 21 - 10).astype(np.int8)
+                    if n % 3 == 1:
+                        w = np.clip(w, -118, 117).astype(np.int8)
                 # y scale grows with the sum's length so a share saturates at both ends
                 y_s = np.float32(rng.uniform(0.1, 0.8) * np.sqrt(kg / 27.0))
                 inits = {"xs": np.array(rng.uniform(0.01, 0.05), np.float32), "xz": Q.zp_of(rng, xdt), "w": w,
@@ -241,7 +257,8 @@ def conv_cases(C, rng):
                 n += 1
         xdt, wdt = COMBOS[n % 3]
         x, w = Q.rq(rng, xdt, xs), Q.rq(rng, wdt, ws_shape)
-        inits = {"w": w, "xz": Q.zp_of(rng, xdt), "wz": Q.zp_of(rng, wdt, M)}
+        wz = Q.zp_of(rng, wdt, M)
+        inits = {"w": w, "xz": Q.zp_of(rng, xdt), "wz": np.zeros_like(wz) if wdt == np.int8 else wz}
         attrs = {"strides": strides, "pads": pads, "dilations": dil, "group": group}
         m = Q.int_model(("ConvInteger", ["x", "w", "xz", "wz"]), [("x", xdt, xs)], inits, np.int32,
                         Q.conv_out_shape(xs, ws_shape, strides, pads, dil), attrs)
