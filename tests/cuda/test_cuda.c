@@ -267,9 +267,9 @@ typedef struct ew_case {
     const char *op;
     float alpha, beta;
     int nd[3];
-    int64_t d[3][4];
+    int64_t d[3][5];
     int ond;
-    int64_t od[4];
+    int64_t od[5];
 } ew_case;
 
 static double ref_act(const char *op, double x, double al, double be) {
@@ -369,11 +369,27 @@ static void test_unary(void) {
 
 static void test_binary(void) {
     static const char *ops[] = {"Add", "Sub", "Mul", "Div", "Pow", "Min", "Max"};
-    /* (2,1,5,7) op (3,1,7) -> (2,3,5,7); and same shapes; and a scalar */
+    /* (2,1,5,7) op (3,1,7) -> (2,3,5,7); and same shapes; and a scalar.
+     * Then one operand full and the other repeated in blocks
+     * (binary_bcast_kernel, kernels/cuda/eltwise.cu), odd sizes with and
+     * without whole vectors (element counts that 8 divides or not), either
+     * operand the small one: EfficientNet's SE scale NCHW and channels-last,
+     * Swin's shifted-window mask (B, nW, heads, L, L) + (nW, 1, L, L) and
+     * relative position bias, a per-channel constant, a bias over the last
+     * dim. */
     const ew_case shapes[] = {
         {.nd = {4, 3}, .d = {{2, 1, 5, 7}, {3, 1, 7}}, .ond = 4, .od = {2, 3, 5, 7}},
         {.nd = {2, 2}, .d = {{9, 11}, {9, 11}}, .ond = 2, .od = {9, 11}},
         {.nd = {3, 0}, .d = {{4, 3, 5}, {0}}, .ond = 3, .od = {4, 3, 5}},
+        {.nd = {4, 4}, .d = {{2, 17, 7, 5}, {2, 17, 1, 1}}, .ond = 4, .od = {2, 17, 7, 5}},
+        {.nd = {4, 4}, .d = {{2, 3, 1, 1}, {2, 3, 7, 5}}, .ond = 4, .od = {2, 3, 7, 5}},
+        {.nd = {4, 4}, .d = {{2, 33, 8, 6}, {2, 33, 1, 1}}, .ond = 4, .od = {2, 33, 8, 6}},
+        {.nd = {4, 4}, .d = {{2, 7, 5, 17}, {2, 1, 1, 17}}, .ond = 4, .od = {2, 7, 5, 17}},
+        {.nd = {4, 4}, .d = {{2, 1, 1, 24}, {2, 4, 6, 24}}, .ond = 4, .od = {2, 4, 6, 24}},
+        {.nd = {5, 4}, .d = {{2, 4, 3, 7, 7}, {4, 1, 7, 7}}, .ond = 5, .od = {2, 4, 3, 7, 7}},
+        {.nd = {4, 3}, .d = {{8, 3, 7, 7}, {3, 7, 7}}, .ond = 4, .od = {8, 3, 7, 7}},
+        {.nd = {3, 4}, .d = {{3, 1, 1}, {2, 3, 7, 5}}, .ond = 4, .od = {2, 3, 7, 5}},
+        {.nd = {2, 1}, .d = {{6, 16}, {16}}, .ond = 2, .od = {6, 16}},
     };
     for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
