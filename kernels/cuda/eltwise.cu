@@ -190,6 +190,65 @@ static __global__ void binary32_kernel(const T *__restrict__ a, const T *__restr
     }
 }
 
+/* n / d for 0 <= n < 2^31 without a divide instruction: (umulhi(n, m) + n) >> s
+ * with m and s from div_magic (Granlund and Montgomery's round-up method, as
+ * PyTorch's IntDivider); n + umulhi(n, m) < 2^32 keeps it exact. */
+struct fast_div {
+    unsigned d, m, s;
+};
+
+static fast_div div_magic(unsigned d) {
+    unsigned s = 0;
+    while (s < 31 && (1u << s) < d) s++;
+    uint64_t m = ((uint64_t)1 << 32) * (((uint64_t)1 << s) - d) / d + 1;
+    return fast_div{d, (unsigned)m, s};
+}
+
+static __device__ __forceinline__ int div_q(fast_div f, int n) {
+    return (int)((__umulhi((unsigned)n, f.m) + (unsigned)n) >> f.s);
+}
+
+/* y = f op s (or s op f when s_first), one operand (f) of the output's shape
+ * and contiguous, the other (s) repeated in blocks: y viewed as
+ * (d0, d1, d2, d3), s is (d1, d3), the same for every index of d0 and d2.
+ *   EfficientNet's SE scale: x (N,C,H,W) * g (N,C,1,1): d1 = N*C, d2 = H*W;
+ *     channels-last x (N,H,W,C) * g (N,1,1,C): d1 = N, d2 = H*W, d3 = C;
+ *   Swin's shifted-window mask: attn (B, nW, heads, L, L) + mask
+ *     (1, nW, 1, L, L): d0 = B, d1 = nW, d2 = heads, d3 = L*L; its relative
+ *     position bias (1, heads, L, L) over (B*nW, heads, L, L): d0 = B*nW,
+ *     d3 = heads*L*L;
+ *   a per-channel constant (1,C,1,1): d0 = N, d1 = C, d2 = H*W; a bias over
+ *     the last dim: d0 = rows, d3 = C.
+ * binary32_kernel decodes both offsets of every element with a division and a
+ * remainder per dim; here a thread loads V elements of f in one access, finds
+ * the s index of the first with three multiply-shift divisions and steps the
+ * other V - 1 with counters (r over d3, m over d2, k over d1), so L*L = 2401
+ * (odd) still gets vectors. nv = n / V, n < 2^31. */
+template <typename T, int V>
+static __global__ void binary_bcast_kernel(const T *__restrict__ f, const T *__restrict__ s, T *__restrict__ y,
+                                           fast_div d3, fast_div d2, fast_div d1, int nv, int what, bool s_first) {
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < nv; j += gridDim.x * blockDim.x) {
+        int i = j * V, q = div_q(d3, i), r = i - q * (int)d3.d;
+        int q2 = div_q(d2, q), m = q - q2 * (int)d2.d;
+        int k = q2 - div_q(d1, q2) * (int)d1.d;
+        float u[V];
+        ert_ldv<V>(f + i, u);
+#pragma unroll
+        for (int t = 0; t < V; t++) {
+            float v = ert_ld(s[k * (int)d3.d + r]);
+            u[t] = s_first ? bin_op(what, v, u[t]) : bin_op(what, u[t], v);
+            if (++r == (int)d3.d) {
+                r = 0;
+                if (++m == (int)d2.d) {
+                    m = 0;
+                    if (++k == (int)d1.d) k = 0;
+                }
+            }
+        }
+        ert_stv<V>(y + i, u);
+    }
+}
+
 /* Both operands of the output's shape, contiguous: no index map, V
  * elements per load (the residual adds and the gradient sums of training). */
 template <typename T, int V>
@@ -383,6 +442,43 @@ static __global__ void copy_rows_kernel(const V *__restrict__ in, V *__restrict_
     }
 }
 
+/* The map as binary_bcast_kernel's (d1, d2, d3) with operand *full (0: a,
+ * 1: b) of the output's shape and contiguous: walking the other operand's
+ * dims from the last, size-1 dims skipped, its strides must read
+ * contiguous-in-it dims (d3), then broadcast ones (stride 0: d2), then
+ * contiguous again (d1), then broadcast (d0); false for any other pattern
+ * or n >= 2^31. */
+static bool bcast_blocks(const ert_cuda_map *m, int64_t n, int *full, unsigned *d1, unsigned *d2, unsigned *d3) {
+    if (n >= INT32_MAX) return false;
+    int64_t cs[ERT_MAX_DIMS];
+    ert_cuda_contig_strides(m->ndim, m->dims, cs);
+    for (int f = 0; f < 2; f++) {
+        bool ok = true;
+        for (int d = 0; ok && d < m->ndim; d++) ok = m->dims[d] == 1 || m->s[f][d] == cs[d];
+        if (!ok) continue;
+        const int64_t *ss = m->s[1 - f];
+        int64_t seg[4] = {1, 1, 1, 1}, e = 1; /* d3, d2, d1, d0; e: the next contiguous stride in s */
+        int stage = 0;                        /* even stages read s, odd ones broadcast it */
+        for (int d = m->ndim - 1; ok && d >= 0; d--) {
+            if (m->dims[d] == 1) continue;
+            bool bc = ss[d] == 0;
+            if (!bc && ss[d] != e) ok = false;
+            while (ok && stage < 4 && bc != (bool)(stage & 1)) stage++;
+            if (stage == 4) ok = false;
+            if (!ok) break;
+            seg[stage] *= m->dims[d];
+            if (!bc) e *= m->dims[d];
+        }
+        if (!ok) continue;
+        *full = f;
+        *d3 = (unsigned)seg[0];
+        *d2 = (unsigned)seg[1];
+        *d1 = (unsigned)seg[2];
+        return true;
+    }
+    return false;
+}
+
 static bool map_ok(const ert_cuda_map *m) {
     if (m->ndim < 0 || m->ndim > ERT_MAX_DIMS) return false;
     for (int d = 0; d < m->ndim; d++)
@@ -480,6 +576,30 @@ cudaError_t ert_cuda_binary_launch(ert_op op, ert_dtype dt, const void *a, const
             ERT_CUDA_FLOAT_SWITCH(dt, T,
                 binary_same_kernel<T, 8><<<grid_for(n / 8), kThreads, 0, st>>>((const T *)a, (const T *)b, (T *)y,
                                                                                n / 8, what))
+        return cudaGetLastError();
+    }
+    int full;
+    unsigned d1, d2, d3;
+    if (what < B_EQ && bcast_blocks(m, n, &full, &d1, &d2, &d3)) {
+        const void *f = full ? b : a, *s = full ? a : b;
+        size_t es = dt == ERT_DTYPE_F32 ? 4 : 2;
+        int V = dt == ERT_DTYPE_F32 ? 4 : 8;
+        while (V > 1 && (n % V || !ert_vec_ok(f, V, es) || !ert_vec_ok(y, V, es))) V = V == 8 ? 4 : 1;
+        fast_div f1 = div_magic(d1), f2 = div_magic(d2), f3 = div_magic(d3);
+        int nv = (int)(n / V);
+        unsigned g = grid_for(nv);
+#define ERT_BB(V_)                                                                                                     \
+    ERT_CUDA_FLOAT_SWITCH(dt, T,                                                                                       \
+        binary_bcast_kernel<T, V_><<<g, kThreads, 0, st>>>((const T *)f, (const T *)s, (T *)y, f3, f2, f1, nv, what,  \
+                                                           full == 1))
+        if (V == 8) {
+            ERT_BB(8)
+        } else if (V == 4) {
+            ERT_BB(4)
+        } else {
+            ERT_BB(1)
+        }
+#undef ERT_BB
         return cudaGetLastError();
     }
     copy_map<int> c;

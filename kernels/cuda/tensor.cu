@@ -7,7 +7,8 @@
  * kernels/cpu/resize.c (nearest with the four roundings, N-D multilinear; the
  * per-dim source coordinate of each output coordinate is computed in place,
  * in double, instead of the CPU's tables: the workspace is transient device
- * memory and nothing may be prepared on the host at run time). */
+ * memory and nothing may be prepared on the host at run time; nearest by
+ * whole factors, where that gives o / s, is a vectorised copy instead). */
 #include "cuda_internal.h"
 #include "cuda_types.cuh"
 
@@ -342,6 +343,163 @@ static __global__ void resize_kernel(const T *__restrict__ x, T *__restrict__ y,
     }
 }
 
+/* Nearest Resize by whole factors: the two 2x upsamples of YOLOv8n/YOLO11n's
+ * neck (Ultralytics exports asymmetric + floor), 0.29 ms of YOLOv8n's 2.2 at
+ * batch 8 in f16 on resize_kernel, which finds every element's source in
+ * double with an int64 division per dim. Output coordinate o of a dim scaled
+ * by s reads o / s (rz_whole_ok: the modes where resize_kernel computes
+ * exactly that), so the work turns around: a thread reads one piece of the
+ * input and writes all its copies, 32-bit indices, no arithmetic on the
+ * values (a byte copy, like the CPU kernel's; resize_kernel's double sum
+ * turns -0 into +0).
+ * x is (R, W, C) with C counted in words (the widest of 16/8/4/2 bytes that
+ * the bytes of C and the pointers allow), y is (R * sh, W * sw, C): R is the
+ * rows above the last resized dim (with the first resized dim, of factor sh,
+ * folded in), W that dim (factor sw), C what follows it. Channels-last
+ * (N,H,W,C) has R = N*H and C = the channels: a thread copies one word of a
+ * pixel's C-vector to its sh * sw output pixels, a warp covering whole
+ * vectors. */
+template <typename Wd>
+static __global__ void upsample_kernel(const Wd *__restrict__ x, Wd *__restrict__ y, int C, int W, int sh, int sw,
+                                       int n) {
+    const int Wo = W * sw;
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < n; j += gridDim.x * blockDim.x) {
+        int pix = j / C, c = j - pix * C, row = pix / W, w = pix - row * W;
+        Wd v = x[j];
+        Wd *o = y + ((row * sh) * Wo + w * sw) * C + c;
+        for (int dy = 0; dy < sh; dy++)
+            for (int dx = 0; dx < sw; dx++) o[(dy * Wo + dx) * C] = v;
+    }
+}
+
+template <typename E, int V>
+struct alignas(V * sizeof(E)) rz_vec {
+    E e[V];
+};
+
+/* NCHW by 2 along W (C = 1 above): x is (R, W) elements, y (R * sh, 2W). A
+ * thread loads V elements (16 bytes when W allows) and stores each twice, as
+ * two V-element words per output row, instead of one element per thread. */
+template <typename E, int V>
+static __global__ void upsample_w2_kernel(const E *__restrict__ x, E *__restrict__ y, int Wv, int sh, int n) {
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < n; j += gridDim.x * blockDim.x) {
+        int row = j / Wv, wv = j - row * Wv;
+        rz_vec<E, V> a = ((const rz_vec<E, V> *)x)[j], lo, hi;
+#pragma unroll
+        for (int t = 0; t < V; t++) { /* output element p of the 2V is a.e[p / 2] */
+            lo.e[t] = a.e[t / 2];
+            hi.e[t] = a.e[(V + t) / 2];
+        }
+        rz_vec<E, V> *o = (rz_vec<E, V> *)y + (row * sh) * (2 * Wv) + 2 * wv;
+        for (int dy = 0; dy < sh; dy++) {
+            o[dy * 2 * Wv] = lo;
+            o[dy * 2 * Wv + 1] = hi;
+        }
+    }
+}
+
+/* Does resize_kernel read source o / s for every output coordinate o of a
+ * dim scaled by the whole number s (out = s * in)? Per mode, with
+ * o = k s + r, 0 <= r < s:
+ *   asymmetric: o / s = k + r/s. floor gives k; round_prefer_floor only for
+ *     s = 2 (r/s is 0 or a half, rounded down), not for s = 3 (2/3 -> 1);
+ *   half_pixel, pytorch_half_pixel (its out = 1 case is o = 0 -> 0) and
+ *     half_pixel_symmetric (its shift is 0 when out = s * in):
+ *     k + (r + 0.5) / s - 0.5, strictly within half of k, so both
+ *     round_prefer modes give k (no ties); floor gives k - 1 at r = 0 and
+ *     ceil k + 1 at r = s - 1;
+ *   align_corners: o (in - 1) / (s in - 1), within half of k for s = 2
+ *     only (k - k/(2in-1) and k + 1/2 - (2k+1)/(2(2in-1))): the round modes.
+ * s = 1 maps o to o in every mode. A brute-force run of resize_kernel's
+ * arithmetic (in <= 1500, s <= 32, every mode pair) agrees with this table. */
+static bool rz_whole_ok(int coord, int nearest_mode, int64_t s) {
+    bool round = nearest_mode == 0 || nearest_mode == 1;
+    if (s == 1) return true;
+    switch (coord) {
+    case 1: return nearest_mode == 2 || (nearest_mode == 0 && s == 2);
+    case 0: case 3: case 5: return round;
+    case 2: return round && s == 2;
+    default: return false;
+    }
+}
+
+/* A nearest Resize that upsample_kernel can run: every factor a whole number
+ * (at most 32, the range checked) for which rz_whole_ok holds, at most two
+ * dims resized with only size-1 dims between them, y under 2^31 elements.
+ * Gives the (R, W, C) view of x and the factors (sh, sw) of the two dims
+ * (sh = 1 when one dim is resized). A channels-last session's (N,H,W,C)
+ * tensor comes with its scales permuted (runtime/passes/layout.c): R = N*H,
+ * C = channels; NCHW gives R = N*C*H, C = 1. */
+static bool rz_whole(const ert_resize_params *p, const ert_tview *x, const ert_tview *y, int64_t *R, int64_t *W,
+                     int64_t *C, int *sh, int *sw) {
+    if (p->mode != 0 || y->n_elems >= INT32_MAX || x->ndim != y->ndim) return false;
+    int rd[2] = {0, 0}, nr = 0;
+    int64_t s[ERT_MAX_DIMS];
+    for (int d = 0; d < x->ndim; d++) {
+        double f = p->scale[d];
+        if (!(f >= 1 && f <= 32) || f != floor(f)) return false;
+        s[d] = (int64_t)f;
+        if (y->dims[d] != x->dims[d] * s[d] || !rz_whole_ok(p->coord, p->nearest_mode, s[d])) return false;
+        if (s[d] > 1) {
+            if (nr == 2) return false;
+            rd[nr++] = d;
+        }
+    }
+    if (nr == 0) return false;
+    int b = rd[nr - 1];
+    for (int d = rd[0] + 1; d < b; d++)
+        if (x->dims[d] != 1) return false;
+    *R = *C = 1;
+    for (int d = 0; d < b; d++) *R *= x->dims[d];
+    for (int d = b + 1; d < x->ndim; d++) *C *= x->dims[d];
+    *W = x->dims[b];
+    *sh = nr == 2 ? (int)s[rd[0]] : 1;
+    *sw = (int)s[b];
+    return true;
+}
+
+/* upsample_w2_kernel for NCHW by 2 along W (16-byte words when W and the
+ * pointers allow), else upsample_kernel in the widest word that the bytes of
+ * C and the pointers allow. es: 2 or 4. */
+static cudaError_t upsample_launch(const void *x, void *y, size_t es, int R, int W, int C, int sh, int sw,
+                                   cudaStream_t st) {
+    if (C == 1 && sw == 2) {
+        int V = (int)(16 / es);
+        while (V > 1 && (W % V || !ert_vec_ok(x, V, es) || !ert_vec_ok(y, V, es))) V /= 2;
+        int n = R * (W / V);
+        unsigned g = grid_for(n);
+#define ERT_UPW2(E, V_) upsample_w2_kernel<E, V_><<<g, 256, 0, st>>>((const E *)x, (E *)y, W / V_, sh, n)
+        if (es == 2) {
+            switch (V) {
+            case 8: ERT_UPW2(uint16_t, 8); break;
+            case 4: ERT_UPW2(uint16_t, 4); break;
+            case 2: ERT_UPW2(uint16_t, 2); break;
+            default: ERT_UPW2(uint16_t, 1); break;
+            }
+        } else {
+            switch (V) {
+            case 4: ERT_UPW2(uint32_t, 4); break;
+            case 2: ERT_UPW2(uint32_t, 2); break;
+            default: ERT_UPW2(uint32_t, 1); break;
+            }
+        }
+#undef ERT_UPW2
+        return cudaGetLastError();
+    }
+    size_t cb = (size_t)C * es, wb = 16;
+    while (wb > es && (cb % wb || (uintptr_t)x % wb || (uintptr_t)y % wb)) wb /= 2;
+    int Cw = (int)(cb / wb), n = R * W * Cw;
+    unsigned g = grid_for(n);
+#define ERT_UP(Wd) upsample_kernel<Wd><<<g, 256, 0, st>>>((const Wd *)x, (Wd *)y, Cw, W, sh, sw, n)
+    switch (wb) {
+    case 16: ERT_UP(uint4); break;
+    case 8: ERT_UP(uint2); break;
+    case 4: ERT_UP(uint32_t); break;
+    default: ERT_UP(uint16_t); break;
+    }
+#undef ERT_UP
+    return cudaGetLastError();
+}
 
 /* ------------------------------------------------------------------ Cast */
 
@@ -551,6 +709,11 @@ cudaError_t ert_cuda_resize_launch(const ert_resize_params *p, const ert_tview *
     g.coord = p->coord;
     g.nearest_mode = p->nearest_mode;
     if (x->dtype != y->dtype) return cudaErrorInvalidValue;
+    int64_t R, W, C;
+    int sh, sw;
+    if ((x->dtype == ERT_DTYPE_F32 || x->dtype == ERT_DTYPE_F16 || x->dtype == ERT_DTYPE_BF16) &&
+        rz_whole(p, x, y, &R, &W, &C, &sh, &sw))
+        return upsample_launch(x->data, y->data, ert_dtype_size(x->dtype), (int)R, (int)W, (int)C, sh, sw, st);
     ERT_CUDA_FLOAT_SWITCH(x->dtype, T,
         resize_kernel<T><<<grid_for(y->n_elems), 256, 0, st>>>((const T *)x->data, (T *)y->data, g, y->n_elems))
     return cudaGetLastError();

@@ -267,9 +267,9 @@ typedef struct ew_case {
     const char *op;
     float alpha, beta;
     int nd[3];
-    int64_t d[3][4];
+    int64_t d[3][5];
     int ond;
-    int64_t od[4];
+    int64_t od[5];
 } ew_case;
 
 static double ref_act(const char *op, double x, double al, double be) {
@@ -369,11 +369,27 @@ static void test_unary(void) {
 
 static void test_binary(void) {
     static const char *ops[] = {"Add", "Sub", "Mul", "Div", "Pow", "Min", "Max"};
-    /* (2,1,5,7) op (3,1,7) -> (2,3,5,7); and same shapes; and a scalar */
+    /* (2,1,5,7) op (3,1,7) -> (2,3,5,7); and same shapes; and a scalar.
+     * Then one operand full and the other repeated in blocks
+     * (binary_bcast_kernel, kernels/cuda/eltwise.cu), odd sizes with and
+     * without whole vectors (element counts that 8 divides or not), either
+     * operand the small one: EfficientNet's SE scale NCHW and channels-last,
+     * Swin's shifted-window mask (B, nW, heads, L, L) + (nW, 1, L, L) and
+     * relative position bias, a per-channel constant, a bias over the last
+     * dim. */
     const ew_case shapes[] = {
         {.nd = {4, 3}, .d = {{2, 1, 5, 7}, {3, 1, 7}}, .ond = 4, .od = {2, 3, 5, 7}},
         {.nd = {2, 2}, .d = {{9, 11}, {9, 11}}, .ond = 2, .od = {9, 11}},
         {.nd = {3, 0}, .d = {{4, 3, 5}, {0}}, .ond = 3, .od = {4, 3, 5}},
+        {.nd = {4, 4}, .d = {{2, 17, 7, 5}, {2, 17, 1, 1}}, .ond = 4, .od = {2, 17, 7, 5}},
+        {.nd = {4, 4}, .d = {{2, 3, 1, 1}, {2, 3, 7, 5}}, .ond = 4, .od = {2, 3, 7, 5}},
+        {.nd = {4, 4}, .d = {{2, 33, 8, 6}, {2, 33, 1, 1}}, .ond = 4, .od = {2, 33, 8, 6}},
+        {.nd = {4, 4}, .d = {{2, 7, 5, 17}, {2, 1, 1, 17}}, .ond = 4, .od = {2, 7, 5, 17}},
+        {.nd = {4, 4}, .d = {{2, 1, 1, 24}, {2, 4, 6, 24}}, .ond = 4, .od = {2, 4, 6, 24}},
+        {.nd = {5, 4}, .d = {{2, 4, 3, 7, 7}, {4, 1, 7, 7}}, .ond = 5, .od = {2, 4, 3, 7, 7}},
+        {.nd = {4, 3}, .d = {{8, 3, 7, 7}, {3, 7, 7}}, .ond = 4, .od = {8, 3, 7, 7}},
+        {.nd = {3, 4}, .d = {{3, 1, 1}, {2, 3, 7, 5}}, .ond = 4, .od = {2, 3, 7, 5}},
+        {.nd = {2, 1}, .d = {{6, 16}, {16}}, .ond = 2, .od = {6, 16}},
     };
     for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -1137,6 +1153,44 @@ static void ref_slice(const void *u, float *const *in, double *out) {
         for (int c = 8; c > 0; c -= 3) out[o++] = in[0][r * 9 + c];
 }
 
+/* Nearest Resize by whole factors, NCHW (kernels/cuda/tensor.cu's upsample
+ * kernels where rz_whole_ok holds, resize_kernel elsewhere): odd channel
+ * counts and planes; W = 24 and 20 give the 2x-along-W kernel 16- and
+ * 8-byte words in f16 (W = 5: one element); scales 2, 3, (1, 2) and (2, 1)
+ * under the mode pairs that read o / s (Ultralytics' asymmetric + floor;
+ * half_pixel and pytorch_half_pixel with either rounding, by 3 too;
+ * asymmetric and align_corners rounding, by 2) and two that do not (they
+ * stay on the general kernel). Against the CPU session. */
+static void test_resize_whole(void) {
+    struct { const char *coord, *nearest; float sh, sw; } rz[] = {
+        {"asymmetric", "floor", 2, 2},
+        {"asymmetric", "floor", 3, 3},
+        {"half_pixel", "round_prefer_floor", 3, 3},
+        {"pytorch_half_pixel", "round_prefer_ceil", 2, 2},
+        {"asymmetric", "round_prefer_floor", 1, 2},
+        {"align_corners", "round_prefer_ceil", 2, 1},
+        {"asymmetric", "round_prefer_floor", 3, 3}, /* not o / s: 2/3 rounds to 1 */
+        {"half_pixel", "floor", 2, 2},              /* not o / s: 0.25 - 0.5 floors to -1 */
+    };
+    const int64_t shapes[][4] = {{2, 3, 7, 5}, {2, 17, 7, 5}, {1, 33, 7, 5}, {1, 3, 4, 24}, {2, 5, 3, 20}};
+    for (size_t k = 0; k < sizeof rz / sizeof rz[0]; k++)
+        for (size_t j = 0; j < sizeof shapes / sizeof shapes[0]; j++) {
+            int64_t sd[1] = {4};
+            float sc[4] = {1, 1, rz[k].sh, rz[k].sw};
+            bstart();
+            int32_t ins[3] = {binput("x", 4, shapes[j]), -1, bweight(1, sd, sc)};
+            ert_attr at[] = {ERT_ATTR_S("mode", "nearest"), ERT_ATTR_S("coordinate_transformation_mode", rz[k].coord),
+                             ERT_ATTR_S("nearest_mode", rz[k].nearest)};
+            ert_model *m = bfinish(bnode("Resize", ins, 3, at, 3));
+            char name[96];
+            snprintf(name, sizeof name, "Resize nearest x(%g,%g) %s %s (%lld,%lld,%lld,%lld)", sc[2], sc[3], rz[k].coord,
+                     rz[k].nearest, (long long)shapes[j][0], (long long)shapes[j][1], (long long)shapes[j][2],
+                     (long long)shapes[j][3]);
+            check_model(name, m, NULL, NULL, -1, 1, 1e-6, ERT_PLACEMENT_AUTO);
+            ert_model_free(m);
+        }
+}
+
 /* Pad / Reduce* / Resize: checked against the CPU session (the CPU kernels are the oracle). */
 static void test_tensor_cpu_ref(void) {
     static const char *pad_modes[] = {"constant", "reflect", "edge", "wrap"};
@@ -1202,6 +1256,7 @@ static void test_tensor_cpu_ref(void) {
         check_model(name, m, NULL, NULL, -1, 1, 1e-5, ERT_PLACEMENT_AUTO);
         ert_model_free(m);
     }
+    test_resize_whole();
 }
 
 static void test_tensor(void) {
@@ -1650,6 +1705,38 @@ static void test_nhwc(void) {
         check_model("NHWC patchify convs", m, NULL, NULL, -1, 1, 1e-4, ERT_PLACEMENT_AUTO);
         ert_model_free(m);
     }
+}
+
+/* Nearest Resize by whole factors inside a channels-last region (f16/bf16
+ * sessions; f32 ones stay NCHW): conv to C channels -> Resize -> conv, so
+ * the Resize reads and writes (N, H, W, C) with scales (1, sh, sw, 1).
+ * Odd C (3, 17, 33: rows of 2-byte words), 8 and 24 (16-byte words),
+ * scales 2, 3 and (1, 2) under asymmetric + floor (Ultralytics) and
+ * half_pixel + round_prefer_floor (the same o / s). Against the CPU. */
+static void test_resize_nhwc(void) {
+    struct { const char *coord, *nearest; float sh, sw; } rz[] = {
+        {"asymmetric", "floor", 2, 2},
+        {"half_pixel", "round_prefer_floor", 3, 3},
+        {"asymmetric", "floor", 1, 2},
+    };
+    const int64_t cs[] = {3, 17, 33, 8, 24};
+    for (size_t k = 0; k < sizeof rz / sizeof rz[0]; k++)
+        for (size_t j = 0; j < sizeof cs / sizeof cs[0]; j++) {
+            int64_t xd[4] = {2, 4, 7, 5}, sd[1] = {4};
+            float sc[4] = {1, 1, rz[k].sh, rz[k].sw};
+            bstart();
+            int32_t h = nconv(binput("x", 4, xd), 4, cs[j], 3, 1, 1, true), r, y;
+            ert_attr ra[] = {ERT_ATTR_S("mode", "nearest"), ERT_ATTR_S("coordinate_transformation_mode", rz[k].coord),
+                             ERT_ATTR_S("nearest_mode", rz[k].nearest)};
+            r = bnode("Resize", (int32_t[]){h, -1, bweight(1, sd, sc)}, 3, ra, 3);
+            y = nconv(r, cs[j], 6, 3, 1, 1, false);
+            ert_model *m = bfinish(y);
+            char name[96];
+            snprintf(name, sizeof name, "NHWC conv + Resize nearest x(%g,%g) %s %s, C %lld", sc[2], sc[3], rz[k].coord,
+                     rz[k].nearest, (long long)cs[j]);
+            check_model(name, m, NULL, NULL, -1, 1, 1e-4, ERT_PLACEMENT_AUTO);
+            ert_model_free(m);
+        }
 }
 
 /* ------------------------------------------------------------------ small CNN, placements, replay, allocations */
@@ -2129,6 +2216,7 @@ static void run_battery(bool gpu) {
     g_flags = ERT_SESSION_NHWC | ERT_SESSION_GEMM_1X1;
     int patch0 = n_conv_patch;
     test_nhwc();
+    test_resize_nhwc();
     if (g_prec != ERT_DTYPE_F32) {
         if (gpu)
             CHECK(n_conv_patch >= patch0 + 4, "%s: %d patchify convs bound as GEMMs with ERT_SESSION_GEMM_1X1, want 4",
