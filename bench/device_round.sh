@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# One batched call on a GPU machine (the lent H100/H200): build the CUDA
+# targets the GPU checks and benchmarks need, then run the named steps, each
+# logged under OUT. Meant for one device call of at most 10 minutes, so the
+# build is limited to what the steps use.
+#
+#   STEPS="quant cuda int8" bash bench/device_round.sh OUT
+#
+# Steps (in this order, whichever are named):
+#   quant   ctest quant_cuda: every CUDA int8 kernel bit-exact against the CPU
+#   cuda    ctest cuda: every CUDA op against the CPU (test_cuda)
+#   zoot    ctest zoo_cuda: the zoo models on CUDA against the CPU
+#   gpu     the whole ctest -L gpu (builds everything: slower)
+#   int8    bench/int8/bench_int8.py --ab --profile (MODELS, default
+#           resnet18,resnet50,mobilenet_v2)
+#   zoo     bench/zoo/run_zoo_gpu.sh with ZOO_CONFIGS (default f16:8) on ONLY
+#           (default: every model); YOLO needs the ultralytics wheels in .whl
+#           (carry .whl)
+# env: ITERS (30), WARMUP (5), BUDGET_S (zoo: start no model after this).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+dest=${1:-device-out}
+mkdir -p "$dest"
+dest=$(cd "$dest" && pwd)
+# logs and results gather in a work folder; at exit they go to DEST as one
+# archive (round.tgz) plus the result tables (the device tool returns 8 files)
+out=$(mktemp -d /tmp/round.XXXX)
+finish() {
+  tar czf "$dest/round.tgz" -C "$out" . 2>/dev/null
+  cp "$out"/*.md "$dest/" 2>/dev/null
+}
+trap finish EXIT
+steps=" ${STEPS:-quant cuda int8} "
+has() { [[ $steps == *" $1 "* ]]; }
+CUDNN_ROOT=${CUDNN_ROOT:-$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null || true)}
+[[ -n $CUDNN_ROOT ]] && export LD_LIBRARY_PATH=$CUDNN_ROOT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export CUDNN_ROOT
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl &&
+    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; git log -1 --format='%h %s' | cut -c1-80; } |
+  tee "$out/device.txt"
+
+build=build-gpu
+targets=(bench_zoo_edgert edgert_cli qdq_run test_cuda test_zoo_cuda)
+has gpu && targets=()
+t0=$SECONDS
+cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DERT_CUDA=ON -DERT_CUDA_ARCHS="${ERT_CUDA_ARCHS:-90}" \
+  ${CUDNN_ROOT:+-DERT_CUDNN_ROOT="$CUDNN_ROOT"} > "$out/configure.log" 2>&1 &&
+  ninja -C $build "${targets[@]}" > "$out/build.log" 2>&1
+rc=$?
+echo "build: rc $rc ($((SECONDS - t0)) s)"
+[[ $rc == 0 ]] || { grep -E -A8 "error|FAILED" "$out/build.log" | head -40; exit 1; }
+
+for t in quant cuda zoot; do
+  has $t || continue
+  name=$t; [[ $t == quant ]] && name=quant_cuda; [[ $t == zoot ]] && name=zoo_cuda
+  t0=$SECONDS
+  (cd $build && ctest -R "^${name}\$" --output-on-failure) > "$out/ctest_$name.log" 2>&1
+  echo "ctest $name: rc $? ($((SECONDS - t0)) s): $(grep -E 'tests passed|checks|passed' "$out/ctest_$name.log" | tail -2 | tr '\n' ' ' | cut -c1-200)"
+done
+if has gpu; then
+  (cd $build && ctest -L gpu --output-on-failure) > "$out/ctest_gpu.log" 2>&1
+  echo "ctest -L gpu: rc $?"; grep -E "tests passed|\(Failed\)|SKIPPED|Not Run" "$out/ctest_gpu.log" | head -20
+fi
+if has int8; then
+  t0=$SECONDS
+  python3 bench/int8/bench_int8.py --driver $build/apps/bench/bench_zoo_edgert --edgert $build/apps/edgert \
+    --work /tmp/int8 --out "$out/int8_gpu.json" --md "$out/int8_gpu.md" --models "${MODELS:-resnet18,resnet50,mobilenet_v2}" \
+    --iters "${ITERS:-30}" --warmup "${WARMUP:-5}" --ab --profile > "$out/int8.log" 2>&1
+  echo "int8 bench: rc $? ($((SECONDS - t0)) s)"
+  sed -n '/^| model | batch/,/^$/p' "$out/int8_gpu.md"
+fi
+if has zoo; then
+  BUILD=$build ZOO_DIR=/tmp/zoo ITERS=${ITERS:-30} WARMUP=${WARMUP:-5} CONFIGS=${ZOO_CONFIGS:-f16:8} IO=device \
+    bash bench/zoo/run_zoo_gpu.sh /tmp/zoo-out > "$out/zoo.log" 2>&1
+  echo "zoo: rc $?"
+  cp /tmp/zoo-out/zoo_gpu.json /tmp/zoo-out/zoo_gpu.md "$out/" 2>/dev/null
+  grep -A8 "^| config" "$out/zoo_gpu.md"
+fi
