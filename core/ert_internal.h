@@ -187,6 +187,8 @@ typedef enum ert_op {
     ERT_OP_CONV_INTEGER,     /* (x, w, [xzp], [wzp]) -> y i32; quant params (conv) */
     ERT_OP_ATTENTION,        /* ert.Attention (q, k, v, [bias]) -> softmax(scale q k^T + bias) v; attn params
                               * (core/ops/attention.c); made by the attention pass, or from a model with attributes */
+    ERT_OP_QLINEAR_ADD,      /* ert.QLinearAdd (a, as, [azp], b, bs, [bzp], ys, [yzp]) -> y i8/u8: the Q/DQ pass's
+                              * Q([Relu](DQ(a) + DQ(b))), a, b, y of one shape, per tensor; quant params (conv.act) */
     ERT_OP_COUNT
 } ert_op;
 
@@ -607,6 +609,7 @@ ert_status ert_prepare_dequantize(ert_prep *p); /* core/ops/quant.c: DequantizeL
 ert_status ert_prepare_qlinear_conv(ert_prep *p);   /* core/ops/quant.c: QLinearConv, ConvInteger */
 ert_status ert_prepare_qlinear_matmul(ert_prep *p); /* core/ops/quant.c: QLinearMatMul, MatMulInteger */
 ert_status ert_prepare_attention(ert_prep *p);  /* core/ops/attention.c: ert.Attention */
+ert_status ert_prepare_qlinear_add(ert_prep *p); /* core/ops/quant.c: ert.QLinearAdd */
 /* The attention pass's check of params it built (dtypes, every view inside
  * its tensor, y written exactly once): ERT_OK and the CPU kernel's workspace
  * bytes, or a status with the message on ctx (core/ops/attention.c). */

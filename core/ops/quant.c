@@ -304,6 +304,36 @@ ert_status ert_prepare_qlinear_matmul(ert_prep *p) {
     return ERT_OK;
 }
 
+/* ert.QLinearAdd (a, as, [azp], b, bs, [bzp], ys, [yzp]): what the Q/DQ pass
+ * makes of DQ(a) + DQ(b) -> [Relu] -> Q. a and b int8/uint8 of one shape (no
+ * broadcasting), every scale and zero point per tensor; y of a's shape and
+ * yzp's dtype (uint8 without one), as QuantizeLinear's. The Relu, if any,
+ * is quant.conv.act (set by the pass after this). */
+ert_status ert_prepare_qlinear_add(ert_prep *p) {
+    ert_quant_params *qp = &p->params->quant;
+    memset(qp, 0, sizeof *qp);
+    const ert_tinfo *a = &p->in[0], *b = &p->in[3];
+    if (!is_q8(a->dtype) || !is_q8(b->dtype))
+        return ert_prep_error(p, ERT_E_UNSUPPORTED, "a is %s and b is %s: only int8 and uint8 are supported",
+                              ert_dtype_name(a->dtype), ert_dtype_name(b->dtype));
+    if (a->ndim != b->ndim || memcmp(a->dims, b->dims, (size_t)a->ndim * sizeof a->dims[0]) != 0)
+        return ert_prep_error(p, ERT_E_SHAPE, "a and b must have one shape (no broadcasting)");
+    if (p->in[7].dtype != ERT_DTYPE_UNDEFINED && !is_q8(p->in[7].dtype))
+        return ert_prep_error(p, ERT_E_UNSUPPORTED, "y zero point has dtype %s: only int8 and uint8 are supported",
+                              ert_dtype_name(p->in[7].dtype));
+    const ert_dtype ydt = p->in[7].dtype != ERT_DTYPE_UNDEFINED ? p->in[7].dtype : ERT_DTYPE_U8;
+    ert_status st;
+    if ((st = check_scalar_q(p, 1, 2, a->dtype, "a")) || (st = check_scalar_q(p, 4, 5, b->dtype, "b")) ||
+        (st = check_scalar_q(p, 6, 7, ydt, "y")))
+        return st;
+    qp->axis = -1;
+    qp->qdt = ydt;
+    p->out[0].dtype = ydt;
+    p->out[0].ndim = a->ndim;
+    memcpy(p->out[0].dims, a->dims, sizeof p->out[0].dims);
+    return ERT_OK;
+}
+
 /* ------------------------------------------------------------ load-time checks */
 
 static const ert_tensor *tensor_of(const ert_model *m, const ert_node *n, int k) {
@@ -370,6 +400,12 @@ static ert_status check_node(const ert_model *m, const ert_node *n) {
         for (int k = 1; k <= 6 && !st; k += k == 1 ? 3 : 2) st = check_scale_values(m, tensor_of(m, n, k), k);
         if (!st) st = check_zp(m, tensor_of(m, n, 2), 2, dtype_of(tensor_of(m, n, 0)), false);
         if (!st) st = check_zp(m, tensor_of(m, n, 5), 5, dtype_of(tensor_of(m, n, 3)), false);
+        if (!st) st = check_zp(m, tensor_of(m, n, 7), 7, ERT_DTYPE_UNDEFINED, false);
+        return st;
+    case ERT_OP_QLINEAR_ADD:
+        for (int k = 1; k <= 6 && !st; k += 3) st = check_scale_values(m, tensor_of(m, n, k), k);
+        for (int k = 2; k <= 5 && !st; k += 3)
+            st = check_zp(m, tensor_of(m, n, k), k, dtype_of(tensor_of(m, n, k - 2)), false);
         if (!st) st = check_zp(m, tensor_of(m, n, 7), 7, ERT_DTYPE_UNDEFINED, false);
         return st;
     case ERT_OP_CONV_INTEGER:

@@ -137,3 +137,25 @@ ert_status ert_cpu_dequantize(const ert_kargs *a) {
             run((const char *)x->data + (size_t)i * xsz, x->dtype, inner, sp[c], zp_at(z, c), yp + i);
     return ERT_OK;
 }
+
+/* ert.QLinearAdd (a, as, [azp], b, bs, [bzp], ys, [yzp]): the Q/DQ pass's
+ * DQ(a) + DQ(b) -> [Relu] -> Q as the very f32 operations of those nodes
+ * (each DQ product rounded to f32, the sum rounded, then Q), so the fold
+ * changes no bit; a, b and y of one shape, everything per tensor. */
+ert_status ert_cpu_qlinear_add(const ert_kargs *a) {
+    const ert_tview *A = &a->in[0], *B = &a->in[3], *Y = &a->out[0];
+    const float as = *(const float *)a->in[1].data, bs = *(const float *)a->in[4].data;
+    const float ys = *(const float *)a->in[6].data;
+    const int32_t az = zp_at(&a->in[2], 0), bz = zp_at(&a->in[5], 0), yz = zp_at(&a->in[7], 0);
+    const bool u8 = Y->dtype == ERT_DTYPE_U8, relu = a->params->quant.conv.act.kind == ERT_ACT_RELU;
+    const int32_t qmin = u8 ? 0 : -128, qmax = u8 ? 255 : 127;
+    for (int64_t i = 0; i < Y->n_elems; i++) {
+        const float fa = (float)(zp_at(A, i) - az) * as, fb = (float)(zp_at(B, i) - bz) * bs;
+        float v = fa + fb;
+        if (relu) v = v > 0.0f ? v : 0.0f;
+        const int32_t q = ert_cpu_quantize1(v, ys, yz, qmin, qmax);
+        if (u8) ((uint8_t *)Y->data)[i] = (uint8_t)q;
+        else ((int8_t *)Y->data)[i] = (int8_t)q;
+    }
+    return ERT_OK;
+}

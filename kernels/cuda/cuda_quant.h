@@ -1,5 +1,5 @@
 /* CUDA int8 path: QuantizeLinear, DequantizeLinear, QLinearConv,
- * ConvInteger, QLinearMatMul, MatMulInteger and MaxPool on int8/uint8 data,
+ * ConvInteger, QLinearMatMul, MatMulInteger, ert.QLinearAdd and MaxPool on int8/uint8 data,
  * as kernels/cpu/quant.c and quant_int.c compute them, bit for bit.
  *
  *   kernels/cuda/quant.cu       the kernels and their launchers (one launcher
@@ -90,6 +90,7 @@ cudaError_t ert_cuda_dequantize_launch(const ert_kargs *a, cudaStream_t st);
 cudaError_t ert_cuda_qconv_launch(const ert_kargs *a, int sm_count, cudaStream_t st);
 cudaError_t ert_cuda_qmatmul_launch(const ert_kargs *a, cudaStream_t st);
 cudaError_t ert_cuda_maxpool_q8_launch(const ert_kargs *a, cudaStream_t st);
+cudaError_t ert_cuda_qadd_launch(const ert_kargs *a, cudaStream_t st);
 
 /* cuda_quant.c: does the int8 path own (op, dtype of input 0)? */
 bool ert_cuda_quant_claims(ert_op op, ert_dtype dt);

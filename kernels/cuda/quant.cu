@@ -653,3 +653,37 @@ extern "C" cudaError_t ert_cuda_maxpool_q8_launch(const ert_kargs *a, cudaStream
     maxpool_q8_kernel<<<grid_of(y->n_elems), TPB, 0, st>>>(g, x->data, y->data, qcode(x->dtype), y->n_elems);
     return cudaGetLastError();
 }
+
+/* ------------------------------------------------------------------ residual join */
+
+/* ert.QLinearAdd: y = Q([relu](DQ(a) + DQ(b))) element by element with
+ * kernels/cpu/quant.c's f32 operations in its order (each product rounded,
+ * then the sum, then the quotient: no contraction into FMAs). */
+static __global__ void qadd_kernel(const void *a, int ac, const void *b, int bc, void *y, int yc, const void *as,
+                                   const void *bs, const void *ys, int sc, qzp az, qzp bz, qzp yz, bool relu,
+                                   int64_t n) {
+    const float sa = lds(as, sc, 0), sb = lds(bs, sc, 0), sy = lds(ys, sc, 0);
+    const int za = zp_at(az, 0), zb = zp_at(bz, 0), zy = zp_at(yz, 0);
+    const int qmin = yc == Q_U8 ? 0 : -128, qmax = yc == Q_U8 ? 255 : 127;
+    const float lo = (float)(qmin - zy), hi = (float)(qmax - zy);
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float v = __fadd_rn(__fmul_rn(__int2float_rn(ldq(a, ac, i) - za), sa),
+                            __fmul_rn(__int2float_rn(ldq(b, bc, i) - zb), sb));
+        if (relu) v = v > 0.0f ? v : 0.0f;
+        float q = __fdiv_rn(v, sy);
+        if (q != q) q = 0.0f;
+        q = q < lo ? lo : q > hi ? hi : q;
+        stq(y, yc, i, __float2int_rn(q) + zy);
+    }
+}
+
+extern "C" cudaError_t ert_cuda_qadd_launch(const ert_kargs *a, cudaStream_t st) {
+    const ert_tview *y = &a->out[0];
+    if (a->n_in != 8 || a->in[0].n_elems != y->n_elems || a->in[3].n_elems != y->n_elems) return cudaErrorInvalidValue;
+    if (!y->n_elems) return cudaSuccess;
+    qadd_kernel<<<grid_of(y->n_elems), TPB, 0, st>>>(
+        a->in[0].data, qcode(a->in[0].dtype), a->in[3].data, qcode(a->in[3].dtype), y->data, qcode(y->dtype),
+        a->in[1].data, a->in[4].data, a->in[6].data, scode(a->in[1].dtype), zp_of(a, 2), zp_of(a, 5), zp_of(a, 7),
+        a->params->quant.conv.act.kind == ERT_ACT_RELU, y->n_elems);
+    return cudaGetLastError();
+}

@@ -22,9 +22,11 @@
  *   1b. DQ(x) -> Reshape/Flatten/Squeeze/Unsqueeze/Transpose/Identity/
  *      MaxPool -> Q with the same per-tensor scale and zero point: the op
  *      runs on the integers (DQ and Q cancel exactly).
- * Not folded yet (they run as DQ -> float op -> Q, correct, slower): Add,
- * AveragePool/GlobalAveragePool (they would need requantisation), Concat,
- * and the cases the requirements above exclude. `integer_ops` false (ERT_SESSION_NO_FUSE) runs
+ *   1c. DQ(a) + DQ(b) -> [Relu] -> Q, a and b of the Add's shape, all per
+ *      tensor: ert.QLinearAdd (the same f32 operations, on the integers).
+ * Not folded yet (they run as DQ -> float op -> Q, correct, slower): Add
+ * with broadcasting, AveragePool/GlobalAveragePool (they would need
+ * requantisation), Concat, and the cases the requirements above exclude. `integer_ops` false (ERT_SESSION_NO_FUSE) runs
  * step 2 only, which tests use as the unfolded reference.
  */
 #include "graph.h"
@@ -137,12 +139,13 @@ static int32_t transposed(ert_graph *g, int32_t w, ert_status *st) {
     return id;
 }
 
-/* Turn node f (Conv/MatMul/Gemm, its output read by relu-or-q) into the
- * integer op with inputs in[9]; run its prepare to fill params, workspace
- * and check the result. Returns false (graph unchanged) if prepare refuses. */
-static bool rewrite(ert_graph *g, ert_gnode *f, ert_op op, const int32_t *in, ert_gnode *relu, ert_gnode *q) {
+/* Turn node f (Conv/MatMul/Gemm/Add, its output read by relu-or-q) into the
+ * integer op with inputs in[cap] (cap 9: an absent int32 bias, in[8] < 0,
+ * leaves 8); run its prepare to fill params, workspace and check the result.
+ * Returns false (graph unchanged) if prepare refuses. */
+static bool rewrite(ert_graph *g, ert_gnode *f, ert_op op, const int32_t *in, int cap, ert_gnode *relu, ert_gnode *q) {
     ert_tinfo tin[9], tout[1];
-    for (int k = 0; k < 9; k++) {
+    for (int k = 0; k < cap; k++) {
         memset(&tin[k], 0, sizeof tin[k]);
         if (in[k] < 0) continue;
         const ert_gtensor *t = &g->t[in[k]];
@@ -156,8 +159,8 @@ static bool rewrite(ert_graph *g, ert_gnode *f, ert_op op, const int32_t *in, er
     /* the float op's attributes (strides, pads, group, ...) are QLinearConv's; a MatMul/Gemm's are not read */
     ert_node shell = {.op = op, .name = (char *)f->name};
     const ert_node *src = op == ERT_OP_QLINEAR_CONV && f->src ? f->src : &shell;
-    ert_prep p = {.ctx = g->ctx, .node = src, .n_in = in[8] >= 0 ? 9 : 8, .n_out = 1, .in = tin, .out = tout,
-                  .params = &params, .n_threads = g->n_threads};
+    ert_prep p = {.ctx = g->ctx, .node = src, .n_in = cap == 9 && in[8] < 0 ? 8 : cap, .n_out = 1, .in = tin,
+                  .out = tout, .params = &params, .n_threads = g->n_threads};
     char saved[ERT_ERRMSG_SIZE];
     memcpy(saved, g->ctx->err, sizeof saved);
     ert_status st = ert_op_get(op)->prepare(&p);
@@ -166,13 +169,13 @@ static bool rewrite(ert_graph *g, ert_gnode *f, ert_op op, const int32_t *in, er
     if (st || tout[0].dtype != y->dtype || tout[0].ndim != y->ndim ||
         memcmp(tout[0].dims, y->dims, (size_t)y->ndim * sizeof y->dims[0]) != 0)
         return false;
-    int32_t *blk = malloc((size_t)(9 + 2 + 1) * sizeof *blk);
+    int32_t *blk = malloc((size_t)(cap + 2 + 1) * sizeof *blk); /* as before: two spare input slots */
     if (!blk) return false;
-    memcpy(blk, in, 9 * sizeof *blk);
-    blk[11] = q->out[0];
+    memcpy(blk, in, (size_t)cap * sizeof *blk);
+    blk[cap + 2] = q->out[0];
     free(f->in);
     f->in = blk;
-    f->out = blk + 11;
+    f->out = blk + cap + 2;
     f->n_in = p.n_in;
     f->n_out = 1;
     f->op = op;
@@ -184,17 +187,26 @@ static bool rewrite(ert_graph *g, ert_gnode *f, ert_op op, const int32_t *in, er
     return true;
 }
 
+/* The op that Q node q (per tensor, constant scale and zero point)
+ * quantizes, through a Relu (*relu) that only q reads, its one output read
+ * only by the Relu or q; NULL otherwise. */
+static ert_gnode *quantized_op(ert_graph *g, int32_t *producer, ert_gnode *q, ert_gnode **relu) {
+    *relu = NULL;
+    if (q->params.quant.axis >= 0 || !ert_graph_is_const(g, q->in[1]) || (q->n_in > 2 && q->in[2] >= 0 && !ert_graph_is_const(g, q->in[2])))
+        return NULL;
+    ert_gnode *f = producer_node(g, producer, q->in[0]);
+    if (f && f->op == ERT_OP_RELU) {
+        if (sole_reader(g, f->out[0]) != q) return NULL;
+        *relu = f;
+        f = producer_node(g, producer, f->in[0]);
+    }
+    return f && f->n_out == 1 && sole_reader(g, f->out[0]) == (*relu ? *relu : q) ? f : NULL;
+}
+
 /* Step 1 at Q node q: returns true if the pattern ending there was folded. */
 static bool fold_at(ert_graph *g, int32_t *producer, ert_gnode *q, ert_status *st) {
-    if (q->params.quant.axis >= 0 || !ert_graph_is_const(g, q->in[1]) || (q->n_in > 2 && q->in[2] >= 0 && !ert_graph_is_const(g, q->in[2])))
-        return false;
-    ert_gnode *f = producer_node(g, producer, q->in[0]), *relu = NULL;
-    if (f && f->op == ERT_OP_RELU) {
-        if (sole_reader(g, f->out[0]) != q) return false;
-        relu = f;
-        f = producer_node(g, producer, relu->in[0]);
-    }
-    if (!f || sole_reader(g, f->out[0]) != (relu ? relu : q) || f->n_out != 1) return false;
+    ert_gnode *relu, *f = quantized_op(g, producer, q, &relu);
+    if (!f) return false;
     qside x, w;
     int32_t b = -1, wq;
     int64_t n_out;
@@ -233,7 +245,25 @@ static bool fold_at(ert_graph *g, int32_t *producer, ert_gnode *q, ert_status *s
     int32_t bi = int_bias(g, producer, b, &x, &w, n_out, st);
     if (bi == -2) return false;
     int32_t in[9] = {x.q, x.scale, x.zp, wq, w.scale, w.zp, q->in[1], q->n_in > 2 ? q->in[2] : -1, bi};
-    return rewrite(g, f, op, in, relu, q);
+    return rewrite(g, f, op, in, 9, relu, q);
+}
+
+/* Step 1c at Q node q: DQ(a) + DQ(b) -> [Relu] -> Q (a residual join) with
+ * a, b int8/uint8 of the Add's shape and every scale and zero point a
+ * per-tensor constant becomes ert.QLinearAdd, which does the same f32
+ * operations in one pass over the integers (no f32 tensors between). */
+static bool fold_add_at(ert_graph *g, int32_t *producer, ert_gnode *q) {
+    ert_gnode *relu, *f = quantized_op(g, producer, q, &relu);
+    if (!f || f->op != ERT_OP_ADD || f->n_in != 2 || nelems(&g->t[q->in[1]]) != 1) return false;
+    qside x[2];
+    for (int k = 0; k < 2; k++) {
+        if (!dq_side(g, producer_node(g, producer, f->in[k]), -1, false, &x[k]) || nelems(&g->t[x[k].scale]) != 1)
+            return false;
+        const ert_gtensor *t = &g->t[x[k].q], *s = &g->t[f->out[0]];
+        if (t->ndim != s->ndim || memcmp(t->dims, s->dims, (size_t)t->ndim * sizeof t->dims[0]) != 0) return false;
+    }
+    int32_t in[8] = {x[0].q, x[0].scale, x[0].zp, x[1].q, x[1].scale, x[1].zp, q->in[1], q->n_in > 2 ? q->in[2] : -1};
+    return rewrite(g, f, ERT_OP_QLINEAR_ADD, in, 8, relu, q);
 }
 
 /* Same per-tensor quantization: equal scale values and zero points (absent = 0). */
@@ -278,7 +308,9 @@ ert_status ert_pass_fold_qdq(ert_graph *g, bool integer_ops) {
         int32_t *producer = malloc((size_t)(g->nt ? g->nt : 1) * sizeof *producer);
         if (!producer) return ert_graph_oom(g);
         ert_graph_count_uses(g, producer);
-        if (fold_at(g, producer, &g->n[i], &st) || (!st && fold_move_at(g, producer, &g->n[i]))) n_folded++;
+        if (fold_at(g, producer, &g->n[i], &st) ||
+            (!st && (fold_move_at(g, producer, &g->n[i]) || fold_add_at(g, producer, &g->n[i]))))
+            n_folded++;
         free(producer);
     }
     if (st) return st;

@@ -677,7 +677,8 @@ def suite_fold(R, rng):
     saturate: ort_qdq_oracle), unfolded edgert vs onnxruntime with
     optimisations off within one step, folded vs unfolded, and the folded
     graph really holds integer ops (3 QLinearConv + the depthwise one, a
-    QLinearMatMul for the Gemm/MatMul head, MaxPool and Flatten on int8)."""
+    QLinearMatMul for the Gemm/MatMul head, the residual Add as
+    ert.QLinearAdd, MaxPool and Flatten on int8)."""
     from onnxruntime.quantization import QuantType
     n = 0
     for kind in ("gemm", "matmul"):
@@ -697,10 +698,12 @@ def suite_fold(R, rng):
                     continue
                 ops = res["ops"]
                 n_int = ops.get("QLinearConv", 0) + ops.get("QLinearMatMul", 0)
-                # 5 integer ops, the MaxPool and the Flatten on int8 each remove one QuantizeLinear
+                # 5 integer ops, the residual Add (ert.QLinearAdd), the MaxPool and the Flatten on int8
+                # each remove one QuantizeLinear
                 ok_ops = ops.get("QLinearConv", 0) == 4 and ops.get("QLinearMatMul", 0) == 1 and \
-                    "QLinearConv" not in res_u["ops"] and \
-                    ops.get("QuantizeLinear", 0) == res_u["ops"].get("QuantizeLinear", 0) - 7
+                    ops.get("ert.QLinearAdd", 0) == 1 and "Add" not in ops and \
+                    "QLinearConv" not in res_u["ops"] and "ert.QLinearAdd" not in res_u["ops"] and \
+                    ops.get("QuantizeLinear", 0) == res_u["ops"].get("QuantizeLinear", 0) - 8
                 R.report(ok_ops, "fold %s ops" % tag, "folded: %s" % json.dumps(ops))
                 a, b, c = steps_off(got["y"], ref, step), steps_off(unf["y"], ref_plain, step), \
                     steps_off(got["y"], unf["y"], step)
@@ -817,6 +820,64 @@ def suite_pool(R, rng):
             ok = np.array_equal(got["y"], want) and "QuantizeLinear" not in res["ops"]
             R.report(ok, tag, "%s %s equal: %s; ops %s" % (want.dtype, want.shape, np.array_equal(got["y"], want),
                                                            json.dumps(res["ops"])))
+
+
+    add_cases(R, rng)
+
+
+def add_cases(R, rng):
+    """DQ(a) + DQ(b) -> [Relu] -> Q, the residual join of quantize_static's
+    QDQ ResNets: the pass makes it one ert.QLinearAdd on the integers; its
+    output is bit-exact with the unfolded session (the same f32 operations)
+    and with onnxruntime (optimisations off: DQ, Add, Q as written); int8 and
+    uint8 in every mix, zero points absent or not, odd shapes, outputs that
+    saturate at both ends."""
+    shapes = [[1, 7, 5, 3], [2, 16, 9, 9], [3, 33], [1, 1, 1, 1]]
+    combos = [(np.int8, np.int8, np.int8), (np.uint8, np.uint8, np.uint8), (np.uint8, np.int8, np.int8),
+              (np.int8, np.uint8, np.uint8)]
+    for si, shape in enumerate(shapes):
+        for ci, (at, bt, yt) in enumerate(combos):
+            relu = (si + ci) % 2 == 1
+            no_zp = ci == 0 and si % 2 == 0  # zero points omitted: 0
+            inits = {"as": np.array(rng.uniform(0.01, 0.1), np.float32),
+                     "bs": np.array(rng.uniform(0.01, 0.1), np.float32),
+                     # a y scale below the inputs' range so a share saturates at both ends
+                     "ys": np.array(rng.uniform(0.02, 0.12), np.float32)}
+            if not no_zp:
+                inits.update({"az": zp_of(rng, at), "bz": zp_of(rng, bt), "yz": zp_of(rng, yt)})
+            dq = lambda x, s, z: helper.make_node("DequantizeLinear", [x, s] + ([] if no_zp else [z]), ["f" + x],
+                                                 name="dq_" + x)
+            nodes = [dq("a", "as", "az"), dq("b", "bs", "bz"),
+                     helper.make_node("Add", ["fa", "fb"], ["s"], name="add")]
+            if relu:
+                nodes.append(helper.make_node("Relu", ["s"], ["r"], name="relu"))
+            nodes.append(helper.make_node("QuantizeLinear", ["r" if relu else "s", "ys"] + ([] if no_zp else ["yz"]),
+                                          ["y"], name="q"))
+            if no_zp:
+                yt = np.uint8  # QuantizeLinear without a zero point writes uint8
+            g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("a", NP2ONNX[at], shape),
+                                               helper.make_tensor_value_info("b", NP2ONNX[bt], shape)],
+                                  [helper.make_tensor_value_info("y", NP2ONNX[yt], shape)],
+                                  [numpy_helper.from_array(v, k) for k, v in inits.items()])
+            m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+            m.ir_version = 7
+            tag = "QLinearAdd s%d %s+%s->%s%s%s" % (si, np.dtype(at).name, np.dtype(bt).name, np.dtype(yt).name,
+                                                  " relu" if relu else "", " no zp" if no_zp else "")
+            path = R.save(m, "qadd%d_%d" % (si, ci))
+            feeds = {"a": rq(rng, at, shape), "b": rq(rng, bt, shape)}
+            want = R.ort_run(path, feeds)["y"]
+            try:
+                got, res = qdq_run(R, path, feeds, tag.replace(" ", "_").replace("+", "_").replace(">", ""))
+                unf, res_u = qdq_run(R, path, feeds, tag.replace(" ", "_").replace("+", "_").replace(">", "") + "_nf",
+                                     ["--no-fuse"])
+            except RuntimeError as e:
+                R.report(False, tag, str(e))
+                continue
+            sat = int(np.sum(want == np.iinfo(yt).min) + np.sum(want == np.iinfo(yt).max))
+            ok = np.array_equal(got["y"], want) and np.array_equal(got["y"], unf["y"]) and \
+                res["ops"].get("ert.QLinearAdd", 0) == 1 and "QuantizeLinear" not in res["ops"]
+            R.report(ok, tag, "equal to onnxruntime: %s, to the unfolded session: %s; %d saturated; ops %s" % (
+                np.array_equal(got["y"], want), np.array_equal(got["y"], unf["y"]), sat, json.dumps(res["ops"])))
 
 
 SUITES = {"qdq": suite_qdq, "integer": suite_integer, "hostile": suite_hostile, "fold": suite_fold,
