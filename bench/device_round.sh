@@ -16,7 +16,8 @@
 #   zoo     bench/zoo/run_zoo_gpu.sh with ZOO_CONFIGS (default f16:8) on ONLY
 #           (default: every model); YOLO needs the ultralytics wheels in .whl
 #           (carry .whl)
-# env: ITERS (30), WARMUP (5), BUDGET_S (zoo: start no model after this).
+# env: ITERS (30), WARMUP (5), DEADLINE_S (570: every step runs under
+# `timeout` with what is left of it, so the call returns with its logs).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -33,6 +34,8 @@ finish() {
 trap finish EXIT
 steps=" ${STEPS:-quant cuda int8} "
 has() { [[ $steps == *" $1 "* ]]; }
+deadline=$((SECONDS + ${DEADLINE_S:-570}))
+left() { local l=$((deadline - SECONDS)); echo $((l > 5 ? l : 5)); }
 CUDNN_ROOT=${CUDNN_ROOT:-$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null || true)}
 [[ -n $CUDNN_ROOT ]] && export LD_LIBRARY_PATH=$CUDNN_ROOT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export CUDNN_ROOT
@@ -49,7 +52,7 @@ has gpu && targets=()
 t0=$SECONDS
 cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DERT_CUDA=ON -DERT_CUDA_ARCHS="${ERT_CUDA_ARCHS:-90}" \
   ${CUDNN_ROOT:+-DERT_CUDNN_ROOT="$CUDNN_ROOT"} > "$out/configure.log" 2>&1 &&
-  ninja -C $build "${targets[@]}" > "$out/build.log" 2>&1
+  timeout "$(left)" ninja -C $build "${targets[@]}" > "$out/build.log" 2>&1
 rc=$?
 echo "build: rc $rc ($((SECONDS - t0)) s)"
 [[ $rc == 0 ]] || { grep -E -A8 "error|FAILED" "$out/build.log" | head -40; exit 1; }
@@ -58,16 +61,16 @@ for t in quant cuda zoot; do
   has $t || continue
   name=$t; [[ $t == quant ]] && name=quant_cuda; [[ $t == zoot ]] && name=zoo_cuda
   t0=$SECONDS
-  (cd $build && ctest -R "^${name}\$" --output-on-failure) > "$out/ctest_$name.log" 2>&1
+  (cd $build && timeout "$(left)" ctest -R "^${name}\$" --output-on-failure) > "$out/ctest_$name.log" 2>&1
   echo "ctest $name: rc $? ($((SECONDS - t0)) s): $(grep -E 'tests passed|checks|passed' "$out/ctest_$name.log" | tail -2 | tr '\n' ' ' | cut -c1-200)"
 done
 if has gpu; then
-  (cd $build && ctest -L gpu --output-on-failure) > "$out/ctest_gpu.log" 2>&1
+  (cd $build && timeout "$(left)" ctest -L gpu --output-on-failure) > "$out/ctest_gpu.log" 2>&1
   echo "ctest -L gpu: rc $?"; grep -E "tests passed|\(Failed\)|SKIPPED|Not Run" "$out/ctest_gpu.log" | head -20
 fi
 if has int8; then
   t0=$SECONDS
-  python3 bench/int8/bench_int8.py --driver $build/apps/bench/bench_zoo_edgert --edgert $build/apps/edgert \
+  timeout "$(left)" python3 bench/int8/bench_int8.py --driver $build/apps/bench/bench_zoo_edgert --edgert $build/apps/edgert \
     --work /tmp/int8 --out "$out/int8_gpu.json" --md "$out/int8_gpu.md" --models "${MODELS:-resnet18,resnet50,mobilenet_v2}" \
     --iters "${ITERS:-30}" --warmup "${WARMUP:-5}" --ab --profile > "$out/int8.log" 2>&1
   echo "int8 bench: rc $? ($((SECONDS - t0)) s)"
@@ -75,7 +78,7 @@ if has int8; then
 fi
 if has zoo; then
   BUILD=$build ZOO_DIR=/tmp/zoo ITERS=${ITERS:-30} WARMUP=${WARMUP:-5} CONFIGS=${ZOO_CONFIGS:-f16:8} IO=device \
-    bash bench/zoo/run_zoo_gpu.sh /tmp/zoo-out > "$out/zoo.log" 2>&1
+    BUDGET_S=$(($(left) - 60)) timeout "$(left)" bash bench/zoo/run_zoo_gpu.sh /tmp/zoo-out > "$out/zoo.log" 2>&1
   echo "zoo: rc $?"
   cp /tmp/zoo-out/zoo_gpu.json /tmp/zoo-out/zoo_gpu.md "$out/" 2>/dev/null
   grep -A8 "^| config" "$out/zoo_gpu.md"
