@@ -185,20 +185,6 @@ static int64_t padg_side(const ert_kargs *a, const padg *q, int64_t N, int64_t G
     return n_thr;
 }
 
-size_t ert_cpu_conv_padg_workspace(const ert_kargs *a) {
-    geom3 g;
-    padg q;
-    if (a->op != ERT_OP_CONV || a->n_in < 2 || a->n_out < 1 || ert_cpu_wino_chosen(a)) return 0;
-    if (ert_cpu_pw_packed_bytes(a)) return 0; /* pwconv.c takes it (1x1 stride 2, group 1) */
-    make_geom(&a->params->conv, &a->in[0], &a->out[0], &g);
-    if (!padg_of(a, &g, &q)) return 0;
-    /* room for the groups side by side, one slot per thread, where padg_side picks that */
-    const int64_t N = a->in[0].dims[0], G = a->params->conv.group, Mg = a->out[0].dims[1] / G;
-    const int64_t side = padg_side(a, &q, N, G, Mg);
-    const size_t sides = side ? q.off_b + (size_t)side * padg_slot_bytes(&q, Mg) : 0;
-    return sides > q.total ? sides : q.total;
-}
-
 typedef struct padg_out_job {
     const geom3 *g;
     const padg *q;
@@ -229,6 +215,21 @@ static void padg_out_run(void *arg, int64_t m0, int64_t m1) {
     }
 }
 
+/* Rows [r0, r0 + nr) of the phase planes of one group's input xg (Cg, H,
+ * W) into P, whose planes are Hp rows apart (grpconv.c's ert_cpu_gc_fill,
+ * copy isa): only the columns that hold image pixels are written (the
+ * padding columns are the same for every row: zeroed once by the caller);
+ * pad_rows: the rows of the padding zeroed too (a slot whose rows hold
+ * other rows from task to task). Row phases no tap reads are skipped. */
+static void planes_fill(const geom3 *g, const padg *q, int64_t Cg, const float *xg, float *P, int64_t Hp, int64_t r0,
+                        int64_t nr, bool pad_rows, int isa) {
+    ert_gc_fill f = {.x = xg, .P = P, .Cg = Cg, .H = g->in[1], .W = g->in[2], .Wq = q->Wq, .Hp = Hp,
+                     .sh = g->s[1], .sw = g->s[2], .ph = g->pb[1], .pw = g->pb[2], .r0 = r0, .nr = nr,
+                     .pad_rows = pad_rows};
+    for (int64_t i = 0; i < g->k[1]; i++) f.used_r |= f.sh > 64 ? ~0ull : 1ull << (i * g->d[1] % f.sh);
+    ert_cpu_gc_fill(&f, isa);
+}
+
 /* One (image, group) of the padded-plane path: its phase planes into P
  * (zeroed already when *zeroed: the padding is the same for every image and
  * group, so each only copies its rows in), the SGEMM on pool (NULL: this
@@ -242,38 +243,15 @@ static ert_status padg_one(const ert_kargs *a, const geom3 *g, const padg *q, si
     const float *res = a->n_in > 3 ? a->in[3].data : NULL;
     const float *scale = p->has_scale && a->n_in > 4 ? a->in[4].data : NULL;
     const int64_t C = X->dims[1], M = a->out[0].dims[1], G = p->group;
-    const int64_t Cg = C / G, Mg = M / G, H = g->in[1], W = g->in[2], Hq = q->Hq, Wq = q->Wq;
-    const int64_t KH = g->k[1], KW = g->k[2], ph = g->pb[1], pw = g->pb[2], sh = g->s[1], sw = g->s[2];
+    const int64_t Cg = C / G, Mg = M / G, Hq = q->Hq, Wq = q->Wq, sh = g->s[1], sw = g->s[2];
     const ert_act_params *act = p->act.kind != ERT_ACT_NONE ? &p->act : NULL;
-    const int64_t n_pl = Cg * sh * sw, slack = (KW - 1) * g->d[2] / sw + 1;
-    uint64_t used_r = 0, used_c = 0; /* the phases the taps read (strides <= 64 here; others are all read) */
-    for (int64_t i = 0; i < KH; i++) used_r |= sh > 64 ? ~0ull : 1ull << (i * g->d[1] % sh);
-    for (int64_t j = 0; j < KW; j++) used_c |= sw > 64 ? ~0ull : 1ull << (j * g->d[2] % sw);
+    const int64_t n_pl = Cg * sh * sw, slack = (g->k[2] - 1) * g->d[2] / sw + 1;
     if (!*zeroed) {
         memset(P, 0, (size_t)(n_pl * Hq * Wq + slack) * sizeof(float));
         *zeroed = true;
     }
     const float *xg = (const float *)X->data + (n * C + gi * Cg) * g->in_sz;
-    for (int64_t pl = 0; pl < n_pl; pl++) {
-        const int64_t c = pl / (sh * sw), pa = pl / sw % sh, pb = pl % sw;
-        if (!(used_r >> pa & 1) || !(used_c >> pb & 1)) continue; /* no tap reads it (1x1 stride 2: 3 of 4) */
-        /* plane column qq holds iw = qq*sw + pb - pw: [q0, q1) lies inside the image */
-        int64_t q0 = pw - pb > 0 ? (pw - pb + sw - 1) / sw : 0, q1 = (W + pw - pb + sw - 1) / sw;
-        if (q1 > Wq) q1 = Wq;
-        if (q0 >= q1) continue;
-        const int64_t n_cp = q1 - q0;
-        for (int64_t r = 0; r < Hq; r++) {
-            const int64_t ih = r * sh + pa - ph;
-            if (ih < 0 || ih >= H) continue;
-            float *restrict d = P + (pl * Hq + r) * Wq + q0;
-            const float *restrict xr = xg + (c * H + ih) * W + (q0 * sw + pb - pw);
-            if (sw == 1) memcpy(d, xr, (size_t)n_cp * sizeof(float));
-            else if (sw == 2)
-                for (int64_t t = 0; t < n_cp; t++) d[t] = xr[2 * t];
-            else
-                for (int64_t t = 0; t < n_cp; t++) d[t] = xr[t * sw];
-        }
-    }
+    planes_fill(g, q, Cg, xg, P, Hq, 0, Hq, false, ert_cpu_gc_isa(a->choice));
     const int64_t yoff = (n * M + gi * Mg) * g->out_sz;
     const bool direct = Wq == g->out[2]; /* no extra columns: C' is y, the epilogue the SGEMM's */
     ert_sgemm_args ga = {
@@ -359,6 +337,149 @@ static ert_status conv_padg(const ert_kargs *a, const geom3 *g, const padg *q, s
     return ERT_OK;
 }
 
+/* ------------------------------------------------------------ grouped convs by grpconv.c */
+
+/* Floats of phase planes per task at most (grpconv.c's path): tasks take
+ * chunks of output rows, each filling only its rows of the planes (plus
+ * the taps' halo), so a 56x56 stride-2 conv's 0.8 MiB of planes per group
+ * is not streamed from L2 by every tile. */
+#define GC_TASK_FLOATS (32 << 10)
+
+typedef struct gcg {
+    int64_t rows, Hc, n_rc;  /* output rows per task, plane rows a slot holds, tasks per (image, group) */
+    int64_t slots;           /* worker slots (threads, fewer where tasks are fewer) */
+    size_t off_b, slot_b;    /* bytes: the row offsets, one slot's planes with ERT_GC_SLACK */
+} gcg;
+
+/* Whether grpconv.c takes a (a grouped conv on the padded-plane path, no
+ * residual, a kernel copy under the cap), and its task geometry. */
+static bool gc_of(const ert_kargs *a, const geom3 *g, const padg *q, gcg *r) {
+    const ert_conv_params *p = &a->params->conv;
+    const int64_t G = p->group, N = a->in[0].dims[0], OH = g->out[1];
+    bool pointwise = g->k_sz == 1; /* conv.c's SGEMM reads x in place there */
+    for (int i = 0; i < 3; i++)
+        if (g->s[i] != 1 || g->pb[i] != 0 || g->in[i] != g->out[i]) pointwise = false;
+    if (G < 2 || pointwise || p->has_residual || !ert_cpu_gc_isa(a->choice)) return false;
+    const int64_t n_pl = a->in[0].dims[1] / G * g->s[1] * g->s[2], hr = (g->k[1] - 1) * g->d[1] / g->s[1];
+    const int64_t n_thr = a->n_threads > 0 ? a->n_threads : ert_threadpool_size(a->pool);
+    int64_t rows = GC_TASK_FLOATS / (n_pl * q->Wq) - hr;
+    rows = rows < 1 ? 1 : rows > OH ? OH : rows;
+    while (n_thr > 1 && rows > 1 && N * G * ((OH + rows - 1) / rows) < 4 * n_thr) rows = (rows + 1) / 2;
+    r->rows = rows;
+    r->n_rc = (OH + rows - 1) / rows;
+    r->Hc = rows + hr < q->Hq ? rows + hr : q->Hq;
+    r->slots = n_thr < N * G * r->n_rc ? n_thr : N * G * r->n_rc;
+    r->off_b = ert_align_up((size_t)q->K * sizeof(int64_t), 64);
+    r->slot_b = ert_align_up((size_t)(n_pl * r->Hc * q->Wq + ERT_GC_SLACK) * sizeof(float), 64);
+    return true;
+}
+
+typedef struct gc_job {
+    const ert_kargs *a;
+    const geom3 *g;
+    const padg *q;
+    const gcg *r;
+    const int64_t *off;
+    const float *wp;
+    int64_t ldw, n_tasks;
+    char *slots;
+    int isa;
+    atomic_llong next;
+} gc_job;
+
+/* The input rows task t reads (while this slot computes the task before it, the slots taking tasks in
+ * turn): into L2, one line at a time. Without it the filling of a stride-2 conv's planes waited on its
+ * input (just written by the 1x1 conv before, and pushed out of L2 by that conv's filter): RegNetY's
+ * 14x14 -> 7x7 conv filled at 8.6 GB/s, 70 us of 220. */
+static void gc_prefetch(const gc_job *j, int64_t t) {
+    if (t >= j->n_tasks) return;
+    const ert_kargs *a = j->a;
+    const geom3 *g = j->g;
+    const int64_t G = a->params->conv.group, Cg = a->in[0].dims[1] / G, H = g->in[1], W = g->in[2];
+    const int64_t n = t / (G * j->r->n_rc), gi = t / j->r->n_rc % G, oh0 = t % j->r->n_rc * j->r->rows;
+    int64_t h0 = oh0 * g->s[1] - g->pb[1], h1 = (oh0 + j->r->Hc) * g->s[1] - g->pb[1];
+    h0 = h0 < 0 ? 0 : h0;
+    h1 = h1 > H ? H : h1;
+    if (h0 >= h1) return;
+    const char *x = (const char *)((const float *)a->in[0].data + (n * a->in[0].dims[1] + gi * Cg) * g->in_sz);
+    for (int64_t c = 0; c < Cg; c++) {
+        const char *p0 = x + (size_t)((c * H + h0) * W) * sizeof(float), *p1 = x + (size_t)((c * H + h1) * W) * sizeof(float);
+        for (const char *p = p0; p < p1; p += 64) __builtin_prefetch(p, 0, 2);
+    }
+}
+
+/* Tasks (image, group, chunk of output rows), claimed by worker slots: the
+ * slot's planes get the chunk's rows (borders zeroed), then grpconv.c. */
+static void gc_run(void *arg, int64_t s0, int64_t s1) {
+    gc_job *j = arg;
+    const ert_kargs *a = j->a;
+    const geom3 *g = j->g;
+    const gcg *r = j->r;
+    const int64_t C = a->in[0].dims[1], M = a->out[0].dims[1], G = a->params->conv.group, Cg = C / G, Mg = M / G;
+    const int64_t OH = g->out[1], OW = g->out[2], Wq = j->q->Wq, n_pl = Cg * g->s[1] * g->s[2];
+    const float *b = a->n_in > 2 ? a->in[2].data : NULL;
+    const ert_act_params *act = a->params->conv.act.kind != ERT_ACT_NONE ? &a->params->conv.act : NULL;
+    for (int64_t s = s0; s < s1; s++) {
+        float *P = (float *)(j->slots + (size_t)s * r->slot_b);
+        /* the padding columns (and the slack the last vectors read and drop) stay zero from here on */
+        memset(P, 0, (size_t)(n_pl * r->Hc * Wq + ERT_GC_SLACK) * sizeof(float));
+        for (int64_t t; (t = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < j->n_tasks;) {
+            const int64_t n = t / (G * r->n_rc), gi = t / r->n_rc % G, oh0 = t % r->n_rc * r->rows;
+            const int64_t oh1 = oh0 + r->rows < OH ? oh0 + r->rows : OH;
+            const float *xg = (const float *)a->in[0].data + (n * C + gi * Cg) * g->in_sz;
+            planes_fill(g, j->q, Cg, xg, P, r->Hc, oh0, r->Hc < j->q->Hq - oh0 ? r->Hc : j->q->Hq - oh0, true, j->isa);
+            gc_prefetch(j, t + r->slots);
+            const ert_gc_cols c = {
+                .P = P, .off = j->off, .wp = j->wp + gi * j->q->K * j->ldw, .bias = b ? b + gi * Mg : NULL,
+                .y = (float *)a->out[0].data + (n * M + gi * Mg) * g->out_sz + oh0 * OW,
+                .K = j->q->K, .Mg = Mg, .ldw = j->ldw, .Wq = Wq, .OW = OW, .ldy = g->out_sz, .act = act,
+            };
+            ert_cpu_gc_cols_run(&c, 0, (oh1 - oh0 - 1) * Wq + OW, j->isa);
+        }
+    }
+}
+
+/* grpconv.c's path where gc_of takes a, its packed filter is there and the
+ * workspace holds a slot; false (y untouched) otherwise. */
+static bool conv_gc(const ert_kargs *a, const geom3 *g, const padg *q) {
+    gcg r;
+    const int64_t G = a->params->conv.group, Mg = a->out[0].dims[1] / G;
+    int64_t ldw;
+    const float *wp = gc_of(a, g, q, &r) ? ert_cpu_gc_packed(a->packed, a->packed_bytes, G, Mg, q->K, &ldw) : NULL;
+    if (!wp || a->workspace_bytes < r.off_b + r.slot_b) return false;
+    const int64_t fit = (int64_t)((a->workspace_bytes - r.off_b) / r.slot_b);
+    if (r.slots > fit) r.slots = fit;
+    const int64_t KH = g->k[1], KW = g->k[2], sh = g->s[1], sw = g->s[2];
+    int64_t *off = a->workspace;
+    for (int64_t k = 0; k < q->K; k++) { /* tap (kh, kw) of channel c: its phase plane (Hc rows), then the shift */
+        const int64_t c = k / (KH * KW), i = k / KW % KH * g->d[1], jj = k % KW * g->d[2];
+        off[k] = (((c * sh + i % sh) * sw + jj % sw) * r.Hc + i / sh) * q->Wq + jj / sw;
+    }
+    gc_job j = {.a = a, .g = g, .q = q, .r = &r, .off = off, .wp = wp, .ldw = ldw,
+                .n_tasks = a->in[0].dims[0] * G * r.n_rc, .slots = (char *)a->workspace + r.off_b,
+                .isa = ert_cpu_gc_isa(a->choice)};
+    atomic_init(&j.next, 0);
+    ert_parallel_for(a->pool, r.slots, 1, gc_run, &j);
+    return true;
+}
+
+size_t ert_cpu_conv_padg_workspace(const ert_kargs *a) {
+    geom3 g;
+    padg q;
+    if (a->op != ERT_OP_CONV || a->n_in < 2 || a->n_out < 1 || ert_cpu_wino_chosen(a)) return 0;
+    if (ert_cpu_pw_packed_bytes(a)) return 0; /* pwconv.c takes it (1x1 stride 2, group 1) */
+    make_geom(&a->params->conv, &a->in[0], &a->out[0], &g);
+    if (!padg_of(a, &g, &q)) return 0;
+    /* room for the groups side by side, one slot per thread, where padg_side picks that */
+    const int64_t N = a->in[0].dims[0], G = a->params->conv.group, Mg = a->out[0].dims[1] / G;
+    const int64_t side = padg_side(a, &q, N, G, Mg);
+    const size_t sides = side ? q.off_b + (size_t)side * padg_slot_bytes(&q, Mg) : 0;
+    size_t ws = sides > q.total ? sides : q.total;
+    gcg r;
+    if (gc_of(a, &g, &q, &r) && r.off_b + (size_t)r.slots * r.slot_b > ws) ws = r.off_b + (size_t)r.slots * r.slot_b;
+    return ws;
+}
+
 /* ------------------------------------------------------------ Conv */
 
 /* Packed filters (session create): per group, W_g as the SGEMM's A operand
@@ -378,6 +499,16 @@ static size_t conv_pk_stride(const ert_kargs *a, int64_t *G, int64_t *Mg, int64_
     return b == SIZE_MAX ? SIZE_MAX : ert_align_up(b, 64);
 }
 
+/* Whether grpconv.c takes a (by shapes, at create): then a->packed is its filter, not the SGEMM's. */
+static bool gc_takes(const ert_kargs *a) {
+    geom3 g;
+    padg q;
+    gcg r;
+    if (a->op != ERT_OP_CONV || a->n_in < 2 || a->n_out < 1 || ert_cpu_wino_chosen(a)) return false;
+    make_geom(&a->params->conv, &a->in[0], &a->out[0], &g);
+    return padg_of(a, &g, &q) && gc_of(a, &g, &q, &r);
+}
+
 size_t ert_cpu_conv_packed_bytes(const ert_kargs *a) {
     if (ert_cpu_wino_chosen(a)) return ert_cpu_wino_packed_bytes(a); /* its transformed filter instead */
     const size_t pw = ert_cpu_pw_packed_bytes(a); /* pwconv.c's panels instead */
@@ -385,6 +516,7 @@ size_t ert_cpu_conv_packed_bytes(const ert_kargs *a) {
     int64_t G, Mg, Kg;
     size_t s = conv_pk_stride(a, &G, &Mg, &Kg), tot;
     if (s == 0) return 0;
+    if (gc_takes(a)) return ert_cpu_gc_packed_bytes(G, Mg, Kg);
     return s == SIZE_MAX || ert_mul_ovf(s, (size_t)G, &tot) ? SIZE_MAX : tot;
 }
 
@@ -396,6 +528,7 @@ ert_status ert_cpu_conv_pack(const ert_kargs *a) {
     if (s == 0 || !a->packed) return ERT_OK;
     const ert_conv_params *p = &a->params->conv;
     const float *scale = p->has_scale && a->n_in > 4 ? a->in[4].data : NULL;
+    if (gc_takes(a)) return ert_cpu_gc_pack(a->in[1].data, scale, G, Mg, Kg, a->packed, a->packed_bytes);
     for (int64_t gi = 0; gi < G; gi++) {
         ert_sgemm_args ga = {.M = Mg, .N = 1, .K = Kg, .a = (const float *)a->in[1].data + gi * Mg * Kg,
                              .a_rs = Kg, .a_cs = 1, .alpha = 1.0f, .a_row_scale = scale ? scale + gi * Mg : NULL,
@@ -443,7 +576,9 @@ ert_status ert_cpu_conv(const ert_kargs *a) {
         if (st || done) return st;
     }
     int64_t pk_G, pk_Mg, pk_Kg;
-    const size_t pk_stride = a->packed && !ert_cpu_wino_chosen(a) ? conv_pk_stride(a, &pk_G, &pk_Mg, &pk_Kg) : 0;
+    const bool gc = gc_takes(a); /* a->packed, if any, is grpconv.c's filter: never the SGEMM's A */
+    const size_t pk_stride =
+        a->packed && !gc && !ert_cpu_wino_chosen(a) ? conv_pk_stride(a, &pk_G, &pk_Mg, &pk_Kg) : 0;
     bool pointwise = g.k_sz == 1;
     for (int i = 0; i < 3; i++)
         if (g.s[i] != 1 || g.pb[i] != 0 || g.in[i] != g.out[i]) pointwise = false;
@@ -453,7 +588,10 @@ ert_status ert_cpu_conv(const ert_kargs *a) {
         if (st || done) return st;
     }
     padg pq;
-    if (!pointwise && padg_of(a, &g, &pq) && a->workspace_bytes >= pq.total) return conv_padg(a, &g, &pq, pk_stride);
+    if (!pointwise && padg_of(a, &g, &pq)) {
+        if (gc && conv_gc(a, &g, &pq)) return ERT_OK;
+        if (a->workspace_bytes >= pq.total) return conv_padg(a, &g, &pq, pk_stride);
+    }
     ert_conv_geom cg = {.x = NULL};
     for (int i = 0; i < 3; i++) {
         cg.in[i] = g.in[i];
