@@ -155,7 +155,7 @@ ert_status ert_cpu_gc_pack(const float *w, const float *scale, int64_t G, int64_
                            size_t bytes);
 const float *ert_cpu_gc_packed(const void *packed, size_t bytes, int64_t G, int64_t Mg, int64_t K, int64_t *ldw);
 /* Floats past the planes' last that ert_cpu_gc_cols_run may read (and
- * drop): its last vectors run past the last output column. */
+ * drop): its vectors run past the last output column of a row, up to j1. */
 #define ERT_GC_SLACK 32
 typedef struct ert_gc_cols {
     const float *P;     /* the group's phase planes */
@@ -163,6 +163,7 @@ typedef struct ert_gc_cols {
     const float *wp;    /* the group's packed filter (K, ldw) */
     const float *bias;  /* (Mg) or NULL */
     float *y;           /* the group's output rows (Mg, ldy) */
+    const float *res;   /* or NULL: added before the activation, rows as y's; only where Wq == OW */
     int64_t K, Mg, ldw, Wq, OW, ldy;
     const ert_act_params *act; /* or NULL */
 } ert_gc_cols;
@@ -185,7 +186,9 @@ typedef struct ert_gc_fill {
 } ert_gc_fill;
 void ert_cpu_gc_fill(const ert_gc_fill *f, int isa);
 /* Columns [j0, j1) of the plane grid (those with j % Wq < OW: output
- * (j / Wq, j % Wq)) of every channel of the group, by copy isa (> 0). */
+ * (j / Wq, j % Wq)) of every channel of the group, by copy isa (> 0).
+ * Nothing at or past column j1 of a B row is read, so with Wq == OW a
+ * pointwise conv's x can be the "planes" (off[k] = k * pixels). */
 void ert_cpu_gc_cols_run(const ert_gc_cols *g, int64_t j0, int64_t j1, int isa);
 
 /* Whether the direct kernel takes this case (and p->choice allows it). */

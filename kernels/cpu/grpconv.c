@@ -100,6 +100,11 @@ static inline __attribute__((always_inline)) unsigned gc_plan(int64_t *oh, int64
     return mask;
 }
 
+/* Lanes 0 .. n - 1 of 16 (none for n <= 0) */
+static inline __attribute__((always_inline)) unsigned gc_mask16(int64_t n) {
+    return n >= 16 ? 0xffffu : n > 0 ? (1u << n) - 1 : 0u;
+}
+
 /* The phase planes' rows (ert_cpu_gc_fill): on the 7x7 to 28x28 maps a
  * plane row is 7 to 28 floats, and a call (memcpy, or a row function) with
  * its set-up per plane row cost as much as the conv's FMAs there (RegNetY's
@@ -137,9 +142,10 @@ static inline __attribute__((always_inline)) unsigned gc_plan(int64_t *oh, int64
 #define GZ_FMA(i) c##i = _mm512_fmadd_ps(_mm512_set1_ps(wk[i]), xv, c##i)
 #define GZ_ST(i)                                                                                                    \
     if ((i) < nch) {                                                                                                \
+        if (res) c##i = _mm512_add_ps(c##i, _mm512_maskz_loadu_ps(sm, res + (i) * ldy + dst));                     \
         __m512 v_ = ert_av_act_z(c##i, KIND, al, be);                                                               \
         if (perm) v_ = _mm512_maskz_compress_ps((__mmask16)mask, v_);                                               \
-        _mm512_mask_storeu_ps(y + (i) * ldy + dst, (__mmask16)((1u << cnt) - 1), v_);                               \
+        _mm512_mask_storeu_ps(y + (i) * ldy + dst, sm, v_);                                                         \
     }
 
 __attribute__((target("avx512f,avx2,fma"))) static inline __attribute__((always_inline)) void
@@ -153,6 +159,7 @@ gz_cols(const ert_gc_cols *g, int64_t j0, int64_t j1, const int KIND) {
         const unsigned mask = gc_plan(&oh, &ow, j, j1, Wq, OW, 16, &cnt, &dst, idx);
         if (!cnt) continue;
         const bool perm = mask != (1u << cnt) - 1; /* a gap inside the vector: compact */
+        const __mmask16 sm = (__mmask16)((1u << cnt) - 1), lm = (__mmask16)gc_mask16(j1 - j);
         const float *xj = g->P + j;
         for (int64_t m0 = 0; m0 < g->Mg; m0 += 16) {
             const int nch = g->Mg - m0 < 16 ? (int)(g->Mg - m0) : 16;
@@ -161,12 +168,20 @@ gz_cols(const ert_gc_cols *g, int64_t j0, int64_t j1, const int KIND) {
             GZ_ACC(0); GZ_ACC(1); GZ_ACC(2); GZ_ACC(3); GZ_ACC(4); GZ_ACC(5); GZ_ACC(6); GZ_ACC(7);
             GZ_ACC(8); GZ_ACC(9); GZ_ACC(10); GZ_ACC(11); GZ_ACC(12); GZ_ACC(13); GZ_ACC(14); GZ_ACC(15);
             const float *wk = g->wp + m0;
-            for (int64_t k = 0; k < K; k++, wk += ldw) {
-                const __m512 xv = _mm512_loadu_ps(xj + g->off[k]);
-                GZ_FMA(0); GZ_FMA(1); GZ_FMA(2); GZ_FMA(3); GZ_FMA(4); GZ_FMA(5); GZ_FMA(6); GZ_FMA(7);
-                GZ_FMA(8); GZ_FMA(9); GZ_FMA(10); GZ_FMA(11); GZ_FMA(12); GZ_FMA(13); GZ_FMA(14); GZ_FMA(15);
-            }
+            if (lm == 0xffff)
+                for (int64_t k = 0; k < K; k++, wk += ldw) {
+                    const __m512 xv = _mm512_loadu_ps(xj + g->off[k]);
+                    GZ_FMA(0); GZ_FMA(1); GZ_FMA(2); GZ_FMA(3); GZ_FMA(4); GZ_FMA(5); GZ_FMA(6); GZ_FMA(7);
+                    GZ_FMA(8); GZ_FMA(9); GZ_FMA(10); GZ_FMA(11); GZ_FMA(12); GZ_FMA(13); GZ_FMA(14); GZ_FMA(15);
+                }
+            else /* the last vector: nothing read past j1 (x may end there); masked loads cost more on the others */
+                for (int64_t k = 0; k < K; k++, wk += ldw) {
+                    const __m512 xv = _mm512_maskz_loadu_ps(lm, xj + g->off[k]);
+                    GZ_FMA(0); GZ_FMA(1); GZ_FMA(2); GZ_FMA(3); GZ_FMA(4); GZ_FMA(5); GZ_FMA(6); GZ_FMA(7);
+                    GZ_FMA(8); GZ_FMA(9); GZ_FMA(10); GZ_FMA(11); GZ_FMA(12); GZ_FMA(13); GZ_FMA(14); GZ_FMA(15);
+                }
             float *y = g->y + m0 * ldy;
+            const float *res = g->res ? g->res + m0 * ldy : NULL;
             GZ_ST(0); GZ_ST(1); GZ_ST(2); GZ_ST(3); GZ_ST(4); GZ_ST(5); GZ_ST(6); GZ_ST(7);
             GZ_ST(8); GZ_ST(9); GZ_ST(10); GZ_ST(11); GZ_ST(12); GZ_ST(13); GZ_ST(14); GZ_ST(15);
         }
@@ -205,10 +220,11 @@ static inline __attribute__((always_inline)) void gy_plan_of(gy_plan *s, int64_t
     }
 }
 
-/* channel row y's piece of one vector: activation, compaction, store */
+/* channel row y's piece of one vector: residual (rows without gaps only), activation, compaction, store */
 __attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) void
-gy_store(__m256 v, float *y, const gy_plan *s, const int KIND, float al, float be) {
+gy_store(__m256 v, float *y, const float *res, const gy_plan *s, const int KIND, float al, float be) {
     if (!s->cnt) return;
+    if (res) v = _mm256_add_ps(v, _mm256_maskload_ps(res + s->dst, _mm256_loadu_si256((const __m256i *)s->lm)));
     if (KIND != ERT_ACT_NONE) {
         ert_av8 t = (ert_av8)v;
         ert_av_act(&t, KIND, al, be);
@@ -222,9 +238,10 @@ gy_store(__m256 v, float *y, const gy_plan *s, const int KIND, float al, float b
 #define GY_ST(i)                                                                                                    \
     if (m0 + (i) < g->Mg) {                                                                                         \
         float *yr = g->y + (m0 + (i)) * ldy;                                                                        \
-        gy_store(c##i##0, yr, &pl[0], KIND, al, be);                                                                \
-        gy_store(c##i##1, yr, &pl[1], KIND, al, be);                                                                \
-        gy_store(c##i##2, yr, &pl[2], KIND, al, be);                                                                \
+        const float *rr = g->res ? g->res + (m0 + (i)) * ldy : NULL;                                                \
+        gy_store(c##i##0, yr, rr, &pl[0], KIND, al, be);                                                            \
+        gy_store(c##i##1, yr, rr, &pl[1], KIND, al, be);                                                            \
+        gy_store(c##i##2, yr, rr, &pl[2], KIND, al, be);                                                            \
     }
 
 __attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) void
@@ -232,6 +249,7 @@ gy_cols(const ert_gc_cols *g, int64_t j0, int64_t j1, const int KIND) {
     const int64_t K = g->K, ldw = g->ldw, ldy = g->ldy, Wq = g->Wq, OW = g->OW;
     const float al = g->act ? g->act->alpha : 0.0f, be = g->act ? g->act->beta : 0.0f;
     int64_t oh = j0 / Wq, ow = j0 % Wq;
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     for (int64_t j = j0; j < j1; j += 24) {
         gy_plan pl[3];
         for (int v = 0; v < 3; v++) gy_plan_of(&pl[v], &oh, &ow, j + 8 * v, j1, Wq, OW);
@@ -241,10 +259,22 @@ gy_cols(const ert_gc_cols *g, int64_t j0, int64_t j1, const int KIND) {
             if (g->bias) memcpy(bt, g->bias + m0, (size_t)(g->Mg - m0 < 4 ? g->Mg - m0 : 4) * sizeof(float));
             GY_ACC(0); GY_ACC(1); GY_ACC(2); GY_ACC(3);
             const float *wk = g->wp + m0;
-            for (int64_t k = 0; k < K; k++, wk += ldw) {
-                const float *xk = xj + g->off[k];
-                const __m256 x0 = _mm256_loadu_ps(xk), x1 = _mm256_loadu_ps(xk + 8), x2 = _mm256_loadu_ps(xk + 16);
-                GY_FMA(0); GY_FMA(1); GY_FMA(2); GY_FMA(3);
+            if (j + 24 <= j1)
+                for (int64_t k = 0; k < K; k++, wk += ldw) {
+                    const float *xk = xj + g->off[k];
+                    const __m256 x0 = _mm256_loadu_ps(xk), x1 = _mm256_loadu_ps(xk + 8), x2 = _mm256_loadu_ps(xk + 16);
+                    GY_FMA(0); GY_FMA(1); GY_FMA(2); GY_FMA(3);
+                }
+            else { /* the last step: nothing read past j1 (x may end there) */
+                const __m256i l0 = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(j1 - j)), lanes);
+                const __m256i l1 = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(j1 - j - 8)), lanes);
+                const __m256i l2 = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(j1 - j - 16)), lanes);
+                for (int64_t k = 0; k < K; k++, wk += ldw) {
+                    const float *xk = xj + g->off[k];
+                    const __m256 x0 = _mm256_maskload_ps(xk, l0), x1 = _mm256_maskload_ps(xk + 8, l1),
+                                 x2 = _mm256_maskload_ps(xk + 16, l2);
+                    GY_FMA(0); GY_FMA(1); GY_FMA(2); GY_FMA(3);
+                }
             }
             GY_ST(0) GY_ST(1) GY_ST(2) GY_ST(3)
         }
@@ -257,10 +287,6 @@ gy_cols(const ert_gc_cols *g, int64_t j0, int64_t j1, const int KIND) {
 /* pixel iw goes to column phase (iw + pw) % 2, column (iw + pw) / 2: the even pixels (ne of them, from
  * column se) to phase pw % 2, the odd ones (no, from so) to the other; counts cut at Wq */
 #define GC_SPLIT2_GEOM                                                                                                  const int64_t se = f->pw / 2, so = (f->pw + 1) / 2;                                                                 const int64_t ne = (f->W + 1) / 2 < f->Wq - se ? (f->W + 1) / 2 : f->Wq - se;                                      const int64_t no = f->W / 2 < f->Wq - so ? f->W / 2 : f->Wq - so;                                                   const int64_t oe = f->pw % 2 * f->Hp * f->Wq + se, oo = (f->pw + 1) % 2 * f->Hp * f->Wq + so;                       const int64_t n1 = f->W < f->Wq - f->pw ? f->W : f->Wq - f->pw /* stride 1: pixels copied */
-
-static inline __attribute__((always_inline)) unsigned gc_mask16(int64_t n) {
-    return n >= 16 ? 0xffffu : n > 0 ? (1u << n) - 1 : 0u;
-}
 
 __attribute__((target("avx512f,avx2,fma"))) static void gz_fill(const ert_gc_fill *f) {
     GC_SPLIT2_GEOM;
