@@ -163,7 +163,7 @@ typedef struct ert_gc_cols {
     const float *wp;    /* the group's packed filter (K, ldw) */
     const float *bias;  /* (Mg) or NULL */
     float *y;           /* the group's output rows (Mg, ldy) */
-    const float *res;   /* or NULL: added before the activation, rows as y's; only where Wq == OW */
+    const float *res;   /* or NULL: added before the activation, rows as y's; only where Wq == OW, isa 2 */
     int64_t K, Mg, ldw, Wq, OW, ldy;
     const ert_act_params *act; /* or NULL */
 } ert_gc_cols;

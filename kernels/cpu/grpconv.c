@@ -24,8 +24,8 @@
  * are compacted (vcompressps / vpermps) and stored masked, in order, where
  * they are consecutive outputs. Bias in the accumulators' start, the
  * activation on the vector before the store (the kinds act_vec.h lacks by
- * act.c afterwards). A residual is not taken here (conv.c keeps the SGEMM
- * for those). x86-64 only (AVX2+FMA or AVX-512F, chosen at run time under
+ * act.c afterwards). A residual only on AVX-512 and without gaps (conv.c's
+ * pointwise path); the grouped convs with one keep the SGEMM. x86-64 only (AVX2+FMA or AVX-512F, chosen at run time under
  * the kernel cap); elsewhere conv.c keeps the SGEMM. */
 #include "act_vec.h"
 #include "cpu_gemm.h"
@@ -220,11 +220,10 @@ static inline __attribute__((always_inline)) void gy_plan_of(gy_plan *s, int64_t
     }
 }
 
-/* channel row y's piece of one vector: residual (rows without gaps only), activation, compaction, store */
+/* channel row y's piece of one vector: activation, compaction, store */
 __attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) void
-gy_store(__m256 v, float *y, const float *res, const gy_plan *s, const int KIND, float al, float be) {
+gy_store(__m256 v, float *y, const gy_plan *s, const int KIND, float al, float be) {
     if (!s->cnt) return;
-    if (res) v = _mm256_add_ps(v, _mm256_maskload_ps(res + s->dst, _mm256_loadu_si256((const __m256i *)s->lm)));
     if (KIND != ERT_ACT_NONE) {
         ert_av8 t = (ert_av8)v;
         ert_av_act(&t, KIND, al, be);
@@ -238,10 +237,9 @@ gy_store(__m256 v, float *y, const float *res, const gy_plan *s, const int KIND,
 #define GY_ST(i)                                                                                                    \
     if (m0 + (i) < g->Mg) {                                                                                         \
         float *yr = g->y + (m0 + (i)) * ldy;                                                                        \
-        const float *rr = g->res ? g->res + (m0 + (i)) * ldy : NULL;                                                \
-        gy_store(c##i##0, yr, rr, &pl[0], KIND, al, be);                                                            \
-        gy_store(c##i##1, yr, rr, &pl[1], KIND, al, be);                                                            \
-        gy_store(c##i##2, yr, rr, &pl[2], KIND, al, be);                                                            \
+        gy_store(c##i##0, yr, &pl[0], KIND, al, be);                                                                \
+        gy_store(c##i##1, yr, &pl[1], KIND, al, be);                                                                \
+        gy_store(c##i##2, yr, &pl[2], KIND, al, be);                                                                \
     }
 
 __attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) void

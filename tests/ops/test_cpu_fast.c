@@ -17,9 +17,9 @@
  *     scale is applied while B is packed, per panel width);
  *   - grouped convs (stride 1 and 2) and 1x1 stride-2 ones through conv.c's
  *     padded phase-plane path (and the im2col SGEMM without its scratch),
- *     with a residual input; grouped ones of RegNet's widths, and 1x1 ones
- *     on large maps with few input channels, through grpconv.c's kernel
- *     (its AVX-512 and AVX2 copies);
+ *     with a residual input; grouped ones of RegNet's widths through
+ *     grpconv.c's kernel (its AVX-512 and AVX2 copies), and 1x1 ones on
+ *     large maps with few input channels (its AVX-512 copy);
  *   - the direct depthwise kernel's copy for each vector ISA the CPU has
  *     (AVX-512 16-wide, AVX2 8-wide, baseline), kernels 1..7, stride 1/2,
  *     dilation 1/2, padding, channel multiplier 1/2, narrow and wide rows,
@@ -961,8 +961,9 @@ static void test_conv_grouped(int pool_i) {
 }
 
 /* Pointwise convs on large maps with few input channels through grpconv.c's
- * kernel with x read in place (conv.c's pv path: >= 1024 pixels, K <= 64,
- * output channels a multiple of 16 but not of 64): maps whose pixels end
+ * kernel with x read in place (conv.c's pv path, AVX-512: >= 1024 pixels,
+ * K <= 64, output channels a multiple of 16 but not of 64; under the other
+ * caps pwconv.c or the SGEMM): maps whose pixels end
  * inside a vector (x's last row read masked), a residual, activations with
  * and without a register epilogue, batch 1 and 2; the filter packed, the
  * original poisoned, outputs poisoned, against float64. */
