@@ -144,7 +144,8 @@ typedef struct padg {
     size_t off_b, p_b, c_b, total; /* bytes: row offsets, phase planes (+ slack), C', total with one SGEMM slot */
 } padg;
 
-static bool padg_of(const ert_kargs *a, const geom3 *g, padg *q) {
+/* wide: any group width (grpconv.c's path, which has no SGEMM panels to pay the extra columns with) */
+static bool padg_of(const ert_kargs *a, const geom3 *g, padg *q, bool wide) {
     const ert_conv_params *p = &a->params->conv;
     if (a->n_in < 2 || a->in[0].dtype != ERT_DTYPE_F32 || a->in[1].dtype != ERT_DTYPE_F32 || p->has_in_scale)
         return false;
@@ -154,7 +155,7 @@ static bool padg_of(const ert_kargs *a, const geom3 *g, padg *q) {
     q->Wq = g->out[2] + (g->k[2] - 1) * g->d[2] / sw;
     q->Hq = g->out[1] + (g->k[1] - 1) * g->d[1] / sh;
     /* extra columns cost Mg * (Wq - OW) MACs per row and tap: worth it for narrow groups, or when none */
-    if (!(G > 1 && Mg <= PADG_MG_MAX) && q->Wq != g->out[2]) return false;
+    if (!wide && !(G > 1 && Mg <= PADG_MG_MAX) && q->Wq != g->out[2]) return false;
     q->Np = g->out[1] * q->Wq;
     q->K = Cg * g->k_sz;
     const int64_t slack = (g->k[2] - 1) * g->d[2] / sw + 1; /* the last row's extra columns read past the planes */
@@ -345,6 +346,12 @@ static ert_status conv_padg(const ert_kargs *a, const geom3 *g, const padg *q, s
  * is not streamed from L2 by every tile. */
 #define GC_TASK_FLOATS (32 << 10)
 
+/* Ungrouped convs grpconv.c takes too (AVX-512): K = C*KH*KW at most and output pixels at least. The
+ * SGEMM's im2col panels cost a copy of every B float per call, and a 3x3 stem (K = 27) gives each B panel
+ * 27 k steps of FMAs: MobileNetV2's and RegNetY's 3 -> 32 stride-2 stems, YOLOv8n's 16 -> 32 at 320x320. */
+#define GC_DENSE_KMAX 160
+#define GC_DENSE_PMIN 1024
+
 typedef struct gcg {
     int64_t rows, Hc, n_rc;  /* output rows per task, plane rows a slot holds, tasks per (image, group) */
     int64_t slots;           /* worker slots (threads, fewer where tasks are fewer) */
@@ -359,7 +366,11 @@ static bool gc_of(const ert_kargs *a, const geom3 *g, const padg *q, gcg *r) {
     bool pointwise = g->k_sz == 1; /* conv.c's SGEMM reads x in place there */
     for (int i = 0; i < 3; i++)
         if (g->s[i] != 1 || g->pb[i] != 0 || g->in[i] != g->out[i]) pointwise = false;
-    if (G < 2 || pointwise || p->has_residual || !ert_cpu_gc_isa(a->choice)) return false;
+    if (pointwise || p->has_residual || !ert_cpu_gc_isa(a->choice)) return false;
+    /* one group: small K on large maps, AVX-512, whole 16-channel blocks (gc_dense) */
+    if (G < 2 && !(ert_cpu_gc_isa(a->choice) == 2 && q->K <= GC_DENSE_KMAX && a->out[0].dims[1] % 16 == 0 &&
+                   g->out_sz >= GC_DENSE_PMIN && !ert_cpu_pw_packed_bytes(a)))
+        return false;
     const int64_t n_pl = a->in[0].dims[1] / G * g->s[1] * g->s[2], hr = (g->k[1] - 1) * g->d[1] / g->s[1];
     const int64_t n_thr = a->n_threads > 0 ? a->n_threads : ert_threadpool_size(a->pool);
     int64_t rows = GC_TASK_FLOATS / (n_pl * q->Wq) - hr;
@@ -544,17 +555,20 @@ static bool conv_pv(const ert_kargs *a) {
 size_t ert_cpu_conv_padg_workspace(const ert_kargs *a) {
     geom3 g;
     padg q;
+    gcg r;
+    size_t ws = 0;
     if (a->op != ERT_OP_CONV || a->n_in < 2 || a->n_out < 1 || ert_cpu_wino_chosen(a)) return 0;
     if (ert_cpu_pw_packed_bytes(a)) return 0; /* pwconv.c takes it (1x1 stride 2, group 1) */
     make_geom(&a->params->conv, &a->in[0], &a->out[0], &g);
-    if (!padg_of(a, &g, &q)) return 0;
-    /* room for the groups side by side, one slot per thread, where padg_side picks that */
-    const int64_t N = a->in[0].dims[0], G = a->params->conv.group, Mg = a->out[0].dims[1] / G;
-    const int64_t side = padg_side(a, &q, N, G, Mg);
-    const size_t sides = side ? q.off_b + (size_t)side * padg_slot_bytes(&q, Mg) : 0;
-    size_t ws = sides > q.total ? sides : q.total;
-    gcg r;
-    if (gc_of(a, &g, &q, &r) && r.off_b + (size_t)r.slots * r.slot_b > ws) ws = r.off_b + (size_t)r.slots * r.slot_b;
+    if (padg_of(a, &g, &q, false)) {
+        /* room for the groups side by side, one slot per thread, where padg_side picks that */
+        const int64_t N = a->in[0].dims[0], G = a->params->conv.group, Mg = a->out[0].dims[1] / G;
+        const int64_t side = padg_side(a, &q, N, G, Mg);
+        const size_t sides = side ? q.off_b + (size_t)side * padg_slot_bytes(&q, Mg) : 0;
+        ws = sides > q.total ? sides : q.total;
+    }
+    if (padg_of(a, &g, &q, true) && gc_of(a, &g, &q, &r) && r.off_b + (size_t)r.slots * r.slot_b > ws)
+        ws = r.off_b + (size_t)r.slots * r.slot_b;
     return ws;
 }
 
@@ -584,7 +598,7 @@ static bool gc_takes(const ert_kargs *a) {
     gcg r;
     if (a->op != ERT_OP_CONV || a->n_in < 2 || a->n_out < 1 || ert_cpu_wino_chosen(a)) return false;
     make_geom(&a->params->conv, &a->in[0], &a->out[0], &g);
-    return padg_of(a, &g, &q) && gc_of(a, &g, &q, &r);
+    return padg_of(a, &g, &q, true) && gc_of(a, &g, &q, &r);
 }
 
 size_t ert_cpu_conv_packed_bytes(const ert_kargs *a) {
@@ -672,10 +686,9 @@ ert_status ert_cpu_conv(const ert_kargs *a) {
         if (st || done) return st;
     }
     padg pq;
-    if (!pointwise && padg_of(a, &g, &pq)) {
-        if (gc && conv_gc(a, &g, &pq)) return ERT_OK;
-        if (a->workspace_bytes >= pq.total) return conv_padg(a, &g, &pq, pk_stride);
-    }
+    if (!pointwise && gc && padg_of(a, &g, &pq, true) && conv_gc(a, &g, &pq)) return ERT_OK;
+    if (!pointwise && padg_of(a, &g, &pq, false) && a->workspace_bytes >= pq.total)
+        return conv_padg(a, &g, &pq, pk_stride);
     ert_conv_geom cg = {.x = NULL};
     for (int i = 0; i < 3; i++) {
         cg.in[i] = g.in[i];

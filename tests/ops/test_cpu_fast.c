@@ -925,24 +925,28 @@ static void check_conv_fused(const char *what, tt *in, bool with_res, int64_t G,
 
 /* grpconv.c's grouped convs straight from the phase planes, at the widths
  * RegNet and ResNeXt have (8 to 64 channels a group: whole 16-channel blocks
- * and a part one), stride 1 and 2, maps from 7x7 to one whose planes take
- * several row chunks per group (64x64 at stride 2, 16 channels), the
+ * and a part one), and ungrouped ones of small K on large maps (a stem),
+ * stride 1 and 2, maps from 7x7 to ones whose planes take several row
+ * chunks per group (64x64 at stride 2, 16 channels), the
  * activations with a register epilogue and one without (LeakyReLU, applied
  * after the store); the filter packed and the original poisoned, outputs
  * poisoned, against float64. A residual keeps the padded-plane SGEMM. */
 static void test_conv_grouped(int pool_i) {
     static const int64_t mgs[] = {8, 16, 24, 32, 64};
     static const ert_act kinds[] = {ERT_ACT_RELU, ERT_ACT_NONE, ERT_ACT_SILU, ERT_ACT_LEAKY_RELU, ERT_ACT_CLIP};
-    for (int it = 0; it < 10; it++) {
-        const bool big = it == 0;
-        const int64_t G = big ? 2 : ert_test_int(&rng, 2, 5), Cg = big ? 16 : ert_test_int(&rng, 0, 1) ? 16 : 8;
-        const int64_t Mg = big ? 16 : mgs[ert_test_int(&rng, 0, 4)];
+    for (int it = 0; it < 12; it++) {
+        /* dense: one group, K <= 160 on >= 1024 output pixels (AVX-512: conv.c's GC_DENSE_*, a 3x3 stem) */
+        const bool big = it == 0, dense = it % 3 == 1;
+        const int64_t G = big ? 2 : dense ? 1 : ert_test_int(&rng, 2, 5);
+        const int64_t Cg = big ? 16 : dense ? ert_test_int(&rng, 1, 17) : ert_test_int(&rng, 0, 1) ? 16 : 8;
+        const int64_t Mg = big ? 16 : dense ? 16 * ert_test_int(&rng, 1, 3) : mgs[ert_test_int(&rng, 0, 4)];
         int64_t s[2], d[2] = {1, 1}, pd[4], k[2] = {3, 3};
         s[0] = s[1] = big ? 2 : ert_test_int(&rng, 1, 2);
         for (int i = 0; i < 4; i++) pd[i] = 1;
         if (it % 4 == 3) d[0] = d[1] = 2, pd[0] = pd[1] = pd[2] = pd[3] = 2; /* dilated */
-        const int64_t hw = big ? 64 : ert_test_int(&rng, 7, 30);
-        int64_t xd[4] = {ert_test_int(&rng, 1, 2), G * Cg, hw, big ? 61 : ert_test_int(&rng, 7, 30)};
+        const int64_t lo = dense ? 34 * s[0] : 7, hi = dense ? 40 * s[0] : 30;
+        const int64_t hw = big ? 64 : ert_test_int(&rng, lo, hi);
+        int64_t xd[4] = {ert_test_int(&rng, 1, 2), G * Cg, hw, big ? 61 : ert_test_int(&rng, lo, hi)};
         int64_t wd[4] = {G * Mg, Cg, k[0], k[1]}, bd[1] = {G * Mg};
         const bool with_res = it % 5 == 4;
         int64_t yd[4] = {xd[0], G * Mg, (xd[2] + pd[0] + pd[2] - (k[0] - 1) * d[0] - 1) / s[0] + 1,
@@ -1007,7 +1011,9 @@ int main(void) {
             test_conv_packed(p);
             kc.wino = 0;
             test_conv_padg(p);
+            kc.wino = -1; /* the dense 3x3 stride-1 cases: grpconv.c, not Winograd (own rounding bound) */
             test_conv_grouped(p);
+            kc.wino = 0;
             test_conv_pv(p);
             test_gemm_packed(p);
             test_dw(p, cap);
