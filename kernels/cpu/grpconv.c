@@ -393,9 +393,13 @@ void ert_cpu_gc_fill(const ert_gc_fill *f, int isa) {
 #else
     (void)isa;
 #endif
-    GC_FILL_LOOP(for (int64_t iw = 0; iw < f->W; iw++) {
-        const int64_t qq = (iw + f->pw) / f->sw;
-        if (qq < f->Wq) d[(iw + f->pw) % f->sw * f->Hp * f->Wq + qq] = xr[iw];
+    /* column phase pb: plane column qq holds pixel iw = qq * sw + pb - pw, [q0, q1) the ones in the row */
+    const int64_t sw = f->sw, pw = f->pw;
+    GC_FILL_LOOP(for (int64_t pb = 0; pb < sw; pb++) {
+        const int64_t q0 = pw - pb > 0 ? (pw - pb + sw - 1) / sw : 0;
+        const int64_t q1 = (f->W + pw - pb + sw - 1) / sw < f->Wq ? (f->W + pw - pb + sw - 1) / sw : f->Wq;
+        float *dp = d + pb * f->Hp * f->Wq;
+        for (int64_t qq = q0; qq < q1; qq++) dp[qq] = xr[qq * sw + pb - pw];
     });
 }
 
