@@ -398,27 +398,6 @@ typedef struct gc_job {
     atomic_llong next;
 } gc_job;
 
-/* The input rows task t reads (while this slot computes the task before it, the slots taking tasks in
- * turn): into L2, one line at a time. Without it the filling of a stride-2 conv's planes waited on its
- * input (just written by the 1x1 conv before, and pushed out of L2 by that conv's filter): RegNetY's
- * 14x14 -> 7x7 conv filled at 8.6 GB/s, 70 us of 220. */
-static void gc_prefetch(const gc_job *j, int64_t t) {
-    if (t >= j->n_tasks) return;
-    const ert_kargs *a = j->a;
-    const geom3 *g = j->g;
-    const int64_t G = a->params->conv.group, Cg = a->in[0].dims[1] / G, H = g->in[1], W = g->in[2];
-    const int64_t n = t / (G * j->r->n_rc), gi = t / j->r->n_rc % G, oh0 = t % j->r->n_rc * j->r->rows;
-    int64_t h0 = oh0 * g->s[1] - g->pb[1], h1 = (oh0 + j->r->Hc) * g->s[1] - g->pb[1];
-    h0 = h0 < 0 ? 0 : h0;
-    h1 = h1 > H ? H : h1;
-    if (h0 >= h1) return;
-    const char *x = (const char *)((const float *)a->in[0].data + (n * a->in[0].dims[1] + gi * Cg) * g->in_sz);
-    for (int64_t c = 0; c < Cg; c++) {
-        const char *p0 = x + (size_t)((c * H + h0) * W) * sizeof(float), *p1 = x + (size_t)((c * H + h1) * W) * sizeof(float);
-        for (const char *p = p0; p < p1; p += 64) __builtin_prefetch(p, 0, 2);
-    }
-}
-
 /* Tasks (image, group, chunk of output rows), claimed by worker slots: the
  * slot's planes get the chunk's rows (borders zeroed), then grpconv.c. */
 static void gc_run(void *arg, int64_t s0, int64_t s1) {
@@ -439,7 +418,6 @@ static void gc_run(void *arg, int64_t s0, int64_t s1) {
             const int64_t oh1 = oh0 + r->rows < OH ? oh0 + r->rows : OH;
             const float *xg = (const float *)a->in[0].data + (n * C + gi * Cg) * g->in_sz;
             planes_fill(g, j->q, Cg, xg, P, r->Hc, oh0, r->Hc < j->q->Hq - oh0 ? r->Hc : j->q->Hq - oh0, true, j->isa);
-            gc_prefetch(j, t + r->slots);
             const ert_gc_cols c = {
                 .P = P, .off = j->off, .wp = j->wp + gi * j->q->K * j->ldw, .bias = b ? b + gi * Mg : NULL,
                 .y = (float *)a->out[0].data + (n * M + gi * Mg) * g->out_sz + oh0 * OW,
