@@ -11,6 +11,9 @@
  *     that vectorises;
  *   - a 3x3 stride-1 conv where winograd.c's cost rule says so: Winograd
  *     F(4x4, 3x3) on the filter transformed at create;
+ *   - on AVX-512, 1x1 stride-1 one-group convs on large maps with few
+ *     input channels (PV_*): grpconv.c's kernel with x read in place, the
+ *     pixels as the vector dimension;
  *   - one group, where the SGEMM would run its AVX2 or NEON kernel:
  *     pwconv.c, output channels as the vector dimension, x read in place
  *     for 1x1 stride-1 convs, through a per-task im2col of its pixels for
@@ -30,7 +33,11 @@
  *     in the copy-out). The per-output-row im2col it replaces cost
  *     ~50 instructions plus a memcpy call per row segment, more than the
  *     GEMM itself on 14- and 7-wide maps, and ~4 per float at stride 2
- *     (RegNetY-800MF, callgrind);
+ *     (RegNetY-800MF, callgrind). Without a residual, on x86 with AVX2
+ *     (grpconv.c's copies), the grouped ones, and on AVX-512 one-group ones
+ *     of small K on large maps (GC_DENSE_*: stems), skip the SGEMM: grpconv.c
+ *     reads the planes in place (tasks of output-row chunks, each filling
+ *     only its rows of the planes);
  *   - otherwise per (image, group) one SGEMM: W_g (Mg, Cg*k) x im2col(x_g)
  *     (Cg*k, OD*OH*OW), the im2col matrix packed on the fly (cpu_gemm.h); a
  *     1x1/stride 1/no pad conv reads x_g directly as the B matrix. Bias,
