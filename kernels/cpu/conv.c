@@ -11,6 +11,9 @@
  *     that vectorises;
  *   - a 3x3 stride-1 conv where winograd.c's cost rule says so: Winograd
  *     F(4x4, 3x3) on the filter transformed at create;
+ *   - on AVX-512, 1x1 stride-1 one-group convs on large maps with few
+ *     input channels (PV_*): grpconv.c's kernel with x read in place, the
+ *     pixels as the vector dimension;
  *   - one group, where the SGEMM would run its AVX2 or NEON kernel:
  *     pwconv.c, output channels as the vector dimension, x read in place
  *     for 1x1 stride-1 convs, through a per-task im2col of its pixels for
@@ -30,7 +33,11 @@
  *     in the copy-out). The per-output-row im2col it replaces cost
  *     ~50 instructions plus a memcpy call per row segment, more than the
  *     GEMM itself on 14- and 7-wide maps, and ~4 per float at stride 2
- *     (RegNetY-800MF, callgrind);
+ *     (RegNetY-800MF, callgrind). Without a residual, on x86 with AVX2
+ *     (grpconv.c's copies), the grouped ones, and on AVX-512 one-group ones
+ *     of small K on large maps (GC_DENSE_*: stems), skip the SGEMM: grpconv.c
+ *     reads the planes in place (tasks of output-row chunks, each filling
+ *     only its rows of the planes);
  *   - otherwise per (image, group) one SGEMM: W_g (Mg, Cg*k) x im2col(x_g)
  *     (Cg*k, OD*OH*OW), the im2col matrix packed on the fly (cpu_gemm.h); a
  *     1x1/stride 1/no pad conv reads x_g directly as the B matrix. Bias,
@@ -144,7 +151,8 @@ typedef struct padg {
     size_t off_b, p_b, c_b, total; /* bytes: row offsets, phase planes (+ slack), C', total with one SGEMM slot */
 } padg;
 
-static bool padg_of(const ert_kargs *a, const geom3 *g, padg *q) {
+/* wide: any group width (grpconv.c's path, which has no SGEMM panels to pay the extra columns with) */
+static bool padg_of(const ert_kargs *a, const geom3 *g, padg *q, bool wide) {
     const ert_conv_params *p = &a->params->conv;
     if (a->n_in < 2 || a->in[0].dtype != ERT_DTYPE_F32 || a->in[1].dtype != ERT_DTYPE_F32 || p->has_in_scale)
         return false;
@@ -154,7 +162,7 @@ static bool padg_of(const ert_kargs *a, const geom3 *g, padg *q) {
     q->Wq = g->out[2] + (g->k[2] - 1) * g->d[2] / sw;
     q->Hq = g->out[1] + (g->k[1] - 1) * g->d[1] / sh;
     /* extra columns cost Mg * (Wq - OW) MACs per row and tap: worth it for narrow groups, or when none */
-    if (!(G > 1 && Mg <= PADG_MG_MAX) && q->Wq != g->out[2]) return false;
+    if (!wide && !(G > 1 && Mg <= PADG_MG_MAX) && q->Wq != g->out[2]) return false;
     q->Np = g->out[1] * q->Wq;
     q->K = Cg * g->k_sz;
     const int64_t slack = (g->k[2] - 1) * g->d[2] / sw + 1; /* the last row's extra columns read past the planes */
@@ -183,20 +191,6 @@ static int64_t padg_side(const ert_kargs *a, const padg *q, int64_t N, int64_t G
     if (n_thr < 2 || G < 2 || N * G < n_thr) return 0;
     if (N * G < 2 * n_thr && ert_cpu_sgemm_tasks(Mg, q->Np, n_thr) >= 2 * n_thr) return 0;
     return n_thr;
-}
-
-size_t ert_cpu_conv_padg_workspace(const ert_kargs *a) {
-    geom3 g;
-    padg q;
-    if (a->op != ERT_OP_CONV || a->n_in < 2 || a->n_out < 1 || ert_cpu_wino_chosen(a)) return 0;
-    if (ert_cpu_pw_packed_bytes(a)) return 0; /* pwconv.c takes it (1x1 stride 2, group 1) */
-    make_geom(&a->params->conv, &a->in[0], &a->out[0], &g);
-    if (!padg_of(a, &g, &q)) return 0;
-    /* room for the groups side by side, one slot per thread, where padg_side picks that */
-    const int64_t N = a->in[0].dims[0], G = a->params->conv.group, Mg = a->out[0].dims[1] / G;
-    const int64_t side = padg_side(a, &q, N, G, Mg);
-    const size_t sides = side ? q.off_b + (size_t)side * padg_slot_bytes(&q, Mg) : 0;
-    return sides > q.total ? sides : q.total;
 }
 
 typedef struct padg_out_job {
@@ -229,6 +223,21 @@ static void padg_out_run(void *arg, int64_t m0, int64_t m1) {
     }
 }
 
+/* Rows [r0, r0 + nr) of the phase planes of one group's input xg (Cg, H,
+ * W) into P, whose planes are Hp rows apart (grpconv.c's ert_cpu_gc_fill,
+ * copy isa): only the columns that hold image pixels are written (the
+ * padding columns are the same for every row: zeroed once by the caller);
+ * pad_rows: the rows of the padding zeroed too (a slot whose rows hold
+ * other rows from task to task). Row phases no tap reads are skipped. */
+static void planes_fill(const geom3 *g, const padg *q, int64_t Cg, const float *xg, float *P, int64_t Hp, int64_t r0,
+                        int64_t nr, bool pad_rows, int isa) {
+    ert_gc_fill f = {.x = xg, .P = P, .Cg = Cg, .H = g->in[1], .W = g->in[2], .Wq = q->Wq, .Hp = Hp,
+                     .sh = g->s[1], .sw = g->s[2], .ph = g->pb[1], .pw = g->pb[2], .r0 = r0, .nr = nr,
+                     .pad_rows = pad_rows};
+    for (int64_t i = 0; i < g->k[1]; i++) f.used_r |= f.sh > 64 ? ~0ull : 1ull << (i * g->d[1] % f.sh);
+    ert_cpu_gc_fill(&f, isa);
+}
+
 /* One (image, group) of the padded-plane path: its phase planes into P
  * (zeroed already when *zeroed: the padding is the same for every image and
  * group, so each only copies its rows in), the SGEMM on pool (NULL: this
@@ -242,38 +251,15 @@ static ert_status padg_one(const ert_kargs *a, const geom3 *g, const padg *q, si
     const float *res = a->n_in > 3 ? a->in[3].data : NULL;
     const float *scale = p->has_scale && a->n_in > 4 ? a->in[4].data : NULL;
     const int64_t C = X->dims[1], M = a->out[0].dims[1], G = p->group;
-    const int64_t Cg = C / G, Mg = M / G, H = g->in[1], W = g->in[2], Hq = q->Hq, Wq = q->Wq;
-    const int64_t KH = g->k[1], KW = g->k[2], ph = g->pb[1], pw = g->pb[2], sh = g->s[1], sw = g->s[2];
+    const int64_t Cg = C / G, Mg = M / G, Hq = q->Hq, Wq = q->Wq, sh = g->s[1], sw = g->s[2];
     const ert_act_params *act = p->act.kind != ERT_ACT_NONE ? &p->act : NULL;
-    const int64_t n_pl = Cg * sh * sw, slack = (KW - 1) * g->d[2] / sw + 1;
-    uint64_t used_r = 0, used_c = 0; /* the phases the taps read (strides <= 64 here; others are all read) */
-    for (int64_t i = 0; i < KH; i++) used_r |= sh > 64 ? ~0ull : 1ull << (i * g->d[1] % sh);
-    for (int64_t j = 0; j < KW; j++) used_c |= sw > 64 ? ~0ull : 1ull << (j * g->d[2] % sw);
+    const int64_t n_pl = Cg * sh * sw, slack = (g->k[2] - 1) * g->d[2] / sw + 1;
     if (!*zeroed) {
         memset(P, 0, (size_t)(n_pl * Hq * Wq + slack) * sizeof(float));
         *zeroed = true;
     }
     const float *xg = (const float *)X->data + (n * C + gi * Cg) * g->in_sz;
-    for (int64_t pl = 0; pl < n_pl; pl++) {
-        const int64_t c = pl / (sh * sw), pa = pl / sw % sh, pb = pl % sw;
-        if (!(used_r >> pa & 1) || !(used_c >> pb & 1)) continue; /* no tap reads it (1x1 stride 2: 3 of 4) */
-        /* plane column qq holds iw = qq*sw + pb - pw: [q0, q1) lies inside the image */
-        int64_t q0 = pw - pb > 0 ? (pw - pb + sw - 1) / sw : 0, q1 = (W + pw - pb + sw - 1) / sw;
-        if (q1 > Wq) q1 = Wq;
-        if (q0 >= q1) continue;
-        const int64_t n_cp = q1 - q0;
-        for (int64_t r = 0; r < Hq; r++) {
-            const int64_t ih = r * sh + pa - ph;
-            if (ih < 0 || ih >= H) continue;
-            float *restrict d = P + (pl * Hq + r) * Wq + q0;
-            const float *restrict xr = xg + (c * H + ih) * W + (q0 * sw + pb - pw);
-            if (sw == 1) memcpy(d, xr, (size_t)n_cp * sizeof(float));
-            else if (sw == 2)
-                for (int64_t t = 0; t < n_cp; t++) d[t] = xr[2 * t];
-            else
-                for (int64_t t = 0; t < n_cp; t++) d[t] = xr[t * sw];
-        }
-    }
+    planes_fill(g, q, Cg, xg, P, Hq, 0, Hq, false, ert_cpu_gc_isa(a->choice));
     const int64_t yoff = (n * M + gi * Mg) * g->out_sz;
     const bool direct = Wq == g->out[2]; /* no extra columns: C' is y, the epilogue the SGEMM's */
     ert_sgemm_args ga = {
@@ -359,6 +345,218 @@ static ert_status conv_padg(const ert_kargs *a, const geom3 *g, const padg *q, s
     return ERT_OK;
 }
 
+/* ------------------------------------------------------------ grouped convs by grpconv.c */
+
+/* Floats of phase planes per task at most (grpconv.c's path): tasks take
+ * chunks of output rows, each filling only its rows of the planes (plus
+ * the taps' halo), so a 56x56 stride-2 conv's 0.8 MiB of planes per group
+ * is not streamed from L2 by every tile. */
+#define GC_TASK_FLOATS (32 << 10)
+
+/* Ungrouped convs grpconv.c takes too (AVX-512): K = C*KH*KW at most and output pixels at least. The
+ * SGEMM's im2col panels cost a copy of every B float per call, and a 3x3 stem (K = 27) gives each B panel
+ * 27 k steps of FMAs: MobileNetV2's and RegNetY's 3 -> 32 stride-2 stems, YOLOv8n's 16 -> 32 at 320x320. */
+#define GC_DENSE_KMAX 160
+#define GC_DENSE_PMIN 1024
+
+typedef struct gcg {
+    int64_t rows, Hc, n_rc;  /* output rows per task, plane rows a slot holds, tasks per (image, group) */
+    int64_t slots;           /* worker slots (threads, fewer where tasks are fewer) */
+    size_t off_b, slot_b;    /* bytes: the row offsets, one slot's planes with ERT_GC_SLACK */
+} gcg;
+
+/* Whether grpconv.c takes a (a grouped conv on the padded-plane path, no
+ * residual, a kernel copy under the cap), and its task geometry. */
+static bool gc_of(const ert_kargs *a, const geom3 *g, const padg *q, gcg *r) {
+    const ert_conv_params *p = &a->params->conv;
+    const int64_t G = p->group, N = a->in[0].dims[0], OH = g->out[1];
+    bool pointwise = g->k_sz == 1; /* conv.c's SGEMM reads x in place there */
+    for (int i = 0; i < 3; i++)
+        if (g->s[i] != 1 || g->pb[i] != 0 || g->in[i] != g->out[i]) pointwise = false;
+    if (pointwise || p->has_residual || !ert_cpu_gc_isa(a->choice)) return false;
+    /* one group: small K on large maps, AVX-512, whole 16-channel blocks (gc_dense) */
+    if (G < 2 && !(ert_cpu_gc_isa(a->choice) == 2 && q->K <= GC_DENSE_KMAX && a->out[0].dims[1] % 16 == 0 &&
+                   g->out_sz >= GC_DENSE_PMIN && !ert_cpu_pw_packed_bytes(a)))
+        return false;
+    const int64_t n_pl = a->in[0].dims[1] / G * g->s[1] * g->s[2], hr = (g->k[1] - 1) * g->d[1] / g->s[1];
+    const int64_t n_thr = a->n_threads > 0 ? a->n_threads : ert_threadpool_size(a->pool);
+    int64_t rows = GC_TASK_FLOATS / (n_pl * q->Wq) - hr;
+    rows = rows < 1 ? 1 : rows > OH ? OH : rows;
+    while (n_thr > 1 && rows > 1 && N * G * ((OH + rows - 1) / rows) < 4 * n_thr) rows = (rows + 1) / 2;
+    r->rows = rows;
+    r->n_rc = (OH + rows - 1) / rows;
+    r->Hc = rows + hr < q->Hq ? rows + hr : q->Hq;
+    r->slots = n_thr < N * G * r->n_rc ? n_thr : N * G * r->n_rc;
+    r->off_b = ert_align_up((size_t)q->K * sizeof(int64_t), 64);
+    r->slot_b = ert_align_up((size_t)(n_pl * r->Hc * q->Wq + ERT_GC_SLACK) * sizeof(float), 64);
+    return true;
+}
+
+typedef struct gc_job {
+    const ert_kargs *a;
+    const geom3 *g;
+    const padg *q;
+    const gcg *r;
+    const int64_t *off;
+    const float *wp;
+    int64_t ldw, n_tasks;
+    char *slots;
+    int isa;
+    atomic_llong next;
+} gc_job;
+
+/* Tasks (image, group, chunk of output rows), claimed by worker slots: the
+ * slot's planes get the chunk's rows (borders zeroed), then grpconv.c. */
+static void gc_run(void *arg, int64_t s0, int64_t s1) {
+    gc_job *j = arg;
+    const ert_kargs *a = j->a;
+    const geom3 *g = j->g;
+    const gcg *r = j->r;
+    const int64_t C = a->in[0].dims[1], M = a->out[0].dims[1], G = a->params->conv.group, Cg = C / G, Mg = M / G;
+    const int64_t OH = g->out[1], OW = g->out[2], Wq = j->q->Wq, n_pl = Cg * g->s[1] * g->s[2];
+    const float *b = a->n_in > 2 ? a->in[2].data : NULL;
+    const ert_act_params *act = a->params->conv.act.kind != ERT_ACT_NONE ? &a->params->conv.act : NULL;
+    for (int64_t s = s0; s < s1; s++) {
+        float *P = (float *)(j->slots + (size_t)s * r->slot_b);
+        /* the padding columns (and the slack the last vectors read and drop) stay zero from here on */
+        memset(P, 0, (size_t)(n_pl * r->Hc * Wq + ERT_GC_SLACK) * sizeof(float));
+        for (int64_t t; (t = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < j->n_tasks;) {
+            const int64_t n = t / (G * r->n_rc), gi = t / r->n_rc % G, oh0 = t % r->n_rc * r->rows;
+            const int64_t oh1 = oh0 + r->rows < OH ? oh0 + r->rows : OH;
+            const float *xg = (const float *)a->in[0].data + (n * C + gi * Cg) * g->in_sz;
+            planes_fill(g, j->q, Cg, xg, P, r->Hc, oh0, r->Hc < j->q->Hq - oh0 ? r->Hc : j->q->Hq - oh0, true, j->isa);
+            const ert_gc_cols c = {
+                .P = P, .off = j->off, .wp = j->wp + gi * j->q->K * j->ldw, .bias = b ? b + gi * Mg : NULL,
+                .y = (float *)a->out[0].data + (n * M + gi * Mg) * g->out_sz + oh0 * OW,
+                .K = j->q->K, .Mg = Mg, .ldw = j->ldw, .Wq = Wq, .OW = OW, .ldy = g->out_sz, .act = act,
+            };
+            ert_cpu_gc_cols_run(&c, 0, (oh1 - oh0 - 1) * Wq + OW, j->isa);
+        }
+    }
+}
+
+/* grpconv.c's path where gc_of takes a, its packed filter is there and the
+ * workspace holds a slot; false (y untouched) otherwise. */
+static bool conv_gc(const ert_kargs *a, const geom3 *g, const padg *q) {
+    gcg r;
+    const int64_t G = a->params->conv.group, Mg = a->out[0].dims[1] / G;
+    int64_t ldw;
+    const float *wp = gc_of(a, g, q, &r) ? ert_cpu_gc_packed(a->packed, a->packed_bytes, G, Mg, q->K, &ldw) : NULL;
+    if (!wp || a->workspace_bytes < r.off_b + r.slot_b) return false;
+    const int64_t fit = (int64_t)((a->workspace_bytes - r.off_b) / r.slot_b);
+    if (r.slots > fit) r.slots = fit;
+    const int64_t KH = g->k[1], KW = g->k[2], sh = g->s[1], sw = g->s[2];
+    int64_t *off = a->workspace;
+    for (int64_t k = 0; k < q->K; k++) { /* tap (kh, kw) of channel c: its phase plane (Hc rows), then the shift */
+        const int64_t c = k / (KH * KW), i = k / KW % KH * g->d[1], jj = k % KW * g->d[2];
+        off[k] = (((c * sh + i % sh) * sw + jj % sw) * r.Hc + i / sh) * q->Wq + jj / sw;
+    }
+    gc_job j = {.a = a, .g = g, .q = q, .r = &r, .off = off, .wp = wp, .ldw = ldw,
+                .n_tasks = a->in[0].dims[0] * G * r.n_rc, .slots = (char *)a->workspace + r.off_b,
+                .isa = ert_cpu_gc_isa(a->choice)};
+    atomic_init(&j.next, 0);
+    ert_parallel_for(a->pool, r.slots, 1, gc_run, &j);
+    return true;
+}
+
+/* ------------------------------------------------------------ pointwise convs by grpconv.c */
+
+/* Pointwise (1x1, stride 1, no padding) one-group convs on large maps with
+ * few input channels, on AVX-512: grpconv.c's kernel with x read in place as its
+ * "planes" (row k = input channel k, no gaps), the pixels its vectors and
+ * the output channels broadcast, each tile 16 pixels x 16 channels stored
+ * as 16 whole rows. pwconv.c's tile (4 pixels x up to 64 channels) pays a
+ * broadcast per pixel and k and a transpose into 4-pixel pieces of every
+ * channel row per tile, which at K = 16..64 is most of its work
+ * (MobileNetV2's 16 -> 96 at 112x112: 0.59 ms, onnxruntime 0.49). */
+#define PV_PMIN 1024 /* pixels of a plane at least (32x32): fewer leave a vector partly empty per task */
+#define PV_KMAX 64   /* input channels at most */
+#define PV_CHUNK 512 /* pixels per task */
+
+static bool pv_takes(const ert_kargs *a) {
+    const ert_conv_params *p = &a->params->conv;
+    if (a->op != ERT_OP_CONV || a->n_in < 2 || a->n_out < 1 || p->group != 1 || p->has_in_scale) return false;
+    /* AVX-512 only: the AVX2 copy's tile (4 channels x 24 pixels) ran more instructions than pwconv.c's
+     * (callgrind: MobileNetV2 +7.6%, EfficientNet-B0 +2.4%) */
+    if (a->in[0].dtype != ERT_DTYPE_F32 || a->in[1].dtype != ERT_DTYPE_F32 || ert_cpu_gc_isa(a->choice) != 2)
+        return false;
+    if (p->has_scale && (a->n_in < 5 || !a->in[4].data)) return false;
+    const ert_tview *X = &a->in[0], *Y = &a->out[0];
+    int64_t P = 1;
+    for (int i = 0; i < p->nsp; i++) {
+        if (p->kernel[i] != 1 || p->stride[i] != 1 || p->pad_begin[i] != 0 || X->dims[2 + i] != Y->dims[2 + i])
+            return false;
+        P *= Y->dims[2 + i];
+    }
+    /* output channels in whole 16-channel blocks (else a last block's lanes are lost: MobileNetV3-L's 24 and
+     * 72, +10%), and not in 64s, which pwconv.c's widest tile takes as well (RegNetY's 32 -> 64 at 112x112:
+     * 0.64 ms there, 0.66 here) */
+    const int64_t M = Y->dims[1];
+    return P >= PV_PMIN && X->dims[1] <= PV_KMAX && M % 16 == 0 && M % 64 != 0;
+}
+
+typedef struct pv_job {
+    const ert_kargs *a;
+    const float *wp;
+    int64_t ldw, P, K, M, n_pc, n_tasks;
+    atomic_llong next;
+} pv_job;
+
+static void pv_run(void *arg, int64_t s0, int64_t s1) {
+    pv_job *j = arg;
+    const ert_kargs *a = j->a;
+    const ert_act_params *act = a->params->conv.act.kind != ERT_ACT_NONE ? &a->params->conv.act : NULL;
+    const float *b = a->n_in > 2 ? a->in[2].data : NULL, *res = a->n_in > 3 ? a->in[3].data : NULL;
+    int64_t off[PV_KMAX];
+    for (int64_t k = 0; k < j->K; k++) off[k] = k * j->P;
+    for (int64_t s = s0; s < s1; s++)
+        for (int64_t t; (t = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < j->n_tasks;) {
+            const int64_t n = t / j->n_pc, p0 = t % j->n_pc * PV_CHUNK, p1 = p0 + PV_CHUNK < j->P ? p0 + PV_CHUNK : j->P;
+            const int64_t yo = n * j->M * j->P;
+            const ert_gc_cols c = {
+                .P = (const float *)a->in[0].data + n * j->K * j->P, .off = off, .wp = j->wp, .bias = b,
+                .y = (float *)a->out[0].data + yo, .res = res ? res + yo : NULL,
+                .K = j->K, .Mg = j->M, .ldw = j->ldw, .Wq = j->P, .OW = j->P, .ldy = j->P, .act = act,
+            };
+            ert_cpu_gc_cols_run(&c, p0, p1, ert_cpu_gc_isa(a->choice));
+        }
+}
+
+/* false (y untouched) where the packed filter is not there: pwconv.c or the SGEMM then */
+static bool conv_pv(const ert_kargs *a) {
+    const int64_t M = a->out[0].dims[1], K = a->in[0].dims[1], N = a->in[0].dims[0];
+    int64_t ldw;
+    const float *wp = ert_cpu_gc_packed(a->packed, a->packed_bytes, 1, M, K, &ldw);
+    if (!wp) return false;
+    pv_job j = {.a = a, .wp = wp, .ldw = ldw, .P = a->out[0].n_elems / (N * M), .K = K, .M = M};
+    j.n_pc = (j.P + PV_CHUNK - 1) / PV_CHUNK;
+    j.n_tasks = N * j.n_pc;
+    atomic_init(&j.next, 0);
+    const int64_t n_thr = ert_threadpool_size(a->pool);
+    ert_parallel_for(a->pool, n_thr < j.n_tasks ? n_thr : j.n_tasks, 1, pv_run, &j);
+    return true;
+}
+
+size_t ert_cpu_conv_padg_workspace(const ert_kargs *a) {
+    geom3 g;
+    padg q;
+    gcg r;
+    size_t ws = 0;
+    if (a->op != ERT_OP_CONV || a->n_in < 2 || a->n_out < 1 || ert_cpu_wino_chosen(a)) return 0;
+    if (ert_cpu_pw_packed_bytes(a)) return 0; /* pwconv.c takes it (1x1 stride 2, group 1) */
+    make_geom(&a->params->conv, &a->in[0], &a->out[0], &g);
+    if (padg_of(a, &g, &q, false)) {
+        /* room for the groups side by side, one slot per thread, where padg_side picks that */
+        const int64_t N = a->in[0].dims[0], G = a->params->conv.group, Mg = a->out[0].dims[1] / G;
+        const int64_t side = padg_side(a, &q, N, G, Mg);
+        const size_t sides = side ? q.off_b + (size_t)side * padg_slot_bytes(&q, Mg) : 0;
+        ws = sides > q.total ? sides : q.total;
+    }
+    if (padg_of(a, &g, &q, true) && gc_of(a, &g, &q, &r) && r.off_b + (size_t)r.slots * r.slot_b > ws)
+        ws = r.off_b + (size_t)r.slots * r.slot_b;
+    return ws;
+}
+
 /* ------------------------------------------------------------ Conv */
 
 /* Packed filters (session create): per group, W_g as the SGEMM's A operand
@@ -378,24 +576,41 @@ static size_t conv_pk_stride(const ert_kargs *a, int64_t *G, int64_t *Mg, int64_
     return b == SIZE_MAX ? SIZE_MAX : ert_align_up(b, 64);
 }
 
+/* Whether grpconv.c takes a (by shapes, at create): then a->packed is its filter, not the SGEMM's. */
+static bool gc_takes(const ert_kargs *a) {
+    geom3 g;
+    padg q;
+    gcg r;
+    if (a->op != ERT_OP_CONV || a->n_in < 2 || a->n_out < 1 || ert_cpu_wino_chosen(a)) return false;
+    make_geom(&a->params->conv, &a->in[0], &a->out[0], &g);
+    return padg_of(a, &g, &q, true) && gc_of(a, &g, &q, &r);
+}
+
 size_t ert_cpu_conv_packed_bytes(const ert_kargs *a) {
     if (ert_cpu_wino_chosen(a)) return ert_cpu_wino_packed_bytes(a); /* its transformed filter instead */
+    if (pv_takes(a)) return ert_cpu_gc_packed_bytes(1, a->out[0].dims[1], a->in[0].dims[1]);
     const size_t pw = ert_cpu_pw_packed_bytes(a); /* pwconv.c's panels instead */
     if (pw) return pw;
     int64_t G, Mg, Kg;
     size_t s = conv_pk_stride(a, &G, &Mg, &Kg), tot;
     if (s == 0) return 0;
+    if (gc_takes(a)) return ert_cpu_gc_packed_bytes(G, Mg, Kg);
     return s == SIZE_MAX || ert_mul_ovf(s, (size_t)G, &tot) ? SIZE_MAX : tot;
 }
 
 ert_status ert_cpu_conv_pack(const ert_kargs *a) {
     if (ert_cpu_wino_chosen(a)) return a->packed ? ert_cpu_wino_pack(a) : ERT_OK;
+    if (pv_takes(a))
+        return a->packed ? ert_cpu_gc_pack(a->in[1].data, a->params->conv.has_scale ? a->in[4].data : NULL, 1,
+                                           a->out[0].dims[1], a->in[0].dims[1], a->packed, a->packed_bytes)
+                         : ERT_OK;
     if (ert_cpu_pw_packed_bytes(a)) return a->packed ? ert_cpu_pw_pack(a) : ERT_OK;
     int64_t G, Mg, Kg;
     size_t s = conv_pk_stride(a, &G, &Mg, &Kg);
     if (s == 0 || !a->packed) return ERT_OK;
     const ert_conv_params *p = &a->params->conv;
     const float *scale = p->has_scale && a->n_in > 4 ? a->in[4].data : NULL;
+    if (gc_takes(a)) return ert_cpu_gc_pack(a->in[1].data, scale, G, Mg, Kg, a->packed, a->packed_bytes);
     for (int64_t gi = 0; gi < G; gi++) {
         ert_sgemm_args ga = {.M = Mg, .N = 1, .K = Kg, .a = (const float *)a->in[1].data + gi * Mg * Kg,
                              .a_rs = Kg, .a_cs = 1, .alpha = 1.0f, .a_row_scale = scale ? scale + gi * Mg : NULL,
@@ -443,17 +658,22 @@ ert_status ert_cpu_conv(const ert_kargs *a) {
         if (st || done) return st;
     }
     int64_t pk_G, pk_Mg, pk_Kg;
-    const size_t pk_stride = a->packed && !ert_cpu_wino_chosen(a) ? conv_pk_stride(a, &pk_G, &pk_Mg, &pk_Kg) : 0;
+    const bool gc = gc_takes(a); /* a->packed, if any, is grpconv.c's filter: never the SGEMM's A */
+    const size_t pk_stride =
+        a->packed && !gc && !ert_cpu_wino_chosen(a) ? conv_pk_stride(a, &pk_G, &pk_Mg, &pk_Kg) : 0;
     bool pointwise = g.k_sz == 1;
     for (int i = 0; i < 3; i++)
         if (g.s[i] != 1 || g.pb[i] != 0 || g.in[i] != g.out[i]) pointwise = false;
+    if (pv_takes(a) && conv_pv(a)) return ERT_OK; /* a->packed then grpconv.c's filter */
     if (G == 1) { /* pwconv.c where it takes the conv (a->packed, if any, is then its panels, not the SGEMM's A) */
         bool done;
         ert_status st = ert_cpu_pw_conv(a, &done);
         if (st || done) return st;
     }
     padg pq;
-    if (!pointwise && padg_of(a, &g, &pq) && a->workspace_bytes >= pq.total) return conv_padg(a, &g, &pq, pk_stride);
+    if (!pointwise && gc && padg_of(a, &g, &pq, true) && conv_gc(a, &g, &pq)) return ERT_OK;
+    if (!pointwise && padg_of(a, &g, &pq, false) && a->workspace_bytes >= pq.total)
+        return conv_padg(a, &g, &pq, pk_stride);
     ert_conv_geom cg = {.x = NULL};
     for (int i = 0; i < 3; i++) {
         cg.in[i] = g.in[i];

@@ -145,6 +145,53 @@ ert_status ert_cpu_pw_conv(const ert_kargs *a, bool *done);
  * Without it (a short workspace) the conv takes the im2col SGEMM. */
 size_t ert_cpu_conv_padg_workspace(const ert_kargs *a);
 
+/* grpconv.c: one group of a grouped 2-D conv straight from conv.c's
+ * zero-padded phase planes (x86-64 AVX2/AVX-512; conv.c keeps its SGEMM
+ * elsewhere). Its packed filter: per group (K, ldw), ldw = Mg rounded up to
+ * 16, channel m times scale[m] (NULL: 1); ert_cpu_gc_packed gives the
+ * floats of group 0 if `packed` holds that layout for (G, Mg, K), else
+ * NULL (groups K * *ldw floats apart). */
+size_t ert_cpu_gc_packed_bytes(int64_t G, int64_t Mg, int64_t K);
+ert_status ert_cpu_gc_pack(const float *w, const float *scale, int64_t G, int64_t Mg, int64_t K, void *dst,
+                           size_t bytes);
+const float *ert_cpu_gc_packed(const void *packed, size_t bytes, int64_t G, int64_t Mg, int64_t K, int64_t *ldw);
+/* Floats past the planes' last that ert_cpu_gc_cols_run may read (and
+ * drop): its vectors run past the last output column of a row, up to j1. */
+#define ERT_GC_SLACK 32
+typedef struct ert_gc_cols {
+    const float *P;     /* the group's phase planes */
+    const int64_t *off; /* (K): B row k is P + off[k], column j = oh * Wq + ow */
+    const float *wp;    /* the group's packed filter (K, ldw) */
+    const float *bias;  /* (Mg) or NULL */
+    float *y;           /* the group's output rows (Mg, ldy) */
+    const float *res;   /* or NULL: added before the activation, rows as y's; only where Wq == OW, isa 2 */
+    int64_t K, Mg, ldw, Wq, OW, ldy;
+    const ert_act_params *act; /* or NULL */
+} ert_gc_cols;
+/* The copy the kernel cap kc allows on this CPU: 2 AVX-512F, 1 AVX2+FMA,
+ * 0 none (conv.c takes the SGEMM). */
+int ert_cpu_gc_isa(const ert_kernel_choice *kc);
+/* Rows [r0, r0 + nr) of a group's phase planes from its input x (Cg, H,
+ * W), by copy isa (0: plain C): plane (c, pa, pb) (row phase pa of sh,
+ * column phase pb of sw) at P + ((c * sh + pa) * sw + pb) * Hp * Wq, its
+ * row r at + (r - r0) * Wq holding input row r * sh + pa - ph, column qq
+ * input pixel qq * sw + pb - pw. Only the columns that hold pixels are
+ * written; pad_rows: rows of the padding zeroed. Row phases whose bit in
+ * used_r is clear are skipped. */
+typedef struct ert_gc_fill {
+    const float *x;
+    float *P;
+    int64_t Cg, H, W, Wq, Hp, sh, sw, ph, pw, r0, nr;
+    uint64_t used_r;
+    bool pad_rows;
+} ert_gc_fill;
+void ert_cpu_gc_fill(const ert_gc_fill *f, int isa);
+/* Columns [j0, j1) of the plane grid (those with j % Wq < OW: output
+ * (j / Wq, j % Wq)) of every channel of the group, by copy isa (> 0).
+ * Nothing at or past column j1 of a B row is read, so with Wq == OW a
+ * pointwise conv's x can be the "planes" (off[k] = k * pixels). */
+void ert_cpu_gc_cols_run(const ert_gc_cols *g, int64_t j0, int64_t j1, int isa);
+
 /* Whether the direct kernel takes this case (and p->choice allows it). */
 bool ert_cpu_dw2d_fits(const ert_dw2d *p);
 void ert_cpu_dw2d(const ert_dw2d *p, struct ert_threadpool *pool);

@@ -17,7 +17,9 @@
  *     scale is applied while B is packed, per panel width);
  *   - grouped convs (stride 1 and 2) and 1x1 stride-2 ones through conv.c's
  *     padded phase-plane path (and the im2col SGEMM without its scratch),
- *     with a residual input;
+ *     with a residual input; grouped ones of RegNet's widths through
+ *     grpconv.c's kernel (its AVX-512 and AVX2 copies), and 1x1 ones on
+ *     large maps with few input channels (its AVX-512 copy);
  *   - the direct depthwise kernel's copy for each vector ISA the CPU has
  *     (AVX-512 16-wide, AVX2 8-wide, baseline), kernels 1..7, stride 1/2,
  *     dilation 1/2, padding, channel multiplier 1/2, narrow and wide rows,
@@ -892,6 +894,105 @@ static void test_mlp_fusion(int n_threads, int w2_kind) {
     tt_free(&x), tt_free(&r), tt_free(&w1), tt_free(&b1), tt_free(&w2), tt_free(&b2);
 }
 
+/* Runs Conv on in (x, w, b and, with_res, a residual) with attributes s,
+ * pd, d, G and the fused activation ap, the filter packed and the original
+ * poisoned (oh_pack 2), and checks y against float64 (K-term sums); frees
+ * in. */
+static void check_conv_fused(const char *what, tt *in, bool with_res, int64_t G, int64_t *s, int64_t *pd, int64_t *d,
+                             const ert_act_params *ap, int64_t K) {
+    ert_attr_val at[7] = {A_I("group", G), A_IS("strides", s, 2), A_IS("pads", pd, 4), A_IS("dilations", d, 2),
+                          A_I("ert_act", ap->kind), A_F("ert_act_alpha", ap->alpha), A_F("ert_act_beta", ap->beta)};
+    tt w_copy = tt_new(ERT_DTYPE_F32, 4, in[1].dims);
+    memcpy(w_copy.data, in[1].data, (size_t)tt_n(&in[1]) * sizeof(float));
+    tt y = {0};
+    oh_pack = 2;
+    ert_status st = run_op(ctx, ERT_OP_CONV, at, 7, in, with_res ? 4 : 3, &y, 1, NULL);
+    oh_pack = 0;
+    CHECK(st == ERT_OK, "%s: %s", what, ert_status_str(st));
+    if (st == ERT_OK) {
+        double *ref = malloc((size_t)tt_n(&y) * sizeof *ref);
+        conv_ref(&in[0], &w_copy, &in[2], G, s, pd, d, 0, &y, ref);
+        for (int64_t i = 0; i < tt_n(&y); i++)
+            ref[i] = oh_act_ref(ref[i] + (with_res ? ((const float *)in[3].data)[i] : 0.0), ap);
+        CHECK(ert_test_close(what, y.data, ref, tt_n(&y), dot_atol(K, 1), 1e-4), "%s", what);
+        free(ref);
+        tt_free(&y);
+    }
+    tt_free(&w_copy);
+    for (int i = 0; i < 4; i++)
+        if (in[i].data) tt_free(&in[i]);
+}
+
+/* grpconv.c's grouped convs straight from the phase planes, at the widths
+ * RegNet and ResNeXt have (8 to 64 channels a group: whole 16-channel blocks
+ * and a part one), and ungrouped ones of small K on large maps (a stem),
+ * stride 1 and 2, maps from 7x7 to ones whose planes take several row
+ * chunks per group (64x64 at stride 2, 16 channels), the
+ * activations with a register epilogue and one without (LeakyReLU, applied
+ * after the store); the filter packed and the original poisoned, outputs
+ * poisoned, against float64. A residual keeps the padded-plane SGEMM. */
+static void test_conv_grouped(int pool_i) {
+    static const int64_t mgs[] = {8, 16, 24, 32, 64};
+    static const ert_act kinds[] = {ERT_ACT_RELU, ERT_ACT_NONE, ERT_ACT_SILU, ERT_ACT_LEAKY_RELU, ERT_ACT_CLIP};
+    for (int it = 0; it < 12; it++) {
+        /* dense: one group, K <= 160 on >= 1024 output pixels (AVX-512: conv.c's GC_DENSE_*, a 3x3 stem) */
+        const bool big = it == 0, dense = it % 3 == 1;
+        const int64_t G = big ? 2 : dense ? 1 : ert_test_int(&rng, 2, 5);
+        const int64_t Cg = big ? 16 : dense ? ert_test_int(&rng, 1, 17) : ert_test_int(&rng, 0, 1) ? 16 : 8;
+        const int64_t Mg = big ? 16 : dense ? 16 * ert_test_int(&rng, 1, 3) : mgs[ert_test_int(&rng, 0, 4)];
+        int64_t s[2], d[2] = {1, 1}, pd[4], k[2] = {3, 3};
+        s[0] = s[1] = big ? 2 : ert_test_int(&rng, 1, 2);
+        for (int i = 0; i < 4; i++) pd[i] = 1;
+        if (it % 4 == 3) d[0] = d[1] = 2, pd[0] = pd[1] = pd[2] = pd[3] = 2; /* dilated */
+        const int64_t lo = dense ? 34 * s[0] : 7, hi = dense ? 40 * s[0] : 30;
+        const int64_t hw = big ? 64 : ert_test_int(&rng, lo, hi);
+        int64_t xd[4] = {ert_test_int(&rng, 1, 2), G * Cg, hw, big ? 61 : ert_test_int(&rng, lo, hi)};
+        int64_t wd[4] = {G * Mg, Cg, k[0], k[1]}, bd[1] = {G * Mg};
+        const bool with_res = it % 5 == 4;
+        int64_t yd[4] = {xd[0], G * Mg, (xd[2] + pd[0] + pd[2] - (k[0] - 1) * d[0] - 1) / s[0] + 1,
+                         (xd[3] + pd[1] + pd[3] - (k[1] - 1) * d[1] - 1) / s[1] + 1};
+        tt in[4] = {tt_rand(&rng, 4, xd, -1, 1), tt_rand(&rng, 4, wd, -1, 1), tt_rand(&rng, 1, bd, -1, 1), {0}};
+        in[1].cst = in[2].cst = true;
+        if (with_res) in[3] = tt_rand(&rng, 4, yd, -1, 1);
+        const ert_act_params ap = {.kind = kinds[it % 5], .alpha = kinds[it % 5] == ERT_ACT_CLIP ? -0.5f : 0.1f,
+                                   .beta = 0.75f};
+        char what[200];
+        snprintf(what, sizeof what, "grouped conv x %lldx%lldx%lldx%lld G%lld Cg%lld Mg%lld s%lld d%lld res%d act%d pool%d",
+                 (long long)xd[0], (long long)xd[1], (long long)xd[2], (long long)xd[3], (long long)G, (long long)Cg,
+                 (long long)Mg, (long long)s[0], (long long)d[0], (int)with_res, (int)ap.kind, pool_i);
+        check_conv_fused(what, in, with_res, G, s, pd, d, &ap, Cg * 9);
+    }
+}
+
+/* Pointwise convs on large maps with few input channels through grpconv.c's
+ * kernel with x read in place (conv.c's pv path, AVX-512: >= 1024 pixels,
+ * K <= 64, output channels a multiple of 16 but not of 64; under the other
+ * caps pwconv.c or the SGEMM): maps whose pixels end
+ * inside a vector (x's last row read masked), a residual, activations with
+ * and without a register epilogue, batch 1 and 2; the filter packed, the
+ * original poisoned, outputs poisoned, against float64. */
+static void test_conv_pv(int pool_i) {
+    static const int64_t ms[] = {16, 32, 48, 96, 144};
+    static const ert_act kinds[] = {ERT_ACT_CLIP, ERT_ACT_NONE, ERT_ACT_SILU, ERT_ACT_LEAKY_RELU, ERT_ACT_RELU};
+    for (int it = 0; it < 6; it++) {
+        const int64_t K = ert_test_int(&rng, 1, 64), M = ms[ert_test_int(&rng, 0, 4)];
+        int64_t xd[4] = {ert_test_int(&rng, 1, 2), K, ert_test_int(&rng, 32, 47), ert_test_int(&rng, 32, 61)};
+        int64_t wd[4] = {M, K, 1, 1}, bd[1] = {M}, yd[4] = {xd[0], M, xd[2], xd[3]};
+        int64_t s[2] = {1, 1}, d[2] = {1, 1}, pd[4] = {0, 0, 0, 0};
+        const bool with_res = it % 2;
+        tt in[4] = {tt_rand(&rng, 4, xd, -1, 1), tt_rand(&rng, 4, wd, -1, 1), tt_rand(&rng, 1, bd, -1, 1), {0}};
+        in[1].cst = in[2].cst = true;
+        if (with_res) in[3] = tt_rand(&rng, 4, yd, -1, 1);
+        const ert_act_params ap = {.kind = kinds[it % 5], .alpha = kinds[it % 5] == ERT_ACT_CLIP ? 0.0f : 0.1f,
+                                   .beta = 0.5f};
+        char what[160];
+        snprintf(what, sizeof what, "pv conv x %lldx%lldx%lldx%lld M%lld res%d act%d pool%d", (long long)xd[0],
+                 (long long)xd[1], (long long)xd[2], (long long)xd[3], (long long)M, (int)with_res, (int)ap.kind,
+                 pool_i);
+        check_conv_fused(what, in, with_res, 1, s, pd, d, &ap, K);
+    }
+}
+
 int main(void) {
     ert_test_rng_init(&rng, "cpu_fast");
     if (ert_context_create(NULL, &ctx) != ERT_OK) return 1;
@@ -910,6 +1011,10 @@ int main(void) {
             test_conv_packed(p);
             kc.wino = 0;
             test_conv_padg(p);
+            kc.wino = -1; /* the dense 3x3 stride-1 cases: grpconv.c, not Winograd (own rounding bound) */
+            test_conv_grouped(p);
+            kc.wino = 0;
+            test_conv_pv(p);
             test_gemm_packed(p);
             test_dw(p, cap);
             test_sgemm_epilogue(p, cap);
