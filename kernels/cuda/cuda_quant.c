@@ -152,6 +152,43 @@ static bool qmma_fill(uint8_t *buf, const ert_qmma_layout *l, const int8_t *w, c
     return true;
 }
 
+/* Create-time self-check of a packed conv: on hashed inputs in scratch
+ * memory (nothing of the arena but the node's workspace is touched), the
+ * tensor-core kernel must give the CUDA-core kernel's output bit for bit
+ * (both are exact integer sums and the same epilogue). *same false: they
+ * differ, or the check could not run (no scratch memory): the caller keeps
+ * the CUDA-core kernel. */
+static ert_status qmma_selfcheck(cuda_ctx *c, ert_kargs *a, bool *same) {
+    *same = false;
+    const ert_tview *x = &a->in[0], *y = &a->out[0];
+    const size_t xb = (size_t)x->n_elems * ert_dtype_size(x->dtype), yb = (size_t)y->n_elems * ert_dtype_size(y->dtype);
+    const size_t xa = (xb + 255) / 256 * 256, ya = (yb + 255) / 256 * 256;
+    cudaError_t e;
+    uint8_t *sc = ert_cuda_scratch(c, xa + 2 * ya, &e);
+    if (!sc || a->n_in > 9) return ERT_OK;
+    ert_tview vin[9], vout = *y;
+    memcpy(vin, a->in, (size_t)a->n_in * sizeof vin[0]);
+    vin[0].data = sc;
+    ert_kargs b = *a;
+    b.in = vin;
+    b.out = &vout;
+    uint8_t *host = malloc(2 * yb + 1);
+    if (!host) return ert_set_error(c->ctx, ERT_E_NOMEM, "out of memory");
+    e = ert_cuda_fill_bytes_launch(sc, (int64_t)xb, 0x9e3779b9u ^ (unsigned)xb, c->stream);
+    vout.data = sc + xa;
+    b.packed = NULL; /* the CUDA-core kernel */
+    if (e == cudaSuccess) e = ert_cuda_qconv_launch(&b, c->sm_count, c->stream);
+    vout.data = sc + xa + ya;
+    b.packed = a->packed;
+    if (e == cudaSuccess) e = ert_cuda_qconv_launch(&b, c->sm_count, c->stream);
+    if (e == cudaSuccess) e = cudaMemcpyAsync(host, sc + xa, yb, cudaMemcpyDeviceToHost, c->stream);
+    if (e == cudaSuccess) e = cudaMemcpyAsync(host + yb, sc + xa + ya, yb, cudaMemcpyDeviceToHost, c->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+    *same = e == cudaSuccess && memcmp(host, host + yb, yb) == 0;
+    free(host);
+    return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "int8 conv self-check");
+}
+
 ert_status ert_cuda_qconv_pack(cuda_ctx *c, ert_kargs *a) {
     if (!a->packed) return ERT_OK;
     int64_t M, Kg, tiles, steps;
@@ -182,6 +219,15 @@ ert_status ert_cuda_qconv_pack(cuda_ctx *c, ert_kargs *a) {
     if (!ok) {
         ert_log(c->ctx, ERT_LOG_DEBUG, "conv '%s': filter minus its zero point leaves int8: CUDA-core kernel",
                 a->name ? a->name : "?");
+        a->packed = NULL;
+        return ERT_OK;
+    }
+    bool same;
+    ert_status st = qmma_selfcheck(c, a, &same);
+    if (st != ERT_OK) return st;
+    if (!same) {
+        ert_log(c->ctx, ERT_LOG_WARN, "conv '%s': the int8 tensor-core kernel disagrees with the CUDA-core kernel "
+                "on the create-time check (or the check could not run): CUDA-core kernel kept", a->name ? a->name : "?");
         a->packed = NULL;
         return ERT_OK;
     }

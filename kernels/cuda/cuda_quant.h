@@ -91,6 +91,8 @@ cudaError_t ert_cuda_qconv_launch(const ert_kargs *a, int sm_count, cudaStream_t
 cudaError_t ert_cuda_qmatmul_launch(const ert_kargs *a, cudaStream_t st);
 cudaError_t ert_cuda_maxpool_q8_launch(const ert_kargs *a, cudaStream_t st);
 cudaError_t ert_cuda_qadd_launch(const ert_kargs *a, cudaStream_t st);
+/* n bytes of a hash of seed at p (the self-check's inputs) */
+cudaError_t ert_cuda_fill_bytes_launch(void *p, int64_t n, unsigned seed, cudaStream_t st);
 
 /* cuda_quant.c: does the int8 path own (op, dtype of input 0)? */
 bool ert_cuda_quant_claims(ert_op op, ert_dtype dt);

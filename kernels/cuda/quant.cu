@@ -687,3 +687,22 @@ extern "C" cudaError_t ert_cuda_qadd_launch(const ert_kargs *a, cudaStream_t st)
         a->params->quant.conv.act.kind == ERT_ACT_RELU, y->n_elems);
     return cudaGetLastError();
 }
+
+/* ------------------------------------------------------------------ create-time check data */
+
+/* p[i] = bytes of a hash of (seed, i): the int8 inputs of the tensor-core
+ * conv's self-check (every value, both signs, no pattern the tiles could
+ * line up with) */
+static __global__ void fill_bytes_kernel(uint8_t *p, int64_t n, unsigned seed) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        unsigned h = (unsigned)i * 2654435761u ^ seed;
+        h ^= h >> 15, h *= 2246822519u, h ^= h >> 13, h *= 3266489917u, h ^= h >> 16;
+        p[i] = (uint8_t)h;
+    }
+}
+
+extern "C" cudaError_t ert_cuda_fill_bytes_launch(void *p, int64_t n, unsigned seed, cudaStream_t st) {
+    if (n <= 0) return cudaSuccess;
+    fill_bytes_kernel<<<grid_of(n), TPB, 0, st>>>((uint8_t *)p, n, seed);
+    return cudaGetLastError();
+}

@@ -85,6 +85,7 @@ class Cuda:
         self.R = Locked(R)
         self.runner = R
         self.sat_lo = self.sat_hi = 0
+        self.n_mma = 0  # int8 convs the CUDA sessions ran on the tensor cores
         self.device = ["--device", "cuda"]
         # the cases are built in order on this thread (one random stream);
         # their two qdq_run processes run on `jobs` workers
@@ -165,6 +166,12 @@ class Cuda:
             why.append("%s %s %s bit-exact" % (name, r.dtype, list(r.shape)))
         if not self.device:
             fallback = 0  # --selfcheck: a CPU session has no fallback
+        with R.lock:
+            self.n_mma += rg.get("n_int8_mma", 0)
+        if rg.get("n_int8_mma_rejected", 0):
+            R.report(False, tag, "%d int8 convs: the tensor-core kernel disagreed with the CUDA-core kernel at create"
+                     % rg["n_int8_mma_rejected"])
+            return None
         if rg["n_cpu_fallback"] != fallback:
             R.report(False, tag, "%d nodes on the CPU fallback, expected %d (ops %s)" % (
                 rg["n_cpu_fallback"], fallback, json.dumps(rg["ops"])))
@@ -383,6 +390,8 @@ def main():
     for f in (qdq_cases, conv_cases, matmul_cases, pool_cases, cnn_cases) + ((edgert_cases,) if args.edgert else ()):
         f(C, rng)
     C.drain()
+    if C.device:  # the tensor-core kernel must have been taken (sm_80+; the quant_cuda ctest runs on an H100/H200)
+        R.report(C.n_mma > 0, "int8 tensor cores exercised", "%d int8 convs ran on the tensor cores" % C.n_mma)
     print("quant_cuda: %d passed, %d failed" % (R.passed, R.failed))
     sys.exit(1 if R.failed else 0)
 

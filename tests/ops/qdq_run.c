@@ -7,7 +7,9 @@
  * little-endian input file into the input NAME (sizes must match), runs,
  * writes output i to OUTDIR/out<i>.bin and prints one JSON line: outputs
  * (name, dtype, shape, file), the scheduled ops by name (what the Q/DQ pass
- * made of the graph) and the nodes on the CUDA backend's CPU fallback.
+ * made of the graph), the nodes on the CUDA backend's CPU fallback, and its
+ * int8 convs on the tensor cores and those its create-time self-check kept
+ * on the CUDA cores (from its log lines).
  * Exit 77 when --device cuda has no GPU or no CUDA backend (ctest SKIPPED).
  * Internal headers: the scheduled ops are not public. */
 #include "session_internal.h"
@@ -15,6 +17,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The CUDA backend's word on each int8 conv: packed for the tensor cores,
+ * or kept on the CUDA-core kernel after its create-time self-check. */
+static int g_n_mma, g_n_mma_rejected;
+static void count_log(void *user, ert_log_level level, const char *msg) {
+    (void)user, (void)level;
+    if (strstr(msg, "): int8 tensor cores")) g_n_mma++;
+    if (strstr(msg, "int8 tensor-core kernel disagrees")) g_n_mma_rejected++;
+}
 
 static int fail(ert_context *ctx, const char *what) {
     fprintf(stderr, "qdq_run: %s: %s\n", what, ctx ? ert_last_error(ctx) : "");
@@ -50,7 +61,8 @@ int main(int argc, char **argv) {
     ert_context *ctx;
     ert_model *m;
     ert_session *s;
-    if (ert_context_create(NULL, &ctx)) return fail(NULL, "context");
+    ert_context_options co = {.log = count_log, .log_level = ERT_LOG_DEBUG};
+    if (ert_context_create(&co, &ctx)) return fail(NULL, "context");
     if (ert_model_load_file(ctx, argv[1], &m)) return fail(ctx, "load");
     ert_status st = ert_session_create(m, &so, &s);
     if (st && so.device == ERT_DEVICE_CUDA && (st == ERT_E_CUDA || st == ERT_E_UNSUPPORTED)) {
@@ -90,7 +102,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < s->n_sched; i++) count[s->g.n[s->sched[i]].op]++;
     for (int op = 1; op < ERT_OP_COUNT; op++)
         if (count[op]) printf("%s\"%s\": %d", k++ ? ", " : "", ert_op_get((ert_op)op)->name, count[op]);
-    printf("}, \"n_cpu_fallback\": %d}\n", ert_session_n_cpu_fallback(s));
+    printf("}, \"n_cpu_fallback\": %d, \"n_int8_mma\": %d, \"n_int8_mma_rejected\": %d}\n",
+           ert_session_n_cpu_fallback(s), g_n_mma, g_n_mma_rejected);
     ert_session_free(s);
     ert_model_free(m);
     ert_context_free(ctx);
