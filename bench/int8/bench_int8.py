@@ -128,7 +128,7 @@ def one_model(a, name):
             if not isinstance(r, dict):
                 continue
             if key.endswith("_b1") and not r.get("error"):
-                of = os.path.join(d, "out_" + kind, "out_%s.f32" % key)
+                of = os.path.join(d, "out_" + kind, "out_%s%s.f32" % (key, "_dev" if a.io == "device" else ""))
                 if os.path.exists(of):
                     got = np.fromfile(of, dtype=np.float32)
                     if got.size == ref.size:
