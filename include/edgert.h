@@ -398,8 +398,11 @@ typedef struct ert_input_shape {
  * channels-last (NHWC), which cuDNN's tensor-core kernels read directly, and
  * convert at the edges of those regions, when cuDNN's measurements at create
  * say the graph's convolutions run faster that way. NO_NHWC keeps them NCHW,
- * NHWC makes them channels-last without measuring.
- * No effect elsewhere. */
+ * NHWC makes them channels-last without measuring. The int8 nodes of
+ * quantized models (2-D QLinearConv, ert.QLinearAdd, int8 MaxPool,
+ * per-tensor Q/DQ) run channels-last on CUDA in every precision, f32 too,
+ * where the int8 tensor-core convs read 16 channels of a tap at once
+ * (NO_NHWC or NO_PACK keeps them NCHW). No effect elsewhere. */
 #define ERT_SESSION_NO_NHWC 8u
 #define ERT_SESSION_NHWC 16u
 /* CUDA f16/bf16 sessions: channels-last 1x1 stride-1 convolutions run as one
@@ -426,7 +429,8 @@ typedef struct ert_input_shape {
  * CUDA sessions: the 3x3, 5x5 and 7x7 filters of channels-last depthwise
  * convolutions get a (KH, KW, C) copy there (a few KiB each) that their
  * kernel reads; NO_PACK runs them on the filter as the model has it (a
- * slower kernel). */
+ * slower kernel), and int8 convs on the CUDA cores (NCHW) instead of the
+ * int8 tensor cores. */
 #define ERT_SESSION_NO_PACK 2048u
 /* CUDA f16/bf16 sessions: a MatMul + bias + GELU (a transformer's first MLP
  * Linear) may run as one cuBLASLt GEMM whose epilogue computes GELU in its

@@ -207,7 +207,7 @@ ert_status ert_pass_fold_qdq(ert_graph *g, bool integer_ops);
 int32_t ert_pass_retyped_copy(ert_graph *g, int32_t from, ert_dtype dt);
 ert_status ert_pass_lower_precision(ert_graph *g, ert_dtype dt);
 /* layout.c: channels-last regions */
-ert_status ert_pass_channels_last(ert_graph *g);
+ert_status ert_pass_channels_last(ert_graph *g, bool quant_only);
 
 /* ---- sizes, views, names */
 

@@ -27,6 +27,7 @@
  *   4c. Channels-last (the same sessions, unless ERT_SESSION_NO_NHWC): 2-D
  *      convs, pools and the element-wise ops between them keep activations
  *      NHWC; explicit Transposes convert at the region's edges (see step 4c).
+ *      In CUDA f32 sessions the int8 nodes alone (passes/layout.c).
  *   6. Arena layout [weights | io | activations], each 256-byte aligned.
  *   7. Take the caller's arena (checked against the plan) or allocate one;
  *      copy made weights in; resolve every kernel argument once.
@@ -537,8 +538,9 @@ static ert_status build_upto(const ert_model *m, const ert_session_options *opts
     if ((o->precision == ERT_DTYPE_F16 || o->precision == ERT_DTYPE_BF16) && s->g.be->device == ERT_DEVICE_CUDA &&
         (st = ert_pass_lower_precision(&s->g, o->precision)))
         goto fail;
-    if ((o->precision == ERT_DTYPE_F16 || o->precision == ERT_DTYPE_BF16) && s->g.be->device == ERT_DEVICE_CUDA &&
-        !(o->flags & ERT_SESSION_NO_NHWC) && (st = ert_pass_channels_last(&s->g)))
+    /* channels-last: the whole graph in f16/bf16, the int8 nodes alone in f32 */
+    if (s->g.be->device == ERT_DEVICE_CUDA && !(o->flags & ERT_SESSION_NO_NHWC) &&
+        (st = ert_pass_channels_last(&s->g, o->precision != ERT_DTYPE_F16 && o->precision != ERT_DTYPE_BF16)))
         goto fail;
     if ((st = plan(s))) goto fail;
     s->stats.graph_ms = now_ms() - t_graph; /* the AUTO fallback's CPU init (rare) counts here */

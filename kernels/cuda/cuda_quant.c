@@ -2,7 +2,7 @@
  * the op entry the dispatcher calls. The kernels reproduce the CPU integer
  * reference bit for bit; what they do not cover keeps the per-node CPU
  * fallback (counted by ert_session_n_cpu_fallback):
- *   - channels-last (nhwc) convs and pools;
+ *   - channels-last (nhwc) convs and pools other than 2-D;
  *   - tensors of 2^31 elements or more (the kernels index in int);
  *   - QLinearMatMul / MatMulInteger with a 1-D B or broadcast batch dims
  *     (a 2-D B, or A and B of equal batch dims, run here);
@@ -43,7 +43,7 @@ bool ert_cuda_quant_node_ok(const ert_kargs *a) {
     case ERT_OP_DEQUANTIZE_LINEAR: return a->n_in > 1 && is_fl(a->in[1].dtype) && a->in[1].dtype == y->dtype;
     case ERT_OP_QLINEAR_CONV: case ERT_OP_CONV_INTEGER: {
         const ert_conv_params *cp = &a->params->quant.conv;
-        if (cp->nhwc || cp->nsp < 1 || cp->nsp > 3 || x->ndim != cp->nsp + 2) return false;
+        if ((cp->nhwc && cp->nsp != 2) || cp->nsp < 1 || cp->nsp > 3 || x->ndim != cp->nsp + 2) return false;
         const ert_tview *w = &a->in[a->op == ERT_OP_CONV_INTEGER ? 1 : 3];
         /* the GEMM tiles' grid: (Mg + 63) / 64 rows of blocks at most 65535 */
         if (w->ndim != x->ndim || cp->group < 1 || w->dims[0] % cp->group || (w->dims[0] / cp->group + 63) / 64 > 65535)
@@ -74,7 +74,7 @@ bool ert_cuda_quant_node_ok(const ert_kargs *a) {
         return a->n_in == 8 && is_q8(a->in[3].dtype) && a->in[3].n_elems == x->n_elems && is_q8(y->dtype) &&
                is_fl(a->in[1].dtype) && a->in[4].dtype == a->in[1].dtype && a->in[6].dtype == a->in[1].dtype;
     case ERT_OP_MAXPOOL:
-        return !a->params->pool.nhwc && a->params->pool.nsp >= 1 && a->params->pool.nsp <= 3 &&
+        return (!a->params->pool.nhwc || a->params->pool.nsp == 2) && a->params->pool.nsp >= 1 && a->params->pool.nsp <= 3 &&
                y->dtype == x->dtype && (a->n_out < 2 || !a->out[1].data);
     default: return false;
     }
@@ -88,14 +88,15 @@ bool ert_cuda_qmma_geom(const ert_kargs *a, int64_t *M, int64_t *Kg, int64_t *ti
     const ert_tview *x = &a->in[0], *w = &a->in[a->op == ERT_OP_QLINEAR_CONV ? 3 : 1], *y = &a->out[0];
     if (cp->nsp > 2 || w->dtype != ERT_DTYPE_I8 || cp->group > 65535 / 32) return false;
     if (a->n_in > 2 && a->in[2].n_elems > 1) return false; /* x_zero_point per tensor */
-    int64_t G = cp->group, m = w->dims[0], mg = m / G, cg = x->dims[1] / G, ksz = 1, pix = y->dims[0];
+    const int cd = cp->nhwc ? 3 : 1, sp = cp->nhwc ? 1 : 2; /* the channel dim, the first spatial one */
+    int64_t G = cp->group, m = w->dims[0], mg = m / G, cg = x->dims[cd] / G, ksz = 1, pix = y->dims[0];
     for (int i = 0; i < cp->nsp; i++) {
         int64_t d = cp->dilation[i] ? cp->dilation[i] : 1;
         if (cp->kernel[i] < 1 || (cp->kernel[i] - 1) * d >= 32768) return false; /* ktab's 16-bit dh, dw */
         ksz *= cp->kernel[i];
-        pix *= y->dims[2 + i];
+        pix *= y->dims[sp + i];
     }
-    if (mg < 16 || cg * ksz < 1 || x->dims[1] != cg * G) return false;
+    if (mg < 16 || cg * ksz < 1 || x->dims[cd] != cg * G) return false;
     ert_qmma_layout l = ert_qmma_layout_of(m, cg * ksz);
     *M = m, *Kg = cg * ksz;
     *tiles = (pix + ERT_QMMA_TN - 1) / ERT_QMMA_TN * ((mg + ERT_QMMA_TM - 1) / ERT_QMMA_TM) * G;
@@ -121,32 +122,35 @@ size_t ert_cuda_packed_bytes(const ert_kargs *a) {
 
 /* host side of the packing: w (M, Kg) int8 and its zero points (nz of them,
  * int8 or uint8) into buf (the layout of cuda_quant.h); false if a shifted
- * weight leaves int8 */
+ * weight leaves int8. Channels-last convs take K in the order (kh, kw, c):
+ * consecutive k are consecutive bytes of one tap. */
 static bool qmma_fill(uint8_t *buf, const ert_qmma_layout *l, const int8_t *w, const void *zp, bool zp_u8, int64_t nz,
                       int64_t M, int64_t Kg, const ert_conv_params *cp, const ert_tview *x) {
     int8_t *pw = (int8_t *)buf;
     int32_t *sum = (int32_t *)(buf + l->sum_off);
     int32_t *tab = (int32_t *)(buf + l->tab_off);
     memset(buf, 0, l->bytes);
+    /* 1-D convs: H = KH = 1 */
+    const int two = cp->nsp == 2, nhwc = cp->nhwc && two;
+    const int64_t H = two ? x->dims[nhwc ? 1 : 2] : 1, W = x->dims[nhwc ? 2 : 2 + two], C = x->dims[nhwc ? 3 : 1];
+    const int64_t kh = two ? cp->kernel[0] : 1, kw = cp->kernel[two], ksz = kh * kw, cg = Kg / ksz;
+    const int64_t dh = two && cp->dilation[0] ? cp->dilation[0] : 1, dw = cp->dilation[two] ? cp->dilation[two] : 1;
     for (int64_t m = 0; m < M; m++) {
         int64_t zi = nz > 1 ? m : 0;
         int z = !zp || nz < 1 ? 0 : zp_u8 ? ((const uint8_t *)zp)[zi] : ((const int8_t *)zp)[zi];
         int32_t s = 0;
-        for (int64_t k = 0; k < Kg; k++) {
+        for (int64_t k = 0; k < Kg; k++) { /* k = (c, q) of the model's filter */
             int v = w[m * Kg + k] - z;
             if (v < -128 || v > 127) return false;
-            pw[m * l->Kp + k] = (int8_t)v;
+            int64_t c = k / ksz, q = k % ksz;
+            pw[m * l->Kp + (nhwc ? q * cg + c : k)] = (int8_t)v;
             s += v;
         }
         sum[m] = s;
     }
-    /* 1-D convs: H = KH = 1 */
-    const int two = cp->nsp == 2;
-    const int64_t H = two ? x->dims[2] : 1, W = x->dims[2 + two], kh = two ? cp->kernel[0] : 1, kw = cp->kernel[two];
-    const int64_t dh = two && cp->dilation[0] ? cp->dilation[0] : 1, dw = cp->dilation[two] ? cp->dilation[two] : 1;
-    for (int64_t k = 0; k < Kg; k++) {
-        int64_t c = k / (kh * kw), q = k % (kh * kw), oh = q / kw * dh, ow = q % kw * dw;
-        tab[2 * k] = (int32_t)(c * H * W + oh * W + ow);
+    for (int64_t k = 0; k < Kg; k++) { /* k in the packed order */
+        int64_t c = nhwc ? k % cg : k / ksz, q = nhwc ? k / cg : k % ksz, oh = q / kw * dh, ow = q % kw * dw;
+        tab[2 * k] = (int32_t)(nhwc ? (oh * W + ow) * C + c : c * H * W + oh * W + ow);
         tab[2 * k + 1] = (int32_t)(oh | ow << 16);
     }
     return true;

@@ -13,7 +13,8 @@
  * xs * ws[m] / ys, v = (float)acc * mult, clamp, round half to even, + zp),
  * which nvcc may not contract or reorder. Scales may be f32, f16 or bf16 (an
  * f16 session lowers every float constant; widened to f32 when read, as the
- * CPU fallback did). Layout NCHW (the Q/DQ pass folds only NCHW convs).
+ * CPU fallback did). Layout NCHW, or NHWC for 2-D convs and MaxPool where
+ * the channels-last pass (passes/layout.c) puts the int8 region.
  * Nothing is allocated; every launch is capturable in a CUDA graph. */
 #ifndef ERT_CUDA_QUANT_H
 #define ERT_CUDA_QUANT_H
@@ -26,7 +27,8 @@ extern "C" {
 
 /* ------------------------------------------------------------------ tensor-core convs (sm_80+)
  *
- * A QLinearConv / ConvInteger with int8 weights, 1-D or 2-D NCHW, at least
+ * A QLinearConv / ConvInteger with int8 weights, 1-D or 2-D NCHW or 2-D
+ * NHWC (passes/layout.c makes a quantized model's int8 region NHWC), at least
  * 16 output channels per group, runs as an implicit GEMM on the int8 tensor
  * cores (mma.sync m16n8k32, s8 x s8 -> s32): rows = output channels, columns
  * = output pixels of every image (N * OH * OW), depth K = Cg * KH * KW. Its
@@ -43,7 +45,10 @@ extern "C" {
  *         padding with xzs = x_zero_point (- 128 for uint8), and subtracts
  *         xzs * wsum, so acc = sum (x - xzp)(w - wzp) exactly in int32;
  *   ktab  per k = (c, kh, kw): {c*H*W + dh*W + dw, dh | dw << 16} with
- *         dh = kh * dilation_h, dw = kw * dilation_w ({0, 0} for k >= Kg).
+ *         dh = kh * dilation_h, dw = kw * dilation_w ({0, 0} for k >= Kg);
+ *         NHWC: k = (kh, kw, c) (w's columns in that order too) and
+ *         {(dh*W + dw)*C + c, dh | dw << 16}, so with Cg and C multiples of
+ *         16 a thread's 16 consecutive k are one 16-byte load of one tap.
  *
  * Where the tiles alone would leave the GPU idle (deep layers at batch 1),
  * K is split over `split` blocks per tile (qmma_split): each adds its int32

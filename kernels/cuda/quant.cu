@@ -210,26 +210,40 @@ extern "C" cudaError_t ert_cuda_dequantize_launch(const ert_kargs *a, cudaStream
 /* ------------------------------------------------------------------ convolution */
 
 /* quant_int.c's geometry: spatial dims padded to 3 (leading ones of size 1).
- * Every index fits in int (ert_cuda_quant_node_ok: tensors under 2^31 elements). */
+ * Every index fits in int (ert_cuda_quant_node_ok: tensors under 2^31 elements).
+ * nhwc: x (N, H, W, C) and y (N, OH, OW, M), channels-last (2-D only). */
 typedef struct qgeo {
     int in[3], od[3], k[3], s[3], d[3], pb[3];
     int N, C, M, G, Cg, Mg, in_sz, out_sz, k_sz, Kg;
+    bool nhwc;
 } qgeo;
 
-/* The spatial part of qgeo from nsp (1..3) dims of x and y (N, C, ...) and
- * the attributes (a dilation of 0 counts as 1); the rest zero. */
+/* The spatial part of qgeo from nsp (1..3) dims of x and y ((N, C, ...), or
+ * (N, ..., C) when nhwc) and the attributes (a dilation of 0 counts as 1);
+ * the rest zero. */
 static qgeo geo_of(int nsp, const ert_tview *x, const ert_tview *y, const int64_t *k, const int64_t *s,
-                   const int64_t *d, const int64_t *pb) {
+                   const int64_t *d, const int64_t *pb, bool nhwc) {
     qgeo g;
     memset(&g, 0, sizeof g);
+    g.nhwc = nhwc;
+    const int sp = nhwc ? 1 : 2; /* the first spatial dim */
     for (int i = 0; i < 3; i++) g.in[i] = g.od[i] = g.k[i] = g.s[i] = g.d[i] = 1;
     for (int i = 0; i < nsp; i++) {
         int j = 3 - nsp + i;
-        g.in[j] = (int)x->dims[2 + i], g.od[j] = (int)y->dims[2 + i], g.k[j] = (int)k[i];
+        g.in[j] = (int)x->dims[sp + i], g.od[j] = (int)y->dims[sp + i], g.k[j] = (int)k[i];
         g.s[j] = (int)s[i], g.d[j] = d[i] ? (int)d[i] : 1, g.pb[j] = (int)pb[i];
     }
     g.in_sz = g.in[0] * g.in[1] * g.in[2], g.out_sz = g.od[0] * g.od[1] * g.od[2], g.k_sz = g.k[0] * g.k[1] * g.k[2];
     return g;
+}
+
+/* x's element index of channel c (of the whole tensor) of image n at pixel
+ * sp (a flat spatial index), and y's of channel m at output pixel p */
+static __device__ __forceinline__ int64_t xidx(const qgeo &g, int n, int c, int sp) {
+    return g.nhwc ? ((int64_t)n * g.in_sz + sp) * g.C + c : ((int64_t)n * g.C + c) * g.in_sz + sp;
+}
+static __device__ __forceinline__ int64_t yidx(const qgeo &g, int n, int m, int p) {
+    return g.nhwc ? ((int64_t)n * g.out_sz + p) * g.M + m : ((int64_t)n * g.M + m) * g.out_sz + p;
 }
 
 typedef struct qconv_ops {
@@ -239,14 +253,14 @@ typedef struct qconv_ops {
 } qconv_ops;
 
 /* (x - xzp) at tap k = (c, q0, q1, q2) of output pixel (b0, b1, b2) = its
- * window origin; 0 in the padding. xb: the group's first channel. */
-static __device__ __forceinline__ int tap(const qconv_ops &o, const qgeo &g, int64_t xb, int k, int b0, int b1, int b2,
-                                          int xzp) {
+ * window origin in image n; 0 in the padding. c0: the group's first channel. */
+static __device__ __forceinline__ int tap(const qconv_ops &o, const qgeo &g, int n, int c0, int k, int b0, int b1,
+                                          int b2, int xzp) {
     int c = k / g.k_sz, q = k - c * g.k_sz;
     int q0 = q / (g.k[1] * g.k[2]), r = q - q0 * g.k[1] * g.k[2], q1 = r / g.k[2], q2 = r - q1 * g.k[2];
     int i0 = b0 + q0 * g.d[0], i1 = b1 + q1 * g.d[1], i2 = b2 + q2 * g.d[2];
     if (i0 < 0 || i0 >= g.in[0] || i1 < 0 || i1 >= g.in[1] || i2 < 0 || i2 >= g.in[2]) return 0;
-    return ldq(o.x, o.xc, xb + (int64_t)c * g.in_sz + (i0 * g.in[1] + i1) * g.in[2] + i2) - xzp;
+    return ldq(o.x, o.xc, xidx(g, n, c0 + c, (i0 * g.in[1] + i1) * g.in[2] + i2)) - xzp;
 }
 
 /* window origin of output pixel p */
@@ -264,8 +278,7 @@ static __global__ void __launch_bounds__(TPB) qconv_gemm(qgeo g, qconv_ops o, qe
     int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
     int p0 = blockIdx.x * TN, m0 = blockIdx.y * TM;
     int n = blockIdx.z / g.G, gi = blockIdx.z % g.G;
-    int xzp = zp_at(o.xzp, 0);
-    int64_t xb = ((int64_t)n * g.C + (int64_t)gi * g.Cg) * g.in_sz;
+    int xzp = zp_at(o.xzp, 0), c0 = gi * g.Cg;
     /* the B pixel this thread gathers is fixed: tid % 64 (TPB is a multiple of TN) */
     int pp = tid % TN, p = p0 + pp, b0 = 0, b1 = 0, b2 = 0;
     bool p_ok = p < g.out_sz;
@@ -284,7 +297,7 @@ static __global__ void __launch_bounds__(TPB) qconv_gemm(qgeo g, qconv_ops o, qe
 #pragma unroll
         for (int r = 0; r < TN * TK / TPB; r++) {
             int kk = tid / TN + r * (TPB / TN), k = k0 + kk;
-            Bs[kk][pp] = p_ok && k < g.Kg ? tap(o, g, xb, k, b0, b1, b2, xzp) : 0;
+            Bs[kk][pp] = p_ok && k < g.Kg ? tap(o, g, n, c0, k, b0, b1, b2, xzp) : 0;
         }
         __syncthreads();
         tile_mac(As, Bs, ty, tx, acc);
@@ -292,21 +305,23 @@ static __global__ void __launch_bounds__(TPB) qconv_gemm(qgeo g, qconv_ops o, qe
     }
     tile_store(acc, ty, tx, [&](int r, int col, int v) {
         int m = m0 + r, pj = p0 + col, mc = gi * g.Mg + m;
-        if (m < g.Mg && pj < g.out_sz) epilogue1(e, v, mc, ((int64_t)n * g.M + mc) * g.out_sz + pj);
+        if (m < g.Mg && pj < g.out_sz) epilogue1(e, v, mc, yidx(g, n, mc, pj));
     });
 }
 
-/* one output per thread: y (N, M, out) flattened */
+/* one output per thread: y (N, M, out) or (N, out, M) flattened */
 static __global__ void qconv_direct(qgeo g, qconv_ops o, qepi e, int64_t n_out) {
     int xzp = zp_at(o.xzp, 0);
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n_out; i += (int64_t)gridDim.x * blockDim.x) {
-        int p = (int)(i % g.out_sz);
-        int mc = (int)(i / g.out_sz % g.M), n = (int)(i / ((int64_t)g.out_sz * g.M)), gi = mc / g.Mg;
-        int64_t xb = ((int64_t)n * g.C + (int64_t)gi * g.Cg) * g.in_sz, wb = (int64_t)mc * g.Kg;
+        int p, mc, n = (int)(i / ((int64_t)g.out_sz * g.M));
+        if (g.nhwc) mc = (int)(i % g.M), p = (int)(i / g.M % g.out_sz);
+        else p = (int)(i % g.out_sz), mc = (int)(i / g.out_sz % g.M);
+        int gi = mc / g.Mg;
+        int64_t wb = (int64_t)mc * g.Kg;
         int wz = zp_at(o.wzp, mc), b0, b1, b2, acc = 0;
         origin(g, p, &b0, &b1, &b2);
         for (int k = 0; k < g.Kg; k++) {
-            int t = tap(o, g, xb, k, b0, b1, b2, xzp);
+            int t = tap(o, g, n, gi * g.Cg, k, b0, b1, b2, xzp);
             if (t) acc += t * (ldq(o.w, o.wc, wb + k) - wz);
         }
         epilogue1(e, acc, mc, i);
@@ -333,6 +348,9 @@ typedef struct qmma_geo {
     int sh, sw, ph, pw;      /* strides and leading pads (1-D: H = 1, sh = 1, ph = 0) */
     int C, Cg, M, Mg, Kp, in_sz; /* in_sz = H * W */
     int tiles_p, tiles_m, split, steps_per; /* grid: x tiles_p, y tiles_m, z group * split */
+    int cs;    /* elements from one pixel to the next: 1 (NCHW) or C (NHWC) */
+    bool nhwc; /* x (N, H, W, C), y (N, OH, OW, M) */
+    bool vec;  /* NHWC, Cg and C multiples of 16, x 16-byte aligned: 16 taps = one load */
 } qmma_geo;
 
 static __device__ __forceinline__ void mma_s8(int (&c)[4], const int (&a)[4], int b0, int b1) {
@@ -348,20 +366,34 @@ static __device__ __forceinline__ void mma_s8(int (&c)[4], const int (&a)[4], in
 
 /* step s's operands into registers: ra, 16 bytes of the thread's filter row
  * (zeros past Mg); rb, 16 taps of its pixel (the padding value pad outside
- * the image), as s8 */
+ * the image), as s8: with g.vec 16 channels of one tap, one 16-byte load */
 static __device__ __forceinline__ void qmma_load(const qmma_geo &g, int s, const int8_t *ap, bool a_ok,
                                                  const int2 *__restrict__ ktab, const uint8_t *__restrict__ xp,
                                                  bool p_ok, int b1, int b2, int bhalf, uint8_t flip, uint8_t pad,
                                                  int4 &ra, int4 &rb) {
     const int k0 = s * ERT_QMMA_TK;
     ra = a_ok ? *(const int4 *)(ap + k0) : make_int4(0, 0, 0, 0);
+    const int pix = (b1 * g.W + b2) * g.cs; /* the window origin's offset (negative in the padding) */
+    if (g.vec) {
+        const int2 t = __ldg(&ktab[k0 + bhalf]);
+        const int ih = b1 + (t.y & 0xffff), iw = b2 + (t.y >> 16);
+        if (p_ok && (unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W) {
+            const int4 v = __ldg((const int4 *)(xp + t.x + pix));
+            const int f = (int)(flip * 0x01010101u);
+            rb = make_int4(v.x ^ f, v.y ^ f, v.z ^ f, v.w ^ f);
+        } else {
+            const int pv = (int)(pad * 0x01010101u);
+            rb = make_int4(pv, pv, pv, pv);
+        }
+        return;
+    }
     unsigned v0 = 0, v1 = 0, v2 = 0, v3 = 0;
 #pragma unroll
     for (int j = 0; j < 16; j++) {
         const int2 t = __ldg(&ktab[k0 + bhalf + j]);
         const int ih = b1 + (t.y & 0xffff), iw = b2 + (t.y >> 16);
         unsigned b = pad;
-        if (p_ok && (unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W) b = xp[t.x + b1 * g.W + b2] ^ flip;
+        if (p_ok && (unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W) b = xp[t.x + pix] ^ flip;
         b <<= 8 * (j & 3);
         if (j < 4) v0 |= b;
         else if (j < 8) v1 |= b;
@@ -377,9 +409,10 @@ static __device__ __forceinline__ void qmma_store(uint8_t *As, uint8_t *Bs, int 
     *(int4 *)&Bs[bcol * QROW + bhalf] = rb;
 }
 
-/* grid (tiles_p, tiles_m, G * split); x (N, C, H, W) int8, or uint8 read as
- * x - 128 (xu8) with its zero point shifted alike (xzs); y (N, M, out) as
- * epilogue1 writes it; ws: the split's sums, then one counter per tile */
+/* grid (tiles_p, tiles_m, G * split); x (N, C, H, W) or (N, H, W, C) int8,
+ * or uint8 read as x - 128 (xu8) with its zero point shifted alike (xzs); y
+ * (N, M, out) or (N, out, M) as epilogue1 writes it; ws: the split's sums,
+ * then one counter per tile */
 static __global__ void __launch_bounds__(QTHREADS) qconv_mma(qmma_geo g, const uint8_t *__restrict__ x, bool xu8,
                                                              qzp xzp, const int8_t *__restrict__ pw,
                                                              const int32_t *__restrict__ wsum,
@@ -406,7 +439,8 @@ static __global__ void __launch_bounds__(QTHREADS) qconv_mma(qmma_geo g, const u
     if (p_ok) {
         int n = p / g.out_sz, q = p - n * g.out_sz, oh = q / g.OW, ow = q - oh * g.OW;
         b1 = oh * g.sh - g.ph, b2 = ow * g.sw - g.pw;
-        xp = x + ((int64_t)n * g.C + (int64_t)gi * g.Cg) * g.in_sz;
+        xp = x + (g.nhwc ? (int64_t)n * g.in_sz * g.C + (int64_t)gi * g.Cg
+                         : ((int64_t)n * g.C + (int64_t)gi * g.Cg) * g.in_sz);
     }
     const int xzs = zp_at(xzp, 0) - (xu8 ? 128 : 0);
     const uint8_t flip = xu8 ? 0x80 : 0, pad = (uint8_t)xzs;
@@ -448,10 +482,14 @@ static __global__ void __launch_bounds__(QTHREADS) qconv_mma(qmma_geo g, const u
     /* element (i, j, r) of acc: row wm + 16 i + gid + 8 (r >= 2), column wn + 8 j + 2 tig + (r & 1).
      * The tile's sums go to shared memory (one split) or the workspace (the
      * last block of a split reads them there), then the epilogue walks the
-     * tile a channel row at a time: consecutive threads, consecutive pixels. */
+     * tile so that consecutive threads write consecutive bytes of y: a
+     * channel row at a time (NCHW: consecutive pixels), or a pixel column at
+     * a time (NHWC: consecutive channels; the tile is stored column-major). */
     const int tile = (gi * g.tiles_m + blockIdx.y) * g.tiles_p + blockIdx.x;
+    const bool cm = g.nhwc;
     const int *src;
     int stride;
+    static_assert(ERT_QMMA_TM == ERT_QMMA_TN, "one stride serves the tile both ways");
     if (g.split > 1) {
         int *sums = ws + (int64_t)tile * (ERT_QMMA_TM * ERT_QMMA_TN);
 #pragma unroll
@@ -459,9 +497,10 @@ static __global__ void __launch_bounds__(QTHREADS) qconv_mma(qmma_geo g, const u
 #pragma unroll
             for (int j = 0; j < 4; j++)
 #pragma unroll
-                for (int r = 0; r < 4; r++)
-                    atomicAdd(&sums[(wm + i * 16 + gid + (r >> 1) * 8) * ERT_QMMA_TN + wn + j * 8 + tig * 2 + (r & 1)],
-                              acc[i][j][r]);
+                for (int r = 0; r < 4; r++) {
+                    const int row = wm + i * 16 + gid + (r >> 1) * 8, col = wn + j * 8 + tig * 2 + (r & 1);
+                    atomicAdd(&sums[cm ? col * ERT_QMMA_TM + row : row * ERT_QMMA_TN + col], acc[i][j][r]);
+                }
         __threadfence();
         __syncthreads();
         if (tid == 0) {
@@ -479,20 +518,27 @@ static __global__ void __launch_bounds__(QTHREADS) qconv_mma(qmma_geo g, const u
 #pragma unroll
             for (int j = 0; j < 4; j++)
 #pragma unroll
-                for (int r2 = 0; r2 < 2; r2++)
-                    *(int2 *)&cs[(wm + i * 16 + gid + r2 * 8) * QCS + wn + j * 8 + tig * 2] =
-                        make_int2(acc[i][j][2 * r2], acc[i][j][2 * r2 + 1]);
+                for (int r2 = 0; r2 < 2; r2++) {
+                    const int row = wm + i * 16 + gid + r2 * 8, col = wn + j * 8 + tig * 2;
+                    if (cm) {
+                        cs[col * QCS + row] = acc[i][j][2 * r2];
+                        cs[(col + 1) * QCS + row] = acc[i][j][2 * r2 + 1];
+                    } else {
+                        *(int2 *)&cs[row * QCS + col] = make_int2(acc[i][j][2 * r2], acc[i][j][2 * r2 + 1]);
+                    }
+                }
         __syncthreads();
         src = cs, stride = QCS;
     }
     for (int idx = tid; idx < ERT_QMMA_TM * ERT_QMMA_TN; idx += QTHREADS) {
-        const int row = idx / ERT_QMMA_TN, col = idx % ERT_QMMA_TN, m = m0 + row, pj = p0 + col;
+        const int row = cm ? idx % ERT_QMMA_TM : idx / ERT_QMMA_TN, col = cm ? idx / ERT_QMMA_TM : idx % ERT_QMMA_TN;
+        const int m = m0 + row, pj = p0 + col;
         if (m >= g.Mg || pj >= g.P) continue;
-        const int mc = gi * g.Mg + m, n = pj / g.out_sz;
-        const int v = g.split > 1 ? __ldcg(&src[row * stride + col]) : src[row * stride + col];
+        const int mc = gi * g.Mg + m, n = pj / g.out_sz, at = cm ? col * stride + row : row * stride + col;
+        const int v = g.split > 1 ? __ldcg(&src[at]) : src[at];
         /* sum (x - xzp) w = sum xs w - xzs sum w, in wrapping int32 as the CPU's sums */
         epilogue1(e, (int)((unsigned)v - (unsigned)xzs * (unsigned)wsum[mc]), mc,
-                  ((int64_t)n * g.M + mc) * g.out_sz + (pj - n * g.out_sz));
+                  cm ? (int64_t)pj * g.M + mc : ((int64_t)n * g.M + mc) * g.out_sz + (pj - n * g.out_sz));
     }
 }
 
@@ -505,6 +551,8 @@ static cudaError_t qconv_mma_launch(const ert_kargs *a, const qgeo &q, const qco
     g.H = q.in[1], g.W = q.in[2], g.OW = q.od[2], g.out_sz = q.out_sz, g.P = q.N * q.out_sz;
     g.sh = q.s[1], g.sw = q.s[2], g.ph = q.pb[1], g.pw = q.pb[2];
     g.C = q.C, g.Cg = q.Cg, g.M = q.M, g.Mg = q.Mg, g.in_sz = q.in_sz;
+    g.nhwc = q.nhwc, g.cs = q.nhwc ? q.C : 1;
+    g.vec = q.nhwc && q.Cg % 16 == 0 && q.C % 16 == 0 && ((uintptr_t)o.x & 15) == 0;
     const ert_qmma_layout l = ert_qmma_layout_of(q.M, q.Kg);
     g.Kp = l.Kp;
     g.tiles_p = (g.P + ERT_QMMA_TN - 1) / ERT_QMMA_TN, g.tiles_m = (q.Mg + ERT_QMMA_TM - 1) / ERT_QMMA_TM;
@@ -531,9 +579,9 @@ extern "C" cudaError_t ert_cuda_qconv_launch(const ert_kargs *a, int sm_count, c
     bool ql = a->op == ERT_OP_QLINEAR_CONV;
     int iw = ql ? 3 : 1, iwz = ql ? 5 : 3;
     const ert_tview *x = &a->in[0], *w = &a->in[iw], *y = &a->out[0];
-    if (cp->nhwc || cp->nsp < 1 || cp->nsp > 3 || cp->group < 1) return cudaErrorInvalidValue;
-    qgeo g = geo_of(cp->nsp, x, y, cp->kernel, cp->stride, cp->dilation, cp->pad_begin);
-    g.N = (int)x->dims[0], g.C = (int)x->dims[1], g.M = (int)w->dims[0], g.G = (int)cp->group;
+    if ((cp->nhwc && cp->nsp != 2) || cp->nsp < 1 || cp->nsp > 3 || cp->group < 1) return cudaErrorInvalidValue;
+    qgeo g = geo_of(cp->nsp, x, y, cp->kernel, cp->stride, cp->dilation, cp->pad_begin, cp->nhwc);
+    g.N = (int)x->dims[0], g.C = (int)x->dims[cp->nhwc ? 3 : 1], g.M = (int)w->dims[0], g.G = (int)cp->group;
     g.Cg = g.C / g.G, g.Mg = g.M / g.G;
     g.Kg = g.Cg * g.k_sz;
     if (!y->n_elems) return cudaSuccess;
@@ -618,13 +666,16 @@ extern "C" cudaError_t ert_cuda_qmatmul_launch(const ert_kargs *a, cudaStream_t 
 
 /* ------------------------------------------------------------------ max pooling */
 
-/* quant_int.c's ert_cpu_maxpool_q8: x (N, C, D1..Dn) NCHW, the largest value
- * of each window, padding ignored, the lowest value for an empty window. */
+/* quant_int.c's ert_cpu_maxpool_q8: x (N, C, D1..Dn) NCHW or (N, H, W, C)
+ * NHWC, the largest value of each window, padding ignored, the lowest value
+ * for an empty window. */
 static __global__ void maxpool_q8_kernel(qgeo g, const void *x, void *y, int code, int64_t n_out) {
     int lowest = code == Q_U8 ? 0 : -128;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n_out; i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t pl = i / g.out_sz;
-        int o = (int)(i % g.out_sz), b0, b1, b2, best = lowest;
+        int o, n, c;
+        if (g.nhwc) c = (int)(i % g.C), o = (int)(i / g.C % g.out_sz), n = (int)(i / ((int64_t)g.C * g.out_sz));
+        else o = (int)(i % g.out_sz), c = (int)(i / g.out_sz % g.C), n = (int)(i / ((int64_t)g.C * g.out_sz));
+        int b0, b1, b2, best = lowest;
         origin(g, o, &b0, &b1, &b2);
         for (int q0 = 0; q0 < g.k[0]; q0++) {
             int i0 = b0 + q0 * g.d[0];
@@ -635,7 +686,7 @@ static __global__ void maxpool_q8_kernel(qgeo g, const void *x, void *y, int cod
                 for (int q2 = 0; q2 < g.k[2]; q2++) {
                     int i2 = b2 + q2 * g.d[2];
                     if (i2 < 0 || i2 >= g.in[2]) continue;
-                    int v = ldq(x, code, pl * g.in_sz + (i0 * g.in[1] + i1) * g.in[2] + i2);
+                    int v = ldq(x, code, xidx(g, n, c, (i0 * g.in[1] + i1) * g.in[2] + i2));
                     best = v > best ? v : best;
                 }
             }
@@ -647,8 +698,9 @@ static __global__ void maxpool_q8_kernel(qgeo g, const void *x, void *y, int cod
 extern "C" cudaError_t ert_cuda_maxpool_q8_launch(const ert_kargs *a, cudaStream_t st) {
     const ert_pool_params *p = &a->params->pool;
     const ert_tview *x = &a->in[0], *y = &a->out[0];
-    if (p->nhwc || p->nsp < 1 || p->nsp > 3 || x->dtype != y->dtype) return cudaErrorInvalidValue;
-    qgeo g = geo_of(p->nsp, x, y, p->kernel, p->stride, p->dilation, p->pad_begin);
+    if ((p->nhwc && p->nsp != 2) || p->nsp < 1 || p->nsp > 3 || x->dtype != y->dtype) return cudaErrorInvalidValue;
+    qgeo g = geo_of(p->nsp, x, y, p->kernel, p->stride, p->dilation, p->pad_begin, p->nhwc);
+    g.C = (int)x->dims[p->nhwc ? 3 : 1];
     if (!y->n_elems) return cudaSuccess;
     maxpool_q8_kernel<<<grid_of(y->n_elems), TPB, 0, st>>>(g, x->data, y->data, qcode(x->dtype), y->n_elems);
     return cudaGetLastError();

@@ -1,6 +1,6 @@
-/* Session step 4c: channels-last regions (CUDA f16/bf16 sessions, unless
- * ERT_SESSION_NO_NHWC). Called from build() in session.c. */
-#include "graph.h"
+/* Session step 4c: channels-last regions (CUDA f16/bf16 sessions, and the
+ * int8 nodes of CUDA f32 sessions, unless ERT_SESSION_NO_NHWC). Called from
+ * build() in session.c. */
 #include "graph.h"
 
 #include <math.h>
@@ -39,6 +39,10 @@
  * Split (YOLO's C2f chunks; its axis remapped, the copy kernel splits any
  * axis) and Resize (per-dim scales permuted with the dims) with a
  * channels-last input stay in the region too.
+ * Quantized models (nhwc_quant_ok): 2-D QLinearConv starts a region like
+ * Conv, and ert.QLinearAdd, int8 MaxPool and per-tensor Q/DQ stay in it;
+ * then NHWC always pays (nhwc_pays). In f32 sessions (quant_only) only
+ * those int8 nodes, DQ excepted, run channels-last.
  * Limits: ops outside the list end the region (an unfolded BatchNorm,
  * Pad, Slice...), and so does a binary op with a constant of rank < 4
  * holding more than one value, except a per-channel (C,1,1) constant (the
@@ -85,9 +89,54 @@ static bool chan_const(const ert_graph *g, int32_t t, int64_t C) {
     return c->ndim == 4 && c->dims[0] == 1 && c->dims[1] == C && c->dims[2] == 1 && c->dims[3] == 1;
 }
 
+/* Is input k of n an activation the layout applies to? Not Conv's filter
+ * and bias, Resize's and Split's shape inputs, nor the integer ops' scales,
+ * zero points, filter and bias. */
+static bool act_input(const ert_gnode *n, int k) {
+    switch (n->op) {
+    case ERT_OP_CONV: return k != 1 && k != 2; /* x, the fused residual */
+    case ERT_OP_RESIZE: case ERT_OP_SPLIT: case ERT_OP_QLINEAR_CONV: case ERT_OP_QUANTIZE_LINEAR:
+    case ERT_OP_DEQUANTIZE_LINEAR:
+        return k == 0;
+    case ERT_OP_QLINEAR_ADD: return k == 0 || k == 3;
+    default: return true;
+    }
+}
+
+static bool is_q8(ert_dtype dt) { return dt == ERT_DTYPE_I8 || dt == ERT_DTYPE_U8; }
+
+/* The int8 nodes of a channels-last region (the CUDA int8 kernels read and
+ * write NHWC; the tensor-core convs load 16 channels of a tap at once): 2-D
+ * QLinearConv, ert.QLinearAdd, int8 MaxPool, per-tensor Q and DQ (element
+ * by element whatever the layout; per-axis ones end the region). With
+ * `quant_only` (f32 sessions) DQ ends it: the float ops stay NCHW. */
+static bool nhwc_quant_ok(const ert_graph *g, const ert_gnode *n, const bool *nh, bool quant_only) {
+    const ert_gtensor *x = &g->t[n->in[0]], *y = &g->t[n->out[0]];
+    if (n->n_in < 1 || n->in[0] < 0 || x->ndim != 4) return false;
+    switch (n->op) {
+    case ERT_OP_QLINEAR_CONV: return n->params.quant.conv.nsp == 2 && is_q8(y->dtype);
+    case ERT_OP_QLINEAR_ADD:
+        if (n->n_in < 4 || n->in[3] < 0 || !(nh[n->in[0]] || nh[n->in[3]])) return false;
+        return g->t[n->in[3]].ndim == 4 && n_elems_of(&g->t[n->in[3]]) == n_elems_of(y) && n_elems_of(x) == n_elems_of(y);
+    case ERT_OP_MAXPOOL: return nh[n->in[0]] && is_q8(x->dtype) && n->params.pool.nsp == 2;
+    case ERT_OP_DEQUANTIZE_LINEAR:
+        if (quant_only || !ert_graph_is_float16ish(y->dtype)) return false;
+        /* fall through */
+    case ERT_OP_QUANTIZE_LINEAR:
+        return nh[n->in[0]] && n->n_in > 1 && n->in[1] >= 0 && n_elems_of(&g->t[n->in[1]]) == 1;
+    default: return false;
+    }
+}
+
 /* Step 1 for node n: may it run channels-last, given which tensors are? */
-static bool nhwc_node_ok(const ert_graph *g, const ert_gnode *n, const bool *nh) {
+static bool nhwc_node_ok(const ert_graph *g, const ert_gnode *n, const bool *nh, bool quant_only) {
     if (n->n_out < 1 || n->out[0] < 0 || n->host) return false;
+    if (n->op == ERT_OP_QLINEAR_CONV || n->op == ERT_OP_QLINEAR_ADD || n->op == ERT_OP_QUANTIZE_LINEAR ||
+        n->op == ERT_OP_DEQUANTIZE_LINEAR || (n->op == ERT_OP_MAXPOOL && n->n_in > 0 && n->in[0] >= 0 &&
+                                              is_q8(g->t[n->in[0]].dtype)))
+        return !(g->flags & ERT_SESSION_NO_PACK) && g->t[n->out[0]].ndim == 4 && !ert_graph_is_io(g, n->out[0]) &&
+               (n->n_out == 1 || n->out[1] < 0) && nhwc_quant_ok(g, n, nh, quant_only);
+    if (quant_only) return false;
     const ert_gtensor *y = &g->t[n->out[0]];
     if (!ert_graph_is_float16ish(y->dtype) || y->ndim != 4) return false;
     for (int k = 0; k < n->n_out; k++) /* MaxPool's Indices too; a Split's outputs are all channels-last */
@@ -96,8 +145,7 @@ static bool nhwc_node_ok(const ert_graph *g, const ert_gnode *n, const bool *nh)
     bool any = false;
     for (int k = 0; k < n->n_in; k++) {
         int32_t t = n->in[k];
-        if (t < 0 || (n->op == ERT_OP_CONV && (k == 1 || k == 2)) || ((n->op == ERT_OP_RESIZE || n->op == ERT_OP_SPLIT) && k > 0))
-            continue; /* filter, bias; Resize's roi/scales/sizes, Split's sizes (read at prepare) */
+        if (t < 0 || !act_input(n, k)) continue; /* filter, bias; Resize's roi/scales/sizes, Split's sizes */
         if (nh[t]) any = true;
         else if (g->t[t].ndim != 4 && n_elems_of(&g->t[t]) != 1 && !(nhwc_binary(n->op) && chan_const(g, t, y->dims[1])))
             return false;
@@ -171,6 +219,12 @@ static double copy_ms(const ert_gtensor *t) {
 }
 
 static bool nhwc_pays(ert_graph *g, const bool *nh, const bool *node_nh, int nn0) {
+    int n_qconv = 0;
+    for (int i = 0; i < nn0; i++) n_qconv += node_nh[i] && g->n[i].op == ERT_OP_QLINEAR_CONV;
+    if (n_qconv) { /* the int8 tensor-core convs: NCHW gathers every byte alone (bench/RESULTS.md 2026-12-07) */
+        ert_log(g->ctx, ERT_LOG_INFO, "channels-last: %d int8 convs: NHWC", n_qconv);
+        return true;
+    }
     if (!g->be->conv_time) return true;
     double t[2][2] = {{0}}; /* [nchw, nhwc][dense, grouped] */
     double edge_ms = 0, view_ms = 0;
@@ -185,7 +239,7 @@ static bool nhwc_pays(ert_graph *g, const bool *nh, const bool *node_nh, int nn0
         }
         for (int k = 0; k < n->n_in; k++) {
             int32_t x = n->in[k];
-            if (x < 0 || (n->op == ERT_OP_CONV && (k == 1 || k == 2))) continue;
+            if (x < 0 || !act_input(n, k)) continue;
             if (node_nh[i] != nh[x] && g->t[x].ndim == 4 && n_elems_of(&g->t[x]) != 1 &&
                 !(nh[x] && g->t[x].dims[2] == 1 && g->t[x].dims[3] == 1) &&
                 !(n->op == ERT_OP_TRANSPOSE && (is_perm4(g, n, to_nchw) || (nh[x] && is_perm4(g, n, to_nhwc))))) {
@@ -230,7 +284,7 @@ static bool nhwc_pays(ert_graph *g, const bool *nh, const bool *node_nh, int nn0
     return yes;
 }
 
-ert_status ert_pass_channels_last(ert_graph *g) {
+ert_status ert_pass_channels_last(ert_graph *g, bool quant_only) {
     /* NCHW axis -> its position in (N, H, W, C) */
     static const int64_t axis_nhwc[4] = {0, 3, 1, 2};
     int nn0 = g->nn, nt0 = g->nt, cap = 0, *anchors = NULL;
@@ -246,7 +300,7 @@ ert_status ert_pass_channels_last(ert_graph *g) {
     for (int i = 0; i < nt0; i++) twin[i] = fwd[i] = -1;
     int n_nh = 0;
     for (int i = 0; i < nn0; i++) {
-        if (g->n[i].dead || !nhwc_node_ok(g, &g->n[i], nh)) continue;
+        if (g->n[i].dead || !nhwc_node_ok(g, &g->n[i], nh, quant_only)) continue;
         node_nh[i] = true;
         n_nh++;
         for (int k = 0; k < g->n[i].n_out; k++)
@@ -288,7 +342,7 @@ ert_status ert_pass_channels_last(ert_graph *g) {
         }
         for (int k = 0; k < g->n[i].n_in && st == ERT_OK; k++) {
             int32_t t = g->n[i].in[k];
-            if (t < 0 || (g->n[i].op == ERT_OP_CONV && (k == 1 || k == 2))) continue;
+            if (t < 0 || !act_input(&g->n[i], k)) continue;
             if (t < nt0 && nh[t]) {
                 g->n[i].in[k] = twin[t];
             } else if (t < nt0 && nhwc_binary(g->n[i].op) && chan_const(g, t, g->t[g->n[i].out[0]].dims[1])) {
@@ -316,6 +370,7 @@ ert_status ert_pass_channels_last(ert_graph *g) {
         for (int k = 0; k < n->n_out; k++)
             if (n->out[k] >= 0) n->out[k] = twin[n->out[k]];
         if (n->op == ERT_OP_CONV) n->params.conv.nhwc = true;
+        else if (n->op == ERT_OP_QLINEAR_CONV) n->params.quant.conv.nhwc = true;
         else if (n->op == ERT_OP_MAXPOOL || n->op == ERT_OP_AVGPOOL || n->op == ERT_OP_GLOBAL_AVGPOOL ||
                  n->op == ERT_OP_GLOBAL_MAXPOOL)
             n->params.pool.nhwc = true;

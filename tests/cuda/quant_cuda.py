@@ -20,6 +20,10 @@ quant_* tests) and once on a CUDA session, on the same random inputs:
                  blocks; pixel tiles across images; groups), the CUDA-core
                  GEMM tiles (uint8 filters, shifted filters that leave int8)
                  and the direct one for few channels per group. Bit-exact.
+                 2-D convs twice: channels-last (the CUDA session's
+                 default; a DequantizeLinear after the conv keeps its
+                 output inside the graph) and NCHW (--no-nhwc), each
+                 asserting which layout ran.
   QLinearMatMul  2-D B (any A rank), equal batch dims; per-column B; the
   MatMulInteger  broadcast case stays on the CPU fallback (counted).
   MaxPool int8   DQ -> MaxPool -> Q folded to MaxPool on the integers.
@@ -86,6 +90,7 @@ class Cuda:
         self.runner = R
         self.sat_lo = self.sat_hi = 0
         self.n_mma = 0  # int8 convs the CUDA sessions ran on the tensor cores
+        self.n_nhwc = 0  # and channels-last
         self.device = ["--device", "cuda"]
         # the cases are built in order on this thread (one random stream);
         # their two qdq_run processes run on `jobs` workers
@@ -93,18 +98,19 @@ class Cuda:
         self.pending = []
         self.seq = 0
 
-    def check(self, tag, path, feeds, fallback=0, max_steps=0, step=None, then=None, rel=None):
+    def check(self, tag, path, feeds, fallback=0, max_steps=0, step=None, then=None, rel=None, flags=(), nhwc=None):
         """Queue one case: CUDA outputs equal to the CPU session's (float
         outputs bit for bit; `step`: a float output compared in units of that
         step, within max_steps; `rel`: a float output within that relative L2),
-        and `fallback` nodes on the CPU fallback.
+        and `fallback` nodes on the CPU fallback; `flags`: qdq_run's options
+        for the CUDA session; `nhwc`: the channels-last int8 convs it must have.
         then(qdq_run's summary) runs when it passed."""
         self.seq += 1
         run_dir = "%03d_%s" % (self.seq, tag.replace(" ", "_").replace("/", "_"))  # one per case: tags repeat
 
         def job():
             try:
-                rg = self.check_now(tag, run_dir, path, feeds, fallback, max_steps, step, rel)
+                rg = self.check_now(tag, run_dir, path, feeds, fallback, max_steps, step, rel, list(flags), nhwc)
                 if rg is not None and then is not None:
                     then(rg)
             except Exception as e:  # a broken case is a failed check, the others still run
@@ -120,11 +126,11 @@ class Cuda:
             f.result()
         self.pending = []
 
-    def check_now(self, tag, run_dir, path, feeds, fallback, max_steps, step, rel):
+    def check_now(self, tag, run_dir, path, feeds, fallback, max_steps, step, rel, flags, nhwc):
         R = self.R
         try:
             cpu, _ = Q.qdq_run(self.runner, path, feeds, run_dir + "_cpu")
-            gpu, rg = Q.qdq_run(self.runner, path, feeds, run_dir + "_cuda", self.device)
+            gpu, rg = Q.qdq_run(self.runner, path, feeds, run_dir + "_cuda", self.device + flags)
         except RuntimeError as e:
             R.report(False, tag, str(e))
             return None
@@ -166,6 +172,12 @@ class Cuda:
             why.append("%s %s %s bit-exact" % (name, r.dtype, list(r.shape)))
         if not self.device:
             fallback = 0  # --selfcheck: a CPU session has no fallback
+            nhwc = None
+        with R.lock:
+            self.n_nhwc += rg.get("n_int8_nhwc", 0)
+        if nhwc is not None and rg.get("n_int8_nhwc") != nhwc:
+            R.report(False, tag, "%s channels-last int8 convs, expected %d" % (rg.get("n_int8_nhwc"), nhwc))
+            return None
         with R.lock:
             self.n_mma += rg.get("n_int8_mma", 0)
         if rg.get("n_int8_mma_rejected", 0):
@@ -227,6 +239,18 @@ def qdq_cases(C, rng):
     C.saturation("QuantizeLinear")
 
 
+def dq_tail(m):
+    """int_model's one-node QLinearConv with a DequantizeLinear of its y (scale
+    ys, zero point yz) after it, so that the conv's output is an inner tensor
+    (the channels-last pass leaves graph outputs NCHW); y becomes float, still
+    compared bit for bit."""
+    g = m.graph
+    g.node[0].output[0] = "y_conv"
+    g.node.append(helper.make_node("DequantizeLinear", ["y_conv", "ys", "yz"], ["y"], name="tail"))
+    g.output[0].type.tensor_type.elem_type = TensorProto.FLOAT
+    return m
+
+
 def conv_cases(C, rng):
     R = C.runner
     n = 0
@@ -258,9 +282,14 @@ def conv_cases(C, rng):
                 attrs = {"strides": strides, "pads": pads, "dilations": dil, "group": group, "kernel_shape": k}
                 m = Q.int_model(("QLinearConv", ins), [("x", xdt, xs)], inits, xdt,
                                 Q.conv_out_shape(xs, ws_shape, strides, pads, dil), attrs)
-                C.check("QLinearConv g%d %s/%s %s%s" % (gi, np.dtype(xdt).name, np.dtype(wdt).name,
-                                                        "perchan" if per_channel else "tensor", " B" if n % 2 else ""),
-                        R.save(m, "qconv%d" % n), {"x": x})
+                tag = "QLinearConv g%d %s/%s %s%s" % (gi, np.dtype(xdt).name, np.dtype(wdt).name,
+                                                      "perchan" if per_channel else "tensor", " B" if n % 2 else "")
+                if len(xs) == 4:  # 2-D: channels-last by default (the conv's y must not be the graph's output)
+                    path = R.save(dq_tail(m), "qconv%d" % n)
+                    C.check(tag + " nhwc", path, {"x": x}, nhwc=1)
+                    C.check(tag + " nchw", path, {"x": x}, flags=["--no-nhwc"], nhwc=0)
+                else:
+                    C.check(tag, R.save(m, "qconv%d" % n), {"x": x}, nhwc=0)
                 n += 1
         xdt, wdt = COMBOS[n % 3]
         x, w = Q.rq(rng, xdt, xs), Q.rq(rng, wdt, ws_shape)
@@ -392,6 +421,7 @@ def main():
     C.drain()
     if C.device:  # the tensor-core kernel must have been taken (sm_80+; the quant_cuda ctest runs on an H100/H200)
         R.report(C.n_mma > 0, "int8 tensor cores exercised", "%d int8 convs ran on the tensor cores" % C.n_mma)
+        R.report(C.n_nhwc > 0, "channels-last int8 convs exercised", "%d int8 convs ran channels-last" % C.n_nhwc)
     print("quant_cuda: %d passed, %d failed" % (R.passed, R.failed))
     sys.exit(1 if R.failed else 0)
 

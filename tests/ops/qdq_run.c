@@ -1,15 +1,16 @@
 /* qdq_run: the session side of tests/ops/quant_ort.py's fold and gpu suites.
  *
- *   qdq_run MODEL OUTDIR [--no-fuse] [--device cpu|cuda] NAME=RAW...
+ *   qdq_run MODEL OUTDIR [--no-fuse] [--no-nhwc] [--device cpu|cuda] NAME=RAW...
  *
  * Loads MODEL, creates a session (--no-fuse: ERT_SESSION_NO_FUSE, which
- * leaves every Q/DQ pattern unfolded: the float reference), copies each raw
+ * leaves every Q/DQ pattern unfolded: the float reference; --no-nhwc:
+ * ERT_SESSION_NO_NHWC, CUDA int8 convs NCHW), copies each raw
  * little-endian input file into the input NAME (sizes must match), runs,
  * writes output i to OUTDIR/out<i>.bin and prints one JSON line: outputs
  * (name, dtype, shape, file), the scheduled ops by name (what the Q/DQ pass
  * made of the graph), the nodes on the CUDA backend's CPU fallback, and its
  * int8 convs on the tensor cores and those its create-time self-check kept
- * on the CUDA cores (from its log lines).
+ * on the CUDA cores (from its log lines), and its channels-last int8 convs.
  * Exit 77 when --device cuda has no GPU or no CUDA backend (ctest SKIPPED).
  * Internal headers: the scheduled ops are not public. */
 #include "session_internal.h"
@@ -47,13 +48,14 @@ static bool fill_input(ert_session *s, int idx, const char *path) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: qdq_run MODEL OUTDIR [--no-fuse] [--device cpu|cuda] NAME=RAW...\n");
+        fprintf(stderr, "usage: qdq_run MODEL OUTDIR [--no-fuse] [--no-nhwc] [--device cpu|cuda] NAME=RAW...\n");
         return 2;
     }
     ert_session_options so = {.device = ERT_DEVICE_CPU};
     int a = 3;
     for (; a < argc && argv[a][0] == '-'; a++) {
         if (!strcmp(argv[a], "--no-fuse")) so.flags |= ERT_SESSION_NO_FUSE;
+        else if (!strcmp(argv[a], "--no-nhwc")) so.flags |= ERT_SESSION_NO_NHWC;
         else if (!strcmp(argv[a], "--device") && a + 1 < argc)
             so.device = !strcmp(argv[++a], "cuda") ? ERT_DEVICE_CUDA : ERT_DEVICE_CPU;
         else return fprintf(stderr, "qdq_run: unknown option %s\n", argv[a]), 2;
@@ -98,12 +100,16 @@ int main(int argc, char **argv) {
         fclose(f);
     }
     printf("], \"ops\": {");
-    int count[ERT_OP_COUNT] = {0}, k = 0;
-    for (int i = 0; i < s->n_sched; i++) count[s->g.n[s->sched[i]].op]++;
+    int count[ERT_OP_COUNT] = {0}, k = 0, n_nhwc = 0;
+    for (int i = 0; i < s->n_sched; i++) {
+        const ert_gnode *n = &s->g.n[s->sched[i]];
+        count[n->op]++;
+        n_nhwc += (n->op == ERT_OP_QLINEAR_CONV || n->op == ERT_OP_CONV_INTEGER) && n->params.quant.conv.nhwc;
+    }
     for (int op = 1; op < ERT_OP_COUNT; op++)
         if (count[op]) printf("%s\"%s\": %d", k++ ? ", " : "", ert_op_get((ert_op)op)->name, count[op]);
-    printf("}, \"n_cpu_fallback\": %d, \"n_int8_mma\": %d, \"n_int8_mma_rejected\": %d}\n",
-           ert_session_n_cpu_fallback(s), g_n_mma, g_n_mma_rejected);
+    printf("}, \"n_cpu_fallback\": %d, \"n_int8_mma\": %d, \"n_int8_mma_rejected\": %d, \"n_int8_nhwc\": %d}\n",
+           ert_session_n_cpu_fallback(s), g_n_mma, g_n_mma_rejected, n_nhwc);
     ert_session_free(s);
     ert_model_free(m);
     ert_context_free(ctx);
