@@ -189,6 +189,8 @@ typedef enum ert_op {
                               * (core/ops/attention.c); made by the attention pass, or from a model with attributes */
     ERT_OP_QLINEAR_ADD,      /* ert.QLinearAdd (a, as, [azp], b, bs, [bzp], ys, [yzp]) -> y i8/u8: the Q/DQ pass's
                               * Q([Relu](DQ(a) + DQ(b))), a, b, y of one shape, per tensor; quant params (conv.act) */
+    ERT_OP_QLUT,             /* ert.QLut (x i8/u8, table[256] i8/u8) -> y[i] = table[(uint8_t)x[i]], x's shape, the
+                              * table's dtype: the Q/DQ pass's Q(f(DQ(x))) for an element-wise f; quant params (qdt) */
     ERT_OP_COUNT
 } ert_op;
 
@@ -610,6 +612,7 @@ ert_status ert_prepare_qlinear_conv(ert_prep *p);   /* core/ops/quant.c: QLinear
 ert_status ert_prepare_qlinear_matmul(ert_prep *p); /* core/ops/quant.c: QLinearMatMul, MatMulInteger */
 ert_status ert_prepare_attention(ert_prep *p);  /* core/ops/attention.c: ert.Attention */
 ert_status ert_prepare_qlinear_add(ert_prep *p); /* core/ops/quant.c: ert.QLinearAdd */
+ert_status ert_prepare_qlut(ert_prep *p);        /* core/ops/quant.c: ert.QLut */
 /* The attention pass's check of params it built (dtypes, every view inside
  * its tensor, y written exactly once): ERT_OK and the CPU kernel's workspace
  * bytes, or a status with the message on ctx (core/ops/attention.c). */

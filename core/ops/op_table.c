@@ -8,7 +8,7 @@
 #define U (-1)
 /* Indexed by ert_op: a new op does not compile until this table (and every
  * other per-op table: CPU kernels, CUDA support, backward rules) has its row. */
-_Static_assert(ERT_OP_COUNT == 118, "ERT_OP_COUNT changed: add the new op's row to OPS");
+_Static_assert(ERT_OP_COUNT == 119, "ERT_OP_COUNT changed: add the new op's row to OPS");
 static const ert_op_def OPS[ERT_OP_COUNT] = {
     [ERT_OP_CONV] = {ERT_OP_CONV, "Conv", 2, 4, 1, 1, ert_prepare_conv}, /* 4th input: fused residual */
     [ERT_OP_CONV_TRANSPOSE] = {ERT_OP_CONV_TRANSPOSE, "ConvTranspose", 2, 3, 1, 1, ert_prepare_conv_transpose},
@@ -130,6 +130,7 @@ static const ert_op_def OPS[ERT_OP_COUNT] = {
     [ERT_OP_CONV_INTEGER] = {ERT_OP_CONV_INTEGER, "ConvInteger", 2, 4, 1, 1, ert_prepare_qlinear_conv},
     [ERT_OP_ATTENTION] = {ERT_OP_ATTENTION, "ert.Attention", 3, 4, 1, 1, ert_prepare_attention}, /* not ONNX: the attention pass */
     [ERT_OP_QLINEAR_ADD] = {ERT_OP_QLINEAR_ADD, "ert.QLinearAdd", 8, 8, 1, 1, ert_prepare_qlinear_add}, /* not ONNX: the Q/DQ pass */
+    [ERT_OP_QLUT] = {ERT_OP_QLUT, "ert.QLut", 2, 2, 1, 1, ert_prepare_qlut}, /* not ONNX: the Q/DQ pass */
 };
 #undef U
 

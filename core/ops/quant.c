@@ -334,6 +334,28 @@ ert_status ert_prepare_qlinear_add(ert_prep *p) {
     return ERT_OK;
 }
 
+/* ert.QLut (x, table): what the Q/DQ pass makes of DQ(x) -> element-wise
+ * float nodes -> Q, every scale and zero point per tensor: y[i] =
+ * table[(uint8_t)x[i]], the table those float nodes' result on all 256
+ * values of x. x int8/uint8 of any shape; table 256 values (1-D) of y's
+ * dtype, int8/uint8; y of x's shape. */
+ert_status ert_prepare_qlut(ert_prep *p) {
+    ert_quant_params *qp = &p->params->quant;
+    memset(qp, 0, sizeof *qp);
+    const ert_tinfo *x = &p->in[0], *t = &p->in[1];
+    if (!is_q8(x->dtype) || !is_q8(t->dtype))
+        return ert_prep_error(p, ERT_E_UNSUPPORTED, "x is %s and table %s: only int8 and uint8 are supported",
+                              ert_dtype_name(x->dtype), ert_dtype_name(t->dtype));
+    if (t->ndim != 1 || t->dims[0] != 256)
+        return ert_prep_error(p, ERT_E_SHAPE, "table must be 1-D of 256 values (one per byte of x)");
+    qp->axis = -1;
+    qp->qdt = t->dtype;
+    p->out[0].dtype = t->dtype;
+    p->out[0].ndim = x->ndim;
+    memcpy(p->out[0].dims, x->dims, sizeof p->out[0].dims);
+    return ERT_OK;
+}
+
 /* ------------------------------------------------------------ load-time checks */
 
 static const ert_tensor *tensor_of(const ert_model *m, const ert_node *n, int k) {

@@ -6,7 +6,7 @@
 #include <string.h>
 
 /* Indexed by ert_op (core/ops/op_table.c has the same guard). */
-_Static_assert(ERT_OP_COUNT == 118, "ERT_OP_COUNT changed: add the new op's CPU kernel to KERNELS");
+_Static_assert(ERT_OP_COUNT == 119, "ERT_OP_COUNT changed: add the new op's CPU kernel to KERNELS");
 static const ert_kernel_fn KERNELS[ERT_OP_COUNT] = {
     [ERT_OP_CONV] = ert_cpu_conv,
     [ERT_OP_CONV_TRANSPOSE] = ert_cpu_conv_transpose,
@@ -88,7 +88,7 @@ static const ert_kernel_fn KERNELS[ERT_OP_COUNT] = {
     [ERT_OP_QUANTIZE_LINEAR] = ert_cpu_quantize,
     [ERT_OP_DEQUANTIZE_LINEAR] = ert_cpu_dequantize,
     [ERT_OP_QLINEAR_CONV] = ert_cpu_qconv, [ERT_OP_CONV_INTEGER] = ert_cpu_qconv,
-    [ERT_OP_QLINEAR_ADD] = ert_cpu_qlinear_add,
+    [ERT_OP_QLINEAR_ADD] = ert_cpu_qlinear_add, [ERT_OP_QLUT] = ert_cpu_qlut,
     [ERT_OP_QLINEAR_MATMUL] = ert_cpu_qmatmul, [ERT_OP_MATMUL_INTEGER] = ert_cpu_qmatmul,
     [ERT_OP_ATTENTION] = ert_cpu_attention,
 };

@@ -69,6 +69,7 @@ ert_status ert_cpu_dequantize(const ert_kargs *a);
 ert_status ert_cpu_qconv(const ert_kargs *a);
 ert_status ert_cpu_qmatmul(const ert_kargs *a);
 ert_status ert_cpu_qlinear_add(const ert_kargs *a); /* kernels/cpu/quant.c */
+ert_status ert_cpu_qlut(const ert_kargs *a);       /* kernels/cpu/quant.c */
 /* MaxPool on int8/uint8 data (pool params, NCHW; ert_cpu_pool sends it here) */
 ert_status ert_cpu_maxpool_q8(const ert_kargs *a);
 /* One value: clamp(round_half_even(x / scale) + zp, qmin, qmax), NaN -> zp. */

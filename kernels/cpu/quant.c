@@ -10,6 +10,9 @@
 #include "cpu_kernels.h"
 
 #include <math.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 /* outer/D/inner split of x around params axis (-1: per tensor) */
 static void split_axis(const ert_tview *x, int64_t axis, int64_t *d, int64_t *inner) {
@@ -157,5 +160,53 @@ ert_status ert_cpu_qlinear_add(const ert_kargs *a) {
         if (u8) ((uint8_t *)Y->data)[i] = (uint8_t)q;
         else ((int8_t *)Y->data)[i] = (int8_t)q;
     }
+    return ERT_OK;
+}
+
+/* ert.QLut (x, table): y[i] = table[(uint8_t)x[i]]. The Q/DQ pass filled the
+ * table by running the float nodes it replaces on all 256 values of x, so
+ * this is their result bit for bit; x and y int8/uint8 of one shape. Split
+ * across the pool in chunks of 64 KiB. The plain loop is the oracle; with
+ * AVX-512 VBMI (Ice Lake, Zen 4 on) under the kernel cap, 64 bytes a step:
+ * the table in four registers, vpermi2b looks each byte's low 7 bits up in
+ * both halves and its top bit picks one, the tail masked through the same
+ * code (test_cpu_fast checks it against the plain loop). */
+typedef void (*qlut_fn)(const uint8_t *x, const uint8_t *t, uint8_t *y, int64_t n);
+typedef struct qlut_job {
+    const ert_kargs *a;
+    qlut_fn run;
+} qlut_job;
+
+static void qlut_plain(const uint8_t *x, const uint8_t *t, uint8_t *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = t[x[i]];
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static void qlut_vbmi(const uint8_t *x, const uint8_t *t,
+                                                                              uint8_t *y, int64_t n) {
+    const __m512i t0 = _mm512_loadu_si512(t), t1 = _mm512_loadu_si512(t + 64), t2 = _mm512_loadu_si512(t + 128),
+                  t3 = _mm512_loadu_si512(t + 192);
+    for (int64_t i = 0; i < n; i += 64) {
+        const __mmask64 m = n - i >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << (n - i)) - 1;
+        const __m512i v = _mm512_maskz_loadu_epi8(m, x + i);
+        const __m512i lo = _mm512_permutex2var_epi8(t0, v, t1), hi = _mm512_permutex2var_epi8(t2, v, t3);
+        _mm512_mask_storeu_epi8(y + i, m, _mm512_mask_blend_epi8(_mm512_movepi8_mask(v), lo, hi));
+    }
+}
+#endif
+
+static void qlut_range(void *arg, int64_t b, int64_t e) {
+    const qlut_job *j = arg;
+    j->run((const uint8_t *)j->a->in[0].data + b, j->a->in[1].data, (uint8_t *)j->a->out[0].data + b, e - b);
+}
+
+ert_status ert_cpu_qlut(const ert_kargs *a) {
+    qlut_job j = {a, qlut_plain};
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (ert_cpu_kernel_cap(a->choice) >= ERT_CPU_GEMM_AVX512 && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vbmi"))
+        j.run = qlut_vbmi;
+#endif
+    ert_parallel_for(a->pool, a->out[0].n_elems, 65536, qlut_range, &j);
     return ERT_OK;
 }

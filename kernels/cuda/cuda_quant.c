@@ -7,7 +7,8 @@
  *   - QLinearMatMul / MatMulInteger with a 1-D B or broadcast batch dims
  *     (a 2-D B, or A and B of equal batch dims, run here);
  *   - MaxPool with an Indices output.
- * ert.QLinearAdd (the Q/DQ pass's residual join) runs here whole. */
+ * ert.QLinearAdd (the Q/DQ pass's residual join) and ert.QLut (its element-wise
+ * functions as a 256-entry table) run here whole. */
 #include "cuda_backend.h"
 
 #include <stdlib.h>
@@ -21,7 +22,7 @@ bool ert_cuda_quant_claims(ert_op op, ert_dtype dt) {
     case ERT_OP_QUANTIZE_LINEAR: return is_fl(dt);
     case ERT_OP_DEQUANTIZE_LINEAR: return is_q8(dt) || dt == ERT_DTYPE_I32;
     case ERT_OP_QLINEAR_CONV: case ERT_OP_CONV_INTEGER: case ERT_OP_QLINEAR_MATMUL: case ERT_OP_MATMUL_INTEGER:
-    case ERT_OP_MAXPOOL: case ERT_OP_QLINEAR_ADD:
+    case ERT_OP_MAXPOOL: case ERT_OP_QLINEAR_ADD: case ERT_OP_QLUT:
         return is_q8(dt);
     default: return false;
     }
@@ -73,6 +74,9 @@ bool ert_cuda_quant_node_ok(const ert_kargs *a) {
     case ERT_OP_QLINEAR_ADD:
         return a->n_in == 8 && is_q8(a->in[3].dtype) && a->in[3].n_elems == x->n_elems && is_q8(y->dtype) &&
                is_fl(a->in[1].dtype) && a->in[4].dtype == a->in[1].dtype && a->in[6].dtype == a->in[1].dtype;
+    case ERT_OP_QLUT:
+        return a->n_in == 2 && a->in[1].n_elems == 256 && a->in[1].dtype == y->dtype && is_q8(y->dtype) &&
+               y->n_elems == x->n_elems;
     case ERT_OP_MAXPOOL:
         return (!a->params->pool.nhwc || a->params->pool.nsp == 2) && a->params->pool.nsp >= 1 && a->params->pool.nsp <= 3 &&
                y->dtype == x->dtype && (a->n_out < 2 || !a->out[1].data);
@@ -250,6 +254,7 @@ ert_status ert_cuda_run_quant(cuda_ctx *c, const ert_kargs *a) {
     case ERT_OP_QLINEAR_MATMUL: case ERT_OP_MATMUL_INTEGER: e = ert_cuda_qmatmul_launch(a, c->stream); break;
     case ERT_OP_MAXPOOL: e = ert_cuda_maxpool_q8_launch(a, c->stream); break;
     case ERT_OP_QLINEAR_ADD: e = ert_cuda_qadd_launch(a, c->stream); break;
+    case ERT_OP_QLUT: e = ert_cuda_qlut_launch(a, c->stream); break;
     default: e = cudaErrorInvalidValue;
     }
     if (e == cudaSuccess) return ERT_OK;

@@ -1,5 +1,5 @@
 /* CUDA int8 path: QuantizeLinear, DequantizeLinear, QLinearConv,
- * ConvInteger, QLinearMatMul, MatMulInteger, ert.QLinearAdd and MaxPool on int8/uint8 data,
+ * ConvInteger, QLinearMatMul, MatMulInteger, ert.QLinearAdd, ert.QLut and MaxPool on int8/uint8 data,
  * as kernels/cpu/quant.c and quant_int.c compute them, bit for bit.
  *
  *   kernels/cuda/quant.cu       the kernels and their launchers (one launcher
@@ -96,6 +96,7 @@ cudaError_t ert_cuda_qconv_launch(const ert_kargs *a, int sm_count, cudaStream_t
 cudaError_t ert_cuda_qmatmul_launch(const ert_kargs *a, cudaStream_t st);
 cudaError_t ert_cuda_maxpool_q8_launch(const ert_kargs *a, cudaStream_t st);
 cudaError_t ert_cuda_qadd_launch(const ert_kargs *a, cudaStream_t st);
+cudaError_t ert_cuda_qlut_launch(const ert_kargs *a, cudaStream_t st);
 /* n bytes of a hash of seed at p (the self-check's inputs) */
 cudaError_t ert_cuda_fill_bytes_launch(void *p, int64_t n, unsigned seed, cudaStream_t st);
 

@@ -31,8 +31,8 @@
 #define BLAS_WS ((size_t)4 << 20)
 
 /* CUDA's training-op table (ert_cuda_supports in cuda_dispatch.c has the
- * inference ops; ert.QLinearAdd is one of them). */
-_Static_assert(ERT_OP_COUNT == 118, "ERT_OP_COUNT changed: say here whether the new op is a CUDA training op");
+ * inference ops; ert.QLinearAdd and ert.QLut are among them). */
+_Static_assert(ERT_OP_COUNT == 119, "ERT_OP_COUNT changed: say here whether the new op is a CUDA training op");
 bool ert_cuda_train_op(ert_op op) {
     switch (op) {
     case ERT_OP_CONV_GRAD_WEIGHT: case ERT_OP_REDUCE_TO: case ERT_OP_ACT_GRAD: case ERT_OP_BINARY_GRAD:

@@ -758,3 +758,38 @@ extern "C" cudaError_t ert_cuda_fill_bytes_launch(void *p, int64_t n, unsigned s
     fill_bytes_kernel<<<grid_of(n), TPB, 0, st>>>((uint8_t *)p, n, seed);
     return cudaGetLastError();
 }
+
+/* ------------------------------------------------------------------ lookup table */
+
+/* ert.QLut: y[i] = table[(uint8_t)x[i]] (x, y int8/uint8 of n elements, the
+ * table 256 bytes, kernels/cpu/quant.c's ert_cpu_qlut). The table is staged
+ * in shared memory; a thread maps four bytes per 32-bit word, the n % 4 tail
+ * bytes go to the first threads. x and y are 4-byte aligned (arena blocks
+ * are 256-byte aligned; the launcher checks and falls back to bytes). */
+static __global__ void qlut_kernel(const uint8_t *x, const uint8_t *table, uint8_t *y, int64_t n, bool words) {
+    __shared__ uint8_t t[256];
+    for (int k = threadIdx.x; k < 256; k += blockDim.x) t[k] = table[k];
+    __syncthreads();
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x, first = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    int64_t done = 0;
+    if (words) {
+        const int64_t nw = n / 4;
+        for (int64_t i = first; i < nw; i += stride) {
+            const uint32_t v = ((const uint32_t *)x)[i];
+            ((uint32_t *)y)[i] = (uint32_t)t[v & 0xff] | (uint32_t)t[(v >> 8) & 0xff] << 8 |
+                                 (uint32_t)t[(v >> 16) & 0xff] << 16 | (uint32_t)t[v >> 24] << 24;
+        }
+        done = nw * 4;
+    }
+    for (int64_t i = done + first; i < n; i += stride) y[i] = t[x[i]];
+}
+
+extern "C" cudaError_t ert_cuda_qlut_launch(const ert_kargs *a, cudaStream_t st) {
+    const ert_tview *x = &a->in[0], *t = &a->in[1], *y = &a->out[0];
+    if (a->n_in != 2 || t->n_elems != 256 || x->n_elems != y->n_elems) return cudaErrorInvalidValue;
+    if (!y->n_elems) return cudaSuccess;
+    const bool words = ((uintptr_t)x->data | (uintptr_t)y->data) % 4 == 0;
+    qlut_kernel<<<grid_of(words ? (y->n_elems + 3) / 4 : y->n_elems), TPB, 0, st>>>(
+        (const uint8_t *)x->data, (const uint8_t *)t->data, (uint8_t *)y->data, y->n_elems, words);
+    return cudaGetLastError();
+}

@@ -24,6 +24,21 @@
  *      runs on the integers (DQ and Q cancel exactly).
  *   1c. DQ(a) + DQ(b) -> [Relu] -> Q, a and b of the Add's shape, all per
  *      tensor: ert.QLinearAdd (the same f32 operations, on the integers).
+ *   1d. DQ(x) -> a chain of element-wise float nodes that depend on x alone
+ *      -> Q, x int8/uint8, DQ and Q per tensor: ert.QLut(x, table), one
+ *      byte lookup per element. The chain: Relu, Clip (constant bounds),
+ *      Sigmoid, Tanh, HardSigmoid, HardSwish, LeakyRelu, SiLU, Gelu, Elu,
+ *      Softplus, Mish, Neg, Abs, and Add/Sub/Mul/Div/Min/Max of chain values
+ *      or one-value constants (so x * Sigmoid(x), exporters' SiLU, counts);
+ *      at most 16 nodes, every intermediate read only inside the chain, no
+ *      broadcasting past x's shape; several DQs of x with one quantization
+ *      are one input. The 256-entry table is the chain run on the CPU
+ *      kernels (the session's kernel choice) over every byte: DQ, each node
+ *      in graph order, Q, so it equals the unfolded f32 path bit for bit
+ *      (the kernels' results do not depend on an element's position). The
+ *      Q node becomes the QLut; the chain's nodes die, and its DQs when
+ *      nothing else reads them. MobileNetV2's Relu6 (DQ -> Clip -> Q) and
+ *      YOLO's SiLU leave no f32 tensor between the int8 layers.
  * Not folded yet (they run as DQ -> float op -> Q, correct, slower): Add
  * with broadcasting, AveragePool/GlobalAveragePool (they would need
  * requantisation), Concat, and the cases the requirements above exclude. `integer_ops` false (ERT_SESSION_NO_FUSE) runs
@@ -299,6 +314,272 @@ static bool fold_move_at(ert_graph *g, int32_t *producer, ert_gnode *q) {
     return true;
 }
 
+/* ------------------------------------------------------------------ step 1d: tables */
+
+#define LUT_MAX_NODES 16 /* float nodes in one chain */
+#define LUT_MAX_CONSTS (2 * LUT_MAX_NODES)
+
+/* Element-wise float ops a chain may hold: one value in, one out, with
+ * params that do not depend on the shape (the unary and binary kernels
+ * read shapes from their views), so running them on 256 values is running
+ * them on the tensor. */
+static bool lut_op(ert_op op) {
+    switch (op) {
+    case ERT_OP_RELU: case ERT_OP_CLIP: case ERT_OP_SIGMOID: case ERT_OP_TANH: case ERT_OP_HARD_SIGMOID:
+    case ERT_OP_HARD_SWISH: case ERT_OP_LEAKY_RELU: case ERT_OP_SILU: case ERT_OP_GELU: case ERT_OP_ELU:
+    case ERT_OP_SOFTPLUS: case ERT_OP_MISH: case ERT_OP_NEG: case ERT_OP_ABS:
+    case ERT_OP_ADD: case ERT_OP_SUB: case ERT_OP_MUL: case ERT_OP_DIV: case ERT_OP_MIN: case ERT_OP_MAX:
+        return true;
+    default: return false;
+    }
+}
+
+static bool binary_op(ert_op op) {
+    return op == ERT_OP_ADD || op == ERT_OP_SUB || op == ERT_OP_MUL || op == ERT_OP_DIV || op == ERT_OP_MIN ||
+           op == ERT_OP_MAX;
+}
+
+/* DQ(x) -> float nodes depending only on x -> Q. root: x and its DQ's
+ * scale and zero point; the DQ nodes of x seen (several DQs of x with one
+ * quantization are one root); the chain's nodes in graph order; its
+ * constant leaves (one value each; the output of an all-constant DQ not yet
+ * folded by step 2 counts, with its value computed here). */
+typedef struct lut_chain {
+    qside x;
+    int n_dq, n_nodes, n_consts;
+    int32_t dq[LUT_MAX_NODES + 1];       /* node indices */
+    int32_t nodes[LUT_MAX_NODES];        /* node indices, ascending */
+    int32_t consts[LUT_MAX_CONSTS];      /* tensors */
+    float cval[LUT_MAX_CONSTS];          /* their values (f32) */
+    const ert_gtensor *xt;               /* the DQ output's shape: every chain tensor has it */
+} lut_chain;
+
+static bool same_dims(const ert_gtensor *a, const ert_gtensor *b) {
+    return a->ndim == b->ndim && memcmp(a->dims, b->dims, (size_t)a->ndim * sizeof a->dims[0]) == 0;
+}
+
+static bool in_list(const int32_t *v, int n, int32_t x) {
+    for (int k = 0; k < n; k++)
+        if (v[k] == x) return true;
+    return false;
+}
+
+/* Is tensor t produced by a DequantizeLinear whose inputs are all constant? */
+static ert_gnode *const_dq(ert_graph *g, const int32_t *producer, int32_t t) {
+    ert_gnode *p = producer_node(g, producer, t);
+    if (!p || p->op != ERT_OP_DEQUANTIZE_LINEAR) return NULL;
+    for (int k = 0; k < p->n_in; k++)
+        if (p->in[k] >= 0 && !ert_graph_is_const(g, p->in[k])) return NULL;
+    return p;
+}
+
+/* One input t of a chain node: the root (a per-tensor DQ of x), a
+ * one-value f32 constant, or another chain node's output (collected). */
+static bool lut_leaf_or_node(ert_graph *g, const int32_t *producer, int32_t t, lut_chain *c);
+
+static bool lut_collect(ert_graph *g, const int32_t *producer, ert_gnode *n, lut_chain *c) {
+    const int32_t idx = (int32_t)(n - g->n);
+    if (in_list(c->nodes, c->n_nodes, idx)) return true;
+    if (!lut_op(n->op) || n->n_out != 1 || n->n_in < 1 || c->n_nodes == LUT_MAX_NODES) return false;
+    if (binary_op(n->op) ? n->n_in != 2 : n->op == ERT_OP_CLIP ? n->n_in > 3 : n->n_in != 1) return false;
+    if (g->t[n->out[0]].dtype != ERT_DTYPE_F32) return false;
+    c->nodes[c->n_nodes++] = idx;
+    for (int k = 0; k < n->n_in; k++) {
+        if (n->op == ERT_OP_CLIP && k > 0) { /* its bounds: prepare read them from constants */
+            if (n->in[k] >= 0 && !ert_graph_is_const(g, n->in[k])) return false;
+            continue;
+        }
+        if (n->in[k] < 0 || !lut_leaf_or_node(g, producer, n->in[k], c)) return false;
+    }
+    return true;
+}
+
+static bool lut_leaf_or_node(ert_graph *g, const int32_t *producer, int32_t t, lut_chain *c) {
+    const ert_gtensor *x = &g->t[t];
+    if (ert_graph_is_const(g, t) || const_dq(g, producer, t)) {
+        if (x->dtype != ERT_DTYPE_F32 || nelems(x) != 1) return false;
+        if (in_list(c->consts, c->n_consts, t)) return true;
+        if (c->n_consts == LUT_MAX_CONSTS) return false;
+        c->consts[c->n_consts++] = t;
+        return true;
+    }
+    ert_gnode *p = producer_node(g, producer, t);
+    qside s;
+    if (p && dq_side(g, p, -1, false, &s)) {
+        if (x->dtype != ERT_DTYPE_F32 || nelems(&g->t[s.scale]) != 1 || g->t[s.scale].dtype != ERT_DTYPE_F32) return false;
+        if (!c->xt) {
+            c->x = s;
+            c->xt = x;
+        } else if (s.q != c->x.q || !same_q(g, s.scale, s.zp, c->x.scale, c->x.zp)) {
+            return false; /* a second integer input: not a function of one byte */
+        }
+        const int32_t idx = (int32_t)(p - g->n);
+        if (!in_list(c->dq, c->n_dq, idx)) {
+            if (c->n_dq == LUT_MAX_NODES + 1) return false;
+            c->dq[c->n_dq++] = idx;
+        }
+        return true;
+    }
+    return p && lut_collect(g, producer, p, c);
+}
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The chain ending at Q node q, checked: every chain tensor of the root's
+ * shape (no broadcasting past it), every intermediate read only by chain
+ * nodes, the last one only by q. */
+static bool lut_chain_at(ert_graph *g, const int32_t *producer, ert_gnode *q, lut_chain *c) {
+    memset(c, 0, sizeof *c);
+    if (q->params.quant.axis >= 0 || !ert_graph_is_const(g, q->in[1]) || nelems(&g->t[q->in[1]]) != 1 ||
+        g->t[q->in[1]].dtype != ERT_DTYPE_F32 || (q->n_in > 2 && q->in[2] >= 0 && !ert_graph_is_const(g, q->in[2])))
+        return false;
+    const int32_t last = q->in[0];
+    ert_gnode *L = producer_node(g, producer, last);
+    if (!L || L->op == ERT_OP_DEQUANTIZE_LINEAR || sole_reader(g, last) != q) return false;
+    if (!lut_collect(g, producer, L, c) || !c->xt) return false;
+    qsort(c->nodes, (size_t)c->n_nodes, sizeof c->nodes[0], cmp_i32);
+    for (int i = 0; i < c->n_nodes; i++) {
+        const int32_t t = g->n[c->nodes[i]].out[0];
+        if (!same_dims(&g->t[t], c->xt)) return false;
+        if (t == last) continue;
+        int reads = 0;
+        for (int j = 0; j < c->n_nodes; j++) {
+            const ert_gnode *n = &g->n[c->nodes[j]];
+            for (int k = 0; k < n->n_in; k++) reads += n->in[k] == t;
+        }
+        if (reads != g->t[t].n_uses || ert_graph_is_output(g, t)) return false;
+    }
+    return same_dims(&g->t[q->out[0]], c->xt);
+}
+
+/* The table: the chain's own nodes run on the CPU kernels (the session's
+ * kernel choice) over the 256 values of x, DQ first and Q last, each chain
+ * tensor viewed as 256 values of the root's rank (1, ..., 1, 256) so the
+ * constants broadcast as they do on the tensor. table[b] is the result for
+ * the byte b (x = (int8_t)b for int8). NULL (and *st unset) when a kernel
+ * refuses; *st on out of memory. */
+static uint8_t *lut_table(ert_graph *g, const int32_t *producer, ert_gnode *q, lut_chain *c, ert_status *st) {
+    const int rank = c->xt->ndim > 0 ? c->xt->ndim : 1;
+    int64_t dims[ERT_MAX_DIMS];
+    for (int d = 0; d < rank; d++) dims[d] = d == rank - 1 ? 256 : 1;
+    float *buf = malloc((size_t)(c->n_nodes + 1) * 256 * sizeof *buf);
+    uint8_t *xb = malloc(256), *table = malloc(256);
+    bool ok = buf && xb && table;
+    if (!ok) *st = ert_graph_oom(g);
+    ert_tview v[ERT_MAX_NODE_IO + 1];
+    /* the constant leaves made by all-constant DQs: their one value */
+    for (int k = 0; ok && k < c->n_consts; k++) {
+        ert_gnode *dq = const_dq(g, producer, c->consts[k]);
+        if (!dq) {
+            c->cval[k] = *(const float *)g->t[c->consts[k]].cdata;
+            continue;
+        }
+        for (int i = 0; i < dq->n_in; i++) {
+            if (dq->in[i] < 0) memset(&v[i], 0, sizeof v[i]);
+            else ert_graph_fill_view(&v[i], &g->t[dq->in[i]], (void *)g->t[dq->in[i]].cdata);
+        }
+        ert_graph_fill_view(&v[dq->n_in], &g->t[c->consts[k]], &c->cval[k]);
+        ok = !ert_graph_fold(g->ctx, &g->kc, dq->name, dq->op, &dq->params, dq->n_in, 1, v, dq->ws_bytes);
+    }
+    /* DQ of the 256 bytes into buf[0] */
+    if (ok) {
+        const ert_gnode *dq = &g->n[c->dq[0]];
+        for (int b = 0; b < 256; b++) xb[b] = (uint8_t)b;
+        ert_graph_view(&v[0], g->t[c->x.q].dtype, rank, dims, xb);
+        ert_graph_fill_view(&v[1], &g->t[c->x.scale], (void *)g->t[c->x.scale].cdata);
+        if (c->x.zp >= 0) ert_graph_fill_view(&v[2], &g->t[c->x.zp], (void *)g->t[c->x.zp].cdata);
+        else memset(&v[2], 0, sizeof v[2]);
+        ert_graph_view(&v[3], ERT_DTYPE_F32, rank, dims, buf);
+        ok = !ert_graph_fold(g->ctx, &g->kc, dq->name, dq->op, &dq->params, 3, 1, v, dq->ws_bytes);
+    }
+    /* every chain node in graph order, node i's output in buf[i + 1] */
+    for (int i = 0; ok && i < c->n_nodes; i++) {
+        const ert_gnode *n = &g->n[c->nodes[i]];
+        for (int k = 0; k < n->n_in; k++) {
+            const int32_t t = n->in[k];
+            int j = 0;
+            if (t < 0) {
+                memset(&v[k], 0, sizeof v[k]);
+            } else if (producer_node(g, producer, t) && in_list(c->dq, c->n_dq, producer[t])) {
+                ert_graph_view(&v[k], ERT_DTYPE_F32, rank, dims, buf);
+            } else if (producer_node(g, producer, t) && in_list(c->nodes, c->n_nodes, producer[t])) {
+                while (c->nodes[j] != producer[t]) j++;
+                ert_graph_view(&v[k], ERT_DTYPE_F32, rank, dims, buf + (size_t)(j + 1) * 256);
+            } else if (in_list(c->consts, c->n_consts, t)) {
+                while (c->consts[j] != t) j++;
+                ert_graph_fill_view(&v[k], &g->t[t], &c->cval[j]);
+            } else { /* Clip's bounds */
+                ert_graph_fill_view(&v[k], &g->t[t], (void *)g->t[t].cdata);
+            }
+        }
+        ert_graph_view(&v[n->n_in], ERT_DTYPE_F32, rank, dims, buf + (size_t)(i + 1) * 256);
+        ok = !ert_graph_fold(g->ctx, &g->kc, n->name, n->op, &n->params, n->n_in, 1, v, n->ws_bytes);
+    }
+    /* Q of the last node's output (q reads it) into the table */
+    if (ok) {
+        int j = 0;
+        while (g->n[c->nodes[j]].out[0] != q->in[0]) j++;
+        ert_graph_view(&v[0], ERT_DTYPE_F32, rank, dims, buf + (size_t)(j + 1) * 256);
+        ert_graph_fill_view(&v[1], &g->t[q->in[1]], (void *)g->t[q->in[1]].cdata);
+        const int32_t zp = q->n_in > 2 ? q->in[2] : -1;
+        if (zp >= 0) ert_graph_fill_view(&v[2], &g->t[zp], (void *)g->t[zp].cdata);
+        else memset(&v[2], 0, sizeof v[2]);
+        ert_graph_view(&v[3], g->t[q->out[0]].dtype, rank, dims, table);
+        ok = !ert_graph_fold(g->ctx, &g->kc, q->name, q->op, &q->params, 3, 1, v, q->ws_bytes);
+    }
+    free(buf);
+    free(xb);
+    if (!ok) {
+        free(table);
+        return NULL;
+    }
+    return table;
+}
+
+/* Step 1d at Q node q: DQ(x) -> element-wise float nodes on x alone -> Q,
+ * all per tensor, becomes q itself turned into ert.QLut(x, table); the
+ * chain's nodes die (its DQs too once nothing else reads them). */
+static bool fold_lut_at(ert_graph *g, int32_t *producer, ert_gnode *q, ert_status *st) {
+    lut_chain c;
+    if (!lut_chain_at(g, producer, q, &c)) return false;
+    const ert_dtype ydt = g->t[q->out[0]].dtype;
+    if (ydt != ERT_DTYPE_I8 && ydt != ERT_DTYPE_U8) return false;
+    char saved[ERT_ERRMSG_SIZE];
+    memcpy(saved, g->ctx->err, sizeof saved);
+    uint8_t *table = lut_table(g, producer, q, &c, st);
+    memcpy(g->ctx->err, saved, sizeof saved); /* a kernel's refusal only means "not folded" */
+    if (!table) return false;
+    const int64_t d[1] = {256};
+    int32_t tid;
+    if ((*st = ert_graph_new_const(g, q->name, ydt, 1, d, table, &tid))) return false;
+    ert_tinfo tin[2], tout[1];
+    ert_graph_tinfo(&tin[0], g->t[c.x.q].dtype, g->t[c.x.q].ndim, g->t[c.x.q].dims, NULL);
+    ert_graph_tinfo(&tin[1], ydt, 1, d, table);
+    memset(tout, 0, sizeof tout);
+    ert_op_params params;
+    ert_node shell = {.op = ERT_OP_QLUT, .name = (char *)q->name};
+    ert_prep p = {.ctx = g->ctx, .node = &shell, .n_in = 2, .n_out = 1, .in = tin, .out = tout, .params = &params,
+                  .n_threads = g->n_threads};
+    const ert_gtensor *y = &g->t[q->out[0]];
+    if (ert_op_get(ERT_OP_QLUT)->prepare(&p) || tout[0].dtype != ydt || tout[0].ndim != y->ndim ||
+        memcmp(tout[0].dims, y->dims, (size_t)y->ndim * sizeof y->dims[0]) != 0) {
+        memcpy(g->ctx->err, saved, sizeof saved);
+        return false;
+    }
+    q->op = ERT_OP_QLUT;
+    q->src = NULL; /* a made node: the QuantizeLinear's attributes are not the QLut's */
+    q->in[0] = c.x.q;
+    q->in[1] = tid;
+    q->n_in = 2;
+    q->params = params;
+    q->ws_bytes = p.workspace_bytes;
+    for (int i = 0; i < c.n_nodes; i++) g->n[c.nodes[i]].dead = true;
+    return true;
+}
+
 ert_status ert_pass_fold_qdq(ert_graph *g, bool integer_ops) {
     ert_status st = ERT_OK;
     int n_folded = 0;
@@ -309,7 +590,8 @@ ert_status ert_pass_fold_qdq(ert_graph *g, bool integer_ops) {
         if (!producer) return ert_graph_oom(g);
         ert_graph_count_uses(g, producer);
         if (fold_at(g, producer, &g->n[i], &st) ||
-            (!st && (fold_move_at(g, producer, &g->n[i]) || fold_add_at(g, producer, &g->n[i]))))
+            (!st && (fold_move_at(g, producer, &g->n[i]) || fold_add_at(g, producer, &g->n[i]))) ||
+            (!st && fold_lut_at(g, producer, &g->n[i], &st)))
             n_folded++;
         free(producer);
     }

@@ -50,9 +50,9 @@
  * here whether gradients flow through it. */
 /* CumSum, Not, Sin, Cos, Mod, the other reductions, Scatter/GatherElements, ScatterND and
  * the quantized ops (95-115): no backward rule yet (a trainable path through them is refused).
- * ert.Attention (116) and ert.QLinearAdd (117): made by the session's attention and Q/DQ passes only,
- * which the trainer does not run. */
-_Static_assert(ERT_OP_COUNT == 118, "ERT_OP_COUNT changed: give the new op its backward rule (or none) here");
+ * ert.Attention (116), ert.QLinearAdd (117) and ert.QLut (118): made by the session's attention and Q/DQ
+ * passes only, which the trainer does not run. */
+_Static_assert(ERT_OP_COUNT == 119, "ERT_OP_COUNT changed: give the new op its backward rule (or none) here");
 bool ert_ad_diff_slot(ert_op op, int k) {
     switch (op) {
     case ERT_OP_CONV: case ERT_OP_GEMM: case ERT_OP_BATCHNORM: case ERT_OP_BATCHNORM_TRAIN:

@@ -27,6 +27,11 @@ quant_* tests) and once on a CUDA session, on the same random inputs:
   QLinearMatMul  2-D B (any A rank), equal batch dims; per-column B; the
   MatMulInteger  broadcast case stays on the CPU fallback (counted).
   MaxPool int8   DQ -> MaxPool -> Q folded to MaxPool on the integers.
+  QLut           DQ -> element-wise float nodes (Relu, Clip, Sigmoid,
+                 x*Sigmoid(x), HardSwish, ...) -> Q folded to ert.QLut (a
+                 256-entry table): int8/uint8 mixes, sizes with and without
+                 a tail of 1-3 bytes past the 4-byte words, several blocks.
+                 Bit-exact, the one node on the GPU.
   CNN            quantize_static (QDQ) CNNs: every node on the GPU (no CPU
                  fallback), output within one output step of the CPU
                  session's (the float Add / GlobalAveragePool between the
@@ -358,6 +363,30 @@ def pool_cases(C, rng):
                     {"x": Q.rq(rng, dt, xs)}, then=folded)
 
 
+def lut_cases(C, rng):
+    R = C.runner
+    shapes = [[1, 7, 11, 5], [2, 3, 64, 65], [4099], [1, 16, 112, 112]]
+    combos = [(np.int8, np.int8), (np.uint8, np.uint8), (np.int8, np.uint8), (np.uint8, np.int8)]
+    for ai, (name, build, fn, _) in enumerate(Q.LUT_ACTS):
+        xdt, ydt = combos[ai % len(combos)]
+        shape = shapes[ai % len(shapes)]
+        body, inits = build()
+        x_s, x_z = float(rng.uniform(0.02, 0.08)), Q.zp_of(rng, xdt)
+        lo, hi = Q.qtype_range(xdt)
+        f = fn((np.arange(lo, hi + 1) - int(x_z)) * x_s)
+        y_s, y_z = Q.lut_y_quant(rng, f, ydt)  # over half saturate at both ends
+        m = Q.lut_model(xdt, ydt, shape, x_s, x_z, y_s, y_z, body, inits)
+
+        def folded(rg, ai=ai, name=name):
+            if rg["ops"] != {"ert.QLut": 1}:
+                C.R.report(False, "QLut %s folded" % name, "ops %s" % json.dumps(rg["ops"]))
+        x = Q.rq(rng, xdt, shape)
+        x.reshape(-1)[:256] = np.arange(lo, hi + 1).astype(xdt)  # every byte
+        C.check("QLut %s %s->%s %s" % (name, np.dtype(xdt).name, np.dtype(ydt).name, "x".join(map(str, shape))),
+                R.save(m, "qlut%d" % ai), {"x": x}, then=folded)
+    C.saturation("QLut")
+
+
 def cnn_cases(C, rng):
     from onnxruntime.quantization import QuantType
     R = C.runner
@@ -416,7 +445,7 @@ def main():
         C.device = []
     rng = np.random.default_rng(args.seed)
     C.edgert = args.edgert
-    for f in (qdq_cases, conv_cases, matmul_cases, pool_cases, cnn_cases) + ((edgert_cases,) if args.edgert else ()):
+    for f in (qdq_cases, conv_cases, matmul_cases, pool_cases, lut_cases, cnn_cases) + ((edgert_cases,) if args.edgert else ()):
         f(C, rng)
     C.drain()
     if C.device:  # the tensor-core kernel must have been taken (sm_80+; the quant_cuda ctest runs on an H100/H200)

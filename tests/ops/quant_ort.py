@@ -589,7 +589,8 @@ def suite_hostile(R, rng):
 
 def small_cnn(rng, kind):
     """A float CNN with random weights: convs (odd channels, stride, depthwise),
-    Relu, a residual Add, MaxPool, GlobalAveragePool, Flatten, Gemm (transB)."""
+    Relu, a residual Add, MaxPool, LeakyRelu, GlobalAveragePool, Flatten,
+    Gemm (transB)."""
     inits, nodes = {}, []
 
     def w(name, shape, scale):
@@ -606,7 +607,8 @@ def small_cnn(rng, kind):
     nodes.append(helper.make_node("Add", ["c3", "r2"], ["a3"], name="add3"))
     nodes.append(helper.make_node("MaxPool", ["a3"], ["p3"], name="pool3", kernel_shape=[2, 2], strides=[2, 2]))
     nodes.append(helper.make_node("Conv", ["p3", w("w4", [7, 5, 1, 1], 0.4)], ["c4"], name="conv4"))
-    nodes.append(helper.make_node("GlobalAveragePool", ["c4"], ["g4"], name="gap"))
+    nodes.append(helper.make_node("LeakyRelu", ["c4"], ["l4"], name="leaky4", alpha=0.1))
+    nodes.append(helper.make_node("GlobalAveragePool", ["l4"], ["g4"], name="gap"))
     nodes.append(helper.make_node("Flatten", ["g4"], ["f4"], name="flat"))
     if kind == "gemm":
         nodes.append(helper.make_node("Gemm", ["f4", w("wf", [10, 7], 0.4), w("bf", [10], 0.1)], ["y"], name="fc",
@@ -678,7 +680,8 @@ def suite_fold(R, rng):
     optimisations off within one step, folded vs unfolded, and the folded
     graph really holds integer ops (3 QLinearConv + the depthwise one, a
     QLinearMatMul for the Gemm/MatMul head, the residual Add as
-    ert.QLinearAdd, MaxPool and Flatten on int8)."""
+    ert.QLinearAdd, the LeakyRelu as ert.QLut, MaxPool and Flatten on
+    int8)."""
     from onnxruntime.quantization import QuantType
     n = 0
     for kind in ("gemm", "matmul"):
@@ -698,12 +701,14 @@ def suite_fold(R, rng):
                     continue
                 ops = res["ops"]
                 n_int = ops.get("QLinearConv", 0) + ops.get("QLinearMatMul", 0)
-                # 5 integer ops, the residual Add (ert.QLinearAdd), the MaxPool and the Flatten on int8
-                # each remove one QuantizeLinear
+                # 5 integer ops, the residual Add (ert.QLinearAdd), the LeakyRelu (ert.QLut), the MaxPool
+                # and the Flatten on int8 each remove one QuantizeLinear
                 ok_ops = ops.get("QLinearConv", 0) == 4 and ops.get("QLinearMatMul", 0) == 1 and \
                     ops.get("ert.QLinearAdd", 0) == 1 and "Add" not in ops and \
+                    ops.get("ert.QLut", 0) == 1 and "LeakyRelu" not in ops and \
                     "QLinearConv" not in res_u["ops"] and "ert.QLinearAdd" not in res_u["ops"] and \
-                    ops.get("QuantizeLinear", 0) == res_u["ops"].get("QuantizeLinear", 0) - 8
+                    "ert.QLut" not in res_u["ops"] and \
+                    ops.get("QuantizeLinear", 0) == res_u["ops"].get("QuantizeLinear", 0) - 9
                 R.report(ok_ops, "fold %s ops" % tag, "folded: %s" % json.dumps(ops))
                 a, b, c = steps_off(got["y"], ref, step), steps_off(unf["y"], ref_plain, step), \
                     steps_off(got["y"], unf["y"], step)
@@ -823,6 +828,7 @@ def suite_pool(R, rng):
 
 
     add_cases(R, rng)
+    lut_cases(R, rng)
 
 
 def add_cases(R, rng):
@@ -878,6 +884,176 @@ def add_cases(R, rng):
                 res["ops"].get("ert.QLinearAdd", 0) == 1 and "QuantizeLinear" not in res["ops"]
             R.report(ok, tag, "equal to onnxruntime: %s, to the unfolded session: %s; %d saturated; ops %s" % (
                 np.array_equal(got["y"], want), np.array_equal(got["y"], unf["y"]), sat, json.dumps(res["ops"])))
+
+
+def _sigmoid(v):
+    return 1.0 / (1.0 + np.exp(-v))
+
+
+# (name, nodes of y = f(d) over the DQ output "d" with constants {name: value}, numpy f, approx): approx
+# marks ops whose onnxruntime CPU kernel evaluates exp/tanh or x/6 by its own approximation, so a value
+# that lands next to a rounding boundary may quantize one step away (edgert's table is its unfolded f32
+# path; that equality is checked exactly)
+LUT_ACTS = [
+    ("Relu", lambda: ([helper.make_node("Relu", ["d"], ["f"])], {}), lambda v: np.maximum(v, 0), False),
+    ("Clip 0..6", lambda: ([helper.make_node("Clip", ["d", "lo", "hi"], ["f"])],
+                           {"lo": np.array(0, np.float32), "hi": np.array(6, np.float32)}),
+     lambda v: np.clip(v, 0, 6), False),
+    ("Clip -1..1.5", lambda: ([helper.make_node("Clip", ["d", "lo", "hi"], ["f"])],
+                              {"lo": np.array(-1, np.float32), "hi": np.array(1.5, np.float32)}),
+     lambda v: np.clip(v, -1, 1.5), False),
+    ("LeakyRelu", lambda: ([helper.make_node("LeakyRelu", ["d"], ["f"], alpha=0.1)], {}),
+     lambda v: np.where(v >= 0, v, 0.1 * v), False),
+    ("Sigmoid", lambda: ([helper.make_node("Sigmoid", ["d"], ["f"])], {}), _sigmoid, True),
+    ("SiLU x*Sigmoid(x)", lambda: ([helper.make_node("Sigmoid", ["d"], ["s"]), helper.make_node("Mul", ["d", "s"], ["f"])],
+                                   {}), lambda v: v * _sigmoid(v), True),
+    ("HardSwish", lambda: ([helper.make_node("HardSwish", ["d"], ["f"])], {}),
+     lambda v: v * np.clip(v / 6 + 0.5, 0, 1), True),
+    ("HardSigmoid", lambda: ([helper.make_node("HardSigmoid", ["d"], ["f"], alpha=0.3, beta=0.4)], {}),
+     lambda v: np.clip(0.3 * v + 0.4, 0, 1), True),
+    ("Tanh", lambda: ([helper.make_node("Tanh", ["d"], ["f"])], {}), np.tanh, True),
+    ("Relu(x*0.5+0.25)", lambda: ([helper.make_node("Mul", ["d", "c1"], ["m"]), helper.make_node("Add", ["m", "c2"], ["a"]),
+                                   helper.make_node("Relu", ["a"], ["f"])],
+                                  {"c1": np.array(0.5, np.float32), "c2": np.array([0.25], np.float32)}),
+     lambda v: np.maximum(v * 0.5 + 0.25, 0), False),
+    ("(x-1)/3", lambda: ([helper.make_node("Sub", ["d", "c1"], ["m"]), helper.make_node("Div", ["m", "c2"], ["f"])],
+                         {"c1": np.array(1, np.float32), "c2": np.array(3, np.float32)}),
+     lambda v: (v - 1) / 3, False),
+]
+
+
+def lut_model(xdt, ydt, shape, x_s, x_z, y_s, y_z, body, inits, extra_outputs=(), dq2=False):
+    """DQ(x) -> body (reads "d", writes "f") -> Q -> y, opset 14 (HardSwish).
+    dq2: "s"-reading nodes get a second DequantizeLinear of x with the same
+    scale and zero point (two DQs of one tensor are one input)."""
+    inits = dict(inits)
+    inits["xs"], inits["ys"] = np.array(x_s, np.float32), np.array(y_s, np.float32)
+    if x_z is not None:
+        inits["xz"] = x_z
+    if y_z is not None:
+        inits["yz"] = y_z
+    nodes = [helper.make_node("DequantizeLinear", ["x", "xs"] + (["xz"] if x_z is not None else []), ["d"], name="dq")]
+    if dq2:
+        nodes.append(helper.make_node("DequantizeLinear", ["x", "xs"] + (["xz"] if x_z is not None else []), ["d2"],
+                                      name="dq2"))
+        body = [helper.make_node(n.op_type, [("d2" if (i == 0 and k == 0) else v) for k, v in enumerate(n.input)],
+                                 list(n.output), **{a.name: helper.get_attribute_value(a) for a in n.attribute})
+                for i, n in enumerate(body)]
+    nodes += body
+    nodes.append(helper.make_node("QuantizeLinear", ["f", "ys"] + (["yz"] if y_z is not None else []), ["y"], name="q"))
+    outs = [helper.make_tensor_value_info("y", NP2ONNX[ydt], shape)] + \
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, shape) for o in extra_outputs]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", NP2ONNX[xdt], shape)], outs,
+                          [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
+    m.ir_version = 7
+    return m
+
+
+def lut_y_quant(rng, f, ydt):
+    """y scale and zero point for outputs f: 150 to 400 steps over f's range,
+    centred (give or take 20 steps), so over half the cases saturate at both
+    ends."""
+    lo, hi = qtype_range(ydt)
+    y_s = max(float(f.max() - f.min()), 1e-3) / float(rng.uniform(150, 400))
+    z = (lo + hi) / 2 - (float(f.max()) + float(f.min())) / 2 / y_s + float(rng.uniform(-20, 20))
+    return y_s, np.array(int(np.clip(round(z), lo, hi)), ydt)
+
+
+def lut_cases(R, rng):
+    """DQ(x) -> element-wise float nodes -> Q becomes one ert.QLut (a
+    256-entry table the pass computes by running those nodes): Relu, Clip,
+    LeakyRelu, Sigmoid, x*Sigmoid(x), HardSwish, HardSigmoid, Tanh and
+    chains with scalar constants; int8/uint8 in and out in every mix, zero
+    points absent or not, odd shapes, every one of the 256 input bytes
+    present, y scales that saturate. Folded equals the unfolded session bit
+    for bit and onnxruntime (optimisations off) exactly, or within one step
+    where onnxruntime's own exp/tanh approximation or x/6 rounds otherwise
+    (the line counts the differing values). Then patterns that must stay
+    unfolded (and still be right): an intermediate also read as a graph
+    output, a per-axis DQ, a second integer input."""
+    shapes = [[1, 7, 11, 5], [2, 129], [3, 5, 9, 7], [257]]
+    combos = [(np.int8, np.int8), (np.uint8, np.uint8), (np.int8, np.uint8), (np.uint8, np.int8)]
+    n = 0
+    sat_lo = sat_hi = 0
+    for ai, (name, build, fn, approx) in enumerate(LUT_ACTS):
+        for ci, (xdt, ydt) in enumerate(combos):
+            shape = shapes[(ai + ci) % len(shapes)]
+            no_zp = (ai + ci) % 5 == 0
+            x_s = float(rng.uniform(0.02, 0.08))
+            x_z = None if no_zp else zp_of(rng, xdt)
+            if no_zp:
+                ydt = np.uint8  # QuantizeLinear without a zero point writes uint8
+            lo, hi = qtype_range(xdt)
+            v = (np.arange(lo, hi + 1) - (0 if x_z is None else int(x_z))).astype(np.float32) * np.float32(x_s)
+            f = fn(v.astype(np.float64))
+            y_s, y_z = lut_y_quant(rng, f, ydt)
+            if no_zp:
+                y_z = None
+            body, inits = build()
+            dq2 = name.startswith("SiLU") and ci == 1
+            m = lut_model(xdt, ydt, shape, x_s, x_z, y_s, y_z, body, inits, dq2=dq2)
+            x = rq(rng, xdt, shape)
+            flat = x.reshape(-1)
+            flat[:256] = np.arange(lo, hi + 1).astype(xdt)[rng.permutation(256)]  # every byte
+            tag = "QLut %s %s->%s s%d%s%s" % (name, np.dtype(xdt).name, np.dtype(ydt).name, (ai + ci) % len(shapes),
+                                             " no zp" if no_zp else "", " two DQs" if dq2 else "")
+            run_tag = "qlut%d_%d" % (ai, ci)
+            path = R.save(m, run_tag)
+            want = R.ort_run(path, {"x": x})["y"]
+            try:
+                got, res = qdq_run(R, path, {"x": x}, run_tag)
+                unf, res_u = qdq_run(R, path, {"x": x}, run_tag + "_nf", ["--no-fuse"])
+            except RuntimeError as e:
+                R.report(False, tag, str(e))
+                continue
+            n += 1
+            qlo, qhi = qtype_range(ydt)
+            sat_lo += int((want == qlo).any())
+            sat_hi += int((want == qhi).any())
+            d = np.abs(got["y"].astype(np.int64) - want.astype(np.int64))
+            worst, n_diff = int(d.max()), int((d > 0).sum())
+            ok = np.array_equal(got["y"], unf["y"]) and worst <= (1 if approx else 0) and \
+                res["ops"] == {"ert.QLut": 1} and "ert.QLut" not in res_u["ops"]
+            R.report(ok, tag, "equal to the unfolded session: %s; vs onnxruntime: %s; ops %s" % (
+                np.array_equal(got["y"], unf["y"]),
+                "exact" if worst == 0 else "%d of %d one step off (its %s)" % (
+                    n_diff, d.size, "approximation" if approx else "arithmetic"), json.dumps(res["ops"])))
+    R.report(sat_lo > 3 and sat_hi > 3, "QLut saturation exercised",
+             "%d of %d cases reach the lowest value, %d the highest" % (sat_lo, n, sat_hi))
+    # must stay unfolded: (1) the Sigmoid output of x*Sigmoid(x) is also a graph output
+    shape = [2, 3, 5, 7]
+    x_z, y_z = zp_of(rng, np.int8), zp_of(rng, np.int8)
+    m = lut_model(np.int8, np.int8, shape, 0.05, x_z, 0.01, y_z,
+                  [helper.make_node("Sigmoid", ["d"], ["s"]), helper.make_node("Mul", ["d", "s"], ["f"])], {},
+                  extra_outputs=("s",))
+    # (2) a per-axis DQ (a scale per channel): not one table
+    m2 = lut_model(np.uint8, np.uint8, shape, 0.05, None, 0.02, zp_of(rng, np.uint8),
+                   [helper.make_node("Relu", ["d"], ["f"])], {})
+    for t in m2.graph.initializer:
+        if t.name == "xs":
+            t.CopyFrom(numpy_helper.from_array(rng.uniform(0.02, 0.08, size=3).astype(np.float32), "xs"))
+    m2.graph.node[0].attribute.append(helper.make_attribute("axis", 1))
+    # (3) a second integer input: DQ(x) * DQ(x2)
+    m3 = lut_model(np.int8, np.int8, shape, 0.05, x_z, 0.01, y_z, [helper.make_node("Mul", ["d", "d3"], ["f"])], {})
+    m3.graph.input.append(helper.make_tensor_value_info("x2", TensorProto.INT8, shape))
+    m3.graph.node.insert(1, helper.make_node("DequantizeLinear", ["x2", "xs", "xz"], ["d3"], name="dq3"))
+    for k, (mk, what, feeds) in enumerate(((m, "Sigmoid output also a graph output", {"x": rq(rng, np.int8, shape)}),
+                                           (m2, "per-axis DQ", {"x": rq(rng, np.uint8, shape)}),
+                                           (m3, "two integer inputs", {"x": rq(rng, np.int8, shape),
+                                                                       "x2": rq(rng, np.int8, shape)}))):
+        tag = "QLut not folded: %s" % what
+        path = R.save(mk, "qlut_no%d" % k)
+        want = R.ort_run(path, feeds)
+        try:
+            got, res = qdq_run(R, path, feeds, "qlut_no%d" % k)
+        except RuntimeError as e:
+            R.report(False, tag, str(e))
+            continue
+        ok = "ert.QLut" not in res["ops"] and "QuantizeLinear" in res["ops"] and \
+            np.abs(got["y"].astype(np.int64) - want["y"].astype(np.int64)).max() <= 1
+        R.report(ok, tag, "ops %s; y within %d step of onnxruntime" % (
+            json.dumps(res["ops"]), int(np.abs(got["y"].astype(np.int64) - want["y"].astype(np.int64)).max())))
 
 
 SUITES = {"qdq": suite_qdq, "integer": suite_integer, "hostile": suite_hostile, "fold": suite_fold,

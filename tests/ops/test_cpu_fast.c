@@ -25,6 +25,7 @@
  *     dilation 1/2, padding, channel multiplier 1/2, narrow and wide rows,
  *     with the fused activations the zoo has (ReLU, SiLU, HardSwish, GELU,
  *     Sigmoid, HardSigmoid) through their row pass;
+ *   - ert.QLut's VBMI lookup against table[x] (tails, pool chunks);
  *   - LayerNorm's vector rows against its plain rows and float64 (odd row
  *     lengths, 1 or 2 axes, bias or not, Mean/InvStdDev, rows far from 0). */
 #include "cpu_gemm.h"
@@ -360,6 +361,35 @@ static void test_qdq(int pool_i, int cap) {
             if (st == ERT_OK) tt_free(&back);
         }
         tt_free(&x), tt_free(&sc), tt_free(&zp);
+    }
+}
+
+/* ert.QLut (quant.c) at this kernel cap (AVX-512 VBMI: the vpermi2b copy;
+ * below: the plain loop) against table[(uint8_t)x] looked up here: random
+ * tables, int8/uint8, sizes below, at and past 64 bytes (masked tails) and
+ * past a 64 KiB chunk of the pool, outputs poisoned by run_op. */
+static void test_qlut(int pool_i, int cap) {
+    for (int it = 0; it < 8; it++) {
+        const bool u8 = it % 2 == 0;
+        const ert_dtype dt = u8 ? ERT_DTYPE_U8 : ERT_DTYPE_I8;
+        const int64_t n = it < 4 ? ert_test_int(&rng, 1, 200) : ert_test_int(&rng, 60000, 200000);
+        const int64_t xd[2] = {it % 3 + 1, n}, td[1] = {256};
+        tt x = tt_new(dt, 2, xd), t = tt_new(u8 ? ERT_DTYPE_I8 : ERT_DTYPE_U8, 1, td), y = {0};
+        uint8_t *xb = x.data, *tb = t.data;
+        for (int64_t i = 0; i < tt_n(&x); i++) xb[i] = (uint8_t)ert_test_int(&rng, 0, 255);
+        for (int k = 0; k < 256; k++) tb[k] = (uint8_t)ert_test_int(&rng, 0, 255);
+        t.cst = true;
+        tt in[2] = {x, t};
+        ert_status st = run_op(ctx, ERT_OP_QLUT, NULL, 0, in, 2, &y, 1, NULL);
+        CHECK(st == ERT_OK, "QLut isa %d: %s", cap, ert_status_str(st));
+        if (st == ERT_OK) {
+            int64_t bad = 0;
+            for (int64_t i = 0; i < tt_n(&x); i++) bad += ((const uint8_t *)y.data)[i] != tb[xb[i]];
+            CHECK(bad == 0 && y.dt == t.dt, "QLut isa %d %s %lldx%lld pool%d: %lld values differ", cap,
+                  u8 ? "u8" : "i8", (long long)xd[0], (long long)n, pool_i, (long long)bad);
+            tt_free(&y);
+        }
+        tt_free(&x), tt_free(&t);
     }
 }
 
@@ -1021,6 +1051,7 @@ int main(void) {
             test_layernorm(p, cap, &kc);
             test_conv_integer(p, cap);
             test_qdq(p, cap);
+            test_qlut(p, cap);
             test_softmax_vec(p, cap);
             test_unary_act(p, cap);
             test_gap(p, cap);

@@ -70,6 +70,9 @@ static const struct { const char *op; unsigned what; const char *why; } NOT_HERE
     {"ConvInteger", COV_FWD, "integer op: exact against onnxruntime in ctest quant_integer (tests/ops/quant_ort.py)"},
     {"ert.QLinearAdd", COV_GRAD, "inference only: the Q/DQ pass's residual join (integers: no gradient); exact against "
                                  "onnxruntime and the unfolded session in ctest quant_pool (tests/ops/quant_ort.py)"},
+    {"ert.QLut", COV_GRAD, "inference only: the Q/DQ pass's element-wise functions as a 256-entry table (integers: no "
+                           "gradient); against onnxruntime and exact against the unfolded session in ctest quant_pool "
+                           "(tests/ops/quant_ort.py), CUDA against the CPU in quant_cuda"},
     {"ert.DropoutTrain", COV_GRAD, "made for Dropout in training, whose random mask rules out finite differences: test_grad case_dropout"},
     {"ert.Attention", COV_GRAD, "inference only: made by the session's attention pass, which the trainer does not run "
                                 "(its forward: the case above, ctest ops_attention, and ctest zoo's 'attention fused' check that the pass fires on the ViT exports)"},
