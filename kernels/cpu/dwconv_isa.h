@@ -28,6 +28,11 @@
 #else
 #define DW_SHUFFLE_EVEN(lo, hi) __builtin_shuffle((lo), (hi), (dw_vi){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30})
 #endif
+#if defined(__clang__)
+#define DW_SHUFFLE_ODD(lo, hi) __builtin_shufflevector((lo), (hi), 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31)
+#else
+#define DW_SHUFFLE_ODD(lo, hi) __builtin_shuffle((lo), (hi), (dw_vi){1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31})
+#endif
 #else
 /* vector length: one AVX register on x86; one NEON q-register on aarch64
  * (gcc scalarises parts of 8-wide generic vectors there) */
@@ -35,17 +40,23 @@
 #define VL 4
 #define DW_EVEN {0, 2, 4, 6}
 #define DW_EVEN_LIST 0, 2, 4, 6
+#define DW_ODD {1, 3, 5, 7}
+#define DW_ODD_LIST 1, 3, 5, 7
 #else
 #define VL 8
 #define DW_EVEN {0, 2, 4, 6, 8, 10, 12, 14}
 #define DW_EVEN_LIST 0, 2, 4, 6, 8, 10, 12, 14
+#define DW_ODD {1, 3, 5, 7, 9, 11, 13, 15}
+#define DW_ODD_LIST 1, 3, 5, 7, 9, 11, 13, 15
 #endif
 /* the even lanes of (lo, hi): gcc's __builtin_shuffle; clang (the fuzz and
  * sanitizer builds) spells it __builtin_shufflevector with constant lanes */
 #if defined(__clang__)
 #define DW_SHUFFLE_EVEN(lo, hi) __builtin_shufflevector((lo), (hi), DW_EVEN_LIST)
+#define DW_SHUFFLE_ODD(lo, hi) __builtin_shufflevector((lo), (hi), DW_ODD_LIST)
 #else
 #define DW_SHUFFLE_EVEN(lo, hi) __builtin_shuffle((lo), (hi), (dw_vi)DW_EVEN)
+#define DW_SHUFFLE_ODD(lo, hi) __builtin_shuffle((lo), (hi), (dw_vi)DW_ODD)
 #endif
 #endif
 
@@ -68,6 +79,11 @@ typedef int dw_vi __attribute__((vector_size(VL * sizeof(int))));
  * (4340 floats with 16-lane rows) fits; at 4096 its rows took dw_row_padded, which copies 7 padded
  * input rows per output row (0.31 ms a layer) */
 #define DW_PLANE_MAX 8192
+/* at stride 2 (phase-split rows, dw_plane_padded) up to twice that, in the
+ * same buffer (64 KiB of stack, as dwconv_cb.h's): the 112x112 maps' 3x3
+ * and 5x5 stride-2 layers (14690 and 15180 floats with 16-lane rows, MobileNets,
+ * EfficientNet-B0) took dw_row's two loads and a shuffle per tap at ~9 GMAC/s */
+#define DW_PLANE_MAX_S2 16384
 #define DW_FN(name) name##_v
 #if defined(DW_WIDE16)
 /* 16 lanes in 512-bit instructions: SiLU after EfficientNet's depthwise
