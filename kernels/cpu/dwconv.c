@@ -12,7 +12,7 @@
  * makes one load-FMA-store pass over the row per tap (3 memory operations
  * per FMA; here about one). Stride 2 loads 2*VL consecutive inputs and
  * keeps the even lanes, except in a zero-padded plane copy (dw_plane_padded,
- * planes up to ~112x112 at stride 2), whose rows are split into their even
+ * planes up to ~64x64), whose rows are split into their even
  * and odd columns as they are copied: each tap is then one plain load.
  * Columns whose window leaves the image (the padding border)
  * take a scalar path with bounds checks.

@@ -49,9 +49,12 @@ static inline __attribute__((always_inline)) void DW_FN(dw_block)(const float *c
  * padded row's even columns and then, Lh floats on, its odd ones; base is
  * then the output column. Tap kw of output ow reads padded column 2 ow +
  * kw d, column ow + (kw d >> 1) of the (kw d & 1) half: VL outputs are one
- * plain load, where the stride-2 load is two and an even-lane shuffle (which
- * held MobileNetV2's 112x112 stride-2 layer to ~9 GMAC/s). The same
- * products in the same order, so the same sums. */
+ * plain load, where the stride-2 load is two and an even-lane shuffle
+ * (EfficientNet-B0's 144x56x56 5x5 stride-2 layer: 0.317 -> 0.21 ms, 1
+ * thread, AVX-512). The same products in the same order, so the same sums.
+ * The 112x112 stride-2 planes (58 KiB padded) stay on dw_row: through a
+ * 64 KiB buffer MobileNetV2's ReLU6 one gained 10% but EfficientNet-B0's
+ * SiLU one lost 10-20% (the buffer passes L1). */
 static inline __attribute__((always_inline)) void DW_FN(dw_blockn)(const float *const *rows, const float *wk,
                                                            int64_t KH, int64_t KW, int64_t base, int64_t d, float bv,
                                                            const int64_t s, float *dst, const bool full,
@@ -242,7 +245,7 @@ static inline __attribute__((always_inline)) void DW_FN(dw_copy)(float *restrict
  * a row is a few vectors and the per-row set-up was most of the time:
  * EfficientNet-B0's 7x7x1152 5x5 layers): the input plane is copied into a
  * zero-padded buffer, then every output row reads it without bounds checks.
- * buf (DW_PLANE_MAX_S2 floats) is the caller's, kept over its planes: the
+ * buf (DW_PLANE_MAX floats) is the caller's, kept over its planes: the
  * padding is zeroed once (*zeroed), each plane then only copies its rows in.
  * Without a residual the blocks store straight into y, a row's last block
  * spilling into the rows after it, which overwrite it later (rows whose
@@ -258,7 +261,7 @@ static inline __attribute__((always_inline)) bool DW_FN(dw_plane_padded)(const e
     const int64_t Hp = (OH - 1) * p->sh + (KH - 1) * dh + 1; /* padded rows the plane reads */
     /* stride 2: each buffer row phase-split (dw_blockn, PH), its even columns then, Lh on, its odd ones */
     const int64_t Lh = (Lp + 1) / 2, Lr = s == 2 ? 2 * Lh : Lp; /* floats per buffer row */
-    if (OWp > DW_PADW || Lr * Hp > (s == 2 ? DW_PLANE_MAX_S2 : DW_PLANE_MAX)) return false;
+    if (OWp > DW_PADW || Lr * Hp > DW_PLANE_MAX) return false;
     float orow[DW_PADW];
     /* buf row r, column j = x[r - ph][j - pw], zero outside the image (at stride 2 column j is at
      * (j & 1) Lh + j / 2) */
@@ -301,7 +304,7 @@ static inline __attribute__((always_inline)) bool DW_FN(dw_plane_padded)(const e
 static inline __attribute__((always_inline)) void DW_FN(dw_planes)(const ert_dw2d *p, int64_t t0, int64_t t1,
                                                            const int64_t KH, const int64_t KW, const int64_t D) {
     const int64_t plane_in = p->H * p->W, plane_out = p->OH * p->OW;
-    float wk[DW_KMAX * DW_KMAX], pbuf[DW_PLANE_MAX_S2];
+    float wk[DW_KMAX * DW_KMAX], pbuf[DW_PLANE_MAX];
     bool pbuf_zeroed = false; /* dw_plane_padded's padding, zeroed once for all these planes */
     const float *rows[DW_KMAX];
     for (int64_t t = t0; t < t1; t++) {

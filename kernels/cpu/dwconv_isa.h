@@ -79,11 +79,6 @@ typedef int dw_vi __attribute__((vector_size(VL * sizeof(int))));
  * (4340 floats with 16-lane rows) fits; at 4096 its rows took dw_row_padded, which copies 7 padded
  * input rows per output row (0.31 ms a layer) */
 #define DW_PLANE_MAX 8192
-/* at stride 2 (phase-split rows, dw_plane_padded) up to twice that, in the
- * same buffer (64 KiB of stack, as dwconv_cb.h's): the 112x112 maps' 3x3
- * and 5x5 stride-2 layers (14690 and 15180 floats with 16-lane rows, MobileNets,
- * EfficientNet-B0) took dw_row's two loads and a shuffle per tap at ~9 GMAC/s */
-#define DW_PLANE_MAX_S2 16384
 #define DW_FN(name) name##_v
 #if defined(DW_WIDE16)
 /* 16 lanes in 512-bit instructions: SiLU after EfficientNet's depthwise

@@ -23,7 +23,8 @@
  *   - the direct depthwise kernel's copy for each vector ISA the CPU has
  *     (AVX-512 16-wide, AVX2 8-wide, baseline), kernels 1..7, stride 1/2,
  *     dilation 1/2, padding, channel multiplier 1/2, narrow and wide rows,
- *     tall planes (the stride-2 phase-split plane copy, the per-row path),
+ *     tall planes (the per-row path; the others the padded plane copy, at
+ *     stride 2 phase-split),
  *     with the fused activations the zoo has (ReLU, SiLU, HardSwish, GELU,
  *     Sigmoid, HardSigmoid) through their row pass;
  *   - LayerNorm's vector rows against its plain rows and float64 (odd row
@@ -197,8 +198,7 @@ static void test_dw(int pool_i, int cap) {
             pd[i] = pd[i + 2] = ert_test_int(&rng, 0, (int)k[i] / 2 + 1);
         }
         /* rows narrow (padded-row path) to wide (vector body + scalar border); every 7th a tall
-         * plane: at stride 2 the phase-split padded plane up to DW_PLANE_MAX_S2 floats, past
-         * DW_PLANE_MAX (stride 1) the per-row path */
+         * plane, past dw_plane_padded's buffer: the per-row path at stride 1 and 2 */
         const bool tall = it % 7 == 5;
         int64_t xd[4] = {ert_test_int(&rng, 1, 2), C, tall ? ert_test_int(&rng, 90, 125) : ert_test_int(&rng, 13, 20),
                          tall ? ert_test_int(&rng, 90, 125) : ert_test_int(&rng, 13, it % 2 ? 40 : 150)};
