@@ -11,7 +11,10 @@
  * activation are applied before the single store. The plain kernel instead
  * makes one load-FMA-store pass over the row per tap (3 memory operations
  * per FMA; here about one). Stride 2 loads 2*VL consecutive inputs and
- * keeps the even lanes. Columns whose window leaves the image (the padding border)
+ * keeps the even lanes, except in a zero-padded plane copy (dw_plane_padded,
+ * planes up to ~64x64), whose rows are split into their even
+ * and odd columns as they are copied: each tap is then one plain load.
+ * Columns whose window leaves the image (the padding border)
  * take a scalar path with bounds checks.
  *
  * The body is dwconv_impl.h, compiled three times on x86-64 (8-wide for

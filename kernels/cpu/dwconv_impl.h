@@ -44,34 +44,44 @@ static inline __attribute__((always_inline)) void DW_FN(dw_block)(const float *c
  * VL*s, ...: the same sums as NB dw_block calls, tap for tap in the same
  * order, but NB independent FMA chains. One block was one chain of KH*KW
  * dependent FMAs (49 for ConvNeXt's 7x7: the FMA latency, not the units,
- * set the time; its 56x56 stage ran at 20 GMAC/s). */
+ * set the time; its 56x56 stage ran at 20 GMAC/s).
+ * PH (a constant): stride 2 from phase-split rows (dw_plane_padded), a
+ * padded row's even columns and then, Lh floats on, its odd ones; base is
+ * then the output column. Tap kw of output ow reads padded column 2 ow +
+ * kw d, column ow + (kw d >> 1) of the (kw d & 1) half: VL outputs are one
+ * plain load, where the stride-2 load is two and an even-lane shuffle
+ * (EfficientNet-B0's 144x56x56 5x5 stride-2 layer: 0.317 -> 0.21 ms, 1
+ * thread, AVX-512). The same products in the same order, so the same sums.
+ * The 112x112 stride-2 planes (58 KiB padded) stay on dw_row: through a
+ * 64 KiB buffer MobileNetV2's ReLU6 one gained 10% but EfficientNet-B0's
+ * SiLU one lost 10-20% (the buffer passes L1). */
 static inline __attribute__((always_inline)) void DW_FN(dw_blockn)(const float *const *rows, const float *wk,
                                                            int64_t KH, int64_t KW, int64_t base, int64_t d, float bv,
                                                            const int64_t s, float *dst, const bool full,
-                                                           const int NB) {
+                                                           const int NB, const bool PH, int64_t Lh) {
     /* four named accumulators, not an array (gcc 12 then warned of the unused ones at -O3) */
     const DW_V b0 = bv - (DW_V){0}; /* broadcast */
     DW_V a0 = b0, a1 = b0, a2 = b0, a3 = b0;
-    const int64_t st = VL * s;
+    const int64_t ls = PH ? 1 : s, st = VL * ls; /* the loads' stride, the blocks' distance */
     for (int64_t kh = 0; kh < KH; kh++) {
         const float *xr = rows[kh];
         if (!full && !xr) continue;
         const float *wr = wk + kh * KW;
         for (int64_t kw = 0; kw < KW; kw++) {
-            const float *xp = xr + base + kw * d;
+            const float *xp = PH ? xr + (kw * d & 1) * Lh + (kw * d >> 1) + base : xr + base + kw * d;
             DW_V xv;
-            DW_LOAD(xv, xp, s);
+            DW_LOAD(xv, xp, ls);
             a0 += wr[kw] * xv;
             if (NB > 1) {
-                DW_LOAD(xv, xp + st, s);
+                DW_LOAD(xv, xp + st, ls);
                 a1 += wr[kw] * xv;
             }
             if (NB > 2) {
-                DW_LOAD(xv, xp + 2 * st, s);
+                DW_LOAD(xv, xp + 2 * st, ls);
                 a2 += wr[kw] * xv;
             }
             if (NB > 3) {
-                DW_LOAD(xv, xp + 3 * st, s);
+                DW_LOAD(xv, xp + 3 * st, ls);
                 a3 += wr[kw] * xv;
             }
         }
@@ -82,19 +92,46 @@ static inline __attribute__((always_inline)) void DW_FN(dw_blockn)(const float *
     if (NB > 3) memcpy(dst + 3 * VL, &a3, sizeof a3);
 }
 
-/* The blocks of a padded row, [0, OWp) in steps of VL, four at a time. */
+/* The blocks of a padded row, [0, OWp) in steps of VL, four at a time
+ * (PH, Lh: phase-split rows, dw_blockn). */
 static inline __attribute__((always_inline)) void DW_FN(dw_blocks)(const float *const *rows, const float *wk,
                                                            int64_t KH, int64_t KW, int64_t d, float bv,
                                                            const int64_t s, float *dst, int64_t OWp,
-                                                           const bool full) {
+                                                           const bool full, const bool PH, int64_t Lh) {
+    const int64_t bs = PH ? 1 : s; /* base per output column */
     int64_t ow = 0;
-    for (; ow + 4 * VL <= OWp; ow += 4 * VL) DW_FN(dw_blockn)(rows, wk, KH, KW, ow * s, d, bv, s, dst + ow, full, 4);
+    for (; ow + 4 * VL <= OWp; ow += 4 * VL)
+        DW_FN(dw_blockn)(rows, wk, KH, KW, ow * bs, d, bv, s, dst + ow, full, 4, PH, Lh);
     switch ((OWp - ow) / VL) {
-    case 3: DW_FN(dw_blockn)(rows, wk, KH, KW, ow * s, d, bv, s, dst + ow, full, 3); break;
-    case 2: DW_FN(dw_blockn)(rows, wk, KH, KW, ow * s, d, bv, s, dst + ow, full, 2); break;
-    case 1: DW_FN(dw_blockn)(rows, wk, KH, KW, ow * s, d, bv, s, dst + ow, full, 1); break;
+    case 3: DW_FN(dw_blockn)(rows, wk, KH, KW, ow * bs, d, bv, s, dst + ow, full, 3, PH, Lh); break;
+    case 2: DW_FN(dw_blockn)(rows, wk, KH, KW, ow * bs, d, bv, s, dst + ow, full, 2, PH, Lh); break;
+    case 1: DW_FN(dw_blockn)(rows, wk, KH, KW, ow * bs, d, bv, s, dst + ow, full, 1, PH, Lh); break;
     default: break;
     }
+}
+
+/* src[0 .. n): the even-indexed floats to de[0 ..], the odd-indexed to
+ * dp[0 ..], 2 VL at a time (two shuffles), a last pair of vectors
+ * overlapping the one before at an even start, the rest (n < 2 VL) scalar.
+ * Writes exactly (n + 1) / 2 and n / 2 floats. */
+static inline __attribute__((always_inline)) void DW_FN(dw_deinterleave)(float *restrict de, float *restrict dp,
+                                                                 const float *restrict src, int64_t n) {
+    if (n < 2 * VL) {
+        for (int64_t i = 0; i < n; i++) (i & 1 ? dp : de)[i >> 1] = src[i];
+        return;
+    }
+    for (int64_t i = 0;; i += 2 * VL) {
+        const bool last = i + 2 * VL >= n - 1; /* the pair ending at n or, from an even start, at n - 1 */
+        if (i + 2 * VL > n) i = (n - 2 * VL) & ~(int64_t)1;
+        DW_V lo, hi;
+        memcpy(&lo, src + i, sizeof lo);
+        memcpy(&hi, src + i + VL, sizeof hi);
+        const DW_V e = DW_SHUFFLE_EVEN(lo, hi), o = DW_SHUFFLE_ODD(lo, hi);
+        memcpy(de + i / 2, &e, sizeof e);
+        memcpy(dp + i / 2, &o, sizeof o);
+        if (last) break;
+    }
+    if (n & 1) de[n / 2] = src[n - 1]; /* an odd n's last float: past the even start's last pair */
 }
 
 /* Narrow rows (the 14x14 and 7x7 maps of a classifier's last stages, where
@@ -122,7 +159,7 @@ static inline __attribute__((always_inline)) bool DW_FN(dw_row_padded)(const ert
         if (Lp > j1) memset(b + (j1 > j0 ? j1 : j0), 0, (size_t)(Lp - (j1 > j0 ? j1 : j0)) * sizeof(float));
         prow[kh] = b;
     }
-    DW_FN(dw_blocks)(prow, wk, KH, KW, d, bv, s, orow, OWp, false);
+    DW_FN(dw_blocks)(prow, wk, KH, KW, d, bv, s, orow, OWp, false, false, 0);
     if (rr)
         for (int64_t ow = 0; ow < OW; ow++) yr[ow] = orow[ow] + rr[ow];
     else
@@ -222,26 +259,33 @@ static inline __attribute__((always_inline)) bool DW_FN(dw_plane_padded)(const e
     const int64_t OWp = (OW + VL - 1) / VL * VL;
     const int64_t Lp = OWp * s + (KW - 1) * d;                  /* floats a row's blocks read */
     const int64_t Hp = (OH - 1) * p->sh + (KH - 1) * dh + 1; /* padded rows the plane reads */
-    if (OWp > DW_PADW || Lp * Hp > DW_PLANE_MAX) return false;
+    /* stride 2: each buffer row phase-split (dw_blockn, PH), its even columns then, Lh on, its odd ones */
+    const int64_t Lh = (Lp + 1) / 2, Lr = s == 2 ? 2 * Lh : Lp; /* floats per buffer row */
+    if (OWp > DW_PADW || Lr * Hp > DW_PLANE_MAX) return false;
     float orow[DW_PADW];
-    /* buf row r, column j = x[r - ph][j - pw], zero outside the image */
+    /* buf row r, column j = x[r - ph][j - pw], zero outside the image (at stride 2 column j is at
+     * (j & 1) Lh + j / 2) */
     const int64_t j0 = pw < Lp ? pw : Lp, j1 = pw + W < Lp ? pw + W : Lp;
     if (!*zeroed) {
-        memset(buf, 0, (size_t)(Lp * Hp) * sizeof(float));
+        memset(buf, 0, (size_t)(Lr * Hp) * sizeof(float));
         *zeroed = true;
     }
     if (j1 > j0)
-        for (int64_t r = p->ph > 0 ? p->ph : 0; r < Hp && r - p->ph < H; r++)
-            DW_FN(dw_copy)(buf + r * Lp + j0, xc + (r - p->ph) * W, j1 - j0);
+        for (int64_t r = p->ph > 0 ? p->ph : 0; r < Hp && r - p->ph < H; r++) {
+            float *br = buf + r * Lr;
+            if (s == 1) DW_FN(dw_copy)(br + j0, xc + (r - p->ph) * W, j1 - j0);
+            else if (j0 % 2 == 0) DW_FN(dw_deinterleave)(br + j0 / 2, br + Lh + j0 / 2, xc + (r - p->ph) * W, j1 - j0);
+            else DW_FN(dw_deinterleave)(br + Lh + j0 / 2, br + j0 / 2 + 1, xc + (r - p->ph) * W, j1 - j0);
+        }
     const float *rows[DW_KMAX];
     for (int64_t oh = 0; oh < OH; oh++) {
-        for (int64_t kh = 0; kh < KH; kh++) rows[kh] = buf + (oh * p->sh + kh * dh) * Lp;
+        for (int64_t kh = 0; kh < KH; kh++) rows[kh] = buf + (oh * p->sh + kh * dh) * Lr;
         float *yr = ym + oh * OW;
-        if (!rm && oh * OW + OWp <= OH * OW) { /* the spill stays inside the plane */
-            DW_FN(dw_blocks)(rows, wk, KH, KW, d, bv, s, yr, OWp, true);
-            continue;
-        }
-        DW_FN(dw_blocks)(rows, wk, KH, KW, d, bv, s, orow, OWp, true);
+        const bool spill = !rm && oh * OW + OWp <= OH * OW; /* the blocks' spill stays inside the plane */
+        float *dst = spill ? yr : orow;
+        if (s == 2) DW_FN(dw_blocks)(rows, wk, KH, KW, d, bv, s, dst, OWp, true, true, Lh);
+        else DW_FN(dw_blocks)(rows, wk, KH, KW, d, bv, s, dst, OWp, true, false, 0);
+        if (spill) continue;
         if (rm)
             for (int64_t ow = 0; ow < OW; ow++) yr[ow] = orow[ow] + rm[oh * OW + ow];
         else

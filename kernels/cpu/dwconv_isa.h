@@ -28,6 +28,11 @@
 #else
 #define DW_SHUFFLE_EVEN(lo, hi) __builtin_shuffle((lo), (hi), (dw_vi){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30})
 #endif
+#if defined(__clang__)
+#define DW_SHUFFLE_ODD(lo, hi) __builtin_shufflevector((lo), (hi), 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31)
+#else
+#define DW_SHUFFLE_ODD(lo, hi) __builtin_shuffle((lo), (hi), (dw_vi){1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31})
+#endif
 #else
 /* vector length: one AVX register on x86; one NEON q-register on aarch64
  * (gcc scalarises parts of 8-wide generic vectors there) */
@@ -35,17 +40,23 @@
 #define VL 4
 #define DW_EVEN {0, 2, 4, 6}
 #define DW_EVEN_LIST 0, 2, 4, 6
+#define DW_ODD {1, 3, 5, 7}
+#define DW_ODD_LIST 1, 3, 5, 7
 #else
 #define VL 8
 #define DW_EVEN {0, 2, 4, 6, 8, 10, 12, 14}
 #define DW_EVEN_LIST 0, 2, 4, 6, 8, 10, 12, 14
+#define DW_ODD {1, 3, 5, 7, 9, 11, 13, 15}
+#define DW_ODD_LIST 1, 3, 5, 7, 9, 11, 13, 15
 #endif
 /* the even lanes of (lo, hi): gcc's __builtin_shuffle; clang (the fuzz and
  * sanitizer builds) spells it __builtin_shufflevector with constant lanes */
 #if defined(__clang__)
 #define DW_SHUFFLE_EVEN(lo, hi) __builtin_shufflevector((lo), (hi), DW_EVEN_LIST)
+#define DW_SHUFFLE_ODD(lo, hi) __builtin_shufflevector((lo), (hi), DW_ODD_LIST)
 #else
 #define DW_SHUFFLE_EVEN(lo, hi) __builtin_shuffle((lo), (hi), (dw_vi)DW_EVEN)
+#define DW_SHUFFLE_ODD(lo, hi) __builtin_shuffle((lo), (hi), (dw_vi)DW_ODD)
 #endif
 #endif
 

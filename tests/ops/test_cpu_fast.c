@@ -23,6 +23,8 @@
  *   - the direct depthwise kernel's copy for each vector ISA the CPU has
  *     (AVX-512 16-wide, AVX2 8-wide, baseline), kernels 1..7, stride 1/2,
  *     dilation 1/2, padding, channel multiplier 1/2, narrow and wide rows,
+ *     tall planes (the per-row path; the others the padded plane copy, at
+ *     stride 2 phase-split),
  *     with the fused activations the zoo has (ReLU, SiLU, HardSwish, GELU,
  *     Sigmoid, HardSigmoid) through their row pass;
  *   - ert.QLut's VBMI lookup against table[x] (tails, pool chunks);
@@ -196,9 +198,11 @@ static void test_dw(int pool_i, int cap) {
             d[i] = it % 4 == 3 ? 2 : 1;
             pd[i] = pd[i + 2] = ert_test_int(&rng, 0, (int)k[i] / 2 + 1);
         }
-        /* rows narrow (padded-row path) to wide (vector body + scalar border) */
-        int64_t xd[4] = {ert_test_int(&rng, 1, 2), C, ert_test_int(&rng, 13, 20),
-                         ert_test_int(&rng, 13, it % 2 ? 40 : 150)};
+        /* rows narrow (padded-row path) to wide (vector body + scalar border); every 7th a tall
+         * plane, past dw_plane_padded's buffer: the per-row path at stride 1 and 2 */
+        const bool tall = it % 7 == 5;
+        int64_t xd[4] = {ert_test_int(&rng, 1, 2), C, tall ? ert_test_int(&rng, 90, 125) : ert_test_int(&rng, 13, 20),
+                         tall ? ert_test_int(&rng, 90, 125) : ert_test_int(&rng, 13, it % 2 ? 40 : 150)};
         int64_t wd[4] = {C * mult, 1, k[0], k[1]}, bd[1] = {C * mult};
         tt in[3] = {tt_rand(&rng, 4, xd, -1, 1), tt_rand(&rng, 4, wd, -1, 1), tt_rand(&rng, 1, bd, -1, 1)};
         in[1].cst = in[2].cst = true;
