@@ -399,7 +399,7 @@ typedef struct ert_input_shape {
  * convert at the edges of those regions, when cuDNN's measurements at create
  * say the graph's convolutions run faster that way. NO_NHWC keeps them NCHW,
  * NHWC makes them channels-last without measuring. The int8 nodes of
- * quantized models (2-D QLinearConv, ert.QLinearAdd, int8 MaxPool,
+ * quantized models (2-D QLinearConv, ert.QLinearAdd, ert.QLut, int8 MaxPool,
  * per-tensor Q/DQ) run channels-last on CUDA in every precision, f32 too,
  * where the int8 tensor-core convs read 16 channels of a tap at once
  * (NO_NHWC or NO_PACK keeps them NCHW). No effect elsewhere. */

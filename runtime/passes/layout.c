@@ -40,7 +40,7 @@
  * axis) and Resize (per-dim scales permuted with the dims) with a
  * channels-last input stay in the region too.
  * Quantized models (nhwc_quant_ok): 2-D QLinearConv starts a region like
- * Conv, and ert.QLinearAdd, int8 MaxPool and per-tensor Q/DQ stay in it;
+ * Conv, and ert.QLinearAdd, ert.QLut, int8 MaxPool and per-tensor Q/DQ stay in it;
  * then NHWC always pays (nhwc_pays). In f32 sessions (quant_only) only
  * those int8 nodes, DQ excepted, run channels-last.
  * Limits: ops outside the list end the region (an unfolded BatchNorm,
@@ -96,7 +96,7 @@ static bool act_input(const ert_gnode *n, int k) {
     switch (n->op) {
     case ERT_OP_CONV: return k != 1 && k != 2; /* x, the fused residual */
     case ERT_OP_RESIZE: case ERT_OP_SPLIT: case ERT_OP_QLINEAR_CONV: case ERT_OP_QUANTIZE_LINEAR:
-    case ERT_OP_DEQUANTIZE_LINEAR:
+    case ERT_OP_DEQUANTIZE_LINEAR: case ERT_OP_QLUT:
         return k == 0;
     case ERT_OP_QLINEAR_ADD: return k == 0 || k == 3;
     default: return true;
@@ -107,7 +107,7 @@ static bool is_q8(ert_dtype dt) { return dt == ERT_DTYPE_I8 || dt == ERT_DTYPE_U
 
 /* The int8 nodes of a channels-last region (the CUDA int8 kernels read and
  * write NHWC; the tensor-core convs load 16 channels of a tap at once): 2-D
- * QLinearConv, ert.QLinearAdd, int8 MaxPool, per-tensor Q and DQ (element
+ * QLinearConv, ert.QLinearAdd, ert.QLut, int8 MaxPool, per-tensor Q and DQ (element
  * by element whatever the layout; per-axis ones end the region). With
  * `quant_only` (f32 sessions) DQ ends it: the float ops stay NCHW. */
 static bool nhwc_quant_ok(const ert_graph *g, const ert_gnode *n, const bool *nh, bool quant_only) {
@@ -119,6 +119,7 @@ static bool nhwc_quant_ok(const ert_graph *g, const ert_gnode *n, const bool *nh
         if (n->n_in < 4 || n->in[3] < 0 || !(nh[n->in[0]] || nh[n->in[3]])) return false;
         return g->t[n->in[3]].ndim == 4 && n_elems_of(&g->t[n->in[3]]) == n_elems_of(y) && n_elems_of(x) == n_elems_of(y);
     case ERT_OP_MAXPOOL: return nh[n->in[0]] && is_q8(x->dtype) && n->params.pool.nsp == 2;
+    case ERT_OP_QLUT: return nh[n->in[0]]; /* a byte table: element by element */
     case ERT_OP_DEQUANTIZE_LINEAR:
         if (quant_only || !ert_graph_is_float16ish(y->dtype)) return false;
         /* fall through */
@@ -131,7 +132,8 @@ static bool nhwc_quant_ok(const ert_graph *g, const ert_gnode *n, const bool *nh
 /* Step 1 for node n: may it run channels-last, given which tensors are? */
 static bool nhwc_node_ok(const ert_graph *g, const ert_gnode *n, const bool *nh, bool quant_only) {
     if (n->n_out < 1 || n->out[0] < 0 || n->host) return false;
-    if (n->op == ERT_OP_QLINEAR_CONV || n->op == ERT_OP_QLINEAR_ADD || n->op == ERT_OP_QUANTIZE_LINEAR ||
+    if (n->op == ERT_OP_QLINEAR_CONV || n->op == ERT_OP_QLINEAR_ADD || n->op == ERT_OP_QLUT ||
+        n->op == ERT_OP_QUANTIZE_LINEAR ||
         n->op == ERT_OP_DEQUANTIZE_LINEAR || (n->op == ERT_OP_MAXPOOL && n->n_in > 0 && n->in[0] >= 0 &&
                                               is_q8(g->t[n->in[0]].dtype)))
         return !(g->flags & ERT_SESSION_NO_PACK) && g->t[n->out[0]].ndim == 4 && !ert_graph_is_io(g, n->out[0]) &&
