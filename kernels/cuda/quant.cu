@@ -79,15 +79,30 @@ typedef struct qepi {
 /* quant_int.c's requant_of + requant1 for channel ch: mult = xs * ws[ch] / ys
  * in f32, v = (float)acc * mult, clamped to [lo - yzp, hi - yzp] (a fused
  * Relu raises lo to yzp), rounded half to even, + yzp. */
-static __device__ __forceinline__ int requant1(const qepi &e, int acc, int64_t ch) {
-    int yzp = zp_at(e.yzp, 0);
+static __device__ __forceinline__ float mult_of(const qepi &e, int64_t ch) {
+    return __fdiv_rn(__fmul_rn(lds(e.xs, e.sc, 0), lds(e.ws, e.sc, e.nws == 1 ? 0 : ch)), lds(e.ys, e.sc, 0));
+}
+
+/* y's zero point and the clamp bounds [flo, fhi] of v = acc * mult */
+typedef struct qrange {
+    int yzp;
+    float flo, fhi;
+} qrange;
+static __device__ __forceinline__ qrange range_of(const qepi &e) {
+    qrange r;
+    r.yzp = zp_at(e.yzp, 0);
     int lo = e.ycode == Q_U8 ? 0 : -128, hi = e.ycode == Q_U8 ? 255 : 127;
-    if (e.relu && yzp > lo) lo = yzp;
-    float mult = __fdiv_rn(__fmul_rn(lds(e.xs, e.sc, 0), lds(e.ws, e.sc, e.nws == 1 ? 0 : ch)), lds(e.ys, e.sc, 0));
+    if (e.relu && r.yzp > lo) lo = r.yzp;
+    r.flo = (float)(lo - r.yzp), r.fhi = (float)(hi - r.yzp);
+    return r;
+}
+static __device__ __forceinline__ int requant_with(const qrange &r, float mult, int acc) {
     float v = __fmul_rn(__int2float_rn(acc), mult);
-    float flo = (float)(lo - yzp), fhi = (float)(hi - yzp);
-    v = v < flo ? flo : v > fhi ? fhi : v;
-    return __float2int_rn(v) + yzp;
+    v = v < r.flo ? r.flo : v > r.fhi ? r.fhi : v;
+    return __float2int_rn(v) + r.yzp;
+}
+static __device__ __forceinline__ int requant1(const qepi &e, int acc, int64_t ch) {
+    return requant_with(range_of(e), mult_of(e, ch), acc);
 }
 
 /* y[i] from the exact sum acc of channel ch */
@@ -530,15 +545,28 @@ static __global__ void __launch_bounds__(QTHREADS) qconv_mma(qmma_geo g, const u
         __syncthreads();
         src = cs, stride = QCS;
     }
+    /* per row, once: what the sums need added (the bias, minus xzs * wsum:
+     * sum (x - xzp) w = sum xs w - xzs sum w, in wrapping int32 as the CPU's
+     * sums) and the requantisation multiplier (requant1's operations) */
+    __shared__ int radd[ERT_QMMA_TM];
+    __shared__ float rmult[ERT_QMMA_TM];
+    if (tid < ERT_QMMA_TM && m0 + tid < g.Mg) {
+        const int mc = gi * g.Mg + m0 + tid;
+        const unsigned b = e.requant && e.bias ? (unsigned)e.bias[mc] : 0u;
+        radd[tid] = (int)(b - (unsigned)xzs * (unsigned)wsum[mc]);
+        rmult[tid] = e.requant ? mult_of(e, mc) : 0.0f;
+    }
+    __syncthreads();
+    const qrange rr = e.requant ? range_of(e) : qrange{0, 0.0f, 0.0f};
     for (int idx = tid; idx < ERT_QMMA_TM * ERT_QMMA_TN; idx += QTHREADS) {
         const int row = cm ? idx % ERT_QMMA_TM : idx / ERT_QMMA_TN, col = cm ? idx / ERT_QMMA_TM : idx % ERT_QMMA_TN;
         const int m = m0 + row, pj = p0 + col;
         if (m >= g.Mg || pj >= g.P) continue;
         const int mc = gi * g.Mg + m, n = pj / g.out_sz, at = cm ? col * stride + row : row * stride + col;
         const int v = g.split > 1 ? __ldcg(&src[at]) : src[at];
-        /* sum (x - xzp) w = sum xs w - xzs sum w, in wrapping int32 as the CPU's sums */
-        epilogue1(e, (int)((unsigned)v - (unsigned)xzs * (unsigned)wsum[mc]), mc,
-                  cm ? (int64_t)pj * g.M + mc : ((int64_t)n * g.M + mc) * g.out_sz + (pj - n * g.out_sz));
+        const int acc = (int)((unsigned)v + (unsigned)radd[row]);
+        const int64_t yi = cm ? (int64_t)pj * g.M + mc : ((int64_t)n * g.M + mc) * g.out_sz + (pj - n * g.out_sz);
+        stq(e.y, e.requant ? e.ycode : Q_I32, yi, e.requant ? requant_with(rr, rmult[row], acc) : acc);
     }
 }
 
