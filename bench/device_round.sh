@@ -13,6 +13,10 @@
 #   gpu     the whole ctest -L gpu (builds everything: slower)
 #   int8    bench/int8/bench_int8.py --ab --profile (MODELS, default
 #           resnet18,resnet50,mobilenet_v2)
+#   ncu     Nsight Compute on the int8 kernels of one int8 model that the
+#           int8 step made (NCU_MODEL, default resnet18; NCU_CONFIG, default
+#           f16:1d): duration, grid, occupancy, throughput and warp stalls per
+#           launch, the create-time self-check's launches included (ncu.csv)
 #   zoo     bench/zoo/run_zoo_gpu.sh with ZOO_CONFIGS (default f16:8) on ONLY
 #           (default: every model); YOLO needs the ultralytics wheels in .whl
 #           (carry .whl)
@@ -75,6 +79,20 @@ if has int8; then
     --iters "${ITERS:-30}" --warmup "${WARMUP:-5}" --ab --profile > "$out/int8.log" 2>&1
   echo "int8 bench: rc $? ($((SECONDS - t0)) s)"
   sed -n '/^| model | batch/,/^$/p' "$out/int8_gpu.md"
+fi
+if has ncu; then
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  nm=${NCU_MODEL:-resnet18}
+  if [[ -z $ncu || ! -f /tmp/int8/$nm/${nm}_int8.ert ]]; then
+    echo "ncu: skipped (ncu '${ncu}', model /tmp/int8/$nm/${nm}_int8.ert: run the int8 step first)"
+  else
+    t0=$SECONDS
+    timeout "$(left)" "$ncu" --csv --page details -k 'regex:qconv|qadd|qlut|quantize' --launch-count 120 \
+      --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+      $build/apps/bench/bench_zoo_edgert /tmp/int8/$nm/${nm}_int8.ert /tmp/int8/$nm/x.f32 /tmp/ncu-run 2 1 \
+      --input-dims 1x3x224x224 "${NCU_CONFIG:-f16:1d}" > "$out/ncu.csv" 2> "$out/ncu.log"
+    echo "ncu: rc $? ($((SECONDS - t0)) s), $(grep -c 'gpu__time_duration\|Duration' "$out/ncu.csv") duration rows"
+  fi
 fi
 if has zoo; then
   BUILD=$build ZOO_DIR=/tmp/zoo ITERS=${ITERS:-30} WARMUP=${WARMUP:-5} CONFIGS=${ZOO_CONFIGS:-f16:8} IO=device \
