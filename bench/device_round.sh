@@ -12,7 +12,7 @@
 #   zoot    ctest zoo_cuda: the zoo models on CUDA against the CPU
 #   gpu     the whole ctest -L gpu (builds everything: slower)
 #   int8    bench/int8/bench_int8.py --ab --profile (MODELS, default
-#           resnet18,resnet50,mobilenet_v2)
+#           resnet18,resnet50,mobilenet_v2; AB=0 drops --ab)
 #   ncu     Nsight Compute on the int8 kernels of one int8 model that the
 #           int8 step made (NCU_MODEL, default resnet18; NCU_CONFIG, default
 #           f16:1d): duration, grid, occupancy, throughput and warp stalls per
@@ -76,7 +76,7 @@ if has int8; then
   t0=$SECONDS
   timeout "$(left)" python3 bench/int8/bench_int8.py --driver $build/apps/bench/bench_zoo_edgert --edgert $build/apps/edgert \
     --work /tmp/int8 --out "$out/int8_gpu.json" --md "$out/int8_gpu.md" --models "${MODELS:-resnet18,resnet50,mobilenet_v2}" \
-    --iters "${ITERS:-30}" --warmup "${WARMUP:-5}" --ab --profile > "$out/int8.log" 2>&1
+    --iters "${ITERS:-30}" --warmup "${WARMUP:-5}" $([[ ${AB:-1} == 1 ]] && echo --ab) --profile > "$out/int8.log" 2>&1
   echo "int8 bench: rc $? ($((SECONDS - t0)) s)"
   sed -n '/^| model | batch/,/^$/p' "$out/int8_gpu.md"
 fi

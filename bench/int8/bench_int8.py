@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """INT8 benchmark on a GPU (issue 14): edgert int8 next to edgert f16 and
-PyTorch f16 (CUDA graph) on ResNet-18, ResNet-50 and MobileNetV2.
+PyTorch f16 (CUDA graph) on ResNet-18, ResNet-50 and MobileNetV2 (default;
+--models takes any bench/zoo/export_zoo.py name, at its input size:
+yolov8n and yolo11n need the ultralytics wheel).
 
     python3 bench/int8/bench_int8.py --driver BUILD/apps/bench/bench_zoo_edgert --edgert BUILD/apps/edgert \
         --work DIR --out RESULT.json [--md RESULT.md] [--models resnet18,resnet50] [--iters 50] [--warmup 10] \
@@ -10,7 +12,8 @@ PyTorch f16 (CUDA graph) on ResNet-18, ResNet-50 and MobileNetV2.
 Per model:
   1. The float model as the zoo makes it (bench/zoo/export_zoo.py: torchvision,
      random weights seeded by name, 3 train-mode passes for the BatchNorm
-     statistics, ONNX opset 17 with a dynamic batch): DIR/NAME.onnx.
+     statistics, ONNX opset 17 with a dynamic batch; YOLO from its YAML through
+     Ultralytics' exporter): DIR/NAME.onnx.
   2. `edgert quantize NAME.onnx --calib calib.npy --out NAME_int8.ert` on
      --calib random N(0, 1) samples (seeded): int8 weights per output channel,
      int8 activations (minmax), QDQ form; the Q/DQ pass folds it into
@@ -49,13 +52,13 @@ EDGERT_CONFIGS = {"f16": ["f16:1", "f16:8"], "int8": ["f16:1", "f16:8"], "int8_c
 NO_PACK = 2048  # ERT_SESSION_NO_PACK: no packed filters, so the int8 convs run on the CUDA-core kernel
 
 
-def driver_rows(a, model, x_file, out_dir, configs, flags=0, profile=False):
+def driver_rows(a, model, x_file, out_dir, configs, flags=0, profile=False, hw=224):
     """bench_zoo_edgert's JSON lines, keyed PRECISION_bBATCH."""
     os.makedirs(out_dir, exist_ok=True)
     if a.io == "device":  # input uploaded once, output left on the GPU: the replay alone, as PyTorch's
         configs = [c + "d" for c in configs]
     extra = (["--flags", str(flags)] if flags else []) + (["--profile"] if profile else [])
-    cmd = [a.driver, model, x_file, out_dir, str(a.iters), str(a.warmup), "--input-dims", "1x3x224x224"] + extra + configs
+    cmd = [a.driver, model, x_file, out_dir, str(a.iters), str(a.warmup), "--input-dims", "1x3x%dx%d" % (hw, hw)] + extra + configs
     rows = {}
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.edgert_timeout)
@@ -78,7 +81,7 @@ def one_model(a, name):
 
     import export_zoo
     from bench_gpu import rel_l2, time_torch
-    from run_zoo_gpu import graph_fn
+    from run_zoo_gpu import graph_fn, main_tensor
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -87,20 +90,24 @@ def one_model(a, name):
     d = os.path.join(a.work, name)
     os.makedirs(d, exist_ok=True)
     f32_onnx, int8_ert = os.path.join(d, name + ".onnx"), os.path.join(d, name + "_int8.ert")
-    m = export_zoo.build(name)
+    family, _, hw, _ = export_zoo.ZOO[name]
+    t0 = time.time()
+    if family == export_zoo.YOLO:  # Ultralytics' own exporter writes d/NAME.onnx (the wheel: carry .whl)
+        m = export_zoo.export_yolo(name, d)
+    else:
+        m = export_zoo.build(name)
+        if not os.path.exists(f32_onnx):
+            export_zoo.export_torch(name, m, f32_onnx)
     for p in m.parameters():
         p.requires_grad_(False)
-    t0 = time.time()
-    if not os.path.exists(f32_onnx):
-        export_zoo.export_torch(name, m, f32_onnx)
     row["export_s"] = round(time.time() - t0, 1)
     rng = np.random.default_rng(export_zoo.seed_of(name))
-    x1 = rng.standard_normal((1, 3, 224, 224)).astype(np.float32)
+    x1 = rng.standard_normal((1, 3, hw, hw)).astype(np.float32)
     x_file = os.path.join(d, "x.f32")
     x1.tofile(x_file)
     if not os.path.exists(int8_ert):
         calib = os.path.join(d, "calib.npy")
-        np.save(calib, rng.standard_normal((a.calib, 3, 224, 224)).astype(np.float32))
+        np.save(calib, rng.standard_normal((a.calib, 3, hw, hw)).astype(np.float32))
         t0 = time.time()
         p = subprocess.run([a.edgert, "quantize", f32_onnx, "--calib", calib, "--out", int8_ert],
                            capture_output=True, text=True)
@@ -113,7 +120,7 @@ def one_model(a, name):
     dev = torch.device("cuda")
     m32 = m.to(dev)
     with torch.no_grad():
-        ref = m32(torch.from_numpy(x1).to(dev)).float().cpu().numpy().ravel()
+        ref = main_tensor(m32(torch.from_numpy(x1).to(dev))).float().cpu().numpy().ravel()
     # edgert
     kinds = [("f16", f32_onnx, 0), ("int8", int8_ert, 0)]
     if a.ab:  # the same int8 file on the CUDA-core kernels, in its own process
@@ -123,7 +130,7 @@ def one_model(a, name):
             continue
         configs = EDGERT_CONFIGS[kind] + (["f32:1", "f32:8"] if kind == "int8" and a.int8_f32 else [])
         rows = driver_rows(a, path, x_file, os.path.join(d, "out_" + kind), configs, flags,
-                           a.profile and kind == "int8")
+                           a.profile and kind == "int8", hw)
         for key, r in rows.items():
             if not isinstance(r, dict):
                 continue
@@ -148,7 +155,7 @@ def one_model(a, name):
             del mc
             if batch == 1:
                 with torch.no_grad():
-                    got = mh(x).float().cpu().numpy().ravel()
+                    got = main_tensor(mh(x)).float().cpu().numpy().ravel()
                 r["rel_l2"] = rel_l2(got, ref)
                 r["top1_agrees"] = bool(int(got.argmax()) == int(ref.argmax()))
         except Exception as e:  # reported in the row
