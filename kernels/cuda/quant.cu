@@ -231,7 +231,17 @@ typedef struct qgeo {
     int in[3], od[3], k[3], s[3], d[3], pb[3];
     int N, C, M, G, Cg, Mg, in_sz, out_sz, k_sz, Kg;
     bool nhwc;
+    /* element strides of a channel and of a pixel in x and y (strides_of):
+     * the layout as arithmetic, not as a branch, which nvcc would unswitch
+     * the tiled kernels' unrolled loops on (4 minutes of cicc per arch) */
+    int xcs, xps, ycs, yps;
 } qgeo;
+
+/* g.xcs .. g.yps once C and M are set */
+static void strides_of(qgeo *g) {
+    g->xcs = g->nhwc ? 1 : g->in_sz, g->xps = g->nhwc ? g->C : 1;
+    g->ycs = g->nhwc ? 1 : g->out_sz, g->yps = g->nhwc ? g->M : 1;
+}
 
 /* The spatial part of qgeo from nsp (1..3) dims of x and y ((N, C, ...), or
  * (N, ..., C) when nhwc) and the attributes (a dilation of 0 counts as 1);
@@ -255,10 +265,10 @@ static qgeo geo_of(int nsp, const ert_tview *x, const ert_tview *y, const int64_
 /* x's element index of channel c (of the whole tensor) of image n at pixel
  * sp (a flat spatial index), and y's of channel m at output pixel p */
 static __device__ __forceinline__ int64_t xidx(const qgeo &g, int n, int c, int sp) {
-    return g.nhwc ? ((int64_t)n * g.in_sz + sp) * g.C + c : ((int64_t)n * g.C + c) * g.in_sz + sp;
+    return (int64_t)n * g.C * g.in_sz + (int64_t)c * g.xcs + (int64_t)sp * g.xps;
 }
 static __device__ __forceinline__ int64_t yidx(const qgeo &g, int n, int m, int p) {
-    return g.nhwc ? ((int64_t)n * g.out_sz + p) * g.M + m : ((int64_t)n * g.M + m) * g.out_sz + p;
+    return (int64_t)n * g.M * g.out_sz + (int64_t)m * g.ycs + (int64_t)p * g.yps;
 }
 
 typedef struct qconv_ops {
@@ -612,6 +622,7 @@ extern "C" cudaError_t ert_cuda_qconv_launch(const ert_kargs *a, int sm_count, c
     g.N = (int)x->dims[0], g.C = (int)x->dims[cp->nhwc ? 3 : 1], g.M = (int)w->dims[0], g.G = (int)cp->group;
     g.Cg = g.C / g.G, g.Mg = g.M / g.G;
     g.Kg = g.Cg * g.k_sz;
+    strides_of(&g);
     if (!y->n_elems) return cudaSuccess;
     qconv_ops o = {x->data, w->data, qcode(x->dtype), qcode(w->dtype), zp_of(a, 2), zp_of(a, iwz)};
     if (a->packed) return qconv_mma_launch(a, g, o, sm_count, st);
@@ -728,7 +739,8 @@ extern "C" cudaError_t ert_cuda_maxpool_q8_launch(const ert_kargs *a, cudaStream
     const ert_tview *x = &a->in[0], *y = &a->out[0];
     if ((p->nhwc && p->nsp != 2) || p->nsp < 1 || p->nsp > 3 || x->dtype != y->dtype) return cudaErrorInvalidValue;
     qgeo g = geo_of(p->nsp, x, y, p->kernel, p->stride, p->dilation, p->pad_begin, p->nhwc);
-    g.C = (int)x->dims[p->nhwc ? 3 : 1];
+    g.C = g.M = (int)x->dims[p->nhwc ? 3 : 1];
+    strides_of(&g);
     if (!y->n_elems) return cudaSuccess;
     maxpool_q8_kernel<<<grid_of(y->n_elems), TPB, 0, st>>>(g, x->data, y->data, qcode(x->dtype), y->n_elems);
     return cudaGetLastError();
