@@ -111,8 +111,9 @@ static bool is_q8(ert_dtype dt) { return dt == ERT_DTYPE_I8 || dt == ERT_DTYPE_U
  * by element whatever the layout; per-axis ones end the region). With
  * `quant_only` (f32 sessions) DQ ends it: the float ops stay NCHW. */
 static bool nhwc_quant_ok(const ert_graph *g, const ert_gnode *n, const bool *nh, bool quant_only) {
+    if (n->n_in < 1 || n->in[0] < 0) return false;
     const ert_gtensor *x = &g->t[n->in[0]], *y = &g->t[n->out[0]];
-    if (n->n_in < 1 || n->in[0] < 0 || x->ndim != 4) return false;
+    if (x->ndim != 4) return false;
     switch (n->op) {
     case ERT_OP_QLINEAR_CONV: return n->params.quant.conv.nsp == 2 && is_q8(y->dtype);
     case ERT_OP_QLINEAR_ADD:
