@@ -463,7 +463,7 @@ static bool lut_chain_at(ert_graph *g, const int32_t *producer, ert_gnode *q, lu
  * refuses; *st on out of memory. */
 static uint8_t *lut_table(ert_graph *g, const int32_t *producer, ert_gnode *q, lut_chain *c, ert_status *st) {
     const int rank = c->xt->ndim > 0 ? c->xt->ndim : 1;
-    int64_t dims[ERT_MAX_DIMS];
+    int64_t dims[ERT_MAX_DIMS] = {0};
     for (int d = 0; d < rank; d++) dims[d] = d == rank - 1 ? 256 : 1;
     float *buf = malloc((size_t)(c->n_nodes + 1) * 256 * sizeof *buf);
     uint8_t *xb = malloc(256), *table = malloc(256);
@@ -552,7 +552,7 @@ static bool fold_lut_at(ert_graph *g, int32_t *producer, ert_gnode *q, ert_statu
     uint8_t *table = lut_table(g, producer, q, &c, st);
     memcpy(g->ctx->err, saved, sizeof saved); /* a kernel's refusal only means "not folded" */
     if (!table) return false;
-    const int64_t d[1] = {256};
+    const int64_t d[ERT_MAX_DIMS] = {256}; /* ert_graph_tinfo copies ERT_MAX_DIMS of them */
     int32_t tid;
     if ((*st = ert_graph_new_const(g, q->name, ydt, 1, d, table, &tid))) return false;
     ert_tinfo tin[2], tout[1];
