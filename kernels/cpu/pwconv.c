@@ -69,7 +69,8 @@ typedef struct pw_job {
     const float *w, *osc;         /* the filter (M, K) and the output-channel scale (M) or NULL */
     float *y;
     int64_t N, K, M, P, cb, vl, n_cb; /* cb: channels per block, a multiple of vl (the vector width) */
-    int64_t chunk, n_pc, n_cg, n_tasks;
+    int64_t chunk, n_pc, n_cg, n_tasks; /* chunk: the most pixels a task has (pw_chunk_of) */
+    int64_t n_tiles;                    /* 4-pixel tiles of a plane: chunk pc is tiles [pc * n_tiles / n_pc, ..) */
     const ert_act_params *act;
     bool pf;                      /* several threads: pw_targs.pf */
     float *ws;                    /* per slot slot_floats: a block's panel (wp NULL), the scaled chunk (isc) */
@@ -807,6 +808,52 @@ static const float *pw_packed(const ert_kargs *a, int64_t M, int64_t K, int64_t 
     return (const float *)((const char *)h + PW_HDR);
 }
 
+/* How a conv's work is cut into tasks: n_pc pixel chunks (whole 4-pixel
+ * tiles, as even as tiles allow) times n_cg groups of consecutive channel
+ * blocks, per image. One thread: the fewest chunks of at most `most` pixels,
+ * one group. Several: the (n_pc, n_cg) with the least estimated makespan
+ * of the tasks claimed in turn by n_thr threads, in tile x vector units
+ * (one 4-pixel x VL-channel tile over all of K): Graham's bound for list
+ * scheduling, total / n_thr + (1 - 1 / n_thr) * largest task, where a task
+ * of blocks of V vectors over T tiles costs sum V * (T + 1) (the + 1: each
+ * block's panel streamed in again per task) + 2, and a task's scaled copy
+ * or im2col rows (SE scale, gm) T / 4 more per block group. Splitting the
+ * channel blocks alone, as before, left 7x7 maps unbalanced: 320 channels
+ * are 5 blocks of 64 over 4 tasks (2, 1, 1, 1), at most 1.67x on 2
+ * threads, and 960 -> 160 had 3 tasks for any thread count. The split
+ * changes no sum: every output's products are added in the same order. */
+static void pw_split(pw_job *j, int64_t most, int64_t n_thr) {
+    const int64_t nt = (j->P + 3) / 4, n_pc0 = (j->P + most - 1) / most, vl = j->vl;
+    const int64_t vpb = j->cb / vl, vlast = (j->M - (j->n_cb - 1) * j->cb + vl - 1) / vl;
+    const int64_t nv = (j->n_cb - 1) * vpb + vlast;
+    int64_t best_pc = n_pc0, best_cg = 1;
+    if (n_thr > 1) {
+        const double copy = j->isc || j->gm ? 0.25 : 0.0;
+        double best = 1e300;
+        for (int64_t n_cg = 1; n_cg <= j->n_cb && n_cg <= 2 * n_thr; n_cg++) {
+            /* the group of the most vectors: groups are blocks [cg * n_cb / n_cg, (cg + 1) * n_cb / n_cg) */
+            int64_t gv = 0;
+            for (int64_t cg = 0; cg < n_cg; cg++) {
+                const int64_t b0 = cg * j->n_cb / n_cg, b1 = (cg + 1) * j->n_cb / n_cg;
+                const int64_t v = b1 == j->n_cb ? (b1 - 1 - b0) * vpb + vlast : (b1 - b0) * vpb;
+                if (v > gv) gv = v;
+            }
+            for (int64_t n_pc = n_pc0; n_pc <= nt && (n_pc == n_pc0 || j->N * n_pc * n_cg <= 4 * n_thr); n_pc++) {
+                const double tmax = (double)((nt + n_pc - 1) / n_pc);
+                const double total = (double)j->N * ((double)nv * (double)(nt + n_pc) + 2.0 * (double)(n_pc * n_cg) +
+                                                     copy * (double)(nt * n_cg));
+                const double big = (double)gv * (tmax + 1.0) + 2.0 + copy * tmax;
+                const double est = total / (double)n_thr + (1.0 - 1.0 / (double)n_thr) * big;
+                if (est < best * 0.999) best = est, best_pc = n_pc, best_cg = n_cg;
+            }
+        }
+    }
+    j->n_tiles = nt;
+    j->n_pc = best_pc;
+    j->n_cg = best_cg;
+    j->chunk = (nt + best_pc - 1) / best_pc * 4;
+}
+
 ert_status ert_cpu_pw_conv(const ert_kargs *a, bool *done) {
     *done = false;
 #if PW_ON
@@ -840,12 +887,7 @@ ert_status ert_cpu_pw_conv(const ert_kargs *a, bool *done) {
         if (per / K < most) most = per / K / 4 * 4;
         if (most < 4) return ERT_OK; /* the SGEMM then: only where cpu_node_workspace's extra is missing */
     }
-    j.n_pc = (P + most - 1) / most;
-    j.chunk = ((P + j.n_pc - 1) / j.n_pc + 3) / 4 * 4;
-    j.n_pc = (P + j.chunk - 1) / j.chunk;
-    /* then the channel blocks split until there are about two tasks per thread */
-    j.n_cg = 1;
-    while (n_thr > 1 && N * j.n_pc * j.n_cg < 2 * n_thr && j.n_cg < j.n_cb) j.n_cg++;
+    pw_split(&j, most, thr);
     j.n_tasks = N * j.n_pc * j.n_cg;
     int64_t slots = thr < j.n_tasks ? thr : j.n_tasks;
     j.slot_floats = (j.wp ? 0 : K * cb) + (j.isc || j.gm ? K * j.chunk : 0);

@@ -83,7 +83,8 @@ PW_TARGET static inline __attribute__((always_inline)) void PW_FN(pw_slot)(pw_jo
     float *xs = panel && !j->wp ? panel + K * j->cb : panel;  /* isc or gm: K x chunk */
     for (int64_t t; (t = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < j->n_tasks;) {
         const int64_t cg = t % j->n_cg, pc = t / j->n_cg % j->n_pc, n = t / (j->n_cg * j->n_pc);
-        const int64_t p0 = pc * j->chunk, p1 = p0 + j->chunk < P ? p0 + j->chunk : P;
+        const int64_t p0 = 4 * (pc * j->n_tiles / j->n_pc), e1 = 4 * ((pc + 1) * j->n_tiles / j->n_pc);
+        const int64_t p1 = e1 < P ? e1 : P;
         const float *x0 = j->x + n * K * P + p0;
         int64_t ldx = P;
         if (j->gm) { /* im2col rows of pixels [p0, p1) into the slot */

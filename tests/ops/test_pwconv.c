@@ -20,7 +20,9 @@
  *     runs (only the panels can give the answer), and unpacked (each task
  *     packs its blocks into the workspace): the two bit for bit equal;
  *   - a NaN in the residual comes out NaN through every activation;
- *   - a session of a 1x1 conv: ERT_SESSION_NO_PACK gives the same bits.
+ *   - a session of a 1x1 conv: ERT_SESSION_NO_PACK gives the same bits;
+ *   - many channel blocks over few pixels (the 7x7 maps' convs: pixel chunks and block groups
+ *     both split between threads), and every case again on another thread count: the same bits.
  * Tolerance: |got - ref| <= 1e-5 |ref| + 1e-6 + u K^1.5 / 2 sum-scale, the
  * K-term sum bound of test_cpu_fast.c's dot_atol. */
 #include "cpu_gemm.h"
@@ -181,6 +183,12 @@ static void test_random(int pool_i, int cap, int it) {
         ksz *= c.k[i];
     }
     if (gather) c.K = ert_test_int(&rng, 1, (int)(576 / ksz < 40 ? 576 / ksz : 40));
+    if (it % 13 == 12 && !gather && c.nsp == 2) {
+        /* a classifier's last stages: many channel blocks (up to 6 of 64, 16 of 24) over a 3x3..9x9
+         * map, which the threads split by pixel chunks and block groups together (pw_split) */
+        c.M = 16 * ert_test_int(&rng, 9, 24), c.K = ert_test_int(&rng, 1, 300);
+        c.sp[0] = ert_test_int(&rng, 3, 9), c.sp[1] = ert_test_int(&rng, 3, 9);
+    }
     if (gather && it % 6 == 5 && c.nsp == 2) {
         /* overlapping windows on few pixels (pwconv.c's PW_OVERLAP_PMAX, the AVX-512 copy): 3x3 or 2x3,
          * stride 1-2, padding 0-1, outputs up to 8x8, K = C * taps past PW_KB (128) and past 576, whole
@@ -227,6 +235,17 @@ static void test_random(int pool_i, int cap, int it) {
         }
     }
     if (nan_at >= 0) ref[nan_at] = 0;
+    {   /* the same bits on another thread count: a task split never changes a sum's order */
+        const int q = (pool_i + 1) % 3;
+        tt yq = tt_new(ERT_DTYPE_F32, nd, yd);
+        bool ranq;
+        CHECK(run_pw(&c, q, cap, 0, &x, &w, &b, &r, &s, &is, &yq, &ranq), "%s pool%d: declined", what, q);
+        float *yp = yq.data;
+        if (nan_at >= 0) yp[nan_at] = 0;
+        if (ranq == ran[0])
+            CHECK(memcmp(yq.data, y[0].data, (size_t)ny * sizeof(float)) == 0, "%s: pool%d gives other bits", what, q);
+        tt_free(&yq);
+    }
     const double sum_scale = (c.scale ? 1.5 : 1.0);
     for (int mode = 0; mode < 3; mode++) {
         char w2[300];
