@@ -235,7 +235,11 @@ static ert_status plan(ert_session *s) {
     }
     /* blocks: activation roots, then workspaces */
     size_t peak, lb, ws_max;
-    ert_status st = ert_graph_plan_blocks(&s->g, s->sched, s->n_sched, &peak, &lb, &ws_max);
+    /* CPU sessions of a batch > 1: batch strips where they pay (strips.c) */
+    const int64_t N = s->g.n_inputs > 0 && s->g.t[s->g.inputs[0]].ndim > 0 ? s->g.t[s->g.inputs[0]].dims[0] : 1;
+    s->strip_n = s->g.be->device == ERT_DEVICE_CPU && !s->g.kc.no_strips ? N : 1;
+    ert_status st = ert_strips_plan(&s->g, s->sched, s->n_sched, s->strip_n, &s->strips, &s->n_strips, &s->strip_in,
+                                    &peak, &lb, &ws_max);
     if (st) return st;
     /* weights region: constants the session made that live nodes still read */
     size_t w = 0, io = 0, mapped = 0;
@@ -291,10 +295,17 @@ static ert_status plan(ert_session *s) {
     r->workspace_bytes = ws_max;
     r->mapped_weights_bytes = mapped;
     r->total_bytes = w + io + s->act_bytes;
-    /* elided views leave the schedule (the plan above is final) */
-    int ns = 0;
-    for (int k = 0; k < s->n_sched; k++)
-        if (!s->g.n[s->sched[k]].elided) s->sched[ns++] = s->sched[k];
+    /* elided views leave the schedule (the plan above is final); strips hold none, so each keeps its
+     * length */
+    int ns = 0, si = 0;
+    for (int k = 0; k < s->n_sched; k++) {
+        if (s->g.n[s->sched[k]].elided) continue;
+        for (; si < s->n_strips && s->strips[si].a == k; si++) {
+            s->strips[si].b += ns - k;
+            s->strips[si].a = ns;
+        }
+        s->sched[ns++] = s->sched[k];
+    }
     s->n_sched = ns;
     return ERT_OK;
 }
@@ -377,6 +388,18 @@ static ert_status bind(ert_session *s, const ert_session_options *o) {
         }
         s->kptr[k] = &n->args;
     }
+    if (s->n_strips) {
+        if ((st = ert_strips_bind(&s->g, s->sched, s->n_sched, s->kptr, s->strip_n, s->strips, s->n_strips,
+                                   s->strip_in, &s->srun)))
+            return ert_graph_oom(&s->g);
+        int in = 0;
+        for (int i = 0; i < s->n_strips; i++) in += s->strips[i].b - s->strips[i].a + 1;
+        ert_log(s->g.ctx, ERT_LOG_INFO, "batch %lld: %d of %d nodes in %d strip%s run image by image",
+                (long long)s->strip_n, in, s->n_sched, s->n_strips, s->n_strips == 1 ? "" : "s");
+        for (int i = 0; i < s->n_strips; i++)
+            ert_log(s->g.ctx, ERT_LOG_DEBUG, "strip %d: nodes %d..%d ('%s' .. '%s')", i, s->strips[i].a, s->strips[i].b,
+                    s->g.n[s->sched[s->strips[i].a]].name, s->g.n[s->sched[s->strips[i].b]].name);
+    }
     s->stats.bind_ms = now_ms() - t1;
     if (be->bind_io && s->io_host != iobase) {
         ert_io_copy *ins = calloc((size_t)s->g.n_inputs + 1, sizeof *ins), *outs = calloc((size_t)s->g.n_outputs + 1, sizeof *outs);
@@ -424,6 +447,9 @@ static void session_free(ert_session *s) {
     free(s->sched);
     free(s->kptr);
     free(s->prof_ms);
+    free(s->strips);
+    free(s->strip_in);
+    ert_strips_free(&s->srun);
     if (be && s->io_host && be->io_host_free) be->io_host_free(s->g.bctx, s->io_host, s->arena + s->w_bytes);
     if (be && s->arena_owned) be->arena_free(s->g.bctx, s->arena);
     if (be && s->bctx_live) be->release(s->g.bctx);
@@ -608,7 +634,13 @@ ert_status ert_session_create_stats(const ert_session *s, ert_create_stats *out)
 static ert_status session_run(ert_session *s) {
     int failed = -1;
     s->g.ctx->err[0] = 0; /* a backend may leave a detail (a CUDA error string) */
-    ert_status st = s->g.be->run(s->g.bctx, s->kptr, s->n_sched, &failed);
+    ert_status st;
+    if (s->srun.n_run) { /* batch strips: the run list, its failed entry mapped back to its schedule step */
+        st = s->g.be->run(s->g.bctx, s->srun.run, s->srun.n_run, &failed);
+        if (st != ERT_OK && failed >= 0 && failed < s->srun.n_run) failed = s->srun.step[failed];
+    } else {
+        st = s->g.be->run(s->g.bctx, s->kptr, s->n_sched, &failed);
+    }
     if (st != ERT_OK) {
         char detail[ERT_ERRMSG_SIZE];
         snprintf(detail, sizeof detail, "%s", ert_last_error(s->g.ctx));
@@ -629,17 +661,17 @@ static ert_status session_run(ert_session *s) {
 
 /* Non-finite values of a float tensor: count, first index and value. f16 and
  * bf16 by their bits (exponent all ones). */
-static int64_t count_nonfinite(const ert_gtensor *t, int64_t *first, float *first_value) {
-    int64_t n = (int64_t)(t->nbytes / ert_dtype_size(t->dtype)), cnt = 0;
+static int64_t count_nonfinite(ert_dtype dt, const void *data, int64_t n, int64_t *first, float *first_value) {
+    int64_t cnt = 0;
     *first = -1;
     for (int64_t i = 0; i < n; i++) {
         float v;
-        if (t->dtype == ERT_DTYPE_F32) {
-            v = ((const float *)t->data)[i];
+        if (dt == ERT_DTYPE_F32) {
+            v = ((const float *)data)[i];
             if (isfinite(v)) continue;
         } else {
-            uint16_t h = ((const uint16_t *)t->data)[i];
-            uint16_t e = t->dtype == ERT_DTYPE_F16 ? 0x7C00 : 0x7F80, m = t->dtype == ERT_DTYPE_F16 ? 0x03FF : 0x007F;
+            uint16_t h = ((const uint16_t *)data)[i];
+            uint16_t e = dt == ERT_DTYPE_F16 ? 0x7C00 : 0x7F80, m = dt == ERT_DTYPE_F16 ? 0x03FF : 0x007F;
             if ((h & e) != e) continue;
             v = (h & m) ? NAN : (h & 0x8000) ? -INFINITY : INFINITY;
         }
@@ -657,9 +689,14 @@ static ert_status session_run_check_finite(ert_session *s, ert_nonfinite *out) {
     if (s->g.be->device != ERT_DEVICE_CPU)
         return ert_set_error(s->g.ctx, ERT_E_UNSUPPORTED, "the finite check runs CPU sessions only (this one is %s)",
                              s->g.be->name);
-    for (int k = 0; k < s->n_sched; k++) {
+    /* the run list (batch strips: a strip's nodes once per image, each checked on its image) */
+    const int n_run = s->srun.n_run ? s->srun.n_run : s->n_sched;
+    for (int q = 0; q < n_run; q++) {
         int failed = -1;
-        ert_status st = s->g.be->run(s->g.bctx, s->kptr + k, 1, &failed);
+        const int k = s->srun.n_run ? s->srun.step[q] : q;
+        const int64_t img = s->srun.n_run ? s->srun.image[q] : -1;
+        ert_kargs *a = s->srun.n_run ? s->srun.run[q] : s->kptr[q];
+        ert_status st = s->g.be->run(s->g.bctx, &a, 1, &failed);
         const ert_gnode *n = &s->g.n[s->sched[k]];
         if (st != ERT_OK) {
             char detail[ERT_ERRMSG_SIZE];
@@ -671,15 +708,17 @@ static ert_status session_run_check_finite(ert_session *s, ert_nonfinite *out) {
             if (t->dtype != ERT_DTYPE_F32 && t->dtype != ERT_DTYPE_F16 && t->dtype != ERT_DTYPE_BF16) continue;
             int64_t first;
             float v = 0;
-            int64_t cnt = count_nonfinite(t, &first, &v);
+            int64_t cnt = count_nonfinite(t->dtype, a->out[j].data, a->out[j].n_elems, &first, &v);
             if (!cnt) continue;
+            if (img > 0 && a->out[j].n_elems < (int64_t)(t->nbytes / ert_dtype_size(t->dtype)))
+                first += img * a->out[j].n_elems; /* an index into the whole tensor */
             *out = (ert_nonfinite){.node_index = k, .node = n->name, .op = ert_graph_op_name(n->op), .output = t->name,
                                    .count = cnt, .first_index = first, .first_value = v};
             return ert_set_error(s->g.ctx, ERT_E_NUMERIC,
-                                 "node '%s' (%s, #%d in run order): output '%s' has %lld non-finite value%s, the first "
+                                 "node '%s' (%s, #%d in run order): output '%s' has %lld non-finite value%s%s, the first "
                                  "(%g) at index %lld",
-                                 n->name, ert_graph_op_name(n->op), k, t->name, (long long)cnt, cnt == 1 ? "" : "s", (double)v,
-                                 (long long)first);
+                                 n->name, ert_graph_op_name(n->op), k, t->name, (long long)cnt, cnt == 1 ? "" : "s",
+                                 img >= 0 ? " in the first image that has any" : "", (double)v, (long long)first);
         }
     }
     return ERT_OK;
@@ -707,12 +746,17 @@ static ert_status session_profile(ert_session *s, ert_profile_entry *out, int ca
     if (s->g.be->run_timed) {
         st = s->g.be->run_timed(s->g.bctx, s->kptr, s->n_sched, &failed, s->prof_ms);
     } else {
-        for (int k = 0; st == ERT_OK && k < s->n_sched; k++) {
+        /* the run list (batch strips: a strip node's time summed over its images) */
+        const int n_run = s->srun.n_run ? s->srun.n_run : s->n_sched;
+        for (int k = 0; k < s->n_sched; k++) s->prof_ms[k] = 0;
+        for (int q = 0; st == ERT_OK && q < n_run; q++) {
+            const int k = s->srun.n_run ? s->srun.step[q] : q;
+            ert_kargs *a = s->srun.n_run ? s->srun.run[q] : s->kptr[q];
             struct timespec t0, t1;
             clock_gettime(CLOCK_MONOTONIC, &t0);
-            st = s->g.be->run(s->g.bctx, s->kptr + k, 1, &failed);
+            st = s->g.be->run(s->g.bctx, &a, 1, &failed);
             clock_gettime(CLOCK_MONOTONIC, &t1);
-            s->prof_ms[k] = (float)((double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6);
+            s->prof_ms[k] += (float)((double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6);
             if (st) failed = k;
         }
     }

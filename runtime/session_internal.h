@@ -4,6 +4,7 @@
 #ifndef ERT_SESSION_INTERNAL_H
 #define ERT_SESSION_INTERNAL_H
 #include "graph.h"
+#include "strips_internal.h"
 
 #include <stdatomic.h>
 
@@ -18,6 +19,11 @@ struct ert_session {
     uint8_t *io_host;     /* user-visible io region (== arena io region unless the backend mirrors it) */
     float *prof_ms;       /* ert_session_profile's per-node times (n_sched) */
     ert_kargs **kptr;     /* scheduled nodes' arguments, in run order */
+    ert_strip *strips;    /* batch strips (strips.c): schedule steps run image by image; n_strips 0: none */
+    int n_strips;
+    int64_t strip_n;      /* their batch */
+    uint8_t *strip_in;    /* per tensor: 1 if it holds one image (made and used inside a strip) */
+    ert_strip_run srun;   /* what ert_session_run runs when there are strips */
     size_t w_bytes, io_bytes, act_bytes;
     ert_memory_report mem;
     bool planned_only;
