@@ -2,7 +2,7 @@
 """Before/after of two edgert builds on the CPU zoo, in alternating rounds.
 
     python bench/zoo/ab_cpu_zoo.py MODELS_DIR --base OLD_EDGERT --after NEW_EDGERT
-        [--rounds 4] [--threads 1,2] [--iters 15] [--warmup 3] [--only NAME,...]
+        [--rounds 4] [--threads 1,2] [--batch 1] [--iters 15] [--warmup 3] [--only NAME,...]
         [--out bench/results] [--what TEXT]
 
 On a shared VM one run of bench_cpu_zoo.py moves by 5-10% from minute to
@@ -30,7 +30,7 @@ def one_run(a, edgert, tmp, tag):
     out = os.path.join(tmp, tag)
     os.makedirs(out, exist_ok=True)
     cmd = [sys.executable, os.path.join(HERE, "bench_cpu_zoo.py"), a.models_dir, "--threads", a.threads,
-           "--batch", "1", "--iters", str(a.iters), "--warmup", str(a.warmup), "--edgert", edgert, "--out", out]
+           "--batch", str(a.batch), "--iters", str(a.iters), "--warmup", str(a.warmup), "--edgert", edgert, "--out", out]
     if a.only:
         cmd += ["--only", a.only]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -102,6 +102,7 @@ def main():
     ap.add_argument("--after", required=True)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--iters", type=int, default=15)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--only", default="")
@@ -118,7 +119,7 @@ def main():
     threads = [int(t) for t in a.threads.split(",")]
     summ = summarise(runs, threads)
     first = next(iter(runs.values()))
-    what = (f"alternating A/B runs of bench/zoo/bench_cpu_zoo.py (--batch 1 --iters {a.iters} --warmup {a.warmup}), "
+    what = (f"alternating A/B runs of bench/zoo/bench_cpu_zoo.py (--batch {a.batch} --iters {a.iters} --warmup {a.warmup}), "
             f"{a.rounds} rounds; {a.what}").rstrip("; ")
     os.makedirs(a.out, exist_ok=True)
     base = os.path.join(a.out, f"cpu_zoo_{stamp}_ab")
