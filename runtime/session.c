@@ -389,8 +389,8 @@ static ert_status bind(ert_session *s, const ert_session_options *o) {
         s->kptr[k] = &n->args;
     }
     if (s->n_strips) {
-        if ((st = ert_strips_bind(&s->g, s->sched, s->n_sched, s->kptr, s->strip_n, s->strips, s->n_strips,
-                                   s->strip_in, &s->srun)))
+        if ((st = ert_strips_bind(&s->g, s->sched, s->n_sched, s->strip_n, s->strips, s->n_strips, s->strip_in,
+                                  &s->srun)))
             return ert_graph_oom(&s->g);
         int in = 0;
         for (int i = 0; i < s->n_strips; i++) in += s->strips[i].b - s->strips[i].a + 1;
@@ -634,10 +634,14 @@ ert_status ert_session_create_stats(const ert_session *s, ert_create_stats *out)
 static ert_status session_run(ert_session *s) {
     int failed = -1;
     s->g.ctx->err[0] = 0; /* a backend may leave a detail (a CUDA error string) */
-    ert_status st;
-    if (s->srun.n_run) { /* batch strips: the run list, its failed entry mapped back to its schedule step */
-        st = s->g.be->run(s->g.bctx, s->srun.run, s->srun.n_run, &failed);
-        if (st != ERT_OK && failed >= 0 && failed < s->srun.n_run) failed = s->srun.step[failed];
+    ert_status st = ERT_OK;
+    if (s->srun.n_entries) { /* batch strips: node by node, a strip's nodes once per image */
+        ert_strip_it it = {0};
+        ert_kargs *a;
+        int k, f;
+        int64_t img;
+        while (st == ERT_OK && ert_strips_next(&s->srun, &it, s->kptr, &a, &k, &img))
+            if ((st = s->g.be->run(s->g.bctx, &a, 1, &f)) != ERT_OK) failed = k;
     } else {
         st = s->g.be->run(s->g.bctx, s->kptr, s->n_sched, &failed);
     }
@@ -657,6 +661,17 @@ static ert_status session_run(ert_session *s) {
                                                        : ert_status_str(st));
     }
     return ERT_OK;
+}
+
+/* The next node in run order from it (start at {0, 0}): its arguments, schedule step and image (-1: the
+ * whole batch; batch strips run a strip's nodes once per image). */
+static bool next_node(ert_session *s, ert_strip_it *it, ert_kargs **a, int *k, int64_t *img) {
+    if (s->srun.n_entries) return ert_strips_next(&s->srun, it, s->kptr, a, k, img);
+    if (it->k >= s->n_sched) return false;
+    *a = s->kptr[it->k];
+    *k = it->k++;
+    *img = -1;
+    return true;
 }
 
 /* Non-finite values of a float tensor: count, first index and value. f16 and
@@ -689,13 +704,13 @@ static ert_status session_run_check_finite(ert_session *s, ert_nonfinite *out) {
     if (s->g.be->device != ERT_DEVICE_CPU)
         return ert_set_error(s->g.ctx, ERT_E_UNSUPPORTED, "the finite check runs CPU sessions only (this one is %s)",
                              s->g.be->name);
-    /* the run list (batch strips: a strip's nodes once per image, each checked on its image) */
-    const int n_run = s->srun.n_run ? s->srun.n_run : s->n_sched;
-    for (int q = 0; q < n_run; q++) {
+    /* in run order (batch strips: a strip's nodes once per image, each checked on its image) */
+    ert_strip_it it = {0};
+    ert_kargs *a;
+    int k;
+    int64_t img;
+    while (next_node(s, &it, &a, &k, &img)) {
         int failed = -1;
-        const int k = s->srun.n_run ? s->srun.step[q] : q;
-        const int64_t img = s->srun.n_run ? s->srun.image[q] : -1;
-        ert_kargs *a = s->srun.n_run ? s->srun.run[q] : s->kptr[q];
         ert_status st = s->g.be->run(s->g.bctx, &a, 1, &failed);
         const ert_gnode *n = &s->g.n[s->sched[k]];
         if (st != ERT_OK) {
@@ -746,12 +761,13 @@ static ert_status session_profile(ert_session *s, ert_profile_entry *out, int ca
     if (s->g.be->run_timed) {
         st = s->g.be->run_timed(s->g.bctx, s->kptr, s->n_sched, &failed, s->prof_ms);
     } else {
-        /* the run list (batch strips: a strip node's time summed over its images) */
-        const int n_run = s->srun.n_run ? s->srun.n_run : s->n_sched;
+        /* in run order (batch strips: a strip node's time summed over its images) */
         for (int k = 0; k < s->n_sched; k++) s->prof_ms[k] = 0;
-        for (int q = 0; st == ERT_OK && q < n_run; q++) {
-            const int k = s->srun.n_run ? s->srun.step[q] : q;
-            ert_kargs *a = s->srun.n_run ? s->srun.run[q] : s->kptr[q];
+        ert_strip_it it = {0};
+        ert_kargs *a;
+        int k;
+        int64_t img;
+        while (st == ERT_OK && next_node(s, &it, &a, &k, &img)) {
             struct timespec t0, t1;
             clock_gettime(CLOCK_MONOTONIC, &t0);
             st = s->g.be->run(s->g.bctx, &a, 1, &failed);

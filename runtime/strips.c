@@ -22,13 +22,16 @@
  * one image (the same buffer for every image, still in cache when the next
  * node reads it), planned at 1/N of its size; a tensor a strip reads from
  * before it or hands on past it keeps its full-batch buffer and lives over
- * the whole strip. So strips shrink the arena (MobileNetV2 at batch 8: 48.2
- * -> 19.9 MiB of activations); where they would grow it by more than
- * ERT_STRIP_MEM there are none. ert_session_profile and the finite check
- * run the same list (a strip node's time summed over the images). Results
- * are bit for bit those of the batch run wherever a kernel's sums do not
- * depend on the batch size (the
- * CPU kernels' do not; test_strips checks against batch-1 sessions). */
+ * the whole strip. So strips mostly shrink the arena (MobileNetV2 at batch
+ * 8: 48.2 -> 11.6 MiB of activations); where they would grow it by more
+ * than ERT_STRIP_MEM there are none. Each strip node has one more argument
+ * set whose sliced operands have batch 1, moved to image i as the run
+ * reaches it (ert_strips_next: no allocation); ert_session_run,
+ * ert_session_profile (a strip node's time summed over the images) and the
+ * finite check walk the same order. Results are bit for bit those of the
+ * batch run wherever a kernel's sums do not depend on the batch size (the
+ * CPU kernels' do not; test_strips checks against batch-1 sessions and the
+ * whole-batch run). */
 #include "graph.h"
 #include "runtime_internal.h"
 #include "strips_internal.h"
@@ -228,18 +231,21 @@ ert_status ert_strips_plan(ert_graph *g, const int32_t *sched, int n_sched, int6
     return ERT_OK;
 }
 
-/* One image's arguments of a node: copies of its views, each sliced operand
- * moved to image i and given batch 1. */
-static void image_args(const ert_graph *g, const ert_gnode *n, int64_t N, int64_t i, const uint8_t *internal,
-                       ert_kargs *a, ert_tview *v) {
+/* A strip node's arguments for image 0: copies of its views, each sliced
+ * operand given batch 1; step[j] the bytes between images of view j (0:
+ * passed whole, or internal: the same buffer for every image). */
+static void image_args(const ert_graph *g, const ert_gnode *n, int64_t N, const uint8_t *internal, ert_kargs *a,
+                       ert_tview *v, size_t *step, void **base) {
     const int rank = g->t[n->out[0]].ndim;
     *a = n->args;
     memcpy(v, n->views, (size_t)(n->n_in + n->n_out) * sizeof *v);
     for (int j = 0; j < n->n_in + n->n_out; j++) {
         const int32_t t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
+        step[j] = 0;
+        base[j] = v[j].data;
         if (t < 0 || !sliced(g, t, rank, N) || !v[j].data) continue;
         const int64_t per = v[j].n_elems / N;
-        if (!internal[t]) v[j].data = (char *)v[j].data + (size_t)(i * per) * ert_dtype_size(v[j].dtype);
+        if (!internal[t]) step[j] = (size_t)per * ert_dtype_size(v[j].dtype);
         v[j].dims[0] = 1;
         v[j].n_elems = per;
     }
@@ -247,59 +253,75 @@ static void image_args(const ert_graph *g, const ert_gnode *n, int64_t N, int64_
     a->out = v + n->n_in;
 }
 
-ert_status ert_strips_bind(const ert_graph *g, const int32_t *sched, int n_sched, ert_kargs *const *kptr, int64_t N,
-                           const ert_strip *strips, int n_strips, const uint8_t *internal, ert_strip_run *r) {
+ert_status ert_strips_bind(const ert_graph *g, const int32_t *sched, int n_sched, int64_t N, const ert_strip *strips,
+                           int n_strips, const uint8_t *internal, ert_strip_run *r) {
     memset(r, 0, sizeof *r);
-    size_t n_run = (size_t)n_sched, n_args = 0, n_views = 0;
-    for (int s = 0; s < n_strips; s++) {
-        const int len = strips[s].b - strips[s].a + 1;
-        n_run += (size_t)len * (size_t)(N - 1);
-        n_args += (size_t)len * (size_t)N;
+    size_t n_args = 0, n_views = 0;
+    for (int s = 0; s < n_strips; s++)
         for (int k = strips[s].a; k <= strips[s].b; k++) {
             const ert_gnode *n = &g->n[sched[k]];
-            n_views += (size_t)(n->n_in + n->n_out) * (size_t)N;
+            n_args++;
+            n_views += (size_t)(n->n_in + n->n_out);
         }
-    }
-    r->run = malloc((n_run + 1) * sizeof *r->run);
-    r->step = malloc((n_run + 1) * sizeof *r->step);
-    r->image = malloc((n_run + 1) * sizeof *r->image);
+    r->strip_of = malloc(((size_t)n_sched + 1) * sizeof *r->strip_of);
+    r->slot = malloc(((size_t)n_sched + 1) * sizeof *r->slot);
     r->args = malloc((n_args + 1) * sizeof *r->args);
     r->views = malloc((n_views + 1) * sizeof *r->views);
-    if (!r->run || !r->step || !r->image || !r->args || !r->views) {
+    r->vstep = malloc((n_views + 1) * sizeof *r->vstep);
+    r->vbase = malloc((n_views + 1) * sizeof *r->vbase);
+    if (!r->strip_of || !r->slot || !r->args || !r->views || !r->vstep || !r->vbase) {
         ert_strips_free(r);
         return ERT_E_NOMEM;
     }
-    size_t q = 0, ai = 0, vi = 0;
-    int s = 0;
-    for (int k = 0; k < n_sched;) {
-        if (s < n_strips && k == strips[s].a) {
-            for (int64_t i = 0; i < N; i++)
-                for (int kk = strips[s].a; kk <= strips[s].b; kk++) {
-                    const ert_gnode *n = &g->n[sched[kk]];
-                    image_args(g, n, N, i, internal, &r->args[ai], &r->views[vi]);
-                    vi += (size_t)(n->n_in + n->n_out);
-                    r->image[q] = i;
-                    r->step[q] = kk;
-                    r->run[q++] = &r->args[ai++];
-                }
-            k = strips[s].b + 1;
-            s++;
-            continue;
+    r->strips = strips, r->n_strips = n_strips, r->N = N, r->n_sched = n_sched;
+    for (int k = 0; k < n_sched; k++) r->strip_of[k] = -1, r->slot[k] = -1;
+    size_t ai = 0, vi = 0;
+    for (int s = 0; s < n_strips; s++)
+        for (int k = strips[s].a; k <= strips[s].b; k++) {
+            const ert_gnode *n = &g->n[sched[k]];
+            r->strip_of[k] = s;
+            r->slot[k] = (int)ai;
+            image_args(g, n, N, internal, &r->args[ai], &r->views[vi], &r->vstep[vi], &r->vbase[vi]);
+            ai++;
+            vi += (size_t)(n->n_in + n->n_out);
         }
-        r->step[q] = k;
-        r->image[q] = -1;
-        r->run[q++] = kptr[k];
-        k++;
-    }
-    r->n_run = (int)q;
+    r->n_entries = n_sched;
+    for (int s = 0; s < n_strips; s++) r->n_entries += (strips[s].b - strips[s].a + 1) * (int)(N - 1);
     return ERT_OK;
 }
 
+bool ert_strips_next(ert_strip_run *r, ert_strip_it *it, ert_kargs *const *kptr, ert_kargs **a, int *k,
+                     int64_t *image) {
+    if (it->k >= r->n_sched) return false;
+    const int s = r->strip_of[it->k];
+    *k = it->k;
+    if (s < 0) {
+        *a = kptr[it->k];
+        *image = -1;
+        it->k++;
+        return true;
+    }
+    /* image it->i of strip s's node it->k: its views moved there (no allocation, a few adds) */
+    ert_kargs *x = &r->args[r->slot[it->k]];
+    const int nv = x->n_in + x->n_out;
+    ert_tview *v = (ert_tview *)x->in;
+    const size_t v0 = (size_t)(v - r->views);
+    for (int j = 0; j < nv; j++)
+        if (r->vstep[v0 + j]) v[j].data = (char *)r->vbase[v0 + j] + (size_t)it->i * r->vstep[v0 + j];
+    *a = x;
+    *image = it->i;
+    if (it->k < r->strips[s].b) it->k++;
+    else if (++it->i < r->N) it->k = r->strips[s].a;
+    else it->k++, it->i = 0;
+    return true;
+}
+
 void ert_strips_free(ert_strip_run *r) {
-    free(r->run);
-    free(r->step);
-    free(r->image);
+    free(r->strip_of);
+    free(r->slot);
     free(r->args);
     free(r->views);
+    free(r->vstep);
+    free(r->vbase);
     memset(r, 0, sizeof *r);
 }

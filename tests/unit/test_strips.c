@@ -96,7 +96,7 @@ static void one(ert_test_rng *r, const ert_model *m, int64_t N, int threads) {
     CHECK_OK(ert_session_create(m, &o, &s), ctx);
     CHECK_OK(ert_session_create(m, &o1, &s1), ctx);
     if (!s || !s1) goto out;
-    CHECK(s->n_strips >= 1 && s->srun.n_run > s->n_sched, "batch %lld, %d threads: no strip (%d)", (long long)N,
+    CHECK(s->n_strips >= 1 && s->srun.n_entries > s->n_sched, "batch %lld, %d threads: no strip (%d)", (long long)N,
           threads, s->n_strips);
     CHECK(s->n_strips == 0 || s->strips[0].b - s->strips[0].a >= 4, "the strip has %d nodes",
           s->n_strips ? s->strips[0].b - s->strips[0].a + 1 : 0);
