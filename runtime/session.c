@@ -725,8 +725,8 @@ static ert_status session_run_check_finite(ert_session *s, ert_nonfinite *out) {
             float v = 0;
             int64_t cnt = count_nonfinite(t->dtype, a->out[j].data, a->out[j].n_elems, &first, &v);
             if (!cnt) continue;
-            if (img > 0 && a->out[j].n_elems < (int64_t)(t->nbytes / ert_dtype_size(t->dtype)))
-                first += img * a->out[j].n_elems; /* an index into the whole tensor */
+            if (img > 0 && t->ndim > 0 && t->dims[0] > 1 && a->out[j].dims[0] == 1)
+                first += img * a->out[j].n_elems; /* a sliced output: an index into the whole tensor */
             *out = (ert_nonfinite){.node_index = k, .node = n->name, .op = ert_graph_op_name(n->op), .output = t->name,
                                    .count = cnt, .first_index = first, .first_value = v};
             return ert_set_error(s->g.ctx, ERT_E_NUMERIC,

@@ -205,18 +205,20 @@ ert_status ert_strips_plan(ert_graph *g, const int32_t *sched, int n_sched, int6
     int ns = find_strips(g, aliased, sched, n_sched, N, cand, n_sched);
     if (ns) {
         mark(g, sched, cand, ns, aliased, in);
-        /* an internal tensor's block holds one image (its size is N images, dims[0] == N) */
+        /* an internal tensor's storage holds one image (its dims say N images): nbytes is its storage from
+         * here on (the plan and ert_session_plan_check's overlap and arena checks read it; its kernels'
+         * views come from the dims) */
         for (int i = 0; i < g->nt; i++)
             if (in[i]) g->t[i].nbytes = nbytes[i] / (size_t)N;
         size_t p, l, w;
         st = ert_graph_plan_blocks(g, sched, n_sched, &p, &l, &w);
-        for (int i = 0; i < g->nt; i++) g->t[i].nbytes = nbytes[i];
         ert_log(g->ctx, ERT_LOG_DEBUG, "batch strips: %d, activations %zu bytes (without %zu)", ns, p, base);
         if (!st && (double)p <= ERT_STRIP_MEM * (double)base) {
             *peak = p, *lb = l, *ws_max = w;
         } else {
             ns = 0;
-            for (int i = 0; i < g->nt; i++) g->t[i].first = first[i], g->t[i].last = last[i];
+            for (int i = 0; i < g->nt; i++)
+                g->t[i].first = first[i], g->t[i].last = last[i], g->t[i].nbytes = nbytes[i];
             if (!st) st = ert_graph_plan_blocks(g, sched, n_sched, peak, lb, ws_max); /* the base plan again */
         }
     }

@@ -2,7 +2,8 @@
  * separable middle of a CNN image by image, its internal tensors one image
  * big. Checked on fresh random weights and inputs, batch 3 and 8, 1 and 2
  * threads:
- *   - strips formed (white-box: session_internal.h); the plan never more than
+ *   - strips formed (white-box: session_internal.h), the plan passes ert_session_plan_check (blocks
+ *     apart while live, tensors inside the arena, no two sharing bytes while live); never more than
  *     1.25x the one without strips (kernel choice no_strips), at batch 8
  *     smaller by at least half a full-batch tensor;
  *   - the same bits as that whole-batch session;
@@ -18,6 +19,7 @@
  *     times summed over the images; ert_session_run_check_finite: a NaN in
  *     the last image is reported at the first node with its index in the
  *     whole tensor. */
+#include "runtime_internal.h" /* ert_session_plan_check */
 #include "session_internal.h"
 #include "testutil.h"
 
@@ -101,6 +103,8 @@ static void one(ert_test_rng *r, const ert_model *m, int64_t N, int threads) {
     CHECK(s->n_strips == 0 || s->strips[0].b - s->strips[0].a >= 4, "the strip has %d nodes",
           s->n_strips ? s->strips[0].b - s->strips[0].a + 1 : 0);
     CHECK(s1->n_strips == 0, "a batch-1 session has strips");
+    char why[256] = "";
+    CHECK(ert_session_plan_check(s, why, sizeof why), "batch %lld: plan check: %s", (long long)N, why);
     /* the same batch without strips (every node over the whole batch): the same bits, a bigger plan
      * (the strip's internal tensors hold one image: 4 of them were N * IMG floats each) */
     ert_kernel_choice kc = ert_kernel_choice_of(NULL);
