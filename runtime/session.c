@@ -631,6 +631,17 @@ ert_status ert_session_create_stats(const ert_session *s, ert_create_stats *out)
     return ERT_OK;
 }
 
+/* The next node in run order from it (start at {0, 0}): its arguments, schedule step and image (-1: the
+ * whole batch; batch strips run a strip's nodes once per image). */
+static bool next_node(ert_session *s, ert_strip_it *it, ert_kargs **a, int *k, int64_t *img) {
+    if (s->srun.n_entries) return ert_strips_next(&s->srun, it, s->kptr, a, k, img);
+    if (it->k >= s->n_sched) return false;
+    *a = s->kptr[it->k];
+    *k = it->k++;
+    *img = -1;
+    return true;
+}
+
 static ert_status session_run(ert_session *s) {
     int failed = -1;
     s->g.ctx->err[0] = 0; /* a backend may leave a detail (a CUDA error string) */
@@ -640,7 +651,7 @@ static ert_status session_run(ert_session *s) {
         ert_kargs *a;
         int k, f;
         int64_t img;
-        while (st == ERT_OK && ert_strips_next(&s->srun, &it, s->kptr, &a, &k, &img))
+        while (st == ERT_OK && next_node(s, &it, &a, &k, &img))
             if ((st = s->g.be->run(s->g.bctx, &a, 1, &f)) != ERT_OK) failed = k;
     } else {
         st = s->g.be->run(s->g.bctx, s->kptr, s->n_sched, &failed);
@@ -661,17 +672,6 @@ static ert_status session_run(ert_session *s) {
                                                        : ert_status_str(st));
     }
     return ERT_OK;
-}
-
-/* The next node in run order from it (start at {0, 0}): its arguments, schedule step and image (-1: the
- * whole batch; batch strips run a strip's nodes once per image). */
-static bool next_node(ert_session *s, ert_strip_it *it, ert_kargs **a, int *k, int64_t *img) {
-    if (s->srun.n_entries) return ert_strips_next(&s->srun, it, s->kptr, a, k, img);
-    if (it->k >= s->n_sched) return false;
-    *a = s->kptr[it->k];
-    *k = it->k++;
-    *img = -1;
-    return true;
 }
 
 /* Non-finite values of a float tensor: count, first index and value. f16 and
