@@ -314,8 +314,13 @@ static void fused_gemm(void) {
  * ert_session_run_check_finite names the first scheduled node (it reads the
  * input). */
 static void mnist(void) {
+    const char *shared = ert_test_shared_dir();
+    if (!shared) { /* a clone without ../shared beside it: the rest of the test still runs */
+        printf("note: ../shared not found: the MNIST end-to-end check skipped\n");
+        return;
+    }
     char path[1024];
-    snprintf(path, sizeof path, "%s/models/mnist_8/model.onnx", ert_test_shared_dir());
+    snprintf(path, sizeof path, "%s/models/mnist_8/model.onnx", shared);
     ert_model *m = NULL;
     if (ert_model_load_file(ctx, path, &m) != ERT_OK) {
         CHECK(0, "cannot load %s: %s", path, ert_last_error(ctx));
