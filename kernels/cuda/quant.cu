@@ -361,11 +361,13 @@ static __global__ void qconv_direct(qgeo g, qconv_ops o, qepi e, int64_t n_out) 
  * Shared memory holds both operands K-contiguous, A as [row][k] and B as
  * [pixel][k], rows QROW bytes apart: 32 used, 48 so that a warp's fragment
  * loads (rows g = 0..7 at 4-byte column tig = 0..3: word 12 g + tig) fall in
- * 32 distinct banks. Two buffers: the next step's operands are read from
- * global memory into registers while the tensor cores work on this one. */
+ * 32 distinct banks. Two shared buffers; the next QDEPTH steps' operands are
+ * on their way from global memory into registers while the tensor cores
+ * work on this one. */
 #define QROW 48
 #define QCS 72 /* words per row of the int32 tile: a warp's 8-byte stores in two conflict-free phases */
 #define QTHREADS 128
+#define QDEPTH 3 /* steps loaded ahead (registers: 8 a step) */
 static_assert(ERT_QMMA_TM * QCS * 4 >= 2 * (ERT_QMMA_TM + ERT_QMMA_TN) * QROW, "the tile reuses the operand buffers");
 
 typedef struct qmma_geo {
@@ -469,7 +471,6 @@ static __global__ void __launch_bounds__(QTHREADS) qconv_mma(qmma_geo g, const u
     }
     const int xzs = zp_at(xzp, 0) - (xu8 ? 128 : 0);
     const uint8_t flip = xu8 ? 0x80 : 0, pad = (uint8_t)xzs;
-    int4 ra, rb;
     int acc[2][4][4];
 #pragma unroll
     for (int i = 0; i < 2; i++)
@@ -477,32 +478,56 @@ static __global__ void __launch_bounds__(QTHREADS) qconv_mma(qmma_geo g, const u
         for (int j = 0; j < 4; j++)
 #pragma unroll
             for (int r = 0; r < 4; r++) acc[i][j][r] = 0;
-    if (s_begin < s_end) {
-        qmma_load(g, s_begin, ap, a_ok, ktab, xp, p_ok, b1, b2, bhalf, flip, pad, ra, rb);
-        qmma_store(As[0], Bs[0], arow, ahalf, bcol, bhalf, ra, rb);
+    /* QDEPTH steps in flight: while the tensor cores work on step i (shared
+     * buffer i & 1), steps i + 1 .. i + QDEPTH sit in registers or are on
+     * their way from memory; register set t % QDEPTH holds step t. At batch 1
+     * a conv has one block per SM (4 warps) and few steps per block, so with
+     * one step in flight every step waited a whole memory round trip (ncu:
+     * 4% SM throughput). The inner loop is unrolled QDEPTH times so that the
+     * register sets are indexed by constants. */
+    const int n_steps = s_end > s_begin ? s_end - s_begin : 0;
+    int4 ra[QDEPTH], rb[QDEPTH];
+    if (n_steps > 0) {
+        qmma_load(g, s_begin, ap, a_ok, ktab, xp, p_ok, b1, b2, bhalf, flip, pad, ra[0], rb[0]);
+        qmma_store(As[0], Bs[0], arow, ahalf, bcol, bhalf, ra[0], rb[0]);
+#pragma unroll
+        for (int t = 1; t <= QDEPTH; t++)
+            if (t < n_steps)
+                qmma_load(g, s_begin + t, ap, a_ok, ktab, xp, p_ok, b1, b2, bhalf, flip, pad, ra[t % QDEPTH],
+                          rb[t % QDEPTH]);
     }
     __syncthreads();
-    for (int s = s_begin, buf = 0; s < s_end; s++, buf ^= 1) {
-        if (s + 1 < s_end) qmma_load(g, s + 1, ap, a_ok, ktab, xp, p_ok, b1, b2, bhalf, flip, pad, ra, rb);
-        const uint8_t *A = As[buf], *B = Bs[buf];
-        int af[2][4], bf[4][2];
+    for (int i0 = 0; i0 < n_steps; i0 += QDEPTH) {
 #pragma unroll
-        for (int i = 0; i < 2; i++) {
-            const uint8_t *r0 = A + (wm + i * 16 + gid) * QROW + tig * 4, *r8 = r0 + 8 * QROW;
-            af[i][0] = *(const int *)r0, af[i][1] = *(const int *)r8;
-            af[i][2] = *(const int *)(r0 + 16), af[i][3] = *(const int *)(r8 + 16);
+        for (int j = 0; j < QDEPTH; j++) {
+            const int i = i0 + j;
+            if (i >= n_steps) break;
+            const uint8_t *A = As[i & 1], *B = Bs[i & 1];
+            int af[2][4], bf[4][2];
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                const uint8_t *r0 = A + (wm + u * 16 + gid) * QROW + tig * 4, *r8 = r0 + 8 * QROW;
+                af[u][0] = *(const int *)r0, af[u][1] = *(const int *)r8;
+                af[u][2] = *(const int *)(r0 + 16), af[u][3] = *(const int *)(r8 + 16);
+            }
+#pragma unroll
+            for (int v = 0; v < 4; v++) {
+                const uint8_t *c0 = B + (wn + v * 8 + gid) * QROW + tig * 4;
+                bf[v][0] = *(const int *)c0, bf[v][1] = *(const int *)(c0 + 16);
+            }
+#pragma unroll
+            for (int u = 0; u < 2; u++)
+#pragma unroll
+                for (int v = 0; v < 4; v++) mma_s8(acc[u][v], af[u], bf[v][0], bf[v][1]);
+            const int nx = (j + 1) % QDEPTH; /* step i + 1's register set (i0 is a multiple of QDEPTH) */
+            if (i + 1 < n_steps) {
+                qmma_store(As[(i + 1) & 1], Bs[(i + 1) & 1], arow, ahalf, bcol, bhalf, ra[nx], rb[nx]);
+                if (i + 1 + QDEPTH < n_steps)
+                    qmma_load(g, s_begin + i + 1 + QDEPTH, ap, a_ok, ktab, xp, p_ok, b1, b2, bhalf, flip, pad,
+                              ra[nx], rb[nx]);
+            }
+            __syncthreads();
         }
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const uint8_t *c0 = B + (wn + j * 8 + gid) * QROW + tig * 4;
-            bf[j][0] = *(const int *)c0, bf[j][1] = *(const int *)(c0 + 16);
-        }
-#pragma unroll
-        for (int i = 0; i < 2; i++)
-#pragma unroll
-            for (int j = 0; j < 4; j++) mma_s8(acc[i][j], af[i], bf[j][0], bf[j][1]);
-        if (s + 1 < s_end) qmma_store(As[buf ^ 1], Bs[buf ^ 1], arow, ahalf, bcol, bhalf, ra, rb);
-        __syncthreads();
     }
     /* element (i, j, r) of acc: row wm + 16 i + gid + 8 (r >= 2), column wn + 8 j + 2 tig + (r & 1).
      * The tile's sums go to shared memory (one split) or the workspace (the
@@ -568,15 +593,48 @@ static __global__ void __launch_bounds__(QTHREADS) qconv_mma(qmma_geo g, const u
     }
     __syncthreads();
     const qrange rr = e.requant ? range_of(e) : qrange{0, 0.0f, 0.0f};
-    for (int idx = tid; idx < ERT_QMMA_TM * ERT_QMMA_TN; idx += QTHREADS) {
-        const int row = cm ? idx % ERT_QMMA_TM : idx / ERT_QMMA_TN, col = cm ? idx / ERT_QMMA_TM : idx % ERT_QMMA_TN;
-        const int m = m0 + row, pj = p0 + col;
-        if (m >= g.Mg || pj >= g.P) continue;
-        const int mc = gi * g.Mg + m, n = pj / g.out_sz, at = cm ? col * stride + row : row * stride + col;
-        const int v = g.split > 1 ? __ldcg(&src[at]) : src[at];
-        const int acc = (int)((unsigned)v + (unsigned)radd[row]);
-        const int64_t yi = cm ? (int64_t)pj * g.M + mc : ((int64_t)n * g.M + mc) * g.out_sz + (pj - n * g.out_sz);
-        stq(e.y, e.requant ? e.ycode : Q_I32, yi, e.requant ? requant_with(rr, rmult[row], acc) : acc);
+    /* Each thread owns one line of the tile: channel row tid % 64 (NHWC:
+     * consecutive threads write consecutive channels of a pixel) or pixel
+     * column tid % 64 (NCHW: consecutive pixels of a channel), at every
+     * second place of the other dim. All its sums are read first, then
+     * requantised and stored: one after another, each read waited for the
+     * store before it, and 32 L2 round trips (split) or dependent shared
+     * reads made the epilogue most of a batch-1 conv (ncu: 15-20 us). */
+    constexpr int PER = ERT_QMMA_TM * ERT_QMMA_TN / QTHREADS, STEP = QTHREADS / ERT_QMMA_TM;
+    const int fixed = tid % ERT_QMMA_TM, first = tid / ERT_QMMA_TM;
+    int sv[PER];
+#pragma unroll
+    for (int k = 0; k < PER; k++) { /* (line place first + STEP k, fixed): column-major when cm */
+        const int at = (first + STEP * k) * stride + fixed;
+        sv[k] = g.split > 1 ? __ldcg(&src[at]) : src[at];
+    }
+    const int ycode = e.requant ? e.ycode : Q_I32;
+    if (cm) { /* row fixed: one channel, pixels p0 + first + STEP k */
+        const int m = m0 + fixed;
+        if (m >= g.Mg) return;
+        const int mc = gi * g.Mg + m;
+        const unsigned ad = (unsigned)radd[fixed];
+        const float mu = rmult[fixed];
+#pragma unroll
+        for (int k = 0; k < PER; k++) {
+            const int pj = p0 + first + STEP * k;
+            if (pj >= g.P) break;
+            const int acc = (int)((unsigned)sv[k] + ad);
+            stq(e.y, ycode, (int64_t)pj * g.M + mc, e.requant ? requant_with(rr, mu, acc) : acc);
+        }
+    } else { /* column fixed: one pixel, channels m0 + first + STEP k */
+        const int pj = p0 + fixed;
+        if (pj >= g.P) return;
+        const int n = pj / g.out_sz;
+        const int64_t base = (int64_t)n * g.M * g.out_sz + (pj - n * g.out_sz);
+#pragma unroll
+        for (int k = 0; k < PER; k++) {
+            const int row = first + STEP * k, m = m0 + row;
+            if (m >= g.Mg) break;
+            const int acc = (int)((unsigned)sv[k] + (unsigned)radd[row]);
+            stq(e.y, ycode, base + (int64_t)(gi * g.Mg + m) * g.out_sz,
+                e.requant ? requant_with(rr, rmult[row], acc) : acc);
+        }
     }
 }
 
@@ -751,32 +809,64 @@ extern "C" cudaError_t ert_cuda_maxpool_q8_launch(const ert_kargs *a, cudaStream
 /* ert.QLinearAdd: y = Q([relu](DQ(a) + DQ(b))) element by element with
  * kernels/cpu/quant.c's f32 operations in its order (each product rounded,
  * then the sum, then the quotient: no contraction into FMAs). */
+/* one element of QLinearAdd: (a - za) sa + (b - zb) sb, relu, / sy, clamp,
+ * + zy (the CPU reference's operations in its order) */
+typedef struct qadd_c {
+    float sa, sb, sy, lo, hi;
+    int za, zb, zy;
+} qadd_c;
+static __device__ __forceinline__ int qadd1(const qadd_c &c, bool relu, int qa, int qb) {
+    float v = __fadd_rn(__fmul_rn(__int2float_rn(qa - c.za), c.sa), __fmul_rn(__int2float_rn(qb - c.zb), c.sb));
+    if (relu) v = v > 0.0f ? v : 0.0f;
+    float q = __fdiv_rn(v, c.sy);
+    if (q != q) q = 0.0f;
+    q = q < c.lo ? c.lo : q > c.hi ? c.hi : q;
+    return __float2int_rn(q) + c.zy;
+}
+static __device__ __forceinline__ int byte_of(unsigned w, int k, bool u8) {
+    const unsigned b = (w >> (8 * k)) & 0xffu;
+    return u8 ? (int)b : (int)(int8_t)b;
+}
+
+/* vec: a, b and y 8-bit and 4-byte aligned, n a multiple of 4: each thread
+ * four elements through 32-bit loads and stores (byte by byte the kernel
+ * moved 0.3 TB/s: 16 us for ResNet-18's batch-8 56x56 joins) */
 static __global__ void qadd_kernel(const void *a, int ac, const void *b, int bc, void *y, int yc, const void *as,
                                    const void *bs, const void *ys, int sc, qzp az, qzp bz, qzp yz, bool relu,
-                                   int64_t n) {
-    const float sa = lds(as, sc, 0), sb = lds(bs, sc, 0), sy = lds(ys, sc, 0);
-    const int za = zp_at(az, 0), zb = zp_at(bz, 0), zy = zp_at(yz, 0);
+                                   int64_t n, bool vec) {
+    qadd_c c;
+    c.sa = lds(as, sc, 0), c.sb = lds(bs, sc, 0), c.sy = lds(ys, sc, 0);
+    c.za = zp_at(az, 0), c.zb = zp_at(bz, 0), c.zy = zp_at(yz, 0);
     const int qmin = yc == Q_U8 ? 0 : -128, qmax = yc == Q_U8 ? 255 : 127;
-    const float lo = (float)(qmin - zy), hi = (float)(qmax - zy);
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        float v = __fadd_rn(__fmul_rn(__int2float_rn(ldq(a, ac, i) - za), sa),
-                            __fmul_rn(__int2float_rn(ldq(b, bc, i) - zb), sb));
-        if (relu) v = v > 0.0f ? v : 0.0f;
-        float q = __fdiv_rn(v, sy);
-        if (q != q) q = 0.0f;
-        q = q < lo ? lo : q > hi ? hi : q;
-        stq(y, yc, i, __float2int_rn(q) + zy);
+    c.lo = (float)(qmin - c.zy), c.hi = (float)(qmax - c.zy);
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    if (vec) {
+        const bool au = ac == Q_U8, bu = bc == Q_U8;
+        for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n / 4; i += stride) {
+            const unsigned wa = __ldg((const unsigned *)a + i), wb = __ldg((const unsigned *)b + i);
+            unsigned w = 0;
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                w |= ((unsigned)qadd1(c, relu, byte_of(wa, k, au), byte_of(wb, k, bu)) & 0xffu) << (8 * k);
+            ((unsigned *)y)[i] = w;
+        }
+        return;
     }
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += stride)
+        stq(y, yc, i, qadd1(c, relu, ldq(a, ac, i), ldq(b, bc, i)));
 }
 
 extern "C" cudaError_t ert_cuda_qadd_launch(const ert_kargs *a, cudaStream_t st) {
     const ert_tview *y = &a->out[0];
     if (a->n_in != 8 || a->in[0].n_elems != y->n_elems || a->in[3].n_elems != y->n_elems) return cudaErrorInvalidValue;
     if (!y->n_elems) return cudaSuccess;
-    qadd_kernel<<<grid_of(y->n_elems), TPB, 0, st>>>(
-        a->in[0].data, qcode(a->in[0].dtype), a->in[3].data, qcode(a->in[3].dtype), y->data, qcode(y->dtype),
-        a->in[1].data, a->in[4].data, a->in[6].data, scode(a->in[1].dtype), zp_of(a, 2), zp_of(a, 5), zp_of(a, 7),
-        a->params->quant.conv.act.kind == ERT_ACT_RELU, y->n_elems);
+    const int ac = qcode(a->in[0].dtype), bc = qcode(a->in[3].dtype), yc = qcode(y->dtype);
+    const bool vec = ac != Q_I32 && bc != Q_I32 && yc != Q_I32 && y->n_elems % 4 == 0 &&
+                     (((uintptr_t)a->in[0].data | (uintptr_t)a->in[3].data | (uintptr_t)y->data) & 3) == 0;
+    qadd_kernel<<<grid_of(vec ? y->n_elems / 4 : y->n_elems), TPB, 0, st>>>(
+        a->in[0].data, ac, a->in[3].data, bc, y->data, yc, a->in[1].data, a->in[4].data, a->in[6].data,
+        scode(a->in[1].dtype), zp_of(a, 2), zp_of(a, 5), zp_of(a, 7), a->params->quant.conv.act.kind == ERT_ACT_RELU,
+        y->n_elems, vec);
     return cudaGetLastError();
 }
 

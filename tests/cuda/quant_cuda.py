@@ -27,6 +27,8 @@ quant_* tests) and once on a CUDA session, on the same random inputs:
   QLinearMatMul  2-D B (any A rank), equal batch dims; per-column B; the
   MatMulInteger  broadcast case stays on the CPU fallback (counted).
   MaxPool int8   DQ -> MaxPool -> Q folded to MaxPool on the integers.
+  QLinearAdd     DQ + DQ -> [Relu] -> Q folded to ert.QLinearAdd: int8/uint8
+                 mixes, sizes of whole 4-byte words and not. Bit-exact.
   QLut           DQ -> element-wise float nodes (Relu, Clip, Sigmoid,
                  x*Sigmoid(x), HardSwish, ...) -> Q folded to ert.QLut (a
                  256-entry table): int8/uint8 mixes, sizes with and without
@@ -387,6 +389,43 @@ def lut_cases(C, rng):
     C.saturation("QLut")
 
 
+def qadd_cases(C, rng):
+    """DQ(a) + DQ(b) -> [Relu] -> Q folded to ert.QLinearAdd: bit-exact with
+    the CPU session; sizes that are whole 4-byte words (the kernel's word
+    path) and not (its byte path), int8/uint8 mixes, with and without Relu."""
+    R = C.runner
+    shapes = [[2, 16, 9, 9], [1, 7, 5, 3], [8, 64, 14, 14], [4099]]
+    combos = [(np.int8, np.int8, np.int8), (np.uint8, np.uint8, np.uint8), (np.uint8, np.int8, np.int8),
+              (np.int8, np.uint8, np.uint8)]
+    for si, shape in enumerate(shapes):
+        for ci, (at, bt, yt) in enumerate(combos):
+            relu = (si + ci) % 2 == 1
+            inits = {"as": np.array(rng.uniform(0.01, 0.1), np.float32), "bs": np.array(rng.uniform(0.01, 0.1), np.float32),
+                     "ys": np.array(rng.uniform(0.02, 0.12), np.float32),
+                     "az": Q.zp_of(rng, at), "bz": Q.zp_of(rng, bt), "yz": Q.zp_of(rng, yt)}
+            nodes = [helper.make_node("DequantizeLinear", ["a", "as", "az"], ["fa"], name="dq_a"),
+                     helper.make_node("DequantizeLinear", ["b", "bs", "bz"], ["fb"], name="dq_b"),
+                     helper.make_node("Add", ["fa", "fb"], ["s"], name="add")]
+            if relu:
+                nodes.append(helper.make_node("Relu", ["s"], ["r"], name="relu"))
+            nodes.append(helper.make_node("QuantizeLinear", ["r" if relu else "s", "ys", "yz"], ["y"], name="q"))
+            g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("a", Q.NP2ONNX[at], shape),
+                                               helper.make_tensor_value_info("b", Q.NP2ONNX[bt], shape)],
+                                  [helper.make_tensor_value_info("y", Q.NP2ONNX[yt], shape)],
+                                  [numpy_helper.from_array(v, k) for k, v in inits.items()])
+            m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+            m.ir_version = 7
+            tag = "QLinearAdd %s %s+%s->%s%s" % ("x".join(map(str, shape)), np.dtype(at).name, np.dtype(bt).name,
+                                                np.dtype(yt).name, " relu" if relu else "")
+
+            def folded(rg, tag=tag):
+                if rg["ops"] != {"ert.QLinearAdd": 1}:
+                    C.R.report(False, tag + " folded", "ops %s" % json.dumps(rg["ops"]))
+            C.check(tag, R.save(m, "qadd%d_%d" % (si, ci)), {"a": Q.rq(rng, at, shape), "b": Q.rq(rng, bt, shape)},
+                    then=folded)
+    C.saturation("QLinearAdd")
+
+
 def cnn_cases(C, rng):
     from onnxruntime.quantization import QuantType
     R = C.runner
@@ -445,7 +484,7 @@ def main():
         C.device = []
     rng = np.random.default_rng(args.seed)
     C.edgert = args.edgert
-    for f in (qdq_cases, conv_cases, matmul_cases, pool_cases, lut_cases, cnn_cases) + ((edgert_cases,) if args.edgert else ()):
+    for f in (qdq_cases, conv_cases, matmul_cases, pool_cases, lut_cases, qadd_cases, cnn_cases) + ((edgert_cases,) if args.edgert else ()):
         f(C, rng)
     C.drain()
     if C.device:  # the tensor-core kernel must have been taken (sm_80+; the quant_cuda ctest runs on an H100/H200)
