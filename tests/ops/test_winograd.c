@@ -1,6 +1,7 @@
 /* Winograd F(4x4, 3x3) (kernels/cpu/winograd.c) against a float64 direct
  * convolution, outputs poisoned, at 1, 2 and 3 threads and for every SGEMM
- * micro-kernel this CPU has:
+ * micro-kernel this CPU has, each result bit-identical at 1, 2, 3 and 5
+ * threads:
  *   - odd shapes: channels 1..37 (not multiples of the vector length),
  *     images from 1x1 up, sizes that leave a partial last tile, batch 1-3;
  *   - every padding: each of the four sides 0, 1 or 2 on its own;
@@ -33,7 +34,8 @@
 
 static ert_test_rng rng;
 static ert_context *ctx;
-static struct ert_threadpool *pools[3]; /* NULL (1 thread), 2, 3 threads */
+static struct ert_threadpool *pools[4]; /* NULL (1 thread), 2, 3, 5 threads */
+static const int pool_threads[4] = {1, 2, 3, 5};
 
 typedef struct wcase {
     int64_t N, C, M, H, W, pt, pb, pl, pr;
@@ -163,7 +165,29 @@ static bool run_case(const wcase *c, int pool_i, bool nan_filter, int pack_cap, 
         ok = false;
     }
     free(ref);
-    free(a.workspace);
+    /* the same bits on every thread count: the 36 products side by side, in
+     * row chunks where 36 does not spread over the workers (5 threads), or
+     * one at a time split over them, never change a sum */
+    const int64_t ny = tt_n(&y);
+    float *y0 = malloc((size_t)ny * sizeof *y0);
+    memcpy(y0, y.data, (size_t)ny * sizeof *y0);
+    void *ws0 = a.workspace;
+    for (int q = 0; q < 4 && st == ERT_OK && ok; q++) {
+        if (q == pool_i) continue;
+        a.pool = pools[q];
+        a.workspace_bytes = ert_cpu_sgemm_workspace(c->M, OH * OW, 9 * c->C, ert_threadpool_size(a.pool)) +
+                            ert_cpu_wino_workspace(&a);
+        a.workspace = aligned_alloc(64, ert_align_up(a.workspace_bytes, 64));
+        ert_test_poison(y.data, ny);
+        ert_status st2 = ert_cpu_conv(&a);
+        bool same = st2 == ERT_OK && memcmp(y.data, y0, (size_t)ny * sizeof *y0) == 0;
+        CHECK(same, "%s: %d threads give other bits than %d threads (%s)", what, pool_threads[q],
+              pool_threads[pool_i], ert_status_str(st2));
+        ok = ok && same;
+        free(a.workspace);
+    }
+    free(y0);
+    free(ws0);
     free(a.packed);
     tt *all[] = {&x, &w, &b, &r, &s, &is, &y, &wk};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tt_free(all[i]);
@@ -346,7 +370,9 @@ static void test_session(int n_threads) {
 int main(void) {
     ert_test_rng_init(&rng, "winograd");
     if (ert_context_create(NULL, &ctx) != ERT_OK) return 1;
-    if (ert_threadpool_create(2, &pools[1]) != ERT_OK || ert_threadpool_create(3, &pools[2]) != ERT_OK) return 1;
+    if (ert_threadpool_create(2, &pools[1]) != ERT_OK || ert_threadpool_create(3, &pools[2]) != ERT_OK ||
+        ert_threadpool_create(5, &pools[3]) != ERT_OK)
+        return 1;
     test_cost_rule();
     for (int t = 1; t <= 3; t++) test_session(t);
     for (int cap = ERT_CPU_GEMM_FASTEST; cap >= ERT_CPU_GEMM_PORTABLE; cap--) {
@@ -357,6 +383,7 @@ int main(void) {
     test_stale_pack();
     ert_threadpool_free(pools[1]);
     ert_threadpool_free(pools[2]);
+    ert_threadpool_free(pools[3]);
     ert_context_free(ctx);
     return ert_test_finish("winograd");
 }
