@@ -15,11 +15,14 @@
 #           resnet18,resnet50,mobilenet_v2; AB=0 drops --ab)
 #   ncu     Nsight Compute on the int8 kernels of one int8 model that the
 #           int8 step made (NCU_MODEL, default resnet18; NCU_CONFIG, default
-#           f16:1d): duration, grid, occupancy, throughput and warp stalls per
+#           f16:1d; several, space-separated, e.g. "f16:1d f16:8d"): duration, grid, occupancy, throughput and warp stalls per
 #           launch, the create-time self-check's launches included (ncu.csv)
 #   zoo     bench/zoo/run_zoo_gpu.sh with ZOO_CONFIGS (default f16:8) on ONLY
 #           (default: every model); YOLO needs the ultralytics wheels in .whl
 #           (carry .whl)
+#   cpuzoo  the CPU zoo on this host's cores (issue 15): make_cpu_zoo.py's
+#           torch-free models, bench_cpu_zoo.py edgert vs onnxruntime at
+#           CPU_THREADS (default 1,2,4,8,16) and CPU_BATCH (default 1,8)
 # env: ITERS (30), WARMUP (5), DEADLINE_S (570: every step runs under
 # `timeout` with what is left of it, so the call returns with its logs).
 set -uo pipefail
@@ -86,12 +89,15 @@ if has ncu; then
   if [[ -z $ncu || ! -f /tmp/int8/$nm/${nm}_int8.ert ]]; then
     echo "ncu: skipped (ncu '${ncu}', model /tmp/int8/$nm/${nm}_int8.ert: run the int8 step first)"
   else
-    t0=$SECONDS
-    timeout "$(left)" "$ncu" --csv --page details -k 'regex:qconv|qadd|qlut|quantize' --launch-count 120 \
-      --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-      $build/apps/bench/bench_zoo_edgert /tmp/int8/$nm/${nm}_int8.ert /tmp/int8/$nm/x.f32 /tmp/ncu-run 2 1 \
-      --input-dims 1x3x224x224 "${NCU_CONFIG:-f16:1d}" > "$out/ncu.csv" 2> "$out/ncu.log"
-    echo "ncu: rc $? ($((SECONDS - t0)) s), $(grep -c 'gpu__time_duration\|Duration' "$out/ncu.csv") duration rows"
+    for cfg in ${NCU_CONFIG:-f16:1d}; do
+      t0=$SECONDS
+      f=ncu_${cfg//:/_}
+      timeout "$(left)" "$ncu" --csv --page details -k 'regex:qconv|qadd|qlut|quantize' --launch-count "${NCU_COUNT:-120}" \
+        --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+        $build/apps/bench/bench_zoo_edgert /tmp/int8/$nm/${nm}_int8.ert /tmp/int8/$nm/x.f32 /tmp/ncu-run 2 1 \
+        --input-dims 1x3x224x224 "$cfg" > "$out/$f.csv" 2> "$out/$f.log"
+      echo "ncu $cfg: rc $? ($((SECONDS - t0)) s), $(grep -c 'gpu__time_duration\|Duration' "$out/$f.csv") duration rows"
+    done
   fi
 fi
 if has zoo; then
@@ -100,4 +106,14 @@ if has zoo; then
   echo "zoo: rc $?"
   cp /tmp/zoo-out/zoo_gpu.json /tmp/zoo-out/zoo_gpu.md "$out/" 2>/dev/null
   grep -A8 "^| config" "$out/zoo_gpu.md"
+fi
+if has cpuzoo; then
+  t0=$SECONDS
+  { lscpu | grep -E "Model name|^CPU\(s\)|Thread|Core|Socket|Flags" | cut -c1-300; nproc; } > "$out/cpu.txt"
+  python3 bench/zoo/make_cpu_zoo.py /tmp/czoo > "$out/cpuzoo_make.log" 2>&1 &&
+    timeout "$(left)" python3 bench/zoo/bench_cpu_zoo.py /tmp/czoo --edgert $build/apps/edgert \
+      --threads "${CPU_THREADS:-1,2,4,8,16}" --batch "${CPU_BATCH:-1,8}" --iters "${CPU_ITERS:-20}" --warmup 3 \
+      --out "$out" > "$out/cpuzoo.log" 2>&1
+  echo "cpuzoo: rc $? ($((SECONDS - t0)) s)"
+  grep -i -A12 "geomean" "$out"/cpu_zoo_*.md 2>/dev/null | head -30
 fi
