@@ -391,6 +391,18 @@ static __device__ __forceinline__ void mma_s8(int (&c)[4], const int (&a)[4], in
 #endif
 }
 
+/* four 8 x 8 b16 matrices from shared memory (one 16-byte row address per lane) */
+static __device__ __forceinline__ void ldsm_x4(int &r0, int &r1, int &r2, int &r3, const uint8_t *p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(a));
+#else
+    (void)p, r0 = r1 = r2 = r3 = 0;
+#endif
+}
+
 /* step s's operands into registers: ra, 16 bytes of the thread's filter row
  * (zeros past Mg); rb, 16 taps of its pixel (the padding value pad outside
  * the image), as s8: with g.vec 16 channels of one tap, one 16-byte load */
@@ -485,6 +497,27 @@ static __global__ void __launch_bounds__(QTHREADS) qconv_mma(qmma_geo g, const u
      * one step in flight every step waited a whole memory round trip (ncu:
      * 4% SM throughput). The inner loop is unrolled QDEPTH times so that the
      * register sets are indexed by constants. */
+    /* per row of the tile, once: what the sums need added (the bias, minus
+     * xzs * wsum: sum (x - xzp) w = sum xs w - xzs sum w, in wrapping int32
+     * as the CPU's sums) and the requantisation multiplier (requant1's
+     * operations); read before the main loop so that their chain of global
+     * loads (bias, filter sums, scales) is hidden behind it, published by
+     * the loop's first barrier */
+    __shared__ int radd[ERT_QMMA_TM];
+    __shared__ float rmult[ERT_QMMA_TM];
+    if (tid < ERT_QMMA_TM && m0 + tid < g.Mg) {
+        const int mc = gi * g.Mg + m0 + tid;
+        const unsigned b = e.requant && e.bias ? (unsigned)e.bias[mc] : 0u;
+        radd[tid] = (int)(b - (unsigned)xzs * (unsigned)wsum[mc]);
+        rmult[tid] = e.requant ? mult_of(e, mc) : 0.0f;
+    }
+    /* ldmatrix row addresses (lane q * 8 + r gives row r of 8 x 16-byte matrix q):
+     * A: matrices (rows 0-7 | 8-15) x (k bytes 0-15 | 16-31) = a0..a3 of
+     * m16n8k32; B: (pixels 0-7, k 0-15 | 16-31), then pixels 8-15 = b0, b1 of
+     * two n8 sub-tiles */
+    const int lq = lane >> 3, lr = lane & 7;
+    const int a_ld = (wm + (lq & 1) * 8 + lr) * QROW + (lq >> 1) * 16;
+    const int b_ld = (wn + (lq >> 1) * 8 + lr) * QROW + (lq & 1) * 16;
     const int n_steps = s_end > s_begin ? s_end - s_begin : 0;
     int4 ra[QDEPTH], rb[QDEPTH];
     if (n_steps > 0) {
@@ -505,16 +538,11 @@ static __global__ void __launch_bounds__(QTHREADS) qconv_mma(qmma_geo g, const u
             const uint8_t *A = As[i & 1], *B = Bs[i & 1];
             int af[2][4], bf[4][2];
 #pragma unroll
-            for (int u = 0; u < 2; u++) {
-                const uint8_t *r0 = A + (wm + u * 16 + gid) * QROW + tig * 4, *r8 = r0 + 8 * QROW;
-                af[u][0] = *(const int *)r0, af[u][1] = *(const int *)r8;
-                af[u][2] = *(const int *)(r0 + 16), af[u][3] = *(const int *)(r8 + 16);
-            }
+            for (int u = 0; u < 2; u++)
+                ldsm_x4(af[u][0], af[u][1], af[u][2], af[u][3], A + a_ld + u * 16 * QROW);
 #pragma unroll
-            for (int v = 0; v < 4; v++) {
-                const uint8_t *c0 = B + (wn + v * 8 + gid) * QROW + tig * 4;
-                bf[v][0] = *(const int *)c0, bf[v][1] = *(const int *)(c0 + 16);
-            }
+            for (int w = 0; w < 2; w++)
+                ldsm_x4(bf[2 * w][0], bf[2 * w][1], bf[2 * w + 1][0], bf[2 * w + 1][1], B + b_ld + w * 16 * QROW);
 #pragma unroll
             for (int u = 0; u < 2; u++)
 #pragma unroll
@@ -580,18 +608,6 @@ static __global__ void __launch_bounds__(QTHREADS) qconv_mma(qmma_geo g, const u
         __syncthreads();
         src = cs, stride = QCS;
     }
-    /* per row, once: what the sums need added (the bias, minus xzs * wsum:
-     * sum (x - xzp) w = sum xs w - xzs sum w, in wrapping int32 as the CPU's
-     * sums) and the requantisation multiplier (requant1's operations) */
-    __shared__ int radd[ERT_QMMA_TM];
-    __shared__ float rmult[ERT_QMMA_TM];
-    if (tid < ERT_QMMA_TM && m0 + tid < g.Mg) {
-        const int mc = gi * g.Mg + m0 + tid;
-        const unsigned b = e.requant && e.bias ? (unsigned)e.bias[mc] : 0u;
-        radd[tid] = (int)(b - (unsigned)xzs * (unsigned)wsum[mc]);
-        rmult[tid] = e.requant ? mult_of(e, mc) : 0.0f;
-    }
-    __syncthreads();
     const qrange rr = e.requant ? range_of(e) : qrange{0, 0.0f, 0.0f};
     /* Each thread owns one line of the tile: channel row tid % 64 (NHWC:
      * consecutive threads write consecutive channels of a pixel) or pixel
