@@ -904,6 +904,43 @@ static ert_par_fn pick_slot(const ukr_desc *uk) {
 }
 #endif
 
+/* The shared im2col B (shared_b_floats): task t packs K block t / n_nb,
+ * column block t % n_nb, where the slots' tasks read it as a B packed at
+ * create (b_all) */
+typedef struct shared_b_job {
+    const ert_sgemm_args *g;
+    const ukr_desc *uk;
+    float *b;
+    int64_t b_rows, n_kb, n_nb;
+} shared_b_job;
+
+static inline __attribute__((always_inline)) void shared_b_body(void *arg, int64_t t0, int64_t t1) {
+    const shared_b_job *j = arg;
+    const ert_sgemm_args *g = j->g;
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t pc = (t / j->n_nb) * KC, kc = min64(KC, g->K - pc);
+        const int64_t j0 = (t % j->n_nb) * NC, nc = min64(NC, g->N - j0);
+        pack_b_conv(g->conv, g->b_row_scale, pc, kc, j0, nc, j->uk->nr, j->b + pc * j->b_rows + j0 * kc);
+    }
+}
+static void shared_b_run(void *arg, int64_t t0, int64_t t1) { shared_b_body(arg, t0, t1); }
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f,avx2,fma"))) static void shared_b_avx512(void *arg, int64_t t0, int64_t t1) {
+    shared_b_body(arg, t0, t1);
+}
+__attribute__((target("avx2,fma"))) static void shared_b_avx2(void *arg, int64_t t0, int64_t t1) {
+    shared_b_body(arg, t0, t1);
+}
+static ert_par_fn pick_shared_b(const ukr_desc *uk) {
+    return uk->kind == ERT_CPU_GEMM_AVX512 ? shared_b_avx512 : uk->kind == ERT_CPU_GEMM_AVX2 ? shared_b_avx2 : shared_b_run;
+}
+#else
+static ert_par_fn pick_shared_b(const ukr_desc *uk) {
+    (void)uk;
+    return shared_b_run;
+}
+#endif
+
 /* B block (KC x NC) + A block (<= MC x KC), both trimmed to the problem; sized
  * for the widest kernel so that any kernel can run in it. */
 static void slot_sizes(int64_t M, int64_t N, int64_t K, size_t *b_floats, size_t *total) {
@@ -912,13 +949,27 @@ static void slot_sizes(int64_t M, int64_t N, int64_t K, size_t *b_floats, size_t
     *total = *b_floats + (size_t)round_up(kc * min64(round_up(M, MR_LCM), MC), 16);
 }
 
+/* A conv's im2col B packed once for all tasks, beside the worker slots:
+ * with each task packing its own B blocks, every row block of the filter
+ * repacked the same im2col panels, so a conv of a few hundred pixels and
+ * many output channels packed its whole B once per row block (a 3x3
+ * stride-2 conv 128 -> 256 at 14x14: M split in 2 blocks on 2 workers, each
+ * packing all of B, where one worker packed it once). Where the whole B is
+ * small: floats of it (panels for the widest kernel), or 0. */
+#define SHARED_B_MAX_BYTES (2u << 20)
+static size_t shared_b_floats(int64_t M, int64_t N, int64_t K, int64_t slots) {
+    const size_t f = (size_t)K * (size_t)round_up(N, NR_MAX);
+    if (f * sizeof(float) > SHARED_B_MAX_BYTES) return 0;
+    return M > MR_LCM && (M > MC || slots > 1) ? f : 0; /* more than one row block possible */
+}
+
 size_t ert_cpu_sgemm_workspace(int64_t M, int64_t N, int64_t K, int n_threads) {
     if (M <= 0 || N <= 0 || K <= 0) return 0;
     if (n_threads < 1) n_threads = 1;
     size_t bf, sf, total;
     slot_sizes(M, N, K, &bf, &sf);
     if (ert_mul_ovf(sf * sizeof(float), (size_t)n_threads, &total)) return SIZE_MAX;
-    return total;
+    return total + shared_b_floats(M, N, K, n_threads) * sizeof(float);
 }
 
 size_t ert_cpu_sgemm_slot_bytes(int64_t M, int64_t N, int64_t K) {
@@ -978,6 +1029,20 @@ ert_status ert_cpu_sgemm(const ert_sgemm_args *g, void *ws, size_t ws_bytes, str
     atomic_init(&jb.next_task, 0);
     int64_t fit = (int64_t)(ws_bytes / (sf * sizeof(float)));
     int64_t slots = min64(ert_threadpool_size(pool), fit);
+    /* a conv's im2col B packed once, after the slots, where the row blocks
+     * would each pack it (shared_b_floats) and the workspace holds it */
+    const size_t sb = g->conv ? shared_b_floats(g->M, g->N, g->K, ert_threadpool_size(pool)) : 0;
+    if (sb && ws_bytes >= (sf + sb) * sizeof(float)) {
+        const int64_t s2 = min64(slots, (int64_t)((ws_bytes - sb * sizeof(float)) / (sf * sizeof(float))));
+        int64_t n_mb, mcb, n_jc;
+        sgemm_split(g->M, g->N, s2, &n_mb, &mcb, &n_jc);
+        if (n_mb > 1) {
+            slots = s2;
+            shared_b_job sj = {g, jb.uk, (float *)ws + (size_t)s2 * sf, jb.b_rows, (g->K + KC - 1) / KC, jb.n_nb};
+            ert_parallel_for(pool, sj.n_kb * sj.n_nb, 1, pick_shared_b(jb.uk), &sj);
+            jb.b_all = sj.b;
+        }
+    }
     sgemm_split(g->M, g->N, slots, &jb.n_mb, &jb.mcb, &jb.n_jc);
     jb.n_slots = min64(slots, jb.n_mb * jb.n_jc);
     ert_parallel_for(pool, jb.n_slots, 1, pick_slot(jb.uk), &jb);

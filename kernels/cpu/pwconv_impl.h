@@ -87,7 +87,9 @@ PW_TARGET static inline __attribute__((always_inline)) void PW_FN(pw_slot)(pw_jo
         const int64_t p1 = e1 < P ? e1 : P;
         const float *x0 = j->x + n * K * P + p0;
         int64_t ldx = P;
-        if (j->gm) { /* im2col rows of pixels [p0, p1) into the slot */
+        if (j->xsh) { /* the shared im2col rows, built before the tasks */
+            x0 = j->xsh + n * K * P + p0;
+        } else if (j->gm) { /* im2col rows of pixels [p0, p1) into the slot */
             pw_im2col(j->gm, j->x + n * j->gm->C * j->gm->H * j->gm->W, j->isc ? j->isc + n * j->gm->C : NULL, p0,
                       p1, xs);
             x0 = xs;

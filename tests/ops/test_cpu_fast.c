@@ -5,6 +5,8 @@
  *     (groups, odd channels, 1x1 stride 1 and 2, stride/pad/dilation), Gemm
  *     (every transpose), MatMul with a 2-D B; the original weights are NaN
  *     while the kernel runs, so only the packed copy can give the answer;
+ *     at 2 and 3 threads the convs with more than one row block pack their
+ *     im2col B once, shared by every task (matmul.c's shared_b_floats);
  *   - the SGEMM's store epilogue (bias per row and per column, residual,
  *     every activation; in the micro-kernel's registers where it can),
  *     NaN through it;

@@ -22,7 +22,9 @@
  *   - a NaN in the residual comes out NaN through every activation;
  *   - a session of a 1x1 conv: ERT_SESSION_NO_PACK gives the same bits;
  *   - many channel blocks over few pixels (the 7x7 maps' convs: pixel chunks and block groups
- *     both split between threads), and every case again on another thread count: the same bits.
+ *     both split between threads), and every case again on another thread count: the same bits
+ *     (on 2 and 3 threads the im2col rows are built once and shared by the tasks, on 1 each task
+ *     builds its own).
  * Tolerance: |got - ref| <= 1e-5 |ref| + 1e-6 + u K^1.5 / 2 sum-scale, the
  * K-term sum bound of test_cpu_fast.c's dot_atol. */
 #include "cpu_gemm.h"
@@ -121,10 +123,13 @@ static bool run_pw(const pcase *c, int pool_i, int cap, int mode, const tt *x, c
     kc.wino = -1; /* Winograd would take some 3x3 stride-1 cases when packed (its own test covers it) */
     ert_kargs a = {.op = ERT_OP_CONV, .params = &prm, .n_in = 6, .n_out = 1, .in = v, .out = v + 6,
                    .pool = pools[pool_i], .choice = &kc};
-    /* prepare's workspace for a conv (the SGEMM's, core/ops/conv.c), poisoned */
+    /* a session's workspace for a conv, poisoned: prepare's (the SGEMM's, core/ops/conv.c) and the
+     * backend's extra for this kernel (cpu_node_workspace: with several threads, room for the
+     * im2col rows every task then shares) */
     int64_t ksz = 1;
     for (int i = 0; i < c->nsp; i++) ksz *= c->k[i];
-    a.workspace_bytes = ert_cpu_sgemm_workspace(c->M, pix(c), c->K * ksz, ert_threadpool_size(a.pool));
+    a.workspace_bytes = ert_cpu_sgemm_workspace(c->M, pix(c), c->K * ksz, ert_threadpool_size(a.pool)) +
+                        (mode == 2 ? 0 : ert_cpu_pw_workspace(&a));
     a.workspace = aligned_alloc(64, ert_align_up(a.workspace_bytes, 64));
     memset(a.workspace, 0xFF, a.workspace_bytes);
     if (mode == 0) {
