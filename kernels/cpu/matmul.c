@@ -876,33 +876,36 @@ static inline __attribute__((always_inline)) void sgemm_slot_body(void *arg, int
     }
 }
 
-static void sgemm_slot(void *arg, int64_t s0, int64_t s1) { sgemm_slot_body(arg, s0, s1); }
-
+/* A parallel_for body compiled once per x86 vector ISA, and the copy for a
+ * micro-kernel: NAME_pick(uk). With the AVX-512 kernel the packing and the
+ * tile stores are a third of the time; built for the baseline target they
+ * run on 4-wide SSE, so the whole driver is compiled again for AVX-512 (same
+ * code, same results: no multiply-add is contracted differently, packing
+ * and stores only copy, scale by alpha and add); the AVX2 copy because the
+ * store epilogue's activations (act_vec.h) are 8-wide, which baseline SSE2
+ * runs as two halves. */
 #if defined(__x86_64__) && defined(__GNUC__)
-/* With the AVX-512 kernel the packing and the tile stores are a third of the
- * time; built for the baseline target they run on 4-wide SSE, so the whole
- * driver is compiled again for AVX-512 (same code, same results: no
- * multiply-add is contracted differently, packing and stores only copy,
- * scale by alpha and add). */
-__attribute__((target("avx512f,avx2,fma"))) static void sgemm_slot_avx512(void *arg, int64_t s0, int64_t s1) {
-    sgemm_slot_body(arg, s0, s1);
-}
-/* The same for AVX2: the store epilogue's activations (act_vec.h) are
- * 8-wide, which baseline SSE2 runs as two halves. */
-__attribute__((target("avx2,fma"))) static void sgemm_slot_avx2(void *arg, int64_t s0, int64_t s1) {
-    sgemm_slot_body(arg, s0, s1);
-}
-static ert_par_fn pick_slot(const ukr_desc *uk) {
-    return uk->kind == ERT_CPU_GEMM_AVX512 ? sgemm_slot_avx512
-           : uk->kind == ERT_CPU_GEMM_AVX2   ? sgemm_slot_avx2
-                                             : sgemm_slot;
-}
+#define PER_ISA(name, body)                                                                                      \
+    static void name##_base(void *arg, int64_t a0, int64_t a1) { body(arg, a0, a1); }                             \
+    __attribute__((target("avx512f,avx2,fma"))) static void name##_avx512(void *arg, int64_t a0, int64_t a1) {    \
+        body(arg, a0, a1);                                                                                        \
+    }                                                                                                             \
+    __attribute__((target("avx2,fma"))) static void name##_avx2(void *arg, int64_t a0, int64_t a1) {              \
+        body(arg, a0, a1);                                                                                        \
+    }                                                                                                             \
+    static ert_par_fn name##_pick(const ukr_desc *uk) {                                                           \
+        return uk->kind == ERT_CPU_GEMM_AVX512 ? name##_avx512 : uk->kind == ERT_CPU_GEMM_AVX2 ? name##_avx2      \
+                                                                                                : name##_base;    \
+    }
 #else
-static ert_par_fn pick_slot(const ukr_desc *uk) {
-    (void)uk;
-    return sgemm_slot;
-}
+#define PER_ISA(name, body)                                                                                      \
+    static void name##_base(void *arg, int64_t a0, int64_t a1) { body(arg, a0, a1); }                             \
+    static ert_par_fn name##_pick(const ukr_desc *uk) {                                                           \
+        (void)uk;                                                                                                 \
+        return name##_base;                                                                                       \
+    }
 #endif
+PER_ISA(sgemm_slot, sgemm_slot_body)
 
 /* The shared im2col B (shared_b_floats): task t packs K block t / n_nb,
  * column block t % n_nb, where the slots' tasks read it as a B packed at
@@ -923,23 +926,7 @@ static inline __attribute__((always_inline)) void shared_b_body(void *arg, int64
         pack_b_conv(g->conv, g->b_row_scale, pc, kc, j0, nc, j->uk->nr, j->b + pc * j->b_rows + j0 * kc);
     }
 }
-static void shared_b_run(void *arg, int64_t t0, int64_t t1) { shared_b_body(arg, t0, t1); }
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx512f,avx2,fma"))) static void shared_b_avx512(void *arg, int64_t t0, int64_t t1) {
-    shared_b_body(arg, t0, t1);
-}
-__attribute__((target("avx2,fma"))) static void shared_b_avx2(void *arg, int64_t t0, int64_t t1) {
-    shared_b_body(arg, t0, t1);
-}
-static ert_par_fn pick_shared_b(const ukr_desc *uk) {
-    return uk->kind == ERT_CPU_GEMM_AVX512 ? shared_b_avx512 : uk->kind == ERT_CPU_GEMM_AVX2 ? shared_b_avx2 : shared_b_run;
-}
-#else
-static ert_par_fn pick_shared_b(const ukr_desc *uk) {
-    (void)uk;
-    return shared_b_run;
-}
-#endif
+PER_ISA(shared_b, shared_b_body)
 
 /* B block (KC x NC) + A block (<= MC x KC), both trimmed to the problem; sized
  * for the widest kernel so that any kernel can run in it. */
@@ -1039,13 +1026,13 @@ ert_status ert_cpu_sgemm(const ert_sgemm_args *g, void *ws, size_t ws_bytes, str
         if (n_mb > 1) {
             slots = s2;
             shared_b_job sj = {g, jb.uk, (float *)ws + (size_t)s2 * sf, jb.b_rows, (g->K + KC - 1) / KC, jb.n_nb};
-            ert_parallel_for(pool, sj.n_kb * sj.n_nb, 1, pick_shared_b(jb.uk), &sj);
+            ert_parallel_for(pool, sj.n_kb * sj.n_nb, 1, shared_b_pick(jb.uk), &sj);
             jb.b_all = sj.b;
         }
     }
     sgemm_split(g->M, g->N, slots, &jb.n_mb, &jb.mcb, &jb.n_jc);
     jb.n_slots = min64(slots, jb.n_mb * jb.n_jc);
-    ert_parallel_for(pool, jb.n_slots, 1, pick_slot(jb.uk), &jb);
+    ert_parallel_for(pool, jb.n_slots, 1, sgemm_slot_pick(jb.uk), &jb);
     return ERT_OK;
 }
 
