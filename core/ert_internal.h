@@ -666,6 +666,8 @@ typedef struct ert_kargs {
     void *packed;             /* packed_bytes of the weights region for this node (the backend's
                                * node_packed_bytes), filled by its bind_node; NULL when none */
     size_t packed_bytes;
+    bool packed_only;         /* the weight is not in device memory (node_packed_only): bind_node
+                               * sees its host copy, the kernels only packed */
     const char *name;         /* node name, for messages */
     const ert_kernel_choice *choice; /* the session's or trainer's (ert_graph.kc); NULL: the defaults */
     int n_threads;            /* the session's worker threads (also where pool is not made yet: a
@@ -761,6 +763,14 @@ typedef struct ert_backend {
      * plans them in the weights region and passes them as a->packed to
      * bind_node, which fills them. 0: none. */
     size_t (*node_packed_bytes)(const ert_kargs *a);
+    /* optional, for a node with packed bytes on a weights_in_arena backend: will
+     * its kernel read only the packed copy, never the weight itself? Then
+     * a weight whose every reader says so takes no room in the arena: bind
+     * passes it to bind_node as its host copy (a->in[wi].data, with
+     * a->packed_only set) and clears that pointer afterwards, so bind_node
+     * must pack from it or fail (never fall back to a kernel that reads the
+     * weight). Asked at plan time with the constants' host data in a->in. */
+    bool (*node_packed_only)(void *bctx, const ert_kargs *a);
     /* fusions the kernels implement beyond the common ones (ERT_FUSE_*):
      * the shared passes (runtime/passes/fuse.c) ask, never guess */
     unsigned fusions;

@@ -44,6 +44,8 @@ typedef struct ert_gtensor {
     bool need_grad;        /* trainer: depends on a trainable parameter */
     bool fwd;              /* trainer: produced by a forward node */
     int n_uses;            /* live nodes reading it (ert_graph_count_uses) */
+    int n_packed_uses;     /* session plan: of those, nodes whose kernel reads only the backend's packed
+                            * copy (node_packed_only); at n_uses the arena holds no copy of it */
     int first, last;       /* schedule steps */
     int32_t alias;         /* shares the storage of this tensor (-1: own) */
     size_t alias_off;      /* ... at this byte offset (a slice of a Concat's output / a Split's input) */
@@ -71,6 +73,7 @@ typedef struct ert_gnode {
     size_t ws_bytes;
     int32_t ws_block;
     size_t pk_bytes, pk_offset; /* backend's packed weights (node_packed_bytes), in the weights region */
+    bool pk_only;          /* ... and its kernel reads only them, never the weight (node_packed_only) */
     int phase;             /* trainer: ERT_PHASE_* */
     bool dead;             /* removed by a pass; not scheduled */
     bool elided;           /* a Concat/Split whose operands are views of one block: not scheduled */

@@ -205,6 +205,12 @@ done:
 
 /* ------------------------------------------------------------------ step 5-6 */
 
+/* a constant weight whose every reader runs from the backend's packed copy
+ * (plan: node_packed_only): the arena holds no copy of it */
+static bool pk_only(const ert_gtensor *t) {
+    return t->n_uses > 0 && t->n_packed_uses == t->n_uses && (t->mem == ERT_MEM_CONST || t->mem == ERT_MEM_OWNED);
+}
+
 static ert_status plan(ert_session *s) {
     ert_graph_count_uses(&s->g, NULL);
     s->sched = malloc((size_t)(s->g.nn + 1) * sizeof *s->sched);
@@ -241,12 +247,40 @@ static ert_status plan(ert_session *s) {
     ert_status st = ert_strips_plan(&s->g, s->sched, s->n_sched, s->strip_n, &s->strips, &s->n_strips, &s->strip_in,
                                     &peak, &lb, &ws_max);
     if (st) return st;
-    /* weights region: constants the session made that live nodes still read */
-    size_t w = 0, io = 0, mapped = 0;
+    /* weights the backend repacks for its kernels (a node's constant weight:
+     * input 1, QLinearConv's input 3). Where the backend's kernel then reads
+     * only the packed copy (node_packed_only: the int8 tensor-core convs),
+     * the weight itself stays out of device memory once every live reader
+     * is such a node: the packed copy is the one the GPU holds. */
     ert_graph_count_uses(&s->g, NULL);
+    for (int i = 0; i < s->g.nt; i++) s->g.t[i].n_packed_uses = 0;
+    for (int k = 0; s->g.be->node_packed_bytes && !(s->g.flags & ERT_SESSION_NO_PACK) && k < s->n_sched; k++) {
+        ert_gnode *n = &s->g.n[s->sched[k]];
+        ert_tview v[64];
+        ert_kargs a;
+        const int wi = n->op == ERT_OP_QLINEAR_CONV ? 3 : 1;
+        n->pk_bytes = 0;
+        n->pk_only = false;
+        if (n->host || n->n_in <= wi || !ert_graph_is_const(&s->g, n->in[wi]) ||
+            !ert_graph_shape_args(&s->g, n, v, 64, &a))
+            continue;
+        size_t b = s->g.be->node_packed_bytes(&a);
+        if (!b) continue;
+        n->pk_bytes = a.packed_bytes = b;
+        if (s->g.be->weights_in_arena && s->g.be->node_packed_only) {
+            for (int j = 0; j < n->n_in; j++) /* the constants' values, for a backend that checks them */
+                if (n->in[j] >= 0 && ert_graph_is_const(&s->g, n->in[j])) v[j].data = (void *)s->g.t[n->in[j]].cdata;
+            n->pk_only = s->g.be->node_packed_only(s->g.bctx, &a);
+            if (n->pk_only) s->g.t[n->in[wi]].n_packed_uses++;
+        }
+    }
+    /* weights region: constants the session made that live nodes still read */
+    size_t w = 0, io = 0, mapped = 0, pk_only_bytes = 0;
     for (int i = 0; i < s->g.nt; i++) {
         ert_gtensor *t = &s->g.t[i];
-        if (t->mem == ERT_MEM_OWNED && t->n_uses > 0) {
+        if (pk_only(t)) {
+            pk_only_bytes += t->nbytes; /* bind packs it from its host copy */
+        } else if (t->mem == ERT_MEM_OWNED && t->n_uses > 0) {
             t->offset = w;
             w = ert_align_up(w + t->nbytes, ERT_ALIGN);
         } else if (t->mem == ERT_MEM_CONST && t->n_uses > 0) {
@@ -258,24 +292,16 @@ static ert_status plan(ert_session *s) {
             }
         }
     }
-    /* weights the backend repacks for its kernels (a node's constant weight:
-     * input 1, QLinearConv's input 3) */
-    for (int k = 0; s->g.be->node_packed_bytes && !(s->g.flags & ERT_SESSION_NO_PACK) && k < s->n_sched; k++) {
+    for (int k = 0; k < s->n_sched; k++) {
         ert_gnode *n = &s->g.n[s->sched[k]];
-        ert_tview v[64];
-        ert_kargs a;
-        const int wi = n->op == ERT_OP_QLINEAR_CONV ? 3 : 1;
-        n->pk_bytes = 0;
-        if (n->host || n->n_in <= wi || !ert_graph_is_const(&s->g, n->in[wi]) ||
-            !ert_graph_shape_args(&s->g, n, v, 64, &a))
-            continue;
-        size_t b = s->g.be->node_packed_bytes(&a);
-        if (!b) continue;
-        if (b > SIZE_MAX / 2 - w) return ert_set_error(s->g.ctx, ERT_E_ARENA, "node '%s': packed weights too large", n->name);
-        n->pk_bytes = b;
+        if (!n->pk_bytes) continue;
+        if (n->pk_bytes > SIZE_MAX / 2 - w) return ert_set_error(s->g.ctx, ERT_E_ARENA, "node '%s': packed weights too large", n->name);
         n->pk_offset = w;
-        w = ert_align_up(w + b, ERT_ALIGN);
+        w = ert_align_up(w + n->pk_bytes, ERT_ALIGN);
     }
+    if (pk_only_bytes)
+        ert_log(s->g.ctx, ERT_LOG_INFO, "%.1f MiB of weights held on the device only in their kernels' packed form",
+                (double)pk_only_bytes / (1 << 20));
     /* io region: graph inputs and outputs (the same tensor once) */
     for (int i = 0; i < s->g.nt; i++) {
         ert_gtensor *t = &s->g.t[i];
@@ -328,6 +354,10 @@ static ert_status bind(ert_session *s, const ert_session_options *o) {
     s->io_host = ioh;
     for (int i = 0; i < s->g.nt; i++) {
         ert_gtensor *t = &s->g.t[i];
+        if (pk_only(t)) { /* not in the arena: its readers' bind_node packs it from the host copy */
+            t->data = (void *)t->cdata;
+            continue;
+        }
         switch (t->mem) {
         case ERT_MEM_CONST:
             if (be->weights_in_arena && t->n_uses > 0) {
@@ -365,6 +395,7 @@ static ert_status bind(ert_session *s, const ert_session_options *o) {
             return ert_set_error(s->g.ctx, st, "cannot upload constant output '%s'", t->name);
     }
     for (int i = 0; i < s->g.nt; i++) {
+        if (pk_only(&s->g.t[i])) continue; /* freed once bound */
         free(s->g.t[i].owned);
         s->g.t[i].owned = NULL;
         if (s->g.t[i].mem == ERT_MEM_OWNED) s->g.t[i].cdata = NULL; /* may be device memory now */
@@ -380,6 +411,7 @@ static ert_status bind(ert_session *s, const ert_session_options *o) {
         if ((st = ert_graph_node_args(&s->g, n, s->g.pool, abase)) != ERT_OK) return st;
         n->args.packed = n->pk_bytes ? wbase + n->pk_offset : NULL;
         n->args.packed_bytes = n->pk_bytes;
+        n->args.packed_only = n->pk_only;
         if (n->host) st = be->bind_host_node(s->g.bctx, &n->args, ert_graph_cpu_run);
         else st = be->bind_node ? be->bind_node(s->g.bctx, &n->args) : ERT_OK;
         if (st != ERT_OK) {
@@ -387,6 +419,19 @@ static ert_status bind(ert_session *s, const ert_session_options *o) {
             return st;
         }
         s->kptr[k] = &n->args;
+    }
+    /* the weights only their packed copies hold: no pointer to the host copy stays */
+    for (int k = 0; k < s->n_sched; k++) {
+        ert_gnode *n = &s->g.n[s->sched[k]];
+        if (n->pk_only) n->views[n->op == ERT_OP_QLINEAR_CONV ? 3 : 1].data = NULL;
+    }
+    for (int i = 0; i < s->g.nt; i++) {
+        ert_gtensor *t = &s->g.t[i];
+        if (!pk_only(t)) continue;
+        free(t->owned);
+        t->owned = NULL;
+        t->data = NULL;
+        if (t->mem == ERT_MEM_OWNED) t->cdata = NULL;
     }
     if (s->n_strips) {
         if ((st = ert_strips_bind(&s->g, s->sched, s->n_sched, s->strip_n, s->strips, s->n_strips, s->strip_in,

@@ -394,6 +394,8 @@ ert_status ert_cuda_run_quant(cuda_ctx *c, const ert_kargs *a);
  * tensor-core kernel (cuda_quant.h), or clear it (sm < 80, a filter whose
  * zero point shifts it out of int8) so the CUDA-core kernel runs it. */
 ert_status ert_cuda_qconv_pack(cuda_ctx *c, ert_kargs *a);
+/* node_packed_only: an int8 conv the tensor cores will run from its packing alone */
+bool ert_cuda_qconv_packed_only(void *bctx, const ert_kargs *a);
 /* node_packed_bytes of the whole backend (depthwise filters, int8 convs) */
 size_t ert_cuda_packed_bytes(const ert_kargs *a);
 

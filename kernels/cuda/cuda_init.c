@@ -400,6 +400,7 @@ const ert_backend ert_cuda_backend = {
     .release = cuda_release,
     .node_workspace = ert_cuda_node_workspace,
     .node_packed_bytes = ert_cuda_packed_bytes,
+    .node_packed_only = ert_cuda_qconv_packed_only,
     .conv_time = ert_cuda_conv_time,
     .arena_alloc = cuda_arena_alloc,
     .arena_free = cuda_arena_free,

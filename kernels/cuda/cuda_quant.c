@@ -163,16 +163,18 @@ static bool qmma_fill(uint8_t *buf, const ert_qmma_layout *l, const int8_t *w, c
 /* Create-time self-check of a packed conv: on hashed inputs in scratch
  * memory (nothing of the arena but the node's workspace is touched), the
  * tensor-core kernel must give the CUDA-core kernel's output bit for bit
- * (both are exact integer sums and the same epilogue). *same false: they
- * differ, or the check could not run (no scratch memory): the caller keeps
- * the CUDA-core kernel. */
-static ert_status qmma_selfcheck(cuda_ctx *c, ert_kargs *a, bool *same) {
-    *same = false;
+ * (both are exact integer sums and the same epilogue). The CUDA-core kernel
+ * reads the filter from the device: hw (its host copy) goes to scratch
+ * memory when the arena holds none (a->packed_only). *ran false: the check
+ * could not run (no scratch memory); *same false: it ran and they differ. */
+static ert_status qmma_selfcheck(cuda_ctx *c, ert_kargs *a, const int8_t *hw, size_t wb, bool *ran, bool *same) {
+    *ran = *same = false;
+    const int wi = a->op == ERT_OP_QLINEAR_CONV ? 3 : 1;
     const ert_tview *x = &a->in[0], *y = &a->out[0];
     const size_t xb = (size_t)x->n_elems * ert_dtype_size(x->dtype), yb = (size_t)y->n_elems * ert_dtype_size(y->dtype);
-    const size_t xa = (xb + 255) / 256 * 256, ya = (yb + 255) / 256 * 256;
+    const size_t xa = (xb + 255) / 256 * 256, ya = (yb + 255) / 256 * 256, wa = a->packed_only ? wb : 0;
     cudaError_t e;
-    uint8_t *sc = ert_cuda_scratch(c, xa + 2 * ya, &e);
+    uint8_t *sc = ert_cuda_scratch(c, xa + 2 * ya + wa, &e);
     if (!sc || a->n_in > 9) return ERT_OK;
     ert_tview vin[9], vout = *y;
     memcpy(vin, a->in, (size_t)a->n_in * sizeof vin[0]);
@@ -183,6 +185,10 @@ static ert_status qmma_selfcheck(cuda_ctx *c, ert_kargs *a, bool *same) {
     uint8_t *host = malloc(2 * yb + 1);
     if (!host) return ert_set_error(c->ctx, ERT_E_NOMEM, "out of memory");
     e = ert_cuda_fill_bytes_launch(sc, (int64_t)xb, 0x9e3779b9u ^ (unsigned)xb, c->stream);
+    if (wa) {
+        vin[wi].data = sc + xa + 2 * ya;
+        if (e == cudaSuccess) e = cudaMemcpyAsync(vin[wi].data, hw, wb, cudaMemcpyHostToDevice, c->stream);
+    }
     vout.data = sc + xa;
     b.packed = NULL; /* the CUDA-core kernel */
     if (e == cudaSuccess) e = ert_cuda_qconv_launch(&b, c->sm_count, c->stream);
@@ -192,15 +198,51 @@ static ert_status qmma_selfcheck(cuda_ctx *c, ert_kargs *a, bool *same) {
     if (e == cudaSuccess) e = cudaMemcpyAsync(host, sc + xa, yb, cudaMemcpyDeviceToHost, c->stream);
     if (e == cudaSuccess) e = cudaMemcpyAsync(host + yb, sc + xa + ya, yb, cudaMemcpyDeviceToHost, c->stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
-    *same = e == cudaSuccess && memcmp(host, host + yb, yb) == 0;
+    *ran = e == cudaSuccess;
+    *same = *ran && memcmp(host, host + yb, yb) == 0;
     free(host);
     return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "int8 conv self-check");
+}
+
+/* the shifted filter w - w_zero_point fits int8 (the packed layout's values) */
+static bool qmma_fits(const int8_t *w, const void *zp, bool zp_u8, int64_t nz, int64_t M, int64_t Kg) {
+    for (int64_t m = 0; m < M; m++) {
+        int64_t zi = nz > 1 ? m : 0;
+        int z = !zp || nz < 1 ? 0 : zp_u8 ? ((const uint8_t *)zp)[zi] : ((const int8_t *)zp)[zi];
+        for (int64_t k = 0; k < Kg; k++) {
+            int v = w[m * Kg + k] - z;
+            if (v < -128 || v > 127) return false;
+        }
+    }
+    return true;
+}
+
+bool ert_cuda_qconv_packed_only(void *bctx, const ert_kargs *a) {
+    const cuda_ctx *c = bctx;
+    int64_t M, Kg, tiles, steps;
+    if (c->cc_major < 8 || (a->op != ERT_OP_QLINEAR_CONV && a->op != ERT_OP_CONV_INTEGER) ||
+        !ert_cuda_qmma_geom(a, &M, &Kg, &tiles, &steps) || a->packed_bytes < ert_qmma_layout_of(M, Kg).bytes)
+        return false;
+    const bool ql = a->op == ERT_OP_QLINEAR_CONV;
+    const ert_tview *w = &a->in[ql ? 3 : 1], *z = &a->in[ql ? 5 : 3];
+    const bool has_z = a->n_in > (ql ? 5 : 3) && z->data && z->n_elems > 0;
+    if (!w->data || (a->n_in > (ql ? 5 : 3) && z->n_elems > 0 && !z->data) || w->n_elems != M * Kg) return false;
+    return qmma_fits(w->data, has_z ? z->data : NULL, z->dtype == ERT_DTYPE_U8, has_z ? z->n_elems : 0, M, Kg);
+}
+
+/* a packed-only conv (the arena holds no copy of its filter) that cannot
+ * run from its packing: the session cannot run it at all */
+static ert_status qmma_no_fallback(cuda_ctx *c, const ert_kargs *a, const char *why) {
+    return ert_set_error(c->ctx, ERT_E_CUDA, "int8 conv '%s': %s, and its filter is held on the device only in the "
+                         "tensor-core packing (create the session with ERT_SESSION_NO_PACK to run every int8 conv "
+                         "on the CUDA cores)", a->name ? a->name : "?", why);
 }
 
 ert_status ert_cuda_qconv_pack(cuda_ctx *c, ert_kargs *a) {
     if (!a->packed) return ERT_OK;
     int64_t M, Kg, tiles, steps;
     if (c->cc_major < 8 || !ert_cuda_qmma_geom(a, &M, &Kg, &tiles, &steps)) {
+        if (a->packed_only) return qmma_no_fallback(c, a, "the tensor-core kernel does not apply");
         a->packed = NULL;
         return ERT_OK;
     }
@@ -208,6 +250,7 @@ ert_status ert_cuda_qconv_pack(cuda_ctx *c, ert_kargs *a) {
     const ert_tview *w = &a->in[ql ? 3 : 1], *z = &a->in[ql ? 5 : 3];
     const ert_qmma_layout l = ert_qmma_layout_of(M, Kg);
     if (a->packed_bytes < l.bytes) {
+        if (a->packed_only) return qmma_no_fallback(c, a, "its packing does not fit");
         a->packed = NULL;
         return ERT_OK;
     }
@@ -217,31 +260,39 @@ ert_status ert_cuda_qconv_pack(cuda_ctx *c, ert_kargs *a) {
     if (!host) return ert_set_error(c->ctx, ERT_E_NOMEM, "node '%s': out of memory packing its int8 filter", a->name ? a->name : "?");
     int8_t *hw = (int8_t *)(host + l.bytes);
     cudaError_t e = cudaStreamSynchronize(c->stream); /* the weights' upload */
-    if (e == cudaSuccess) e = cudaMemcpy(hw, w->data, wb, cudaMemcpyDefault);
+    if (e == cudaSuccess && a->packed_only) memcpy(hw, w->data, wb); /* the host copy: the arena has none */
+    else if (e == cudaSuccess) e = cudaMemcpy(hw, w->data, wb, cudaMemcpyDefault);
     if (e == cudaSuccess && zb) e = cudaMemcpy(host + l.bytes + wb, z->data, zb, cudaMemcpyDefault);
     bool ok = e == cudaSuccess && qmma_fill(host, &l, hw, zb ? host + l.bytes + wb : NULL, z->dtype == ERT_DTYPE_U8,
                                            (int64_t)zb, M, Kg, &a->params->quant.conv, &a->in[0]);
     if (ok) e = cudaMemcpy(a->packed, host, l.bytes, cudaMemcpyDefault);
+    bool ran = false, same = false;
+    ert_status st = ERT_OK;
+    if (e == cudaSuccess && ok) st = qmma_selfcheck(c, a, hw, wb, &ran, &same);
     free(host);
     if (e != cudaSuccess) return cuda_err(c, e, "int8 conv filter packing");
+    if (st != ERT_OK) return st;
     if (!ok) {
+        if (a->packed_only) return qmma_no_fallback(c, a, "its filter minus its zero point leaves int8");
         ert_log(c->ctx, ERT_LOG_DEBUG, "conv '%s': filter minus its zero point leaves int8: CUDA-core kernel",
                 a->name ? a->name : "?");
         a->packed = NULL;
         return ERT_OK;
     }
-    bool same;
-    ert_status st = qmma_selfcheck(c, a, &same);
-    if (st != ERT_OK) return st;
-    if (!same) {
+    if (ran && !same && a->packed_only)
+        return qmma_no_fallback(c, a, "the tensor-core kernel disagrees with the CUDA-core kernel on the create-time check");
+    if (!same && !a->packed_only) {
         ert_log(c->ctx, ERT_LOG_WARN, "conv '%s': the int8 tensor-core kernel disagrees with the CUDA-core kernel "
                 "on the create-time check (or the check could not run): CUDA-core kernel kept", a->name ? a->name : "?");
         a->packed = NULL;
         return ERT_OK;
     }
-    ert_log(c->ctx, ERT_LOG_DEBUG, "conv '%s' (%lld x %lld, %lld tiles, split %d): int8 tensor cores",
+    if (!ran)
+        ert_log(c->ctx, ERT_LOG_WARN, "conv '%s': no scratch memory for the int8 create-time check: tensor-core kernel "
+                "kept unchecked (its filter is held only in that packing)", a->name ? a->name : "?");
+    ert_log(c->ctx, ERT_LOG_DEBUG, "conv '%s' (%lld x %lld, %lld tiles, split %d): int8 tensor cores%s",
             a->name ? a->name : "?", (long long)M, (long long)Kg, (long long)tiles,
-            ert_qmma_split(tiles, steps, c->sm_count));
+            ert_qmma_split(tiles, steps, c->sm_count), a->packed_only ? ", filter packed only" : "");
     return ERT_OK;
 }
 

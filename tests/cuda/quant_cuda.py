@@ -23,7 +23,10 @@ quant_* tests) and once on a CUDA session, on the same random inputs:
                  2-D convs twice: channels-last (the CUDA session's
                  default; a DequantizeLinear after the conv keeps its
                  output inside the graph) and NCHW (--no-nhwc), each
-                 asserting which layout ran.
+                 asserting which layout ran; every fourth also with
+                 ERT_SESSION_NO_PACK (--no-pack: the CUDA-core kernel).
+                 Every tensor-core conv must hold its filter only in its
+                 packing (no copy in the arena: qdq_run's n_packed_only).
   QLinearMatMul  2-D B (any A rank), equal batch dims; per-column B; the
   MatMulInteger  broadcast case stays on the CPU fallback (counted).
   MaxPool int8   DQ -> MaxPool -> Q folded to MaxPool on the integers.
@@ -191,6 +194,11 @@ class Cuda:
             R.report(False, tag, "%d int8 convs: the tensor-core kernel disagreed with the CUDA-core kernel at create"
                      % rg["n_int8_mma_rejected"])
             return None
+        if self.device and not (rg.get("n_int8_mma_packed_only") == rg.get("n_int8_mma") == rg.get("n_packed_only")):
+            # every tensor-core conv reads its packing alone, so the arena holds no copy of its filter
+            R.report(False, tag, "%s tensor-core convs, %s of them with the filter only packed, %s weights not in the "
+                     "arena" % (rg.get("n_int8_mma"), rg.get("n_int8_mma_packed_only"), rg.get("n_packed_only")))
+            return None
         if rg["n_cpu_fallback"] != fallback:
             R.report(False, tag, "%d nodes on the CPU fallback, expected %d (ops %s)" % (
                 rg["n_cpu_fallback"], fallback, json.dumps(rg["ops"])))
@@ -295,6 +303,12 @@ def conv_cases(C, rng):
                     path = R.save(dq_tail(m), "qconv%d" % n)
                     C.check(tag + " nhwc", path, {"x": x}, nhwc=1)
                     C.check(tag + " nchw", path, {"x": x}, flags=["--no-nhwc"], nhwc=0)
+                    if n % 4 == 0:  # ERT_SESSION_NO_PACK: the filter in the arena, the CUDA-core kernel
+                        def unpacked(rg, tag=tag):
+                            C.R.report(rg.get("n_int8_mma") == 0 and rg.get("n_packed_only") == 0, tag + " nopack",
+                                       "%d tensor-core convs, %d weights held only packed (expected none)" % (
+                                           rg.get("n_int8_mma"), rg.get("n_packed_only")))
+                        C.check(tag + " nopack", path, {"x": x}, flags=["--no-pack"], nhwc=1, then=unpacked)
                 else:
                     C.check(tag, R.save(m, "qconv%d" % n), {"x": x}, nhwc=0)
                 n += 1

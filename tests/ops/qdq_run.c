@@ -1,16 +1,19 @@
 /* qdq_run: the session side of tests/ops/quant_ort.py's fold and gpu suites.
  *
- *   qdq_run MODEL OUTDIR [--no-fuse] [--no-nhwc] [--device cpu|cuda] NAME=RAW...
+ *   qdq_run MODEL OUTDIR [--no-fuse] [--no-nhwc] [--no-pack] [--device cpu|cuda] NAME=RAW...
  *
  * Loads MODEL, creates a session (--no-fuse: ERT_SESSION_NO_FUSE, which
  * leaves every Q/DQ pattern unfolded: the float reference; --no-nhwc:
- * ERT_SESSION_NO_NHWC, CUDA int8 convs NCHW), copies each raw
+ * ERT_SESSION_NO_NHWC, CUDA int8 convs NCHW; --no-pack: ERT_SESSION_NO_PACK,
+ * every CUDA int8 conv on the CUDA cores), copies each raw
  * little-endian input file into the input NAME (sizes must match), runs,
  * writes output i to OUTDIR/out<i>.bin and prints one JSON line: outputs
  * (name, dtype, shape, file), the scheduled ops by name (what the Q/DQ pass
  * made of the graph), the nodes on the CUDA backend's CPU fallback, and its
  * int8 convs on the tensor cores and those its create-time self-check kept
- * on the CUDA cores (from its log lines), and its channels-last int8 convs.
+ * on the CUDA cores (from its log lines), and its channels-last int8 convs;
+ * the arena's weights bytes, and the constant weights the arena holds no
+ * copy of (their readers run from the backend's packing alone: count, bytes).
  * Exit 77 when --device cuda has no GPU or no CUDA backend (ctest SKIPPED).
  * Internal headers: the scheduled ops are not public. */
 #include "session_internal.h"
@@ -21,10 +24,11 @@
 
 /* The CUDA backend's word on each int8 conv: packed for the tensor cores,
  * or kept on the CUDA-core kernel after its create-time self-check. */
-static int g_n_mma, g_n_mma_rejected;
+static int g_n_mma, g_n_mma_rejected, g_n_mma_only;
 static void count_log(void *user, ert_log_level level, const char *msg) {
     (void)user, (void)level;
     if (strstr(msg, "): int8 tensor cores")) g_n_mma++;
+    if (strstr(msg, "): int8 tensor cores, filter packed only")) g_n_mma_only++;
     if (strstr(msg, "int8 tensor-core kernel disagrees")) g_n_mma_rejected++;
 }
 
@@ -48,7 +52,7 @@ static bool fill_input(ert_session *s, int idx, const char *path) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: qdq_run MODEL OUTDIR [--no-fuse] [--no-nhwc] [--device cpu|cuda] NAME=RAW...\n");
+        fprintf(stderr, "usage: qdq_run MODEL OUTDIR [--no-fuse] [--no-nhwc] [--no-pack] [--device cpu|cuda] NAME=RAW...\n");
         return 2;
     }
     ert_session_options so = {.device = ERT_DEVICE_CPU};
@@ -56,6 +60,7 @@ int main(int argc, char **argv) {
     for (; a < argc && argv[a][0] == '-'; a++) {
         if (!strcmp(argv[a], "--no-fuse")) so.flags |= ERT_SESSION_NO_FUSE;
         else if (!strcmp(argv[a], "--no-nhwc")) so.flags |= ERT_SESSION_NO_NHWC;
+        else if (!strcmp(argv[a], "--no-pack")) so.flags |= ERT_SESSION_NO_PACK;
         else if (!strcmp(argv[a], "--device") && a + 1 < argc)
             so.device = !strcmp(argv[++a], "cuda") ? ERT_DEVICE_CUDA : ERT_DEVICE_CPU;
         else return fprintf(stderr, "qdq_run: unknown option %s\n", argv[a]), 2;
@@ -108,8 +113,18 @@ int main(int argc, char **argv) {
     }
     for (int op = 1; op < ERT_OP_COUNT; op++)
         if (count[op]) printf("%s\"%s\": %d", k++ ? ", " : "", ert_op_get((ert_op)op)->name, count[op]);
-    printf("}, \"n_cpu_fallback\": %d, \"n_int8_mma\": %d, \"n_int8_mma_rejected\": %d, \"n_int8_nhwc\": %d}\n",
-           ert_session_n_cpu_fallback(s), g_n_mma, g_n_mma_rejected, n_nhwc);
+    int n_only = 0;
+    size_t only_bytes = 0;
+    for (int i = 0; i < s->g.nt; i++) {
+        const ert_gtensor *t = &s->g.t[i];
+        if (t->n_uses > 0 && t->n_packed_uses == t->n_uses) n_only++, only_bytes += t->nbytes;
+    }
+    ert_memory_report mem;
+    if (ert_session_memory(s, &mem)) return fail(ctx, "memory");
+    printf("}, \"n_cpu_fallback\": %d, \"n_int8_mma\": %d, \"n_int8_mma_rejected\": %d, \"n_int8_nhwc\": %d, "
+           "\"n_int8_mma_packed_only\": %d, \"weights_bytes\": %zu, \"n_packed_only\": %d, \"packed_only_bytes\": %zu}\n",
+           ert_session_n_cpu_fallback(s), g_n_mma, g_n_mma_rejected, n_nhwc, g_n_mma_only, mem.weights_bytes, n_only,
+           only_bytes);
     ert_session_free(s);
     ert_model_free(m);
     ert_context_free(ctx);
