@@ -430,7 +430,11 @@ typedef struct ert_input_shape {
  * convolutions get a (KH, KW, C) copy there (a few KiB each) that their
  * kernel reads; NO_PACK runs them on the filter as the model has it (a
  * slower kernel), and int8 convs on the CUDA cores (NCHW) instead of the
- * int8 tensor cores. */
+ * int8 tensor cores. By default an int8 conv filter the tensor cores run is
+ * held on the device only in their packing (w - zero point, int8, plus a sum
+ * per row: the arena keeps no second copy, so int8 weights are about a
+ * quarter of f32's); if such a conv ever failed its create-time check
+ * against the CUDA-core kernel, create fails naming it, and NO_PACK runs it. */
 #define ERT_SESSION_NO_PACK 2048u
 /* CUDA f16/bf16 sessions: a MatMul + bias + GELU (a transformer's first MLP
  * Linear) may run as one cuBLASLt GEMM whose epilogue computes GELU in its

@@ -72,10 +72,18 @@ static inline ert_qmma_layout ert_qmma_layout_of(int64_t M, int64_t Kg) {
     return l;
 }
 
-/* Blocks per tile along K: enough blocks for two per SM, each at least 8
- * steps deep, at most 32. */
+/* Blocks per tile along K: enough blocks for ERT_QMMA_WAVES per SM, each at
+ * least ERT_QMMA_MIN_STEPS steps deep, at most 32. (Both may be set at build
+ * time, -D in the C and CUDA flags alike, for bench/int8/ab_build.sh.) */
+#ifndef ERT_QMMA_WAVES
+#define ERT_QMMA_WAVES 2
+#endif
+#ifndef ERT_QMMA_MIN_STEPS
+#define ERT_QMMA_MIN_STEPS 8
+#endif
 static inline int ert_qmma_split(int64_t tiles, int64_t steps, int sm_count) {
-    int64_t want = tiles > 0 ? (2 * (int64_t)sm_count + tiles - 1) / tiles : 1, most = steps / 8;
+    int64_t want = tiles > 0 ? (ERT_QMMA_WAVES * (int64_t)sm_count + tiles - 1) / tiles : 1,
+            most = steps / ERT_QMMA_MIN_STEPS;
     if (want > most) want = most;
     if (want > 32) want = 32;
     return want < 1 ? 1 : (int)want;
