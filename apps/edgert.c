@@ -52,7 +52,7 @@
     "  bench MODEL [--input NAME=FILE]... [--shape NAME=DIMS]... [--device cpu|cuda|auto]\n"              \
     "              [--precision f32|f16|bf16] [--iters N] [--warmup N] [--batch N] [--threads N]\n"       \
     "              [--nhwc|--no-nhwc] [--gemm1x1] [--conv-graph|--no-conv-graph]\n"                      \
-    "              [--plan-cache DIR|off] [--create-mode fast|tuned] [--profile] [--json]\n"
+    "              [--plan-cache DIR|off] [--create-mode fast|tuned] [--no-strips] [--profile] [--json]\n"
 
 static const char *USAGE =
     "usage: edgert <command> [options]     (edgert <command> --help for details)\n"
@@ -176,6 +176,8 @@ static const char *HELP_BENCH =
     "                      (default off)\n"
     "  --conv-graph, --no-conv-graph  CUDA: conv + epilogue as one cuDNN graph\n"
     "                      whenever cuDNN runs it / never (default: where faster)\n"
+    "  --no-strips         CPU, batch > 1: every node over the whole batch (no batch\n"
+    "                      strips: ERT_SESSION_NO_STRIPS)\n"
     "  --profile           then one run node by node (ert_session_profile): time per\n"
     "                      op type of the session's nodes, after fusion (CUDA: device\n"
     "                      time per node, eager, so the sum exceeds a graphed run)\n"
@@ -330,7 +332,7 @@ static int opt_choice(opt_parser *p, const char *name, const char *allowed, cons
 
 typedef struct common_opts {
     long batch, threads, iters, warmup, topk;
-    int json, fp16, no_nhwc, nhwc, gemm1x1, conv_graph, no_conv_graph, bgr, check_finite, profile;
+    int json, fp16, no_nhwc, nhwc, gemm1x1, conv_graph, no_conv_graph, bgr, check_finite, profile, no_strips;
     const char *device;
     const char *precision;
     const char *plan_cache, *create_mode;
@@ -403,6 +405,8 @@ static int parse_opts(int argc, char **argv, unsigned allowed, int npos, const c
             o->conv_graph = 1;
         } else if ((allowed & O_CUDA_LAYOUT) && opt_match(&p, "--no-conv-graph", 0)) {
             o->no_conv_graph = 1;
+        } else if ((allowed & O_PROFILE) && opt_match(&p, "--no-strips", 0)) {
+            o->no_strips = 1;
         } else if ((allowed & O_PROFILE) && opt_match(&p, "--profile", 0)) {
             o->profile = 1;
         } else if ((allowed & O_CHECK_FINITE) && opt_match(&p, "--check-finite", 0)) {
@@ -1435,6 +1439,7 @@ static int cmd_bench(int argc, char **argv) {
     if (o.gemm1x1) so.flags |= ERT_SESSION_GEMM_1X1;
     if (o.conv_graph) so.flags |= ERT_SESSION_CONV_GRAPH;
     if (o.no_conv_graph) so.flags |= ERT_SESSION_NO_CONV_GRAPH;
+    if (o.no_strips) so.flags |= ERT_SESSION_NO_STRIPS;
     char plan_dir[1024];
     plan_options(&o, &so, plan_dir, sizeof plan_dir);
     ert_device used = ERT_DEVICE_CPU;

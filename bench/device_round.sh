@@ -22,7 +22,9 @@
 #           (carry .whl)
 #   cpuzoo  the CPU zoo on this host's cores (issue 15): make_cpu_zoo.py's
 #           torch-free models, bench_cpu_zoo.py edgert vs onnxruntime at
-#           CPU_THREADS (default 1,2,4,8,16) and CPU_BATCH (default 1,8)
+#           CPU_THREADS (default 1,2,4,8,16) and CPU_BATCH (default 1,8);
+#           CPU_ALT: edgert bench options timed once more per row
+#           (bench_cpu_zoo.py --alt-args, e.g. --no-strips)
 # env: ITERS (30), WARMUP (5), DEADLINE_S (570: every step runs under
 # `timeout` with what is left of it, so the call returns with its logs).
 set -uo pipefail
@@ -113,7 +115,7 @@ if has cpuzoo; then
   python3 bench/zoo/make_cpu_zoo.py /tmp/czoo > "$out/cpuzoo_make.log" 2>&1 &&
     timeout "$(left)" python3 bench/zoo/bench_cpu_zoo.py /tmp/czoo --edgert $build/apps/edgert \
       --threads "${CPU_THREADS:-1,2,4,8,16}" --batch "${CPU_BATCH:-1,8}" --iters "${CPU_ITERS:-20}" --warmup 3 \
-      --out "$out" > "$out/cpuzoo.log" 2>&1
+      ${CPU_ALT:+--alt-args="$CPU_ALT"} --out "$out" > "$out/cpuzoo.log" 2>&1
   echo "cpuzoo: rc $? ($((SECONDS - t0)) s)"
   grep -i -A12 "geomean" "$out"/cpu_zoo_*.md 2>/dev/null | head -30
 fi

@@ -74,12 +74,10 @@ typedef struct ert_kernel_choice {
     bool dw_plain; /* every depthwise conv takes conv.c's plain loops, never the direct kernel */
     int wino;      /* Winograd F(4x4,3x3): 0 = its cost rule, 1 = every eligible conv, -1 = none */
     bool norm_plain; /* LayerNorm takes norm.c's plain rows, never its vector ones */
-    bool no_strips;  /* CPU sessions run every node over the whole batch (no batch strips, runtime/strips.c) */
 } ert_kernel_choice;
 #define ERT_KC_GEMM_ANY 127
 static inline ert_kernel_choice ert_kernel_choice_of(const ert_kernel_choice *kc) {
-    return kc ? *kc : (ert_kernel_choice){.gemm_cap = ERT_KC_GEMM_ANY, .dw_plain = false, .wino = 0, .norm_plain = false,
-                                            .no_strips = false};
+    return kc ? *kc : (ert_kernel_choice){.gemm_cap = ERT_KC_GEMM_ANY, .dw_plain = false, .wino = 0, .norm_plain = false};
 }
 
 struct ert_context {

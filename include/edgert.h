@@ -445,6 +445,12 @@ typedef struct ert_input_shape {
  * (bench/RESULTS.md). EXACT_GELU keeps the erf form everywhere. f32
  * sessions and the CPU backend always compute the erf form. */
 #define ERT_SESSION_EXACT_GELU 8192u
+/* CPU sessions of batch N > 1: run every node over the whole batch. By
+ * default runs of consecutive wide-map nodes go image by image (batch strips:
+ * a node's output slice is still in cache when the next node reads it, and
+ * their internal tensors are planned at one image, so the arena is smaller);
+ * the results are the same bits either way. No effect elsewhere. */
+#define ERT_SESSION_NO_STRIPS 16384u
 
 /* How a CUDA session chooses its algorithms at create. Append-only. */
 typedef enum ert_create_mode {

@@ -243,7 +243,7 @@ static ert_status plan(ert_session *s) {
     size_t peak, lb, ws_max;
     /* CPU sessions of a batch > 1: batch strips where they pay (strips.c) */
     const int64_t N = s->g.n_inputs > 0 && s->g.t[s->g.inputs[0]].ndim > 0 ? s->g.t[s->g.inputs[0]].dims[0] : 1;
-    s->strip_n = s->g.be->device == ERT_DEVICE_CPU && !s->g.kc.no_strips ? N : 1;
+    s->strip_n = s->g.be->device == ERT_DEVICE_CPU && !(s->g.flags & ERT_SESSION_NO_STRIPS) ? N : 1;
     ert_status st = ert_strips_plan(&s->g, s->sched, s->n_sched, s->strip_n, &s->strips, &s->n_strips, &s->strip_in,
                                     &peak, &lb, &ws_max);
     if (st) return st;

@@ -3,7 +3,7 @@
 
     python bench/zoo/bench_cpu_zoo.py MODELS_DIR [--threads 1,2,4,8] [--batch 1,8]
         [--iters 20] [--warmup 3] [--edgert build/rel/apps/edgert]
-        [--out bench/results] [--compare OLD.json] [--only NAME,...]
+        [--out bench/results] [--compare OLD.json] [--only NAME,...] [--alt-args=--no-strips]
 
 MODELS_DIR is any folder of .onnx files with one float input whose only
 dynamic dim is the batch (other dynamic dims are taken from the NAME.json
@@ -25,7 +25,9 @@ Per model, batch and thread count, in one run:
                amplifies float32 rounding: reported with that figure).
 Writes OUT/cpu_zoo_<UTC>.json and .md (p50 per side, ratio edgert/ort, and
 the geomean of the ratios per thread count and batch). --compare OLD.json adds
-the edgert p50 of an earlier run (another build: --edgert) as before/after.
+the edgert p50 of an earlier run (another build: --edgert) as before/after;
+--alt-args times edgert once more per row with those bench options (an A/B
+of a session flag in the same run: --no-strips at batch > 1).
 Timings on a shared machine are noisy: say so when quoting them.
 Needs: pip install onnxruntime onnx numpy
 """
@@ -120,9 +122,9 @@ def shape_arg(name, dims):
     return ["--shape", f"{name}=" + "x".join(str(d) for d in dims)]
 
 
-def edgert_bench(exe, path, name, dims, threads, iters, warmup):
+def edgert_bench(exe, path, name, dims, threads, iters, warmup, extra=()):
     r = subprocess.run([exe, "bench", path, "--json", "--threads", str(threads), *shape_arg(name, dims), "--iters",
-                        str(iters), "--warmup", str(warmup)], capture_output=True, text=True)
+                        str(iters), "--warmup", str(warmup), *extra], capture_output=True, text=True)
     if r.returncode:
         raise RuntimeError(r.stderr.strip() or r.stdout.strip())
     return json.loads(r.stdout)["p50_ms"]
@@ -157,7 +159,10 @@ def main():
     ap.add_argument("--compare", help="an earlier cpu_zoo JSON: its edgert p50 shown as 'before'")
     ap.add_argument("--only", default="", help="comma-separated model names (file names without .onnx)")
     ap.add_argument("--tol", type=float, default=1e-3, help="max |diff| / max |ref| allowed")
+    ap.add_argument("--alt-args", default="", help="edgert bench options (e.g. --no-strips): edgert timed once more "
+                    "with them, right after the default run, as an 'alt' column (batch > 1 only for --no-strips)")
     a = ap.parse_args()
+    alt = a.alt_args.split()
 
     ncpu = os.cpu_count() or 1
     threads = [t for t in (int(s) for s in a.threads.split(",")) if t <= ncpu] or [1]
@@ -197,6 +202,9 @@ def main():
                         ref = None
                     try:
                         row["edgert_p50_ms"] = edgert_bench(a.edgert, path, in_name, dims, t, a.iters, a.warmup)
+                        if alt and (b > 1 or "--no-strips" not in alt):
+                            row["edgert_alt_p50_ms"] = edgert_bench(a.edgert, path, in_name, dims, t, a.iters,
+                                                                    a.warmup, alt)
                         got = edgert_outputs(a.edgert, path, in_name, x, t, tmp)
                         if ref:
                             err = 0.0
@@ -235,10 +243,14 @@ def main():
                    if r.get("edgert_before_p50_ms") and r.get("edgert_p50_ms")]
             if bef:
                 s["geomean_after_over_before"] = geomean([n / o for o, n in bef])
+            alts = [(r["edgert_p50_ms"], r["edgert_alt_p50_ms"]) for r in sel
+                    if r.get("edgert_alt_p50_ms") and r.get("edgert_p50_ms")]
+            if alts:
+                s["geomean_alt_over_default"] = geomean([n / o for o, n in alts])
             summary.append(s)
     res = {"stamp": stamp, "machine": {"cpu": cpu_model(), "cores": ncpu, "arch": platform.machine()},
            "onnxruntime": ort.__version__, "edgert": a.edgert, "models_dir": a.models_dir, "iters": a.iters,
-           "warmup": a.warmup, "rows": rows, "skipped": skipped, "summary": summary}
+           "warmup": a.warmup, "alt_args": a.alt_args, "rows": rows, "skipped": skipped, "summary": summary}
     os.makedirs(a.out, exist_ok=True)
     jpath = os.path.join(a.out, f"cpu_zoo_{stamp}.json")
     with open(jpath, "w") as f:
@@ -250,8 +262,8 @@ def main():
     md = [f"# CPU zoo {stamp}", "", f"{res['machine']['cpu']}, {ncpu} cores ({platform.machine()}), "
           f"onnxruntime {ort.__version__}, p50 of {a.iters} runs after {a.warmup} warm-up", "",
           "| model | batch | threads | edgert ms | ort ms | edgert/ort | outputs (max rel diff) |"
-          + (" edgert before ms |" if before else ""),
-          "|---|---|---|---|---|---|---|" + ("---|" if before else "")]
+          + (" edgert before ms |" if before else "") + (f" edgert {a.alt_args} ms |" if alt else ""),
+          "|---|---|---|---|---|---|---|" + ("---|" if before else "") + ("---|" if alt else "")]
     for r in rows:
         outs = "-" if "max_rel_diff" not in r else f"{'ok' if r['outputs_match'] else 'MISMATCH'} ({r['max_rel_diff']:.1e})"
         if "ort_self_diff" in r:
@@ -260,13 +272,18 @@ def main():
                 f"{fmt(r.get('ort_p50_ms'))} | {fmt(r.get('ratio'))} | {outs} |")
         if before:
             line += f" {fmt(r.get('edgert_before_p50_ms'))} |"
+        if alt:
+            line += f" {fmt(r.get('edgert_alt_p50_ms'))} |"
         md.append(line)
-    md += ["", "| batch | threads | geomean edgert/ort | worst |" + (" geomean after/before |" if before else ""),
-           "|---|---|---|---|" + ("---|" if before else "")]
+    md += ["", "| batch | threads | geomean edgert/ort | worst |" + (" geomean after/before |" if before else "")
+           + (f" geomean ({a.alt_args}) / default |" if alt else ""),
+           "|---|---|---|---|" + ("---|" if before else "") + ("---|" if alt else "")]
     for s in summary:
         line = f"| {s['batch']} | {s['threads']} | {fmt(s['geomean_ratio'])} | {s['worst']} |"
         if before:
             line += f" {fmt(s.get('geomean_after_over_before'))} |"
+        if alt:
+            line += f" {fmt(s.get('geomean_alt_over_default'), 3)} |"
         md.append(line)
     if skipped:
         md += ["", "Not measured: " + "; ".join(f"{k['model']} batch {k['batch']} ({k['why']})" for k in skipped)]

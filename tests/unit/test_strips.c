@@ -4,7 +4,7 @@
  * threads:
  *   - strips formed (white-box: session_internal.h), the plan passes ert_session_plan_check (blocks
  *     apart while live, tensors inside the arena, no two sharing bytes while live); never more than
- *     1.25x the one without strips (kernel choice no_strips), at batch 8
+ *     1.25x the one without strips (ERT_SESSION_NO_STRIPS), at batch 8
  *     smaller by at least half a full-batch tensor;
  *   - the same bits as that whole-batch session;
  *   - every output, image by image, bit for bit that of a batch-1 session
@@ -107,14 +107,12 @@ static void one(ert_test_rng *r, const ert_model *m, int64_t N, int threads) {
     CHECK(ert_session_plan_check(s, why, sizeof why), "batch %lld: plan check: %s", (long long)N, why);
     /* the same batch without strips (every node over the whole batch): the same bits, a bigger plan
      * (the strip's internal tensors hold one image: 4 of them were N * IMG floats each) */
-    ert_kernel_choice kc = ert_kernel_choice_of(NULL);
-    kc.no_strips = true;
-    ert_context_set_kernel_choice(ctx, &kc);
+    ert_session_options o0 = o;
+    o0.flags |= ERT_SESSION_NO_STRIPS;
     ert_session *s0 = NULL;
-    CHECK_OK(ert_session_create(m, &o, &s0), ctx);
-    ert_context_set_kernel_choice(ctx, NULL);
+    CHECK_OK(ert_session_create(m, &o0, &s0), ctx);
     if (s0) {
-        CHECK(s0->n_strips == 0, "no_strips: %d strips", s0->n_strips);
+        CHECK(s0->n_strips == 0, "ERT_SESSION_NO_STRIPS: %d strips", s0->n_strips);
         /* never more than ERT_STRIP_MEM (1.25) times the plan without; at batch 8 the strip runs to the
          * MaxPool, its tensors internal but the input's conv's: at least half a full-batch tensor less */
         CHECK((double)s->mem.activations_bytes <= 1.25 * (double)s0->mem.activations_bytes,
