@@ -217,7 +217,7 @@ static ert_status qlinear_params(ert_prep *p, const ert_tinfo *w, int64_t w_axis
     return ERT_OK;
 }
 
-/* QLinearConv (x, xs, xzp, w, ws, wzp, ys, yzp, [B]) and ConvInteger
+/* QLinearConv (x, xs, xzp, w, ws, wzp, ys, yzp, [B], [table]) and ConvInteger
  * (x, w, [xzp], [wzp]): x (N, C, D...) and w (M, C/group, k...) of i8/u8;
  * xzp a scalar, wzp a scalar or M values (per output channel, like ws).
  * Workspace: the integer im2col of one image group (Kg, out) as int32, the
@@ -244,6 +244,12 @@ ert_status ert_prepare_qlinear_conv(ert_prep *p) {
     int64_t M = w->dims[0];
     if (ql) {
         if ((st = qlinear_params(p, w, 0, M))) return st;
+        /* ert extension (the Q/DQ pass's step 1e): input 9, a 256-byte table of y's type that y goes
+         * through, y = table[(uint8_t)requantised] (an ert.QLut fused into the conv) */
+        if (p->n_in > 9 && p->in[9].dtype != ERT_DTYPE_UNDEFINED &&
+            (p->in[9].dtype != qp->qdt || p->in[9].ndim != 1 || p->in[9].dims[0] != 256))
+            return ert_prep_error(p, ERT_E_SHAPE, "input 9 (the output table) must be %s of shape (256)",
+                                  ert_dtype_name(qp->qdt));
     } else {
         if ((st = check_scalar_q(p, -1, 2, x->dtype, "x")) || (st = check_zp_vec(p, 3, w->dtype, M, "w"))) return st;
         qp->qdt = ERT_DTYPE_I32;

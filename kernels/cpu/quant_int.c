@@ -197,6 +197,7 @@ ert_status ert_cpu_qconv(const ert_kargs *a) {
     const ert_tview *x = &a->in[0], *w = &a->in[iw];
     ert_tview *y = &a->out[0];
     const int32_t *bias = ql && cp->has_bias ? a->in[8].data : NULL;
+    const uint8_t *lut = ql && a->n_in > 9 ? a->in[9].data : NULL;
     /* geometry padded to 3 spatial dims of size 1 */
     int64_t in[3] = {1, 1, 1}, od[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, d[3] = {1, 1, 1}, pb[3] = {0};
     for (int i = 0; i < cp->nsp; i++) {
@@ -240,6 +241,10 @@ ert_status ert_cpu_qconv(const ert_kargs *a) {
                 if (y_q8) put(ar, out_sz, b, mult, &r, (char *)y->data + yoff, y_u8);
                 else
                     for (int64_t o = 0; o < out_sz; o++) store(y, yoff + o, requant1(ar[o] + b, mult, &r));
+                if (lut) { /* a fused ert.QLut (input 9): y = table[(uint8_t)y], same type */
+                    uint8_t *yb = (uint8_t *)y->data + yoff;
+                    for (int64_t o = 0; o < out_sz; o++) yb[o] = lut[yb[o]];
+                }
             }
         }
     return ERT_OK;

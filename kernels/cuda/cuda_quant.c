@@ -50,8 +50,9 @@ bool ert_cuda_quant_node_ok(const ert_kargs *a) {
         if (w->ndim != x->ndim || cp->group < 1 || w->dims[0] % cp->group || (w->dims[0] / cp->group + 63) / 64 > 65535)
             return false;
         if (a->op == ERT_OP_CONV_INTEGER) return y->dtype == ERT_DTYPE_I32 && is_q8(a->in[1].dtype);
-        return a->n_in >= 8 && is_q8(a->in[3].dtype) && is_q8(y->dtype) && is_fl(a->in[1].dtype) &&
-               a->in[4].dtype == a->in[1].dtype && a->in[6].dtype == a->in[1].dtype;
+        return a->n_in >= 8 && a->n_in <= 10 && is_q8(a->in[3].dtype) && is_q8(y->dtype) && is_fl(a->in[1].dtype) &&
+               a->in[4].dtype == a->in[1].dtype && a->in[6].dtype == a->in[1].dtype &&
+               (a->n_in < 10 || (a->in[9].dtype == y->dtype && a->in[9].n_elems == 256)); /* a fused ert.QLut */
     }
     case ERT_OP_QLINEAR_MATMUL: case ERT_OP_MATMUL_INTEGER: {
         bool ql = a->op == ERT_OP_QLINEAR_MATMUL;
@@ -175,8 +176,8 @@ static ert_status qmma_selfcheck(cuda_ctx *c, ert_kargs *a, const int8_t *hw, si
     const size_t xa = (xb + 255) / 256 * 256, ya = (yb + 255) / 256 * 256, wa = a->packed_only ? wb : 0;
     cudaError_t e;
     uint8_t *sc = ert_cuda_scratch(c, xa + 2 * ya + wa, &e);
-    if (!sc || a->n_in > 9) return ERT_OK;
-    ert_tview vin[9], vout = *y;
+    if (!sc || a->n_in > 10) return ERT_OK;
+    ert_tview vin[10], vout = *y;
     memcpy(vin, a->in, (size_t)a->n_in * sizeof vin[0]);
     vin[0].data = sc;
     ert_kargs b = *a;

@@ -72,6 +72,7 @@ typedef struct qepi {
     int64_t nws;
     qzp yzp;
     const int32_t *bias;
+    const uint8_t *lut; /* a fused ert.QLut (QLinearConv's input 9): y = lut[(uint8_t)requantised] */
     void *y;
     int ycode;
 } qepi;
@@ -101,6 +102,8 @@ static __device__ __forceinline__ int requant_with(const qrange &r, float mult, 
     v = v < r.flo ? r.flo : v > r.fhi ? r.fhi : v;
     return __float2int_rn(v) + r.yzp;
 }
+/* the fused table's byte for a requantised v (stq stores it as y's type), or v */
+static __device__ __forceinline__ int lut_of(const qepi &e, int v) { return e.lut ? (int)__ldg(&e.lut[(uint8_t)v]) : v; }
 static __device__ __forceinline__ int requant1(const qepi &e, int acc, int64_t ch) {
     return requant_with(range_of(e), mult_of(e, ch), acc);
 }
@@ -112,7 +115,7 @@ static __device__ __forceinline__ void epilogue1(const qepi &e, int acc, int64_t
         return;
     }
     if (e.bias) acc += e.bias[ch];
-    stq(e.y, e.ycode, i, requant1(e, acc, ch));
+    stq(e.y, e.ycode, i, lut_of(e, requant1(e, acc, ch)));
 }
 
 static qepi epi_of(const ert_kargs *a, bool ql) {
@@ -130,6 +133,7 @@ static qepi epi_of(const ert_kargs *a, bool ql) {
     e.nws = a->in[4].n_elems;
     e.yzp = zp_of(a, 7);
     e.bias = a->n_in > 8 && a->params->quant.conv.has_bias ? (const int32_t *)a->in[8].data : NULL;
+    e.lut = a->op == ERT_OP_QLINEAR_CONV && a->n_in > 9 ? (const uint8_t *)a->in[9].data : NULL;
     return e;
 }
 
@@ -636,7 +640,7 @@ static __global__ void __launch_bounds__(QTHREADS) qconv_mma(qmma_geo g, const u
             const int pj = p0 + first + STEP * k;
             if (pj >= g.P) break;
             const int acc = (int)((unsigned)sv[k] + ad);
-            stq(e.y, ycode, (int64_t)pj * g.M + mc, e.requant ? requant_with(rr, mu, acc) : acc);
+            stq(e.y, ycode, (int64_t)pj * g.M + mc, e.requant ? lut_of(e, requant_with(rr, mu, acc)) : acc);
         }
     } else { /* column fixed: one pixel, channels m0 + first + STEP k */
         const int pj = p0 + fixed;
@@ -649,7 +653,7 @@ static __global__ void __launch_bounds__(QTHREADS) qconv_mma(qmma_geo g, const u
             if (m >= g.Mg) break;
             const int acc = (int)((unsigned)sv[k] + (unsigned)radd[row]);
             stq(e.y, ycode, base + (int64_t)(gi * g.Mg + m) * g.out_sz,
-                e.requant ? requant_with(rr, rmult[row], acc) : acc);
+                e.requant ? lut_of(e, requant_with(rr, rmult[row], acc)) : acc);
         }
     }
 }

@@ -580,6 +580,40 @@ static bool fold_lut_at(ert_graph *g, int32_t *producer, ert_gnode *q, ert_statu
     return true;
 }
 
+/* Step 1e: an ert.QLut whose input only a QLinearConv makes, of the same
+ * integer type in and out, becomes that conv's epilogue: the conv takes the
+ * table as input 9 and writes the QLut's output (y = table[requantised sum],
+ * the bytes the two nodes gave). One pass over the int8 activation fewer
+ * (MobileNetV2's Relu6 and YOLO's SiLU after nearly every conv). */
+static int fuse_conv_lut(ert_graph *g, ert_status *st) {
+    int32_t *producer = malloc((size_t)(g->nt ? g->nt : 1) * sizeof *producer);
+    if (!producer) {
+        *st = ert_graph_oom(g);
+        return 0;
+    }
+    ert_graph_count_uses(g, producer);
+    int n = 0;
+    for (int i = 0; i < g->nn; i++) {
+        ert_gnode *q = &g->n[i];
+        if (q->dead || q->op != ERT_OP_QLUT || q->n_in != 2 || q->in[0] < 0 || !ert_graph_is_const(g, q->in[1]))
+            continue;
+        const int32_t x = q->in[0];
+        ert_gnode *c = producer_node(g, producer, x);
+        if (!c || c->op != ERT_OP_QLINEAR_CONV || c->n_in < 8 || c->n_in > 9 || c->n_out != 1 ||
+            sole_reader(g, x) != q || g->t[q->out[0]].dtype != g->t[x].dtype)
+            continue;
+        if (c->n_in == 8) c->in[8] = -1; /* no bias */
+        c->in[9] = q->in[1];
+        c->n_in = 10;
+        c->out[0] = q->out[0];
+        producer[q->out[0]] = (int32_t)(c - g->n);
+        q->dead = true;
+        n++;
+    }
+    free(producer);
+    return n;
+}
+
 ert_status ert_pass_fold_qdq(ert_graph *g, bool integer_ops) {
     ert_status st = ERT_OK;
     int n_folded = 0;
@@ -598,6 +632,8 @@ ert_status ert_pass_fold_qdq(ert_graph *g, bool integer_ops) {
     if (st) return st;
     /* step 2: constant DQs -> f32 constants (the folded ones are unread now) */
     ert_pass_remove_dead(g);
+    const int n_lut = integer_ops ? fuse_conv_lut(g, &st) : 0; /* the chains' DQs are gone: a conv's one reader */
+    if (st) return st;
     int n_const = 0;
     for (int i = 0; i < g->nn; i++) {
         ert_gnode *n = &g->n[i];
@@ -610,7 +646,7 @@ ert_status ert_pass_fold_qdq(ert_graph *g, bool integer_ops) {
         n_const++;
     }
     if (n_folded || n_const)
-        ert_log(g->ctx, ERT_LOG_INFO, "Q/DQ: %d ops folded into integer ops, %d constant DequantizeLinear folded to f32",
-                n_folded, n_const);
+        ert_log(g->ctx, ERT_LOG_INFO, "Q/DQ: %d ops folded into integer ops (%d tables into their conv), %d constant "
+                "DequantizeLinear folded to f32", n_folded, n_lut, n_const);
     return ERT_OK;
 }

@@ -37,6 +37,9 @@ quant_* tests) and once on a CUDA session, on the same random inputs:
                  256-entry table): int8/uint8 mixes, sizes with and without
                  a tail of 1-3 bytes past the 4-byte words, several blocks.
                  Bit-exact, the one node on the GPU.
+  conv+QLut      QLinearConv -> DQ -> float activation -> Q: the table
+                 fused into the conv's epilogue (tensor cores, CUDA cores,
+                 both layouts). Bit-exact.
   CNN            quantize_static (QDQ) CNNs: every node on the GPU (no CPU
                  fallback), output within one output step of the CPU
                  session's (the float Add / GlobalAveragePool between the
@@ -325,6 +328,44 @@ def conv_cases(C, rng):
     C.saturation("QLinearConv")
 
 
+def conv_lut_cases(C, rng):
+    """QLinearConv -> DQ -> Relu/SiLU/HardSwish/... -> Q, which the Q/DQ pass
+    folds into one QLinearConv whose epilogue looks its byte up in the
+    ert.QLut table (input 9): quant_ort.py's cases plus tensor-core ones
+    (16-channel taps, a K split, a 1x1), int8 and uint8 x, channels-last (a DQ
+    after y keeps the conv's output inside the graph) and NCHW, every fourth
+    also with --no-pack (the CUDA-core kernels' epilogue). Bit-exact with the
+    CPU session, and the table fused where y keeps the conv's type."""
+    R = C.runner
+    cases = Q.CONV_LUT_CASES + [([1, 64, 14, 14], 64, 3, 1, 1, 5, True, True),   # SiLU, 16-channel taps
+                                ([1, 256, 7, 7], 128, 3, 1, 1, 6, False, True),  # HardSwish, K split
+                                ([2, 32, 16, 16], 64, 1, 1, 1, 1, True, True)]   # Relu6, 1x1
+    n = 0
+    for ci, (xs, M, k, group, stride, act, bias, same) in enumerate(cases):
+        for xdt in (np.int8, np.uint8):
+            ydt = xdt if same else (np.uint8 if xdt == np.int8 else np.int8)
+            m, _ = Q.conv_lut_model(rng, xdt, ydt, xs, M, k, group, stride, act, bias)
+            g = m.graph  # y -> DQ -> float y: the fused conv's output stays inside the graph (channels-last)
+            g.node[-1].output[0] = "y_q"
+            g.node.append(helper.make_node("DequantizeLinear", ["y_q", "ys", "yz"], ["y"], name="tail"))
+            g.output[0].type.tensor_type.elem_type = TensorProto.FLOAT
+            tag = "conv+QLut %s c%d %s->%s" % (Q.LUT_ACTS[act][0], ci, np.dtype(xdt).name, np.dtype(ydt).name)
+            path = R.save(m, "convlut%d_%d" % (ci, xdt == np.int8))
+            x = Q.rq(rng, xdt, xs)
+
+            def fused(rg, tag=tag, same=same):
+                ops = rg["ops"]
+                want = {"QLinearConv": 1, "DequantizeLinear": 1} if same else \
+                    {"QLinearConv": 1, "ert.QLut": 1, "DequantizeLinear": 1}
+                C.R.report({k2: v for k2, v in ops.items() if k2 != "Transpose"} == want, tag + " fused" if same
+                           else tag + " not fused", "ops %s" % json.dumps(ops))
+            C.check(tag + " nhwc", path, {"x": x}, nhwc=1 if len(xs) == 4 else 0, then=fused)
+            C.check(tag + " nchw", path, {"x": x}, flags=["--no-nhwc"], nhwc=0)
+            if n % 4 == 0:
+                C.check(tag + " nopack", path, {"x": x}, flags=["--no-pack"], nhwc=0)
+            n += 1
+
+
 def matmul_cases(C, rng):
     R = C.runner
     n = 0
@@ -498,7 +539,7 @@ def main():
         C.device = []
     rng = np.random.default_rng(args.seed)
     C.edgert = args.edgert
-    for f in (qdq_cases, conv_cases, matmul_cases, pool_cases, lut_cases, qadd_cases, cnn_cases) + ((edgert_cases,) if args.edgert else ()):
+    for f in (qdq_cases, conv_cases, conv_lut_cases, matmul_cases, pool_cases, lut_cases, qadd_cases, cnn_cases) + ((edgert_cases,) if args.edgert else ()):
         f(C, rng)
     C.drain()
     if C.device:  # the tensor-core kernel must have been taken (sm_80+; the quant_cuda ctest runs on an H100/H200)

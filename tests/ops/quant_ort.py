@@ -701,11 +701,12 @@ def suite_fold(R, rng):
                     continue
                 ops = res["ops"]
                 n_int = ops.get("QLinearConv", 0) + ops.get("QLinearMatMul", 0)
-                # 5 integer ops, the residual Add (ert.QLinearAdd), the LeakyRelu (ert.QLut), the MaxPool
-                # and the Flatten on int8 each remove one QuantizeLinear
+                # 5 integer ops, the residual Add (ert.QLinearAdd), the LeakyRelu (an ert.QLut, then fused
+                # into the conv before it: its input 9), the MaxPool and the Flatten on int8 each remove one
+                # QuantizeLinear
                 ok_ops = ops.get("QLinearConv", 0) == 4 and ops.get("QLinearMatMul", 0) == 1 and \
                     ops.get("ert.QLinearAdd", 0) == 1 and "Add" not in ops and \
-                    ops.get("ert.QLut", 0) == 1 and "LeakyRelu" not in ops and \
+                    "ert.QLut" not in ops and "LeakyRelu" not in ops and \
                     "QLinearConv" not in res_u["ops"] and "ert.QLinearAdd" not in res_u["ops"] and \
                     "ert.QLut" not in res_u["ops"] and \
                     ops.get("QuantizeLinear", 0) == res_u["ops"].get("QuantizeLinear", 0) - 9
@@ -829,6 +830,92 @@ def suite_pool(R, rng):
 
     add_cases(R, rng)
     lut_cases(R, rng)
+    conv_lut_cases(R, rng)
+
+
+def conv_lut_model(rng, xdt, ydt, x_shape, M, k, group, stride, act, bias, extra_conv_output=False):
+    """QLinearConv (int8 or uint8 y) -> DQ -> LUT_ACTS[act]'s float nodes -> Q (y of ydt): the
+    chain the Q/DQ pass folds to ert.QLut and then into the conv (input 9) when ydt is the conv's
+    type and only the DQ reads the conv. extra_conv_output: the conv's output also a graph output."""
+    name, build, fn, approx = LUT_ACTS[act]
+    C = x_shape[1]
+    w_shape = [M, C // group, k, k]
+    pads = [k // 2] * 4
+    cdt = xdt  # the conv's y: the type of its zero point
+    w = rq(rng, np.int8, w_shape)
+    inits = {"xs": np.array(rng.uniform(0.01, 0.05), np.float32), "xz": zp_of(rng, xdt), "w": w,
+             "ws": rng.uniform(0.005, 0.03, size=M).astype(np.float32), "wz": np.zeros(M, np.int8),
+             "cs": np.array(rng.uniform(0.1, 0.4) * np.sqrt(C // group * k * k / 27.0), np.float32),
+             "cz": zp_of(rng, cdt)}
+    cin = ["x", "xs", "xz", "w", "ws", "wz", "cs", "cz"]
+    if bias:
+        inits["B"] = rng.integers(-3000, 3000, size=M).astype(np.int32)
+        cin.append("B")
+    clo, chi = qtype_range(cdt)
+    v = (np.arange(clo, chi + 1) - int(inits["cz"])).astype(np.float64) * float(inits["cs"])
+    y_s, y_z = lut_y_quant(rng, fn(v), ydt)
+    body, binits = build()
+    inits.update(binits)
+    inits["ys"], inits["yz"] = np.array(y_s, np.float32), y_z
+    out_shape = conv_out_shape(x_shape, w_shape, [stride] * 2, pads, [1, 1])
+    nodes = [helper.make_node("QLinearConv", cin, ["c"], name="conv", strides=[stride] * 2, pads=pads, group=group,
+                              kernel_shape=[k, k]),
+             helper.make_node("DequantizeLinear", ["c", "cs", "cz"], ["d"], name="dq")] + body + \
+        [helper.make_node("QuantizeLinear", ["f", "ys", "yz"], ["y"], name="q")]
+    outs = [helper.make_tensor_value_info("y", NP2ONNX[ydt], out_shape)]
+    if extra_conv_output:
+        outs.append(helper.make_tensor_value_info("c", NP2ONNX[cdt], out_shape))
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", NP2ONNX[xdt], x_shape)], outs,
+                          [numpy_helper.from_array(np.asarray(v), k2) for k2, v in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
+    m.ir_version = 7
+    return m, approx
+
+
+CONV_LUT_CASES = [  # (x shape, M, k, group, stride, LUT_ACTS index, bias, y the conv's type)
+    ([1, 5, 9, 11], 7, 3, 1, 1, 0, True, True),      # Relu
+    ([2, 16, 12, 12], 32, 3, 1, 2, 5, False, True),  # SiLU x*Sigmoid(x), strided
+    ([1, 24, 10, 10], 24, 3, 24, 1, 6, True, True),  # depthwise, HardSwish
+    ([1, 40, 7, 7], 64, 1, 1, 1, 1, True, True),     # 1x1, Relu6
+    ([1, 32, 8, 8], 48, 3, 1, 1, 8, False, True),    # Tanh
+    ([1, 6, 8, 8], 9, 3, 1, 1, 7, True, False),      # HardSigmoid, y of the other type: stays an ert.QLut
+]
+
+
+def conv_lut_cases(R, rng):
+    """QLinearConv -> DQ -> element-wise float nodes -> Q: the pass folds the
+    chain into an ert.QLut and that into the conv (its input 9: the conv's
+    epilogue looks its requantised byte up). Checked against onnxruntime
+    (exact, or one step where its own exp/x/6 rounds otherwise) and the
+    unfolded session (bit for bit), int8 and uint8, with the schedule: one
+    QLinearConv and no QLut; not fused (and still right) where y is of the
+    other integer type or the conv's output is also a graph output."""
+    for ci, (xs, M, k, group, stride, act, bias, same) in enumerate(CONV_LUT_CASES):
+        for xdt in (np.int8, np.uint8):
+            ydt = xdt if same else (np.uint8 if xdt == np.int8 else np.int8)
+            for extra in ((False, True) if ci == 0 else (False,)):
+                m, approx = conv_lut_model(rng, xdt, ydt, xs, M, k, group, stride, act, bias, extra)
+                fused = same and not extra
+                tag = "conv+QLut %s c%d %s->%s%s" % (LUT_ACTS[act][0], ci, np.dtype(xdt).name, np.dtype(ydt).name,
+                                                    " (conv output also a graph output)" if extra else "")
+                run_tag = "convlut%d_%d_%d" % (ci, xdt == np.int8, extra)
+                path = R.save(m, run_tag)
+                x = rq(rng, xdt, xs)
+                want = R.ort_run(path, {"x": x})["y"]
+                try:
+                    got, res = qdq_run(R, path, {"x": x}, run_tag)
+                    unf, _ = qdq_run(R, path, {"x": x}, run_tag + "_nf", ["--no-fuse"])
+                except RuntimeError as e:
+                    R.report(False, tag, str(e))
+                    continue
+                d = np.abs(got["y"].astype(np.int64) - want.astype(np.int64))
+                ops_ok = res["ops"] == {"QLinearConv": 1} if fused else \
+                    (res["ops"].get("QLinearConv") == 1 and res["ops"].get("ert.QLut") == 1)
+                ok = np.array_equal(got["y"], unf["y"]) and int(d.max()) <= (1 if approx else 0) and ops_ok
+                R.report(ok, tag, "%s: equal to the unfolded session: %s; vs onnxruntime: %s; ops %s" % (
+                    "fused" if fused else "not fused", np.array_equal(got["y"], unf["y"]),
+                    "exact" if d.max() == 0 else "%d of %d one step off" % (int((d > 0).sum()), d.size),
+                    json.dumps(res["ops"])))
 
 
 def add_cases(R, rng):
