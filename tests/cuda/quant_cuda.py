@@ -311,7 +311,7 @@ def conv_cases(C, rng):
                             C.R.report(rg.get("n_int8_mma") == 0 and rg.get("n_packed_only") == 0, tag + " nopack",
                                        "%d tensor-core convs, %d weights held only packed (expected none)" % (
                                            rg.get("n_int8_mma"), rg.get("n_packed_only")))
-                        C.check(tag + " nopack", path, {"x": x}, flags=["--no-pack"], nhwc=1, then=unpacked)
+                        C.check(tag + " nopack", path, {"x": x}, flags=["--no-pack"], nhwc=0, then=unpacked)
                 else:
                     C.check(tag, R.save(m, "qconv%d" % n), {"x": x}, nhwc=0)
                 n += 1
