@@ -262,8 +262,9 @@ static inline __attribute__((always_inline)) void dwcb_block(const ert_dw2d *p, 
 #endif
         DWCB_RUN(ert_av8, dwcb_out(acc, y0, r0, OHW, o, kind, al, be););
 #undef DWCB_RUN
-    if (a && !vec_act)
-        for (int c = 0; c < H2 * DWCB; c++) (late ? act_row : ert_cpu_act_row)(y0 + c * OHW, OHW, a);
+    /* the block's H2 * CB output planes are consecutive: one pass over all of them (per plane, a 7x7
+     * map's 49 values were 4 vectors a call, with the call and its switch each time) */
+    if (a && !vec_act) (late ? act_row : ert_cpu_act_row)(y0, H2 * DWCB * OHW, a);
 }
 
 /* Blocks [t0, t1) of (image, H2 * CB channels): H2 = 2 in the AVX-512
