@@ -205,6 +205,9 @@ done:
 
 /* ------------------------------------------------------------------ step 5-6 */
 
+/* the input a backend's packing replaces (node_packed_bytes): the weight, QLinearConv's input 3 */
+static int packed_input(const ert_gnode *n) { return n->op == ERT_OP_QLINEAR_CONV ? 3 : 1; }
+
 /* a constant weight whose every reader runs from the backend's packed copy
  * (plan: node_packed_only): the arena holds no copy of it */
 static bool pk_only(const ert_gtensor *t) {
@@ -258,7 +261,7 @@ static ert_status plan(ert_session *s) {
         ert_gnode *n = &s->g.n[s->sched[k]];
         ert_tview v[64];
         ert_kargs a;
-        const int wi = n->op == ERT_OP_QLINEAR_CONV ? 3 : 1;
+        const int wi = packed_input(n);
         n->pk_bytes = 0;
         n->pk_only = false;
         if (n->host || n->n_in <= wi || !ert_graph_is_const(&s->g, n->in[wi]) ||
@@ -423,7 +426,7 @@ static ert_status bind(ert_session *s, const ert_session_options *o) {
     /* the weights only their packed copies hold: no pointer to the host copy stays */
     for (int k = 0; k < s->n_sched; k++) {
         ert_gnode *n = &s->g.n[s->sched[k]];
-        if (n->pk_only) n->views[n->op == ERT_OP_QLINEAR_CONV ? 3 : 1].data = NULL;
+        if (n->pk_only) n->views[packed_input(n)].data = NULL;
     }
     for (int i = 0; i < s->g.nt; i++) {
         ert_gtensor *t = &s->g.t[i];

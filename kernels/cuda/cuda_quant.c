@@ -125,6 +125,24 @@ size_t ert_cuda_packed_bytes(const ert_kargs *a) {
     return ert_cuda_dw_rsc_bytes(a);
 }
 
+/* filter row m's zero point (nz of them: one, or one per row; none: 0) */
+static int wzp_at(const void *zp, bool zp_u8, int64_t nz, int64_t m) {
+    const int64_t zi = nz > 1 ? m : 0;
+    return !zp || nz < 1 ? 0 : zp_u8 ? ((const uint8_t *)zp)[zi] : ((const int8_t *)zp)[zi];
+}
+
+/* the shifted filter w - w_zero_point fits int8 (the packed layout's values) */
+static bool qmma_fits(const int8_t *w, const void *zp, bool zp_u8, int64_t nz, int64_t M, int64_t Kg) {
+    for (int64_t m = 0; m < M; m++) {
+        const int z = wzp_at(zp, zp_u8, nz, m);
+        for (int64_t k = 0; k < Kg; k++) {
+            const int v = w[m * Kg + k] - z;
+            if (v < -128 || v > 127) return false;
+        }
+    }
+    return true;
+}
+
 /* host side of the packing: w (M, Kg) int8 and its zero points (nz of them,
  * int8 or uint8) into buf (the layout of cuda_quant.h); false if a shifted
  * weight leaves int8. Channels-last convs take K in the order (kh, kw, c):
@@ -140,13 +158,12 @@ static bool qmma_fill(uint8_t *buf, const ert_qmma_layout *l, const int8_t *w, c
     const int64_t H = two ? x->dims[nhwc ? 1 : 2] : 1, W = x->dims[nhwc ? 2 : 2 + two], C = x->dims[nhwc ? 3 : 1];
     const int64_t kh = two ? cp->kernel[0] : 1, kw = cp->kernel[two], ksz = kh * kw, cg = Kg / ksz;
     const int64_t dh = two && cp->dilation[0] ? cp->dilation[0] : 1, dw = cp->dilation[two] ? cp->dilation[two] : 1;
+    if (!qmma_fits(w, zp, zp_u8, nz, M, Kg)) return false;
     for (int64_t m = 0; m < M; m++) {
-        int64_t zi = nz > 1 ? m : 0;
-        int z = !zp || nz < 1 ? 0 : zp_u8 ? ((const uint8_t *)zp)[zi] : ((const int8_t *)zp)[zi];
+        const int z = wzp_at(zp, zp_u8, nz, m);
         int32_t s = 0;
         for (int64_t k = 0; k < Kg; k++) { /* k = (c, q) of the model's filter */
-            int v = w[m * Kg + k] - z;
-            if (v < -128 || v > 127) return false;
+            const int v = w[m * Kg + k] - z;
             int64_t c = k / ksz, q = k % ksz;
             pw[m * l->Kp + (nhwc ? q * cg + c : k)] = (int8_t)v;
             s += v;
@@ -203,19 +220,6 @@ static ert_status qmma_selfcheck(cuda_ctx *c, ert_kargs *a, const int8_t *hw, si
     *same = *ran && memcmp(host, host + yb, yb) == 0;
     free(host);
     return e == cudaSuccess ? ERT_OK : cuda_err(c, e, "int8 conv self-check");
-}
-
-/* the shifted filter w - w_zero_point fits int8 (the packed layout's values) */
-static bool qmma_fits(const int8_t *w, const void *zp, bool zp_u8, int64_t nz, int64_t M, int64_t Kg) {
-    for (int64_t m = 0; m < M; m++) {
-        int64_t zi = nz > 1 ? m : 0;
-        int z = !zp || nz < 1 ? 0 : zp_u8 ? ((const uint8_t *)zp)[zi] : ((const int8_t *)zp)[zi];
-        for (int64_t k = 0; k < Kg; k++) {
-            int v = w[m * Kg + k] - z;
-            if (v < -128 || v > 127) return false;
-        }
-    }
-    return true;
 }
 
 bool ert_cuda_qconv_packed_only(void *bctx, const ert_kargs *a) {

@@ -669,6 +669,20 @@ def qdq_run(R, path, feeds, tag, flags=()):
     return outs, res
 
 
+def run_folded_unfolded(R, path, feeds, run_tag, tag):
+    """onnxruntime's y, then the session's outputs with the Q/DQ pass (folded) and
+    with ERT_SESSION_NO_FUSE (unfolded): (want, got, res, unf, res_u), or None
+    with the failure reported."""
+    want = R.ort_run(path, feeds)["y"]
+    try:
+        got, res = qdq_run(R, path, feeds, run_tag)
+        unf, res_u = qdq_run(R, path, feeds, run_tag + "_nf", ["--no-fuse"])
+    except RuntimeError as e:
+        R.report(False, tag, str(e))
+        return None
+    return want, got, res, unf, res_u
+
+
 def steps_off(got, ref, step):
     return float(np.abs(got.astype(np.float64) - ref.astype(np.float64)).max() / step)
 
@@ -901,13 +915,10 @@ def conv_lut_cases(R, rng):
                 run_tag = "convlut%d_%d_%d" % (ci, xdt == np.int8, extra)
                 path = R.save(m, run_tag)
                 x = rq(rng, xdt, xs)
-                want = R.ort_run(path, {"x": x})["y"]
-                try:
-                    got, res = qdq_run(R, path, {"x": x}, run_tag)
-                    unf, _ = qdq_run(R, path, {"x": x}, run_tag + "_nf", ["--no-fuse"])
-                except RuntimeError as e:
-                    R.report(False, tag, str(e))
+                r = run_folded_unfolded(R, path, {"x": x}, run_tag, tag)
+                if r is None:
                     continue
+                want, got, res, unf, _ = r
                 d = np.abs(got["y"].astype(np.int64) - want.astype(np.int64))
                 ops_ok = res["ops"] == {"QLinearConv": 1} if fused else \
                     (res["ops"].get("QLinearConv") == 1 and res["ops"].get("ert.QLut") == 1)
@@ -958,14 +969,10 @@ def add_cases(R, rng):
                                                   " relu" if relu else "", " no zp" if no_zp else "")
             path = R.save(m, "qadd%d_%d" % (si, ci))
             feeds = {"a": rq(rng, at, shape), "b": rq(rng, bt, shape)}
-            want = R.ort_run(path, feeds)["y"]
-            try:
-                got, res = qdq_run(R, path, feeds, tag.replace(" ", "_").replace("+", "_").replace(">", ""))
-                unf, res_u = qdq_run(R, path, feeds, tag.replace(" ", "_").replace("+", "_").replace(">", "") + "_nf",
-                                     ["--no-fuse"])
-            except RuntimeError as e:
-                R.report(False, tag, str(e))
+            r = run_folded_unfolded(R, path, feeds, tag.replace(" ", "_").replace("+", "_").replace(">", ""), tag)
+            if r is None:
                 continue
+            want, got, res, unf, res_u = r
             sat = int(np.sum(want == np.iinfo(yt).min) + np.sum(want == np.iinfo(yt).max))
             ok = np.array_equal(got["y"], want) and np.array_equal(got["y"], unf["y"]) and \
                 res["ops"].get("ert.QLinearAdd", 0) == 1 and "QuantizeLinear" not in res["ops"]
@@ -1087,13 +1094,10 @@ def lut_cases(R, rng):
                                              " no zp" if no_zp else "", " two DQs" if dq2 else "")
             run_tag = "qlut%d_%d" % (ai, ci)
             path = R.save(m, run_tag)
-            want = R.ort_run(path, {"x": x})["y"]
-            try:
-                got, res = qdq_run(R, path, {"x": x}, run_tag)
-                unf, res_u = qdq_run(R, path, {"x": x}, run_tag + "_nf", ["--no-fuse"])
-            except RuntimeError as e:
-                R.report(False, tag, str(e))
+            r = run_folded_unfolded(R, path, {"x": x}, run_tag, tag)
+            if r is None:
                 continue
+            want, got, res, unf, res_u = r
             n += 1
             qlo, qhi = qtype_range(ydt)
             sat_lo += int((want == qlo).any())
