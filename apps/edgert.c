@@ -52,7 +52,7 @@
     "  bench MODEL [--input NAME=FILE]... [--shape NAME=DIMS]... [--device cpu|cuda|auto]\n"              \
     "              [--precision f32|f16|bf16] [--iters N] [--warmup N] [--batch N] [--threads N]\n"       \
     "              [--nhwc|--no-nhwc] [--gemm1x1] [--conv-graph|--no-conv-graph]\n"                      \
-    "              [--plan-cache DIR|off] [--create-mode fast|tuned] [--no-strips] [--profile] [--json]\n"
+    "              [--plan-cache DIR|off] [--create-mode fast|tuned] [--no-strips] [--profile] [--profile-nodes] [--json]\n"
 
 static const char *USAGE =
     "usage: edgert <command> [options]     (edgert <command> --help for details)\n"
@@ -181,6 +181,8 @@ static const char *HELP_BENCH =
     "  --profile           then one run node by node (ert_session_profile): time per\n"
     "                      op type of the session's nodes, after fusion (CUDA: device\n"
     "                      time per node, eager, so the sum exceeds a graphed run)\n"
+"  --profile-nodes     --profile, run 10 times, and every node's fastest time\n"
+"                      listed in schedule order (name, op, ms; JSON: \"nodes\")\n"
     "  --json              one JSON object on stdout\n";
 
 static int g_verbose;
@@ -332,7 +334,7 @@ static int opt_choice(opt_parser *p, const char *name, const char *allowed, cons
 
 typedef struct common_opts {
     long batch, threads, iters, warmup, topk;
-    int json, fp16, no_nhwc, nhwc, gemm1x1, conv_graph, no_conv_graph, bgr, check_finite, profile, no_strips;
+    int json, fp16, no_nhwc, nhwc, gemm1x1, conv_graph, no_conv_graph, bgr, check_finite, profile, profile_nodes, no_strips;
     const char *device;
     const char *precision;
     const char *plan_cache, *create_mode;
@@ -407,6 +409,8 @@ static int parse_opts(int argc, char **argv, unsigned allowed, int npos, const c
             o->no_conv_graph = 1;
         } else if ((allowed & O_PROFILE) && opt_match(&p, "--no-strips", 0)) {
             o->no_strips = 1;
+        } else if ((allowed & O_PROFILE) && opt_match(&p, "--profile-nodes", 0)) {
+            o->profile = o->profile_nodes = 1;
         } else if ((allowed & O_PROFILE) && opt_match(&p, "--profile", 0)) {
             o->profile = 1;
         } else if ((allowed & O_CHECK_FINITE) && opt_match(&p, "--check-finite", 0)) {
@@ -1354,7 +1358,9 @@ static int cmd_convert(int argc, char **argv) {
 
 /* ---------------------------------------------------------------- bench */
 
-/* --profile: one ert_session_profile run, summed per op type, slowest first. */
+/* --profile: one ert_session_profile run, summed per op type, slowest first;
+ * --profile-nodes: `runs` runs, each node's fastest time kept (pr->e, pr->best:
+ * the schedule, freed by prof_free). */
 #define PROF_OPS 64
 typedef struct prof_op {
     char name[48];
@@ -1365,37 +1371,66 @@ typedef struct prof_ops {
     prof_op op[PROF_OPS];
     int n, nodes;
     double total_ms;
+    ert_profile_entry *e; /* with --profile-nodes: the nodes, best[k] the fastest of node k */
+    double *best;
 } prof_ops;
 
-static int profile_ops(ert_context *ctx, ert_session *s, prof_ops *pr) {
+static void prof_free(prof_ops *pr) {
+    free(pr->e);
+    free(pr->best);
+    pr->e = NULL;
+    pr->best = NULL;
+}
+
+static int profile_ops(ert_context *ctx, ert_session *s, prof_ops *pr, int runs, int keep_nodes) {
     int cap = 1024, n = 0;
     ert_profile_entry *e = NULL;
-    for (;;) {
-        ert_profile_entry *e2 = realloc(e, (size_t)cap * sizeof *e);
-        if (!e2) {
-            free(e);
-            return error("out of memory");
-        }
-        e = e2;
-        ert_status st = ert_session_profile(s, e, cap, &n);
-        if (st != ERT_OK) {
-            free(e);
-            return lib_error(ctx, st, "profiling run failed");
-        }
-        if (n <= cap) break;
-        cap = n;
-    }
+    double *best = NULL;
     memset(pr, 0, sizeof *pr);
+    for (int r = 0; r < runs; r++) {
+        for (;;) {
+            if (!e) {
+                e = malloc((size_t)cap * sizeof *e);
+                best = malloc((size_t)cap * sizeof *best);
+                if (!e || !best) {
+                    free(e);
+                    free(best);
+                    return error("out of memory");
+                }
+            }
+            ert_status st = ert_session_profile(s, e, cap, &n);
+            if (st != ERT_OK) {
+                free(e);
+                free(best);
+                return lib_error(ctx, st, "profiling run failed");
+            }
+            if (n <= cap) break;
+            cap = n; /* too small: again with room for every node */
+            free(e);
+            free(best);
+            e = NULL;
+            best = NULL;
+            r = 0;
+        }
+        for (int i = 0; i < n; i++)
+            if (r == 0 || e[i].ms < best[i]) best[i] = e[i].ms;
+    }
     pr->nodes = n;
     for (int i = 0; i < n; i++) {
         const char *op = e[i].op ? e[i].op : "?";
         int k = 0;
         while (k < pr->n && strcmp(pr->op[k].name, op) != 0) k++;
         if (k == pr->n && pr->n < PROF_OPS) snprintf(pr->op[pr->n++].name, sizeof pr->op[0].name, "%s", op);
-        if (k < pr->n) pr->op[k].ms += e[i].ms, pr->op[k].count++;
-        pr->total_ms += e[i].ms;
+        if (k < pr->n) pr->op[k].ms += best[i], pr->op[k].count++;
+        pr->total_ms += best[i];
     }
-    free(e);
+    if (keep_nodes) {
+        pr->e = e; /* names and ops stay valid for the session's life */
+        pr->best = best;
+    } else {
+        free(e);
+        free(best);
+    }
     for (int i = 1; i < pr->n; i++) /* slowest first */
         for (int j = i; j > 0 && pr->op[j].ms > pr->op[j - 1].ms; j--) {
             prof_op tmp = pr->op[j];
@@ -1418,6 +1453,7 @@ static int cmd_bench(int argc, char **argv) {
     ert_model *m = NULL;
     ert_session *s = NULL;
     double *t = NULL;
+    prof_ops prof = {0};
     cli_tensor ins[MAX_INPUTS];
     int frozen[MAX_INPUTS] = {0};
     ert_input_shape shapes[MAX_INPUTS];
@@ -1503,8 +1539,6 @@ static int cmd_bench(int argc, char **argv) {
     memset(cs, 0, sizeof cs);
     ert_session_create_stats(s, &cs[0]);
     int n_fallback = ert_session_n_cpu_fallback(s);
-    prof_ops prof = {0};
-    if (o.profile && (rc = profile_ops(ctx, s, &prof)) != 0) goto out;
     ert_session_free(s);
     s = NULL;
     if ((st = create_session(ctx, m, &so, used == ERT_DEVICE_CUDA ? "cuda" : "cpu", ins, o.n_inputs, frozen, &s, &used)) != ERT_OK) {
@@ -1512,6 +1546,8 @@ static int cmd_bench(int argc, char **argv) {
         goto out;
     }
     ert_session_create_stats(s, &cs[1]);
+    /* on the second session: its node names stay valid until it is freed, below */
+    if (o.profile && (rc = profile_ops(ctx, s, &prof, o.profile_nodes ? 10 : 1, o.profile_nodes)) != 0) goto out;
     const char *dev = used == ERT_DEVICE_CUDA ? "cuda" : "cpu", *prec = effective_precision(used, o.precision);
     if (o.json) {
         printf("{\"model\": ");
@@ -1541,7 +1577,19 @@ static int cmd_bench(int argc, char **argv) {
                 cli_json_str(stdout, prof.op[k].name);
                 printf(", %.4f, %d]", prof.op[k].ms, prof.op[k].count);
             }
-            printf("]}");
+            printf("]");
+            if (prof.e) {
+                printf(", \"nodes\": [");
+                for (int k = 0; k < prof.nodes; k++) {
+                    printf("%s[", k ? ", " : "");
+                    cli_json_str(stdout, prof.e[k].node ? prof.e[k].node : "?");
+                    printf(", ");
+                    cli_json_str(stdout, prof.e[k].op ? prof.e[k].op : "?");
+                    printf(", %.4f]", prof.best[k]);
+                }
+                printf("]");
+            }
+            printf("}");
         }
         printf("}\n");
     } else {
@@ -1563,10 +1611,17 @@ static int cmd_bench(int argc, char **argv) {
             printf("profile: %.3f ms over %d nodes, by op:\n", prof.total_ms, prof.nodes);
             for (int k = 0; k < prof.n; k++)
                 printf("  %-24s %9.3f ms  %4d nodes\n", prof.op[k].name, prof.op[k].ms, prof.op[k].count);
+            if (prof.e) {
+                printf("nodes (fastest of 10 profiling runs, schedule order):\n");
+                for (int k = 0; k < prof.nodes; k++)
+                    printf("  %s\t%s\t%.4f\n", prof.e[k].node ? prof.e[k].node : "?", prof.e[k].op ? prof.e[k].op : "?",
+                           prof.best[k]);
+            }
         }
     }
 out:
     free(t);
+    prof_free(&prof);
     for (int k = 0; k < o.n_inputs; k++) cli_tensor_free(&ins[k]);
     ert_session_free(s);
     ert_model_free(m);
