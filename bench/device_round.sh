@@ -111,7 +111,11 @@ if has zoo; then
 fi
 if has cpuzoo; then
   t0=$SECONDS
-  { lscpu | grep -E "Model name|^CPU\(s\)|Thread|Core|Socket|Flags" | cut -c1-300; nproc; } > "$out/cpu.txt"
+  { lscpu | grep -E "Model name|^CPU\(s\)|Thread|Core|Socket|MHz|L[123]" | cut -c1-200; nproc
+    grep -m3 -E "^(cpu family|model|stepping)\s" /proc/cpuinfo
+    echo "isa: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|f16c|avx512.*|amx.*|avx_vnni)$' | tr '\n' ' ')"
+  } > "$out/cpu.txt"
+  cat "$out/cpu.txt"
   python3 bench/zoo/make_cpu_zoo.py /tmp/czoo > "$out/cpuzoo_make.log" 2>&1 &&
     timeout "$(left)" python3 bench/zoo/bench_cpu_zoo.py /tmp/czoo --edgert $build/apps/edgert \
       --threads "${CPU_THREADS:-1,2,4,8,16}" --batch "${CPU_BATCH:-1,8}" --iters "${CPU_ITERS:-20}" --warmup 3 \
