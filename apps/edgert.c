@@ -51,8 +51,9 @@
 #define SYN_BENCH                                                                                          \
     "  bench MODEL [--input NAME=FILE]... [--shape NAME=DIMS]... [--device cpu|cuda|auto]\n"              \
     "              [--precision f32|f16|bf16] [--iters N] [--warmup N] [--batch N] [--threads N]\n"       \
-    "              [--nhwc|--no-nhwc] [--gemm1x1] [--conv-graph|--no-conv-graph]\n"                      \
-    "              [--plan-cache DIR|off] [--create-mode fast|tuned] [--no-strips] [--profile] [--profile-nodes] [--json]\n"
+    "              [--nhwc|--no-nhwc] [--gemm1x1] [--conv-graph|--no-conv-graph] [--no-conv-transforms]\n" \
+    "              [--plan-cache DIR|off] [--create-mode fast|tuned] [--no-strips]\n"                     \
+    "              [--profile] [--profile-nodes] [--json]\n"
 
 static const char *USAGE =
     "usage: edgert <command> [options]     (edgert <command> --help for details)\n"
@@ -176,6 +177,8 @@ static const char *HELP_BENCH =
     "                      (default off)\n"
     "  --conv-graph, --no-conv-graph  CUDA: conv + epilogue as one cuDNN graph\n"
     "                      whenever cuDNN runs it / never (default: where faster)\n"
+    "  --no-conv-transforms  CUDA f32: no FFT/Winograd conv algorithms (exact\n"
+    "                      inf/NaN propagation: ERT_SESSION_NO_CONV_TRANSFORMS)\n"
     "  --no-strips         CPU, batch > 1: every node over the whole batch (no batch\n"
     "                      strips: ERT_SESSION_NO_STRIPS)\n"
     "  --profile           then one run node by node (ert_session_profile): time per\n"
@@ -334,7 +337,7 @@ static int opt_choice(opt_parser *p, const char *name, const char *allowed, cons
 
 typedef struct common_opts {
     long batch, threads, iters, warmup, topk;
-    int json, fp16, no_nhwc, nhwc, gemm1x1, conv_graph, no_conv_graph, bgr, check_finite, profile, profile_nodes, no_strips;
+    int json, fp16, no_nhwc, nhwc, gemm1x1, conv_graph, no_conv_graph, no_transforms, bgr, check_finite, profile, profile_nodes, no_strips;
     const char *device;
     const char *precision;
     const char *plan_cache, *create_mode;
@@ -405,6 +408,8 @@ static int parse_opts(int argc, char **argv, unsigned allowed, int npos, const c
             o->gemm1x1 = 1;
         } else if ((allowed & O_CUDA_LAYOUT) && opt_match(&p, "--conv-graph", 0)) {
             o->conv_graph = 1;
+        } else if ((allowed & O_CUDA_LAYOUT) && opt_match(&p, "--no-conv-transforms", 0)) {
+            o->no_transforms = 1;
         } else if ((allowed & O_CUDA_LAYOUT) && opt_match(&p, "--no-conv-graph", 0)) {
             o->no_conv_graph = 1;
         } else if ((allowed & O_PROFILE) && opt_match(&p, "--no-strips", 0)) {
@@ -1476,6 +1481,7 @@ static int cmd_bench(int argc, char **argv) {
     if (o.conv_graph) so.flags |= ERT_SESSION_CONV_GRAPH;
     if (o.no_conv_graph) so.flags |= ERT_SESSION_NO_CONV_GRAPH;
     if (o.no_strips) so.flags |= ERT_SESSION_NO_STRIPS;
+    if (o.no_transforms) so.flags |= ERT_SESSION_NO_CONV_TRANSFORMS;
     char plan_dir[1024];
     plan_options(&o, &so, plan_dir, sizeof plan_dir);
     ert_device used = ERT_DEVICE_CPU;

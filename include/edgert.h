@@ -451,6 +451,16 @@ typedef struct ert_input_shape {
  * their internal tensors are planned at one image, so the arena is smaller);
  * the results are the same bits either way. No effect elsewhere. */
 #define ERT_SESSION_NO_STRIPS 16384u
+/* CUDA f32 sessions: convolutions only by cuDNN's sums-of-products
+ * algorithms. By default an f32 session also measures cuDNN's FFT and
+ * Winograd algorithms at create and takes one where it is the fastest (as
+ * PyTorch with cudnn.benchmark does: ResNet-style 3x3 convs). Those
+ * transform an input tile with +-1 coefficients, so an +-inf input gives
+ * NaN over its tile (inf - inf) where the CPU, and this flag, give +-inf,
+ * and a NaN input spreads to the tile's outputs; finite inputs give the
+ * same values within f32 rounding. Set it where non-finite inputs must
+ * propagate exactly as on the CPU. f16/bf16 sessions never take them. */
+#define ERT_SESSION_NO_CONV_TRANSFORMS 256u
 
 /* How a CUDA session chooses its algorithms at create. Append-only. */
 typedef enum ert_create_mode {

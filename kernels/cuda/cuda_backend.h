@@ -209,6 +209,7 @@ typedef struct cuda_ctx {
     bool gemm1x1; /* ERT_SESSION_GEMM_1X1: channels-last 1x1 convs as cuBLASLt GEMMs */
     bool conv_graph_off, conv_graph_force; /* ERT_SESSION_NO_CONV_GRAPH / ERT_SESSION_CONV_GRAPH */
     bool exact_gelu; /* ERT_SESSION_EXACT_GELU: no tanh-form GELU in cuBLASLt's f16/bf16 epilogue */
+    bool no_transforms; /* ERT_SESSION_NO_CONV_TRANSFORMS: no FFT/Winograd conv algorithm in f32 either */
     bool dw_rsc;     /* depthwise filters packed (KH, KW, C) at bind: not a trainer, not ERT_SESSION_NO_PACK */
 #ifdef ERT_HAVE_CUDNN
     fuse_entry *fuses; /* conv + epilogue graph plans (ert_cuda_fuse_find), freed at release */

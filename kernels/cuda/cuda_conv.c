@@ -48,7 +48,11 @@ static bool cached_algo_ok(cuda_ctx *c, const conv_state *s, const algo_entry *e
 /* FFT and Winograd convs transform the input tile with +-1 coefficients, so
  * an inf input gives inf - inf = NaN where the CPU (and every
  * sum-of-products algorithm) gives +-inf (H200, f32: a 3x3/2 conv + Clip
- * gave NaN for all 1536 outputs on +inf inputs, CPU 0.5). Never taken. */
+ * gave NaN for all 1536 outputs on +inf inputs, CPU 0.5). Taken in f32
+ * only, where measured fastest, unless ERT_SESSION_NO_CONV_TRANSFORMS:
+ * with them excluded, the CNNs of the zoo ran 1.2-1.6x PyTorch's f32 time
+ * (cudnn.benchmark takes them; H200, 2026-12-02). f16/bf16 keep the
+ * tensor-core GEMM algorithms (find_algo's first pass). */
 static bool transform_algo(cudnnConvolutionFwdAlgo_t a) {
     return a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
            a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD || a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
@@ -113,7 +117,7 @@ static ert_status find_algo(cuda_ctx *c, const conv_state *s, const int *key, bo
             bool tc = perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
                       perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
             if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > CONV_WS_MAX || (f32 && tc) ||
-                transform_algo(perf[i].algo) ||
+                (transform_algo(perf[i].algo) && !key[18]) ||
                 (pass == 0 && perf[i].algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM))
                 continue;
             if (best < 0) best = perf[i].time;
@@ -128,7 +132,7 @@ static ert_status find_algo(cuda_ctx *c, const conv_state *s, const int *key, bo
     for (int i = 0; i < got && e->ok && e->n_alt < 8; i++) {
         bool tc = perf[i].mathType == CUDNN_TENSOR_OP_MATH || perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
         if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > CONV_WS_MAX || (f32 && tc) ||
-            transform_algo(perf[i].algo) || (int)perf[i].algo == e->algo)
+            (transform_algo(perf[i].algo) && !key[18]) || (int)perf[i].algo == e->algo)
             continue;
         bool dup = false;
         for (int k = 0; k < e->n_alt; k++) dup |= e->alt[k] == (int)perf[i].algo;
@@ -223,8 +227,10 @@ static ert_status conv_describe_dnn(cuda_ctx *c, const ert_kargs *a, size_t ws_l
         ert_cuda_conv_state_free(s); /* cuDNN sees another shape (ceil effects): direct kernel */
         return ERT_OK;
     }
+    /* key[18]: FFT/Winograd allowed (f32 without ERT_SESSION_NO_CONV_TRANSFORMS; 0 in plan caches of
+     * before, which excluded them) */
     int key[20] = {(int)x->dims[0], xc, xh, xw, (int)w->dims[0], (int)w->dims[1], kh, kw,
-                   ph, pw, sh, sw, dh, dw, (int)p->group, (int)x->dtype, 0, p->nhwc, 0, 0};
+                   ph, pw, sh, sw, dh, dw, (int)p->group, (int)x->dtype, 0, p->nhwc, f32 && !c->no_transforms, 0};
     const algo_entry *e = NULL;
     ert_status st = find_algo(c, s, key, f32, &e);
     if (st != ERT_OK) {

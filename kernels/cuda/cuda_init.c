@@ -61,6 +61,7 @@ static ert_status cuda_init(ert_context *ctx, const ert_session_options *o, void
     c->conv_graph_off = (o->flags & ERT_SESSION_NO_CONV_GRAPH) != 0;
     c->conv_graph_force = !c->conv_graph_off && (o->flags & ERT_SESSION_CONV_GRAPH) != 0;
     c->exact_gelu = (o->flags & ERT_SESSION_EXACT_GELU) != 0;
+    c->no_transforms = (o->flags & ERT_SESSION_NO_CONV_TRANSFORMS) != 0;
     /* a trainer recasts its filters from master weights every step: a packed copy would go stale */
     c->dw_rsc = !c->trainer && !(o->flags & ERT_SESSION_NO_PACK);
     c->fast = o->create_mode == ERT_CREATE_FAST;
