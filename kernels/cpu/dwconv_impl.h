@@ -295,6 +295,64 @@ static inline __attribute__((always_inline)) bool DW_FN(dw_plane_padded)(const e
     return true;
 }
 
+/* Stride-2 planes too large for dw_plane_padded (MobileNetV2's and
+ * EfficientNet-B0's 96x112x112, MobileNetV3-L's 64x112x112): each input row
+ * is copied once, zero-padded and phase-split (even columns, then Lh floats
+ * on the odd ones, as dw_plane_padded's rows), into a ring of KH row buffers
+ * that the output rows needing it share; every output row is then whole
+ * vector blocks of plain loads (dw_blockn, PH). dw_row took two loads and an
+ * even-lane shuffle per tap and vector, one FMA chain per block, and its
+ * border columns scalar. The same products in the same order, so the same
+ * sums. Returns false when a ring row would not fit. */
+static inline __attribute__((always_inline)) bool DW_FN(dw_plane_rows_s2)(const ert_dw2d *p, const float *xc, float *ym,
+                                                                      const float *rm, const float *wk, float bv,
+                                                                      const int64_t KH, const int64_t KW) {
+    const int64_t W = p->W, H = p->H, OW = p->OW, OH = p->OH, pw = p->pw;
+    const int64_t OWp = (OW + VL - 1) / VL * VL;
+    const int64_t Lp = OWp * 2 + (KW - 1); /* floats a row's blocks read (dilation 1) */
+    const int64_t Lh = (Lp + 1) / 2, Lr = 2 * Lh;
+    if (OWp > DW_PADW || Lr > DW_RING_W) return false;
+    float ring[DW_KMAX][DW_RING_W], zero[DW_RING_W], orow[DW_PADW];
+    int64_t tag[DW_KMAX];
+    const int64_t j0 = pw < Lp ? pw : Lp, j1 = pw + W < Lp ? pw + W : Lp;
+    memset(zero, 0, (size_t)Lr * sizeof(float));
+    for (int64_t k = 0; k < KH; k++) {
+        memset(ring[k], 0, (size_t)Lr * sizeof(float)); /* the padding columns stay zero */
+        tag[k] = -1;
+    }
+    const float *rows[DW_KMAX];
+    for (int64_t oh = 0; oh < OH; oh++) {
+        for (int64_t kh = 0; kh < KH; kh++) {
+            const int64_t ih = oh * p->sh - p->ph + kh * p->dh;
+            if (ih < 0 || ih >= H || j1 <= j0) {
+                rows[kh] = zero;
+                continue;
+            }
+            float *br = ring[ih % KH];
+            if (tag[ih % KH] != ih) {
+                if (j0 % 2 == 0) DW_FN(dw_deinterleave)(br + j0 / 2, br + Lh + j0 / 2, xc + ih * W, j1 - j0);
+                else DW_FN(dw_deinterleave)(br + Lh + j0 / 2, br + j0 / 2 + 1, xc + ih * W, j1 - j0);
+                tag[ih % KH] = ih;
+            }
+            rows[kh] = br;
+        }
+        float *yr = ym + oh * OW;
+        const bool spill = !rm && oh * OW + OWp <= OH * OW; /* the blocks' spill stays inside the plane */
+        float *dst = spill ? yr : orow;
+        DW_FN(dw_blocks)(rows, wk, KH, KW, 1, bv, 2, dst, OWp, true, true, Lh);
+        if (!spill) {
+            if (rm)
+                for (int64_t ow = 0; ow < OW; ow++) yr[ow] = orow[ow] + rm[oh * OW + ow];
+            else
+                DW_FN(dw_copy)(yr, orow, OW);
+        }
+    }
+    /* one activation pass over the plane (56x56 floats: still in L1): a call per 56-float row was a
+     * sixth of the layer's time (MobileNetV2's ReLU6, perf) */
+    if (p->act) DW_ACT_ROW(ym, OH * OW, p->act);
+    return true;
+}
+
 /* The planes [t0, t1); KH and KW are constants where the caller specialises
  * (3x3, 5x5, 7x7), so the tap loops unroll and the weights stay in registers;
  * D is the dilation as a constant (1) or 0 (p's). With D = 1 the taps are
@@ -320,6 +378,7 @@ static inline __attribute__((always_inline)) void DW_FN(dw_planes)(const ert_dw2
         if (p->sw == 1 ? DW_FN(dw_plane_padded)(p, xc, ym, rm, wk, bv, 1, KH, KW, D, pbuf, &pbuf_zeroed)
                        : DW_FN(dw_plane_padded)(p, xc, ym, rm, wk, bv, 2, KH, KW, D, pbuf, &pbuf_zeroed))
             continue;
+        if (p->sw == 2 && D && DW_FN(dw_plane_rows_s2)(p, xc, ym, rm, wk, bv, KH, KW)) continue;
         const int64_t dh = D ? D : p->dh;
         for (int64_t oh = 0; oh < p->OH; oh++) {
             bool full = true;

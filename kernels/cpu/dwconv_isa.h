@@ -65,6 +65,7 @@ typedef int dw_vi __attribute__((vector_size(VL * sizeof(int))));
 #define DW_V dw_vf
 
 #define DW_PADW 160 /* the padded row buffers of dw_row_padded */
+#define DW_RING_W 336 /* floats of a phase-split ring row (dw_plane_rows_s2): input rows up to ~320 wide */
 /* rows narrower than this take dw_row_padded (when the whole padded plane,
  * dw_plane_padded, tried first, does not fit): the 14- and 7-wide maps, where
  * the border is most of the row; from 32 up a copy per row cost more than the

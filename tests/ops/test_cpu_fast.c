@@ -237,6 +237,52 @@ static void test_dw(int pool_i, int cap) {
     }
 }
 
+/* Stride-2 depthwise planes too large for dw_plane_padded's buffer
+ * (MobileNetV2's 96x112x112): dw_plane_rows_s2's ring of phase-split rows,
+ * 3x3/5x5/7x7, asymmetric padding, with and without a residual, each
+ * fused activation; widths up to 340 also reach the rows past its ring
+ * (dw_row then). Against float64. */
+static void test_dw_s2_tall(int pool_i, int cap) {
+    for (int it = 0; it < 9; it++) {
+        const int64_t K = 3 + 2 * (it % 3), C = ert_test_int(&rng, 1, 5), mult = ert_test_int(&rng, 1, 2);
+        int64_t s[2] = {2, 2}, d[2] = {1, 1}, pd[4];
+        for (int i = 0; i < 4; i++) pd[i] = ert_test_int(&rng, 0, (int)K / 2);
+        int64_t xd[4] = {ert_test_int(&rng, 1, 2), C, ert_test_int(&rng, 90, 125),
+                         it == 8 ? ert_test_int(&rng, 322, 340) : ert_test_int(&rng, 90, 230)};
+        int64_t wd[4] = {C * mult, 1, K, K}, bd[1] = {C * mult};
+        int64_t yd[4] = {xd[0], C * mult, (xd[2] + pd[0] + pd[2] - K) / 2 + 1, (xd[3] + pd[1] + pd[3] - K) / 2 + 1};
+        const bool with_res = it % 2;
+        tt in[4] = {tt_rand(&rng, 4, xd, -1, 1), tt_rand(&rng, 4, wd, -1, 1), tt_rand(&rng, 1, bd, -1, 1), {0}};
+        in[1].cst = in[2].cst = true;
+        if (with_res) in[3] = tt_rand(&rng, 4, yd, -1, 1);
+        static const ert_act kinds[] = {ERT_ACT_NONE, ERT_ACT_RELU, ERT_ACT_SILU, ERT_ACT_HARD_SWISH, ERT_ACT_CLIP};
+        const ert_act_params ap = {.kind = kinds[it % 5], .alpha = 0.0f, .beta = 0.5f};
+        ert_attr_val at[7] = {A_I("group", C), A_IS("strides", s, 2), A_IS("pads", pd, 4), A_IS("dilations", d, 2),
+                              A_I("ert_act", ap.kind), A_F("ert_act_alpha", ap.alpha), A_F("ert_act_beta", ap.beta)};
+        tt y = {0};
+        /* Clip(0, 0.5): ReLU6's form; the others ignore alpha and beta */
+        ert_status st = run_op(ctx, ERT_OP_CONV, at, ap.kind == ERT_ACT_CLIP ? 7 : 5, in, with_res ? 4 : 3, &y, 1, NULL);
+        char what[200];
+        snprintf(what, sizeof what, "dw s2 tall isa %d act %d x %lldx%lldx%lldx%lld mult %lld k%lld p%lld,%lld,%lld,%lld res%d pool%d",
+                 cap, (int)ap.kind, (long long)xd[0], (long long)xd[1], (long long)xd[2], (long long)xd[3],
+                 (long long)mult, (long long)K, (long long)pd[0], (long long)pd[1], (long long)pd[2], (long long)pd[3],
+                 (int)with_res, pool_i);
+        CHECK(st == ERT_OK, "%s: %s", what, ert_status_str(st));
+        if (st == ERT_OK) {
+            CHECK(y.dims[2] == yd[2] && y.dims[3] == yd[3], "%s: output dims", what);
+            double *ref = malloc((size_t)tt_n(&y) * sizeof *ref);
+            conv_ref(&in[0], &in[1], &in[2], C, s, pd, d, 0, &y, ref);
+            for (int64_t i = 0; i < tt_n(&y); i++)
+                ref[i] = oh_act_ref(ref[i] + (with_res ? ((const float *)in[3].data)[i] : 0.0), &ap);
+            CHECK(ert_test_close(what, y.data, ref, tt_n(&y), 1e-5, 1e-4), "%s", what);
+            free(ref);
+            tt_free(&y);
+        }
+        for (int i = 0; i < 4; i++)
+            if (in[i].data) tt_free(&in[i]);
+    }
+}
+
 /* The integer convolution's rows (quant_int.c, baseline and AVX2 copies)
  * and its typed im2col: ConvInteger on random u8/i8 x with a zero point,
  * i8 weights with per-channel zero points, 1-D and 2-D, strides, pads past
@@ -1053,6 +1099,7 @@ int main(void) {
             test_conv_pv(p);
             test_gemm_packed(p);
             test_dw(p, cap);
+            test_dw_s2_tall(p, cap);
             test_sgemm_epilogue(p, cap);
             test_layernorm(p, cap, &kc);
             test_conv_integer(p, cap);
