@@ -241,15 +241,33 @@ static inline __attribute__((always_inline)) void DW_FN(dw_copy)(float *restrict
     }
 }
 
+/* Output row oh of a plane from padded rows (dw_plane_padded,
+ * dw_plane_rows_s2): without a residual the blocks store straight into y,
+ * the row's last block spilling into the rows after it, which overwrite it
+ * later (a row whose blocks would pass the plane's end goes through orow). */
+static inline __attribute__((always_inline)) void DW_FN(dw_out_row)(const float *const *rows, const float *wk,
+                                                            const int64_t KH, const int64_t KW, int64_t d, float bv,
+                                                            const int64_t s, const bool PH, int64_t Lh, float *ym,
+                                                            const float *rm, float *orow, int64_t OW, int64_t OH,
+                                                            int64_t OWp, int64_t oh) {
+    float *yr = ym + oh * OW;
+    const bool spill = !rm && oh * OW + OWp <= OH * OW; /* the blocks' spill stays inside the plane */
+    float *dst = spill ? yr : orow;
+    DW_FN(dw_blocks)(rows, wk, KH, KW, d, bv, s, dst, OWp, true, PH, Lh);
+    if (spill) return;
+    if (rm)
+        for (int64_t ow = 0; ow < OW; ow++) yr[ow] = orow[ow] + rm[oh * OW + ow];
+    else
+        DW_FN(dw_copy)(yr, orow, OW);
+}
+
 /* Small planes (the 28x28 to 7x7 maps of a classifier's later stages, where
  * a row is a few vectors and the per-row set-up was most of the time:
  * EfficientNet-B0's 7x7x1152 5x5 layers): the input plane is copied into a
  * zero-padded buffer, then every output row reads it without bounds checks.
  * buf (DW_PLANE_MAX floats) is the caller's, kept over its planes: the
- * padding is zeroed once (*zeroed), each plane then only copies its rows in.
- * Without a residual the blocks store straight into y, a row's last block
- * spilling into the rows after it, which overwrite it later (rows whose
- * blocks would pass the plane's end go through orow). Returns false when the buffer would not hold it. */
+ * padding is zeroed once (*zeroed), each plane then only copies its rows in
+ * (dw_out_row stores). Returns false when the buffer would not hold it. */
 static inline __attribute__((always_inline)) bool DW_FN(dw_plane_padded)(const ert_dw2d *p, const float *xc, float *ym,
                                                                      const float *rm, const float *wk, float bv,
                                                                      const int64_t s, const int64_t KH,
@@ -280,16 +298,8 @@ static inline __attribute__((always_inline)) bool DW_FN(dw_plane_padded)(const e
     const float *rows[DW_KMAX];
     for (int64_t oh = 0; oh < OH; oh++) {
         for (int64_t kh = 0; kh < KH; kh++) rows[kh] = buf + (oh * p->sh + kh * dh) * Lr;
-        float *yr = ym + oh * OW;
-        const bool spill = !rm && oh * OW + OWp <= OH * OW; /* the blocks' spill stays inside the plane */
-        float *dst = spill ? yr : orow;
-        if (s == 2) DW_FN(dw_blocks)(rows, wk, KH, KW, d, bv, s, dst, OWp, true, true, Lh);
-        else DW_FN(dw_blocks)(rows, wk, KH, KW, d, bv, s, dst, OWp, true, false, 0);
-        if (spill) continue;
-        if (rm)
-            for (int64_t ow = 0; ow < OW; ow++) yr[ow] = orow[ow] + rm[oh * OW + ow];
-        else
-            DW_FN(dw_copy)(yr, orow, OW);
+        if (s == 2) DW_FN(dw_out_row)(rows, wk, KH, KW, d, bv, s, true, Lh, ym, rm, orow, OW, OH, OWp, oh);
+        else DW_FN(dw_out_row)(rows, wk, KH, KW, d, bv, s, false, 0, ym, rm, orow, OW, OH, OWp, oh);
     }
     if (p->act) DW_ACT_ROW(ym, OH * OW, p->act);
     return true;
@@ -336,16 +346,7 @@ static inline __attribute__((always_inline)) bool DW_FN(dw_plane_rows_s2)(const 
             }
             rows[kh] = br;
         }
-        float *yr = ym + oh * OW;
-        const bool spill = !rm && oh * OW + OWp <= OH * OW; /* the blocks' spill stays inside the plane */
-        float *dst = spill ? yr : orow;
-        DW_FN(dw_blocks)(rows, wk, KH, KW, 1, bv, 2, dst, OWp, true, true, Lh);
-        if (!spill) {
-            if (rm)
-                for (int64_t ow = 0; ow < OW; ow++) yr[ow] = orow[ow] + rm[oh * OW + ow];
-            else
-                DW_FN(dw_copy)(yr, orow, OW);
-        }
+        DW_FN(dw_out_row)(rows, wk, KH, KW, 1, bv, 2, true, Lh, ym, rm, orow, OW, OH, OWp, oh);
     }
     /* one activation pass over the plane (56x56 floats: still in L1): a call per 56-float row was a
      * sixth of the layer's time (MobileNetV2's ReLU6, perf) */
