@@ -184,8 +184,8 @@ static const char *HELP_BENCH =
     "  --profile           then one run node by node (ert_session_profile): time per\n"
     "                      op type of the session's nodes, after fusion (CUDA: device\n"
     "                      time per node, eager, so the sum exceeds a graphed run)\n"
-"  --profile-nodes     --profile, run 10 times, and every node's fastest time\n"
-"                      listed in schedule order (name, op, ms; JSON: \"nodes\")\n"
+    "  --profile-nodes     --profile, run 10 times, and every node's fastest time\n"
+    "                      listed in schedule order (name, op, ms; JSON: \"nodes\")\n"
     "  --json              one JSON object on stdout\n";
 
 static int g_verbose;
@@ -337,7 +337,8 @@ static int opt_choice(opt_parser *p, const char *name, const char *allowed, cons
 
 typedef struct common_opts {
     long batch, threads, iters, warmup, topk;
-    int json, fp16, no_nhwc, nhwc, gemm1x1, conv_graph, no_conv_graph, no_transforms, bgr, check_finite, profile, profile_nodes, no_strips;
+    int json, fp16, no_nhwc, nhwc, gemm1x1, conv_graph, no_conv_graph, no_transforms, bgr, check_finite;
+    int profile, profile_nodes, no_strips;
     const char *device;
     const char *precision;
     const char *plan_cache, *create_mode;
@@ -1388,34 +1389,24 @@ static void prof_free(prof_ops *pr) {
 }
 
 static int profile_ops(ert_context *ctx, ert_session *s, prof_ops *pr, int runs, int keep_nodes) {
-    int cap = 1024, n = 0;
-    ert_profile_entry *e = NULL;
-    double *best = NULL;
+    int n = 0;
     memset(pr, 0, sizeof *pr);
+    /* a first run counts the nodes (and warms the profiling path up) */
+    ert_status st = ert_session_profile(s, NULL, 0, &n);
+    if (st != ERT_OK) return lib_error(ctx, st, "profiling run failed");
+    const int cap = n > 0 ? n : 1;
+    ert_profile_entry *e = malloc((size_t)cap * sizeof *e);
+    double *best = malloc((size_t)cap * sizeof *best);
+    if (!e || !best) {
+        free(e);
+        free(best);
+        return error("out of memory");
+    }
     for (int r = 0; r < runs; r++) {
-        for (;;) {
-            if (!e) {
-                e = malloc((size_t)cap * sizeof *e);
-                best = malloc((size_t)cap * sizeof *best);
-                if (!e || !best) {
-                    free(e);
-                    free(best);
-                    return error("out of memory");
-                }
-            }
-            ert_status st = ert_session_profile(s, e, cap, &n);
-            if (st != ERT_OK) {
-                free(e);
-                free(best);
-                return lib_error(ctx, st, "profiling run failed");
-            }
-            if (n <= cap) break;
-            cap = n; /* too small: again with room for every node */
+        if ((st = ert_session_profile(s, e, cap, &n)) != ERT_OK || n > cap) {
             free(e);
             free(best);
-            e = NULL;
-            best = NULL;
-            r = 0;
+            return st != ERT_OK ? lib_error(ctx, st, "profiling run failed") : error("the schedule changed between runs");
         }
         for (int i = 0; i < n; i++)
             if (r == 0 || e[i].ms < best[i]) best[i] = e[i].ms;
