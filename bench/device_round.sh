@@ -56,7 +56,8 @@ fi
   tee "$out/device.txt"
 
 build=build-gpu
-targets=(bench_zoo_edgert edgert_cli qdq_run test_cuda test_zoo_cuda)
+# TARGETS (space-separated) narrows the build, e.g. TARGETS=test_cuda for STEPS=cuda alone
+read -r -a targets <<< "${TARGETS:-bench_zoo_edgert edgert_cli qdq_run test_cuda test_zoo_cuda}"
 has gpu && targets=()
 t0=$SECONDS
 cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DERT_CUDA=ON -DERT_CUDA_ARCHS="${ERT_CUDA_ARCHS:-90}" \
